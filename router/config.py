@@ -1,0 +1,38 @@
+"""Routing settings: policy, zone placement overrides, prices, health fallback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from azsidecar._configload import require
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD list prices. Defaults: S3 Standard requests, inter-AZ transfer $0.01/GB each way."""
+
+    s3_put_per_1000: float = 0.005
+    s3_get_per_1000: float = 0.0004
+    cross_az_per_gb_each_way: float = 0.01
+
+    def __post_init__(self) -> None:
+        for name in ("s3_put_per_1000", "s3_get_per_1000", "cross_az_per_gb_each_way"):
+            require(getattr(self, name) >= 0, f"router.prices.{name}: must be >= 0")
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    policy: Literal["cost", "wal", "direct"] = "cost"
+    fallback: Literal["direct", "fail"] = "direct"
+    # Leader zone by broker id ("111" = "use1-az2"), for clusters that report no rack.
+    broker_zones: dict[str, str] = field(default_factory=dict)
+    # Leader zone by "topic-glob:partition" or "topic-glob:*"; wins over broker_zones.
+    partition_zones: dict[str, str] = field(default_factory=dict)
+    # Per-topic ack mode ("leader" default, or "wal"), keys are topic globs.
+    ack_modes: dict[str, str] = field(default_factory=dict)
+    prices: Prices = field(default_factory=Prices)
+
+    def __post_init__(self) -> None:
+        for topic, mode in self.ack_modes.items():
+            require(mode in ("leader", "wal"), f"router.ack_modes.{topic}: 'leader' or 'wal', got {mode!r}")

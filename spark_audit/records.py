@@ -1,0 +1,96 @@
+"""Audit record kinds and their fields: the one contract between writers and Spark jobs.
+
+Pure Python on purpose: the proxy, WAL writer and agent import this module without
+importing pyspark. `spark_audit.schemas` turns these field lists into explicit StructTypes.
+Every record carries `schema_version`, `kind`, `ts_ms` (epoch milliseconds, UTC) and
+`zone` (the AZ id of the component that wrote it); partitions are date/hour/zone.
+
+Versioning: add fields only at the end of a kind, with a default, and bump
+SCHEMA_VERSION; readers fill missing fields with nulls so older records still read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+SCHEMA_VERSION = 1
+
+# Field types: "string", "long", "double", "boolean".
+COMMON_FIELDS: tuple[tuple[str, str], ...] = (
+    ("schema_version", "long"),
+    ("kind", "string"),
+    ("ts_ms", "long"),
+    ("zone", "string"),
+)
+
+KINDS: dict[str, tuple[tuple[str, str], ...]] = {
+    # One per partition batch the proxy handled. route: local | direct_cross | wal.
+    # bytes = raw record batch bytes; wire_bytes = bytes this batch put on a cross-zone
+    # link (direct_cross: request+response share; wal: 0, notifications are counted apart).
+    "produce_batch": (
+        ("proxy_id", "string"), ("leader_zone", "string"), ("topic", "string"),
+        ("partition", "long"), ("route", "string"), ("reason", "string"),
+        ("bytes", "long"), ("records", "long"), ("wire_bytes", "long"),
+        ("error_code", "long"), ("latency_ms", "double"), ("queue_ms", "double"),
+        ("s3_put_ms", "double"), ("notify_rtt_ms", "double"), ("leader_append_ms", "double"),
+    ),
+    # One per WAL object PUT. reason: size | linger | shutdown.
+    "wal_flush": (
+        ("writer_id", "string"), ("epoch", "long"), ("sequence", "long"), ("key", "string"),
+        ("bytes", "long"), ("entries", "long"), ("zones", "string"), ("reason", "string"),
+        ("put_ms", "double"), ("attempts", "long"), ("put_requests", "long"), ("ok", "boolean"),
+    ),
+    # One per agent read of a zone's share. source_zone = the proxy's zone.
+    "agent_read": (
+        ("source_zone", "string"), ("key", "string"), ("bytes", "long"), ("gets", "long"),
+        ("cache_hits", "long"), ("cache_misses", "long"), ("bytes_from_cache", "long"),
+        ("latency_ms", "double"),
+    ),
+    # One per notification round trip, written by the sender. dest_zone = agent's zone.
+    "notification": (
+        ("dest_zone", "string"), ("key", "string"), ("entries", "long"),
+        ("request_bytes", "long"), ("response_bytes", "long"), ("rtt_ms", "double"),
+        ("status", "string"), ("attempts", "long"),
+    ),
+    # One per router leader-zone lookup. cache: hit | miss.
+    "metadata_lookup": (
+        ("topic", "string"), ("partition", "long"), ("leader_zone", "string"), ("cache", "string"),
+    ),
+    # Records the writer had to drop because its queue was full (counted, never silent).
+    "audit_drop": (
+        ("dropped_kind", "string"), ("dropped", "long"),
+    ),
+}
+
+
+def fields_of(kind: str) -> tuple[tuple[str, str], ...]:
+    """All fields of a kind, common ones first. Raises KeyError for an unknown kind."""
+    return COMMON_FIELDS + KINDS[kind]
+
+
+class AuditSink(Protocol):
+    """Where components put audit records. `emit` never blocks the data path."""
+
+    def emit(self, kind: str, fields: dict[str, Any]) -> None: ...
+
+
+class NullAuditSink:
+    """Discards records (tests of code above the audit writer, audit disabled)."""
+
+    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+        return None
+
+
+class MemoryAuditSink:
+    """Keeps records in a list (unit tests that assert on what was audited)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+        if kind not in KINDS:
+            raise KeyError(f"unknown audit record kind {kind!r}")
+        self.records.append((kind, dict(fields)))
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [f for k, f in self.records if k == kind]

@@ -1,0 +1,68 @@
+"""Shared fixtures: real moto (S3 over HTTP) and real Tansu brokers on free loopback ports.
+
+Processes are started once per session where sharing is harmless (moto, one memory-backed
+Tansu) and always terminated at the end. Tests that need isolation create their own
+bucket or topic names with `unique_name`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from deploy.local import start_moto, start_tansu
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory):
+    with start_moto(log_dir=tmp_path_factory.mktemp("moto")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(moto_server):
+    """A fresh, empty bucket on the shared moto server: (server, bucket_name)."""
+    name = unique_name("bkt")
+    moto_server.create_bucket(name)
+    return moto_server, name
+
+
+@pytest.fixture(scope="session")
+def tansu(tmp_path_factory):
+    """One memory-backed Tansu broker for the session."""
+    with start_tansu(log_dir=tmp_path_factory.mktemp("tansu")) as broker:
+        yield broker
+
+
+@pytest.fixture
+def tansu_shared_bucket(moto_server, tmp_path_factory):
+    """Factory fixture: start_brokers(n) -> n Tansu brokers sharing one fresh bucket."""
+    import contextlib
+
+    stack = contextlib.ExitStack()
+    bucket = unique_name("tansu")
+    moto_server.create_bucket(bucket)
+    log_dir = tmp_path_factory.mktemp("tansu-s3")
+
+    def start_brokers(n: int):
+        return [stack.enter_context(start_tansu(moto_server.endpoint_url, bucket, log_dir=log_dir))
+                for _ in range(n)]
+
+    with stack:
+        yield start_brokers
+
+
+def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    """Create topics {name: partitions} on a broker (kafka-python admin)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic(n, p, 1) for n, p in topics.items()])
+    finally:
+        admin.close()

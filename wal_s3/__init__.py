@@ -1,0 +1,1 @@
+"""wal_s3 package."""
