@@ -1,0 +1,5 @@
+import sys
+
+from azsidecar.cli import main
+
+sys.exit(main())
