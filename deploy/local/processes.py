@@ -38,19 +38,37 @@ def tansu_binary() -> str:
     return str(path)
 
 
-def wait_for_port(host: str, port: int, proc: subprocess.Popen, timeout_s: float, what: str, log: Path) -> None:
-    """Block until host:port accepts a TCP connection; raise if the process dies or time runs out."""
+def wait_for_port(host: str, port: int, proc: subprocess.Popen, timeout_s: float, what: str, log: Path,
+                  netns: str | None = None) -> None:
+    """Block until host:port accepts a TCP connection (from inside netns if given); raise if the process dies or time runs out."""
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode} before listening:\n{_tail(log)}")
         try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
+            _connect_once(host, port, netns)
+            return
         except OSError:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{what} did not listen on {host}:{port} within {timeout_s}s:\n{_tail(log)}") from None
             time.sleep(0.05)  # polling a port: readiness check, not synchronization of results
+
+
+_PROBE = "import socket,sys;socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=0.5).close()"
+
+
+def _connect_once(host: str, port: int, netns: str | None) -> None:
+    """One TCP connect; inside a namespace via a tiny probe process. Raises OSError if refused."""
+    if netns is None:
+        with socket.create_connection((host, port), timeout=0.5):
+            return
+    try:
+        done = subprocess.run(_command_prefix(netns) + [sys.executable, "-I", "-S", "-c", _PROBE, host, str(port)],
+                              capture_output=True, timeout=5)
+    except subprocess.TimeoutExpired as exc:
+        raise OSError(f"probe of {host}:{port} in {netns} timed out") from exc
+    if done.returncode != 0:
+        raise OSError(f"{host}:{port} in {netns} refused")
 
 
 def _tail(log: Path, n: int = 20) -> str:
@@ -115,8 +133,7 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, netns: str | None = None,
         proc = subprocess.Popen(_command_prefix(netns) + [exe, "-H", host, "-p", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        if netns is None:
-            wait_for_port(host, port, proc, STARTUP_TIMEOUT_S, "moto_server", log)
+        wait_for_port(host, port, proc, STARTUP_TIMEOUT_S, "moto_server", log, netns)
         yield MotoServer(host, port, proc, log)
     finally:
         stop_process(proc)
@@ -154,8 +171,7 @@ class TansuBroker:
                     "--storage-engine", self.storage,
                 ],
                 stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
-        if self.netns is None:
-            wait_for_port(self.host, self.port, self.proc, STARTUP_TIMEOUT_S, "tansu", self.log_path)
+        wait_for_port(self.host, self.port, self.proc, STARTUP_TIMEOUT_S, "tansu", self.log_path, self.netns)
 
 
 @contextlib.contextmanager

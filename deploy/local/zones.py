@@ -1,0 +1,541 @@
+"""Three availability zones on one machine: network namespaces, one bridge, metered bytes.
+
+Strategy. As root, every zone is a network namespace with two links:
+
+- `xzone`, a veth pair whose other end is a port of one bridge in the root namespace.
+  This bridge is the inter-zone link and nothing else uses it: the root namespace has no
+  address on it. The byte counters of the bridge ports (root side of each veth) are the
+  ground truth for bytes that crossed a zone boundary.
+- `s3link`, a veth pair to a separate "s3" namespace where moto runs, so S3 traffic
+  never touches the bridge (like a VPC gateway endpoint, free per byte on AWS).
+
+Every name carries `PREFIX` and a per-run id, so parallel runs never collide, and a
+state file records the owning process so `cleanup_leftovers` removes only the remains
+of runs whose owner is dead. Teardown (processes, namespaces, veths, bridge) runs on
+normal exit, on exceptions, on Ctrl-C and on SIGTERM.
+
+Without root (or with mode="loopback") everything runs on 127.0.0.1 and the meter says
+"unmetered": there is no link whose counters mean "crossed a zone".
+
+Leadership: Tansu names itself leader of every partition, so the zone that "leads" a
+partition is a convention: partition p of every topic leads in zone p % len(zones).
+The router enforces it through its `partition_zones` override map (`partition_zones()`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deploy.local.processes import (
+    DUMMY_CREDENTIALS,
+    MotoServer,
+    TansuBroker,
+    free_port,
+    start_moto,
+    start_tansu,
+    stop_process,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ZONES = ("use1-az1", "use1-az2", "use1-az3")
+PREFIX = "azs-"  # every namespace, interface and state file of this module starts with it
+RUN_ID_HEX = 5  # 4+5+3 = 12 characters for "azs-xxxxx-b0": interface names are limited to 15
+MAX_ZONES = 9  # one digit in interface names; addresses 10.214.N.0/30 per zone
+BRIDGE_PREFIX = "10.213.0"  # zone i is 10.213.0.(i+1)/24 on the inter-zone bridge
+S3_LINK_PREFIX = "10.214"  # zone i: 10.214.i.2/30, the s3 namespace 10.214.i.1/30
+S3_PORT = 4566  # moto in its own namespace, so any fixed port is free there
+BROKER_PORT = 9093  # Tansu on the zone address; 9092 stays for the sidecar on 127.0.0.1
+SIDECAR_PORT = 9092  # what producers use as bootstrap.servers inside a zone
+ZONE_IF = "xzone"  # the zone's end of the bridge link, inside its namespace
+S3_IF = "s3link"  # the zone's end of the S3 link, inside its namespace
+IP_TIMEOUT_S = 10.0  # one `ip` invocation; they take milliseconds
+STATE_DIR = Path("/run/azsidecar-zones") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir()) / "azsidecar-zones"
+
+
+class ZoneSetupError(RuntimeError):
+    """Creating namespaces, links or addresses failed (the message has `ip`'s stderr)."""
+
+
+def leader_zone_of(partition: int, zones: Sequence[str]) -> str:
+    """The zone whose broker "leads" `partition` of every topic: zones[partition % len(zones)]."""
+    if partition < 0 or not zones:
+        raise ValueError(f"partition must be >= 0 and zones non-empty, got {partition}, {zones!r}")
+    return zones[partition % len(zones)]
+
+
+def partition_zones(zones: Sequence[str], max_partitions: int, topic_glob: str = "*") -> dict[str, str]:
+    """The router's `partition_zones` override map for partitions 0..max_partitions-1."""
+    return {f"{topic_glob}:{p}": leader_zone_of(p, zones) for p in range(max_partitions)}
+
+
+@dataclass(frozen=True)
+class Zone:
+    """One zone as processes in it see it."""
+
+    name: str  # AZ id, "use1-az1"
+    index: int
+    netns: str | None  # None in loopback mode
+    address: str  # on the inter-zone bridge (loopback mode: 127.0.0.1)
+    s3_endpoint: str  # moto as reached from this zone
+    broker_bootstrap: str  # this zone's Tansu broker
+    sidecar_host: str = "127.0.0.1"
+    sidecar_port: int = SIDECAR_PORT
+    bridge_port: str | None = None  # root-namespace end of the bridge link; None = unmetered
+
+    @property
+    def sidecar_bootstrap(self) -> str:
+        return f"{self.sidecar_host}:{self.sidecar_port}"
+
+
+@dataclass(frozen=True)
+class LinkBytes:
+    """Bytes and packets a zone sent onto and received from a link over an interval."""
+
+    sent_bytes: int
+    received_bytes: int
+    sent_packets: int
+    received_packets: int
+
+
+@dataclass(frozen=True)
+class CrossZoneReading:
+    """Inter-zone traffic per zone over one interval. `status` is "metered" or "unmetered"."""
+
+    status: str
+    per_zone: Mapping[str, LinkBytes]
+    interval_s: float
+
+    @property
+    def metered(self) -> bool:
+        return self.status == "metered"
+
+    @property
+    def total_bytes(self) -> int | None:
+        """Bytes put onto the inter-zone link (each crossing byte counted once); None if unmetered."""
+        if not self.metered:
+            return None
+        return sum(z.sent_bytes for z in self.per_zone.values())
+
+    @property
+    def total_packets(self) -> int | None:
+        if not self.metered:
+            return None
+        return sum(z.sent_packets for z in self.per_zone.values())
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "interval_s": self.interval_s, "total_bytes": self.total_bytes,
+                "per_zone": {name: vars(b) for name, b in self.per_zone.items()}}
+
+
+def _read_counters(port: str) -> LinkBytes:
+    # The bridge port is the root end of the zone's veth: what the zone sent arrives as rx.
+    stats = Path("/sys/class/net") / port / "statistics"
+
+    def read(name: str) -> int:
+        return int((stats / name).read_text())
+
+    return LinkBytes(sent_bytes=read("rx_bytes"), received_bytes=read("tx_bytes"),
+                     sent_packets=read("rx_packets"), received_packets=read("tx_packets"))
+
+
+class CrossZoneMeter:
+    """Reads the bridge-port counters at start() and stop(); the difference is the interval."""
+
+    def __init__(self, zones: Sequence[Zone]) -> None:
+        self._zones = tuple(zones)
+        self._start: dict[str, LinkBytes] | None = None
+        self._started_at = 0.0
+
+    @property
+    def metered(self) -> bool:
+        return all(z.bridge_port is not None for z in self._zones)
+
+    def _snapshot(self) -> dict[str, LinkBytes]:
+        return {z.name: _read_counters(z.bridge_port) for z in self._zones if z.bridge_port is not None}
+
+    def start(self) -> None:
+        self._start = self._snapshot() if self.metered else {}
+        self._started_at = time.monotonic()
+
+    def stop(self) -> CrossZoneReading:
+        """Raises RuntimeError if start() was not called."""
+        if self._start is None:
+            raise RuntimeError("CrossZoneMeter.stop() before start()")
+        interval_s = time.monotonic() - self._started_at
+        if not self.metered:
+            return CrossZoneReading("unmetered", {}, interval_s)
+        end = self._snapshot()
+        per_zone = {
+            name: LinkBytes(*(getattr(end[name], f) - getattr(before, f)
+                              for f in ("sent_bytes", "received_bytes", "sent_packets", "received_packets")))
+            for name, before in self._start.items()
+        }
+        self._start = None
+        return CrossZoneReading("metered", per_zone, interval_s)
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[list[CrossZoneReading]]:
+        """`with meter.measure() as out: ...` then out[0] is the reading."""
+        out: list[CrossZoneReading] = []
+        self.start()
+        yield out
+        out.append(self.stop())
+
+
+# -- running processes ------------------------------------------------------------------
+
+@dataclass
+class ZoneEnv:
+    """A running environment: zones, S3, brokers, and every process started in it."""
+
+    zones: tuple[Zone, ...]
+    mode: str  # "netns" or "loopback"
+    run_id: str
+    log_dir: Path
+    bucket: str | None = None  # the bucket the brokers share
+    s3_namespace: str | None = None
+    brokers: dict[str, TansuBroker] = field(default_factory=dict)
+    moto: MotoServer | None = None
+    _procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def metered(self) -> bool:
+        return self.mode == "netns"
+
+    def zone(self, name_or_index: str | int) -> Zone:
+        if isinstance(name_or_index, int):
+            return self.zones[name_or_index]
+        for z in self.zones:
+            if z.name == name_or_index:
+                return z
+        raise KeyError(name_or_index)
+
+    @property
+    def zone_names(self) -> tuple[str, ...]:
+        return tuple(z.name for z in self.zones)
+
+    def meter(self) -> CrossZoneMeter:
+        return CrossZoneMeter(self.zones)
+
+    def partition_zones(self, max_partitions: int, topic_glob: str = "*") -> dict[str, str]:
+        return partition_zones(self.zone_names, max_partitions, topic_glob)
+
+    def run_in_zone(self, zone: Zone | str | int, argv: Sequence[str], env: Mapping[str, str] | None = None,
+                    log_name: str | None = None) -> subprocess.Popen:
+        """Start argv inside the zone; output goes to log_dir/<log_name>.log (default: argv[0]).
+
+        The process is stopped at teardown if still running. Raises OSError if argv
+        cannot be started.
+        """
+        z = zone if isinstance(zone, Zone) else self.zone(zone)
+        name = log_name or f"{z.name}-{Path(argv[0]).name}"
+        log_path = self.log_dir / f"{name}.log"
+        full_env = {**os.environ, **(env or {})}
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(_netns_prefix(z.netns) + list(argv), stdout=out, stderr=subprocess.STDOUT,
+                                    env=full_env, start_new_session=True)
+        proc.log_path = log_path  # type: ignore[attr-defined]
+        self._procs.append(proc)
+        return proc
+
+    def run_to_completion(self, zone: Zone | str | int, argv: Sequence[str], timeout_s: float,
+                          env: Mapping[str, str] | None = None, log_name: str | None = None) -> int:
+        """run_in_zone and wait; returns the exit code. Raises subprocess.TimeoutExpired (process killed)."""
+        proc = self.run_in_zone(zone, argv, env, log_name)
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+            raise
+
+    def link_counters_s3(self, zone: Zone | str | int) -> LinkBytes | None:
+        """The zone's S3-link counters (cumulative; None in loopback mode)."""
+        z = zone if isinstance(zone, Zone) else self.zone(zone)
+        if z.netns is None:
+            return None
+        out = _ip("-n", z.netns, "-s", "-j", "link", "show", S3_IF)
+        stats = json.loads(out)[0]["stats64"]
+        return LinkBytes(sent_bytes=stats["tx"]["bytes"], received_bytes=stats["rx"]["bytes"],
+                         sent_packets=stats["tx"]["packets"], received_packets=stats["rx"]["packets"])
+
+    def _stop_processes(self) -> None:
+        for proc in reversed(self._procs):
+            try:
+                stop_process(proc)
+            except Exception:  # noqa: BLE001 - teardown must go on to the next process
+                log.exception("stopping pid %s", proc.pid)
+
+
+def _netns_prefix(netns: str | None) -> list[str]:
+    return ["ip", "netns", "exec", netns] if netns else []
+
+
+def _ip(*args: str) -> str:
+    """Run `ip args...`; raises ZoneSetupError with ip's stderr on failure."""
+    try:
+        done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ZoneSetupError(f"ip {' '.join(args)}: {exc}") from exc
+    if done.returncode != 0:
+        raise ZoneSetupError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _sysctl_in(netns: str, *settings: str) -> None:
+    done = subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-qw", *settings],
+                          capture_output=True, text=True, timeout=IP_TIMEOUT_S)
+    if done.returncode != 0:
+        raise ZoneSetupError(f"sysctl in {netns}: {done.stderr.strip()}")
+
+
+def _disable_ipv6_root(ifname: str) -> None:
+    # IPv6 router/neighbour solicitations would put stray bytes on the metered ports.
+    path = Path("/proc/sys/net/ipv6/conf") / ifname / "disable_ipv6"
+    if path.exists():
+        path.write_text("1")
+
+
+def netns_available() -> bool:
+    """True when we can create network namespaces: root and the `ip` tool."""
+    return os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+# -- state files: which run owns which names --------------------------------------------
+
+def _process_start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime) counts after the ")" that closes the command name.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _write_state(run_id: str) -> Path:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    path = STATE_DIR / f"{PREFIX}{run_id}.json"
+    path.write_text(json.dumps({"pid": os.getpid(), "start": _process_start_time(os.getpid())}))
+    return path
+
+
+def _owner_alive(run_id: str) -> bool:
+    try:
+        state = json.loads((STATE_DIR / f"{PREFIX}{run_id}.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return _process_start_time(state["pid"]) == state["start"]
+
+
+def _run_id_of(name: str, prefix: str) -> str:
+    return name[len(prefix):].split("-", 1)[0]
+
+
+def _namespaces() -> list[str]:
+    return [line.split()[0] for line in _ip("netns", "list").splitlines() if line.strip()]
+
+
+def _kill_namespace_processes(netns: str) -> None:
+    try:
+        pids = [int(p) for p in _ip("netns", "pids", netns).split()]
+    except ZoneSetupError:
+        return
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _remove_run(run_id: str, prefix: str = PREFIX) -> list[str]:
+    """Delete every namespace and root interface of one run; returns what was removed."""
+    removed = []
+    for ns in _namespaces():
+        if ns.startswith(f"{prefix}{run_id}-"):
+            _kill_namespace_processes(ns)
+            with contextlib.suppress(ZoneSetupError):
+                _ip("netns", "del", ns)
+                removed.append(f"netns {ns}")
+    for link in json.loads(_ip("-j", "link", "show") or "[]"):
+        name = link.get("ifname", "")
+        if name.startswith(f"{prefix}{run_id}-"):
+            with contextlib.suppress(ZoneSetupError):
+                _ip("link", "del", name)
+                removed.append(f"link {name}")
+    with contextlib.suppress(OSError):
+        (STATE_DIR / f"{prefix}{run_id}.json").unlink()
+    return removed
+
+
+def cleanup_leftovers(prefix: str = PREFIX) -> list[str]:
+    """Remove namespaces, interfaces and state of earlier runs whose owner process is dead.
+
+    Runs of live processes (parallel tests, another demo) are left alone. Returns a line
+    per removed object. Raises ZoneSetupError if `ip` itself fails.
+    """
+    run_ids = {_run_id_of(ns, prefix) for ns in _namespaces() if ns.startswith(prefix)}
+    run_ids |= {_run_id_of(link.get("ifname", ""), prefix)
+                for link in json.loads(_ip("-j", "link", "show") or "[]")
+                if link.get("ifname", "").startswith(prefix)}
+    if STATE_DIR.exists():
+        run_ids |= {p.stem[len(prefix):] for p in STATE_DIR.glob(f"{prefix}*.json")}
+    removed = []
+    for run_id in sorted(run_ids):
+        if not _owner_alive(run_id):
+            removed += _remove_run(run_id, prefix)
+    return removed
+
+
+# -- the context manager ----------------------------------------------------------------
+
+def _build_netns(run_id: str, names: Sequence[str]) -> tuple[list[Zone], str]:
+    base = f"{PREFIX}{run_id}"
+    s3_ns = f"{base}-s3"
+    bridge = f"{base}-br"
+    _ip("netns", "add", s3_ns)
+    _ip("-n", s3_ns, "link", "set", "lo", "up")
+    _sysctl_in(s3_ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+    _ip("link", "add", bridge, "type", "bridge")
+    _disable_ipv6_root(bridge)
+    _ip("link", "set", bridge, "up")
+    zones = []
+    for i, name in enumerate(names):
+        ns = f"{base}-{name}"
+        port = f"{base}-b{i}"
+        _ip("netns", "add", ns)
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _sysctl_in(ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+        # Inter-zone link: veth whose root end is a bridge port (the metered counters).
+        _ip("link", "add", port, "type", "veth", "peer", "name", ZONE_IF, "netns", ns)
+        _disable_ipv6_root(port)
+        _ip("link", "set", port, "master", bridge, "up")
+        address = f"{BRIDGE_PREFIX}.{i + 1}"
+        _ip("-n", ns, "addr", "add", f"{address}/24", "dev", ZONE_IF)
+        _ip("-n", ns, "link", "set", ZONE_IF, "up")
+        # S3 link: a point-to-point veth into the s3 namespace, never via the bridge.
+        s3_peer = f"z{i}"
+        _ip("-n", ns, "link", "add", S3_IF, "type", "veth", "peer", "name", s3_peer, "netns", s3_ns)
+        _ip("-n", ns, "addr", "add", f"{S3_LINK_PREFIX}.{i}.2/30", "dev", S3_IF)
+        _ip("-n", s3_ns, "addr", "add", f"{S3_LINK_PREFIX}.{i}.1/30", "dev", s3_peer)
+        _ip("-n", ns, "link", "set", S3_IF, "up")
+        _ip("-n", s3_ns, "link", "set", s3_peer, "up")
+        zones.append(Zone(name=name, index=i, netns=ns, address=address,
+                          s3_endpoint=f"http://{S3_LINK_PREFIX}.{i}.1:{S3_PORT}",
+                          broker_bootstrap=f"{address}:{BROKER_PORT}", bridge_port=port))
+    return zones, s3_ns
+
+
+def _create_bucket_in(netns: str | None, endpoint: str, bucket: str) -> None:
+    """Create the bucket with an unsigned PUT (moto does not check signatures)."""
+    script = ("import http.client,sys,urllib.parse as u;e=u.urlsplit(sys.argv[1]);"
+              "c=http.client.HTTPConnection(e.hostname,e.port,timeout=10);c.request('PUT','/'+sys.argv[2]);"
+              "r=c.getresponse();sys.exit(0 if r.status==200 else r.status)")
+    done = subprocess.run(_netns_prefix(netns) + [sys.executable, "-c", script, endpoint, bucket],
+                          capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise ZoneSetupError(f"create bucket {bucket} at {endpoint}: exit {done.returncode} {done.stderr.strip()}")
+
+
+class _Terminated(BaseException):
+    """SIGTERM turned into an exception so the teardown in `finally` runs."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    import threading  # noqa: PLC0415
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ARG001
+        raise _Terminated(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", start_s3: bool = True,
+                start_brokers: bool = True, log_dir: Path | str | None = None,
+                cleanup_first: bool = True) -> Iterator[ZoneEnv]:
+    """Zones, S3 (moto) and one Tansu broker per zone sharing one bucket; all torn down on exit.
+
+    mode: "netns" (root: namespaces, metered), "loopback" (127.0.0.1, unmetered) or
+    "auto" (netns when root). start_brokers needs start_s3. Raises ZoneSetupError when
+    the network cannot be built, RuntimeError when moto or a broker does not start, and
+    ValueError on bad arguments. On SIGTERM inside the block the environment is torn
+    down and _Terminated (a BaseException) propagates.
+    """
+    names = tuple(zones)
+    if not names or len(names) > MAX_ZONES or len(set(names)) != len(names):
+        raise ValueError(f"1..{MAX_ZONES} distinct zone names, got {names!r}")
+    if start_brokers and not start_s3:
+        raise ValueError("start_brokers needs start_s3 (the brokers store their logs in S3)")
+    if mode == "auto":
+        mode = "netns" if netns_available() else "loopback"
+    if mode not in ("netns", "loopback"):
+        raise ValueError(f"mode: 'auto', 'netns' or 'loopback', got {mode!r}")
+    if mode == "netns" and not netns_available():
+        raise ZoneSetupError("netns mode needs root and iproute2 (`ip`)")
+    run_id = secrets.token_hex(RUN_ID_HEX)[:RUN_ID_HEX]
+    log_path = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"{PREFIX}{run_id}-logs-"))
+    log_path.mkdir(parents=True, exist_ok=True)
+    with _sigterm_raises(), contextlib.ExitStack() as stack:
+        if mode == "netns":
+            if cleanup_first:
+                for line in cleanup_leftovers():
+                    log.info("removed leftover %s", line)
+            _write_state(run_id)
+            stack.callback(_remove_run, run_id)
+            zone_list, s3_ns = _build_netns(run_id, names)
+        else:
+            s3_ns = None
+            zone_list = [Zone(name=name, index=i, netns=None, address="127.0.0.1", s3_endpoint="",
+                              broker_bootstrap="", sidecar_port=free_port()) for i, name in enumerate(names)]
+        env = ZoneEnv(zones=tuple(zone_list), mode=mode, run_id=run_id, log_dir=log_path, s3_namespace=s3_ns)
+        if start_s3:
+            if mode == "netns":
+                env.moto = stack.enter_context(start_moto(host="0.0.0.0", port=S3_PORT, netns=s3_ns,  # noqa: S104 - inside the s3 namespace only
+                                                          log_dir=log_path))
+            else:
+                env.moto = stack.enter_context(start_moto(log_dir=log_path))
+                env.zones = tuple(Zone(**{**vars(z), "s3_endpoint": env.moto.endpoint_url}) for z in env.zones)
+            env.bucket = f"{PREFIX}{run_id}-tansu"
+            _create_bucket_in(s3_ns, f"http://127.0.0.1:{env.moto.port}", env.bucket)
+        if start_brokers:
+            new_zones = []
+            for z in env.zones:
+                if mode == "netns":
+                    broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, host=z.address,
+                                                             port=BROKER_PORT, netns=z.netns, log_dir=log_path))
+                else:
+                    broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, log_dir=log_path))
+                env.brokers[z.name] = broker
+                new_zones.append(Zone(**{**vars(z), "broker_bootstrap": broker.bootstrap}))
+            env.zones = tuple(new_zones)
+        # Registered last so it runs first: producers and sidecars stop before the brokers.
+        stack.callback(env._stop_processes)
+        log.info("zones up: mode=%s run=%s zones=%s logs=%s", mode, run_id,
+                 ", ".join(f"{z.name}={z.address}" for z in env.zones), log_path)
+        yield env
+
+
+def s3_env(zone: Zone) -> dict[str, str]:
+    """Environment variables for an S3 client in `zone` (dummy credentials, its endpoint)."""
+    return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL": zone.s3_endpoint, "AWS_DEFAULT_REGION": "us-east-1"}
