@@ -1,0 +1,13 @@
+"""Prometheus metrics of the proxy (served on proxy.metrics_port at /metrics)."""
+
+from prometheus_client import Counter, Gauge, Histogram
+
+REQUESTS = Counter("azsidecar_proxy_requests_total", "Client requests by API", ["api_key", "api_version"])
+REQUEST_LATENCY = Histogram(
+    "azsidecar_proxy_request_latency_seconds", "Time from request read to response queued", ["api_key"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+BYTES_IN = Counter("azsidecar_proxy_bytes_in_total", "Record batch bytes received, by route", ["route"])
+BYTES_OUT = Counter("azsidecar_proxy_bytes_out_total", "Record batch bytes sent on, by route", ["route"])
+ERRORS = Counter("azsidecar_proxy_errors_total", "Kafka error codes returned to clients", ["error_code"])
+PROTOCOL_ERRORS = Counter("azsidecar_proxy_protocol_errors_total", "Connections closed for bad input", ["reason"])
+CONNECTIONS = Gauge("azsidecar_proxy_open_connections", "Open client connections")

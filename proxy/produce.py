@@ -1,0 +1,215 @@
+"""Produce handling: validate per partition, hand batches to a backend, assemble the answer.
+
+Strategy: handling is split into a *submit* phase, run in the connection's request order
+(so a partition's batches are handed on in the order the client sent them), and a
+*completion* phase awaited concurrently. The backend decides where bytes go: the direct
+backend below forwards to the upstream leader; the router wraps it to add the WAL path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from proxy import errors
+from proxy.metadata import MetadataCache
+from proxy.record_batch import InvalidBatch, RecordBatch, split_batches
+from proxy.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
+from proxy.versions import MIN_ACCEPTED_PRODUCE_VERSION
+
+log = logging.getLogger(__name__)
+
+HIGHEST_PRODUCE_VERSION = 12  # v13 addresses topics by id only
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionBatches:
+    """One partition's validated batches from one client request, in client order."""
+
+    topic: str
+    partition: int
+    batches: tuple[RecordBatch, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(len(b.data) for b in self.batches)
+
+    @property
+    def records(self) -> int:
+        return sum(b.record_count for b in self.batches)
+
+
+@dataclass
+class PartitionResult:
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class ProduceContext:
+    acks: int
+    timeout_ms: int
+    transactional_id: str | None
+    client_version: int
+
+
+Completion = Callable[[], Awaitable[dict[TopicPartition, PartitionResult]]]
+
+
+class ProduceBackend(Protocol):
+    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> Completion:
+        """Hand `items` on in order; return an awaitable for their results (never raises)."""
+
+
+@dataclass
+class ValidatedProduce:
+    ctx: ProduceContext
+    items: list[PartitionBatches] = field(default_factory=list)
+    rejected: dict[TopicPartition, PartitionResult] = field(default_factory=dict)
+    order: list[TopicPartition] = field(default_factory=list)
+
+
+def validate_produce(request: ProduceRequest, version: int, max_batch_bytes: int) -> ValidatedProduce:
+    """Split a Produce request into valid partition batches and per-partition rejections (pure)."""
+    ctx = ProduceContext(request.acks, request.timeout_ms, getattr(request, "transactional_id", None), version)
+    out = ValidatedProduce(ctx)
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            tp = (topic.name, part.index)
+            out.order.append(tp)
+            if version < MIN_ACCEPTED_PRODUCE_VERSION:
+                out.rejected[tp] = PartitionResult(errors.UNSUPPORTED_VERSION,
+                                                   error_message="Produce v0-v2 are not supported")
+                continue
+            if request.acks not in (-1, 0, 1):
+                out.rejected[tp] = PartitionResult(errors.INVALID_REQUIRED_ACKS)
+                continue
+            try:
+                batches = split_batches(part.records, max_batch_bytes)
+            except InvalidBatch as exc:
+                out.rejected[tp] = PartitionResult(exc.error_code, error_message=str(exc))
+                continue
+            out.items.append(PartitionBatches(topic.name, part.index, tuple(batches)))
+    return out
+
+
+def build_produce_response(order: list[TopicPartition], results: dict[TopicPartition, PartitionResult]) -> ProduceResponse:
+    by_topic: dict[str, list] = defaultdict(list)
+    for topic, partition in order:
+        r = results.get((topic, partition)) or PartitionResult(errors.UNKNOWN_SERVER_ERROR)
+        by_topic[topic].append(ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+            index=partition, error_code=r.error_code, base_offset=r.base_offset,
+            log_append_time_ms=r.log_append_time_ms, log_start_offset=r.log_start_offset,
+            record_errors=[], error_message=r.error_message))
+    return ProduceResponse(
+        responses=[ProduceResponse.TopicProduceResponse(name=t, partition_responses=ps) for t, ps in by_topic.items()],
+        throttle_time_ms=0)
+
+
+class DirectBackend:
+    """Forwards raw batches to each partition's upstream leader.
+
+    Kafka accepts one batch per partition per ProduceRequest (v3+): a partition with
+    several batches takes several requests, pipelined in order on the leader's connection.
+    """
+
+    def __init__(self, cluster: UpstreamCluster, metadata: MetadataCache, timeout_s: float) -> None:
+        self._cluster = cluster
+        self._metadata = metadata
+        self._timeout_s = timeout_s
+
+    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> Completion:
+        results: dict[TopicPartition, PartitionResult] = {}
+        by_node: dict[int, list[PartitionBatches]] = defaultdict(list)
+        for item in items:
+            tp = (item.topic, item.partition)
+            try:
+                info, broker, err = await self._metadata.leader(item.topic, item.partition)
+            except UpstreamError as exc:
+                results[tp] = PartitionResult(errors.NETWORK_EXCEPTION, error_message=str(exc))
+                continue
+            if err != errors.NONE or info is None:
+                results[tp] = PartitionResult(err or errors.UNKNOWN_TOPIC_OR_PARTITION)
+            elif info.leader_id < 0 or broker is None:
+                results[tp] = PartitionResult(errors.LEADER_NOT_AVAILABLE)
+            else:
+                by_node[info.leader_id].append(item)
+        pending = []
+        for node_id, node_items in by_node.items():
+            try:
+                conn = await self._cluster.connection(node_id)
+                version = self._cluster.version_for(ProduceRequest.API_KEY, HIGHEST_PRODUCE_VERSION)
+            except UpstreamError as exc:
+                for it in node_items:
+                    results[(it.topic, it.partition)] = PartitionResult(errors.NETWORK_EXCEPTION, error_message=str(exc))
+                continue
+            rounds = max(len(it.batches) for it in node_items)
+            for r in range(rounds):
+                round_items = [it for it in node_items if len(it.batches) > r]
+                request = _produce_request(round_items, r, ctx)
+                try:
+                    handle = await conn.submit(request, version, expect_response=ctx.acks != 0)
+                except UpstreamError as exc:
+                    for it in round_items:
+                        results.setdefault((it.topic, it.partition),
+                                           PartitionResult(errors.NETWORK_EXCEPTION, error_message=str(exc)))
+                    break
+                pending.append((r, round_items, handle))
+
+        async def complete() -> dict[TopicPartition, PartitionResult]:
+            for r, round_items, handle in pending:
+                if handle is None:
+                    continue
+                try:
+                    response = await handle.wait(self._timeout_s)
+                except UpstreamTimeout as exc:
+                    _fail_round(results, round_items, errors.REQUEST_TIMED_OUT, str(exc))
+                    continue
+                except UpstreamError as exc:
+                    _fail_round(results, round_items, errors.NETWORK_EXCEPTION, str(exc))
+                    continue
+                self._absorb(results, response, r)
+            return results
+
+        return complete
+
+    def _absorb(self, results: dict[TopicPartition, PartitionResult], response: ProduceResponse, round_no: int) -> None:
+        for topic in response.responses:
+            for p in topic.partition_responses:
+                tp = (topic.name, p.index)
+                if p.error_code in (errors.NOT_LEADER_OR_FOLLOWER, errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                    errors.LEADER_NOT_AVAILABLE):
+                    self._metadata.invalidate(topic.name)
+                # Leader hints (KIP-951 current_leader, node_endpoints) are deliberately dropped.
+                if round_no == 0:
+                    results[tp] = PartitionResult(p.error_code, p.base_offset, p.log_append_time_ms,
+                                                  p.log_start_offset, p.error_message)
+                elif p.error_code != errors.NONE and results.get(tp, PartitionResult(0)).error_code == errors.NONE:
+                    results[tp] = PartitionResult(p.error_code, error_message=p.error_message)
+
+
+def _fail_round(results, round_items, code: int, message: str) -> None:
+    for it in round_items:
+        tp = (it.topic, it.partition)
+        if tp not in results or results[tp].error_code == errors.NONE:
+            results[tp] = PartitionResult(code, error_message=message)
+
+
+def _produce_request(items: list[PartitionBatches], round_no: int, ctx: ProduceContext) -> ProduceRequest:
+    by_topic: dict[str, list] = defaultdict(list)
+    for it in items:
+        by_topic[it.topic].append(ProduceRequest.TopicProduceData.PartitionProduceData(
+            index=it.partition, records=it.batches[round_no].data))
+    return ProduceRequest(
+        transactional_id=ctx.transactional_id, acks=ctx.acks, timeout_ms=ctx.timeout_ms,
+        topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()])

@@ -1,0 +1,304 @@
+"""The client-facing Kafka listener (trio): one connection task per client.
+
+Per connection, one reader drives the sans-IO codec and hands each request to
+`RequestHandler.begin`, in request order; what `begin` returns is a response slot that a
+single writer task sends strictly in request order. The slot channel is bounded by
+`max_in_flight_per_connection`, so a client that pipelines too much stops being read
+(TCP backpressure) instead of growing memory. Bad input closes only that connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+from proxy import metrics
+from proxy.config import ProxyConfig, UpstreamConfig
+from proxy.kafka_codec import (
+    API_API_VERSIONS,
+    API_INIT_PRODUCER_ID,
+    API_METADATA,
+    API_PRODUCE,
+    NEED_DATA,
+    ProtocolError,
+    RequestFrame,
+    ServerCodec,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+)
+from proxy.metadata import MetadataCache, build_client_metadata
+from proxy.produce import (
+    DirectBackend,
+    ProduceBackend,
+    build_produce_response,
+    validate_produce,
+)
+from proxy.upstream import UpstreamCluster, UpstreamError, open_upstream
+from proxy.versions import (
+    FEATURE_MARKERS,
+    api_versions_response,
+    negotiate,
+    unsupported_api_versions_response,
+)
+
+log = logging.getLogger(__name__)
+
+PROXY_NODE_ID = 1  # the one broker clients see
+RECEIVE_CHUNK_BYTES = 256 * 1024
+HIGHEST_INIT_PRODUCER_ID_VERSION = 5
+
+
+@dataclass
+class ResponseSlot:
+    """A response-to-be, sent by the writer when `ready` fires (`data` None = send nothing)."""
+
+    ready: trio.Event
+    data: bytes | None = None
+
+
+ProduceBackendFactory = Callable[[UpstreamCluster, MetadataCache], Awaitable[ProduceBackend]]
+
+
+class RequestHandler:
+    """Answers the requests the proxy serves; everything else is refused like a broker would."""
+
+    def __init__(self, config: ProxyConfig, upstream: UpstreamConfig, cluster: UpstreamCluster,
+                 metadata: MetadataCache, backend: ProduceBackend, advertise_host: str, advertise_port: int) -> None:
+        self.config = config
+        self.upstream_config = upstream
+        self.cluster = cluster
+        self.metadata = metadata
+        self.backend = backend
+        self.advertise_host = advertise_host
+        self.advertise_port = advertise_port
+        self.advertised: dict[int, tuple[int, int]] = {}
+
+    async def start(self) -> None:
+        """Learn the upstream's API ranges (so ApiVersions can be answered). Raises UpstreamError."""
+        self.advertised = negotiate(await self.cluster.ensure_api_versions())
+
+    def max_versions(self) -> dict[int, int]:
+        return {k: hi for k, (_lo, hi) in self.advertised.items()}
+
+    async def begin(self, frame: RequestFrame, nursery: trio.Nursery) -> ResponseSlot | None:
+        """Run the ordered part of handling `frame`; return the slot its response will fill.
+
+        Raises ProtocolError (close the connection) for undecodable or unsupported requests.
+        """
+        started = time.perf_counter()
+        metrics.REQUESTS.labels(frame.api_key, frame.api_version).inc()
+        try:
+            request = decode_request(frame, self.max_versions())
+        except UnsupportedRequest:
+            if frame.api_key == API_API_VERSIONS:
+                # KIP-511: answer v0 with UNSUPPORTED_VERSION and our range; the client retries lower.
+                data = encode_response(unsupported_api_versions_response(self.advertised), frame.correlation_id, 0)
+                return _ready(data)
+            raise
+        slot = ResponseSlot(trio.Event())
+        if frame.api_key == API_PRODUCE:
+            validated = validate_produce(request, frame.api_version, self.config.max_batch_bytes)
+            for tp, rejected in validated.rejected.items():
+                metrics.ERRORS.labels(rejected.error_code).inc()
+                log.info("rejected produce to %s-%d: %s", tp[0], tp[1], rejected.error_message)
+            completion = await self.backend.submit(validated.items, validated.ctx) if validated.items else None
+
+            async def finish_produce() -> None:
+                results = dict(validated.rejected)
+                if completion is not None:
+                    results.update(await completion())
+                if validated.ctx.acks == 0:
+                    slot.ready.set()  # acks=0: never answered
+                    return
+                for r in results.values():
+                    if r.error_code:
+                        metrics.ERRORS.labels(r.error_code).inc()
+                response = build_produce_response(validated.order, results)
+                self._finish(slot, response, frame, started)
+
+            nursery.start_soon(finish_produce)
+            return slot
+        if frame.api_key == API_API_VERSIONS:
+            self._finish(slot, api_versions_response(self.advertised), frame, started)
+            return slot
+        if frame.api_key == API_METADATA:
+            nursery.start_soon(self._metadata, request, frame, slot, started)
+            return slot
+        if frame.api_key == API_INIT_PRODUCER_ID:
+            nursery.start_soon(self._init_producer_id, request, frame, slot, started)
+            return slot
+        raise ProtocolError(f"api_key {frame.api_key} is decodable but not served")
+
+    def _finish(self, slot: ResponseSlot, response: Any, frame: RequestFrame, started: float) -> None:
+        slot.data = encode_response(response, frame.correlation_id, frame.api_version)
+        metrics.REQUEST_LATENCY.labels(frame.api_key).observe(time.perf_counter() - started)
+        slot.ready.set()
+
+    async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
+        names = None if request.topics is None else [t.name for t in request.topics]
+        if frame.api_version == 0 and names == []:
+            names = None  # v0: an empty list means every topic
+        allow = bool(getattr(request, "allow_auto_topic_creation", True)) if frame.api_version >= 4 else True
+        try:
+            view = await self.metadata.topics(names, allow_auto_create=allow)
+        except UpstreamError as exc:
+            log.warning("metadata from upstream failed: %s", exc)
+            view = self.metadata.view  # answer from what we have; missing topics get errors
+        response = build_client_metadata(view, names, PROXY_NODE_ID, self.advertise_host, self.advertise_port)
+        self._finish(slot, response, frame, started)
+
+    async def _init_producer_id(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
+        # Forwarded at the highest version both sides speak (Tansu 0.6 fails v0/v1), then
+        # answered at the client's version.
+        from kafka.protocol.producer.transaction import InitProducerIdResponse  # noqa: PLC0415
+
+        try:
+            version = self.cluster.version_for(API_INIT_PRODUCER_ID, HIGHEST_INIT_PRODUCER_ID_VERSION)
+            forwarded = InitProducerIdRequest(
+                transactional_id=request.transactional_id,
+                transaction_timeout_ms=request.transaction_timeout_ms,
+                producer_id=getattr(request, "producer_id", -1),
+                producer_epoch=getattr(request, "producer_epoch", -1))
+            conn = await self.cluster.connection()
+            upstream = await conn.request(forwarded, version, self.upstream_config.request_timeout_s)
+            response = InitProducerIdResponse(throttle_time_ms=0, error_code=upstream.error_code,
+                                              producer_id=upstream.producer_id, producer_epoch=upstream.producer_epoch)
+        except UpstreamError as exc:
+            log.warning("InitProducerId upstream failed: %s", exc)
+            from proxy.errors import COORDINATOR_NOT_AVAILABLE  # noqa: PLC0415
+
+            response = InitProducerIdResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE,
+                                              producer_id=-1, producer_epoch=-1)
+        self._finish(slot, response, frame, started)
+
+
+def _ready(data: bytes | None) -> ResponseSlot:
+    slot = ResponseSlot(trio.Event(), data)
+    slot.ready.set()
+    return slot
+
+
+class ProxyServer:
+    """Accepts client connections and serves them until cancelled or `shutdown()`."""
+
+    def __init__(self, config: ProxyConfig, handler: RequestHandler) -> None:
+        self.config = config
+        self.handler = handler
+        self._reading_scopes: set[trio.CancelScope] = set()
+        self._listen_scope: trio.CancelScope | None = None
+        self._connections = 0
+        self._idle = trio.Event()
+        self._idle.set()
+
+    async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            with trio.CancelScope() as self._listen_scope:
+                task_status.started(listeners)
+                await trio.serve_listeners(self._handle_connection, listeners, handler_nursery=nursery)
+
+    async def shutdown(self) -> None:
+        """Stop accepting and reading; let in-flight requests finish within shutdown_grace_s."""
+        if self._listen_scope is not None:
+            self._listen_scope.cancel()
+        for scope in list(self._reading_scopes):
+            scope.cancel()
+        with trio.move_on_after(self.config.shutdown_grace_s):
+            await self._idle.wait()
+
+    async def _handle_connection(self, stream: trio.SocketStream) -> None:
+        metrics.CONNECTIONS.inc()
+        self._connections += 1
+        self._idle = trio.Event() if self._connections == 1 else self._idle
+        try:
+            await self._serve_connection(stream)
+        except Exception:  # a bug handling one client must not take the listener down
+            metrics.PROTOCOL_ERRORS.labels("internal").inc()
+            log.exception("internal error on a client connection; closing it")
+        finally:
+            metrics.CONNECTIONS.dec()
+            self._connections -= 1
+            if self._connections == 0:
+                self._idle.set()
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        codec = ServerCodec(self.config.max_frame_bytes)
+        send_slots, receive_slots = trio.open_memory_channel[ResponseSlot](self.config.max_in_flight_per_connection)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope)
+            reading = trio.CancelScope()
+            self._reading_scopes.add(reading)
+            try:
+                with reading:
+                    await self._read_requests(stream, codec, send_slots, nursery)
+            except ProtocolError as exc:
+                metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
+                log.warning("closing connection: %s", exc)
+                nursery.cancel_scope.cancel()
+            except UnsupportedRequest as exc:
+                metrics.PROTOCOL_ERRORS.labels("unsupported").inc()
+                hint = " (the sidecar is produce-only: point consumers and admin clients at the cluster)" \
+                    if exc.frame.api_key in FEATURE_MARKERS else ""
+                log.warning("closing connection: %s (client_id=%s)%s", exc, exc.frame.client_id, hint)
+                nursery.cancel_scope.cancel()
+            finally:
+                self._reading_scopes.discard(reading)
+                send_slots.close()
+
+    async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery) -> None:
+        while True:
+            try:
+                data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                return  # client closed; pending responses are still written
+            codec.receive_data(data)
+            while True:
+                frame = codec.next_frame()
+                if frame is NEED_DATA:
+                    break
+                slot = await self.handler.begin(frame, nursery)
+                if slot is not None:
+                    await send_slots.send(slot)
+
+    async def _write_responses(self, stream, receive_slots, connection_scope: trio.CancelScope) -> None:
+        async with receive_slots:
+            async for slot in receive_slots:
+                await slot.ready.wait()
+                if slot.data is None:
+                    continue
+                try:
+                    await stream.send_all(slot.data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    connection_scope.cancel()  # client vanished: drop the rest of its work
+                    return
+
+
+async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
+                    backend_factory: ProduceBackendFactory | None = None,
+                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Connect upstream, listen, serve. `task_status.started((server, port))` once listening."""
+    async with open_upstream(upstream_config) as cluster:
+        metadata = MetadataCache(cluster, upstream_config.metadata_ttl_s, upstream_config.request_timeout_s)
+        if backend_factory is None:
+            backend: ProduceBackend = DirectBackend(cluster, metadata, upstream_config.request_timeout_s)
+        else:
+            backend = await backend_factory(cluster, metadata)
+        listeners = await trio.open_tcp_listeners(proxy_config.listen_port, host=proxy_config.listen_host)
+        port = listeners[0].socket.getsockname()[1]
+        handler = RequestHandler(proxy_config, upstream_config, cluster, metadata, backend,
+                                 proxy_config.listen_host, port)
+        await handler.start()
+        server = ProxyServer(proxy_config, handler)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve, listeners)
+            task_status.started((server, port))

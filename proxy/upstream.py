@@ -1,0 +1,268 @@
+"""Trio client for the upstream Kafka brokers: pipelined requests on one connection per node.
+
+Strategy: `submit()` writes a request under a FIFO send lock and returns a pending
+handle; the caller awaits it separately. Callers that submit in client order therefore
+keep Kafka's per-connection ordering (the broker handles one connection's requests in
+order), while many requests stay in flight. One reader task per connection matches
+responses to correlation ids. Socket and trio errors become `UpstreamError` here, the
+adapter that owns this I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from proxy.config import UpstreamConfig
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a Metadata answer of a huge cluster stays far below
+BOOTSTRAP_NODE = -1  # connection made to a bootstrap address before metadata names nodes
+
+
+class UpstreamError(Exception):
+    """The upstream broker could not be reached or answered garbage (retriable)."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream broker did not answer in time."""
+
+
+class _Pending:
+    __slots__ = ("event", "response", "error", "response_class", "version")
+
+    def __init__(self, response_class: Any, version: int) -> None:
+        self.event = trio.Event()
+        self.response: Any = None
+        self.error: Exception | None = None
+        self.response_class = response_class
+        self.version = version
+
+    async def wait(self, timeout_s: float) -> Any:
+        """The decoded response. Raises UpstreamTimeout or UpstreamError."""
+        with trio.move_on_after(timeout_s):
+            await self.event.wait()
+        if not self.event.is_set():
+            raise UpstreamTimeout(f"no answer within {timeout_s}s")
+        if self.error is not None:
+            raise self.error
+        return self.response
+
+
+class UpstreamConnection:
+    """One TCP connection to one broker."""
+
+    def __init__(self, stream: trio.SocketStream, node_id: int, address: str, client_id: str) -> None:
+        self.node_id = node_id
+        self.address = address
+        self._stream = stream
+        self._client_id = client_id
+        self._send_lock = trio.Lock()  # trio locks are fair: submission order is kept
+        self._correlation = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self.closed = False
+
+    async def submit(self, request: Any, version: int, expect_response: bool = True) -> _Pending | None:
+        """Write `request` at `version`; returns a handle to await, or None without response.
+
+        Raises UpstreamError if the connection is closed or the write fails.
+        """
+        if self.closed:
+            raise UpstreamError(f"connection to {self.address} is closed")
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
+        data = request.encode(version=version, header=True, framed=True)
+        pending = None
+        if expect_response:
+            pending = _Pending(type(request).__mro__[0], version)
+            pending.response_class = _response_class(request)
+            self._pending[correlation_id] = pending
+        try:
+            async with self._send_lock:
+                await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._fail_all(UpstreamError(f"send to {self.address} failed: {exc}"))
+            raise UpstreamError(f"send to {self.address} failed: {exc}") from exc
+        return pending
+
+    async def request(self, request: Any, version: int, timeout_s: float) -> Any:
+        pending = await self.submit(request, version)
+        assert pending is not None
+        return await pending.wait(timeout_s)
+
+    async def run_reader(self) -> None:
+        """Read responses until the connection ends; then fail whatever is pending."""
+        buf = bytearray()
+        error: Exception = UpstreamError(f"connection to {self.address} closed by the broker")
+        try:
+            while True:
+                while len(buf) < 4:
+                    chunk = await self._stream.receive_some(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                (size,) = _SIZE.unpack_from(buf, 0)
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    error = UpstreamError(f"{self.address} sent a response frame of {size} bytes")
+                    return
+                while len(buf) < 4 + size:
+                    chunk = await self._stream.receive_some(max(65536, 4 + size - len(buf)))
+                    if not chunk:
+                        return
+                    buf += chunk
+                frame = bytes(buf[4 : 4 + size])
+                del buf[: 4 + size]
+                self._deliver(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            error = UpstreamError(f"connection to {self.address} failed: {exc}")
+        finally:
+            self.closed = True
+            self._fail_all(error)
+            with trio.CancelScope(shield=True):
+                await self._stream.aclose()
+
+    def _deliver(self, frame: bytes) -> None:
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        pending = self._pending.pop(correlation_id, None)
+        if pending is None:
+            log.warning("upstream %s answered unknown correlation id %d", self.address, correlation_id)
+            return
+        try:
+            pending.response = pending.response_class.decode(frame, version=pending.version, header=True)
+        except Exception as exc:  # library decode errors: the broker sent something we cannot read
+            pending.error = UpstreamError(f"cannot decode response from {self.address}: {exc}")
+        pending.event.set()
+
+    def _fail_all(self, error: Exception) -> None:
+        self.closed = True
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p.error = error
+            p.event.set()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await self._stream.aclose()
+
+
+def _response_class(request: Any) -> Any:
+    from kafka.protocol.api_header import ResponseClassRegistry  # noqa: PLC0415
+
+    return ResponseClassRegistry._response_class_registry[request.API_KEY][None]
+
+
+@dataclass(frozen=True)
+class BrokerAddress:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class UpstreamCluster:
+    """Connections to the upstream cluster, one per broker node, opened on demand.
+
+    Use `async with open_upstream(config) as cluster:`; reader tasks live in its nursery.
+    """
+
+    def __init__(self, config: UpstreamConfig, nursery: trio.Nursery) -> None:
+        self.config = config
+        self._nursery = nursery
+        self._connections: dict[int, UpstreamConnection] = {}
+        self._connect_locks: dict[int, trio.Lock] = {}
+        self._brokers: dict[int, BrokerAddress] = {}
+        self.api_versions: dict[int, tuple[int, int]] = {}
+
+    def set_brokers(self, brokers: Mapping[int, BrokerAddress]) -> None:
+        self._brokers = dict(brokers)
+
+    @property
+    def brokers(self) -> Mapping[int, BrokerAddress]:
+        return self._brokers
+
+    async def connection(self, node_id: int = BOOTSTRAP_NODE) -> UpstreamConnection:
+        """An open connection to `node_id` (or any bootstrap server). Raises UpstreamError."""
+        conn = self._connections.get(node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._connect_locks.setdefault(node_id, trio.Lock())
+        async with lock:
+            conn = self._connections.get(node_id)
+            if conn is not None and not conn.closed:
+                return conn
+            conn = await self._connect(node_id)
+            self._connections[node_id] = conn
+            return conn
+
+    async def _connect(self, node_id: int) -> UpstreamConnection:
+        if node_id == BOOTSTRAP_NODE or node_id not in self._brokers:
+            candidates = [hp.rpartition(":") for hp in self.config.bootstrap_servers]
+            addresses = [(h, int(p)) for h, _, p in candidates]
+        else:
+            b = self._brokers[node_id]
+            addresses = [(b.host, b.port)]
+        last: Exception | None = None
+        for host, port in addresses:
+            try:
+                with trio.fail_after(self.config.connect_timeout_s):
+                    stream = await trio.open_tcp_stream(host, port)
+            except (OSError, trio.TooSlowError) as exc:
+                last = exc
+                continue
+            conn = UpstreamConnection(stream, node_id, f"{host}:{port}", self.config.client_id)
+            self._nursery.start_soon(conn.run_reader)
+            if not self.api_versions:
+                await self._fetch_api_versions(conn)
+            return conn
+        raise UpstreamError(f"cannot connect to upstream node {node_id} at {addresses}: {last}")
+
+    async def _fetch_api_versions(self, conn: UpstreamConnection) -> None:
+        # v0: every broker answers it; the ranges are all we need.
+        response = await conn.request(ApiVersionsRequest[0](), 0, self.config.request_timeout_s)
+        if response.error_code != 0:
+            raise UpstreamError(f"upstream ApiVersions failed with error {response.error_code}")
+        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    async def ensure_api_versions(self) -> dict[int, tuple[int, int]]:
+        if not self.api_versions:
+            await self.connection()
+        return self.api_versions
+
+    def version_for(self, api_key: int, highest_we_speak: int) -> int:
+        """The highest version both we and the upstream speak. Raises UpstreamError if none."""
+        if api_key not in self.api_versions:
+            raise UpstreamError(f"upstream does not support api_key {api_key}")
+        lo, hi = self.api_versions[api_key]
+        version = min(hi, highest_we_speak)
+        if version < lo:
+            raise UpstreamError(f"no common version for api_key {api_key}")
+        return version
+
+    async def aclose(self) -> None:
+        for conn in list(self._connections.values()):
+            with trio.CancelScope(shield=True):
+                await conn.aclose()
+
+
+class open_upstream:  # noqa: N801 - used as `async with open_upstream(config) as cluster`
+    def __init__(self, config: UpstreamConfig) -> None:
+        self._config = config
+
+    async def __aenter__(self) -> UpstreamCluster:
+        self._nursery_manager = trio.open_nursery()
+        nursery = await self._nursery_manager.__aenter__()
+        self._cluster = UpstreamCluster(self._config, nursery)
+        return self._cluster
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        await self._cluster.aclose()
+        return await self._nursery_manager.__aexit__(*exc_info)
