@@ -21,12 +21,39 @@ class WalConfig:
     max_in_flight_puts: int = 4
     max_attempts: int = 6  # PUT attempts before entries fail with a retriable error
     cache_bytes: int = 256 * MiB  # agent block cache
+    # Retries: full-jitter exponential backoff, base * 2**attempt capped at max.
+    retry_base_ms: int = 50
+    retry_max_ms: int = 2_000
+    # botocore socket timeouts per request; an 8 MiB PUT on a slow link needs tens of seconds.
+    connect_timeout_s: float = 5.0
+    request_timeout_s: float = 30.0
+    max_s3_threads: int = 16  # worker threads for boto3 calls per process (PUTs, GETs, LISTs)
+    # A writer lists its epoch markers this often and stops if a newer epoch exists; 0 = never.
+    epoch_check_interval_s: float = 30.0
+    # Checkpoints (applied (object, zone) markers) live under <prefix><checkpoint_prefix>/.
+    checkpoint_prefix: str = "_checkpoints"
+    epoch_prefix: str = "_epochs"
+    # GC: objects with an unapplied zone are reported as orphans after orphan_report_age_s
+    # and deleted after max_orphan_age_s; the bucket lifecycle rule is the backstop.
+    gc_interval_s: float = 300.0
+    orphan_report_age_s: float = 3_600.0
+    max_orphan_age_s: float = 86_400.0
 
     def __post_init__(self) -> None:
         require(bool(self.bucket), "wal.bucket: must be set")
+        require(self.prefix == "" or self.prefix.endswith("/"), "wal.prefix: empty or ending with '/'")
         require(64 * 1024 <= self.max_bytes <= 5 * 1024 * MiB, "wal.max_bytes: 64 KiB..5 GiB")
         require(1 <= self.linger_ms <= 60_000, "wal.linger_ms: 1..60000")
         require(self.max_buffered_bytes >= self.max_bytes, "wal.max_buffered_bytes: must be >= wal.max_bytes")
         require(1 <= self.max_in_flight_puts <= 64, "wal.max_in_flight_puts: 1..64")
         require(1 <= self.max_attempts <= 20, "wal.max_attempts: 1..20")
         require(self.cache_bytes >= 0, "wal.cache_bytes: must be >= 0")
+        require(1 <= self.retry_base_ms <= self.retry_max_ms <= 60_000, "wal.retry_base_ms/retry_max_ms: 1 <= base <= max <= 60000")
+        require(self.connect_timeout_s > 0 and self.request_timeout_s > 0, "wal.connect_timeout_s/request_timeout_s: must be > 0")
+        require(self.max_s3_threads >= self.max_in_flight_puts, "wal.max_s3_threads: must be >= wal.max_in_flight_puts")
+        require(self.epoch_check_interval_s >= 0, "wal.epoch_check_interval_s: must be >= 0")
+        for name in ("checkpoint_prefix", "epoch_prefix"):
+            value = getattr(self, name)
+            require(bool(value) and "/" not in value, f"wal.{name}: one non-empty path segment")
+        require(self.gc_interval_s > 0, "wal.gc_interval_s: must be > 0")
+        require(0 < self.orphan_report_age_s <= self.max_orphan_age_s, "wal.orphan_report_age_s: must be > 0 and <= wal.max_orphan_age_s")

@@ -1,0 +1,185 @@
+"""The one adapter between wal_s3 and boto3: worker threads, a limiter, mapped errors.
+
+Strategy: boto3 is blocking, so every call runs in a trio worker thread behind one
+CapacityLimiter shared by a process's writer, reader and GC. botocore's own retries are
+switched off (one attempt per call): the callers retry with their own backoff and audit
+every attempt. botocore and urllib3 exceptions never leave this module; they become
+S3TransientError (worth retrying), S3PreconditionFailed (a conditional write lost),
+S3NotFound, or S3PermanentError.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from wal_s3.config import WalConfig
+
+# Error codes S3 documents as "retry later". ConditionalRequestConflict (409) means another
+# conditional write on the key is in progress; retrying gives a definite answer.
+_TRANSIENT_CODES = frozenset({
+    "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling",
+    "ThrottlingException", "RequestLimitExceeded", "ConditionalRequestConflict", "OperationAborted",
+})
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+DELETE_BATCH_KEYS = 1000  # DeleteObjects accepts at most 1000 keys per request
+
+
+class S3Error(Exception):
+    """An S3 call failed; `retriable` says whether trying again may succeed."""
+
+    retriable = False
+
+
+class S3TransientError(S3Error):
+    retriable = True
+
+
+class S3PreconditionFailed(S3Error):
+    """A conditional request's condition did not hold (PUT If-None-Match: the key exists)."""
+
+
+class S3NotFound(S3Error):
+    pass
+
+
+class S3PermanentError(S3Error):
+    pass
+
+
+def make_s3_client(config: WalConfig):
+    """A boto3 S3 client for config's endpoint and region, credentials from boto3's chain.
+
+    botocore retries are off (we retry ourselves); timeouts and pool size come from config.
+    """
+    import boto3  # noqa: PLC0415 - keep `import wal_s3.format` free of boto3
+    from botocore.config import Config  # noqa: PLC0415
+
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=config.endpoint_url,
+        region_name=config.region,
+        config=Config(
+            retries={"max_attempts": 1, "mode": "standard"},
+            connect_timeout=config.connect_timeout_s,
+            read_timeout=config.request_timeout_s,
+            max_pool_connections=config.max_s3_threads,
+        ),
+    )
+
+
+def _map_exception(exc: BaseException, what: str) -> S3Error:
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
+    from botocore.exceptions import (  # noqa: PLC0415
+        ConnectionError as BotoConnectionError,
+        HTTPClientError,
+        IncompleteReadError,
+        ResponseStreamingError,
+    )
+    from urllib3.exceptions import HTTPError as Urllib3Error  # noqa: PLC0415
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        msg = f"{what}: {status} {code} {err.get('Message', '')}".rstrip()
+        if status == 412 or code == "PreconditionFailed":
+            return S3PreconditionFailed(msg)
+        if code in _NOT_FOUND_CODES or (status == 404 and code != "NoSuchBucket"):
+            return S3NotFound(msg)
+        if status >= 500 or code in _TRANSIENT_CODES:
+            return S3TransientError(msg)
+        return S3PermanentError(msg)
+    if isinstance(exc, (BotoConnectionError, HTTPClientError, IncompleteReadError, ResponseStreamingError,
+                        Urllib3Error, OSError)):
+        return S3TransientError(f"{what}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, BotoCoreError):
+        return S3PermanentError(f"{what}: {type(exc).__name__}: {exc}")
+    raise TypeError(f"not an S3 exception: {exc!r}") from exc
+
+
+def _mapped(what: str, fn: Callable[[], Any]) -> Any:
+    """Run fn in the worker thread; map botocore/urllib3 failures to S3Error."""
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
+    from urllib3.exceptions import HTTPError as Urllib3Error  # noqa: PLC0415
+
+    try:
+        return fn()
+    except (BotoCoreError, ClientError, Urllib3Error, OSError) as exc:
+        raise _map_exception(exc, what) from exc
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    key: str
+    size: int
+    last_modified_s: float  # epoch seconds
+
+
+class S3Store:
+    """Async S3 operations on one bucket. Every method raises S3Error subclasses only."""
+
+    def __init__(self, client, bucket: str, limiter: trio.CapacityLimiter) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.limiter = limiter
+
+    async def _run(self, what: str, fn: Callable[[], Any]) -> Any:
+        return await trio.to_thread.run_sync(functools.partial(_mapped, what, fn), limiter=self.limiter)
+
+    async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str] | None = None) -> None:
+        """PUT with If-None-Match: * ; raises S3PreconditionFailed if the key exists."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "IfNoneMatch": "*"}
+        if metadata:
+            kwargs["Metadata"] = dict(metadata)
+        await self._run(f"PUT {key}", lambda: self.client.put_object(**kwargs))
+
+    async def put(self, key: str, body: bytes) -> None:
+        await self._run(f"PUT {key}", lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body))
+
+    async def get(self, key: str) -> bytes:
+        def call() -> bytes:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return await self._run(f"GET {key}", call)
+
+    async def get_range(self, key: str, start: int, length: int) -> bytes:
+        """Bytes [start, start+length) of key; fewer if the object is shorter (caller checks)."""
+        if length <= 0:
+            raise ValueError(f"range length must be > 0, got {length}")
+
+        def call() -> bytes:
+            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
+            return resp["Body"].read()
+        return await self._run(f"GET {key} [{start}+{length}]", call)
+
+    async def head_metadata(self, key: str) -> dict[str, str]:
+        resp = await self._run(f"HEAD {key}", lambda: self.client.head_object(Bucket=self.bucket, Key=key))
+        return dict(resp.get("Metadata", {}))
+
+    async def list_objects(self, prefix: str) -> list[ListedObject]:
+        def call() -> list[ListedObject]:
+            out = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for obj in page.get("Contents", []):
+                    out.append(ListedObject(obj["Key"], obj["Size"], obj["LastModified"].timestamp()))
+            return out
+        return await self._run(f"LIST {prefix}", call)
+
+    async def delete_many(self, keys: list[str]) -> None:
+        """Delete keys in batches; raises S3Error if any key could not be deleted."""
+        for i in range(0, len(keys), DELETE_BATCH_KEYS):
+            batch = keys[i:i + DELETE_BATCH_KEYS]
+
+            def call(batch=batch) -> dict:
+                return self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+            resp = await self._run(f"DELETE {len(batch)} keys", call)
+            errors = resp.get("Errors", [])
+            if errors:
+                first = errors[0]
+                raise S3TransientError(f"DELETE {first.get('Key')}: {first.get('Code')} {first.get('Message', '')} "
+                                       f"({len(errors)} keys failed)")

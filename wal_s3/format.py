@@ -1,0 +1,355 @@
+"""WAL object format: sans-IO encoder and parsers (bytes in, values out).
+
+Strategy: an object is a header with a zone index, then each destination zone's entries
+back to back, then a trailer. The zone index lets an agent fetch its whole share with one
+ranged GET; every entry carries a CRC-32C of its own header fields and one of its raw
+record batch, so a zone range verifies on its own without the rest of the object; the
+trailer's CRC-32C covers the whole object for readers that hold all of it (GC, tools).
+All integers are big-endian, as in Kafka. The parsers bounds-check every length before
+slicing and never allocate from a length they read: batches come back as memoryview
+slices of the caller's buffer. docs/wal-format.md has the byte layout table.
+
+This module imports nothing but the standard library and `crc32c`: no trio, no boto3.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from crc32c import crc32c as _crc32c
+
+MAGIC = b"AZWL"  # first four bytes of every WAL object
+END_MAGIC = b"LWZA"  # last four bytes: a cheap check that the object is not cut short
+FORMAT_VERSION = 1  # bump on any layout change; parsers reject versions they do not know
+
+MAX_TOPIC_BYTES = 249  # Kafka's own topic name limit
+MAX_ZONE_NAME_BYTES = 255  # AZ ids are ~8 chars; a bound keeps the index small
+MAX_WRITER_ID_BYTES = 255  # proxy ids are short; bounded so the header stays small
+MAX_ZONES = 64  # regions have at most a handful of AZs; guards the index loop
+MAX_BATCH_BYTES = 2**31 - 1  # Kafka record batch sizes are int32
+MAX_OBJECT_BYTES = 5 * 1024**3  # S3's single-PUT limit
+MAX_HEADER_BYTES = 12 + 24 + 2 + MAX_WRITER_ID_BYTES + 2 + MAX_ZONES * (2 + MAX_ZONE_NAME_BYTES + 20) + 4
+
+# Fixed-size pieces of the layout (see docs/wal-format.md).
+_PREFIX = struct.Struct(">4sHHI")  # magic, version, flags, header_length
+_HEADER_FIXED = struct.Struct(">QQq")  # epoch, sequence, created_ms
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_ZONE_FIXED = struct.Struct(">QQI")  # zone offset, zone length, entry count
+_ENTRY_FIXED = struct.Struct(">iqhiiII")  # partition, producer_id, producer_epoch, base_sequence, record_count, batch_length, batch_crc32c
+_TRAILER = struct.Struct(">I4s")  # object crc32c, end magic
+TRAILER_BYTES = _TRAILER.size
+PREFIX_BYTES = _PREFIX.size  # enough to learn header_length
+
+
+class WalFormatError(ValueError):
+    """The bytes are not a valid WAL object (or zone range): corrupt, truncated or foreign."""
+
+
+@dataclass(frozen=True)
+class WalEntry:
+    """One raw Kafka record batch and the producer metadata the agent needs to append it.
+
+    `crc32c` is the CRC-32C of `batch`; leave it None when building an entry, the encoder
+    computes it. Parsed entries always carry it (verified).
+    """
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    batch: bytes | memoryview = field(repr=False)
+    crc32c: int | None = None
+
+
+@dataclass(frozen=True)
+class EntryRef:
+    """Where one entry's raw batch sits in an object. offset/length cover the batch bytes only."""
+
+    topic: str
+    partition: int
+    offset: int
+    length: int
+    crc32c: int
+    record_count: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+@dataclass(frozen=True)
+class ZoneShare:
+    """A zone's contiguous byte range in an object and the entries in it, in order."""
+
+    offset: int
+    length: int
+    entries: tuple[EntryRef, ...]
+
+
+@dataclass(frozen=True)
+class ZoneIndexEntry:
+    offset: int
+    length: int
+    entry_count: int
+
+
+@dataclass(frozen=True)
+class WalHeader:
+    version: int
+    writer_id: str
+    epoch: int
+    sequence: int
+    created_ms: int
+    header_length: int
+    zones: Mapping[str, ZoneIndexEntry]
+
+
+@dataclass(frozen=True)
+class EncodedObject:
+    data: bytes = field(repr=False)
+    zones: Mapping[str, ZoneShare]
+
+
+@dataclass(frozen=True)
+class ParsedObject:
+    header: WalHeader
+    zones: Mapping[str, list[WalEntry]]
+
+
+def entry_encoded_size(entry: WalEntry) -> int:
+    """Bytes this entry takes in an object (header fields, CRCs, batch)."""
+    return 2 + len(entry.topic.encode()) + _ENTRY_FIXED.size + 4 + len(entry.batch)
+
+
+def _header_size(writer_id_b: bytes, zone_names: Sequence[bytes]) -> int:
+    return (_PREFIX.size + _HEADER_FIXED.size + 2 + len(writer_id_b) + 2
+            + sum(2 + len(z) + _ZONE_FIXED.size for z in zone_names) + 4)
+
+
+def _check_int(name: str, value: int, lo: int, hi: int) -> None:
+    if not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name}={value!r} outside {lo}..{hi}")
+
+
+def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
+                  entries_by_zone: Mapping[str, Sequence[WalEntry]]) -> EncodedObject:
+    """Serialize one WAL object; zones keep the mapping's order, entries their order.
+
+    Raises ValueError if a field is out of range (our caller broke an invariant), including
+    an entry whose given crc32c does not match its batch.
+    """
+    writer_id_b = writer_id.encode()
+    if not 1 <= len(writer_id_b) <= MAX_WRITER_ID_BYTES:
+        raise ValueError(f"writer_id must be 1..{MAX_WRITER_ID_BYTES} bytes, got {len(writer_id_b)}")
+    _check_int("epoch", epoch, 0, 2**64 - 1)
+    _check_int("sequence", sequence, 0, 2**64 - 1)
+    _check_int("created_ms", created_ms, -(2**63), 2**63 - 1)
+    if len(entries_by_zone) > MAX_ZONES:
+        raise ValueError(f"{len(entries_by_zone)} zones, at most {MAX_ZONES}")
+    zone_names = [z.encode() for z in entries_by_zone]
+    for z in zone_names:
+        if not 1 <= len(z) <= MAX_ZONE_NAME_BYTES:
+            raise ValueError(f"zone name must be 1..{MAX_ZONE_NAME_BYTES} bytes, got {z!r}")
+
+    header_len = _header_size(writer_id_b, zone_names)
+    body_parts: list[bytes | memoryview] = []
+    shares: dict[str, ZoneShare] = {}
+    index_parts: list[bytes] = []
+    pos = header_len
+    for zone, zone_b in zip(entries_by_zone, zone_names):
+        zone_start = pos
+        refs = []
+        for e in entries_by_zone[zone]:
+            topic_b = e.topic.encode()
+            if not 1 <= len(topic_b) <= MAX_TOPIC_BYTES:
+                raise ValueError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {e.topic!r}")
+            _check_int("partition", e.partition, 0, 2**31 - 1)
+            _check_int("producer_id", e.producer_id, -(2**63), 2**63 - 1)
+            _check_int("producer_epoch", e.producer_epoch, -(2**15), 2**15 - 1)
+            _check_int("base_sequence", e.base_sequence, -(2**31), 2**31 - 1)
+            _check_int("record_count", e.record_count, 0, 2**31 - 1)
+            batch_len = len(e.batch)
+            if batch_len > MAX_BATCH_BYTES:
+                raise ValueError(f"batch of {batch_len} bytes exceeds {MAX_BATCH_BYTES}")
+            batch_crc = _crc32c(e.batch)
+            if e.crc32c is not None and e.crc32c != batch_crc:
+                raise ValueError(f"entry crc32c {e.crc32c:#010x} does not match its batch ({batch_crc:#010x})")
+            head = (_U16.pack(len(topic_b)) + topic_b
+                    + _ENTRY_FIXED.pack(e.partition, e.producer_id, e.producer_epoch, e.base_sequence,
+                                        e.record_count, batch_len, batch_crc))
+            head += _U32.pack(_crc32c(head))
+            body_parts.append(head)
+            body_parts.append(e.batch)
+            batch_offset = pos + len(head)
+            refs.append(EntryRef(e.topic, e.partition, batch_offset, batch_len, batch_crc, e.record_count,
+                                 e.producer_id, e.producer_epoch, e.base_sequence))
+            pos = batch_offset + batch_len
+        shares[zone] = ZoneShare(zone_start, pos - zone_start, tuple(refs))
+        index_parts.append(_U16.pack(len(zone_b)) + zone_b
+                           + _ZONE_FIXED.pack(zone_start, pos - zone_start, len(refs)))
+    total = pos + TRAILER_BYTES
+    if total > MAX_OBJECT_BYTES:
+        raise ValueError(f"object of {total} bytes exceeds {MAX_OBJECT_BYTES}")
+
+    header = (_PREFIX.pack(MAGIC, FORMAT_VERSION, 0, header_len)
+              + _HEADER_FIXED.pack(epoch, sequence, created_ms)
+              + _U16.pack(len(writer_id_b)) + writer_id_b
+              + _U16.pack(len(zone_names)) + b"".join(index_parts))
+    header += _U32.pack(_crc32c(header))
+    assert len(header) == header_len, "header size computation and encoding disagree"
+    crc = _crc32c(header)
+    for part in body_parts:
+        crc = _crc32c(part, crc)
+    data = b"".join([header, *body_parts, _TRAILER.pack(crc, END_MAGIC)])
+    return EncodedObject(data, shares)
+
+
+def header_length(prefix: bytes | memoryview) -> int:
+    """header_length from the first PREFIX_BYTES of an object.
+
+    Raises WalFormatError if the bytes are short, not a WAL object, an unknown version, or
+    declare a header longer than MAX_HEADER_BYTES.
+    """
+    if len(prefix) < _PREFIX.size:
+        raise WalFormatError(f"object prefix is {len(prefix)} bytes, need {_PREFIX.size}")
+    magic, version, flags, hlen = _PREFIX.unpack_from(prefix, 0)
+    if magic != MAGIC:
+        raise WalFormatError(f"bad magic {bytes(magic)!r}, expected {MAGIC!r}")
+    if version != FORMAT_VERSION:
+        raise WalFormatError(f"unsupported WAL format version {version} (this reader knows {FORMAT_VERSION})")
+    if flags != 0:
+        raise WalFormatError(f"unknown header flags {flags:#06x}")
+    if not _PREFIX.size + _HEADER_FIXED.size + 8 <= hlen <= MAX_HEADER_BYTES:
+        raise WalFormatError(f"header_length {hlen} outside {_PREFIX.size + _HEADER_FIXED.size + 8}..{MAX_HEADER_BYTES}")
+    return hlen
+
+
+class _Cursor:
+    """Bounds-checked reads from a memoryview; every error names what was being read."""
+
+    def __init__(self, view: memoryview, pos: int = 0, end: int | None = None) -> None:
+        self.view = view
+        self.pos = pos
+        self.end = len(view) if end is None else end
+
+    def take(self, n: int, what: str) -> memoryview:
+        if n < 0 or self.pos + n > self.end:
+            raise WalFormatError(f"{what}: needs {n} bytes at offset {self.pos}, only {self.end - self.pos} left")
+        out = self.view[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def unpack(self, st: struct.Struct, what: str) -> tuple:
+        return st.unpack(self.take(st.size, what))
+
+    def text(self, what: str, max_bytes: int) -> str:
+        (n,) = self.unpack(_U16, f"{what} length")
+        if not 1 <= n <= max_bytes:
+            raise WalFormatError(f"{what} length {n} outside 1..{max_bytes} at offset {self.pos - 2}")
+        raw = self.take(n, what)
+        try:
+            return bytes(raw).decode()
+        except UnicodeDecodeError as exc:
+            raise WalFormatError(f"{what} is not UTF-8 at offset {self.pos - n}") from exc
+
+
+def parse_header(data: bytes | memoryview) -> WalHeader:
+    """Parse and verify the header and zone index (`data` may hold more of the object).
+
+    Raises WalFormatError on any malformed or inconsistent field or a header CRC mismatch.
+    """
+    view = memoryview(data)
+    hlen = header_length(view)
+    if len(view) < hlen:
+        raise WalFormatError(f"header is {hlen} bytes, only {len(view)} given")
+    (stored_crc,) = _U32.unpack_from(view, hlen - 4)
+    actual = _crc32c(view[:hlen - 4])
+    if stored_crc != actual:
+        raise WalFormatError(f"header crc32c mismatch: stored {stored_crc:#010x}, computed {actual:#010x}")
+    cur = _Cursor(view, _PREFIX.size, hlen - 4)
+    epoch, sequence, created_ms = cur.unpack(_HEADER_FIXED, "epoch/sequence/created_ms")
+    writer_id = cur.text("writer_id", MAX_WRITER_ID_BYTES)
+    (zone_count,) = cur.unpack(_U16, "zone count")
+    if zone_count > MAX_ZONES:
+        raise WalFormatError(f"zone count {zone_count} exceeds {MAX_ZONES}")
+    zones: dict[str, ZoneIndexEntry] = {}
+    expected_offset = hlen
+    for i in range(zone_count):
+        name = cur.text(f"zone[{i}] name", MAX_ZONE_NAME_BYTES)
+        offset, length, count = cur.unpack(_ZONE_FIXED, f"zone[{i}] range")
+        if name in zones:
+            raise WalFormatError(f"zone {name!r} appears twice in the index")
+        if offset != expected_offset:
+            raise WalFormatError(f"zone {name!r} starts at {offset}, expected {expected_offset} (zones are contiguous)")
+        if length > MAX_OBJECT_BYTES or count > length:
+            raise WalFormatError(f"zone {name!r} has length {length} and {count} entries: impossible")
+        zones[name] = ZoneIndexEntry(offset, length, count)
+        expected_offset = offset + length
+    if cur.pos != cur.end:
+        raise WalFormatError(f"{cur.end - cur.pos} unexpected bytes after the zone index")
+    return WalHeader(FORMAT_VERSION, writer_id, epoch, sequence, created_ms, hlen, zones)
+
+
+def parse_zone_range(data: bytes | memoryview, expected_entries: int | None = None) -> list[WalEntry]:
+    """Parse one zone's byte range (as fetched with a ranged GET); verify every CRC.
+
+    Batches are memoryview slices of `data`. Raises WalFormatError on any malformed entry,
+    CRC mismatch, trailing bytes, or an entry count different from `expected_entries`.
+    """
+    view = memoryview(data)
+    cur = _Cursor(view)
+    entries: list[WalEntry] = []
+    while cur.pos < cur.end:
+        start = cur.pos
+        where = f"entry {len(entries)} at zone offset {start}"
+        topic = cur.text(f"{where}: topic", MAX_TOPIC_BYTES)
+        fixed = cur.unpack(_ENTRY_FIXED, f"{where}: fields")
+        (stored_head_crc,) = cur.unpack(_U32, f"{where}: header crc32c")
+        head_crc = _crc32c(view[start:cur.pos - 4])
+        if stored_head_crc != head_crc:
+            raise WalFormatError(f"{where}: header crc32c mismatch: stored {stored_head_crc:#010x}, computed {head_crc:#010x}")
+        partition, producer_id, producer_epoch, base_sequence, record_count, batch_len, batch_crc = fixed
+        if partition < 0 or record_count < 0:
+            raise WalFormatError(f"{where}: negative partition {partition} or record_count {record_count}")
+        batch = cur.take(batch_len, f"{where}: batch")
+        actual = _crc32c(batch)
+        if actual != batch_crc:
+            raise WalFormatError(f"{where}: batch crc32c mismatch for {topic}-{partition}: stored {batch_crc:#010x}, computed {actual:#010x}")
+        entries.append(WalEntry(topic, partition, producer_id, producer_epoch, base_sequence,
+                                record_count, batch, batch_crc))
+    if expected_entries is not None and len(entries) != expected_entries:
+        raise WalFormatError(f"zone range holds {len(entries)} entries, index says {expected_entries}")
+    return entries
+
+
+def parse_object(data: bytes | memoryview) -> ParsedObject:
+    """Parse a whole object: trailer, object CRC, header, every zone and every entry CRC.
+
+    Raises WalFormatError if anything is malformed, truncated or does not match its CRC.
+    """
+    view = memoryview(data)
+    if len(view) < _PREFIX.size + TRAILER_BYTES:
+        raise WalFormatError(f"object is {len(view)} bytes, too short to be a WAL object")
+    header_length(view)  # magic and version first: a foreign object gets the clearer error
+    stored_crc, end_magic = _TRAILER.unpack_from(view, len(view) - TRAILER_BYTES)
+    if end_magic != END_MAGIC:
+        raise WalFormatError(f"bad end magic {bytes(end_magic)!r}: object truncated or not a WAL object")
+    actual = _crc32c(view[:len(view) - TRAILER_BYTES])
+    if stored_crc != actual:
+        raise WalFormatError(f"object crc32c mismatch: stored {stored_crc:#010x}, computed {actual:#010x}")
+    header = parse_header(view)
+    body_end = len(view) - TRAILER_BYTES
+    last = header.header_length
+    zones: dict[str, list[WalEntry]] = {}
+    for name, z in header.zones.items():
+        if z.offset + z.length > body_end:
+            raise WalFormatError(f"zone {name!r} range {z.offset}+{z.length} runs past the body end {body_end}")
+        zones[name] = parse_zone_range(view[z.offset:z.offset + z.length], z.entry_count)
+        last = z.offset + z.length
+    if last != body_end:
+        raise WalFormatError(f"{body_end - last} bytes between the last zone and the trailer")
+    return ParsedObject(header, zones)

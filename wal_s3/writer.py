@@ -1,0 +1,447 @@
+"""The batching WAL writer: entries in, durable S3 objects out.
+
+Strategy: appends go into one open object, grouped by destination zone. The object is
+sealed when its entries reach `max_bytes` (reason "size"), when its oldest entry is
+`linger_ms` old ("linger"), or when the writer closes ("shutdown"). Sealing assigns the
+next sequence number; a task in the writer's nursery encodes the object and PUTs it with
+`If-None-Match: *` (at most `max_in_flight_puts` at once), retrying retriable failures
+with full-jitter backoff. `append` returns once the object holding its entry is durable.
+Objects complete in sequence order: the waiters of object N are released only after every
+object before N is durable or failed, so a caller that acts on placements in the order
+they return keeps each partition's order across objects.
+
+Memory is bounded: appended-but-not-durable bytes never exceed `max_buffered_bytes`;
+beyond that `append` waits (backpressure reaches the producer).
+
+Fencing: before writing, the writer takes an epoch by conditionally PUTting a marker
+`<prefix><epoch_prefix>/<writer_id>/<epoch>`; only one writer can win an epoch, and keys
+carry the epoch, so two writers with the same id never write the same key. A writer that
+sees a newer epoch marker (checked every `epoch_check_interval_s`), or whose data PUT
+collides on its first attempt, is fenced: it fails every waiting entry and stops.
+
+Ambiguous PUTs: if an attempt's response is lost (timeout, reset) the PUT may have landed;
+the retry then gets 412. Because no one else can write our keys, a 412 on a retry is
+checked by reading the object back and comparing bytes: equal means it was ours.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import hashlib
+import json
+import logging
+import random
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import trio
+
+from spark_audit.records import AuditSink
+from wal_s3 import metrics
+from wal_s3._retry import with_retries
+from wal_s3._s3 import S3Error, S3PreconditionFailed, S3Store
+from wal_s3.config import WalConfig
+from wal_s3.format import WalEntry, ZoneShare, encode_object, entry_encoded_size
+
+log = logging.getLogger(__name__)
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # zone and writer ids are key path segments
+EPOCH_DIGITS = 10  # zero-padded so keys sort by epoch and sequence
+SEQUENCE_DIGITS = 12
+HASH_PREFIX_CHARS = 4  # 65536 prefixes spread S3's per-prefix request rate limits
+MAX_EPOCH_RACES = 8  # concurrent starts of the same writer id that lose the marker race
+
+
+class WalWriteError(Exception):
+    """Entries could not be made durable. retriable=True: the caller may append them again."""
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class WalFencedError(WalWriteError):
+    """This writer's epoch is superseded (or was never won); it has stopped for good.
+
+    The entries themselves may be retried through a new writer (new epoch).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=False)
+
+
+@dataclass(frozen=True)
+class FlushedObject:
+    """A durable WAL object: the proxy sends one notification per (object, zone)."""
+
+    key: str
+    writer_id: str
+    epoch: int
+    sequence: int
+    zones: Mapping[str, ZoneShare]
+    bytes: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class WalPlacement:
+    """Where an appended entry landed. entry_offset/entry_length cover its raw batch bytes."""
+
+    key: str
+    dest_zone: str
+    zone_offset: int
+    zone_length: int
+    entry_offset: int
+    entry_length: int
+    entry_index_in_zone: int
+    flushed: FlushedObject
+
+
+def object_key(prefix: str, zone: str, writer_id: str, epoch: int, sequence: int) -> str:
+    """`<prefix><hash4>/wal/<zone>/<writer_id>/<epoch>/<sequence>`; the hash spreads S3 prefixes."""
+    tail = f"wal/{zone}/{writer_id}/{epoch:0{EPOCH_DIGITS}d}/{sequence:0{SEQUENCE_DIGITS}d}"
+    digest = hashlib.sha256(tail.encode()).hexdigest()[:HASH_PREFIX_CHARS]
+    return f"{prefix}{digest}/{tail}"
+
+
+OBJECT_KEY_RE = re.compile(
+    rf"^(?P<hash>[0-9a-f]{{{HASH_PREFIX_CHARS}}})/wal/(?P<zone>[A-Za-z0-9._-]+)/(?P<writer_id>[A-Za-z0-9._-]+)"
+    rf"/(?P<epoch>\d{{{EPOCH_DIGITS}}})/(?P<sequence>\d{{{SEQUENCE_DIGITS}}})$")
+
+
+def epoch_marker_prefix(config: WalConfig, writer_id: str) -> str:
+    return f"{config.prefix}{config.epoch_prefix}/{writer_id}/"
+
+
+class _Pending:
+    """An object being filled, then PUT; its waiters wait on `done`."""
+
+    def __init__(self, opened_at: float) -> None:
+        self.opened_at = opened_at
+        self.entries_by_zone: dict[str, list[WalEntry]] = {}
+        self.nbytes = 0
+        self.count = 0
+        self.sequence = -1
+        self.reason = ""
+        self.done = trio.Event()
+        self.result: FlushedObject | None = None
+        self.error: WalWriteError | None = None
+
+    def complete(self, result: FlushedObject | None, error: WalWriteError | None) -> None:
+        """Record the outcome (first one wins); waiters wake when the object is released."""
+        if self.result is None and self.error is None:
+            self.result, self.error = result, error
+
+
+class _Collision(Exception):
+    """A conditional PUT found the key taken by someone else."""
+
+
+class WalWriter:
+    """Batching WAL writer for one proxy. Run it with `running()` or `nursery.start(run)`."""
+
+    def __init__(self, config: WalConfig, zone: str, writer_id: str, s3_client, audit: AuditSink, *,
+                 limiter: trio.CapacityLimiter | None = None, rng: random.Random | None = None) -> None:
+        if not NAME_RE.match(zone) or not NAME_RE.match(writer_id):
+            raise ValueError(f"zone {zone!r} and writer_id {writer_id!r} must match {NAME_RE.pattern}")
+        self.config = config
+        self.zone = zone
+        self.writer_id = writer_id
+        self.audit = audit
+        self.epoch: int | None = None
+        self._store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
+        self._put_limiter = trio.CapacityLimiter(config.max_in_flight_puts)
+        self._rng = rng or random.Random()
+        self._state = "new"  # new -> running -> closing -> closed, or -> fenced
+        self._fence_error: WalFencedError | None = None
+        self._open: _Pending | None = None
+        self._sealed: collections.deque[_Pending] = collections.deque()
+        self._unreleased: dict[int, _Pending] = {}  # sealed objects whose waiters are not released
+        self._next_sequence = 0
+        self._release_next = 0
+        self.buffered_bytes = 0
+        self._space = trio.lowlevel.ParkingLot()
+        self._wakeup = trio.Event()
+        self._next_epoch_check = 0.0
+        self._epoch_check_running = False
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[WalWriter]:
+        """Register an epoch, run the flush loop; on exit flush what is buffered and wait for it."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.run)
+            try:
+                yield self
+            finally:
+                self.close()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Flush loop. Returns after close() once every sealed object is done.
+
+        Raises WalWriteError if the epoch cannot be registered, WalFencedError if fenced.
+        """
+        if self.epoch is None:
+            await self.register_epoch()
+        self._state = "running"
+        self._next_epoch_check = trio.current_time() + self.config.epoch_check_interval_s
+        try:
+            async with trio.open_nursery() as nursery:
+                task_status.started()
+                await self._flush_loop(nursery)
+        finally:
+            if self._state != "fenced":
+                self._state = "closed"
+            self._fail_all(WalWriteError(f"WAL writer {self.writer_id} stopped", retriable=True))
+        if self._fence_error is not None:
+            raise self._fence_error
+
+    def close(self) -> None:
+        """Stop accepting appends; the loop flushes the open object and run() returns."""
+        if self._state in ("new", "running"):
+            self._state = "closing"
+        self._wakeup.set()
+
+    async def register_epoch(self) -> int:
+        """Win a fresh epoch with a conditional PUT of a marker; returns it.
+
+        Raises WalWriteError (retriable) on S3 failure, WalFencedError after MAX_EPOCH_RACES lost races.
+        """
+        prefix = epoch_marker_prefix(self.config, self.writer_id)
+        try:
+            for _ in range(MAX_EPOCH_RACES):
+                candidate = max(await self._list_epochs(), default=0) + 1
+                body = json.dumps({"writer_id": self.writer_id, "zone": self.zone, "epoch": candidate,
+                                   "created_ms": int(time.time() * 1000), "nonce": uuid.uuid4().hex}).encode()
+                try:
+                    await self._put_conditional(f"{prefix}{candidate:0{EPOCH_DIGITS}d}", body, None)
+                except _Collision:
+                    continue
+                self.epoch = candidate
+                log.info("WAL writer %s registered epoch %d", self.writer_id, candidate)
+                return candidate
+        except S3Error as exc:
+            raise WalWriteError(f"registering an epoch for {self.writer_id}: {exc}", retriable=True) from exc
+        raise WalFencedError(f"{self.writer_id}: lost the epoch marker race {MAX_EPOCH_RACES} times")
+
+    async def _list_epochs(self) -> list[int]:
+        prefix = epoch_marker_prefix(self.config, self.writer_id)
+        listed = await with_retries(lambda _n: self._store.list_objects(prefix), **self._retry_args())
+        return [int(o.key[len(prefix):]) for o in listed
+                if len(o.key) == len(prefix) + EPOCH_DIGITS and o.key[len(prefix):].isdigit()]
+
+    def _retry_args(self) -> dict:
+        return {"max_attempts": self.config.max_attempts, "base_ms": self.config.retry_base_ms,
+                "max_ms": self.config.retry_max_ms, "rng": self._rng}
+
+    # ---- appending -------------------------------------------------------------------
+
+    async def append(self, entry: WalEntry, dest_zone: str) -> WalPlacement:
+        """Buffer entry for dest_zone; return once the object holding it is durable in S3.
+
+        Waits while `max_buffered_bytes` are buffered. Cancelling the wait does not withdraw
+        the entry. Raises WalWriteError (retriable) if the object could not be written or the
+        writer is not running, WalFencedError if the writer is fenced, ValueError if the
+        entry alone exceeds max_buffered_bytes or dest_zone is not a valid name.
+        """
+        if not NAME_RE.match(dest_zone):
+            raise ValueError(f"dest_zone {dest_zone!r} must match {NAME_RE.pattern}")
+        size = entry_encoded_size(entry)
+        if size > self.config.max_buffered_bytes:
+            raise ValueError(f"entry of {size} bytes exceeds wal.max_buffered_bytes={self.config.max_buffered_bytes}")
+        while True:
+            self._check_accepting()
+            if self.buffered_bytes + size <= self.config.max_buffered_bytes:
+                break
+            await self._space.park()
+        if self._open is not None and self._open.nbytes + size > self.config.max_bytes:
+            self._seal("size")  # keep objects at or under max_bytes unless one entry is larger
+        if self._open is None:
+            self._open = _Pending(trio.current_time())
+            self._wakeup.set()  # the loop starts this object's linger timer
+        obj = self._open
+        zone_entries = obj.entries_by_zone.setdefault(dest_zone, [])
+        index = len(zone_entries)
+        zone_entries.append(entry)
+        obj.nbytes += size
+        obj.count += 1
+        self.buffered_bytes += size
+        metrics.BUFFERED_BYTES.inc(size)
+        if obj.nbytes >= self.config.max_bytes:
+            self._seal("size")
+        await obj.done.wait()
+        if obj.error is not None:
+            raise obj.error
+        assert obj.result is not None, "a released object has a result or an error"
+        share = obj.result.zones[dest_zone]
+        ref = share.entries[index]
+        return WalPlacement(obj.result.key, dest_zone, share.offset, share.length, ref.offset, ref.length,
+                            index, obj.result)
+
+    def _check_accepting(self) -> None:
+        if self._fence_error is not None:
+            raise self._fence_error
+        if self._state != "running":
+            raise WalWriteError(f"WAL writer {self.writer_id} is {self._state}, not running", retriable=True)
+
+    def _seal(self, reason: str) -> None:
+        obj = self._open
+        if obj is None:
+            return
+        self._open = None
+        obj.sequence = self._next_sequence
+        self._next_sequence += 1
+        obj.reason = reason
+        self._sealed.append(obj)
+        self._unreleased[obj.sequence] = obj
+        self._wakeup.set()
+
+    # ---- flush loop and PUTs -----------------------------------------------------------
+
+    async def _flush_loop(self, nursery: trio.Nursery) -> None:
+        linger_s = self.config.linger_ms / 1000.0
+        check_s = self.config.epoch_check_interval_s
+        while True:
+            self._wakeup = trio.Event()
+            if self._state == "fenced":
+                return
+            now = trio.current_time()
+            if self._state == "closing":
+                self._seal("shutdown")
+            elif self._open is not None and now >= self._open.opened_at + linger_s:
+                self._seal("linger")
+            while self._sealed:
+                nursery.start_soon(self._put_object, self._sealed.popleft())
+            if self._state == "closing":
+                return
+            deadline = self._open.opened_at + linger_s if self._open is not None else float("inf")
+            if check_s > 0:
+                if now >= self._next_epoch_check and not self._epoch_check_running:
+                    self._epoch_check_running = True
+                    nursery.start_soon(self._check_epoch)
+                deadline = min(deadline, self._next_epoch_check)
+            with trio.move_on_at(deadline):
+                await self._wakeup.wait()
+
+    async def _check_epoch(self) -> None:
+        try:
+            newest = max(await self._list_epochs(), default=0)
+        except S3Error as exc:
+            log.warning("WAL writer %s: epoch check failed, will retry: %s", self.writer_id, exc)
+            newest = 0
+        finally:
+            self._epoch_check_running = False
+            self._next_epoch_check = trio.current_time() + self.config.epoch_check_interval_s
+        if self.epoch is not None and newest > self.epoch:
+            self._fence(f"{self.writer_id}: epoch {self.epoch} superseded by epoch {newest}")
+
+    def _fence(self, reason: str) -> None:
+        log.error("WAL writer fenced: %s", reason)
+        self._fence_error = WalFencedError(reason)
+        self._state = "fenced"
+        self._fail_all(self._fence_error)
+        self._wakeup.set()
+
+    def _fail_all(self, error: WalWriteError) -> None:
+        pending = list(self._unreleased.values())
+        never_put = list(self._sealed)
+        if self._open is not None:
+            pending.append(self._open)
+            never_put.append(self._open)
+            self._open = None
+        for obj in never_put:  # in-flight objects give their bytes back when their PUT ends
+            self.buffered_bytes -= obj.nbytes
+            metrics.BUFFERED_BYTES.dec(obj.nbytes)
+        for obj in pending:
+            obj.complete(None, error)
+            obj.done.set()
+        self._unreleased.clear()
+        self._sealed.clear()
+        self._space.unpark_all()
+
+    async def _put_conditional(self, key: str, body: bytes, metadata: Mapping[str, str] | None,
+                               attempts: list[int] | None = None) -> None:
+        """PUT If-None-Match with retries; a 412 on a retry is ours if the stored bytes equal body.
+
+        Raises _Collision if the key holds someone else's object, S3Error when retries run out.
+        """
+        async def attempt(n: int) -> None:
+            if attempts is not None:
+                attempts[0] = n
+            try:
+                await self._store.put_if_absent(key, body, metadata)
+            except S3PreconditionFailed:
+                if n > 1 and await self._store.get(key) == body:
+                    return  # an earlier attempt landed; only its response was lost
+                raise _Collision(key) from None
+
+        def on_retry(n: int, exc: S3Error) -> None:
+            metrics.PUT_RETRIES.inc()
+            log.warning("WAL PUT %s attempt %d failed, retrying: %s", key, n, exc)
+
+        await with_retries(attempt, on_retry=on_retry, **self._retry_args())
+
+    async def _put_object(self, obj: _Pending) -> None:
+        assert self.epoch is not None, "run() registers the epoch before any PUT"
+        key = object_key(self.config.prefix, self.zone, self.writer_id, self.epoch, obj.sequence)
+        result: FlushedObject | None = None
+        error: WalWriteError | None = None
+        attempts = [0]
+        nbytes = 0
+        put_s = 0.0
+        try:
+            async with self._put_limiter:
+                encoded = await trio.to_thread.run_sync(functools.partial(
+                    encode_object, writer_id=self.writer_id, epoch=self.epoch, sequence=obj.sequence,
+                    created_ms=int(time.time() * 1000), entries_by_zone=obj.entries_by_zone))
+                nbytes = len(encoded.data)
+                started = trio.current_time()
+                try:
+                    await self._put_conditional(key, encoded.data, {"zones": ",".join(encoded.zones)}, attempts)
+                    put_s = trio.current_time() - started
+                    result = FlushedObject(key, self.writer_id, self.epoch, obj.sequence, encoded.zones,
+                                           nbytes, obj.reason)
+                except _Collision:
+                    put_s = trio.current_time() - started
+                    self._fence(f"{key} already exists: another writer uses epoch {self.epoch}")
+                    error = self._fence_error
+                except S3Error as exc:
+                    put_s = trio.current_time() - started
+                    metrics.PUT_FAILURES.inc()
+                    error = WalWriteError(f"PUT {key} failed after {attempts[0]} attempts: {exc}", retriable=True)
+        finally:
+            self.buffered_bytes -= obj.nbytes
+            metrics.BUFFERED_BYTES.dec(obj.nbytes)
+            self._space.unpark_all()
+            ok = result is not None
+            if ok:
+                metrics.FLUSH_BYTES.observe(nbytes)
+                metrics.FLUSHES.labels(obj.reason).inc()
+                metrics.PUT_SECONDS.observe(put_s)
+            self.audit.emit("wal_flush", {
+                "ts_ms": int(time.time() * 1000), "zone": self.zone,
+                "writer_id": self.writer_id, "epoch": self.epoch, "sequence": obj.sequence, "key": key,
+                "bytes": nbytes, "entries": obj.count, "zones": ",".join(obj.entries_by_zone),
+                "reason": obj.reason, "put_ms": put_s * 1000.0, "attempts": attempts[0],
+                "put_requests": attempts[0], "ok": ok,
+            })
+            if result is None and error is None:
+                error = WalWriteError(f"PUT {key} abandoned: writer stopped", retriable=True)
+            obj.complete(result, error)
+            self._release_in_order()
+
+    def _release_in_order(self) -> None:
+        """Wake waiters of finished objects in sequence order (see the module docstring)."""
+        while True:
+            obj = self._unreleased.get(self._release_next)
+            if obj is None or (obj.result is None and obj.error is None):
+                return
+            del self._unreleased[self._release_next]
+            self._release_next += 1
+            obj.done.set()
