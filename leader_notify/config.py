@@ -16,9 +16,21 @@ class NotifyConfig:
     timeout_s: float = 10.0
     max_in_flight_per_zone: int = 64
     max_attempts: int = 3
+    connect_timeout_s: float = 3.0
+    backoff_initial_s: float = 0.2  # doubled per attempt up to backoff_max_s
+    backoff_max_s: float = 2.0
+    # Replay defence: frames older/newer than this are refused; clocks must agree within it.
+    replay_window_s: float = 30.0
+    max_nonces: int = 100_000  # nonces remembered per agent (~10 MB); fuller = narrower window
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "notify.timeout_s: must be > 0")
+        require(self.connect_timeout_s > 0, "notify.connect_timeout_s: must be > 0")
+        require(0 < self.backoff_initial_s <= self.backoff_max_s, "notify.backoff_initial_s: 0 < initial <= backoff_max_s")
+        require(self.replay_window_s > 0, "notify.replay_window_s: must be > 0")
+        require(1 <= self.max_nonces <= 10_000_000, "notify.max_nonces: 1..10000000")
+        for key in self.hmac_keys:
+            require(len(key.encode()) >= 16, "notify.hmac_keys: every key must be at least 16 bytes")
         require(1 <= self.max_in_flight_per_zone <= 4096, "notify.max_in_flight_per_zone: 1..4096")
         require(1 <= self.max_attempts <= 20, "notify.max_attempts: 1..20")
 
@@ -30,8 +42,18 @@ class AgentConfig:
     max_concurrent_reads: int = 8
     max_in_flight_appends: int = 64
     checkpoint_prefix: str = "checkpoints"
+    max_append_attempts: int = 5  # per batch, with metadata refresh and backoff (~1.5 s in total)
+    produce_timeout_ms: int = 10_000  # ProduceRequest timeout sent to the leader
+    # Entries already appended, remembered with their offsets so a re-sent notification
+    # never appends a batch without producer id twice. ~200 bytes each.
+    applied_cache_entries: int = 100_000
+    metrics_port: int = 0  # 0 = no /metrics endpoint
 
     def __post_init__(self) -> None:
+        require(1 <= self.max_append_attempts <= 50, "agent.max_append_attempts: 1..50")
+        require(self.produce_timeout_ms > 0, "agent.produce_timeout_ms: must be > 0")
+        require(1 <= self.applied_cache_entries <= 10_000_000, "agent.applied_cache_entries: 1..10000000")
+        require(0 <= self.metrics_port <= 65535, f"agent.metrics_port: {self.metrics_port} is not a port")
         require(0 <= self.listen_port <= 65535, f"agent.listen_port: {self.listen_port} is not a port")
         require(1 <= self.max_concurrent_reads <= 256, "agent.max_concurrent_reads: 1..256")
         require(1 <= self.max_in_flight_appends <= 4096, "agent.max_in_flight_appends: 1..4096")

@@ -67,6 +67,20 @@ class RequestStatus(enum.IntEnum):
     OVERLOADED = 7  # the agent is shutting down or full; safe to retry
 
 
+# Kafka error codes a producer may retry (Kafka's RetriableException subclasses we can meet
+# on the append path); the sender re-sends a notification while an entry has one of them.
+RETRIABLE_ENTRY_CODES = frozenset({
+    2,  # CORRUPT_MESSAGE (the WAL read did not match; a re-read may)
+    3,  # UNKNOWN_TOPIC_OR_PARTITION
+    5,  # LEADER_NOT_AVAILABLE
+    6,  # NOT_LEADER_OR_FOLLOWER
+    7,  # REQUEST_TIMED_OUT
+    13,  # NETWORK_EXCEPTION
+    19,  # NOT_ENOUGH_REPLICAS
+    20,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    56,  # KAFKA_STORAGE_ERROR
+})
+
 RETRIABLE_STATUSES = frozenset({RequestStatus.REPLAYED, RequestStatus.INTERNAL, RequestStatus.OVERLOADED})
 
 

@@ -1,0 +1,150 @@
+"""Append one raw record batch to its partition leader with aiokafka's low-level client.
+
+Strategy: the batch bytes travel unchanged (producer id, epoch and sequence included) in a
+ProduceRequest carrying exactly that one batch, so the leader does its own duplicate
+detection. Leader moves and unknown partitions refresh metadata and retry; connection
+failures and timeouts retry too; all with bounded attempts and capped exponential backoff.
+When attempts run out the caller gets the last Kafka error code, which is retriable for
+the producer, never an exception. aiokafka's exceptions stop here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaError, RequestTimedOutError
+from aiokafka.protocol.produce import ProduceRequest
+from aiokafka.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+NETWORK_EXCEPTION = 13
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+DUPLICATE_SEQUENCE_NUMBER = 46
+KAFKA_STORAGE_ERROR = 56
+CORRUPT_MESSAGE = 2
+
+# Errors after which the leader may have moved: refresh metadata before the next attempt.
+REFRESH_METADATA_CODES = frozenset({UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+                                    NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, NETWORK_EXCEPTION})
+RETRIABLE_CODES = REFRESH_METADATA_CODES | {REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS,
+                                            NOT_ENOUGH_REPLICAS_AFTER_APPEND, CORRUPT_MESSAGE}
+
+BACKOFF_INITIAL_S = 0.1
+BACKOFF_MAX_S = 1.0  # a Tansu/Kafka restart takes about a second to reach; wait no longer per step
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    error_code: int
+    base_offset: int = -1
+    duplicate: bool = False
+    attempts: int = 1
+    latency_s: float = 0.0
+
+
+class KafkaAppender:
+    """Owns one AIOKafkaClient for the zone's cluster. Use `async with` (or start/close)."""
+
+    def __init__(self, bootstrap_servers: list[str] | tuple[str, ...], *, client_id: str = "azsidecar-agent",
+                 max_attempts: int = 5, produce_timeout_ms: int = 10_000, request_timeout_ms: int = 15_000) -> None:
+        self._bootstrap = list(bootstrap_servers)
+        self._client_id = client_id
+        self._max_attempts = max_attempts
+        self._produce_timeout_ms = produce_timeout_ms
+        self._request_timeout_ms = request_timeout_ms
+        self._client: AIOKafkaClient | None = None
+
+    async def start(self) -> None:
+        """Connect and fetch metadata. Raises KafkaAppendUnavailable if no broker answers."""
+        self._client = AIOKafkaClient(bootstrap_servers=self._bootstrap, client_id=self._client_id,
+                                      request_timeout_ms=self._request_timeout_ms, retry_backoff_ms=100)
+        try:
+            await self._client.bootstrap()
+        except KafkaError as exc:
+            await self._client.close()
+            self._client = None
+            raise KafkaAppendUnavailable(f"no broker of {self._bootstrap} answered: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def __aenter__(self) -> KafkaAppender:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    async def append(self, topic: str, partition: int, batch: bytes) -> AppendResult:
+        """Append one raw batch; returns the leader's base offset or the last error code."""
+        assert self._client is not None, "start() first"
+        client = self._client
+        tp = TopicPartition(topic, partition)
+        started = time.monotonic()
+        backoff_s = BACKOFF_INITIAL_S
+        code = LEADER_NOT_AVAILABLE
+        for attempt in range(1, self._max_attempts + 1):
+            code, offset = await self._attempt(client, tp, batch)
+            if code == NONE:
+                return AppendResult(NONE, offset, False, attempt, time.monotonic() - started)
+            if code == DUPLICATE_SEQUENCE_NUMBER:
+                return AppendResult(NONE, -1, True, attempt, time.monotonic() - started)
+            if code not in RETRIABLE_CODES or attempt == self._max_attempts:
+                break
+            log.info("append %s-%d: error %d, attempt %d/%d", topic, partition, code, attempt, self._max_attempts)
+            if code in REFRESH_METADATA_CODES:
+                await self._refresh(client)
+            await asyncio.sleep(backoff_s)  # backoff between attempts, not synchronization
+            backoff_s = min(backoff_s * 2, BACKOFF_MAX_S)
+        return AppendResult(code, -1, False, attempt, time.monotonic() - started)
+
+    async def _attempt(self, client: AIOKafkaClient, tp: TopicPartition, batch: bytes) -> tuple[int, int]:
+        leader = client.cluster.leader_for_partition(tp)
+        if leader is None:
+            # Unknown topic to this client: start tracking it (one metadata round trip).
+            try:
+                await client.add_topic(tp.topic)
+            except KafkaError:
+                return NETWORK_EXCEPTION, -1
+            leader = client.cluster.leader_for_partition(tp)
+            if leader is None:
+                return UNKNOWN_TOPIC_OR_PARTITION, -1
+        if leader == -1:
+            return LEADER_NOT_AVAILABLE, -1
+        request = ProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
+                                 topics=[(tp.topic, [(tp.partition, batch)])])
+        try:
+            response = await client.send(leader, request)
+        except RequestTimedOutError:
+            return REQUEST_TIMED_OUT, -1
+        except KafkaError as exc:
+            log.info("append %s-%d: %r", tp.topic, tp.partition, exc)
+            return NETWORK_EXCEPTION, -1
+        for topic, partitions in response.topics:
+            for part in partitions:
+                if topic == tp.topic and part[0] == tp.partition:
+                    return int(part[1]), int(part[2])
+        return UNKNOWN_TOPIC_OR_PARTITION, -1
+
+    async def _refresh(self, client: AIOKafkaClient) -> None:
+        try:
+            await asyncio.wait_for(client.force_metadata_update(), self._request_timeout_ms / 1000)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            log.info("metadata refresh failed: %r", exc)
+
+
+class KafkaAppendUnavailable(RuntimeError):
+    """The zone's cluster could not be reached at start-up."""

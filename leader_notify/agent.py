@@ -1,0 +1,342 @@
+"""The zone agent: serves notifications, reads its zone's share from S3, appends to leaders.
+
+Concurrency model (asyncio, because aiokafka is asyncio):
+- One task per connection reads frames and answers them one after another (the sender keeps
+  one request in flight per connection and opens more connections for concurrency).
+- Within a notification, each partition's entries are appended strictly in order, one
+  ProduceRequest per batch; different partitions run in parallel.
+- Across notifications, per-partition order is arrival order: on arrival, before any await,
+  a request takes a ticket per partition (`PartitionSequencer`); the S3 read runs
+  concurrently, but appends wait for the previous ticket of the same partition.
+- Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` ProduceRequests, and an
+  LRU of applied entries (`applied_cache_entries`), so memory stays bounded.
+
+Exactly-once for batches without a producer id holds while the applied entry is in the
+LRU (i.e. for re-sent notifications, the proxy's retries); across an agent restart such
+batches are at-least-once, as with Kafka's own non-idempotent producer. Idempotent batches
+are deduplicated by the leader (DUPLICATE_SEQUENCE_NUMBER).
+
+After the whole share of an object is applied the agent calls the checkpoint hook
+(wal_s3's `mark_applied(key, zone)`), which lets GC delete the object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import crc32c
+
+from leader_notify import protocol as p
+from leader_notify._kafka import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
+from leader_notify.metrics import AgentMetrics
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK_BYTES = 64 * 1024
+WRITE_DRAIN_TIMEOUT_S = 10.0  # a peer that does not read its response within this is dropped
+
+
+class ZoneEntry(Protocol):
+    """One entry of a zone share as the WAL reader returns it (wal_s3.format.WalEntry fits)."""
+
+    topic: str
+    partition: int
+    batch: bytes | memoryview
+
+
+class ZoneReader(Protocol):
+    """Reads and verifies a zone's share of a WAL object; raises on S3 or format errors."""
+
+    async def read_zone(self, key: str, zone_offset: int, zone_length: int, *, source_zone: str,
+                        expected_entries: int) -> Sequence[ZoneEntry]: ...
+
+
+class Appender(Protocol):
+    async def append(self, topic: str, partition: int, batch: bytes) -> AppendResult: ...
+
+
+Checkpoint = Callable[[str, str], Awaitable[None]]  # (object key, zone) -> None
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """What the agent needs from Config, flattened (built by the CLI or tests)."""
+
+    zone: str
+    bucket: str
+    prefix: str
+    keys: tuple[bytes, ...]
+    replay_window_s: float = 30.0
+    max_nonces: int = 100_000
+    max_concurrent_reads: int = 8
+    max_in_flight_appends: int = 64
+    applied_cache_entries: int = 100_000
+
+
+class PartitionSequencer:
+    """Per-(topic, partition) FIFO in ticket order. Tickets are taken synchronously on arrival."""
+
+    def __init__(self) -> None:
+        self._tails: dict[tuple[str, int], asyncio.Future] = {}
+
+    def reserve(self, tp: tuple[str, int]) -> _Ticket:
+        prev = self._tails.get(tp)
+        mine = asyncio.get_running_loop().create_future()
+        self._tails[tp] = mine
+        return _Ticket(self, tp, prev, mine)
+
+    def __len__(self) -> int:
+        return len(self._tails)
+
+
+class _Ticket:
+    def __init__(self, seq: PartitionSequencer, tp: tuple[str, int], prev: asyncio.Future | None,
+                 mine: asyncio.Future) -> None:
+        self._seq, self._tp, self._prev, self._mine = seq, tp, prev, mine
+
+    async def turn(self) -> None:
+        if self._prev is not None and not self._prev.done():
+            await asyncio.shield(self._prev)
+
+    def release(self) -> None:
+        """Pass the turn on once our predecessor is done too (a cancelled waiter never lets
+        its successor overtake the running predecessor)."""
+        if self._prev is not None and not self._prev.done():
+            self._prev.add_done_callback(lambda _f: self._finish())
+        else:
+            self._finish()
+
+    def _finish(self) -> None:
+        if not self._mine.done():
+            self._mine.set_result(None)
+        if self._seq._tails.get(self._tp) is self._mine:
+            del self._seq._tails[self._tp]
+
+
+class AppliedEntries:
+    """Bounded LRU: (object key, entry index) -> base offset of entries already appended."""
+
+    def __init__(self, max_entries: int) -> None:
+        self._max = max_entries
+        self._map: OrderedDict[tuple[str, int], int] = OrderedDict()
+
+    def get(self, key: str, index: int) -> int | None:
+        k = (key, index)
+        offset = self._map.get(k)
+        if offset is not None:
+            self._map.move_to_end(k)
+        return offset
+
+    def put(self, key: str, index: int, base_offset: int) -> None:
+        self._map[(key, index)] = base_offset
+        self._map.move_to_end((key, index))
+        while len(self._map) > self._max:
+            self._map.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+
+class Agent:
+    """Notification server of one zone. `await start()` listens; `await close()` stops."""
+
+    def __init__(self, settings: AgentSettings, reader: ZoneReader, appender: Appender, *,
+                 checkpoint: Checkpoint | None = None, metrics: AgentMetrics | None = None,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self._s = settings
+        self._keyring = p.Keyring(settings.keys)
+        self._guard = p.ReplayGuard(int(settings.replay_window_s * 1000), settings.max_nonces)
+        self._reader = reader
+        self._appender = appender
+        self._checkpoint = checkpoint
+        self.metrics = metrics or AgentMetrics()
+        self._clock_ms = clock_ms
+        self._reads = asyncio.Semaphore(settings.max_concurrent_reads)
+        self._appends = asyncio.Semaphore(settings.max_in_flight_appends)
+        self._sequencer = PartitionSequencer()
+        self.applied = AppliedEntries(settings.applied_cache_entries)
+        self._server: asyncio.base_events.Server | None = None
+        self._conn_tasks: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------ server
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen; returns the bound (host, port) (port 0 picks a free one)."""
+        self._server = await asyncio.start_server(self._on_connection, host, port)
+        addr = self._server.sockets[0].getsockname()
+        log.info("agent for zone %s listening on %s:%d", self._s.zone, addr[0], addr[1])
+        return addr[0], addr[1]
+
+    async def close(self) -> None:
+        """Stop listening and cancel open connections (their pending requests get no answer;
+        the sender retries them elsewhere or later)."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._conn_tasks):
+            task.cancel()
+        if self._conn_tasks:
+            await asyncio.gather(*self._conn_tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._conn_tasks.add(task)
+        peer = writer.get_extra_info("peername")
+        decoder = p.FrameDecoder(self._keyring)
+        try:
+            while True:
+                data = await reader.read(READ_CHUNK_BYTES)
+                if not data:
+                    return
+                decoder.receive_data(data)
+                while True:
+                    try:
+                        frame = decoder.next_frame()
+                    except p.AuthError:
+                        self.metrics.auth_failures.labels(reason="bad_mac").inc()
+                        log.warning("notification from %s: bad MAC or unknown key id; closing", peer)
+                        return
+                    except p.ProtocolError as exc:
+                        self.metrics.auth_failures.labels(reason="bad_frame").inc()
+                        log.warning("notification from %s: %s; closing", peer, exc)
+                        return
+                    if frame is None:
+                        break
+                    response = await self.handle_frame(frame)
+                    writer.write(response)
+                    await asyncio.wait_for(writer.drain(), WRITE_DRAIN_TIMEOUT_S)
+        except (ConnectionError, asyncio.TimeoutError) as exc:
+            log.info("notification connection %s: %r", peer, exc)
+        finally:
+            self._conn_tasks.discard(task)
+            writer.close()
+
+    async def handle_frame(self, frame: p.Frame) -> bytes:
+        """Answer one authenticated frame with a signed response frame."""
+        if frame.type != p.MessageType.REQUEST:
+            return self._refuse(0, p.RequestStatus.MALFORMED, "expected a request")
+        if not self._guard.check(frame.timestamp_ms, frame.nonce, self._clock_ms()):
+            self.metrics.auth_failures.labels(reason="replay").inc()
+            log.warning("notification refused: replayed or outside the %.0f s window", self._s.replay_window_s)
+            return self._refuse(0, p.RequestStatus.REPLAYED, "replayed frame or clock skew")
+        try:
+            req = p.decode_request(frame.payload)
+        except p.ProtocolError as exc:
+            self.metrics.auth_failures.labels(reason="malformed").inc()
+            log.warning("notification refused: %s", exc)
+            return self._refuse(0, p.RequestStatus.MALFORMED, str(exc))
+        resp = await self.handle_request(req)
+        return self._frame(p.encode_response(resp))
+
+    def _refuse(self, request_id: int, status: p.RequestStatus, message: str) -> bytes:
+        self.metrics.notifications.labels(status=status.name.lower()).inc()
+        return self._frame(p.encode_response(p.NotifyResponse(request_id, status, message, ())))
+
+    def _frame(self, payload: bytes) -> bytes:
+        return p.encode_frame(self._keyring, p.MessageType.RESPONSE, payload, self._clock_ms(), os.urandom(p.NONCE_BYTES))
+
+    # ------------------------------------------------------------ one notification
+
+    async def handle_request(self, req: p.NotifyRequest) -> p.NotifyResponse:
+        """Apply one notification; never raises for data or Kafka problems (they become codes)."""
+        if req.dest_zone != self._s.zone:
+            return self._refused(req, p.RequestStatus.WRONG_ZONE, f"this agent serves {self._s.zone}")
+        if not p.key_allowed(req.bucket, req.key, self._s.bucket, self._s.prefix):
+            self.metrics.auth_failures.labels(reason="foreign_key").inc()
+            log.warning("notification refused: object s3://%s/%s outside s3://%s/%s",
+                        req.bucket, req.key, self._s.bucket, self._s.prefix)
+            return self._refused(req, p.RequestStatus.FORBIDDEN_KEY, "object outside the WAL bucket/prefix")
+        results: list[p.EntryResult | None] = [None] * len(req.entries)
+        for i in range(len(req.entries)):
+            offset = self.applied.get(req.key, i)
+            if offset is not None:
+                results[i] = p.EntryResult(0, offset, duplicate=True)
+                self.metrics.duplicates.labels(source="agent").inc()
+        pending = [i for i, r in enumerate(results) if r is None]
+        if pending:
+            by_partition: dict[tuple[str, int], list[int]] = {}
+            for i in pending:
+                by_partition.setdefault((req.entries[i].topic, req.entries[i].partition), []).append(i)
+            # Tickets before the first await: this fixes the arrival order per partition.
+            tickets = {tp: self._sequencer.reserve(tp) for tp in by_partition}
+            try:
+                try:
+                    async with self._reads:
+                        zone_entries = await self._reader.read_zone(
+                            req.key, req.zone_offset, req.zone_length, source_zone=req.source_zone,
+                            expected_entries=len(req.entries))
+                except Exception as exc:  # noqa: BLE001 - S3/format errors of any kind answer retriably
+                    log.warning("read of s3://%s/%s [%d+%d] failed: %r", req.bucket, req.key,
+                                req.zone_offset, req.zone_length, exc)
+                    return self._refused(req, p.RequestStatus.INTERNAL, f"reading the WAL object failed: {exc}")
+                async with asyncio.TaskGroup() as tg:
+                    for tp, indexes in by_partition.items():
+                        tg.create_task(self._apply_partition(req, indexes, zone_entries, tickets[tp], results))
+            finally:
+                for t in tickets.values():
+                    t.release()
+        final = tuple(r if r is not None else p.EntryResult(NETWORK_EXCEPTION) for r in results)
+        status_ok = p.results_all_ok(final)
+        if status_ok and self._checkpoint is not None:
+            try:
+                await self._checkpoint(req.key, self._s.zone)
+            except Exception as exc:  # noqa: BLE001 - GC waits for a later checkpoint; appends stand
+                log.warning("checkpoint of %s for zone %s failed: %r", req.key, self._s.zone, exc)
+        self.metrics.notifications.labels(status="ok" if status_ok else "entry_errors").inc()
+        return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", final)
+
+    def _refused(self, req: p.NotifyRequest, status: p.RequestStatus, message: str) -> p.NotifyResponse:
+        self.metrics.notifications.labels(status=status.name.lower()).inc()
+        return p.NotifyResponse(req.request_id, status, message, ())
+
+    async def _apply_partition(self, req: p.NotifyRequest, indexes: list[int], zone_entries: Sequence[ZoneEntry],
+                               ticket: _Ticket, results: list[p.EntryResult | None]) -> None:
+        await ticket.turn()
+        failed: p.EntryResult | None = None
+        for i in indexes:
+            if failed is not None:
+                # An earlier batch of this partition failed: appending later ones would
+                # reorder the log (or hit OUT_OF_ORDER_SEQUENCE); they fail alike.
+                results[i] = p.EntryResult(failed.error_code)
+                continue
+            ref = req.entries[i]
+            batch = _matching_batch(ref, i, zone_entries)
+            if batch is None:
+                log.warning("entry %d of %s does not match the WAL object (topic/partition/CRC)", i, req.key)
+                results[i] = failed = p.EntryResult(CORRUPT_MESSAGE)
+                self.metrics.errors.labels(code=str(CORRUPT_MESSAGE)).inc()
+                continue
+            async with self._appends:
+                res = await self._appender.append(ref.topic, ref.partition, batch)
+            self.metrics.append_latency.observe(res.latency_s)
+            if res.error_code != 0:
+                self.metrics.errors.labels(code=str(res.error_code)).inc()
+                results[i] = failed = p.EntryResult(res.error_code)
+                continue
+            if res.duplicate:
+                self.metrics.duplicates.labels(source="leader").inc()
+            else:
+                self.metrics.entries_appended.inc()
+                self.metrics.bytes_appended.inc(len(batch))
+            self.applied.put(req.key, i, res.base_offset)
+            results[i] = p.EntryResult(0, res.base_offset, res.duplicate)
+
+
+def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | None:
+    """The raw batch of entry `index` if the object's entry is the one the notification names."""
+    if index >= len(zone_entries):
+        return None
+    entry = zone_entries[index]
+    batch = bytes(entry.batch)
+    if entry.topic != ref.topic or entry.partition != ref.partition or crc32c.crc32c(batch) != ref.crc32c:
+        return None
+    return batch

@@ -1,0 +1,196 @@
+"""The proxy side of the notification protocol (trio).
+
+Strategy: one pool of TCP connections per destination zone; a connection carries one
+request at a time, so `max_in_flight_per_zone` (a semaphore) bounds both the open
+connections and the requests in flight. Each attempt builds a fresh signed frame (new
+timestamp and nonce) around the same request id, waits for the response within
+`timeout_s`, and checks its MAC and request id. A failed attempt closes its connection
+(its stream position is unknown) and the next one waits with capped exponential backoff.
+A notification is re-sent while the agent answers a retriable request status or any
+entry carries a retriable Kafka error; re-sending is safe because the agent answers
+already-applied entries from its applied map and leaders drop idempotent duplicates.
+When attempts run out, `notify` raises NotifyError(retriable=True) and the proxy fails
+the affected partitions with a retriable Kafka error.
+
+Order: the caller awaits notifications to one zone one at a time, in WAL object order;
+the agent keeps per-partition order in arrival order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import time
+from typing import Any
+
+import trio
+
+from leader_notify import protocol as p
+from leader_notify.config import NotifyConfig
+from leader_notify.metrics import SenderMetrics
+
+log = logging.getLogger(__name__)
+
+RECEIVE_CHUNK_BYTES = 64 * 1024
+
+
+class NotifyError(Exception):
+    """A notification could not be completed. retriable=True: a later attempt may succeed
+    (agent down, timeouts); False: configuration problem (no agent for the zone, refused key)."""
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class _Conn:
+    def __init__(self, stream: trio.SocketStream, keyring: p.Keyring) -> None:
+        self.stream = stream
+        self.decoder = p.FrameDecoder(keyring)
+
+
+class NotifySender:
+    """Sends notifications to the agents of other zones. Close with `aclose()`."""
+
+    def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: Any, *,
+                 bucket: str, metrics: SenderMetrics | None = None) -> None:
+        """Raises ValueError if config.hmac_keys is empty or a key is too short."""
+        self._config = config
+        self._zone = zone
+        self._proxy_id = proxy_id
+        self._epoch = epoch
+        self._audit = audit
+        self._bucket = bucket
+        self._keyring = p.Keyring(config.hmac_keys)
+        self.metrics = metrics or SenderMetrics()
+        self._ids = itertools.count(1)
+        self._idle: dict[str, list[_Conn]] = {}
+        self._slots: dict[str, trio.Semaphore] = {}
+        self._closed = False
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for conns in self._idle.values():
+            for conn in conns:
+                await conn.stream.aclose()
+        self._idle.clear()
+
+    async def notify(self, flushed: Any, dest_zone: str) -> list[p.EntryResult]:
+        """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
+
+        Returns one EntryResult per entry of the share, in order (error_code 0 with the
+        base offset, or the Kafka error code after the last attempt). Raises NotifyError.
+        """
+        if self._closed:
+            raise NotifyError("sender is closed")
+        address = self._config.agents.get(dest_zone)
+        if address is None:
+            raise NotifyError(f"no agent configured for zone {dest_zone}", retriable=False)
+        share = flushed.zones[dest_zone]
+        request = p.NotifyRequest(
+            request_id=next(self._ids), source_zone=self._zone, dest_zone=dest_zone, proxy_id=self._proxy_id,
+            epoch=self._epoch, bucket=self._bucket, key=flushed.key, zone_offset=share.offset,
+            zone_length=share.length,
+            entries=tuple(p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
+                                        e.producer_id, e.producer_epoch, e.base_sequence) for e in share.entries))
+        payload = p.encode_request(request)
+        started = time.monotonic()
+        sent_bytes = received_bytes = 0
+        backoff_s = self._config.backoff_initial_s
+        last_problem = "no attempt"
+        status = "failed"
+        attempt = 0
+        try:
+            for attempt in range(1, self._config.max_attempts + 1):
+                self.metrics.attempts.labels(dest_zone=dest_zone).inc()
+                try:
+                    response, sent, received = await self._round_trip(dest_zone, address, request.request_id, payload)
+                    sent_bytes += sent
+                    received_bytes += received
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                        p.ProtocolError, _ClosedByPeer) as exc:
+                    last_problem = f"{type(exc).__name__}: {exc}"
+                else:
+                    if response.status == p.RequestStatus.OK:
+                        if len(response.results) != len(request.entries):
+                            last_problem = f"{len(response.results)} results for {len(request.entries)} entries"
+                        else:
+                            retriable = [r for r in response.results if r.error_code in p.RETRIABLE_ENTRY_CODES]
+                            if not retriable or attempt == self._config.max_attempts:
+                                status = "ok" if p.results_all_ok(response.results) else "entry_errors"
+                                return list(response.results)
+                            last_problem = f"{len(retriable)} entries with retriable errors"
+                    elif response.status in p.RETRIABLE_STATUSES:
+                        last_problem = f"agent answered {response.status.name}: {response.message}"
+                    else:
+                        status = response.status.name.lower()
+                        raise NotifyError(f"agent of {dest_zone} refused {flushed.key}: {response.status.name} "
+                                          f"{response.message}", retriable=False)
+                log.info("notify %s -> %s attempt %d/%d: %s", flushed.key, dest_zone, attempt,
+                         self._config.max_attempts, last_problem)
+                if attempt < self._config.max_attempts:
+                    await trio.sleep(backoff_s)  # backoff between attempts, not synchronization
+                    backoff_s = min(backoff_s * 2, self._config.backoff_max_s)
+            raise NotifyError(f"notify {flushed.key} -> {dest_zone} failed after {self._config.max_attempts} "
+                              f"attempts: {last_problem}", retriable=True)
+        finally:
+            rtt_s = time.monotonic() - started
+            self.metrics.notifications.labels(dest_zone=dest_zone, status=status).inc()
+            self.metrics.rtt.labels(dest_zone=dest_zone).observe(rtt_s)
+            self._audit.emit("notification", {
+                "zone": self._zone, "ts_ms": int(time.time() * 1000),
+                "dest_zone": dest_zone, "key": flushed.key, "entries": len(request.entries),
+                "request_bytes": sent_bytes, "response_bytes": received_bytes, "rtt_ms": rtt_s * 1000,
+                "status": status, "attempts": attempt,
+            })
+
+    async def _round_trip(self, zone: str, address: str, request_id: int,
+                          payload: bytes) -> tuple[p.NotifyResponse, int, int]:
+        slots = self._slots.setdefault(zone, trio.Semaphore(self._config.max_in_flight_per_zone))
+        async with slots:
+            conn = await self._checkout(zone, address)
+            ok = False
+            try:
+                frame_bytes = p.encode_frame(self._keyring, p.MessageType.REQUEST, payload,
+                                             int(time.time() * 1000), os.urandom(p.NONCE_BYTES))
+                with trio.fail_after(self._config.timeout_s):
+                    await conn.stream.send_all(frame_bytes)
+                    received = 0
+                    while (frame := conn.decoder.next_frame()) is None:
+                        data = await conn.stream.receive_some(RECEIVE_CHUNK_BYTES)
+                        if not data:
+                            raise _ClosedByPeer("agent closed the connection")
+                        received += len(data)
+                        conn.decoder.receive_data(data)
+                if frame.type != p.MessageType.RESPONSE:
+                    raise p.ProtocolError("agent sent a request frame")
+                response = p.decode_response(frame.payload)
+                # Refusals decided before the request was decoded carry request id 0.
+                if response.request_id != request_id and not (
+                        response.request_id == 0 and response.status != p.RequestStatus.OK):
+                    raise p.ProtocolError(f"response for request {response.request_id}, expected {request_id}")
+                ok = True
+                return response, len(frame_bytes), received
+            finally:
+                if ok and not self._closed:
+                    self._idle.setdefault(zone, []).append(conn)
+                else:
+                    # Unknown stream position: never reuse. Its idle siblings probably went
+                    # down with the same agent (restart), so drop them too.
+                    conn.stream.socket.close()
+                    for other in self._idle.pop(zone, []):
+                        other.stream.socket.close()
+
+    async def _checkout(self, zone: str, address: str) -> _Conn:
+        idle = self._idle.get(zone)
+        if idle:
+            return idle.pop()
+        host, _, port = address.rpartition(":")
+        with trio.fail_after(self._config.connect_timeout_s):
+            stream = await trio.open_tcp_stream(host, int(port))
+        return _Conn(stream, self._keyring)
+
+
+class _ClosedByPeer(Exception):
+    pass

@@ -1,0 +1,120 @@
+"""The agent against real moto (S3 over HTTP) and a real Tansu broker, driven by the real sender."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from leader_notify.sender import NotifySender
+from spark_audit.records import MemoryAuditSink
+from tests.conftest import create_topics, unique_name
+from tests.leader_notify.helpers import (
+    AgentThread,
+    config_for,
+    consume,
+    new_producer_id,
+    put_object,
+    wal_entry,
+)
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(autouse=True)
+def _aws_env(monkeypatch):
+    # boto3 in the agent takes credentials from its usual chain; moto accepts any.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+
+
+@pytest.fixture
+def env(s3_bucket, tansu):
+    server, bucket = s3_bucket
+    topic = unique_name("t")
+    create_topics(tansu.bootstrap, {topic: 2})
+    audit = MemoryAuditSink()
+    base = config_for(server.endpoint_url, bucket, tansu.bootstrap)
+    agent = AgentThread(base, "az2", audit).start()
+    config = config_for(server.endpoint_url, bucket, tansu.bootstrap, agents={"az2": agent.address})
+    try:
+        yield server.client(), bucket, topic, config, agent, audit
+    finally:
+        agent.stop()
+
+
+def values(tag: str, n: int) -> list[bytes]:
+    return [f"{tag}-{i}".encode() for i in range(n)]
+
+
+@pytest.mark.trio
+async def test_many_producers_exactly_once_in_order_offsets_match_consumer(env, tansu):
+    s3, bucket, topic, config, agent, audit = env
+    pid_a, ep_a = new_producer_id(tansu.bootstrap)
+    pid_b, ep_b = new_producer_id(tansu.bootstrap)
+    # Object 1: partition 0 gets idempotent A(seq 0,1) and plain P1; partition 1 gets B(seq 0) and plain P2.
+    # The az3 share sits before az2's in the object, so az2's range does not start at the header.
+    obj1 = put_object(s3, bucket, "wal/aa/obj-1", {
+        "az3": [wal_entry(topic, 0, values("other-zone", 2))],
+        "az2": [wal_entry(topic, 0, values("a0", 3), pid_a, ep_a, 0),
+                wal_entry(topic, 1, values("b0", 2), pid_b, ep_b, 0),
+                wal_entry(topic, 0, values("p1", 1)),
+                wal_entry(topic, 0, values("a1", 2), pid_a, ep_a, 3),
+                wal_entry(topic, 1, values("p2", 4))],
+    }, sequence=1)
+    obj2 = put_object(s3, bucket, "wal/bb/obj-2", {
+        "az2": [wal_entry(topic, 1, values("b1", 1), pid_b, ep_b, 2),
+                wal_entry(topic, 0, values("p3", 2))],
+    }, sequence=2)
+    sender = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
+    try:
+        r1 = await sender.notify(obj1, "az2")
+        r2 = await sender.notify(obj2, "az2")
+        # Re-sent notifications (the proxy's retry after a lost response) append nothing.
+        r1_again = await sender.notify(obj1, "az2")
+        r2_again = await sender.notify(obj2, "az2")
+    finally:
+        await sender.aclose()
+
+    # Partition 0 log: a0 (3 records) @0, p1 @3, a1 @4..5, p3 @6..7. Partition 1: b0 @0..1, p2 @2..5, b1 @6.
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in r1] == [
+        (0, 0, False), (0, 0, False), (0, 3, False), (0, 4, False), (0, 2, False)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in r2] == [(0, 6, False), (0, 6, False)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in r1_again] == [
+        (0, 0, True), (0, 0, True), (0, 3, True), (0, 4, True), (0, 2, True)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in r2_again] == [(0, 6, True), (0, 6, True)]
+
+    assert consume(tansu.bootstrap, topic, 0) == [
+        (0, b"a0-0"), (1, b"a0-1"), (2, b"a0-2"), (3, b"p1-0"), (4, b"a1-0"), (5, b"a1-1"),
+        (6, b"p3-0"), (7, b"p3-1")]
+    assert consume(tansu.bootstrap, topic, 1) == [
+        (0, b"b0-0"), (1, b"b0-1"), (2, b"p2-0"), (3, b"p2-1"), (4, b"p2-2"), (5, b"p2-3"), (6, b"b1-0")]
+
+    m = agent.agent.metrics
+    assert m.value("azsidecar_agent_entries_appended_total") == 7
+    assert m.value("azsidecar_agent_duplicates_total", source="agent") == 7
+    notes = audit.of("notification")
+    assert [(n["key"], n["entries"], n["status"], n["attempts"]) for n in notes] == [
+        ("wal/aa/obj-1", 5, "ok", 1), ("wal/bb/obj-2", 2, "ok", 1),
+        ("wal/aa/obj-1", 5, "ok", 1), ("wal/bb/obj-2", 2, "ok", 1)]
+    reads = audit.of("agent_read")
+    # One GET per object; the re-sent notifications were answered from the applied map (no read).
+    assert [(r["key"], r["gets"]) for r in reads] == [("wal/aa/obj-1", 1), ("wal/bb/obj-2", 1)]
+
+
+@pytest.mark.trio
+async def test_idempotent_resend_after_agent_forgot_is_deduplicated_by_leader(env, tansu):
+    s3, bucket, topic, config, agent, audit = env
+    pid, ep = new_producer_id(tansu.bootstrap)
+    obj = put_object(s3, bucket, "wal/cc/obj-3", {"az2": [wal_entry(topic, 0, values("x", 2), pid, ep, 0)]})
+    sender = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
+    try:
+        first = await sender.notify(obj, "az2")
+        # Restart the agent: its applied map is gone; the leader must recognise the batch.
+        agent.stop()
+        agent.start()
+        again = await sender.notify(obj, "az2")
+    finally:
+        await sender.aclose()
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in first] == [(0, 0, False)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in again] == [(0, -1, True)]
+    assert consume(tansu.bootstrap, topic, 0) == [(0, b"x-0"), (1, b"x-1")]
