@@ -34,7 +34,8 @@ class WalConfig:
     checkpoint_prefix: str = "_checkpoints"
     epoch_prefix: str = "_epochs"
     # GC: objects with an unapplied zone are reported as orphans after orphan_report_age_s
-    # and deleted after max_orphan_age_s; the bucket lifecycle rule is the backstop.
+    # (or max_orphan_age_s if smaller) and deleted after max_orphan_age_s; the bucket
+    # lifecycle rule (docs/wal-format.md) is the backstop.
     gc_interval_s: float = 300.0
     orphan_report_age_s: float = 3_600.0
     max_orphan_age_s: float = 86_400.0
@@ -56,4 +57,4 @@ class WalConfig:
             value = getattr(self, name)
             require(bool(value) and "/" not in value, f"wal.{name}: one non-empty path segment")
         require(self.gc_interval_s > 0, "wal.gc_interval_s: must be > 0")
-        require(0 < self.orphan_report_age_s <= self.max_orphan_age_s, "wal.orphan_report_age_s: must be > 0 and <= wal.max_orphan_age_s")
+        require(self.orphan_report_age_s > 0 and self.max_orphan_age_s > 0, "wal.orphan_report_age_s/max_orphan_age_s: must be > 0")

@@ -1,0 +1,218 @@
+"""Checkpoints (which zones applied which object) and garbage collection of WAL objects.
+
+Strategy: a checkpoint is an empty S3 object
+`<prefix><checkpoint_prefix>/<wal key without prefix>/<zone>`, written by the zone's agent
+after it appended every entry of its share. Writing it is idempotent (plain PUT), needs
+no coordination between agents, and costs one PUT per (object, zone) - the same count as
+notifications. GC lists the prefix once, groups checkpoints by object, reads each
+candidate object's zone list from its S3 user metadata (`x-amz-meta-zones`, set by the
+writer) with one HEAD, and deletes an object only when every zone in it has a
+checkpoint. An object with an unapplied zone is kept; it is reported as an orphan once
+older than `orphan_report_age_s` and deleted once older than `max_orphan_age_s` (an
+agent that has not applied it by then never will: the producer got an error or a
+timeout long ago). Checkpoints are deleted after their object. A bucket lifecycle rule
+expiring everything after a few days backs GC up (docs/wal-format.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass
+
+import trio
+
+from wal_s3 import metrics
+from wal_s3._retry import with_retries
+from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3.config import WalConfig
+from wal_s3.writer import NAME_RE, OBJECT_KEY_RE
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointError(Exception):
+    """A checkpoint could not be written or read; retriable (S3 kept failing)."""
+
+    retriable = True
+
+
+class GcError(Exception):
+    """A GC pass failed part-way (S3 errors); a later pass picks up where it stopped."""
+
+
+def _relative(config: WalConfig, key: str) -> str:
+    if not key.startswith(config.prefix):
+        raise ValueError(f"{key!r} is not under the WAL prefix {config.prefix!r}")
+    return key[len(config.prefix):]
+
+
+def checkpoint_key(config: WalConfig, wal_key: str, zone: str) -> str:
+    """The checkpoint object recording that `zone` applied its share of `wal_key`."""
+    if not NAME_RE.match(zone):
+        raise ValueError(f"zone {zone!r} must match {NAME_RE.pattern}")
+    return f"{config.prefix}{config.checkpoint_prefix}/{_relative(config, wal_key)}/{zone}"
+
+
+class Checkpoints:
+    """Agents call mark_applied(key, zone) once their share of an object is in Kafka."""
+
+    def __init__(self, config: WalConfig, s3_client, *, limiter: trio.CapacityLimiter | None = None) -> None:
+        self.config = config
+        self._store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
+        self._rng = random.Random()
+
+    def _retry_args(self) -> dict:
+        return {"max_attempts": self.config.max_attempts, "base_ms": self.config.retry_base_ms,
+                "max_ms": self.config.retry_max_ms, "rng": self._rng}
+
+    async def mark_applied(self, key: str, zone: str) -> None:
+        """Record that zone applied its share of key (idempotent). Raises CheckpointError, ValueError."""
+        ck = checkpoint_key(self.config, key, zone)
+        try:
+            await with_retries(lambda _n: self._store.put(ck, b""), **self._retry_args())
+        except S3Error as exc:
+            raise CheckpointError(f"checkpoint {ck}: {exc}") from exc
+
+    async def applied_zones(self, key: str) -> set[str]:
+        """Zones that marked key applied. Raises CheckpointError."""
+        prefix = f"{self.config.prefix}{self.config.checkpoint_prefix}/{_relative(self.config, key)}/"
+        try:
+            listed = await with_retries(lambda _n: self._store.list_objects(prefix), **self._retry_args())
+        except S3Error as exc:
+            raise CheckpointError(f"listing {prefix}: {exc}") from exc
+        return {o.key[len(prefix):] for o in listed if "/" not in o.key[len(prefix):]}
+
+
+@dataclass(frozen=True)
+class Orphan:
+    key: str
+    age_s: float
+    unapplied_zones: tuple[str, ...]  # empty if the object's zones are unknown (no metadata)
+
+
+@dataclass(frozen=True)
+class GcReport:
+    scanned: int  # WAL objects seen
+    deleted: tuple[str, ...]  # every zone applied
+    orphans: tuple[Orphan, ...]  # unapplied zone, older than the report age (includes deleted ones)
+    orphans_deleted: tuple[str, ...]  # older than max_orphan_age_s
+    pending: int  # unapplied zone, younger than the report age: normal in-flight work
+    checkpoints_deleted: int
+    dry_run: bool
+
+    def lines(self) -> list[str]:
+        """Human-readable summary, one action per line (what `azsidecar gc` prints)."""
+        verb = "would delete" if self.dry_run else "deleted"
+        out = [f"{verb} {k} (all zones applied)" for k in self.deleted]
+        out += [f"orphan {o.key} age {o.age_s:.0f}s unapplied {','.join(o.unapplied_zones) or '(zones unknown)'}"
+                for o in self.orphans]
+        out += [f"{verb} orphan {k}" for k in self.orphans_deleted]
+        out.append(f"gc: scanned {self.scanned} objects, {verb} {len(self.deleted)} applied and "
+                   f"{len(self.orphans_deleted)} orphans, {len(self.orphans)} orphans, {self.pending} pending, "
+                   f"{verb} {self.checkpoints_deleted} checkpoints")
+        return out
+
+
+async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: float | None = None,
+                 limiter: trio.CapacityLimiter | None = None) -> GcReport:
+    """One GC pass over config.bucket/config.prefix. Raises GcError if S3 keeps failing."""
+    store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
+    rng = random.Random()
+    retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms,
+             "max_ms": config.retry_max_ms, "rng": rng}
+    now_s = time.time() if now_s is None else now_s
+    report_age_s = min(config.orphan_report_age_s, config.max_orphan_age_s)
+    cp_root = f"{config.checkpoint_prefix}/"
+    try:
+        listed = await with_retries(lambda _n: store.list_objects(config.prefix), **retry)
+    except S3Error as exc:
+        raise GcError(f"listing {config.bucket}/{config.prefix}: {exc}") from exc
+
+    wal: dict[str, float] = {}  # relative key -> last modified
+    checkpoints: dict[str, list[tuple[str, float]]] = {}  # relative wal key -> [(zone, last modified)]
+    for o in listed:
+        rel = o.key[len(config.prefix):]
+        if OBJECT_KEY_RE.match(rel):
+            wal[rel] = o.last_modified_s
+        elif rel.startswith(cp_root):
+            wal_rel, _, zone = rel[len(cp_root):].rpartition("/")
+            checkpoints.setdefault(wal_rel, []).append((zone, o.last_modified_s))
+
+    deleted: list[str] = []
+    orphans: list[Orphan] = []
+    orphans_deleted: list[str] = []
+    pending = 0
+    to_delete: list[str] = []
+    try:
+        for rel, modified in sorted(wal.items()):
+            key = config.prefix + rel
+            age_s = now_s - modified
+            applied = {z for z, _ in checkpoints.get(rel, ())}
+            if not applied and age_s < report_age_s:
+                pending += 1  # nothing applied yet and young: skip the HEAD
+                continue
+            try:
+                meta = await with_retries(lambda _n, key=key: store.head_metadata(key), **retry)
+            except S3NotFound:
+                continue  # deleted since the listing (another GC, lifecycle)
+            zones = [z for z in meta.get("zones", "").split(",") if z]
+            unapplied = tuple(z for z in zones if z not in applied) if zones else ()
+            if zones and not unapplied:
+                deleted.append(key)
+                to_delete.append(key)
+            elif age_s >= report_age_s:
+                orphans.append(Orphan(key, age_s, unapplied))
+                if age_s >= config.max_orphan_age_s:
+                    orphans_deleted.append(key)
+                    to_delete.append(key)
+            else:
+                pending += 1
+        gone = {k[len(config.prefix):] for k in to_delete}
+        cp_delete = [f"{config.prefix}{cp_root}{rel}/{zone}"
+                     for rel, zs in checkpoints.items()
+                     if rel in gone or rel not in wal
+                     for zone, modified in zs
+                     # a checkpoint without its object: the object is gone; wait a while in
+                     # case the listing raced with a brand-new object.
+                     if rel in gone or now_s - modified >= report_age_s]
+        if not dry_run:
+            # Objects first, checkpoints after: a crash in between leaves only checkpoints.
+            if to_delete:
+                await with_retries(lambda _n: store.delete_many(to_delete), **retry)
+            if cp_delete:
+                await with_retries(lambda _n: store.delete_many(cp_delete), **retry)
+    except S3Error as exc:
+        raise GcError(f"gc pass on {config.bucket}/{config.prefix}: {exc}") from exc
+
+    if not dry_run:
+        metrics.GC_DELETED.labels("applied").inc(len(deleted))
+        metrics.GC_DELETED.labels("orphan").inc(len(orphans_deleted))
+    metrics.GC_ORPHANS.set(len(orphans))
+    return GcReport(len(wal), tuple(deleted), tuple(orphans), tuple(orphans_deleted), pending,
+                    len(cp_delete), dry_run)
+
+
+async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float | None = None,
+                              dry_run: bool = False, passes: float = math.inf,
+                              task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Run GC every interval_s (default config.gc_interval_s) inside the caller's nursery.
+
+    A failed pass is logged and retried at the next interval; never raises GcError.
+    """
+    interval_s = config.gc_interval_s if interval_s is None else interval_s
+    limiter = trio.CapacityLimiter(config.max_s3_threads)
+    task_status.started()
+    done = 0
+    while done < passes:
+        try:
+            report = await run_gc(config, s3_client, dry_run=dry_run, limiter=limiter)
+            for line in report.lines():
+                log.info("%s", line)
+        except GcError as exc:
+            log.warning("%s", exc)
+        done += 1
+        if done < passes:
+            await trio.sleep(interval_s)

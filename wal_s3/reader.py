@@ -1,0 +1,217 @@
+"""The WAL range reader with a block cache (runs in each zone's agent).
+
+Strategy: an agent is told (object key, zone byte range) by a notification and fetches
+exactly that range with one ranged GET, then verifies every entry CRC before use. WAL
+objects are immutable (conditional PUTs, never overwritten, keys never reused), so a
+verified range can be cached by (key, offset, length) without invalidation: the block
+cache is an LRU of such ranges, bounded in bytes. Concurrent reads of a range that is
+being fetched wait for that one GET instead of issuing their own (single flight).
+
+Accounting, per read: a *hit* is a read served without a GET (range in the cache, or
+fetched by a concurrent read it waited for); a *miss* issued the GET; an *eviction* is a
+range dropped to stay under the byte bound. A range larger than the whole cache is
+returned but not cached.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import trio
+
+from spark_audit.records import AuditSink
+from wal_s3 import metrics
+from wal_s3._retry import with_retries
+from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3.config import WalConfig
+from wal_s3.format import (
+    PREFIX_BYTES,
+    WalEntry,
+    WalFormatError,
+    header_length,
+    parse_header,
+    parse_zone_range,
+)
+
+HEADER_PROBE_BYTES = 4096  # one GET covers the header of any object with a few zones
+
+
+class WalReadError(Exception):
+    """A zone could not be read. retriable=True: trying again later may succeed."""
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class WalNotFoundError(WalReadError):
+    """The object does not exist (already garbage-collected, or never written)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=False)
+
+
+@dataclass
+class _Flight:
+    done: trio.Event
+    data: bytes | None = None  # set when the load succeeded
+
+
+class BlockCache:
+    """LRU of immutable byte ranges, bounded in bytes, with single-flight loading."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity_bytes = capacity_bytes
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+        self._entries: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
+        self._flights: dict[tuple, _Flight] = {}
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._entries
+
+    async def get_or_load(self, key: tuple, load: Callable[[], Awaitable[bytes]]) -> tuple[bytes, bool]:
+        """(data, hit). Raises whatever `load` raises (a waiter whose loader failed loads itself)."""
+        while True:
+            data = self._entries.get(key)
+            if data is not None:
+                self._entries.move_to_end(key)
+                self._count_hit()
+                return data, True
+            flight = self._flights.get(key)
+            if flight is None:
+                break
+            await flight.done.wait()
+            if flight.data is not None:  # served by the concurrent GET, even if not cached
+                self._count_hit()
+                return flight.data, True
+            # The loader failed or was cancelled: loop, and load ourselves if no one else is.
+        flight = _Flight(trio.Event())
+        self._flights[key] = flight
+        self.misses += 1
+        metrics.CACHE_MISSES.inc()
+        try:
+            data = await load()
+            self._insert(key, data)
+            flight.data = data
+            return data, False
+        finally:
+            del self._flights[key]
+            flight.done.set()
+
+    def _count_hit(self) -> None:
+        self.hits += 1
+        metrics.CACHE_HITS.inc()
+
+    def _insert(self, key: tuple, data: bytes) -> None:
+        if len(data) > self.capacity_bytes:
+            return
+        self._entries[key] = data
+        self.bytes += len(data)
+        metrics.CACHE_BYTES.inc(len(data))
+        while self.bytes > self.capacity_bytes:
+            _, old = self._entries.popitem(last=False)
+            self.bytes -= len(old)
+            metrics.CACHE_BYTES.dec(len(old))
+            self.evictions += 1
+            metrics.CACHE_EVICTIONS.inc()
+
+
+class WalReader:
+    """Reads zone ranges of WAL objects for one agent zone; counters: hits, misses, evictions."""
+
+    def __init__(self, config: WalConfig, s3_client, audit: AuditSink, zone: str, *,
+                 limiter: trio.CapacityLimiter | None = None, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.zone = zone
+        self.audit = audit
+        self.cache = BlockCache(config.cache_bytes)
+        self._store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
+        self._rng = rng or random.Random()
+
+    @property
+    def hits(self) -> int:
+        return self.cache.hits
+
+    @property
+    def misses(self) -> int:
+        return self.cache.misses
+
+    @property
+    def evictions(self) -> int:
+        return self.cache.evictions
+
+    async def read_zone(self, key: str, zone_offset: int, zone_length: int, *, source_zone: str = "",
+                        expected_entries: int | None = None) -> list[WalEntry]:
+        """The entries of one zone range, every CRC verified; one ranged GET unless cached.
+
+        Raises WalNotFoundError if the object is gone, WalReadError (retriable) if S3 kept
+        failing, WalFormatError if the bytes are not a valid zone range (object corrupt, or
+        the range does not match an object's zone).
+        """
+        return await self._read_zone(key, zone_offset, zone_length, source_zone, expected_entries,
+                                     extra_gets=0, started=trio.current_time())
+
+    async def read_zone_by_name(self, key: str, zone: str, *, source_zone: str = "") -> list[WalEntry]:
+        """Like read_zone, when only the zone name is known: reads the zone index first.
+
+        Raises as read_zone, and WalReadError(retriable=False) if the object has no such zone.
+        """
+        started = trio.current_time()
+        gets = [0]
+        probe = await self._get(key, 0, HEADER_PROBE_BYTES, gets)
+        hlen = header_length(probe[:PREFIX_BYTES])
+        if hlen > len(probe):
+            probe = await self._get(key, 0, hlen, gets)
+        header = parse_header(probe)
+        z = header.zones.get(zone)
+        if z is None:
+            raise WalReadError(f"{key} has no zone {zone!r} (zones: {', '.join(header.zones)})", retriable=False)
+        if z.length == 0:
+            return []
+        return await self._read_zone(key, z.offset, z.length, source_zone, z.entry_count,
+                                     extra_gets=gets[0], started=started)
+
+    async def _get(self, key: str, start: int, length: int, gets: list[int]) -> bytes:
+        async def attempt(_n: int) -> bytes:
+            gets[0] += 1
+            return await self._store.get_range(key, start, length)
+        try:
+            return await with_retries(attempt, max_attempts=self.config.max_attempts,
+                                      base_ms=self.config.retry_base_ms, max_ms=self.config.retry_max_ms,
+                                      rng=self._rng)
+        except S3NotFound as exc:
+            raise WalNotFoundError(f"{key}: {exc}") from exc
+        except S3Error as exc:
+            raise WalReadError(f"{key} [{start}+{length}]: {exc}", retriable=exc.retriable) from exc
+
+    async def _read_zone(self, key: str, zone_offset: int, zone_length: int, source_zone: str,
+                         expected_entries: int | None, *, extra_gets: int, started: float) -> list[WalEntry]:
+        if zone_offset < 0 or zone_length <= 0:
+            raise ValueError(f"bad zone range {zone_offset}+{zone_length}")
+        gets = [0]
+
+        async def load() -> bytes:
+            data = await self._get(key, zone_offset, zone_length, gets)
+            if len(data) != zone_length:
+                raise WalFormatError(f"{key}: range {zone_offset}+{zone_length} returned {len(data)} bytes: "
+                                     "object shorter than the notified range")
+            parse_zone_range(data, expected_entries)  # never cache bytes that do not verify
+            return data
+
+        data, hit = await self.cache.get_or_load((key, zone_offset, zone_length), load)
+        entries = parse_zone_range(data, expected_entries)
+        self.audit.emit("agent_read", {
+            "ts_ms": int(time.time() * 1000), "zone": self.zone,
+            "source_zone": source_zone, "key": key, "bytes": zone_length, "gets": gets[0] + extra_gets,
+            "cache_hits": int(hit), "cache_misses": int(not hit),
+            "bytes_from_cache": zone_length if hit else 0,
+            "latency_ms": (trio.current_time() - started) * 1000.0,
+        })
+        return entries
