@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# What each version added, so readers of older records know which fields will be null.
+SCHEMA_HISTORY: dict[int, str] = {
+    1: "initial kinds: produce_batch, wal_flush, agent_read, notification, metadata_lookup, audit_drop",
+    2: "audit_drop.reason (queue_full | invalid); v1 drop records mean queue_full",
+}
 
 # Field types: "string", "long", "double", "boolean".
 COMMON_FIELDS: tuple[tuple[str, str], ...] = (
@@ -56,9 +62,10 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     "metadata_lookup": (
         ("topic", "string"), ("partition", "long"), ("leader_zone", "string"), ("cache", "string"),
     ),
-    # Records the writer had to drop because its queue was full (counted, never silent).
+    # Records the writer had to drop (counted, never silent). reason: queue_full (the
+    # bounded queue was full) | invalid (unknown field or a value of the wrong type).
     "audit_drop": (
-        ("dropped_kind", "string"), ("dropped", "long"),
+        ("dropped_kind", "string"), ("dropped", "long"), ("reason", "string"),
     ),
 }
 

@@ -1,0 +1,280 @@
+"""Reading audit records into Spark and writing result tables: the jobs' I/O shell.
+
+Input: a local directory/file or an `s3://bucket/prefix` URI. When the Spark runtime has
+no filesystem for the `s3` scheme (plain pyspark from PyPI has none; EMR has EMRFS), the
+objects are staged into a local temporary directory with boto3 first. Every line is read
+with the union schema in PERMISSIVE mode: a line that is not JSON or has a value of the
+wrong type lands in `_corrupt_record` and is counted, never silently dropped.
+
+Output: result tables are small (hours x zones), so they are collected to the driver and
+written as CSV with the standard library; an `s3://` output is written locally and
+uploaded with boto3. This keeps output independent of the cluster's Hadoop setup.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_audit.records import KINDS, SCHEMA_VERSION
+from spark_audit.schemas import CORRUPT_COLUMN, input_schema
+
+log = logging.getLogger(__name__)
+
+CORRUPT_SAMPLES = 3  # corrupt lines quoted in the input report
+SAMPLE_CHARS = 120  # each quoted line cut to this length
+
+
+class AuditJobError(Exception):
+    """An audit job cannot go on; the message is meant for the user."""
+
+
+class InputError(AuditJobError):
+    """The input cannot be used (missing, empty, nothing readable); message has counts."""
+
+
+class OutputError(AuditJobError):
+    """The results could not be written where asked."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A small result table collected to the driver."""
+
+    name: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+    @classmethod
+    def of(cls, name: str, df: DataFrame) -> Table:
+        return cls(name, tuple(df.columns), tuple(tuple(r) for r in df.collect()))
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, r)) for r in self.rows]
+
+
+@dataclass(frozen=True)
+class InputSummary:
+    """What the reader found; `message()` is the text shown to the user."""
+
+    source: str
+    files: int
+    lines: int
+    records_by_kind: dict[str, int]
+    corrupt_lines: int
+    unknown_kind_lines: int
+    newer_version_lines: int
+    versions: dict[int, int]
+    corrupt_samples: tuple[str, ...] = field(default=())
+
+    @property
+    def valid_records(self) -> int:
+        return sum(self.records_by_kind.values())
+
+    def message(self) -> str:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.records_by_kind.items())) or "none"
+        versions = ", ".join(f"v{v}: {n}" for v, n in sorted(self.versions.items())) or "none"
+        text = [
+            f"input {self.source}: {self.files} files, {self.lines} lines, {self.valid_records} records ({kinds})",
+            f"  schema versions: {versions} (this reader: v{SCHEMA_VERSION})",
+            f"  corrupt lines (not JSON, or a value of the wrong type): {self.corrupt_lines}",
+            f"  lines without a known kind: {self.unknown_kind_lines}",
+        ]
+        if self.newer_version_lines:
+            text.append(f"  WARNING: {self.newer_version_lines} records are from a newer schema than "
+                        f"v{SCHEMA_VERSION}; fields this reader does not know are ignored")
+        text.extend(f"  corrupt: {s}" for s in self.corrupt_samples)
+        return "\n".join(text)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source, "files": self.files, "lines": self.lines,
+            "records_by_kind": self.records_by_kind, "corrupt_lines": self.corrupt_lines,
+            "unknown_kind_lines": self.unknown_kind_lines, "newer_version_lines": self.newer_version_lines,
+            "versions": {str(k): v for k, v in self.versions.items()},
+            "corrupt_samples": list(self.corrupt_samples),
+        }
+
+
+def spark_session(master: str | None = "local[*]", app_name: str = "azsidecar-audit") -> SparkSession:
+    """Get or create the session; `master=None` leaves it to spark-submit.
+
+    Forces the session time zone to UTC: hours in the tables are UTC hours.
+    """
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+        # Local mode only: a small shuffle (tables are tiny) and no UI port to collide on.
+        builder = (builder.config("spark.sql.shuffle.partitions", "8")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.driver.memory", "2g"))
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    return spark
+
+
+def spark_has_filesystem(spark: SparkSession, scheme: str) -> bool:
+    """True when the JVM side has a Hadoop FileSystem registered for `scheme`."""
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - py4j gateway is the only way to ask Hadoop
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
+    try:
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+    except Exception:  # py4j wraps UnsupportedFileSystemException / ClassNotFoundException
+        return False
+    return True
+
+
+def _split_s3(uri: str) -> tuple[str, str]:
+    bucket, _, prefix = uri[len("s3://"):].partition("/")
+    if not bucket:
+        raise InputError(f"{uri}: no bucket in s3 URI")
+    return bucket, prefix
+
+
+def stage_s3(uri: str, dest: Path, endpoint_url: str | None) -> int:
+    """Download every object under `uri` into `dest`, keeping relative paths.
+
+    Returns the number of files. Raises InputError if nothing is there or S3 refuses.
+    """
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, prefix = _split_s3(uri)
+    s3 = boto3.client("s3", endpoint_url=endpoint_url)
+    count = 0
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                key = obj["Key"]
+                rel = key[len(prefix):].lstrip("/") or Path(key).name
+                if any(part.startswith((".", "_")) for part in Path(rel).parts):
+                    continue  # in-progress or marker files: Spark would skip them too
+                target = dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                s3.download_file(bucket, key, str(target))
+                count += 1
+    except (BotoCoreError, ClientError) as exc:
+        raise InputError(f"{uri}: cannot read from S3: {exc}") from exc
+    if count == 0:
+        raise InputError(f"{uri}: no audit files under this S3 prefix")
+    return count
+
+
+def resolve_input(spark: SparkSession, uri: str, endpoint_url: str | None, stage_dir: Path) -> str:
+    """The path Spark should read: `uri` itself, or a local staging copy of s3:// input.
+
+    Raises InputError for a missing local path.
+    """
+    if uri.startswith("s3://"):
+        if endpoint_url is None and spark_has_filesystem(spark, "s3"):
+            return uri
+        files = stage_s3(uri, stage_dir, endpoint_url)
+        log.info("staged %d files from %s into %s", files, uri, stage_dir)
+        return str(stage_dir)
+    if "://" in uri and not uri.startswith("file://"):
+        return uri  # hdfs://, s3a:// ...: whatever the cluster's Hadoop can read
+    local = Path(uri.removeprefix("file://"))
+    if not local.exists():
+        raise InputError(f"input {uri}: no such file or directory")
+    return str(local)
+
+
+def read_records(spark: SparkSession, path: str, source: str | None = None) -> tuple[DataFrame, InputSummary]:
+    """Read every audit line under `path`; returns (valid records, summary).
+
+    The returned DataFrame holds only parseable lines of known kinds and is persisted
+    (the jobs scan it several times); call `unpersist()` when done. Raises InputError
+    when there are no files or no valid record at all (the message carries the counts).
+    """
+    source = source or path
+    raw = (spark.read.schema(input_schema())
+           .option("mode", "PERMISSIVE")
+           .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+           .option("recursiveFileLookup", "true")
+           .json(path))
+    files = len(raw.inputFiles())
+    if files == 0:
+        raise InputError(f"input {source}: no audit files found")
+    known = F.col("kind").isin(list(KINDS))
+    flagged = raw.withColumn("_status", F.when(F.col(CORRUPT_COLUMN).isNotNull(), "corrupt")
+                             .when(known, "ok").otherwise("unknown_kind"))
+    flagged = flagged.persist(StorageLevel.MEMORY_AND_DISK)
+    counts = (flagged.groupBy("_status", "kind", "schema_version").count().collect())
+    by_kind: dict[str, int] = {}
+    versions: dict[int, int] = {}
+    corrupt = unknown = newer = lines = 0
+    for row in counts:
+        lines += row["count"]
+        if row["_status"] == "corrupt":
+            corrupt += row["count"]
+        elif row["_status"] == "unknown_kind":
+            unknown += row["count"]
+        else:
+            by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + row["count"]
+            version = row["schema_version"] if row["schema_version"] is not None else 0
+            versions[version] = versions.get(version, 0) + row["count"]
+            if version > SCHEMA_VERSION:
+                newer += row["count"]
+    samples: tuple[str, ...] = ()
+    if corrupt:
+        samples = tuple(
+            (r[CORRUPT_COLUMN] or "")[:SAMPLE_CHARS]
+            for r in flagged.filter(F.col("_status") == "corrupt").select(CORRUPT_COLUMN).limit(CORRUPT_SAMPLES).collect()
+        )
+    summary = InputSummary(source, files, lines, by_kind, corrupt, unknown, newer, versions, samples)
+    if summary.valid_records == 0:
+        flagged.unpersist()
+        raise InputError(f"no valid audit records\n{summary.message()}")
+    records = flagged.filter(F.col("_status") == "ok").drop(CORRUPT_COLUMN, "_status")
+    return records, summary
+
+
+def write_csv(table: Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(table.columns)
+        out.writerows(table.rows)
+
+
+class Output:
+    """A local directory that is uploaded to S3 on `finish()` when the URI is s3://."""
+
+    def __init__(self, uri: str, endpoint_url: str | None) -> None:
+        self.uri = uri
+        self._endpoint_url = endpoint_url
+        if uri.startswith("s3://"):
+            if not uri[len("s3://"):].partition("/")[0]:
+                raise OutputError(f"{uri}: no bucket in s3 URI")
+            self.dir = Path(tempfile.mkdtemp(prefix="azsidecar-audit-out-"))
+        else:
+            self.dir = Path(uri.removeprefix("file://"))
+            self.dir.mkdir(parents=True, exist_ok=True)
+
+    def finish(self) -> None:
+        """Upload (s3://) and remove the local copy. Raises OutputError if S3 refuses."""
+        if not self.uri.startswith("s3://"):
+            return
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, prefix = _split_s3(self.uri)
+        s3 = boto3.client("s3", endpoint_url=self._endpoint_url)
+        try:
+            for path in sorted(p for p in self.dir.rglob("*") if p.is_file()):
+                key = "/".join(filter(None, [prefix.strip("/"), str(path.relative_to(self.dir))]))
+                s3.upload_file(str(path), bucket, key)
+        except (BotoCoreError, ClientError) as exc:
+            raise OutputError(f"{self.uri}: cannot write results to S3 (kept in {self.dir}): {exc}") from exc
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,31 @@
+"""`azsidecar audit <job> --input URI --output URI [--prices FILE] ...`."""
+
+from __future__ import annotations
+
+import argparse
+
+from spark_audit.run import JOBS
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments shared by the CLI and the spark-submit entry script."""
+    parser.add_argument("job", choices=JOBS, help="which tables to compute (report/all: every table + HTML)")
+    parser.add_argument("--input", required=True, metavar="URI", help="audit records: a local path or s3://bucket/prefix")
+    parser.add_argument("--output", required=True, metavar="URI", help="where tables go: a local directory or s3://bucket/prefix")
+    parser.add_argument("--prices", metavar="FILE", help="TOML with s3_put_per_1000, s3_get_per_1000, cross_az_per_gb_each_way")
+    parser.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint (moto, MinIO) for s3:// input/output")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("audit", help="Spark jobs over the audit records: savings, cache, latency, report")
+    add_job_arguments(parser)
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+    parser.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    from spark_audit.run import load_prices, run
+
+    return run(args.job, args.input, args.output, load_prices(args.prices),
+               master=args.master, s3_endpoint_url=args.s3_endpoint_url)

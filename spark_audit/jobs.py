@@ -1,0 +1,276 @@
+"""The audit metrics as pure transformations: records DataFrame in, table DataFrame out.
+
+Every function takes the DataFrame read with `schemas.input_schema()` (all kinds mixed,
+one row per record) and filters the kinds it needs, so the reader scans the files once
+and the caller may cache that one DataFrame. No function here reads or writes files.
+
+Money model (docs/audit-records.md, "How the savings are computed"):
+- a direct produce of a cross-zone batch would have put `bytes + PRODUCE_OVERHEAD_BYTES`
+  on the zone boundary;
+- what did cross is the wire bytes of batches routed direct_cross plus every
+  notification request and response;
+- a byte that crosses costs `2 * cross_az_per_gb_each_way / BYTES_PER_GB` (billed on
+  both sides); S3 requests cost their list price per 1,000; same-region S3 bytes are free.
+WAL PUT requests are shared equally among the destination zones named in the flush
+record (an object holds one contiguous range per zone); GETs belong to the agent's zone.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from router.config import Prices
+
+# Kafka Produce overhead per partition batch a direct produce would add on top of the raw
+# batch, counting only the per-partition entries (ProduceRequest v9: partition_index 4 +
+# records length varint <= 3 + tagged fields 1 = 8; ProduceResponse v9: partition_index 4
+# + error_code 2 + base_offset 8 + log_append_time_ms 8 + log_start_offset 8 + empty
+# record_errors 1 + null error_message 1 + tagged fields 1 = 33). Topic entries, headers
+# and TCP/IP framing are left out, so this is a lower bound and never overstates savings.
+PRODUCE_OVERHEAD_BYTES = 41
+BYTES_PER_GB = 10**9  # AWS data-transfer "GB" as in docs/ARCHITECTURE's break-even (270 KB)
+ROUTES = ("local", "direct_cross", "wal")
+LATENCY_ACCURACY = 10_000  # percentile_approx: rank error <= n/10000; exact for n <= 10000
+HOUR_FORMAT = "yyyy-MM-dd'T'HH':00Z'"  # session time zone must be UTC (see spark_session)
+
+
+def cross_byte_usd(prices: Prices) -> float:
+    """Dollars per byte that crosses a zone boundary (charged to both sides)."""
+    return 2 * prices.cross_az_per_gb_each_way / BYTES_PER_GB
+
+
+def _hour(ts_ms: str = "ts_ms") -> Column:
+    return F.date_format(F.timestamp_millis(F.col(ts_ms)), HOUR_FORMAT).alias("hour")
+
+
+def _long(name: str) -> Column:
+    """A count field read as 0 when absent (older schema version) or null."""
+    return F.coalesce(F.col(name), F.lit(0)).cast("long")
+
+
+def _kind(records: DataFrame, kind: str) -> DataFrame:
+    return records.filter(F.col("kind") == kind)
+
+
+def _ratio(num: Column, den: Column) -> Column:
+    return F.when(den != 0, num / den)
+
+
+_SAVINGS_SUMS = (
+    [f"batches_{r}" for r in ROUTES] + [f"records_{r}" for r in ROUTES] + [f"bytes_{r}" for r in ROUTES]
+    + ["direct_equivalent_bytes", "direct_cross_wire_bytes", "notification_bytes",
+       "s3_put_requests", "s3_get_requests"]
+)
+
+
+def _zero_except(**columns: Column) -> list[Column]:
+    double_sums = {"s3_put_requests"}
+    out = []
+    for name in _SAVINGS_SUMS:
+        value = columns.get(name, F.lit(0))
+        out.append(value.cast("double" if name in double_sums else "long").alias(name))
+    return out
+
+
+def savings(records: DataFrame, prices: Prices) -> DataFrame:
+    """Per hour x source zone x leader zone: traffic per route, bytes and dollars saved.
+
+    Columns: hour, source_zone, leader_zone, batches_/records_/bytes_<route> for local,
+    direct_cross and wal, direct_equivalent_bytes, direct_cross_wire_bytes,
+    notification_bytes, crossed_bytes, cross_bytes_avoided, direct_transfer_usd,
+    transfer_avoided_usd, s3_put_requests (fractional: shared among zones),
+    s3_get_requests, s3_put_usd, s3_get_usd, net_savings_usd, savings_ratio
+    (net savings over what direct produce would have cost; null when nothing crossed).
+    """
+    byte_usd = cross_byte_usd(prices)
+    keys = ("hour", "source_zone", "leader_zone")
+
+    pb = _kind(records, "produce_batch")
+    route = F.col("route")
+    per_route: dict[str, Column] = {}
+    for r in ROUTES:
+        per_route[f"batches_{r}"] = F.when(route == r, 1).otherwise(0)
+        per_route[f"records_{r}"] = F.when(route == r, _long("records")).otherwise(0)
+        per_route[f"bytes_{r}"] = F.when(route == r, _long("bytes")).otherwise(0)
+    produce = pb.select(
+        _hour(), F.col("zone").alias("source_zone"), F.col("leader_zone"),
+        *_zero_except(
+            **per_route,
+            direct_equivalent_bytes=F.when(route != "local", _long("bytes") + PRODUCE_OVERHEAD_BYTES).otherwise(0),
+            direct_cross_wire_bytes=F.when(route == "direct_cross", _long("wire_bytes")).otherwise(0),
+        ),
+    )
+    notifications = _kind(records, "notification").select(
+        _hour(), F.col("zone").alias("source_zone"), F.col("dest_zone").alias("leader_zone"),
+        *_zero_except(notification_bytes=_long("request_bytes") + _long("response_bytes")),
+    )
+    # zones: the destination zones of one WAL object, comma separated ("use1-az2,use1-az3").
+    flushes = (
+        _kind(records, "wal_flush")
+        .withColumn("_zones", F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"),
+                                       lambda z: z != ""))
+        .withColumn("_zones", F.when(F.size("_zones") > 0, F.col("_zones")).otherwise(F.array(F.lit("unknown"))))
+        .select(
+            _hour(), F.col("zone").alias("source_zone"), F.explode("_zones").alias("leader_zone"),
+            *_zero_except(s3_put_requests=_long("put_requests") / F.size("_zones")),
+        )
+    )
+    reads = _kind(records, "agent_read").select(
+        _hour(), F.col("source_zone"), F.col("zone").alias("leader_zone"),
+        *_zero_except(s3_get_requests=_long("gets")),
+    )
+    grouped = (
+        produce.unionByName(notifications).unionByName(flushes).unionByName(reads)
+        .groupBy(*keys)
+        .agg(*[F.sum(name).alias(name) for name in _SAVINGS_SUMS])
+    )
+    crossed = F.col("direct_cross_wire_bytes") + F.col("notification_bytes")
+    return (
+        grouped
+        .withColumn("crossed_bytes", crossed)
+        .withColumn("cross_bytes_avoided", F.col("direct_equivalent_bytes") - F.col("crossed_bytes"))
+        .withColumn("direct_transfer_usd", F.col("direct_equivalent_bytes") * F.lit(byte_usd))
+        .withColumn("transfer_avoided_usd", F.col("cross_bytes_avoided") * F.lit(byte_usd))
+        .withColumn("s3_put_usd", F.col("s3_put_requests") * F.lit(prices.s3_put_per_1000 / 1000))
+        .withColumn("s3_get_usd", F.col("s3_get_requests") * F.lit(prices.s3_get_per_1000 / 1000))
+        .withColumn("net_savings_usd",
+                    F.col("transfer_avoided_usd") - F.col("s3_put_usd") - F.col("s3_get_usd"))
+        .withColumn("savings_ratio", _ratio(F.col("net_savings_usd"), F.col("direct_transfer_usd")))
+        .orderBy(*keys)
+    )
+
+
+def break_even(records: DataFrame, prices: Prices) -> DataFrame:
+    """Net savings of WAL objects by object size (power-of-two buckets).
+
+    Each wal_flush is joined by `key` to the GETs of its agent reads and the bytes of its
+    notifications. Per object: transfer avoided = (bytes + entries * PRODUCE_OVERHEAD_BYTES
+    - notification bytes) * byte price; request cost = PUTs and GETs at list price.
+    Columns: size_bucket_bytes (lower bound), objects, mean_object_bytes, entries,
+    put_requests, get_requests, notification_bytes, transfer_avoided_usd, request_usd,
+    net_savings_usd, net_savings_usd_per_object, break_even_object_bytes (object size at
+    which this bucket's per-object requests and notifications cost what they save).
+    """
+    byte_usd = cross_byte_usd(prices)
+    put_usd = prices.s3_put_per_1000 / 1000
+    get_usd = prices.s3_get_per_1000 / 1000
+    gets = (_kind(records, "agent_read").groupBy("key")
+            .agg(F.sum(_long("gets")).alias("get_requests")))
+    notes = (_kind(records, "notification").groupBy("key")
+             .agg(F.sum(_long("request_bytes") + _long("response_bytes")).alias("notification_bytes")))
+    objects = (
+        _kind(records, "wal_flush")
+        .select("key", _long("bytes").alias("object_bytes"), _long("entries").alias("entries"),
+                _long("put_requests").alias("put_requests"))
+        .join(gets, "key", "left").join(notes, "key", "left")
+        .fillna(0, subset=["get_requests", "notification_bytes"])
+        # log2(bytes + 0.5): keeps exact powers of two in their own bucket despite
+        # floating-point log (log2(8) may come out as 2.9999999999999996).
+        .withColumn("size_bucket_bytes",
+                    F.when(F.col("object_bytes") > 0,
+                           F.pow(F.lit(2), F.floor(F.log2(F.col("object_bytes") + 0.5))).cast("long"))
+                    .otherwise(F.lit(0)))
+    )
+    per_object_avoided = (F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES
+                          - F.col("notification_bytes")) * F.lit(byte_usd)
+    per_object_requests = F.col("put_requests") * F.lit(put_usd) + F.col("get_requests") * F.lit(get_usd)
+    out = (
+        objects.groupBy("size_bucket_bytes").agg(
+            F.count(F.lit(1)).alias("objects"),
+            F.avg("object_bytes").alias("mean_object_bytes"),
+            F.sum("entries").alias("entries"),
+            F.sum("put_requests").alias("put_requests"),
+            F.sum("get_requests").alias("get_requests"),
+            F.sum("notification_bytes").alias("notification_bytes"),
+            F.sum(per_object_avoided).alias("transfer_avoided_usd"),
+            F.sum(per_object_requests).alias("request_usd"),
+        )
+        .withColumn("net_savings_usd", F.col("transfer_avoided_usd") - F.col("request_usd"))
+        .withColumn("net_savings_usd_per_object", F.col("net_savings_usd") / F.col("objects"))
+        .withColumn("break_even_object_bytes",
+                    (F.col("request_usd") / F.lit(byte_usd) + F.col("notification_bytes")
+                     - F.col("entries") * PRODUCE_OVERHEAD_BYTES) / F.col("objects"))
+        .orderBy("size_bucket_bytes")
+    )
+    return out
+
+
+def agent_cache(records: DataFrame) -> DataFrame:
+    """Agents' block cache per hour x agent zone.
+
+    Columns: hour, zone, reads, cache_hits, cache_misses, lookups, hit_rate (hits over
+    lookups), bytes, bytes_from_cache, byte_hit_rate, gets.
+    """
+    return (
+        _kind(records, "agent_read").select(
+            _hour(), "zone", _long("cache_hits").alias("h"), _long("cache_misses").alias("m"),
+            _long("bytes").alias("b"), _long("bytes_from_cache").alias("bc"), _long("gets").alias("g"))
+        .groupBy("hour", "zone").agg(
+            F.count(F.lit(1)).alias("reads"), F.sum("h").alias("cache_hits"), F.sum("m").alias("cache_misses"),
+            F.sum("b").alias("bytes"), F.sum("bc").alias("bytes_from_cache"), F.sum("g").alias("gets"))
+        .withColumn("lookups", F.col("cache_hits") + F.col("cache_misses"))
+        .withColumn("hit_rate", _ratio(F.col("cache_hits"), F.col("lookups")))
+        .withColumn("byte_hit_rate", _ratio(F.col("bytes_from_cache"), F.col("bytes")))
+        .select("hour", "zone", "reads", "cache_hits", "cache_misses", "lookups", "hit_rate",
+                "bytes", "bytes_from_cache", "byte_hit_rate", "gets")
+        .orderBy("hour", "zone")
+    )
+
+
+def metadata_cache(records: DataFrame) -> DataFrame:
+    """Router leader-zone cache per hour x proxy zone.
+
+    Columns: hour, zone, lookups, hits, misses, hit_rate (hits over lookups).
+    """
+    cache = F.col("cache")
+    return (
+        _kind(records, "metadata_lookup").select(_hour(), "zone", cache)
+        .groupBy("hour", "zone").agg(
+            F.count(F.lit(1)).alias("lookups"),
+            F.sum(F.when(cache == "hit", 1).otherwise(0)).cast("long").alias("hits"),
+            F.sum(F.when(cache == "miss", 1).otherwise(0)).cast("long").alias("misses"))
+        .withColumn("hit_rate", _ratio(F.col("hits"), F.col("lookups")))
+        .orderBy("hour", "zone")
+    )
+
+
+def latency(records: DataFrame) -> DataFrame:
+    """Produce latency per route x source zone x leader zone, over successful batches.
+
+    Percentiles by `percentile_approx` with accuracy LATENCY_ACCURACY: each is a value
+    from the data whose rank is within n / LATENCY_ACCURACY of the exact one (exact for
+    up to that many batches per group). Columns: route, source_zone, leader_zone,
+    batches (all), errors (error_code != 0), p50_ms, p95_ms, p99_ms, mean_ms, max_ms.
+    """
+    ok = F.coalesce(F.col("error_code"), F.lit(0)) == 0
+    ok_latency = F.when(ok, F.col("latency_ms"))
+    return (
+        _kind(records, "produce_batch")
+        .groupBy("route", F.col("zone").alias("source_zone"), "leader_zone")
+        .agg(
+            F.count(F.lit(1)).alias("batches"),
+            F.sum(F.when(ok, 0).otherwise(1)).cast("long").alias("errors"),
+            F.percentile_approx(ok_latency, [0.5, 0.95, 0.99], LATENCY_ACCURACY).alias("_p"),
+            F.avg(ok_latency).alias("mean_ms"),
+            F.max(ok_latency).alias("max_ms"),
+        )
+        .select("route", "source_zone", "leader_zone", "batches", "errors",
+                F.col("_p")[0].alias("p50_ms"), F.col("_p")[1].alias("p95_ms"), F.col("_p")[2].alias("p99_ms"),
+                "mean_ms", "max_ms")
+        .orderBy("route", "source_zone", "leader_zone")
+    )
+
+
+def writer_drops(records: DataFrame) -> DataFrame:
+    """Records the writers dropped, per zone x dropped kind x reason (v1 records: queue_full).
+
+    Columns: zone, dropped_kind, reason, dropped.
+    """
+    return (
+        _kind(records, "audit_drop")
+        .select("zone", "dropped_kind", F.coalesce(F.col("reason"), F.lit("queue_full")).alias("reason"),
+                _long("dropped").alias("dropped"))
+        .groupBy("zone", "dropped_kind", "reason").agg(F.sum("dropped").alias("dropped"))
+        .orderBy("zone", "dropped_kind", "reason")
+    )

@@ -1,0 +1,117 @@
+"""Run an audit job end to end: read, transform, write tables, print a summary.
+
+This is the thin `main` shared by `azsidecar audit ...` and `spark-submit submit.py ...`:
+it owns the SparkSession and all I/O; the metrics live in `spark_audit.jobs`.
+Outputs under --output: <table>.csv per table, input_summary.json, and for `report` /
+`all` also report.html.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import TextIO
+
+from azsidecar._configload import ConfigError, build
+from router.config import Prices
+
+log = logging.getLogger(__name__)
+
+JOBS = ("savings", "cache", "latency", "report", "all")
+TABLES_OF_JOB = {
+    "savings": ("savings", "break_even", "writer_drops"),
+    "cache": ("cache_agent", "cache_metadata"),
+    "latency": ("latency",),
+    "report": ("savings", "break_even", "cache_agent", "cache_metadata", "latency", "writer_drops"),
+}
+TABLES_OF_JOB["all"] = TABLES_OF_JOB["report"]
+
+EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
+
+
+def load_prices(path: str | None) -> Prices:
+    """Prices from a TOML file: top-level keys, a [prices] table, or [router.prices].
+
+    None gives the defaults of router.config.Prices. Raises ConfigError naming the key.
+    """
+    if path is None:
+        return Prices()
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"prices file {path}: not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"prices file {path}: {exc}") from exc
+    if "router" in data and isinstance(data["router"], dict) and "prices" in data["router"]:
+        return build(Prices, data["router"]["prices"], "router.prices")
+    if "prices" in data:
+        return build(Prices, data["prices"], "prices")
+    return build(Prices, data, "prices")
+
+
+def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
+        s3_endpoint_url: str | None = None, spark=None, out: TextIO | None = None) -> int:
+    """Run `job`; returns the process exit code (0, or EXIT_INPUT with a message on stderr).
+
+    `spark`: an existing session (tests); otherwise one is created for `master`
+    (None: whatever spark-submit configured) and stopped at the end.
+    Raises ValueError for an unknown job.
+    """
+    from spark_audit import jobs
+    from spark_audit._io import (
+        AuditJobError,
+        Output,
+        Table,
+        read_records,
+        resolve_input,
+        spark_session,
+        write_csv,
+    )
+    from spark_audit.report import render_html, summary_text
+
+    if job not in TABLES_OF_JOB:
+        raise ValueError(f"unknown audit job {job!r} (known: {', '.join(JOBS)})")
+    out = out or sys.stdout
+    own_session = spark is None
+    if own_session:
+        spark = spark_session(master)
+    else:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    builders = {
+        "savings": lambda r: jobs.savings(r, prices),
+        "break_even": lambda r: jobs.break_even(r, prices),
+        "writer_drops": jobs.writer_drops,
+        "cache_agent": jobs.agent_cache,
+        "cache_metadata": jobs.metadata_cache,
+        "latency": jobs.latency,
+    }
+    records = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="azsidecar-audit-in-") as stage:
+            output = Output(output_uri, s3_endpoint_url)
+            path = resolve_input(spark, input_uri, s3_endpoint_url, Path(stage))
+            records, summary = read_records(spark, path, source=input_uri)
+            print(summary.message(), file=sys.stderr)
+            tables = {name: Table.of(name, builders[name](records)) for name in TABLES_OF_JOB[job]}
+        for table in tables.values():
+            write_csv(table, output.dir / f"{table.name}.csv")
+        (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+        if job in ("report", "all"):
+            (output.dir / "report.html").write_text(render_html(tables, summary, prices))
+        output.finish()
+        print(summary_text(tables, summary, prices), file=out)
+        print(f"tables written to {output_uri}: " + ", ".join(f"{n}.csv" for n in tables)
+              + (", report.html" if job in ("report", "all") else ""), file=out)
+        return 0
+    except AuditJobError as exc:
+        print(f"azsidecar audit: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    finally:
+        if records is not None:
+            records.unpersist()
+        if own_session:
+            spark.stop()

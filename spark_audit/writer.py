@@ -1,0 +1,327 @@
+"""AuditWriter: the AuditSink the components use in production.
+
+Strategy: `emit` runs on the caller's thread (a trio task, an asyncio task, plain code)
+and does only cheap work — check the kind and field names against `records.KINDS`, stamp
+the common fields, `put_nowait` on a bounded `queue.Queue`. It never blocks and never
+raises: a full queue or a bad record is counted, logged once per kind, and later written
+as an `audit_drop` record so nothing disappears silently.
+
+One background thread owns all file I/O: it coerces values to their declared types,
+appends JSON lines to gzip files partitioned `date=YYYY-MM-DD/hour=HH/zone=Z/`, and rolls
+a file when it reaches `roll_bytes` (uncompressed) or `roll_seconds`. A file is written
+under a dot-prefixed temporary name (Spark and Hadoop skip those) and renamed when
+closed, so readers only ever see complete gzip members. With an `s3://bucket/prefix`
+output the closed files are uploaded with boto3 from that same thread and removed locally.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import queue
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spark_audit.config import AuditConfig
+from spark_audit.records import COMMON_FIELDS, KINDS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+QUEUE_POLL_S = 0.2  # how often the writer thread wakes up to roll files and write drop counts
+CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the queue to drain and uploads to finish
+UPLOAD_ATTEMPTS = 3  # S3 upload tries per closed file before it is left on local disk
+GZIP_LEVEL = 6  # zlib default: ~5x on audit JSON at a fraction of level 9's CPU
+
+_FIELD_TYPES: dict[str, dict[str, str]] = {
+    kind: dict(COMMON_FIELDS + fields) for kind, fields in KINDS.items()
+}
+_ALLOWED: dict[str, frozenset[str]] = {kind: frozenset(types) for kind, types in _FIELD_TYPES.items()}
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """Counters since start; `dropped`/`rejected` include records not yet audited as drops."""
+
+    emitted: int
+    written: int
+    dropped: int  # queue full, or emitted after close()
+    rejected: int  # unknown kind, unknown field, or a value of the wrong type
+    files: int
+    upload_errors: int
+
+
+class _OpenFile:
+    def __init__(self, tmp_path: Path, final_path: Path, relative: str, opened_s: float) -> None:
+        self.tmp_path = tmp_path
+        self.final_path = final_path
+        self.relative = relative  # partition path + file name, the S3 key suffix
+        self.opened_s = opened_s
+        self.raw_bytes = 0
+        self.stream = gzip.open(tmp_path, "wb", compresslevel=GZIP_LEVEL)
+
+
+class AuditWriter:
+    """Non-blocking AuditSink writing rolling gzip JSON lines files (local or S3).
+
+    `zone` is this component's AZ id (every record's `zone` and its partition);
+    `component` names the files (`proxy`, `agent`, ...). `start=False` leaves the writer
+    thread stopped until `start()`; records queue up (and overflow) meanwhile.
+    Raises ValueError for an s3:// output without a bucket.
+    """
+
+    def __init__(self, config: AuditConfig, zone: str, component: str, *, start: bool = True) -> None:
+        self._config = config
+        self._zone = zone
+        self._component = component
+        self._pid = os.getpid()
+        self._queue: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=config.max_queue)
+        self._lock = threading.Lock()  # guards the counters below; held for increments only
+        self._emitted = 0
+        self._written = 0
+        self._dropped_total = 0
+        self._rejected_total = 0
+        self._pending_drops: dict[tuple[str, str], int] = {}  # (kind, reason) -> not yet audited
+        self._logged_once: set[tuple[str, str]] = set()
+        self._files_done = 0
+        self._upload_errors = 0
+        self._file_seq = 0
+        self._open: dict[str, _OpenFile] = {}
+        self._closing = threading.Event()
+        self._closed = False
+        self._s3_bucket: str | None = None
+        self._s3_prefix = ""
+        self._s3 = None
+        if config.output.startswith("s3://"):
+            bucket, _, prefix = config.output[len("s3://"):].partition("/")
+            if not bucket:
+                raise ValueError(f"audit.output {config.output!r}: no bucket")
+            self._s3_bucket, self._s3_prefix = bucket, prefix.strip("/")
+            self._root = Path(tempfile.mkdtemp(prefix=f"azsidecar-audit-{component}-"))
+        else:
+            self._root = Path(config.output)
+        self._thread = threading.Thread(target=self._run, name=f"audit-writer-{component}", daemon=True)
+        self._started = False
+        if start:
+            self.start()
+
+    # -- caller side -------------------------------------------------------------
+
+    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+        """Queue one record; never blocks, never raises (problems are counted and audited)."""
+        allowed = _ALLOWED.get(kind)
+        if allowed is None:
+            self._reject(kind, f"unknown audit record kind {kind!r}")
+            return
+        unknown = fields.keys() - allowed
+        if unknown:
+            self._reject(kind, f"unknown field(s) {sorted(unknown)} for kind {kind!r}")
+            return
+        record = dict(fields)
+        record["schema_version"] = SCHEMA_VERSION
+        record["kind"] = kind
+        record["zone"] = self._zone
+        if record.get("ts_ms") is None:
+            record["ts_ms"] = int(time.time() * 1000)
+        if self._closed:
+            self._count_drop(kind, "queue_full", "audit writer is closed; dropping records")
+            return
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self._count_drop(kind, "queue_full", f"audit queue full ({self._config.max_queue}); dropping records")
+            return
+        with self._lock:
+            self._emitted += 1
+
+    def stats(self) -> WriterStats:
+        with self._lock:
+            return WriterStats(self._emitted, self._written, self._dropped_total, self._rejected_total,
+                               self._files_done, self._upload_errors)
+
+    def start(self) -> None:
+        """Start the writer thread (idempotent)."""
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Write everything queued, the pending drop counts, close (and upload) all files.
+
+        Returns when done or after `timeout_s` (the thread is a daemon; what it has not
+        written by then is lost and logged). Safe to call twice.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self.start()
+        self._closing.set()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.error("audit writer %s did not finish within %.0f s; %d records still queued",
+                      self._component, timeout_s, self._queue.qsize())
+
+    # -- counters ----------------------------------------------------------------
+
+    def _reject(self, kind: str, message: str) -> None:
+        with self._lock:
+            self._rejected_total += 1
+            key = (kind, "invalid")
+            self._pending_drops[key] = self._pending_drops.get(key, 0) + 1
+            first = key not in self._logged_once
+            self._logged_once.add(key)
+        if first:
+            log.error("audit record rejected: %s (logged once per kind; counted as audit_drop)", message)
+
+    def _count_drop(self, kind: str, reason: str, message: str) -> None:
+        with self._lock:
+            self._dropped_total += 1
+            key = (kind, reason)
+            self._pending_drops[key] = self._pending_drops.get(key, 0) + 1
+            first = key not in self._logged_once
+            self._logged_once.add(key)
+        if first:
+            log.warning("%s (kind %s; logged once, counted as audit_drop)", message, kind)
+
+    # -- writer thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:
+                    record = self._queue.get(timeout=QUEUE_POLL_S)
+                except queue.Empty:
+                    record = None
+                if record is not None:
+                    self._write(record)
+                    # Drain what is already queued before the housekeeping below.
+                    while True:
+                        try:
+                            self._write(self._queue.get_nowait())
+                        except queue.Empty:
+                            break
+                self._write_drop_records()
+                self._roll(time.monotonic(), force=False)
+                if self._closing.is_set() and self._queue.empty():
+                    break
+        except Exception:  # the thread must not die silently; the data path is unaffected
+            log.exception("audit writer %s failed; audit records are being lost", self._component)
+        finally:
+            self._write_drop_records()
+            self._roll(time.monotonic(), force=True)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        kind = record["kind"]
+        try:
+            line = json.dumps(_coerce(kind, record), separators=(",", ":")).encode() + b"\n"
+        except (TypeError, ValueError) as exc:
+            self._reject(kind, f"bad value in {kind} record: {exc}")
+            return
+        partition = _partition(record["ts_ms"], self._zone)
+        handle = self._open.get(partition)
+        if handle is None:
+            handle = self._open_file(partition)
+        handle.stream.write(line)
+        handle.raw_bytes += len(line)
+        with self._lock:
+            self._written += 1
+        if handle.raw_bytes >= self._config.roll_bytes:
+            self._close_file(partition)
+
+    def _write_drop_records(self) -> None:
+        with self._lock:
+            pending, self._pending_drops = self._pending_drops, {}
+        now_ms = int(time.time() * 1000)
+        for (kind, reason), count in sorted(pending.items()):
+            # Written directly, not queued: a drop record must not itself be dropped.
+            self._write({"schema_version": SCHEMA_VERSION, "kind": "audit_drop", "ts_ms": now_ms,
+                         "zone": self._zone, "dropped_kind": kind, "dropped": count, "reason": reason})
+
+    def _open_file(self, partition: str) -> _OpenFile:
+        self._file_seq += 1
+        name = f"{self._component}-{self._pid}-{self._file_seq}.jsonl.gz"
+        directory = self._root / partition
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = _OpenFile(directory / f".{name}.inprogress", directory / name, f"{partition}/{name}",
+                           time.monotonic())
+        self._open[partition] = handle
+        return handle
+
+    def _roll(self, now_s: float, force: bool) -> None:
+        for partition, handle in list(self._open.items()):
+            if force or now_s - handle.opened_s >= self._config.roll_seconds:
+                self._close_file(partition)
+
+    def _close_file(self, partition: str) -> None:
+        handle = self._open.pop(partition)
+        handle.stream.close()
+        os.replace(handle.tmp_path, handle.final_path)
+        with self._lock:
+            self._files_done += 1
+        if self._s3_bucket is not None:
+            self._upload(handle)
+
+    def _upload(self, handle: _OpenFile) -> None:
+        key = f"{self._s3_prefix}/{handle.relative}" if self._s3_prefix else handle.relative
+        if self._s3 is None:
+            import boto3
+
+            self._s3 = boto3.client("s3", endpoint_url=self._config.s3_endpoint_url)
+        last_error: Exception | None = None
+        for _ in range(UPLOAD_ATTEMPTS):
+            try:
+                self._s3.upload_file(str(handle.final_path), self._s3_bucket, key)
+            except Exception as exc:  # botocore raises many types; all mean "not uploaded"
+                last_error = exc
+                continue
+            handle.final_path.unlink()
+            return
+        with self._lock:
+            self._upload_errors += 1
+        log.error("audit upload of %s to s3://%s/%s failed after %d attempts, kept locally: %s",
+                  handle.final_path, self._s3_bucket, key, UPLOAD_ATTEMPTS, last_error)
+
+
+def _partition(ts_ms: int, zone: str) -> str:
+    t = time.gmtime(ts_ms / 1000)
+    return f"date={t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}/hour={t.tm_hour:02d}/zone={zone}"
+
+
+def _coerce(kind: str, record: dict[str, Any]) -> dict[str, Any]:
+    """Values converted to the declared JSON types; raises TypeError/ValueError if impossible.
+
+    A float in a `long` field would make Spark's JSON reader reject the whole line, so an
+    integral float becomes an int here and a fractional one is an error.
+    """
+    types = _FIELD_TYPES[kind]
+    out: dict[str, Any] = {}
+    for name, value in record.items():
+        if value is None:
+            out[name] = None
+            continue
+        declared = types[name]
+        if declared == "long":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name}: expected an integer, got {type(value).__name__}")
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(f"{name}: expected an integer, got {value!r}")
+            out[name] = int(value)
+        elif declared == "double":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name}: expected a number, got {type(value).__name__}")
+            out[name] = float(value)
+        elif declared == "boolean":
+            if not isinstance(value, bool):
+                raise TypeError(f"{name}: expected a boolean, got {type(value).__name__}")
+            out[name] = value
+        else:
+            out[name] = str(value)
+    return out
+
+
+__all__ = ["AuditWriter", "WriterStats"]
