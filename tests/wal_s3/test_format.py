@@ -1,0 +1,197 @@
+"""The WAL codec on its own: golden bytes, property round trip, corruption, hostile lengths.
+
+Imports nothing but the codec (and crc32c to build the golden bytes by hand).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wal_s3.format import (
+    MAX_HEADER_BYTES,
+    WalEntry,
+    WalFormatError,
+    encode_object,
+    header_length,
+    parse_header,
+    parse_object,
+    parse_zone_range,
+)
+
+
+def test_crc32c_library_is_castagnoli():
+    assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value (RFC 3720 B.4)
+
+
+def golden() -> bytes:
+    """One zone 'az1', one entry t-0 with batch b'AB', built field by field."""
+    entry_head = (
+        b"\x00\x01" b"t"                      # topic length 1, topic
+        b"\x00\x00\x00\x00"                   # partition 0
+        b"\x00\x00\x00\x00\x00\x00\x00\x05"   # producer_id 5
+        b"\x00\x01"                           # producer_epoch 1
+        b"\x00\x00\x00\x07"                   # base_sequence 7
+        b"\x00\x00\x00\x01"                   # record_count 1
+        b"\x00\x00\x00\x02"                   # batch_length 2
+        + struct.pack(">I", crc32c(b"AB"))    # batch crc32c
+    )
+    entry = entry_head + struct.pack(">I", crc32c(entry_head)) + b"AB"
+    assert len(entry) == 39
+    header = (
+        b"AZWL"                               # magic
+        b"\x00\x01"                           # format version 1
+        b"\x00\x00"                           # flags
+        b"\x00\x00\x00\x46"                   # header_length 70
+        b"\x00\x00\x00\x00\x00\x00\x00\x01"   # epoch 1
+        b"\x00\x00\x00\x00\x00\x00\x00\x02"   # sequence 2
+        b"\x00\x00\x00\x00\x00\x00\x00\x03"   # created_ms 3
+        b"\x00\x01" b"w"                      # writer_id
+        b"\x00\x01"                           # zone count 1
+        b"\x00\x03" b"az1"                    # zone name
+        b"\x00\x00\x00\x00\x00\x00\x00\x46"   # zone offset 70
+        b"\x00\x00\x00\x00\x00\x00\x00\x27"   # zone length 39
+        b"\x00\x00\x00\x01"                   # entry count 1
+    )
+    header += struct.pack(">I", crc32c(header))
+    assert len(header) == 70
+    body = header + entry
+    return body + struct.pack(">I", crc32c(body)) + b"LWZA"
+
+
+def test_golden_bytes():
+    e = WalEntry("t", 0, 5, 1, 7, 1, b"AB")
+    enc = encode_object(writer_id="w", epoch=1, sequence=2, created_ms=3, entries_by_zone={"az1": [e]})
+    assert enc.data == golden()
+    share = enc.zones["az1"]
+    assert (share.offset, share.length) == (70, 39)
+    ref = share.entries[0]
+    assert (ref.offset, ref.length, ref.crc32c) == (70 + 37, 2, crc32c(b"AB"))
+    assert enc.data[ref.offset:ref.offset + ref.length] == b"AB"
+    parsed = parse_object(golden())
+    assert parsed.header.writer_id == "w" and parsed.header.epoch == 1 and parsed.header.sequence == 2
+    assert parsed.header.created_ms == 3
+    [got] = parsed.zones["az1"]
+    assert (got.topic, got.partition, got.producer_id, got.producer_epoch, got.base_sequence, got.record_count) == \
+        ("t", 0, 5, 1, 7, 1)
+    assert bytes(got.batch) == b"AB" and got.crc32c == crc32c(b"AB")
+
+
+names = st.text(st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=12)
+entries = st.builds(
+    WalEntry,
+    topic=st.text(min_size=1, max_size=40).filter(lambda t: len(t.encode()) <= 249),
+    partition=st.integers(0, 2**31 - 1),
+    producer_id=st.integers(-(2**63), 2**63 - 1),
+    producer_epoch=st.integers(-(2**15), 2**15 - 1),
+    base_sequence=st.integers(-(2**31), 2**31 - 1),
+    record_count=st.integers(0, 2**31 - 1),
+    batch=st.binary(max_size=300),
+)
+objects = st.dictionaries(names, st.lists(entries, max_size=6), max_size=5)
+
+
+def same(a: WalEntry, b: WalEntry) -> bool:
+    return (a.topic, a.partition, a.producer_id, a.producer_epoch, a.base_sequence, a.record_count,
+            bytes(a.batch)) == (b.topic, b.partition, b.producer_id, b.producer_epoch, b.base_sequence,
+                                b.record_count, bytes(b.batch))
+
+
+@settings(max_examples=200, deadline=None)
+@given(objects, st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
+def test_round_trip(by_zone, epoch, sequence):
+    enc = encode_object(writer_id="proxy-a", epoch=epoch, sequence=sequence, created_ms=-1,
+                        entries_by_zone=by_zone)
+    parsed = parse_object(enc.data)
+    assert (parsed.header.epoch, parsed.header.sequence, parsed.header.created_ms) == (epoch, sequence, -1)
+    assert list(parsed.zones) == list(by_zone)
+    for zone, want in by_zone.items():
+        share = enc.zones[zone]
+        from_range = parse_zone_range(enc.data[share.offset:share.offset + share.length], len(want))
+        for got_list in (parsed.zones[zone], from_range):
+            assert len(got_list) == len(want)
+            assert all(same(g, w) for g, w in zip(got_list, want))
+        for ref, w in zip(share.entries, want):
+            assert enc.data[ref.offset:ref.offset + ref.length] == bytes(w.batch)
+            assert ref.crc32c == crc32c(bytes(w.batch))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_single_corrupted_byte_is_detected(data):
+    by_zone = {"az1": [WalEntry("orders", 3, 9, 0, 100, 2, b"x" * 20), WalEntry("t", 0, -1, -1, -1, 1, b"")],
+               "az2": [WalEntry("pay", 1, 9, 0, 5, 1, bytes(range(16)))]}
+    blob = encode_object(writer_id="w1", epoch=4, sequence=8, created_ms=99, entries_by_zone=by_zone)
+    pos = data.draw(st.integers(0, len(blob.data) - 1))
+    xor = data.draw(st.integers(1, 255))
+    bad = bytearray(blob.data)
+    bad[pos] ^= xor
+    with pytest.raises(WalFormatError):
+        parse_object(bytes(bad))
+    # The same corruption inside a zone's range is caught by that range alone.
+    for share in blob.zones.values():
+        if share.offset <= pos < share.offset + share.length:
+            with pytest.raises(WalFormatError):
+                parse_zone_range(bytes(bad[share.offset:share.offset + share.length]), len(share.entries))
+
+
+def test_every_truncation_is_detected():
+    blob = encode_object(writer_id="w1", epoch=1, sequence=1, created_ms=0,
+                         entries_by_zone={"a": [WalEntry("t", 0, 1, 0, 0, 1, b"abc")]}).data
+    for n in range(len(blob)):
+        with pytest.raises(WalFormatError):
+            parse_object(blob[:n])
+
+
+def test_zone_range_cut_at_an_entry_boundary_is_detected_by_count():
+    e = WalEntry("t", 0, 1, 0, 0, 1, b"abc")
+    enc = encode_object(writer_id="w", epoch=1, sequence=1, created_ms=0, entries_by_zone={"a": [e, e]})
+    share = enc.zones["a"]
+    first_entry_end = share.entries[0].offset + 3  # the first entry's batch is b"abc"
+    with pytest.raises(WalFormatError, match="holds 1 entries, index says 2"):
+        parse_zone_range(enc.data[share.offset:first_entry_end], expected_entries=2)
+
+
+def test_hostile_batch_length_is_bounds_checked_not_allocated():
+    head = b"\x00\x01t" + struct.pack(">iqhiiII", 0, 1, 0, 0, 1, 0xFFFFFFFF, 0)
+    rng = head + struct.pack(">I", crc32c(head)) + b"short"
+    with pytest.raises(WalFormatError, match="needs 4294967295 bytes"):
+        parse_zone_range(rng)
+
+
+def test_unknown_version_and_foreign_objects_are_named():
+    blob = bytearray(golden())
+    blob[5] = 2
+    with pytest.raises(WalFormatError, match="unsupported WAL format version 2"):
+        parse_object(bytes(blob))
+    with pytest.raises(WalFormatError, match="bad magic"):
+        parse_object(b"PK\x03\x04" + bytes(100))
+    with pytest.raises(WalFormatError, match="header_length"):
+        header_length(b"AZWL\x00\x01\x00\x00" + struct.pack(">I", MAX_HEADER_BYTES + 1))
+
+
+def test_header_parses_from_a_prefix_of_the_object():
+    blob = golden()
+    h = parse_header(blob[:70])
+    assert dict(h.zones)["az1"].offset == 70 and h.zones["az1"].length == 39 and h.zones["az1"].entry_count == 1
+    with pytest.raises(WalFormatError, match="header is 70 bytes, only 69 given"):
+        parse_header(blob[:69])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"writer_id": ""}, "writer_id"),
+    ({"epoch": -1}, "epoch"),
+    ({"entries_by_zone": {"": []}}, "zone name"),
+    ({"entries_by_zone": {"a": [WalEntry("", 0, 0, 0, 0, 0, b"")]}}, "topic"),
+    ({"entries_by_zone": {"a": [WalEntry("t", -1, 0, 0, 0, 0, b"")]}}, "partition"),
+    ({"entries_by_zone": {"a": [WalEntry("t", 0, 0, 0, 0, 0, b"x", crc32c=1)]}}, "does not match"),
+])
+def test_encoder_rejects_bad_input(kwargs, message):
+    args = {"writer_id": "w", "epoch": 1, "sequence": 1, "created_ms": 0, "entries_by_zone": {}}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        encode_object(**args)
