@@ -1,0 +1,265 @@
+"""Baseline and sidecar runs of one workload over the three zones, metered and verified.
+
+Strategy. A run creates its own topics (names carry the run name and a random suffix, so
+runs in one environment never mix), starts the producer processes of bench/workload.py
+in every zone, reads the inter-zone meter around them, then verifies from zone 0 (its own
+broker, so the check crosses no zone) that every record arrived exactly once and in
+per-partition order.
+
+- `run_baseline`: each producer writes straight to the broker of the partition's leader
+  zone (leader_zone_of), across the bridge when that zone is another one.
+- `run_sidecar`: the caller's `start_sidecar_fn(env, zone)` is entered for every zone
+  first (a context manager that starts proxy + agent and returns once they listen on
+  zone.sidecar_bootstrap); the producers then use only their zone's sidecar. The meter
+  stops after the sidecars have exited, so traffic they drain at shutdown is counted.
+
+Both return a RunResult with the reading, the payload that would cross zones if sent
+straight to the leaders, and the verifier's report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploy.local.zones import CrossZoneReading, Zone, ZoneEnv, leader_zone_of
+
+WORKLOAD_SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "workload.py"
+MB = 1_000_000
+ADMIN_TIMEOUT_S = 60.0  # creating a handful of topics
+VERIFY_TIMEOUT_S = 900.0  # reading a few hundred MB back from one broker
+PROGRESS_EVERY_S = 2.0  # how often the progress callback hears from a running run
+LOG_TAIL_LINES = 15
+
+Progress = Callable[[str], None]
+StartSidecar = Callable[[ZoneEnv, Zone], AbstractContextManager[Any]]
+
+
+class ScenarioError(RuntimeError):
+    """A producer, the topic creation or the verifier failed or timed out (message has its log tail)."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    keyed: bool
+
+
+# Partition counts are multiples of 3 so every zone leads the same share.
+DEFAULT_TOPICS = (TopicSpec("orders", 6, True), TopicSpec("clicks", 6, False), TopicSpec("metrics", 3, False))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every run produces; total_bytes is split evenly over all producers in all zones."""
+
+    total_bytes: int = 300 * MB
+    record_bytes: int = 1000
+    topics: tuple[TopicSpec, ...] = DEFAULT_TOPICS
+    producers_per_zone: int = 1
+    key_space: int = 1000
+    linger_ms: int = 20
+    timeout_s: float = 1800.0  # all producers of one run
+
+    def __post_init__(self) -> None:
+        if self.record_bytes < 32 or self.total_bytes < self.record_bytes:
+            raise ValueError(f"record_bytes >= 32 and total_bytes >= record_bytes, got {self}")
+        if not self.topics or any(t.partitions < 1 for t in self.topics):
+            raise ValueError("at least one topic, each with >= 1 partition")
+        if self.producers_per_zone < 1:
+            raise ValueError("producers_per_zone >= 1")
+
+    @property
+    def max_partitions(self) -> int:
+        return max(t.partitions for t in self.topics)
+
+    def spec(self, zones: Sequence[str], topic_names: Sequence[str]) -> dict:
+        """The JSON spec bench/workload.py reads."""
+        return {
+            "zones": list(zones), "record_bytes": self.record_bytes, "key_space": self.key_space,
+            "linger_ms": self.linger_ms,
+            "topics": [{"name": n, "partitions": t.partitions, "keyed": t.keyed}
+                       for n, t in zip(topic_names, self.topics, strict=True)],
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    name: str
+    reading: CrossZoneReading
+    payload_bytes: int  # keys + values produced, all zones
+    cross_zone_payload_bytes: int  # of which the leader is in another zone than the producer
+    records: int
+    duration_s: float
+    verification: Mapping[str, Any]
+    topics: tuple[str, ...]
+    summaries: tuple[Mapping[str, Any], ...] = field(repr=False)
+    out_dir: Path = Path()
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.verification.get("ok"))
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "reading": self.reading.as_dict(), "payload_bytes": self.payload_bytes,
+                "cross_zone_payload_bytes": self.cross_zone_payload_bytes, "records": self.records,
+                "duration_s": self.duration_s, "verification": dict(self.verification),
+                "topics": list(self.topics), "out_dir": str(self.out_dir)}
+
+
+def cross_zone_payload_bytes(summaries: Sequence[Mapping[str, Any]]) -> int:
+    """Payload of the partitions whose leader zone differs from the producer's zone."""
+    return sum(entry["bytes"] for s in summaries for entry in s["partitions"].values()
+               if entry["leader_zone"] != s["zone"])
+
+
+def _tail(path: Path) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+    except OSError:
+        return "(no log)"
+
+
+def _python(*args: str) -> list[str]:
+    return [sys.executable, str(WORKLOAD_SCRIPT), *args]
+
+
+def _run_step(env: ZoneEnv, zone: Zone, argv: list[str], timeout_s: float, log_name: str, what: str) -> None:
+    try:
+        code = env.run_to_completion(zone, argv, timeout_s, log_name=log_name)
+    except subprocess.TimeoutExpired as exc:
+        raise ScenarioError(f"{what} timed out after {timeout_s}s:\n{_tail(env.log_dir / f'{log_name}.log')}") from exc
+    if code != 0:
+        raise ScenarioError(f"{what} exited {code}:\n{_tail(env.log_dir / f'{log_name}.log')}")
+
+
+def _wait_producers(procs: Sequence[tuple[str, subprocess.Popen, Path]], total_records: int,
+                    timeout_s: float, progress: Progress | None, name: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    for pid, proc, _ in procs:
+        while True:
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                raise ScenarioError(f"{name}: producer {pid} still running after {timeout_s}s")
+            try:
+                proc.wait(timeout=min(PROGRESS_EVERY_S, remaining_s))
+                break
+            except subprocess.TimeoutExpired:
+                if progress is not None:
+                    progress(f"{name}: {_acked(procs)}/{total_records} records acked")
+    failed = [(pid, proc) for pid, proc, _ in procs if proc.returncode != 0]
+    if failed:
+        pid, proc = failed[0]
+        raise ScenarioError(f"{name}: {len(failed)} producer(s) failed; {pid} exited {proc.returncode}:\n"
+                            f"{_tail(proc.log_path)}")  # type: ignore[attr-defined]
+
+
+def _acked(procs: Sequence[tuple[str, subprocess.Popen, Path]]) -> int:
+    acked = 0
+    for _, _, out in procs:
+        with contextlib.suppress(OSError, ValueError):
+            acked += json.loads(out.with_suffix(".progress").read_text())["acked"]
+    return acked
+
+
+def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Zone], dict[str, str]],
+         enter_around: Callable[[contextlib.ExitStack], None], progress: Progress | None) -> RunResult:
+    suffix = uuid.uuid4().hex[:6]
+    topic_names = [f"{t.name}-{name}-{suffix}" for t in workload.topics]
+    spec = workload.spec(env.zone_names, topic_names)
+    spec_json = json.dumps(spec)
+    out_dir = env.log_dir / f"{name}-{suffix}"
+    out_dir.mkdir(parents=True)
+    first = env.zones[0]
+    _run_step(env, first, _python("create-topics", "--bootstrap", first.broker_bootstrap, "--spec", spec_json),
+              ADMIN_TIMEOUT_S, f"{name}-create-topics", f"{name}: creating topics")
+    producers = len(env.zones) * workload.producers_per_zone
+    share_bytes = workload.total_bytes // producers
+    total_records = producers * (share_bytes // workload.record_bytes)
+    meter = env.meter()
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        enter_around(stack)
+        if progress is not None:
+            progress(f"{name}: {producers} producers, {total_records} records of {workload.record_bytes} B, "
+                     f"topics {', '.join(topic_names)}")
+        meter.start()
+        procs = []
+        for zone in env.zones:
+            for k in range(workload.producers_per_zone):
+                pid = f"{name}-z{zone.index}-p{k}"
+                out = out_dir / f"{pid}.json"
+                argv = _python("produce", "--spec", spec_json, "--producer-id", pid, "--zone", zone.name,
+                               "--bootstraps", json.dumps(bootstraps_of(zone)), "--bytes", str(share_bytes),
+                               "--out", str(out))
+                procs.append((pid, env.run_in_zone(zone, argv, log_name=f"{name}-{suffix}-{pid}"), out))
+        _wait_producers(procs, total_records, workload.timeout_s, progress, name)
+    reading = meter.stop()
+    duration_s = time.monotonic() - started
+    summaries = tuple(json.loads(out.read_text()) for _, _, out in procs)
+    if progress is not None:
+        progress(f"{name}: produced in {duration_s:.1f}s; cross-zone bytes "
+                 f"{reading.total_bytes if reading.metered else 'unmetered'}; verifying")
+    verify_out = out_dir / "verify.json"
+    verify_log = f"{name}-{suffix}-verify"
+    try:
+        env.run_to_completion(first, _python("verify", "--bootstrap", first.broker_bootstrap, "--out", str(verify_out),
+                                             "--summaries", *[str(out) for _, _, out in procs]),
+                              VERIFY_TIMEOUT_S, log_name=verify_log)
+    except subprocess.TimeoutExpired as exc:
+        raise ScenarioError(f"{name}: verification timed out:\n{_tail(env.log_dir / f'{verify_log}.log')}") from exc
+    try:
+        verification = json.loads(verify_out.read_text())
+    except (OSError, ValueError) as exc:  # exit 1 with a report is a finding; no report is a crash
+        raise ScenarioError(f"{name}: verifier wrote no report:\n{_tail(env.log_dir / f'{verify_log}.log')}") from exc
+    return RunResult(
+        name=name, reading=reading, payload_bytes=sum(s["payload_bytes"] for s in summaries),
+        cross_zone_payload_bytes=cross_zone_payload_bytes(summaries), records=sum(s["records"] for s in summaries),
+        duration_s=duration_s, verification=verification, topics=tuple(topic_names), summaries=summaries,
+        out_dir=out_dir)
+
+
+def run_baseline(env: ZoneEnv, workload: Workload, progress: Progress | None = None,
+                 name: str = "baseline") -> RunResult:
+    """Producers write straight to each partition's leader-zone broker. Raises ScenarioError.
+
+    Verification problems do not raise: they are in result.verification (result.ok).
+    """
+    leaders = {z.name: z.broker_bootstrap for z in env.zones}
+    return _run(env, workload, name, lambda zone: leaders, lambda stack: None, progress)
+
+
+def run_sidecar(env: ZoneEnv, workload: Workload, start_sidecar_fn: StartSidecar,
+                progress: Progress | None = None, name: str = "sidecar") -> RunResult:
+    """Producers write to their own zone's sidecar only. Raises ScenarioError, or what start_sidecar_fn raises.
+
+    start_sidecar_fn(env, zone) is a context manager per zone: on entry it starts the
+    zone's proxy and agent (env.run_in_zone) and returns once zone.sidecar_bootstrap
+    accepts connections; on exit it stops them after draining.
+    """
+    def enter(stack: contextlib.ExitStack) -> None:
+        for zone in env.zones:
+            if progress is not None:
+                progress(f"{name}: starting sidecar in {zone.name}")
+            stack.enter_context(start_sidecar_fn(env, zone))
+
+    return _run(env, workload, name, lambda zone: {zone.name: zone.sidecar_bootstrap}, enter, progress)
+
+
+def router_overrides(env: ZoneEnv, workload: Workload) -> dict[str, dict[str, str]]:
+    """The router config section that makes it agree with the baseline's leaders."""
+    return {"partition_zones": env.partition_zones(workload.max_partitions)}
+
+
+__all__ = ["DEFAULT_TOPICS", "RunResult", "ScenarioError", "TopicSpec", "Workload", "cross_zone_payload_bytes",
+           "leader_zone_of", "router_overrides", "run_baseline", "run_sidecar"]
