@@ -1,0 +1,222 @@
+# Agents: one ECS (Fargate) service per availability zone, pinned to that zone's subnets,
+# registered in Cloud Map as <zone id>.<namespace>; plus one gc service for the region.
+#
+# Why ECS services and not EC2 Auto Scaling groups (docs/deploy.md, "Agents"):
+# - the sidecars need a stable per-zone address; ECS registers each task in Cloud Map
+#   (DNS A records, multivalue) with no load balancer in the path, where an ASG would need
+#   an NLB per zone or a lifecycle hook to publish instance addresses;
+# - the per-zone pinning is just the service's subnet list; rolling deployments with a
+#   circuit breaker and task IAM roles come with it;
+# - the agent is I/O bound and small; no host to patch.
+#
+# The TOML configuration travels in an environment variable and is written to a task-local
+# volume at start, because the root filesystem is read-only.
+
+locals {
+  run_dir     = "/run/azsidecar"
+  config_file = "${local.run_dir}/azsidecar.toml"
+  # sh writes the rendered file, then exec's so azsidecar is PID 1 and receives SIGTERM.
+  write_config = "umask 077 && printf '%s' \"$AZSIDECAR_CONFIG_TOML\" > ${local.config_file}"
+  subnet_ids   = toset(flatten([for z in values(var.zones) : z.subnet_ids]))
+  all_subnets  = sort(tolist(local.subnet_ids))
+
+  common_settings = {
+    log_format = "json"
+    log_level  = var.log_level
+    upstream   = { bootstrap_servers = var.bootstrap_servers }
+    wal = {
+      bucket      = var.wal.bucket
+      prefix      = var.wal.prefix
+      region      = var.region
+      cache_bytes = var.wal.cache_bytes
+    }
+    audit = { output = var.audit_output }
+  }
+}
+
+data "aws_subnet" "agent" {
+  for_each = local.subnet_ids
+  id       = each.value
+}
+
+module "config" {
+  source   = "../config"
+  for_each = var.zones
+  settings = merge(local.common_settings, {
+    zone = each.key
+    # The agent serves notifications (and /metrics) on the task's ENI.
+    agent = {
+      listen_host  = "0.0.0.0"
+      listen_port  = var.agent_port
+      metrics_port = var.metrics_port
+    }
+  })
+}
+
+module "gc_config" {
+  source   = "../config"
+  settings = local.common_settings
+}
+
+resource "aws_cloudwatch_log_group" "this" {
+  #checkov:skip=CKV_AWS_158:encrypted by CloudWatch Logs by default; pass log_kms_key_arn for a customer key (logs carry no payload or secrets)
+  name              = "/azsidecar/${var.name_prefix}"
+  retention_in_days = var.log_retention_days
+  kms_key_id        = var.log_kms_key_arn
+  tags              = var.tags
+}
+
+resource "aws_service_discovery_private_dns_namespace" "agents" {
+  name        = var.namespace_name
+  description = "azsidecar agent endpoints, one name per AZ id"
+  vpc         = var.vpc_id
+  tags        = var.tags
+}
+
+resource "aws_service_discovery_service" "agent" {
+  for_each = var.zones
+  name     = each.key
+  dns_config {
+    namespace_id   = aws_service_discovery_private_dns_namespace.agents.id
+    routing_policy = "MULTIVALUE"
+    dns_records {
+      # Short TTL: a replaced task's address must leave the sidecars' resolvers quickly.
+      ttl  = 10
+      type = "A"
+    }
+  }
+  tags = var.tags
+}
+
+resource "aws_ecs_task_definition" "agent" {
+  for_each                 = var.zones
+  family                   = "${var.name_prefix}-agent-${each.key}"
+  requires_compatibilities = ["FARGATE"]
+  network_mode             = "awsvpc"
+  cpu                      = tostring(var.task_size.cpu)
+  memory                   = tostring(var.task_size.memory)
+  task_role_arn            = var.task_role_arn
+  execution_role_arn       = var.execution_role_arn
+
+  volume {
+    name = "azsidecar-run"
+  }
+
+  container_definitions = jsonencode([{
+    name                   = "agent"
+    image                  = var.image
+    essential              = true
+    readonlyRootFilesystem = true
+    entryPoint             = ["/bin/sh", "-c"]
+    command                = ["${local.write_config} && exec azsidecar agent --config ${local.config_file} --zone ${each.key}"]
+    environment            = [{ name = "AZSIDECAR_CONFIG_TOML", value = module.config[each.key].toml }]
+    secrets                = [{ name = "AZSIDECAR_NOTIFY_HMAC_KEYS", valueFrom = var.hmac_secret_arn }]
+    portMappings = [
+      { containerPort = var.agent_port, protocol = "tcp", name = "notify" },
+      { containerPort = var.metrics_port, protocol = "tcp", name = "metrics" },
+    ]
+    mountPoints = [{ sourceVolume = "azsidecar-run", containerPath = local.run_dir, readOnly = false }]
+    ulimits     = [{ name = "nofile", softLimit = 65536, hardLimit = 65536 }]
+    # Matches the proxy's shutdown grace: in-flight appends finish before SIGKILL.
+    stopTimeout = 30
+    logConfiguration = {
+      logDriver = "awslogs"
+      options = {
+        awslogs-group         = aws_cloudwatch_log_group.this.name
+        awslogs-region        = var.region
+        awslogs-stream-prefix = "agent-${each.key}"
+      }
+    }
+  }])
+  tags = var.tags
+}
+
+resource "aws_ecs_service" "agent" {
+  for_each                           = var.zones
+  name                               = "${var.name_prefix}-agent-${each.key}"
+  cluster                            = var.ecs_cluster_arn
+  task_definition                    = aws_ecs_task_definition.agent[each.key].arn
+  desired_count                      = each.value.desired_count
+  launch_type                        = "FARGATE"
+  platform_version                   = "LATEST"
+  deployment_minimum_healthy_percent = 100
+  deployment_maximum_percent         = 200
+  propagate_tags                     = "SERVICE"
+
+  network_configuration {
+    subnets          = each.value.subnet_ids
+    security_groups  = var.security_group_ids
+    assign_public_ip = false
+  }
+
+  service_registries {
+    registry_arn = aws_service_discovery_service.agent[each.key].arn
+  }
+
+  deployment_circuit_breaker {
+    enable   = true
+    rollback = true
+  }
+
+  lifecycle {
+    precondition {
+      condition     = alltrue([for s in each.value.subnet_ids : data.aws_subnet.agent[s].availability_zone_id == each.key])
+      error_message = "Every subnet of zone ${each.key} must be in that availability zone."
+    }
+  }
+  tags = var.tags
+}
+
+# GC talks only to S3 (free from any zone), so one task anywhere in the region is enough.
+resource "aws_ecs_task_definition" "gc" {
+  family                   = "${var.name_prefix}-gc"
+  requires_compatibilities = ["FARGATE"]
+  network_mode             = "awsvpc"
+  cpu                      = "256"
+  memory                   = "512"
+  task_role_arn            = var.gc_role_arn
+  execution_role_arn       = var.execution_role_arn
+
+  volume {
+    name = "azsidecar-run"
+  }
+
+  container_definitions = jsonencode([{
+    name                   = "gc"
+    image                  = var.image
+    essential              = true
+    readonlyRootFilesystem = true
+    entryPoint             = ["/bin/sh", "-c"]
+    command                = ["${local.write_config} && exec azsidecar gc --config ${local.config_file}"]
+    environment            = [{ name = "AZSIDECAR_CONFIG_TOML", value = module.gc_config.toml }]
+    mountPoints            = [{ sourceVolume = "azsidecar-run", containerPath = local.run_dir, readOnly = false }]
+    logConfiguration = {
+      logDriver = "awslogs"
+      options = {
+        awslogs-group         = aws_cloudwatch_log_group.this.name
+        awslogs-region        = var.region
+        awslogs-stream-prefix = "gc"
+      }
+    }
+  }])
+  tags = var.tags
+}
+
+resource "aws_ecs_service" "gc" {
+  name                               = "${var.name_prefix}-gc"
+  cluster                            = var.ecs_cluster_arn
+  task_definition                    = aws_ecs_task_definition.gc.arn
+  desired_count                      = 1
+  launch_type                        = "FARGATE"
+  platform_version                   = "LATEST"
+  deployment_minimum_healthy_percent = 0
+  deployment_maximum_percent         = 100
+  propagate_tags                     = "SERVICE"
+
+  network_configuration {
+    subnets          = local.all_subnets
+    security_groups  = var.security_group_ids
+    assign_public_ip = false
+  }
+  tags = var.tags
+}

@@ -1,0 +1,4 @@
+output "toml" {
+  description = "The rendered azsidecar configuration file (TOML); contains no secrets."
+  value       = local.toml
+}

@@ -1,0 +1,254 @@
+# Least-privilege roles and policies. Each component gets only the S3 actions on the key
+# prefixes it touches (docs/deploy.md lists them); KMS actions are those SSE-KMS needs:
+# GenerateDataKey to write an encrypted object, Decrypt to read one.
+#
+# The sidecar shares its task's role with the producer (ECS roles are per task), so the
+# proxy permissions are a managed policy to attach to the producer's role; a ready role is
+# created too for the example and for EC2 hosts.
+
+locals {
+  wal_objects        = "${var.bucket_arn}/${var.prefixes.wal}*"
+  checkpoint_objects = "${var.bucket_arn}/${var.prefixes.wal}${var.prefixes.checkpoint_segment}/*"
+  audit_objects      = "${var.bucket_arn}/${var.prefixes.audit}*"
+  hmac_in_ssm        = can(regex("^arn:aws[a-z-]*:ssm:", var.hmac_secret_arn))
+}
+
+# ------------------------------------------------------------------ policies
+
+data "aws_iam_policy_document" "proxy" {
+  # Get: a retried PUT that gets 412 reads the object back to see whether it was ours.
+  # List: taking an epoch lists this writer's epoch markers.
+  statement {
+    sid       = "ListEpochMarkers"
+    actions   = ["s3:ListBucket"]
+    resources = [var.bucket_arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["${var.prefixes.wal}${var.prefixes.epoch_segment}/*"]
+    }
+  }
+  statement {
+    sid       = "WalObjectsWriteRead"
+    actions   = ["s3:PutObject", "s3:GetObject"]
+    resources = [local.wal_objects]
+  }
+  statement {
+    sid       = "AuditRecordsWrite"
+    actions   = ["s3:PutObject"]
+    resources = [local.audit_objects]
+  }
+  statement {
+    sid       = "BucketKeyUse"
+    actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
+    resources = [var.kms_key_arn]
+  }
+}
+
+data "aws_iam_policy_document" "agent" {
+  statement {
+    sid       = "WalObjectsRead"
+    actions   = ["s3:GetObject"]
+    resources = [local.wal_objects]
+  }
+  statement {
+    sid       = "CheckpointsWrite"
+    actions   = ["s3:PutObject"]
+    resources = [local.checkpoint_objects]
+  }
+  statement {
+    sid       = "AuditRecordsWrite"
+    actions   = ["s3:PutObject"]
+    resources = [local.audit_objects]
+  }
+  statement {
+    sid       = "BucketKeyUse"
+    actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
+    resources = [var.kms_key_arn]
+  }
+}
+
+# GC lists objects and checkpoints, reads object headers, deletes applied objects and
+# their checkpoints. All of it lives under the WAL prefix.
+data "aws_iam_policy_document" "gc" {
+  statement {
+    sid       = "ListWalPrefix"
+    actions   = ["s3:ListBucket"]
+    resources = [var.bucket_arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["${var.prefixes.wal}*"]
+    }
+  }
+  statement {
+    sid       = "WalObjectsReadDelete"
+    actions   = ["s3:GetObject", "s3:DeleteObject"]
+    resources = [local.wal_objects]
+  }
+  statement {
+    sid       = "BucketKeyDecrypt"
+    actions   = ["kms:Decrypt"]
+    resources = [var.kms_key_arn]
+  }
+}
+
+data "aws_iam_policy_document" "audit_reader" {
+  statement {
+    sid       = "ListAudit"
+    actions   = ["s3:ListBucket"]
+    resources = [var.bucket_arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["${var.prefixes.audit}*"]
+    }
+  }
+  statement {
+    sid       = "AuditRecordsRead"
+    actions   = ["s3:GetObject"]
+    resources = [local.audit_objects]
+  }
+  statement {
+    sid       = "BucketKeyDecrypt"
+    actions   = ["kms:Decrypt"]
+    resources = [var.kms_key_arn]
+  }
+}
+
+data "aws_iam_policy_document" "hmac_secret" {
+  statement {
+    sid       = "ReadNotifyHmacKeys"
+    actions   = local.hmac_in_ssm ? ["ssm:GetParameters"] : ["secretsmanager:GetSecretValue"]
+    resources = [var.hmac_secret_arn]
+  }
+  dynamic "statement" {
+    for_each = var.hmac_secret_kms_key_arn == null ? [] : [var.hmac_secret_kms_key_arn]
+    content {
+      sid       = "DecryptNotifyHmacKeys"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+    }
+  }
+}
+
+resource "aws_iam_policy" "proxy" {
+  name        = "${var.name_prefix}-proxy"
+  description = "azsidecar proxy (sidecar): write and read WAL objects, write audit records."
+  policy      = data.aws_iam_policy_document.proxy.json
+  tags        = var.tags
+}
+
+resource "aws_iam_policy" "agent" {
+  name        = "${var.name_prefix}-agent"
+  description = "azsidecar agent: read WAL objects, write checkpoints and audit records."
+  policy      = data.aws_iam_policy_document.agent.json
+  tags        = var.tags
+}
+
+resource "aws_iam_policy" "gc" {
+  name        = "${var.name_prefix}-gc"
+  description = "azsidecar gc: list, read and delete applied WAL objects and their checkpoints."
+  policy      = data.aws_iam_policy_document.gc.json
+  tags        = var.tags
+}
+
+resource "aws_iam_policy" "audit_reader" {
+  name        = "${var.name_prefix}-audit-reader"
+  description = "Spark audit jobs: list and read audit records."
+  policy      = data.aws_iam_policy_document.audit_reader.json
+  tags        = var.tags
+}
+
+resource "aws_iam_policy" "hmac_secret" {
+  name        = "${var.name_prefix}-hmac-secret"
+  description = "ECS execution role: read the notification HMAC keys to inject them as AZSIDECAR_NOTIFY_HMAC_KEYS."
+  policy      = data.aws_iam_policy_document.hmac_secret.json
+  tags        = var.tags
+}
+
+# ------------------------------------------------------------------ roles
+
+data "aws_iam_policy_document" "assume_ecs_tasks" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ecs-tasks.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "assume_proxy" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = sort(tolist(var.proxy_trusted_services))
+    }
+  }
+}
+
+resource "aws_iam_role" "proxy" {
+  name               = "${var.name_prefix}-proxy"
+  description        = "Producer task or host running the azsidecar sidecar."
+  assume_role_policy = data.aws_iam_policy_document.assume_proxy.json
+  tags               = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "proxy" {
+  role       = aws_iam_role.proxy.name
+  policy_arn = aws_iam_policy.proxy.arn
+}
+
+resource "aws_iam_instance_profile" "proxy" {
+  for_each = contains(tolist(var.proxy_trusted_services), "ec2.amazonaws.com") ? toset(["ec2"]) : toset([])
+  name     = "${var.name_prefix}-proxy"
+  role     = aws_iam_role.proxy.name
+  tags     = var.tags
+}
+
+resource "aws_iam_role" "agent" {
+  name               = "${var.name_prefix}-agent"
+  description        = "azsidecar agent ECS tasks (one service per AZ)."
+  assume_role_policy = data.aws_iam_policy_document.assume_ecs_tasks.json
+  tags               = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "agent" {
+  role       = aws_iam_role.agent.name
+  policy_arn = aws_iam_policy.agent.arn
+}
+
+resource "aws_iam_role" "gc" {
+  name               = "${var.name_prefix}-gc"
+  description        = "Scheduled azsidecar gc ECS task."
+  assume_role_policy = data.aws_iam_policy_document.assume_ecs_tasks.json
+  tags               = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "gc" {
+  role       = aws_iam_role.gc.name
+  policy_arn = aws_iam_policy.gc.arn
+}
+
+# One execution role for every azsidecar task: image pull, log delivery (AWS managed
+# policy) and the HMAC secret. It is never the role the application code runs as.
+resource "aws_iam_role" "execution" {
+  name               = "${var.name_prefix}-ecs-execution"
+  description        = "ECS execution role of azsidecar tasks: pull image, ship logs, inject the HMAC keys."
+  assume_role_policy = data.aws_iam_policy_document.assume_ecs_tasks.json
+  tags               = var.tags
+}
+
+data "aws_partition" "current" {}
+
+resource "aws_iam_role_policy_attachment" "execution_managed" {
+  role       = aws_iam_role.execution.name
+  policy_arn = "arn:${data.aws_partition.current.partition}:iam::aws:policy/service-role/AmazonECSTaskExecutionRolePolicy"
+}
+
+resource "aws_iam_role_policy_attachment" "execution_hmac" {
+  role       = aws_iam_role.execution.name
+  policy_arn = aws_iam_policy.hmac_secret.arn
+}
