@@ -1,0 +1,49 @@
+"""One local SparkSession for the whole spark_audit test package, plus input helpers.
+
+Startup is the expensive part (~10 s of JVM), so the session is session-scoped and kept
+small: 2 local cores, 2 shuffle partitions, no UI, UTC hours.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+H0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture(scope="session")
+def spark():
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[2]")
+        .appName("azsidecar-audit-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def write_jsonl(path: Path, records: list[dict], extra_lines: tuple[str, ...] = ()) -> Path:
+    """Write records (and raw extra lines) as one gzip JSON lines file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+        for line in extra_lines:
+            f.write(line + "\n")
+    return path
+
+
+def rec(kind: str, zone: str, ts_ms: int = H0_MS, version: int = 2, **fields) -> dict:
+    return {"schema_version": version, "kind": kind, "ts_ms": ts_ms, "zone": zone, **fields}

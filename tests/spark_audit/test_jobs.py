@@ -1,0 +1,270 @@
+"""The audit metrics on hand-built records; every expected number is worked out in comments.
+
+Prices are the defaults (router.config.Prices): a byte that crosses costs
+2 * $0.01 / 1e9 = $2e-11; a PUT $0.005/1000 = $5e-6; a GET $0.0004/1000 = $4e-7.
+Produce overhead per batch a direct produce would add: 41 bytes (jobs.PRODUCE_OVERHEAD_BYTES).
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import Row
+from pyspark.testing import assertDataFrameEqual
+
+from router.config import Prices
+from spark_audit import jobs
+from spark_audit._io import InputError, read_records
+from tests.spark_audit.conftest import H0_MS, HOUR_MS, rec, write_jsonl
+
+H0 = "2026-01-01T00:00Z"
+H1 = "2026-01-01T01:00Z"
+MONEY = {"rtol": 1e-9, "atol": 1e-15}  # dollars here are 1e-8..1e-4: compare relatively
+
+
+def scenario() -> list[dict]:
+    """Hour 0: az1 sends to az2 (WAL + one direct) and az3 (WAL) in one object k1, plus a
+    local batch. Hour 1: az2 sends two tiny batches to az1 through object k2, which costs
+    more in requests than it saves in transfer."""
+    t1 = H0_MS + HOUR_MS + 5
+    return [
+        # hour 0, source az1
+        rec("produce_batch", "az1", leader_zone="az2", route="wal", bytes=4_000_000, records=100, wire_bytes=0,
+            error_code=0, latency_ms=50.0, topic="t", partition=0),
+        rec("produce_batch", "az1", leader_zone="az2", route="wal", bytes=6_000_000, records=200, wire_bytes=0,
+            error_code=0, latency_ms=70.0, topic="t", partition=1),
+        rec("produce_batch", "az1", leader_zone="az2", route="direct_cross", bytes=1_000_000, records=10,
+            wire_bytes=1_000_200, error_code=0, latency_ms=5.0, topic="t", partition=2),
+        rec("produce_batch", "az1", leader_zone="az3", route="wal", bytes=2_000_000, records=50, wire_bytes=0,
+            error_code=0, latency_ms=60.0, topic="t", partition=3),
+        rec("produce_batch", "az1", leader_zone="az1", route="local", bytes=500_000, records=5, wire_bytes=0,
+            error_code=0, latency_ms=2.0, topic="t", partition=4),
+        rec("wal_flush", "az1", key="k1", bytes=12_000_200, entries=3, zones="az2,az3", put_requests=1,
+            attempts=1, ok=True, reason="size"),
+        rec("notification", "az1", dest_zone="az2", key="k1", entries=2, request_bytes=300, response_bytes=100),
+        rec("notification", "az1", dest_zone="az3", key="k1", entries=1, request_bytes=200, response_bytes=50),
+        rec("agent_read", "az2", source_zone="az1", key="k1", gets=2, cache_hits=3, cache_misses=1,
+            bytes=10_000_000, bytes_from_cache=4_000_000),
+        # a second read of the same share (a retried notification) served from the cache
+        rec("agent_read", "az2", source_zone="az1", key="k1", gets=0, cache_hits=2, cache_misses=0,
+            bytes=10_000_000, bytes_from_cache=10_000_000),
+        rec("agent_read", "az3", source_zone="az1", key="k1", gets=1, cache_hits=0, cache_misses=2,
+            bytes=2_000_000, bytes_from_cache=0),
+        rec("metadata_lookup", "az1", topic="t", partition=0, leader_zone="az2", cache="hit"),
+        rec("metadata_lookup", "az1", topic="t", partition=1, leader_zone="az2", cache="hit"),
+        rec("metadata_lookup", "az1", topic="t", partition=2, leader_zone="az2", cache="hit"),
+        rec("metadata_lookup", "az1", topic="t", partition=3, leader_zone="az3", cache="miss"),
+        # hour 1, source az2: tiny objects
+        rec("produce_batch", "az2", t1, leader_zone="az1", route="wal", bytes=1_000, records=1, wire_bytes=0,
+            error_code=0, latency_ms=80.0, topic="t", partition=0),
+        rec("produce_batch", "az2", t1, leader_zone="az1", route="wal", bytes=3_000, records=1, wire_bytes=0,
+            error_code=0, latency_ms=120.0, topic="t", partition=1),
+        rec("wal_flush", "az2", t1, key="k2", bytes=4_100, entries=2, zones="az1", put_requests=2, attempts=2,
+            ok=True, reason="linger"),
+        rec("notification", "az2", t1, dest_zone="az1", key="k2", entries=2, request_bytes=200, response_bytes=80),
+        rec("agent_read", "az1", t1, source_zone="az2", key="k2", gets=1, cache_hits=0, cache_misses=1,
+            bytes=4_000, bytes_from_cache=0),
+        rec("metadata_lookup", "az2", t1, topic="t", partition=0, leader_zone="az1", cache="miss"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def records(spark, tmp_path_factory):
+    path = write_jsonl(tmp_path_factory.mktemp("audit") / "date=2026-01-01/hour=00/zone=az1/p-1-1.jsonl.gz",
+                       scenario())
+    df, summary = read_records(spark, str(path.parent.parent.parent.parent))
+    yield df
+    df.unpersist()
+
+
+SAVINGS_COLUMNS = [
+    "hour", "source_zone", "leader_zone",
+    "batches_local", "batches_direct_cross", "batches_wal",
+    "records_local", "records_direct_cross", "records_wal",
+    "bytes_local", "bytes_direct_cross", "bytes_wal",
+    "direct_equivalent_bytes", "direct_cross_wire_bytes", "notification_bytes",
+    "s3_put_requests", "s3_get_requests", "crossed_bytes", "cross_bytes_avoided",
+    "direct_transfer_usd", "transfer_avoided_usd", "s3_put_usd", "s3_get_usd",
+    "net_savings_usd", "savings_ratio",
+]
+
+
+def row(columns, *values):
+    assert len(columns) == len(values)
+    return Row(**dict(zip(columns, values)))
+
+
+def test_savings_per_hour_and_zone_pair(records):
+    actual = jobs.savings(records, Prices())
+    assert actual.columns == SAVINGS_COLUMNS
+    expected = [
+        # az1 -> az1: one local batch; nothing would cross, nothing crossed, nothing saved.
+        row(SAVINGS_COLUMNS, H0, "az1", "az1", 1, 0, 0, 5, 0, 0, 500_000, 0, 0,
+            0, 0, 0, 0.0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, None),
+        # az1 -> az2: direct equivalent = (4_000_000+41) + (6_000_000+41) + (1_000_000+41) = 11_000_123;
+        # crossed = direct_cross wire 1_000_200 + notification 300+100 = 1_000_600;
+        # avoided = 11_000_123 - 1_000_600 = 9_999_523.
+        # $: direct 11_000_123 * 2e-11 = 2.2000246e-4; avoided 9_999_523 * 2e-11 = 1.9999046e-4;
+        # PUTs: k1 names two zones, 1 PUT / 2 = 0.5 -> 2.5e-6; GETs 2 + 0 -> 8e-7;
+        # net = 1.9999046e-4 - 2.5e-6 - 8e-7 = 1.9669046e-4; ratio = net / 2.2000246e-4.
+        row(SAVINGS_COLUMNS, H0, "az1", "az2", 0, 1, 2, 0, 10, 300, 0, 1_000_000, 10_000_000,
+            11_000_123, 1_000_200, 400, 0.5, 2, 1_000_600, 9_999_523,
+            2.2000246e-4, 1.9999046e-4, 2.5e-6, 8e-7, 1.9669046e-4, 1.9669046e-4 / 2.2000246e-4),
+        # az1 -> az3: direct equivalent 2_000_000 + 41 = 2_000_041; crossed = notification 250;
+        # avoided 1_999_791; $ direct 4.000082e-5, avoided 3.999582e-5; PUT 0.5 -> 2.5e-6;
+        # GET 1 -> 4e-7; net = 3.999582e-5 - 2.9e-6 = 3.709582e-5.
+        row(SAVINGS_COLUMNS, H0, "az1", "az3", 0, 0, 1, 0, 0, 50, 0, 0, 2_000_000,
+            2_000_041, 0, 250, 0.5, 1, 250, 1_999_791,
+            4.000082e-5, 3.999582e-5, 2.5e-6, 4e-7, 3.709582e-5, 3.709582e-5 / 4.000082e-5),
+        # az2 -> az1, the WAL losing money: direct equivalent 1_041 + 3_041 = 4_082; crossed 280;
+        # avoided 3_802 -> $7.604e-8 (direct $8.164e-8); 2 PUTs (a retry) $1e-5; 1 GET $4e-7;
+        # net = 7.604e-8 - 1e-5 - 4e-7 = -1.032396e-5; ratio -1.032396e-5 / 8.164e-8 = -126.5.
+        row(SAVINGS_COLUMNS, H1, "az2", "az1", 0, 0, 2, 0, 0, 2, 0, 0, 4_000,
+            4_082, 0, 280, 2.0, 1, 280, 3_802,
+            8.164e-8, 7.604e-8, 1e-5, 4e-7, -1.032396e-5, -1.032396e-5 / 8.164e-8),
+    ]
+    assertDataFrameEqual(actual, expected, checkRowOrder=True, **MONEY)
+
+
+def test_savings_uses_prices_given(records):
+    # Cross-AZ at $0.05/GB each way: a crossing byte costs 1e-10. az1 -> az3 avoided
+    # 1_999_791 bytes -> 1.999791e-4; PUT $0.01/1000 * 0.5 = 5e-6; GET $0.001/1000 * 1 = 1e-6.
+    prices = Prices(s3_put_per_1000=0.01, s3_get_per_1000=0.001, cross_az_per_gb_each_way=0.05)
+    actual = (jobs.savings(records, prices).filter("leader_zone = 'az3'")
+              .select("transfer_avoided_usd", "s3_put_usd", "s3_get_usd", "net_savings_usd"))
+    assertDataFrameEqual(actual, [Row(transfer_avoided_usd=1.999791e-4, s3_put_usd=5e-6, s3_get_usd=1e-6,
+                                      net_savings_usd=1.999791e-4 - 6e-6)], **MONEY)
+
+
+BREAK_EVEN_COLUMNS = [
+    "size_bucket_bytes", "objects", "mean_object_bytes", "entries", "put_requests", "get_requests",
+    "notification_bytes", "transfer_avoided_usd", "request_usd", "net_savings_usd",
+    "net_savings_usd_per_object", "break_even_object_bytes",
+]
+
+
+def test_break_even_by_object_size(records):
+    actual = jobs.break_even(records, Prices())
+    assert actual.columns == BREAK_EVEN_COLUMNS
+    expected = [
+        # k2: 4_100 bytes -> bucket 2^12 = 4_096. GETs 1, notifications 200+80 = 280.
+        # avoided = (4_100 + 2*41 - 280) * 2e-11 = 3_902 * 2e-11 = 7.804e-8;
+        # requests = 2 * 5e-6 + 1 * 4e-7 = 1.04e-5; net = 7.804e-8 - 1.04e-5 = -1.032196e-5;
+        # break-even = 1.04e-5 / 2e-11 + 280 - 82 = 520_000 + 198 = 520_198 bytes.
+        row(BREAK_EVEN_COLUMNS, 4_096, 1, 4_100.0, 2, 2, 1, 280,
+            7.804e-8, 1.04e-5, -1.032196e-5, -1.032196e-5, 520_198.0),
+        # k1: 12_000_200 bytes -> bucket 2^23 = 8_388_608. GETs 2 + 0 + 1 = 3; notifications 400 + 250 = 650.
+        # avoided = (12_000_200 + 3*41 - 650) * 2e-11 = 11_999_673 * 2e-11 = 2.3999346e-4;
+        # requests = 5e-6 + 3 * 4e-7 = 6.2e-6; net = 2.3379346e-4;
+        # break-even = 6.2e-6 / 2e-11 + 650 - 123 = 310_000 + 527 = 310_527 bytes.
+        row(BREAK_EVEN_COLUMNS, 8_388_608, 1, 12_000_200.0, 3, 1, 3, 650,
+            2.3999346e-4, 6.2e-6, 2.3379346e-4, 2.3379346e-4, 310_527.0),
+    ]
+    assertDataFrameEqual(actual, expected, checkRowOrder=True, **MONEY)
+
+
+def test_agent_cache_hit_rates(records):
+    columns = ["hour", "zone", "reads", "cache_hits", "cache_misses", "lookups", "hit_rate",
+               "bytes", "bytes_from_cache", "byte_hit_rate", "gets"]
+    actual = jobs.agent_cache(records)
+    assert actual.columns == columns
+    expected = [
+        # az2 hour 0: two reads, hits 3 + 2 = 5, misses 1 + 0 = 1 -> 5/6;
+        # bytes 20_000_000, from cache 4_000_000 + 10_000_000 = 14_000_000 -> 0.7; GETs 2.
+        row(columns, H0, "az2", 2, 5, 1, 6, 5 / 6, 20_000_000, 14_000_000, 0.7, 2),
+        # az3 hour 0: one read, 0 hits of 2 lookups.
+        row(columns, H0, "az3", 1, 0, 2, 2, 0.0, 2_000_000, 0, 0.0, 1),
+        # az1 hour 1: one read, one miss.
+        row(columns, H1, "az1", 1, 0, 1, 1, 0.0, 4_000, 0, 0.0, 1),
+    ]
+    assertDataFrameEqual(actual.orderBy("hour", "zone"), expected, checkRowOrder=True)
+
+
+def test_metadata_cache_hit_rates(records):
+    columns = ["hour", "zone", "lookups", "hits", "misses", "hit_rate"]
+    actual = jobs.metadata_cache(records)
+    assert actual.columns == columns
+    # az1 hour 0: hit, hit, hit, miss -> 3/4; az2 hour 1: one miss -> 0.
+    assertDataFrameEqual(actual, [row(columns, H0, "az1", 4, 3, 1, 0.75), row(columns, H1, "az2", 1, 0, 1, 0.0)],
+                         checkRowOrder=True)
+
+
+def test_latency_percentiles(spark, tmp_path):
+    # local az1->az1: 20 good batches of 1..20 ms and one failed batch of 1000 ms (left out of
+    # the percentiles). percentile_approx at this size is the nearest-rank percentile, the
+    # ceil(p * n)-th smallest: p50 -> 10th = 10, p95 -> 19th = 19, p99 -> ceil(19.8) = 20th = 20.
+    # mean (1+...+20)/20 = 10.5, max 20.
+    # wal az2->az1: 80 and 120 ms: p50 -> 1st = 80, p95/p99 -> 2nd = 120, mean 100.
+    batches = [rec("produce_batch", "az1", leader_zone="az1", route="local", bytes=1, records=1,
+                   error_code=0, latency_ms=float(ms)) for ms in range(20, 0, -1)]
+    batches.append(rec("produce_batch", "az1", leader_zone="az1", route="local", bytes=1, records=1,
+                       error_code=6, latency_ms=1000.0))
+    batches += [rec("produce_batch", "az2", leader_zone="az1", route="wal", bytes=1, records=1,
+                    error_code=0, latency_ms=ms) for ms in (120.0, 80.0)]
+    df, _ = read_records(spark, str(write_jsonl(tmp_path / "lat.jsonl.gz", batches)))
+    columns = ["route", "source_zone", "leader_zone", "batches", "errors", "p50_ms", "p95_ms", "p99_ms",
+               "mean_ms", "max_ms"]
+    actual = jobs.latency(df)
+    assert actual.columns == columns
+    assertDataFrameEqual(actual, [
+        row(columns, "local", "az1", "az1", 21, 1, 10.0, 19.0, 20.0, 10.5, 20.0),
+        row(columns, "wal", "az2", "az1", 2, 0, 80.0, 120.0, 120.0, 100.0, 120.0),
+    ], checkRowOrder=True)
+    df.unpersist()
+
+
+def test_older_schema_version_still_reads(spark, tmp_path):
+    # v1 records: no audit_drop.reason (added in v2), and a produce_batch written by an
+    # older proxy without the timing breakdown or wire_bytes.
+    old = [
+        rec("produce_batch", "az1", version=1, leader_zone="az2", route="wal", bytes=10_000, records=3,
+            latency_ms=40.0),
+        rec("audit_drop", "az1", version=1, dropped_kind="produce_batch", dropped=7),
+        rec("audit_drop", "az1", version=2, dropped_kind="wal_flush", dropped=1, reason="invalid"),
+    ]
+    df, summary = read_records(spark, str(write_jsonl(tmp_path / "old.jsonl.gz", old)))
+    assert summary.versions == {1: 2, 2: 1}
+    assert summary.corrupt_lines == 0
+    # 10_000 + 41 = 10_041 bytes would have crossed; nothing crossed (no notification record).
+    assertDataFrameEqual(
+        jobs.savings(df, Prices()).select("bytes_wal", "direct_equivalent_bytes", "cross_bytes_avoided"),
+        [Row(bytes_wal=10_000, direct_equivalent_bytes=10_041, cross_bytes_avoided=10_041)])
+    # A v1 drop record means the queue was full.
+    assertDataFrameEqual(jobs.writer_drops(df), [
+        Row(zone="az1", dropped_kind="produce_batch", reason="queue_full", dropped=7),
+        Row(zone="az1", dropped_kind="wal_flush", reason="invalid", dropped=1),
+    ], checkRowOrder=True)
+    df.unpersist()
+
+
+def test_corrupt_lines_are_counted_not_dropped(spark, tmp_path):
+    good = [rec("metadata_lookup", "az1", topic="t", partition=0, leader_zone="az1", cache="hit")] * 3
+    bad = (
+        "this is not json",
+        '{"schema_version":2,"kind":"produce_batch","ts_ms":1,"zone":"az1","bytes":"lots"}',  # wrong type
+        '{"schema_version":2,"kind":"produce_batch","ts_ms":1,"zone":"az1","bytes":12.5}',  # fraction in a long
+        '{"schema_version":2,"kind":"mystery","ts_ms":1,"zone":"az1"}',  # unknown kind
+        '{"schema_version":9,"kind":"metadata_lookup","ts_ms":1,"zone":"az1","cache":"hit","new_field":1}',
+    )
+    df, summary = read_records(spark, str(write_jsonl(tmp_path / "mixed.jsonl.gz", good, bad)))
+    assert (summary.lines, summary.corrupt_lines, summary.unknown_kind_lines) == (8, 3, 1)
+    assert summary.records_by_kind == {"metadata_lookup": 4}
+    assert summary.newer_version_lines == 1
+    assert summary.corrupt_samples[0] == "this is not json"
+    message = summary.message()
+    assert "corrupt lines (not JSON, or a value of the wrong type): 3" in message
+    assert "lines without a known kind: 1" in message
+    assert "1 records are from a newer schema" in message
+    assert df.count() == 4
+    df.unpersist()
+
+
+def test_missing_and_empty_input_are_clear_errors(spark, tmp_path):
+    from spark_audit._io import resolve_input
+
+    with pytest.raises(InputError, match="no such file or directory"):
+        resolve_input(spark, str(tmp_path / "nowhere"), None, tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no audit files found"):
+        read_records(spark, str(tmp_path / "empty"))
+    with pytest.raises(InputError, match=r"no valid audit records[\s\S]*corrupt lines \(not JSON, or a value of the wrong type\): 2"):
+        read_records(spark, str(write_jsonl(tmp_path / "junk.jsonl.gz", [], ("junk", "more junk"))))
