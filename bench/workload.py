@@ -188,7 +188,8 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
     return summary
 
 
-def verify(bootstrap: str, summaries: Sequence[dict], timeout_s: float = 300.0) -> dict:
+def verify(bootstrap: str, summaries: Sequence[dict], timeout_s: float = 300.0,
+           idle_timeout_s: float = VERIFY_IDLE_TIMEOUT_S) -> dict:
     """Consume every partition named in the summaries and check exactly-once, in-order delivery.
 
     Returns {"ok", "records", "problems", ...}; a delivery problem (missing, duplicate,
@@ -230,7 +231,7 @@ def verify(bootstrap: str, summaries: Sequence[dict], timeout_s: float = 300.0) 
             if not draining and all(next_offset[tp] >= high[tp] for tp in tps):
                 draining = True  # all expected records read; anything more is a duplicate
             now = time.monotonic()
-            if not draining and (now > deadline or now - last_progress > VERIFY_IDLE_TIMEOUT_S):
+            if not draining and (now > deadline or now - last_progress > idle_timeout_s):
                 behind = {tp: (next_offset[tp], high[tp]) for tp in tps if next_offset[tp] < high[tp]}
                 problem(f"log ends before the expected records (next offset, expected end): {behind}")
                 break

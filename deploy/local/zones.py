@@ -407,7 +407,9 @@ def _build_netns(run_id: str, names: Sequence[str]) -> tuple[list[Zone], str]:
     _ip("netns", "add", s3_ns)
     _ip("-n", s3_ns, "link", "set", "lo", "up")
     _sysctl_in(s3_ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-    _ip("link", "add", bridge, "type", "bridge")
+    # No multicast snooping: with it the bridge itself joins 224.0.0.106 and sends IGMP
+    # reports to every port, bytes no zone sent.
+    _ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
     _disable_ipv6_root(bridge)
     _ip("link", "set", bridge, "up")
     zones = []

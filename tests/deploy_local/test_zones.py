@@ -1,0 +1,213 @@
+"""The three-zone environment: namespaces come and go, the bridge meter counts what crosses.
+
+Needs root (network namespaces); skipped otherwise. Every test builds its own
+environment with a unique run id, so parallel runs of these tests do not collide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from deploy.local.scenario import TopicSpec, Workload, run_baseline
+from deploy.local.zones import PREFIX, cleanup_leftovers, three_zones
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates network namespaces, veths and a bridge"),
+]
+
+PAYLOAD_BYTES = 1_000_000
+# Per-packet bytes the veth counters add on top of TCP payload, by hand:
+# Ethernet 14 + IPv4 20 + TCP 20 + options <= 20 (the SYN: MSS 4, SACK-permitted 2,
+# timestamps 10, window scale 3, NOP 1) = 74. Data and ACK segments carry only the
+# timestamps option (12 with padding): 66. ARP is 42, RST 54. So every counted packet
+# adds at most 74 bytes, with or without segmentation offload.
+MAX_HEADER_BYTES_PER_PACKET = 74
+
+RECEIVER = textwrap.dedent("""
+    import socket, sys
+    srv = socket.create_server((sys.argv[1], int(sys.argv[2])))
+    conn, _ = srv.accept()
+    total = 0
+    while chunk := conn.recv(65536):
+        total += len(chunk)
+    conn.close()
+    print(total)
+""")
+SENDER = textwrap.dedent("""
+    import socket, sys, time
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)  # the receiver is still starting: retry the connect
+    s.sendall(b"x" * int(sys.argv[3]))
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)  # EOF once the receiver has read everything and closed
+    s.close()
+""")
+
+
+def _namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def _links() -> set[str]:
+    out = subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
+    return {link["ifname"] for link in json.loads(out)}
+
+
+def _owned(run_id: str) -> set[str]:
+    mark = f"{PREFIX}{run_id}-"
+    return {n for n in _namespaces() | _links() if n.startswith(mark)}
+
+
+def test_everything_is_removed_after_an_exception_in_the_block():
+    class Boom(Exception):
+        pass
+
+    seen = {}
+    with pytest.raises(Boom), three_zones(start_s3=False, start_brokers=False) as env:
+        seen["run_id"] = env.run_id
+        # 4 namespaces (3 zones + s3) and 4 root links (bridge + 3 ports) exist now.
+        assert len(_owned(env.run_id)) == 8
+        assert {z.address for z in env.zones} == {"10.213.0.1", "10.213.0.2", "10.213.0.3"}
+        seen["proc"] = env.run_in_zone(env.zones[0], [sys.executable, "-c", "import time; time.sleep(300)"])
+        raise Boom
+    assert seen["proc"].poll() is not None  # the sleeper was stopped
+    assert _owned(seen["run_id"]) == set()
+
+
+def test_sigterm_tears_everything_down(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        from deploy.local.zones import three_zones
+        with three_zones(start_s3=False, start_brokers=False) as env:
+            print(env.run_id, flush=True)
+            sys.stdin.read()  # block until the test signals us
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = child.stdout.readline().strip()
+        assert run_id, child.stderr.read()
+        assert len(_owned(run_id)) == 8
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+    assert child.returncode != 0
+    assert _owned(run_id) == set()
+
+
+def test_cleanup_leftovers_removes_a_crashed_run_but_not_a_live_one():
+    crash = textwrap.dedent("""
+        import os
+        from deploy.local.zones import three_zones
+        with three_zones(start_s3=False, start_brokers=False) as env:
+            print(env.run_id, flush=True)
+            os._exit(3)  # die without any teardown, like a SIGKILL
+    """)
+    done = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3
+    dead_run = done.stdout.strip()
+    assert dead_run, done.stderr
+    assert len(_owned(dead_run)) == 8
+    with three_zones(start_s3=False, start_brokers=False, cleanup_first=False) as env:
+        removed = cleanup_leftovers()
+        assert f"netns {PREFIX}{dead_run}-use1-az1" in removed
+        assert f"link {PREFIX}{dead_run}-br" in removed
+        assert _owned(dead_run) == set()
+        assert len(_owned(env.run_id)) == 8  # ours is alive: untouched
+
+
+def test_meter_counts_a_known_transfer_between_two_zones():
+    with three_zones(start_s3=False, start_brokers=False) as env:
+        z1, z2, z3 = env.zones
+        receiver = env.run_in_zone(z2, [sys.executable, "-c", RECEIVER, z2.address, "7000"], log_name="rx")
+        meter = env.meter()
+        meter.start()
+        code = env.run_to_completion(z1, [sys.executable, "-c", SENDER, z2.address, "7000", str(PAYLOAD_BYTES)],
+                                     timeout_s=30, log_name="tx")
+        assert receiver.wait(timeout=30) == 0
+        reading = meter.stop()
+        assert code == 0
+        assert receiver.log_path.read_text().strip() == str(PAYLOAD_BYTES)
+    assert reading.metered and reading.status == "metered"
+    a, b, c = (reading.per_zone[z.name] for z in (z1, z2, z3))
+    # Zone 1 sent the payload plus headers; zone 2 received exactly what zone 1 sent
+    # (a bridge port's tx of a unicast frame is the other port's rx).
+    assert PAYLOAD_BYTES <= a.sent_bytes <= PAYLOAD_BYTES + MAX_HEADER_BYTES_PER_PACKET * a.sent_packets
+    assert b.received_bytes == a.sent_bytes
+    # Zone 2 sent only ACKs, FIN and its ARP reply: headers, no payload.
+    assert 0 < b.sent_bytes <= MAX_HEADER_BYTES_PER_PACKET * b.sent_packets
+    assert a.received_bytes == b.sent_bytes
+    # Zone 3 only saw the flooded ARP broadcast (42 bytes, at most one per direction).
+    assert c.sent_bytes == 0
+    assert c.received_bytes <= 2 * 42
+    total = reading.total_bytes
+    assert PAYLOAD_BYTES <= total <= PAYLOAD_BYTES + MAX_HEADER_BYTES_PER_PACKET * reading.total_packets
+
+
+def test_s3_traffic_never_touches_the_bridge():
+    put = textwrap.dedent("""
+        import http.client, sys, urllib.parse
+        e = urllib.parse.urlsplit(sys.argv[1])
+        c = http.client.HTTPConnection(e.hostname, e.port, timeout=30)
+        c.request("PUT", f"/{sys.argv[2]}/obj", body=b"s" * int(sys.argv[3]))
+        sys.exit(0 if c.getresponse().status == 200 else 1)
+    """)
+    with three_zones(start_brokers=False) as env:
+        zone = env.zones[1]
+        s3_before = env.link_counters_s3(zone)
+        meter = env.meter()
+        meter.start()
+        code = env.run_to_completion(zone, [sys.executable, "-c", put, zone.s3_endpoint, env.bucket,
+                                            str(PAYLOAD_BYTES)], timeout_s=60, log_name="put")
+        reading = meter.stop()
+        s3_after = env.link_counters_s3(zone)
+    assert code == 0
+    assert reading.total_bytes == 0
+    assert all(z.sent_bytes == z.received_bytes == 0 for z in reading.per_zone.values())
+    assert s3_after.sent_bytes - s3_before.sent_bytes >= PAYLOAD_BYTES
+
+
+def test_baseline_run_is_exactly_once_and_metered():
+    # Per producer (one per zone): 3,006,000 // 3 // 1000 = 1002 records, alternating
+    # topics, so 501 to "u" (unkeyed, round-robin: 167 per partition) and 501 to "k"
+    # (keyed with key_space=1: every key is "key-0", crc32 % 3 == 0, so all to partition 0).
+    # Cross-zone payload, by hand:
+    #   u: each producer sends 2 of 3 partitions elsewhere: 3 * 334 * 1000 B = 1,002,000
+    #   k: partition 0 leads in use1-az1, so zones 2 and 3 send theirs across:
+    #      2 * 501 * (1000 value + 5 key) B = 1,007,010
+    # total 2,009,010 B.
+    workload = Workload(total_bytes=3_006_000, record_bytes=1000, key_space=1, linger_ms=5,
+                        topics=(TopicSpec("u", 3, keyed=False), TopicSpec("k", 3, keyed=True)), timeout_s=120)
+    with three_zones() as env:
+        result = run_baseline(env, workload)
+    assert result.verification["problems"] == []
+    assert result.ok
+    assert result.records == 3006
+    assert result.verification["records"] == 3006
+    assert result.payload_bytes == 3 * (501 * 1000 + 501 * 1005)
+    assert result.cross_zone_payload_bytes == 2_009_010
+    # Upper bound on what Kafka and TCP add: record framing <= 14 B per 1000-B record
+    # (1.4%), TCP/IP headers 66 B per >= 1448-B segment (4.6%), the leaders' ACKs 66 B
+    # per <= 2 segments (2.3%): under 10%; plus a fixed 100 KB for connection set-up,
+    # ApiVersions, Metadata and InitProducerId of 6 cross-zone connections.
+    assert 2_009_010 <= result.reading.total_bytes <= 2_009_010 * 1.10 + 100_000
