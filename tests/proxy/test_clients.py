@@ -111,3 +111,39 @@ def test_kcat_through_proxy(tansu, proxy):
         assert done.returncode == 0, f"{run.name}: kcat failed: {done.stderr.decode(errors='replace')[-2000:]}"
         assert b"ERROR" not in done.stderr and b"error" not in done.stderr.lower(), done.stderr[-2000:]
     check_delivery(consume_everything(tansu.bootstrap, topics), topics)
+
+
+# --- why the proxy answers ApiVersions itself and bridges InitProducerId -------------------
+
+def test_aiokafka_idempotent_fails_against_tansu_directly(tansu):
+    """aiokafka sends InitProducerId v0, which Tansu 0.6 answers with UNKNOWN_SERVER_ERROR;
+    test_aiokafka_through_proxy shows the proxy bridging it."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import UnknownError
+
+    topic = unique_name("aio-direct")
+    create_topics(tansu.bootstrap, {topic: 1})
+
+    async def produce_one() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, enable_idempotence=True,
+                                    request_timeout_ms=5000)
+        await producer.start()
+        try:
+            async with asyncio.timeout(15):
+                await producer.send_and_wait(topic, b"v")
+        finally:
+            await producer.stop()
+
+    with pytest.raises(UnknownError):  # error code -1, UNKNOWN_SERVER_ERROR
+        asyncio.run(produce_one())
+
+
+def test_kcat_fails_against_tansu_directly(tansu):
+    """Debian's kcat (librdkafka 2.0) cannot negotiate ApiVersions with Tansu ("Read underflow");
+    test_kcat_through_proxy shows it working through the proxy, which answers ApiVersions itself."""
+    topic = unique_name("kcat-direct")
+    create_topics(tansu.bootstrap, {topic: 1})
+    done = subprocess.run(["kcat", "-P", "-b", tansu.bootstrap, "-t", topic, "-X", "message.timeout.ms=5000"],
+                          input=b"v\n", capture_output=True, timeout=30)
+    assert done.returncode != 0
+    assert b"ApiVersionRequest failed: Local: Read underflow" in done.stderr, done.stderr[-2000:]
