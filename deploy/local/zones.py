@@ -400,7 +400,7 @@ def cleanup_leftovers(prefix: str = PREFIX) -> list[str]:
 
 # -- the context manager ----------------------------------------------------------------
 
-def _build_netns(run_id: str, names: Sequence[str]) -> tuple[list[Zone], str]:
+def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool) -> tuple[list[Zone], str]:
     base = f"{PREFIX}{run_id}"
     s3_ns = f"{base}-s3"
     bridge = f"{base}-br"
@@ -425,6 +425,11 @@ def _build_netns(run_id: str, names: Sequence[str]) -> tuple[list[Zone], str]:
         _ip("link", "set", port, "master", bridge, "up")
         address = f"{BRIDGE_PREFIX}.{i + 1}"
         _ip("-n", ns, "addr", "add", f"{address}/24", "dev", ZONE_IF)
+        if segment_per_packet:
+            # One TCP segment per skb: the counters then add a header per MTU-sized packet,
+            # as a real wire does, instead of one per 64 KB GSO super-packet.
+            _ip("-n", ns, "link", "set", "dev", ZONE_IF, "gso_max_segs", "1")
+            _ip("link", "set", "dev", port, "gso_max_segs", "1")
         _ip("-n", ns, "link", "set", ZONE_IF, "up")
         # S3 link: a point-to-point veth into the s3 namespace, never via the bridge.
         s3_peer = f"z{i}"
@@ -475,11 +480,13 @@ def _sigterm_raises() -> Iterator[None]:
 @contextlib.contextmanager
 def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", start_s3: bool = True,
                 start_brokers: bool = True, log_dir: Path | str | None = None,
-                cleanup_first: bool = True) -> Iterator[ZoneEnv]:
+                cleanup_first: bool = True, segment_per_packet: bool = False) -> Iterator[ZoneEnv]:
     """Zones, S3 (moto) and one Tansu broker per zone sharing one bucket; all torn down on exit.
 
     mode: "netns" (root: namespaces, metered), "loopback" (127.0.0.1, unmetered) or
-    "auto" (netns when root). start_brokers needs start_s3. Raises ZoneSetupError when
+    "auto" (netns when root). start_brokers needs start_s3. segment_per_packet makes the
+    bridge links carry MTU-sized packets (no GSO), so metered header bytes match a real
+    network; by default the kernel's 64 KB GSO packets carry one header each. Raises ZoneSetupError when
     the network cannot be built, RuntimeError when moto or a broker does not start, and
     ValueError on bad arguments. On SIGTERM inside the block the environment is torn
     down and _Terminated (a BaseException) propagates.
@@ -505,7 +512,7 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                     log.info("removed leftover %s", line)
             _write_state(run_id)
             stack.callback(_remove_run, run_id)
-            zone_list, s3_ns = _build_netns(run_id, names)
+            zone_list, s3_ns = _build_netns(run_id, names, segment_per_packet)
         else:
             s3_ns = None
             zone_list = [Zone(name=name, index=i, netns=None, address="127.0.0.1", s3_endpoint="",

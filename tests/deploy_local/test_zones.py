@@ -91,7 +91,8 @@ def test_everything_is_removed_after_an_exception_in_the_block():
     assert _owned(seen["run_id"]) == set()
 
 
-def test_sigterm_tears_everything_down(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_tears_everything_down(signum):
     script = textwrap.dedent("""
         import sys
         from deploy.local.zones import three_zones
@@ -105,7 +106,7 @@ def test_sigterm_tears_everything_down(tmp_path):
         run_id = child.stdout.readline().strip()
         assert run_id, child.stderr.read()
         assert len(_owned(run_id)) == 8
-        child.send_signal(signal.SIGTERM)
+        child.send_signal(signum)
         child.wait(timeout=30)
     finally:
         if child.poll() is None:
@@ -136,8 +137,9 @@ def test_cleanup_leftovers_removes_a_crashed_run_but_not_a_live_one():
         assert len(_owned(env.run_id)) == 8  # ours is alive: untouched
 
 
-def test_meter_counts_a_known_transfer_between_two_zones():
-    with three_zones(start_s3=False, start_brokers=False) as env:
+@pytest.mark.parametrize("segment_per_packet", [False, True])
+def test_meter_counts_a_known_transfer_between_two_zones(segment_per_packet):
+    with three_zones(start_s3=False, start_brokers=False, segment_per_packet=segment_per_packet) as env:
         z1, z2, z3 = env.zones
         receiver = env.run_in_zone(z2, [sys.executable, "-c", RECEIVER, z2.address, "7000"], log_name="rx")
         meter = env.meter()
@@ -160,6 +162,11 @@ def test_meter_counts_a_known_transfer_between_two_zones():
     # Zone 3 only saw the flooded ARP broadcast (42 bytes, at most one per direction).
     assert c.sent_bytes == 0
     assert c.received_bytes <= 2 * 42
+    if segment_per_packet:
+        # MSS = MTU 1500 - IPv4 20 - TCP 20 - timestamps 12 = 1448: at least
+        # ceil(1,000,000 / 1448) = 691 data segments, each with a 66-byte header.
+        assert a.sent_packets >= 691
+        assert a.sent_bytes >= PAYLOAD_BYTES + 691 * 66
     total = reading.total_bytes
     assert PAYLOAD_BYTES <= total <= PAYLOAD_BYTES + MAX_HEADER_BYTES_PER_PACKET * reading.total_packets
 

@@ -1,0 +1,50 @@
+"""Without namespaces the environment runs on 127.0.0.1 and says the meter is "unmetered"."""
+
+from __future__ import annotations
+
+import pytest
+
+from deploy.local.scenario import TopicSpec, Workload, run_baseline
+from deploy.local.zones import three_zones
+
+
+def test_loopback_zones_are_unmetered():
+    with three_zones(mode="loopback", start_s3=False, start_brokers=False) as env:
+        assert not env.metered
+        assert [z.address for z in env.zones] == ["127.0.0.1"] * 3
+        assert [z.netns for z in env.zones] == [None] * 3
+        # Three sidecars share 127.0.0.1, so each zone gets its own port.
+        assert len({z.sidecar_bootstrap for z in env.zones}) == 3
+        meter = env.meter()
+        meter.start()
+        reading = meter.stop()
+    assert reading.status == "unmetered"
+    assert reading.total_bytes is None
+    assert reading.as_dict()["total_bytes"] is None
+
+
+def test_meter_stop_without_start_is_an_error():
+    with three_zones(mode="loopback", start_s3=False, start_brokers=False) as env:
+        with pytest.raises(RuntimeError):
+            env.meter().stop()
+
+
+def test_bad_arguments_are_rejected_before_anything_starts():
+    with pytest.raises(ValueError):
+        three_zones(zones=("a", "a")).__enter__()
+    with pytest.raises(ValueError):
+        three_zones(mode="loopback", start_s3=False).__enter__()
+    with pytest.raises(ValueError):
+        three_zones(mode="bogus").__enter__()
+
+
+@pytest.mark.integration
+def test_loopback_baseline_delivers_exactly_once():
+    # 3 producers * (300,000 // 3 // 500 = 200 records) = 600 records.
+    workload = Workload(total_bytes=300_000, record_bytes=500, linger_ms=5, timeout_s=60,
+                        topics=(TopicSpec("u", 3, keyed=False), TopicSpec("k", 3, keyed=True)))
+    with three_zones(mode="loopback") as env:
+        result = run_baseline(env, workload)
+    assert result.verification["problems"] == []
+    assert result.records == 600
+    assert result.reading.status == "unmetered"
