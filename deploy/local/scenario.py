@@ -261,5 +261,38 @@ def router_overrides(env: ZoneEnv, workload: Workload) -> dict[str, dict[str, st
     return {"partition_zones": env.partition_zones(workload.max_partitions)}
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m deploy.local`: build the zones, run the baseline, print the result as JSON."""
+    import argparse  # noqa: PLC0415
+    import logging  # noqa: PLC0415
+
+    from deploy.local.zones import cleanup_leftovers, three_zones  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="python -m deploy.local", description="three local zones: metered baseline run")
+    parser.add_argument("--mb", type=float, default=100.0, help="total payload, MB (10^6 bytes)")
+    parser.add_argument("--record-bytes", type=int, default=1000)
+    parser.add_argument("--producers-per-zone", type=int, default=1)
+    parser.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto")
+    parser.add_argument("--segment-per-packet", action="store_true",
+                        help="no GSO on the bridge links: header bytes as on a real wire")
+    parser.add_argument("--cleanup", action="store_true", help="only remove leftovers of dead runs, then exit")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.cleanup:
+        for line in cleanup_leftovers():
+            print("removed", line)
+        return 0
+    workload = Workload(total_bytes=int(args.mb * MB), record_bytes=args.record_bytes,
+                        producers_per_zone=args.producers_per_zone)
+    with three_zones(mode=args.mode, segment_per_packet=args.segment_per_packet) as env:
+        result = run_baseline(env, workload, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(json.dumps(result.as_dict(), indent=1))
+    return 0 if result.ok else 1
+
+
 __all__ = ["DEFAULT_TOPICS", "RunResult", "ScenarioError", "TopicSpec", "Workload", "cross_zone_payload_bytes",
            "leader_zone_of", "router_overrides", "run_baseline", "run_sidecar"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
