@@ -112,12 +112,12 @@ class RequestHandler:
 
             async def finish_produce() -> None:
                 results = dict(validated.rejected)
-                if completion is not None:
-                    results.update(await completion())
+                upstream_results = await completion() if completion is not None else {}
+                results.update(upstream_results)
                 if validated.ctx.acks == 0:
                     slot.ready.set()  # acks=0: never answered
                     return
-                for r in results.values():
+                for r in upstream_results.values():  # rejections were counted when rejected
                     if r.error_code:
                         metrics.ERRORS.labels(r.error_code).inc()
                 response = build_produce_response(validated.order, results)
