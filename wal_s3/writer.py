@@ -35,7 +35,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -169,6 +169,9 @@ class WalWriter:
         self._wakeup = trio.Event()
         self._next_epoch_check = 0.0
         self._epoch_check_running = False
+        # Called synchronously with each durable FlushedObject, in sequence order (the router
+        # sends each zone's notifications in that order).
+        self.on_released: Callable[[FlushedObject], None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -242,9 +245,12 @@ class WalWriter:
 
     # ---- appending -------------------------------------------------------------------
 
-    async def append(self, entry: WalEntry, dest_zone: str) -> WalPlacement:
+    async def append(self, entry: WalEntry, dest_zone: str, *,
+                     task_status=trio.TASK_STATUS_IGNORED) -> WalPlacement:
         """Buffer entry for dest_zone; return once the object holding it is durable in S3.
 
+        `task_status.started()` is called the moment the entry is in the open object, so a
+        caller can `await nursery.start(...)` to keep its own order of appends.
         Waits while `max_buffered_bytes` are buffered. Cancelling the wait does not withdraw
         the entry. Raises WalWriteError (retriable) if the object could not be written or the
         writer is not running, WalFencedError if the writer is fenced, ValueError if the
@@ -259,6 +265,8 @@ class WalWriter:
             self._check_accepting()
             if self.buffered_bytes + size <= self.config.max_buffered_bytes:
                 break
+            # The open object cannot grow: seal it so its bytes drain instead of waiting for linger.
+            self._seal("size")
             await self._space.park()
         if self._open is not None and self._open.nbytes + size > self.config.max_bytes:
             self._seal("size")  # keep objects at or under max_bytes unless one entry is larger
@@ -275,6 +283,7 @@ class WalWriter:
         metrics.BUFFERED_BYTES.inc(size)
         if obj.nbytes >= self.config.max_bytes:
             self._seal("size")
+        task_status.started()
         await obj.done.wait()
         if obj.error is not None:
             raise obj.error
@@ -329,17 +338,27 @@ class WalWriter:
             with trio.move_on_at(deadline):
                 await self._wakeup.wait()
 
-    async def _check_epoch(self) -> None:
+    async def check_epoch(self) -> bool:
+        """List this writer id's epoch markers; fence the writer if a newer epoch exists.
+
+        Returns True if the writer is (now) fenced. The flush loop calls this every
+        epoch_check_interval_s; S3 errors are logged and leave the writer running.
+        """
         try:
             newest = max(await self._list_epochs(), default=0)
         except S3Error as exc:
             log.warning("WAL writer %s: epoch check failed, will retry: %s", self.writer_id, exc)
             newest = 0
+        if self.epoch is not None and newest > self.epoch and self._fence_error is None:
+            self._fence(f"{self.writer_id}: epoch {self.epoch} superseded by epoch {newest}")
+        return self._fence_error is not None
+
+    async def _check_epoch(self) -> None:
+        try:
+            await self.check_epoch()
         finally:
             self._epoch_check_running = False
             self._next_epoch_check = trio.current_time() + self.config.epoch_check_interval_s
-        if self.epoch is not None and newest > self.epoch:
-            self._fence(f"{self.writer_id}: epoch {self.epoch} superseded by epoch {newest}")
 
     def _fence(self, reason: str) -> None:
         log.error("WAL writer fenced: %s", reason)
@@ -444,4 +463,6 @@ class WalWriter:
                 return
             del self._unreleased[self._release_next]
             self._release_next += 1
+            if obj.result is not None and self.on_released is not None:
+                self.on_released(obj.result)  # in sequence order: callers order notifications by it
             obj.done.set()

@@ -1,0 +1,208 @@
+"""WalWriter -> moto (real HTTP S3) -> WalReader: round trip, flush reasons, fencing, backpressure."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spark_audit.records import KINDS, MemoryAuditSink
+from tests.wal_s3.conftest import Faults
+from wal_s3._s3 import S3PreconditionFailed, S3Store
+from wal_s3.format import WalEntry, entry_encoded_size, parse_object
+from wal_s3.reader import WalReader
+from wal_s3.writer import WalFencedError, WalWriter, object_key
+
+pytestmark = pytest.mark.integration
+
+KiB = 1024
+
+
+def entry(i: int, size: int, topic: str = "orders") -> WalEntry:
+    return WalEntry(topic, i % 4, 1000 + i, 0, i, 1, bytes([i % 251]) * size)
+
+
+async def append_all(writer: WalWriter, items: list[tuple[WalEntry, str]]) -> list:
+    placements: list = [None] * len(items)
+
+    async def one(i: int, e: WalEntry, zone: str) -> None:
+        placements[i] = await writer.append(e, zone)
+
+    async with trio.open_nursery() as n:
+        for i, (e, zone) in enumerate(items):
+            n.start_soon(one, i, e, zone)
+    return placements
+
+
+zone_names = st.sampled_from(["use1-az1", "use1-az2", "use1-az3", "euw1-az1"])
+wal_entries = st.builds(
+    WalEntry, topic=st.sampled_from(["orders", "payments", "t"]), partition=st.integers(0, 50),
+    producer_id=st.integers(-1, 2**40), producer_epoch=st.integers(-1, 5), base_sequence=st.integers(-1, 10**6),
+    record_count=st.integers(1, 100), batch=st.binary(min_size=1, max_size=3000))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(wal_entries, zone_names), min_size=1, max_size=25))
+def test_round_trip_every_zone_through_moto(wal_env, items):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=20)
+    client = make_client(config)
+    audit = MemoryAuditSink()
+
+    async def main():
+        writer = WalWriter(config, "use1-az9", "proxy-1", client, audit)
+        async with writer.running():
+            placements = await append_all(writer, items)
+        reader = WalReader(config, client, audit, "any")
+        for (e, zone), p in zip(items, placements):
+            assert p.dest_zone == zone
+            got = await reader.read_zone(p.key, p.zone_offset, p.zone_length, source_zone="use1-az9")
+            g = got[p.entry_index_in_zone]
+            assert (g.topic, g.partition, g.producer_id, g.producer_epoch, g.base_sequence, g.record_count) == \
+                (e.topic, e.partition, e.producer_id, e.producer_epoch, e.base_sequence, e.record_count)
+            assert bytes(g.batch) == bytes(e.batch)
+            by_name = await reader.read_zone_by_name(p.key, zone)
+            assert bytes(by_name[p.entry_index_in_zone].batch) == bytes(e.batch)
+            ref = p.flushed.zones[zone].entries[p.entry_index_in_zone]
+            assert (ref.offset, ref.length) == (p.entry_offset, p.entry_length)
+        # Every entry is in exactly one object, in its zone's share, in append order per zone.
+        for key in {p.key for p in placements}:
+            parsed = parse_object(client.get_object(Bucket=config.bucket, Key=key)["Body"].read())
+            mine = [(e, z) for (e, z), p in zip(items, placements) if p.key == key]
+            assert sum(len(v) for v in parsed.zones.values()) == len(mine)
+
+    trio.run(main)
+    flushes = audit.of("wal_flush")
+    assert sum(f["entries"] for f in flushes) == len(items)
+    assert all(f["ok"] and f["attempts"] == 1 for f in flushes)
+    for f in flushes:
+        assert set(f) - {"ts_ms", "zone"} == {name for name, _ in KINDS["wal_flush"]}
+    for r in audit.of("agent_read"):
+        assert set(r) - {"ts_ms", "zone"} == {name for name, _ in KINDS["agent_read"]}
+
+
+@pytest.mark.trio
+async def test_flush_reasons_size_then_shutdown(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(max_bytes=64 * KiB, linger_ms=60_000)
+    audit = MemoryAuditSink()
+    e = entry(1, 20 * KiB)
+    assert entry_encoded_size(e) == 20 * KiB + 2 + 6 + 30 + 4  # topic "orders"
+    writer = WalWriter(config, "az1", "p1", make_client(config), audit)
+    async with writer.running():
+        placements = await append_all_then_close(writer, [(e, "az2")] * 7)
+    # 3 entries = 61,566 bytes fit under 64 KiB, a 4th would not: objects of 3, 3, then 1 at close.
+    flushes = sorted(audit.of("wal_flush"), key=lambda f: f["sequence"])
+    assert [(f["sequence"], f["entries"], f["reason"]) for f in flushes] == \
+        [(0, 3, "size"), (1, 3, "size"), (2, 1, "shutdown")]
+    assert len({p.key for p in placements}) == 3
+
+
+async def append_all_then_close(writer: WalWriter, items):
+    """Append all, and close the writer once every append is buffered (so linger never fires)."""
+    placements: list = [None] * len(items)
+
+    async def one(i, e, zone):
+        placements[i] = await writer.append(e, zone)
+
+    async with trio.open_nursery() as n:
+        for i, (e, zone) in enumerate(items):
+            n.start_soon(one, i, e, zone)
+        await trio.testing.wait_all_tasks_blocked()
+        writer.close()
+    return placements
+
+
+@pytest.mark.trio
+async def test_flush_on_linger(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=30)
+    audit = MemoryAuditSink()
+    writer = WalWriter(config, "az1", "p1", make_client(config), audit)
+    async with writer.running():
+        with trio.fail_after(10):
+            p = await writer.append(entry(1, 100), "az2")
+    assert p.flushed.reason == "linger"
+    assert [f["reason"] for f in audit.of("wal_flush")] == ["linger"]
+    assert p.key == object_key("", "az1", "p1", writer.epoch, 0)
+
+
+@pytest.mark.trio
+async def test_moto_honours_if_none_match_and_a_collision_never_overwrites(wal_env):
+    make_config, make_client = wal_env
+    config = make_config()
+    client = make_client(config)
+    store = S3Store(client, config.bucket, trio.CapacityLimiter(2))
+    await store.put_if_absent("k", b"first")
+    with pytest.raises(S3PreconditionFailed):
+        await store.put_if_absent("k", b"second")
+    assert await store.get("k") == b"first"
+
+    # A writer whose key is already taken (by a foreign object) is fenced, never overwrites.
+    taken = object_key("", "az1", "p1", 1, 0)
+    await store.put_if_absent(taken, b"someone else's object")
+    audit = MemoryAuditSink()
+    writer = WalWriter(config, "az1", "p1", client, audit)
+    with pytest.RaisesGroup(WalFencedError, flatten_subgroups=True, allow_unwrapped=True):
+        async with writer.running():
+            assert writer.epoch == 1
+            with pytest.raises(WalFencedError, match="already exists"):
+                await writer.append(entry(1, 10), "az2")
+    assert await store.get(taken) == b"someone else's object"
+    assert [(f["ok"], f["attempts"]) for f in audit.of("wal_flush")] == [(False, 1)]
+
+
+@pytest.mark.trio
+async def test_second_writer_with_same_id_takes_new_epoch_and_fences_the_first(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=10, epoch_check_interval_s=0)
+    client = make_client(config)
+    old = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    new = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    with pytest.RaisesGroup(WalFencedError, flatten_subgroups=True, allow_unwrapped=True):
+        async with old.running():
+            p_old = await old.append(entry(1, 10), "az2")
+            assert await new.register_epoch() == 2
+            assert await old.check_epoch() is True
+            with pytest.raises(WalFencedError, match="epoch 1 superseded by epoch 2"):
+                await old.append(entry(2, 10), "az2")
+    async with new.running():
+        p_new = await new.append(entry(3, 10), "az2")
+    assert p_old.key.endswith("/p1/0000000001/000000000000")
+    assert p_new.key.endswith("/p1/0000000002/000000000000")
+
+
+@pytest.mark.trio
+async def test_backpressure_bounds_buffered_bytes(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(max_bytes=64 * KiB, max_buffered_bytes=128 * KiB, linger_ms=1_000)
+    client = make_client(config)
+    puts = Faults(client, "PutObject", [])
+    audit = MemoryAuditSink()
+    writer = WalWriter(config, "az1", "p1", client, audit)
+    e = entry(1, 20 * KiB)
+    size = entry_encoded_size(e)
+    done = []
+    async with writer.running():
+        puts.gate = threading.Event()  # from now on PUTs hang until the test opens the gate
+        async with trio.open_nursery() as n:
+            async def one():
+                await writer.append(e, "az2")
+                done.append(1)
+            for _ in range(7):
+                n.start_soon(one)
+            await trio.to_thread.run_sync(puts.wait_requests, 3)  # epoch marker + 2 objects
+            await trio.testing.wait_all_tasks_blocked()
+            # 6 entries (123,132 bytes) are buffered; a 7th would pass 128 KiB, so it waits.
+            assert writer.buffered_bytes == 6 * size
+            assert done == [] and puts.requests == 3
+            puts.gate.set()
+    assert len(done) == 7 and writer.buffered_bytes == 0
+    flushes = sorted(audit.of("wal_flush"), key=lambda f: f["sequence"])
+    # Appends never yield before they are buffered, so the 7th waits with nothing else open
+    # and leaves on linger.
+    assert [(f["entries"], f["reason"]) for f in flushes] == [(3, "size"), (3, "size"), (1, "linger")]
