@@ -1,0 +1,49 @@
+"""The Kubernetes sidecar example parses, wires the producer to localhost and runs a real
+`azsidecar proxy` command line whose configuration loads."""
+
+from __future__ import annotations
+
+import yaml
+
+from azsidecar.cli import build_parser
+from azsidecar.config import load_config
+from tests.deploy._hcl import ROOT
+
+EXAMPLE = ROOT / "deploy" / "kubernetes" / "producer-with-sidecar.yaml"
+
+def _docs():
+    with open(EXAMPLE) as f:
+        return {d["kind"]: d for d in yaml.safe_load_all(f) if d}
+
+def test_every_document_parses_and_kinds_are_the_expected_ones():
+    assert set(_docs()) == {"ServiceAccount", "ConfigMap", "Secret", "Deployment"}
+
+def test_sidecar_is_a_native_sidecar_with_a_real_command_and_the_hmac_env(tmp_path):
+    docs = _docs()
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    (sidecar,) = pod["initContainers"]
+    assert sidecar["restartPolicy"] == "Always"
+    argv = sidecar["command"] + [a.replace("$(POD_NAME)", "orders-producer-7c9d-abcde") for a in sidecar["args"]]
+    args = build_parser().parse_args(argv[1:])
+    assert (args.command, args.zone, args.proxy_id) == ("proxy", "use1-az1", "orders-producer-7c9d-abcde")
+    env = {e["name"]: e for e in sidecar["env"]}
+    assert env["AZSIDECAR_NOTIFY_HMAC_KEYS"]["valueFrom"]["secretKeyRef"] == {"name": "azsidecar-notify-hmac", "key": "keys"}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True
+    probe = sidecar["startupProbe"]["exec"]["command"]
+    assert "('127.0.0.1', 9092)" in probe[-1]
+
+    (producer,) = pod["containers"]
+    assert {e["name"]: e.get("value") for e in producer["env"]}["KAFKA_BOOTSTRAP_SERVERS"] == "localhost:9092"
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0] == {"key": "topology.k8s.aws/zone-id", "operator": "In", "values": ["use1-az1"]}
+
+    path = tmp_path / "azsidecar.toml"
+    path.write_text(docs["ConfigMap"]["data"]["azsidecar.toml"])
+    config = load_config(path, {"zone": args.zone})
+    assert config.zone == "use1-az1"
+    assert config.proxy.listen_host == "127.0.0.1" and config.proxy.listen_port == 9092
+    assert dict(config.notify.agents)["use1-az2"] == "use1-az2.azsidecar.internal:9400"
+    assert config.wal.prefix == "wal/"
+    mount = sidecar["volumeMounts"][0]
+    assert mount["mountPath"] + "/azsidecar.toml" == args.config
