@@ -170,7 +170,12 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         if now - last_progress >= PROGRESS_EVERY_S:
             last_progress = now
             progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": seq + 1}))
-    remaining = sum(p.flush(FLUSH_TIMEOUT_S) for p in producers.values())
+    flush_deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while True:  # flush in slices so the progress file keeps moving while acks arrive
+        remaining = sum(p.flush(PROGRESS_EVERY_S) for p in producers.values())
+        progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": records}))
+        if remaining == 0 or time.monotonic() > flush_deadline:
+            break
     duration_s = time.monotonic() - started
     for tp, h in digests.items():
         parts[tp]["digest"] = h.hexdigest()
@@ -181,7 +186,6 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         "partitions": parts,
     }
     out.write_text(json.dumps(summary, indent=1, sort_keys=True))
-    progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": records}))
     if state["errors"] or remaining or state["acked"] != records:
         raise RuntimeError(f"{producer_id}: {state['acked']}/{records} acked, {state['errors']} errors "
                            f"(first: {state['first_error']}), {remaining} unflushed")

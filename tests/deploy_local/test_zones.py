@@ -218,3 +218,63 @@ def test_baseline_run_is_exactly_once_and_metered():
     # per <= 2 segments (2.3%): under 10%; plus a fixed 100 KB for connection set-up,
     # ApiVersions, Metadata and InitProducerId of 6 cross-zone connections.
     assert 2_009_010 <= result.reading.total_bytes <= 2_009_010 * 1.10 + 100_000
+
+
+# A stand-in for the sidecar that only plumbs run_sidecar: it relays 127.0.0.1:9092 to
+# the zone's own broker. Tansu's Metadata then names that broker (same zone) as leader,
+# so every byte stays inside the zone.
+RELAY = textwrap.dedent("""
+    import asyncio, sys
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def handle(client_reader, client_writer):
+        host, port = sys.argv[3].rsplit(":", 1)
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        await asyncio.gather(pipe(client_reader, up_writer), pipe(up_reader, client_writer),
+                             return_exceptions=True)
+
+    async def main():
+        server = await asyncio.start_server(handle, sys.argv[1], int(sys.argv[2]))
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+""")
+
+
+def test_run_sidecar_plumbing_with_an_in_zone_relay():
+    import contextlib
+
+    from deploy.local.processes import STARTUP_TIMEOUT_S, stop_process, wait_for_port
+    from deploy.local.scenario import run_sidecar
+
+    entered = []
+
+    @contextlib.contextmanager
+    def start_relay(env, zone):
+        proc = env.run_in_zone(zone, [sys.executable, "-c", RELAY, zone.sidecar_host, str(zone.sidecar_port),
+                                      zone.broker_bootstrap], log_name=f"relay-{zone.name}")
+        wait_for_port(zone.sidecar_host, zone.sidecar_port, proc, STARTUP_TIMEOUT_S, "relay", proc.log_path,
+                      zone.netns)
+        entered.append(zone.name)
+        try:
+            yield proc
+        finally:
+            stop_process(proc)
+
+    # 3 producers * (600,000 // 3 // 1000 = 200 records) = 600 records.
+    workload = Workload(total_bytes=600_000, record_bytes=1000, linger_ms=5, timeout_s=60,
+                        topics=(TopicSpec("u", 3, keyed=False), TopicSpec("k", 3, keyed=True)))
+    with three_zones() as env:
+        result = run_sidecar(env, workload, start_relay)
+    assert entered == ["use1-az1", "use1-az2", "use1-az3"]
+    assert result.verification["problems"] == []
+    assert result.records == 600
+    assert result.reading.total_bytes == 0  # nothing left its zone
