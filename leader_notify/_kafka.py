@@ -141,7 +141,8 @@ class KafkaAppender:
 
     async def _refresh(self, client: AIOKafkaClient) -> None:
         try:
-            await asyncio.wait_for(client.force_metadata_update(), self._request_timeout_ms / 1000)
+            async with asyncio.timeout(self._request_timeout_ms / 1000):  # not wait_for: see agent.py
+                await client.force_metadata_update()
         except (KafkaError, asyncio.TimeoutError) as exc:
             log.info("metadata refresh failed: %r", exc)
 

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 64 * 1024
 WRITE_DRAIN_TIMEOUT_S = 10.0  # a peer that does not read its response within this is dropped
+CLOSE_TIMEOUT_S = 5.0  # shutdown waits this long for the listener's connections to go
 
 
 class ZoneEntry(Protocol):
@@ -164,6 +165,7 @@ class Agent:
         self.applied = AppliedEntries(settings.applied_cache_entries)
         self._server: asyncio.base_events.Server | None = None
         self._conn_tasks: set[asyncio.Task] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     # ------------------------------------------------------------ server
 
@@ -183,13 +185,20 @@ class Agent:
             task.cancel()
         if self._conn_tasks:
             await asyncio.gather(*self._conn_tasks, return_exceptions=True)
+        for writer in list(self._writers):
+            writer.transport.abort()  # no lingering half-closed sockets keep wait_closed waiting
         if self._server is not None:
-            await self._server.wait_closed()
+            try:
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await self._server.wait_closed()
+            except asyncio.TimeoutError:
+                log.warning("agent for zone %s: connections still open after %.0f s", self._s.zone, CLOSE_TIMEOUT_S)
             self._server = None
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         self._conn_tasks.add(task)
+        self._writers.add(writer)
         peer = writer.get_extra_info("peername")
         decoder = p.FrameDecoder(self._keyring)
         try:
@@ -213,11 +222,15 @@ class Agent:
                         break
                     response = await self.handle_frame(frame)
                     writer.write(response)
-                    await asyncio.wait_for(writer.drain(), WRITE_DRAIN_TIMEOUT_S)
+                    # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+                    # that arrives as drain completes, and close() would then wait forever.
+                    async with asyncio.timeout(WRITE_DRAIN_TIMEOUT_S):
+                        await writer.drain()
         except (ConnectionError, asyncio.TimeoutError) as exc:
             log.info("notification connection %s: %r", peer, exc)
         finally:
             self._conn_tasks.discard(task)
+            self._writers.discard(writer)
             writer.close()
 
     async def handle_frame(self, frame: p.Frame) -> bytes:

@@ -47,3 +47,7 @@ class SenderMetrics:
                                 ["dest_zone"], registry=r)
         self.rtt = Histogram("azsidecar_notify_rtt_seconds", "Notification round trip, retries included",
                              ["dest_zone"], buckets=LATENCY_BUCKETS_S, registry=r)
+
+    def value(self, name: str, **labels: str) -> float:
+        v = self.registry.get_sample_value(name, labels)
+        return 0.0 if v is None else v

@@ -113,6 +113,8 @@ class AgentThread:
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(THREAD_START_TIMEOUT_S)
+            if self._thread.is_alive():
+                raise RuntimeError("agent thread did not stop")
 
     @property
     def address(self) -> str:

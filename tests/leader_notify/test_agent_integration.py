@@ -118,3 +118,124 @@ async def test_idempotent_resend_after_agent_forgot_is_deduplicated_by_leader(en
     assert [(r.error_code, r.base_offset, r.duplicate) for r in first] == [(0, 0, False)]
     assert [(r.error_code, r.base_offset, r.duplicate) for r in again] == [(0, -1, True)]
     assert consume(tansu.bootstrap, topic, 0) == [(0, b"x-0"), (1, b"x-1")]
+
+
+def _raw_request(obj, bucket: str, request_id: int = 99):
+    from leader_notify import protocol as p
+
+    share = obj.zones["az2"]
+    return p.NotifyRequest(request_id, "az1", "az2", "proxy-a", 1, bucket, obj.key, share.offset, share.length,
+                           tuple(p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
+                                               e.producer_id, e.producer_epoch, e.base_sequence)
+                                 for e in share.entries))
+
+
+async def _exchange(address: str, frame_bytes: bytes, keys) -> object:
+    """Send one frame on a fresh connection; the decoded response, or None if the agent closed."""
+    from leader_notify import protocol as p
+
+    host, _, port = address.rpartition(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    dec = p.FrameDecoder(p.Keyring(keys))
+    with trio.fail_after(10):
+        await stream.send_all(frame_bytes)
+        while (frame := dec.next_frame()) is None:
+            data = await stream.receive_some(65536)
+            if not data:
+                await stream.aclose()
+                return None
+            dec.receive_data(data)
+    await stream.aclose()
+    return p.decode_response(frame.payload)
+
+
+@pytest.mark.trio
+async def test_wrong_hmac_replay_stale_and_foreign_key_refused_nothing_appended(env, tansu):
+    import os
+    import time
+
+    from leader_notify import protocol as p
+    from leader_notify.sender import NotifyError
+    from tests.leader_notify.helpers import KEYS
+
+    s3, bucket, topic, config, agent, audit = env
+    obj = put_object(s3, bucket, "wal/dd/obj-4", {"az2": [wal_entry(topic, 0, values("never", 1))]})
+    outside = put_object(s3, bucket, "elsewhere/obj-5", {"az2": [wal_entry(topic, 0, values("never", 1))]})
+    m = agent.agent.metrics
+
+    # Wrong key: the agent closes the connection without answering; the sender gives up retriably.
+    wrong = config.notify.__class__(**{**config.notify.__dict__, "hmac_keys": ("another-key-0123456789",),
+                                      "max_attempts": 2})
+    bad_sender = NotifySender(wrong, "az1", "proxy-a", 1, audit, bucket=bucket)
+    with pytest.raises(NotifyError) as info:
+        await bad_sender.notify(obj, "az2")
+    assert info.value.retriable
+    await bad_sender.aclose()
+    assert m.value("azsidecar_agent_auth_failures_total", reason="bad_mac") == 2
+
+    # Unauthenticated garbage: closed, counted.
+    assert await _exchange(agent.address, b"\x00\x00\x00\x40" + b"\x00" * 64, KEYS) is None
+    assert m.value("azsidecar_agent_auth_failures_total", reason="bad_mac") == 3
+
+    keyring = p.Keyring([k.encode() for k in KEYS])
+    payload = p.encode_request(_raw_request(obj, bucket))
+    # A frame signed 60 s ago (outside the 30 s window): refused.
+    stale = p.encode_frame(keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000) - 60_000, os.urandom(16))
+    resp = await _exchange(agent.address, stale, KEYS)
+    assert resp.status == p.RequestStatus.REPLAYED and resp.results == ()
+
+    # Object outside the configured prefix, and a foreign bucket: refused, not retriable.
+    good = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
+    with pytest.raises(NotifyError) as info:
+        await good.notify(outside, "az2")
+    assert not info.value.retriable and "FORBIDDEN_KEY" in str(info.value)
+    foreign = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket="someone-elses-bucket")
+    with pytest.raises(NotifyError):
+        await foreign.notify(obj, "az2")
+    await good.aclose()
+    await foreign.aclose()
+    assert m.value("azsidecar_agent_auth_failures_total", reason="foreign_key") == 2
+    assert m.value("azsidecar_agent_entries_appended_total") == 0
+    assert consume(tansu.bootstrap, topic, 0) == []
+
+    # A valid frame is applied once; the same bytes played again are refused as a replay.
+    fresh = p.encode_frame(keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000), os.urandom(16))
+    first = await _exchange(agent.address, fresh, KEYS)
+    assert first.status == p.RequestStatus.OK and [r.base_offset for r in first.results] == [0]
+    replay = await _exchange(agent.address, fresh, KEYS)
+    assert replay.status == p.RequestStatus.REPLAYED
+    assert m.value("azsidecar_agent_auth_failures_total", reason="replay") == 2
+    assert consume(tansu.bootstrap, topic, 0) == [(0, b"never-0")]
+
+
+@pytest.mark.trio
+async def test_agent_restarted_mid_stream_sender_retries_nothing_lost(env, tansu):
+    s3, bucket, topic, config, agent, audit = env
+    pid, ep = new_producer_id(tansu.bootstrap)
+    objs = [put_object(s3, bucket, f"wal/ee/obj-{i}", {"az2": [
+        wal_entry(topic, 0, [f"i{i}".encode()], pid, ep, i), wal_entry(topic, 1, [f"n{i}".encode()])]}, sequence=i)
+        for i in range(4)]
+    patient = config.notify.__class__(**{**config.notify.__dict__, "max_attempts": 8})
+    sender = NotifySender(patient, "az1", "proxy-a", 1, audit, bucket=bucket)
+    try:
+        results = [await sender.notify(objs[0], "az2"), await sender.notify(objs[1], "az2")]
+        agent.stop()  # the pooled connection now leads nowhere
+
+        async def restart_when_sender_retried():
+            # Restart only after the sender has seen the agent gone (its attempt counter moved).
+            with trio.fail_after(20):
+                while sender.metrics.value("azsidecar_notify_attempts_total", dest_zone="az2") < 4:
+                    await trio.sleep(0.01)
+            await trio.to_thread.run_sync(agent.start)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(restart_when_sender_retried)
+            results.append(await sender.notify(objs[2], "az2"))
+        results.append(await sender.notify(objs[3], "az2"))
+    finally:
+        await sender.aclose()
+    assert [[(r.error_code, r.base_offset) for r in rs] for rs in results] == [
+        [(0, 0), (0, 0)], [(0, 1), (0, 1)], [(0, 2), (0, 2)], [(0, 3), (0, 3)]]
+    assert audit.of("notification")[2]["attempts"] >= 2
+    assert consume(tansu.bootstrap, topic, 0) == [(i, f"i{i}".encode()) for i in range(4)]
+    assert consume(tansu.bootstrap, topic, 1) == [(i, f"n{i}".encode()) for i in range(4)]
