@@ -55,6 +55,8 @@ def make_s3_client(config: WalConfig):
     """A boto3 S3 client for config's endpoint and region, credentials from boto3's chain.
 
     botocore retries are off (we retry ourselves); timeouts and pool size come from config.
+    PUTs carry botocore's default x-amz-checksum-crc32 header, which S3 checks, so a body
+    damaged or cut short on the way is rejected rather than stored.
     """
     import boto3  # noqa: PLC0415 - keep `import wal_s3.format` free of boto3
     from botocore.config import Config  # noqa: PLC0415
@@ -64,10 +66,13 @@ def make_s3_client(config: WalConfig):
         endpoint_url=config.endpoint_url,
         region_name=config.region,
         config=Config(
-            retries={"max_attempts": 1, "mode": "standard"},
+            retries={"total_max_attempts": 1, "mode": "standard"},
             connect_timeout=config.connect_timeout_s,
             read_timeout=config.request_timeout_s,
             max_pool_connections=config.max_s3_threads,
+            # Readers verify their own CRC-32Cs; botocore's whole-object checksum check would
+            # turn a damaged object into an opaque transport error instead of WalFormatError.
+            response_checksum_validation="when_required",
         ),
     )
 
@@ -76,6 +81,7 @@ def _map_exception(exc: BaseException, what: str) -> S3Error:
     from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
     from botocore.exceptions import (  # noqa: PLC0415
         ConnectionError as BotoConnectionError,
+        FlexibleChecksumError,
         HTTPClientError,
         IncompleteReadError,
         ResponseStreamingError,
@@ -94,8 +100,9 @@ def _map_exception(exc: BaseException, what: str) -> S3Error:
         if status >= 500 or code in _TRANSIENT_CODES:
             return S3TransientError(msg)
         return S3PermanentError(msg)
+    # A body that fails botocore's checksum check was damaged on the way: fetching again may work.
     if isinstance(exc, (BotoConnectionError, HTTPClientError, IncompleteReadError, ResponseStreamingError,
-                        Urllib3Error, OSError)):
+                        FlexibleChecksumError, Urllib3Error, OSError)):
         return S3TransientError(f"{what}: {type(exc).__name__}: {exc}")
     if isinstance(exc, BotoCoreError):
         return S3PermanentError(f"{what}: {type(exc).__name__}: {exc}")
