@@ -26,6 +26,7 @@ __all__ = ["Config", "ConfigError", "load_config"]
 @dataclass(frozen=True)
 class Config:
     zone: str | None = None  # this process's AZ id (use1-az1); None = ask instance metadata
+    imds_endpoint: str = "http://169.254.169.254"  # EC2 instance metadata, asked only when zone is unset
     log_format: str = "text"
     log_level: str = "INFO"
     proxy: ProxyConfig = field(default_factory=ProxyConfig)

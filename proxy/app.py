@@ -1,16 +1,77 @@
-"""Wires the sidecar together from the one Config: upstream, produce backend, listener.
+"""Wires the sidecar together from the one Config: upstream, router, WAL, notifications.
 
-Until the router is configured with other zones, every partition takes the direct path.
+Without agents of other zones configured, every partition takes the direct path (the
+router still records which zone each leader is in). With them, the WAL writer and the
+notification sender run in this nursery and the router may choose the WAL path.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import logging
+
 import trio
 
 from azsidecar.config import Config
+from proxy.metadata import MetadataCache
+from proxy.produce import DirectBackend
 from proxy.server import run_proxy
+from proxy.upstream import UpstreamCluster, open_upstream
+from spark_audit.records import AuditSink, NullAuditSink
+
+log = logging.getLogger(__name__)
 
 
-async def run_sidecar(config: Config, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Run the proxy; `task_status.started((server, port))` once it listens."""
-    await run_proxy(config.proxy, config.upstream, None, task_status=task_status)
+def wal_enabled(config: Config) -> bool:
+    return bool(config.zone) and any(z != config.zone for z in config.notify.agents)
+
+
+async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_backend=None,
+                      task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Run the proxy; `task_status.started((server, port))` once it listens.
+
+    `config.zone` must be resolved (see router.placement.resolve_zone). `on_backend`, if
+    given, receives the RoutingBackend (tests and the demo switch policies through it).
+    Raises WalWriteError if the WAL epoch cannot be registered.
+    """
+    from router.backend import RoutingBackend, WalPath  # noqa: PLC0415
+
+    audit = audit or NullAuditSink()
+    async with trio.open_nursery() as nursery, contextlib.AsyncExitStack() as stack:
+        wal_path = None
+        if wal_enabled(config):
+            from leader_notify.sender import NotifySender  # noqa: PLC0415
+            from wal_s3 import WalWriter, make_s3_client  # noqa: PLC0415
+
+            writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit)
+            await stack.enter_async_context(writer.running())
+            sender = NotifySender(config.notify, config.zone, config.proxy.proxy_id, writer.epoch, audit,
+                                  bucket=config.wal.bucket)
+            stack.push_async_callback(sender.aclose)
+            wal_path = WalPath(writer, sender, nursery)
+            log.info("WAL path on: writer %s epoch %d, agents %s", config.proxy.proxy_id, writer.epoch,
+                     dict(config.notify.agents))
+
+        direct_by_zone = {}
+        for zone, bootstrap in config.router.zone_brokers.items():
+            if zone == config.zone:
+                continue
+            zone_upstream = dataclasses.replace(config.upstream, bootstrap_servers=(bootstrap,))
+            zone_cluster = await stack.enter_async_context(open_upstream(zone_upstream))
+            zone_metadata = MetadataCache(zone_cluster, zone_upstream.metadata_ttl_s, zone_upstream.request_timeout_s)
+            direct_by_zone[zone] = DirectBackend(zone_cluster, zone_metadata, zone_upstream.request_timeout_s)
+
+        async def backend_factory(cluster: UpstreamCluster, metadata: MetadataCache):
+            direct = DirectBackend(cluster, metadata, config.upstream.request_timeout_s)
+            backend = RoutingBackend(config.zone or "", config.router, config.wal, direct, metadata, wal_path,
+                                     nursery, audit, config.proxy.proxy_id, direct_by_zone)
+            if on_backend is not None:
+                on_backend(backend)
+            return backend
+
+        started = await nursery.start(run_proxy, config.proxy, config.upstream, backend_factory)
+        task_status.started(started)
+        # The WAL writer, sender and zone connections live in `stack`: keep it open for as
+        # long as the proxy serves (until cancelled).
+        await trio.sleep_forever()

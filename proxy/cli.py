@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 
@@ -43,27 +44,76 @@ def overrides_from_args(args: argparse.Namespace) -> dict:
 
 def main(args: argparse.Namespace) -> int:
     from azsidecar.config import load_config  # noqa: PLC0415
-    from proxy.app import run_sidecar  # noqa: PLC0415
 
-    config = load_config(args.config, overrides_from_args(args))
+    import dataclasses  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    from azsidecar._configload import ConfigError  # noqa: PLC0415
+    from router.placement import ZoneUnknown, resolve_zone  # noqa: PLC0415
+
+    overrides = overrides_from_args(args)
+    overrides["imds_endpoint"] = os.environ.get("AZSIDECAR_IMDS_ENDPOINT")
+    config = load_config(args.config, overrides)
+    try:
+        config = dataclasses.replace(config, zone=resolve_zone(config.zone, config.imds_endpoint))
+    except ZoneUnknown as exc:
+        raise ConfigError(str(exc)) from exc
+    keys = os.environ.get("AZSIDECAR_NOTIFY_HMAC_KEYS")  # secrets come from the environment or files
+    if keys and not config.notify.hmac_keys:
+        config = dataclasses.replace(config, notify=dataclasses.replace(
+            config.notify, hmac_keys=tuple(k for k in keys.split(",") if k)))
     if config.proxy.metrics_port:
         from prometheus_client import start_http_server  # noqa: PLC0415
 
         start_http_server(config.proxy.metrics_port, addr=config.proxy.listen_host)
-    trio.run(_serve_until_signal, config)
+    trio.run(_serve_until_signal, config, args.config)
     return 0
 
 
-async def _serve_until_signal(config) -> None:
+async def _serve_until_signal(config, config_path: str | None) -> None:
     from proxy.app import run_sidecar  # noqa: PLC0415
+    from spark_audit.writer import AuditWriter  # noqa: PLC0415
 
+    audit = AuditWriter(config.audit, config.zone, "proxy") if config.audit.enabled else None
+    try:
+        await _serve(config, audit, run_sidecar, config_path)
+    finally:
+        if audit is not None:
+            audit.close()
+
+
+async def _serve(config, audit, run_sidecar, config_path: str | None) -> None:
+    backends = []
     async with trio.open_nursery() as nursery:
-        server, port = await nursery.start(run_sidecar, config)
+        server, port = await nursery.start(
+            functools.partial(run_sidecar, config, audit, on_backend=backends.append))
         log.info("proxy %s listening on %s:%d (zone %s)", config.proxy.proxy_id, config.proxy.listen_host,
                  port, config.zone)
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for _ in signals:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    _reload_policy(config_path, backends)
+                    continue
                 log.info("shutting down: draining in-flight requests (up to %ss)", config.proxy.shutdown_grace_s)
                 await server.shutdown()
                 nursery.cancel_scope.cancel()
                 return
+
+
+def _reload_policy(config_path, backends) -> None:
+    """SIGHUP: re-read the config file and apply its router.policy (the one setting that
+    changes at run time; the router drains a partition's old path before switching)."""
+    from azsidecar._configload import ConfigError  # noqa: PLC0415
+    from azsidecar.config import load_config  # noqa: PLC0415
+
+    if config_path is None:
+        log.warning("SIGHUP ignored: no --config file to reload")
+        return
+    try:
+        policy = load_config(config_path).router.policy
+    except ConfigError as exc:
+        log.error("SIGHUP: config not reloaded: %s", exc)
+        return
+    for backend in backends:
+        backend.set_policy(policy)
+    log.info("SIGHUP: router policy is now %s", policy)

@@ -29,10 +29,17 @@ class RouterConfig:
     broker_zones: dict[str, str] = field(default_factory=dict)
     # Leader zone by "topic-glob:partition" or "topic-glob:*"; wins over broker_zones.
     partition_zones: dict[str, str] = field(default_factory=dict)
+    # For clusters whose metadata does not place leaders in zones (Tansu: every broker
+    # leads everything): zone -> "host:port" of a broker in that zone. Direct batches for a
+    # partition led in that zone go there, so they cross the zone like a real leader hop.
+    zone_brokers: dict[str, str] = field(default_factory=dict)
     # Per-topic ack mode ("leader" default, or "wal"), keys are topic globs.
     ack_modes: dict[str, str] = field(default_factory=dict)
     prices: Prices = field(default_factory=Prices)
 
     def __post_init__(self) -> None:
+        for zone, hp in self.zone_brokers.items():
+            host, sep, port = hp.rpartition(":")
+            require(bool(sep) and bool(host) and port.isdigit(), f"router.zone_brokers.{zone}: {hp!r} is not host:port")
         for topic, mode in self.ack_modes.items():
             require(mode in ("leader", "wal"), f"router.ack_modes.{topic}: 'leader' or 'wal', got {mode!r}")

@@ -7,9 +7,14 @@ bucket or topic names with `unique_name`.
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
+
+# No test may reach EC2 instance metadata (169.254.169.254): point every `azsidecar`
+# process the tests start at a closed loopback port instead.
+os.environ["AZSIDECAR_IMDS_ENDPOINT"] = "http://127.0.0.1:9"
 
 from deploy.local import start_moto, start_tansu
 

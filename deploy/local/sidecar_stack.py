@@ -1,0 +1,144 @@
+"""Start the sidecar (proxy + agent) of each zone of a ZoneEnv, as real processes.
+
+Each zone gets a TOML file written from the same settings the production config uses;
+`azsidecar agent` and `azsidecar proxy` run inside the zone (its network namespace, or
+loopback). Agent addresses are fixed before anything starts, so every proxy knows every
+agent; proxies connect to agents lazily. Used by the demo, the end-to-end tests and the
+benchmarks through `sidecar_starter(...)`, which fits deploy.local.scenario.run_sidecar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
+from deploy.local.zones import Zone, ZoneEnv
+
+AGENT_PORT = 9400
+READY_TIMEOUT_S = 30.0
+STOP_GRACE_S = 15.0  # the proxy drains in-flight requests, the WAL writer flushes
+
+
+@dataclass(frozen=True)
+class SidecarSettings:
+    wal_bucket: str
+    audit_dir: Path
+    policy: str = "wal"
+    linger_ms: int = 50
+    max_bytes: int = 8 * 1024 * 1024
+    partition_zones: Mapping[str, str] = field(default_factory=dict)
+    route_direct_to_leader_zone: bool = True  # Tansu: send direct batches to the leader zone's broker
+    hmac_key: str = field(default_factory=lambda: secrets.token_hex(24))
+    extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # more TOML sections/keys
+
+
+def to_toml(data: Mapping[str, Any]) -> str:
+    """A small TOML writer for our config shape: top-level scalars, then tables, then sub-tables."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, Mapping):
+            return "{ " + ", ".join(f"{json.dumps(str(k))} = {value(x)}" for k, x in v.items()) + " }"
+        raise TypeError(f"cannot write {v!r} as TOML")
+
+    lines = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, Mapping)]
+    for k, v in data.items():
+        if isinstance(v, Mapping):
+            lines.append(f"\n[{k}]")
+            lines.extend(f"{json.dumps(str(kk))} = {value(vv)}" for kk, vv in v.items())
+    return "\n".join(lines) + "\n"
+
+
+def agent_addresses(env: ZoneEnv) -> dict[str, str]:
+    if env.mode == "netns":
+        return {z.name: f"{z.address}:{AGENT_PORT}" for z in env.zones}
+    return {z.name: f"127.0.0.1:{free_port()}" for z in env.zones}
+
+
+def zone_config(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: Mapping[str, str]) -> dict:
+    agent_host, _, agent_port = agents[zone.name].rpartition(":")
+    config: dict[str, Any] = {
+        "zone": zone.name,
+        "proxy": {"listen_host": zone.sidecar_host, "listen_port": zone.sidecar_port,
+                  "proxy_id": f"proxy-{zone.name}"},
+        "upstream": {"bootstrap_servers": [zone.broker_bootstrap]},
+        "router": {"policy": settings.policy, "partition_zones": dict(settings.partition_zones)},
+        "wal": {"bucket": settings.wal_bucket, "endpoint_url": zone.s3_endpoint, "linger_ms": settings.linger_ms,
+                "max_bytes": settings.max_bytes},
+        "notify": {"agents": dict(agents)},
+        "agent": {"listen_host": agent_host, "listen_port": int(agent_port)},
+        "audit": {"output": str(settings.audit_dir)},
+    }
+    if settings.route_direct_to_leader_zone:
+        config["router"]["zone_brokers"] = {z.name: z.broker_bootstrap for z in env.zones}
+    for section, values in settings.extra.items():
+        config.setdefault(section, {}).update(values)
+    return config
+
+
+def _log_size(env: ZoneEnv, log_name: str) -> int:
+    path = env.log_dir / f"{log_name}.log"
+    return path.stat().st_size if path.exists() else 0
+
+
+def _wait_for_log_line(proc: subprocess.Popen, log_path: Path, needle: str, timeout_s: float, what: str,
+                       offset: int) -> None:
+    """Wait until `needle` appears in what the process wrote after `offset` (logs are appended)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = log_path.read_bytes()[offset:].decode(errors="replace") if log_path.exists() else ""
+        if needle in text:
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{text[-3000:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} not ready within {timeout_s}s:\n{text[-3000:]}")
+        time.sleep(0.05)  # polling a log file for readiness, bounded by the deadline
+
+
+def sidecar_starter(env: ZoneEnv, settings: SidecarSettings):
+    """A `start_sidecar_fn(env, zone)` context-manager factory for scenario.run_sidecar."""
+    agents = agent_addresses(env)
+    settings.audit_dir.mkdir(parents=True, exist_ok=True)
+
+    @contextlib.contextmanager
+    def start(env: ZoneEnv, zone: Zone) -> Iterator[dict]:
+        config_path = env.log_dir / f"{zone.name}-sidecar.toml"
+        config_path.write_text(to_toml(zone_config(env, zone, settings, agents)))
+        process_env = {**DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": settings.hmac_key,
+                       "AZSIDECAR_IMDS_ENDPOINT": "http://127.0.0.1:9", "AWS_DEFAULT_REGION": "us-east-1"}
+        agent_offset = _log_size(env, f"{zone.name}-agent")
+        agent = env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", "agent", "--config", str(config_path)],
+                                process_env, log_name=f"{zone.name}-agent")
+        proxy = None
+        try:
+            _wait_for_log_line(agent, agent.log_path, "listening=", READY_TIMEOUT_S, f"agent of {zone.name}",
+                               agent_offset)
+            proxy_offset = _log_size(env, f"{zone.name}-proxy")
+            proxy = env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", "proxy", "--config", str(config_path)],
+                                    process_env, log_name=f"{zone.name}-proxy")
+            _wait_for_log_line(proxy, proxy.log_path, "listening on", READY_TIMEOUT_S, f"proxy of {zone.name}",
+                               proxy_offset)
+            yield {"agent": agents[zone.name], "proxy": zone.sidecar_bootstrap, "config": config_path,
+                   "agent_proc": agent, "proxy_proc": proxy}
+        finally:
+            if proxy is not None:
+                stop_process(proxy, STOP_GRACE_S)
+            stop_process(agent, STOP_GRACE_S)
+
+    return start

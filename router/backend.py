@@ -1,0 +1,335 @@
+"""The routing produce backend: per partition batch, LOCAL / DIRECT_CROSS via the upstream
+leader, or WAL via S3 and the leader zone's agent.
+
+Strategy: `submit` runs in the client connection's request order. For each partition it
+asks the pure `decide()` for a path; if the path differs from the one the partition's
+earlier batches are still travelling, it first waits for them to drain, so batches reach
+the log in the order received whatever path each takes. Direct batches are handed to the
+DirectBackend in one go; WAL batches are buffered in the WalWriter before `submit`
+returns (so their order in WAL objects is the request order). Each WAL object is
+announced to each destination zone's agent by one notification, sent per zone strictly in
+object sequence order (the writer releases objects in that order).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from proxy import errors
+from proxy.metadata import MetadataCache
+from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
+from router.breaker import Breaker
+from router.config import RouterConfig
+from router.decide import ObjectShape, Path, ZoneView, decide, predicted_shape
+from router.rates import ZoneRates
+from router.zones import leader_zone
+from spark_audit.records import AuditSink, NullAuditSink
+from wal_s3.config import WalConfig
+from wal_s3.format import WalEntry
+
+log = logging.getLogger(__name__)
+
+MAX_NOTIFY_QUEUE = 1024  # objects waiting for their notification per zone; the writer's buffer bound comes first
+OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
+
+
+@dataclass
+class PartitionState:
+    path: Path | None = None
+    in_flight: int = 0
+    drained: trio.Event = field(default_factory=trio.Event)
+
+
+@dataclass
+class _WalOutcome:
+    done: trio.Event = field(default_factory=trio.Event)
+    result: PartitionResult | None = None
+    buffered_at: float = 0.0
+    durable_at: float = 0.0
+    notified_at: float = 0.0
+
+
+class ZoneNotifier:
+    """Sends one notification per (object, zone), in object sequence order, one at a time."""
+
+    def __init__(self, zone: str, sender: Any, nursery: trio.Nursery) -> None:
+        self.zone = zone
+        self._sender = sender
+        self._send, self._receive = trio.open_memory_channel[Any](MAX_NOTIFY_QUEUE)
+        self._results: dict[str, tuple[trio.Event, list]] = {}
+        nursery.start_soon(self._run)
+
+    def announce(self, flushed: Any) -> None:
+        """Called synchronously, in sequence order, as each object becomes durable."""
+        self._results[flushed.key] = (trio.Event(), [])
+        self._send.send_nowait(flushed)
+
+    async def result(self, key: str) -> Any:
+        """The agent's results for `key`'s share of this zone, or the NotifyError raised."""
+        event, box = self._results[key]
+        await event.wait()
+        return box[0]
+
+    def forget(self, key: str) -> None:
+        self._results.pop(key, None)
+
+    async def _run(self) -> None:
+        async for flushed in self._receive:
+            event, box = self._results[flushed.key]
+            try:
+                box.append(await self._sender.notify(flushed, self.zone))
+            except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
+                box.append(exc)
+            event.set()
+
+
+class WalPath:
+    """Buffers WAL-routed batches in the writer and resolves them through the agents."""
+
+    def __init__(self, writer: Any, sender: Any, nursery: trio.Nursery) -> None:
+        self._writer = writer
+        self._sender = sender
+        self._nursery = nursery
+        self._notifiers: dict[str, ZoneNotifier] = {}
+        self._pending_keys: dict[str, int] = defaultdict(int)
+        self.observed = ObjectShape(0.0, 0.0)
+        writer.on_released = self._on_released
+
+    def _notifier(self, zone: str) -> ZoneNotifier:
+        if zone not in self._notifiers:
+            self._notifiers[zone] = ZoneNotifier(zone, self._sender, self._nursery)
+        return self._notifiers[zone]
+
+    def _on_released(self, flushed: Any) -> None:
+        for zone, share in flushed.zones.items():
+            self._notifier(zone).announce(flushed)
+            self.observed = ObjectShape(
+                (1 - OBSERVED_WEIGHT) * self.observed.object_bytes + OBSERVED_WEIGHT * flushed.bytes,
+                (1 - OBSERVED_WEIGHT) * self.observed.zone_bytes + OBSERVED_WEIGHT * share.length)
+
+    async def submit(self, item: PartitionBatches, dest_zone: str, ack_mode: str) -> _WalOutcome:
+        """Buffer every batch of `item` in order; returns once all are in the writer's buffer."""
+        outcome = _WalOutcome()
+        handles = []
+        for batch in item.batches:
+            entry = WalEntry(item.topic, item.partition, batch.producer_id, batch.producer_epoch,
+                             batch.base_sequence, batch.record_count, batch.data)
+            handles.append(await self._nursery.start(self._append, entry, dest_zone))
+        outcome.buffered_at = time.perf_counter()
+        self._nursery.start_soon(self._resolve, handles, dest_zone, ack_mode, outcome)
+        return outcome
+
+    async def _append(self, entry: WalEntry, zone: str, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        box: dict[str, Any] = {"done": trio.Event()}
+        signal = _Started(task_status, box)
+        try:
+            box["placement"] = await self._writer.append(entry, zone, task_status=signal)
+        except Exception as exc:  # WalWriteError and friends: the batch fails retriably
+            box["error"] = exc
+            signal.started()  # failed before buffering: release the ordered submit anyway
+        box["done"].set()
+
+    async def _resolve(self, handles: list[dict], zone: str, ack_mode: str, outcome: _WalOutcome) -> None:
+        first: PartitionResult | None = None
+        for box in handles:
+            await box["done"].wait()
+            if "error" in box:
+                first = first or PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {box['error']}")
+                continue
+            placement = box["placement"]
+            outcome.durable_at = time.perf_counter()
+            if ack_mode == "wal":
+                first = first or PartitionResult(errors.NONE, -1)
+                self._nursery.start_soon(self._finish_later, placement, zone)
+                continue
+            result = await self._entry_result(placement, zone)
+            outcome.notified_at = time.perf_counter()
+            if first is None or (first.error_code == errors.NONE and result.error_code != errors.NONE):
+                first = result if first is None else PartitionResult(result.error_code,
+                                                                      error_message=result.error_message)
+        outcome.result = first
+        outcome.done.set()
+
+    async def _entry_result(self, placement: Any, zone: str) -> PartitionResult:
+        notifier = self._notifier(zone)
+        got = await notifier.result(placement.key)
+        if isinstance(got, Exception):
+            code = errors.REQUEST_TIMED_OUT if getattr(got, "retriable", True) else errors.UNKNOWN_SERVER_ERROR
+            return PartitionResult(code, error_message=f"notify: {got}")
+        r = got[placement.entry_index_in_zone]
+        if r.error_code == errors.NONE or r.error_code == errors.DUPLICATE_SEQUENCE_NUMBER or r.duplicate:
+            return PartitionResult(errors.NONE, r.base_offset)
+        return PartitionResult(r.error_code)
+
+    async def _finish_later(self, placement: Any, zone: str) -> None:
+        # ack_mode wal: the producer already has its answer; the append must still happen.
+        result = await self._entry_result(placement, zone)
+        if result.error_code != errors.NONE:
+            log.error("ack_mode=wal entry of %s for %s not appended: %s (object stays for recovery)",
+                      placement.key, zone, result.error_message or result.error_code)
+
+
+class _Started:
+    """Passes the writer's 'entry buffered' signal on to `nursery.start` exactly once."""
+
+    def __init__(self, task_status: Any, box: dict) -> None:
+        self._task_status = task_status
+        self._box = box
+        self._done = False
+
+    def started(self, value: Any = None) -> None:
+        if not self._done:
+            self._done = True
+            self._task_status.started(self._box)
+
+
+class RoutingBackend:
+    """ProduceBackend that routes each partition batch by zone, policy, cost and health."""
+
+    def __init__(self, zone: str, config: RouterConfig, wal_config: WalConfig, direct: DirectBackend,
+                 metadata: MetadataCache, wal_path: WalPath | None, nursery: trio.Nursery,
+                 audit: AuditSink | None = None, proxy_id: str = "",
+                 direct_by_zone: Mapping[str, DirectBackend] | None = None) -> None:
+        self.zone = zone
+        self._direct_by_zone = dict(direct_by_zone or {})
+        self.config = config
+        self._wal_config = wal_config
+        self._direct = direct
+        self._metadata = metadata
+        self._wal = wal_path
+        self._nursery = nursery
+        self._audit = audit or NullAuditSink()
+        self._proxy_id = proxy_id
+        self._partitions: dict[tuple[str, int], PartitionState] = defaultdict(PartitionState)
+        self._breakers: dict[str, Breaker] = defaultdict(Breaker)
+        self._rates = ZoneRates()
+        self.policy = config.policy
+        self.route_counts: dict[str, int] = defaultdict(int)
+
+    def set_policy(self, policy: str) -> None:
+        """Switch policy at run time (ordering is kept by the drain-before-switch rule)."""
+        if policy not in ("cost", "wal", "direct"):
+            raise ValueError(f"unknown policy {policy!r}")
+        self.policy = policy
+
+    async def _leader_zone(self, item: PartitionBatches) -> str | None:
+        cached = item.topic in self._metadata.view.topics
+        info, broker, _err = await self._metadata.leader(item.topic, item.partition)
+        zone = leader_zone(item.topic, item.partition, info.leader_id if info else None,
+                           broker.rack if broker else None, self.config.partition_zones, self.config.broker_zones)
+        self._audit.emit("metadata_lookup", {"topic": item.topic, "partition": item.partition,
+                                             "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
+        return zone
+
+    def _ack_mode(self, topic: str) -> str:
+        import fnmatch  # noqa: PLC0415
+
+        for pattern, mode in self.config.ack_modes.items():
+            if fnmatch.fnmatchcase(topic, pattern):
+                return mode
+        return "leader"
+
+    def _route(self, item: PartitionBatches, dest: str | None, state: PartitionState):
+        now = trio.current_time()
+        healthy = True
+        shape = ObjectShape(0, 0)
+        if dest is not None and dest != self.zone:
+            healthy = self._wal is not None and self._breakers[dest].allows(now)
+            shape = self._wal.observed if self._wal and self._wal.observed.object_bytes else predicted_shape(
+                self._rates.rate(dest, now), self._rates.total(now), self._wal_config.linger_ms,
+                self._wal_config.max_bytes)
+            self._rates.add(dest, item.size, now)
+        transactional = any(b.is_transactional for b in item.batches)
+        view = ZoneView(self.zone, dest, healthy, self.config.fallback)
+        route = decide(self.policy, view, state.path, shape, self.config.prices, transactional)
+        if route.path is Path.WAL and self._wal is None:
+            return type(route)(Path.DIRECT_CROSS, "no WAL configured")
+        return route
+
+    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> Completion:
+        started = time.perf_counter()
+        direct_items: dict[Any, list[PartitionBatches]] = defaultdict(list)
+        wal_items: list[tuple[PartitionBatches, str, Any]] = []
+        routes: dict[tuple[str, int], tuple[Any, str | None]] = {}
+        for item in items:
+            tp = (item.topic, item.partition)
+            dest = await self._leader_zone(item)
+            state = self._partitions[tp]
+            route = self._route(item, dest, state)
+            if state.path is not None and state.path != route.path and state.in_flight > 0:
+                await state.drained.wait()  # a path switch waits for the old path to drain
+            if state.in_flight == 0:
+                state.drained = trio.Event()
+            state.path = route.path
+            state.in_flight += 1
+            routes[tp] = (route, dest)
+            self.route_counts[route.path.value] += 1
+            if route.path is Path.WAL:
+                assert self._wal is not None and dest is not None
+                outcome = await self._wal.submit(item, dest, self._ack_mode(item.topic)
+                                                 if not any(b.is_transactional for b in item.batches) else "leader")
+                wal_items.append((item, dest, outcome))
+            else:
+                target = self._direct
+                if route.path is Path.DIRECT_CROSS and dest in self._direct_by_zone:
+                    target = self._direct_by_zone[dest]
+                direct_items[target].append(item)
+        direct_completions = [await target.submit(group, ctx) for target, group in direct_items.items()]
+
+        async def complete() -> dict[tuple[str, int], PartitionResult]:
+            results: dict[tuple[str, int], PartitionResult] = {}
+            for direct_completion in direct_completions:
+                results.update(await direct_completion())
+            for item, dest, outcome in wal_items:
+                await outcome.done.wait()
+                results[(item.topic, item.partition)] = outcome.result
+                breaker = self._breakers[dest]
+                if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
+                    breaker.record_success()
+                elif errors.is_retriable(outcome.result.error_code):
+                    breaker.record_failure(trio.current_time())
+            finished = time.perf_counter()
+            for item in items:
+                tp = (item.topic, item.partition)
+                state = self._partitions[tp]
+                state.in_flight -= 1
+                if state.in_flight == 0:
+                    state.drained.set()
+                route, dest = routes[tp]
+                result = results.get(tp) or PartitionResult(errors.UNKNOWN_SERVER_ERROR)
+                self._audit_batch(item, route, dest, result, started, finished,
+                                  next((o for i, _d, o in wal_items if i is item), None))
+            return results
+
+        return complete
+
+    def _audit_batch(self, item, route, dest, result, started, finished, outcome) -> None:
+        size = item.size
+        record = {
+            "proxy_id": self._proxy_id, "leader_zone": dest or "", "topic": item.topic,
+            "partition": item.partition, "route": route.path.value, "reason": route.reason,
+            "bytes": size, "records": item.records,
+            "wire_bytes": size if route.path is Path.DIRECT_CROSS else 0,
+            "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
+            "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
+        }
+        if outcome is not None:
+            record["queue_ms"] = (outcome.buffered_at - started) * 1000
+            if outcome.durable_at:
+                record["s3_put_ms"] = (outcome.durable_at - outcome.buffered_at) * 1000
+            if outcome.notified_at and outcome.durable_at:
+                record["notify_rtt_ms"] = (outcome.notified_at - outcome.durable_at) * 1000
+        else:
+            record["leader_append_ms"] = (finished - started) * 1000
+        self._audit.emit("produce_batch", record)
+
+
+def route_summary(backend: RoutingBackend) -> Mapping[str, int]:
+    return dict(backend.route_counts)
