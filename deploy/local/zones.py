@@ -252,6 +252,28 @@ class ZoneEnv:
         self._procs.append(proc)
         return proc
 
+    def run_beside_s3(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+                      log_name: str | None = None) -> subprocess.Popen:
+        """Start argv where moto is local (the s3 namespace; loopback mode: here), at `s3_local_endpoint`.
+
+        For tools that inspect the bucket without touching any zone's links. Stopped at teardown.
+        """
+        name = log_name or f"s3-{Path(argv[0]).name}"
+        s3_zone = Zone(name="s3", index=-1, netns=self.s3_namespace, address="127.0.0.1",
+                       s3_endpoint=self.s3_local_endpoint, broker_bootstrap="")
+        return self.run_in_zone(s3_zone, argv, env, log_name=name)
+
+    @property
+    def s3_local_endpoint(self) -> str:
+        """moto's endpoint for processes started with run_beside_s3 (raises RuntimeError without S3)."""
+        if self.moto is None:
+            raise RuntimeError("this environment has no S3 (start_s3=False)")
+        return f"http://127.0.0.1:{self.moto.port}"
+
+    def create_bucket(self, name: str) -> None:
+        """Create a bucket in moto, from wherever moto is reachable. Raises ZoneSetupError, RuntimeError."""
+        _create_bucket_in(self.s3_namespace, self.s3_local_endpoint, name)
+
     def run_to_completion(self, zone: Zone | str | int, argv: Sequence[str], timeout_s: float,
                           env: Mapping[str, str] | None = None, log_name: str | None = None) -> int:
         """run_in_zone and wait; returns the exit code. Raises subprocess.TimeoutExpired (process killed)."""

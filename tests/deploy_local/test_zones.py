@@ -60,6 +60,14 @@ SENDER = textwrap.dedent("""
 """)
 
 
+GET_LENGTH = textwrap.dedent("""
+    import boto3, sys
+    s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    print(len(s3.get_object(Bucket=sys.argv[2], Key=sys.argv[3])["Body"].read()))
+""")
+
+
 def _namespaces() -> set[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     return {line.split()[0] for line in out.splitlines() if line.strip()}
@@ -180,18 +188,24 @@ def test_s3_traffic_never_touches_the_bridge():
         sys.exit(0 if c.getresponse().status == 200 else 1)
     """)
     with three_zones(start_brokers=False) as env:
+        env.create_bucket("extra")  # from the root namespace, which has no route to moto
         zone = env.zones[1]
         s3_before = env.link_counters_s3(zone)
         meter = env.meter()
         meter.start()
-        code = env.run_to_completion(zone, [sys.executable, "-c", put, zone.s3_endpoint, env.bucket,
+        code = env.run_to_completion(zone, [sys.executable, "-c", put, zone.s3_endpoint, "extra",
                                             str(PAYLOAD_BYTES)], timeout_s=60, log_name="put")
         reading = meter.stop()
         s3_after = env.link_counters_s3(zone)
+        get = env.run_beside_s3([sys.executable, "-c", GET_LENGTH, env.s3_local_endpoint, "extra", "obj"],
+                                log_name="get")
+        assert get.wait(timeout=30) == 0
+        stored_bytes = int(get.log_path.read_text().strip())
     assert code == 0
     assert reading.total_bytes == 0
     assert all(z.sent_bytes == z.received_bytes == 0 for z in reading.per_zone.values())
     assert s3_after.sent_bytes - s3_before.sent_bytes >= PAYLOAD_BYTES
+    assert stored_bytes == PAYLOAD_BYTES
 
 
 def test_baseline_run_is_exactly_once_and_metered():
