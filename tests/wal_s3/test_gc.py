@@ -1,0 +1,119 @@
+"""Checkpoints and GC against moto: never delete an object with an unapplied zone (until it
+is an orphan older than max_orphan_age_s); `azsidecar gc` prints what it did."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+import trio
+
+from azsidecar.cli import main as azsidecar_main
+from spark_audit.records import MemoryAuditSink
+from wal_s3.gc import Checkpoints, checkpoint_key, run_gc
+from wal_s3.format import WalEntry
+from wal_s3.writer import WalWriter
+
+pytestmark = pytest.mark.integration
+
+ZONES = ("az1", "az2", "az3")
+
+
+def keys(client, bucket):
+    return sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+async def write_object(config, client, zones) -> str:
+    """One WAL object with one entry for each of `zones`; returns its key."""
+    placements = []
+    writer = WalWriter(config, "az0", "p1", client, MemoryAuditSink())
+    async with writer.running():
+        async with trio.open_nursery() as n:
+            async def one(zone):
+                placements.append(await writer.append(WalEntry("t", 0, 1, 0, 0, 1, b"x"), zone))
+            for z in zones:
+                n.start_soon(one, z)
+            await trio.testing.wait_all_tasks_blocked()
+            writer.close()
+    assert len({p.key for p in placements}) == 1
+    return placements[0].key
+
+
+def test_gc_deletes_exactly_the_fully_applied_objects(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=60_000, orphan_report_age_s=3600, max_orphan_age_s=7200)
+    client = make_client(config)
+    subsets = [frozenset(c) for r in range(len(ZONES) + 1) for c in itertools.combinations(ZONES, r)]
+
+    async def main():
+        objects = {}
+        for applied in subsets:  # 8 objects, each with all three zones, a different subset applied
+            key = await write_object(config, client, ZONES)
+            for z in applied:
+                await Checkpoints(config, client).mark_applied(key, z)
+            objects[key] = applied
+        assert await Checkpoints(config, client).applied_zones(key) == set(ZONES)
+        dry = await run_gc(config, client, dry_run=True)
+        report = await run_gc(config, client)
+        return objects, dry, report
+
+    objects, dry, report = trio.run(main)
+    full = [k for k, a in objects.items() if a == set(ZONES)]
+    assert len(full) == 1
+    assert dry.deleted == tuple(full) and dry.dry_run
+    assert report.deleted == tuple(full)
+    assert report.scanned == 8 and report.pending == 7 and report.orphans == () and report.orphans_deleted == ()
+    assert report.checkpoints_deleted == 3
+    remaining = keys(client, config.bucket)
+    for key, applied in objects.items():
+        assert (key in remaining) == (applied != set(ZONES))
+        for z in applied:
+            assert (checkpoint_key(config, key, z) in remaining) == (applied != set(ZONES))
+
+
+def test_orphans_are_reported_then_deleted_only_after_max_age(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(prefix="tenant/", linger_ms=60_000, orphan_report_age_s=100, max_orphan_age_s=1000)
+    client = make_client(config)
+
+    async def main():
+        key = await write_object(config, client, ("az1", "az2"))
+        await Checkpoints(config, client).mark_applied(key, "az1")
+        now = time.time()
+        young = await run_gc(config, client, now_s=now)
+        reported = await run_gc(config, client, now_s=now + 500)
+        assert key in keys(client, config.bucket)
+        old = await run_gc(config, client, now_s=now + 2000)
+        return key, young, reported, old
+
+    key, young, reported, old = trio.run(main)
+    assert key.startswith("tenant/") and "/wal/az0/p1/" in key
+    assert (young.pending, young.orphans, young.deleted) == (1, (), ())
+    assert [(o.key, o.unapplied_zones) for o in reported.orphans] == [(key, ("az2",))]
+    assert reported.orphans_deleted == () and reported.deleted == ()
+    assert old.orphans_deleted == (key,) and old.checkpoints_deleted == 1
+    assert [k for k in keys(client, config.bucket) if "/wal/" in k] == []
+
+
+def test_cli_gc_once_prints_what_it_did(wal_env, s3_bucket, capsys):
+    make_config, make_client = wal_env
+    server, bucket = s3_bucket
+    config = make_config(linger_ms=60_000)
+    client = make_client(config)
+
+    async def main():
+        key = await write_object(config, client, ("az1",))
+        await Checkpoints(config, client).mark_applied(key, "az1")
+        return key
+
+    key = trio.run(main)
+    args = ["gc", "--once", "--bucket", bucket, "--endpoint-url", server.endpoint_url]
+    assert azsidecar_main(args + ["--dry-run"]) == 0
+    assert f"would delete {key} (all zones applied)" in capsys.readouterr().out
+    assert key in keys(client, bucket)
+    assert azsidecar_main(args) == 0
+    out = capsys.readouterr().out
+    assert f"deleted {key} (all zones applied)" in out
+    assert "gc: scanned 1 objects, deleted 1 applied" in out
+    assert key not in keys(client, bucket)
