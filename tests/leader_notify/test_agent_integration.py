@@ -239,3 +239,45 @@ async def test_agent_restarted_mid_stream_sender_retries_nothing_lost(env, tansu
     assert audit.of("notification")[2]["attempts"] >= 2
     assert consume(tansu.bootstrap, topic, 0) == [(i, f"i{i}".encode()) for i in range(4)]
     assert consume(tansu.bootstrap, topic, 1) == [(i, f"n{i}".encode()) for i in range(4)]
+
+
+@pytest.mark.slow
+@pytest.mark.trio
+async def test_tansu_restarted_mid_stream_sender_retries_nothing_lost(s3_bucket, tansu_shared_bucket):
+    server, bucket = s3_bucket
+    (broker,) = tansu_shared_bucket(1)  # S3-backed: the log survives the restart
+    topic = unique_name("r")
+    create_topics(broker.bootstrap, {topic: 1})
+    pid, ep = new_producer_id(broker.bootstrap)
+    audit = MemoryAuditSink()
+    agent = AgentThread(config_for(server.endpoint_url, bucket, broker.bootstrap), "az2", audit).start()
+    config = config_for(server.endpoint_url, bucket, broker.bootstrap, agents={"az2": agent.address},
+                        **{"notify.max_attempts": 10})
+    s3 = server.client()
+    objs = [put_object(s3, bucket, f"wal/ff/obj-{i}", {"az2": [
+        wal_entry(topic, 0, [f"i{i}".encode()], pid, ep, i), wal_entry(topic, 0, [f"n{i}".encode()])]}, sequence=i)
+        for i in range(4)]
+    sender = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
+    try:
+        results = [await sender.notify(objs[0], "az2"), await sender.notify(objs[1], "az2")]
+        await trio.to_thread.run_sync(broker.stop)
+
+        async def restart_when_agent_gave_up():
+            # The sender re-sends only after the agent answered with retriable entry errors.
+            with trio.fail_after(60):
+                while sender.metrics.value("azsidecar_notify_attempts_total", dest_zone="az2") < 4:
+                    await trio.sleep(0.05)
+            await trio.to_thread.run_sync(broker.start)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(restart_when_agent_gave_up)
+            results.append(await sender.notify(objs[2], "az2"))
+        results.append(await sender.notify(objs[3], "az2"))
+    finally:
+        await sender.aclose()
+        agent.stop()
+    assert [[(r.error_code, r.base_offset) for r in rs] for rs in results] == [
+        [(0, 0), (0, 1)], [(0, 2), (0, 3)], [(0, 4), (0, 5)], [(0, 6), (0, 7)]]
+    assert agent.agent.metrics.value("azsidecar_agent_append_errors_total", code="13") >= 1
+    assert consume(broker.bootstrap, topic, 0) == [
+        (0, b"i0"), (1, b"n0"), (2, b"i1"), (3, b"n1"), (4, b"i2"), (5, b"n2"), (6, b"i3"), (7, b"n3")]

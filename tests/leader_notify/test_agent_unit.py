@@ -1,0 +1,175 @@
+"""Agent logic above its adapters: fake reader and appender (the adapters have their own
+integration tests against moto and Tansu)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from leader_notify import protocol as p
+from leader_notify._kafka import AppendResult
+from leader_notify.agent import Agent, AgentSettings, AppliedEntries
+
+KEY = b"unit-test-key-0123456789"
+
+
+@dataclass
+class E:
+    topic: str
+    partition: int
+    batch: bytes
+
+
+class Reader:
+    """Serves entries; a read of `slow_key` waits for `release` (to reorder reads)."""
+
+    def __init__(self, objects, slow_key=None):
+        self.objects = objects
+        self.slow_key = slow_key
+        self.release = asyncio.Event()
+        self.reads = 0
+
+    async def read_zone(self, key, zone_offset, zone_length, *, source_zone, expected_entries):
+        self.reads += 1
+        if key == self.slow_key:
+            await self.release.wait()
+        return self.objects[key]
+
+
+class Appender:
+    def __init__(self, fail=None):
+        self.log: list[tuple[str, int, bytes]] = []
+        self.fail = fail or {}  # batch -> error code
+
+    async def append(self, topic, partition, batch):
+        await asyncio.sleep(0)
+        if batch in self.fail:
+            return AppendResult(self.fail[batch])
+        self.log.append((topic, partition, batch))
+        offset = sum(1 for t, q, _ in self.log if (t, q) == (topic, partition)) - 1
+        return AppendResult(0, offset)
+
+
+def crc(b: bytes) -> int:
+    import crc32c
+
+    return crc32c.crc32c(b)
+
+
+def request(key, entries, request_id=1):
+    return p.NotifyRequest(request_id, "az1", "az2", "proxy", 1, "bkt", key, 0, 100, tuple(
+        p.NotifyEntry(e.topic, e.partition, 0, len(e.batch), crc(e.batch), 1, -1, -1, -1) for e in entries))
+
+
+def agent(reader, appender, checkpoints=None, applied=1000):
+    async def checkpoint(key, zone):
+        checkpoints.append((key, zone))
+
+    s = AgentSettings(zone="az2", bucket="bkt", prefix="wal/", keys=(KEY,), applied_cache_entries=applied)
+    return Agent(s, reader, appender, checkpoint=checkpoint if checkpoints is not None else None)
+
+
+def test_partition_order_is_arrival_order_even_if_first_read_is_slow():
+    objs = {"wal/1": [E("t", 0, b"first"), E("t", 1, b"other")], "wal/2": [E("t", 0, b"second")]}
+
+    async def main():
+        reader = Reader(objs, slow_key="wal/1")
+        app = Appender()
+        a = agent(reader, app)
+        t1 = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"])))
+        await asyncio.sleep(0)  # t1 has taken its tickets and waits in the slow read
+        t2 = asyncio.create_task(a.handle_request(request("wal/2", objs["wal/2"], 2)))
+        for _ in range(20):
+            await asyncio.sleep(0)  # give t2 every chance to overtake
+        assert app.log == []  # t2's partition-0 batch waits behind t1's
+        reader.release.set()
+        r1, r2 = await t1, await t2
+        return app.log, r1, r2
+
+    log, r1, r2 = asyncio.run(main())
+    assert [b for t, q, b in log if q == 0] == [b"first", b"second"]
+    assert [(r.error_code, r.base_offset) for r in r1.results] == [(0, 0), (0, 0)]
+    assert [(r.error_code, r.base_offset) for r in r2.results] == [(0, 1)]
+
+
+def test_failed_entry_fails_later_entries_of_its_partition_only():
+    entries = [E("t", 0, b"a"), E("t", 0, b"b"), E("t", 0, b"c"), E("t", 1, b"d")]
+    checkpoints: list = []
+
+    async def main():
+        app = Appender(fail={b"b": 6})
+        res = await agent(Reader({"wal/x": entries}), app, checkpoints).handle_request(request("wal/x", entries))
+        return app.log, res
+
+    log, res = asyncio.run(main())
+    assert [b for _, _, b in log] == [b"a", b"d"]
+    assert [r.error_code for r in res.results] == [0, 6, 6, 0]
+    assert checkpoints == []  # not every entry applied: GC must keep the object
+
+
+def test_resend_answers_from_applied_map_and_checkpoints_once_complete():
+    entries = [E("t", 0, b"a"), E("t", 0, b"b")]
+    checkpoints: list = []
+
+    async def main():
+        reader, app = Reader({"wal/y": entries}), Appender()
+        a = agent(reader, app, checkpoints)
+        first = await a.handle_request(request("wal/y", entries))
+        again = await a.handle_request(request("wal/y", entries, 2))
+        return app.log, reader.reads, first, again
+
+    log, reads, first, again = asyncio.run(main())
+    assert len(log) == 2 and reads == 1
+    assert [(r.base_offset, r.duplicate) for r in first.results] == [(0, False), (1, False)]
+    assert [(r.base_offset, r.duplicate) for r in again.results] == [(0, True), (1, True)]
+    assert checkpoints == [("wal/y", "az2"), ("wal/y", "az2")]
+
+
+def test_entry_not_matching_object_is_corrupt_and_nothing_appended():
+    in_object = [E("t", 0, b"real")]
+    claimed = [E("t", 0, b"fake")]  # CRC of other bytes
+
+    async def main():
+        app = Appender()
+        res = await agent(Reader({"wal/z": in_object}), app).handle_request(request("wal/z", claimed))
+        return app.log, res
+
+    log, res = asyncio.run(main())
+    assert log == [] and [r.error_code for r in res.results] == [2]
+
+
+def test_wrong_zone_and_foreign_key_refused_without_reading():
+    entries = [E("t", 0, b"a")]
+
+    async def main():
+        reader, app = Reader({"wal/a": entries, "nope/a": entries}), Appender()
+        a = agent(reader, app)
+        wrong_zone = await a.handle_request(p.NotifyRequest(1, "az1", "az3", "x", 1, "bkt", "wal/a", 0, 1, ()))
+        foreign = await a.handle_request(request("nope/a", entries))
+        return reader.reads, app.log, wrong_zone, foreign
+
+    reads, log, wrong_zone, foreign = asyncio.run(main())
+    assert (reads, log) == (0, [])
+    assert wrong_zone.status == p.RequestStatus.WRONG_ZONE
+    assert foreign.status == p.RequestStatus.FORBIDDEN_KEY
+
+
+def test_reader_failure_is_retriable_internal_status():
+    class Broken:
+        async def read_zone(self, *a, **k):
+            raise OSError("S3 down")
+
+    async def main():
+        return await agent(Broken(), Appender()).handle_request(request("wal/q", [E("t", 0, b"a")]))
+
+    res = asyncio.run(main())
+    assert res.status == p.RequestStatus.INTERNAL and res.status in p.RETRIABLE_STATUSES
+
+
+def test_applied_entries_is_bounded_lru():
+    m = AppliedEntries(2)
+    m.put("k", 0, 10)
+    m.put("k", 1, 11)
+    assert m.get("k", 0) == 10  # touch: k/1 is now the oldest
+    m.put("k", 2, 12)
+    assert (m.get("k", 0), m.get("k", 1), m.get("k", 2), len(m)) == (10, None, 12, 2)
