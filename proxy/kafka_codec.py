@@ -2,14 +2,16 @@
 
 Strategy: framing and the request header are parsed here by hand (they are tiny and fixed
 by the protocol), the bodies by kafka-python 3.x's schema-driven protocol classes, which
-cover every version including flexible ones and skip unknown tagged fields. A complete
-frame is copied out of the receive buffer once, so the memoryviews handed on stay valid
-while the buffer keeps growing. No sockets, clocks or trio here.
+cover every version including flexible ones and skip unknown tagged fields. Received
+chunks are kept as immutable bytes: a frame inside one chunk is handed on as a memoryview
+of it (no copy), a frame spanning chunks is joined once. The memoryviews stay valid
+whatever arrives later. No sockets, clocks or trio here.
 """
 
 from __future__ import annotations
 
 import struct
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,36 +87,76 @@ class ServerCodec:
     """Splits a client's byte stream into request frames."""
 
     def __init__(self, max_frame_bytes: int) -> None:
-        self._buf = bytearray()
+        self._chunks: deque[bytes] = deque()
+        self._offset = 0  # bytes of _chunks[0] already consumed
+        self._buffered = 0
         self._max_frame_bytes = max_frame_bytes
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buf)
+        return self._buffered
 
     def receive_data(self, data: bytes) -> None:
-        self._buf += data
+        if data:
+            self._chunks.append(bytes(data))  # no copy when `data` already is bytes
+            self._buffered += len(data)
 
     def next_frame(self) -> RequestFrame | NeedData:
         """The next complete request, or NEED_DATA.
 
         Raises FrameTooLarge or ProtocolError when the stream cannot be a Kafka request.
         """
-        if len(self._buf) < 4:
+        if self._buffered < 4:
             return NEED_DATA
-        (size,) = _SIZE.unpack_from(self._buf, 0)
+        (size,) = _SIZE.unpack(self._peek4())
         if size < MIN_HEADER_BYTES:
             raise ProtocolError(f"frame size {size} is smaller than a request header")
         if size > self._max_frame_bytes:
             raise FrameTooLarge(f"frame of {size} bytes exceeds max_frame_bytes={self._max_frame_bytes}")
-        if len(self._buf) < 4 + size:
+        if self._buffered < 4 + size:
             return NEED_DATA
-        frame = bytes(self._buf[4 : 4 + size])
-        del self._buf[: 4 + size]
-        return parse_request_frame(frame)
+        return parse_request_frame(self._consume(4 + size)[4:])
+
+    def _peek4(self) -> bytes:
+        first = self._chunks[0]
+        if len(first) - self._offset >= 4:
+            return first[self._offset : self._offset + 4]
+        head = first[self._offset :]
+        for chunk in list(self._chunks)[1:]:
+            head += chunk[: 4 - len(head)]
+            if len(head) == 4:
+                break
+        return head
+
+    def _consume(self, n: int) -> memoryview:
+        """Remove the first `n` buffered bytes (n <= buffered) and return them."""
+        self._buffered -= n
+        first = self._chunks[0]
+        start = self._offset
+        if len(first) - start >= n:
+            self._offset += n
+            if self._offset == len(first):
+                self._chunks.popleft()
+                self._offset = 0
+            return memoryview(first)[start : start + n]
+        parts: list[bytes | memoryview] = [memoryview(first)[start:]]
+        need = n - (len(first) - start)
+        self._chunks.popleft()
+        self._offset = 0
+        while need:
+            chunk = self._chunks[0]
+            if len(chunk) <= need:
+                parts.append(chunk)
+                need -= len(chunk)
+                self._chunks.popleft()
+            else:
+                parts.append(memoryview(chunk)[:need])
+                self._offset = need
+                need = 0
+        return memoryview(b"".join(parts))
 
 
-def parse_request_frame(frame: bytes) -> RequestFrame:
+def parse_request_frame(frame: bytes | memoryview) -> RequestFrame:
     """Parse the request header of one frame (without its size prefix).
 
     Raises ProtocolError on a truncated or malformed header.
