@@ -46,8 +46,10 @@ def start_proxy(upstream_bootstrap: str, log_dir: Path, extra_args: tuple[str, .
     log_path = log_dir / f"proxy-{port}.log"
     cmd = [sys.executable, "-m", "azsidecar", "proxy", "--listen", f"127.0.0.1:{port}",
            "--bootstrap-servers", upstream_bootstrap, "--zone", TEST_ZONE, "--log-level", "INFO", *extra_args]
-    if config_file is not None:
-        cmd += ["--config", str(config_file)]
+    if config_file is None:  # keep the audit trail out of the working directory
+        config_file = log_dir / f"proxy-{port}.toml"
+        config_file.write_text(f'[audit]\noutput = "{log_dir / f"audit-{port}"}"\n')
+    cmd += ["--config", str(config_file)]
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -227,3 +227,15 @@ def test_responses_are_byte_identical_to_the_library_body_encoding(factory, cls,
         assert framed[body_start:] == bytes(factory().encode(version=version)), f"v{version}"
         decoded = cls.decode(framed[4:], version=version, header=True)
         assert decoded.header.correlation_id == 12345
+
+
+def test_frame_bodies_stay_valid_while_more_data_arrives():
+    codec = ServerCodec(max_frame_bytes=1024)
+    for byte in PRODUCE_V3_FRAME:  # one byte at a time: the frame spans 37 chunks
+        codec.receive_data(bytes([byte]))
+    first = codec.next_frame()
+    codec.receive_data(API_VERSIONS_V3_FRAME + PRODUCE_V3_FRAME)  # one chunk, two frames
+    second, third = codec.next_frame(), codec.next_frame()
+    assert codec.next_frame() is NEED_DATA
+    assert bytes(first.body) == bytes(third.body) == H("ffff" "ffff" "00002710" "00000000")
+    assert bytes(second.body) == H("03") + b"ab" + H("02") + b"1" + H("00")
