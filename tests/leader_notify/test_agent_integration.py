@@ -99,6 +99,10 @@ async def test_many_producers_exactly_once_in_order_offsets_match_consumer(env, 
     reads = audit.of("agent_read")
     # One GET per object; the re-sent notifications were answered from the applied map (no read).
     assert [(r["key"], r["gets"]) for r in reads] == [("wal/aa/obj-1", 1), ("wal/bb/obj-2", 1)]
+    # GC checkpoints: az2 applied its share of both objects (wal_s3 layout <prefix>_checkpoints/<rest>/<zone>).
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="wal/_checkpoints/")
+    assert sorted(o["Key"] for o in listed.get("Contents", [])) == [
+        "wal/_checkpoints/aa/obj-1/az2", "wal/_checkpoints/bb/obj-2/az2"]
 
 
 @pytest.mark.trio
