@@ -25,6 +25,7 @@ from deploy.local.zones import (  # noqa: E402
     Zone,
     ZoneEnv,
     ZoneSetupError,
+    ZonesTerminated,
     cleanup_leftovers,
     leader_zone_of,
     partition_zones,
@@ -32,5 +33,5 @@ from deploy.local.zones import (  # noqa: E402
 )
 
 __all__ += ["CrossZoneMeter", "CrossZoneReading", "LinkBytes", "RunResult", "ScenarioError", "TopicSpec", "Workload",
-            "Zone", "ZoneEnv", "ZoneSetupError", "cleanup_leftovers", "leader_zone_of", "partition_zones",
+            "Zone", "ZoneEnv", "ZoneSetupError", "ZonesTerminated", "cleanup_leftovers", "leader_zone_of", "partition_zones",
             "run_baseline", "run_sidecar", "three_zones"]

@@ -477,7 +477,7 @@ def _create_bucket_in(netns: str | None, endpoint: str, bucket: str) -> None:
         raise ZoneSetupError(f"create bucket {bucket} at {endpoint}: exit {done.returncode} {done.stderr.strip()}")
 
 
-class _Terminated(BaseException):
+class ZonesTerminated(BaseException):
     """SIGTERM turned into an exception so the teardown in `finally` runs."""
 
 
@@ -490,7 +490,7 @@ def _sigterm_raises() -> Iterator[None]:
         return
 
     def handler(signum, frame):  # noqa: ARG001
-        raise _Terminated(f"signal {signum}")
+        raise ZonesTerminated(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
@@ -511,7 +511,7 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
     network; by default the kernel's 64 KB GSO packets carry one header each. Raises ZoneSetupError when
     the network cannot be built, RuntimeError when moto or a broker does not start, and
     ValueError on bad arguments. On SIGTERM inside the block the environment is torn
-    down and _Terminated (a BaseException) propagates.
+    down and ZonesTerminated (a BaseException) propagates.
     """
     names = tuple(zones)
     if not names or len(names) > MAX_ZONES or len(set(names)) != len(names):
