@@ -285,3 +285,36 @@ async def test_tansu_restarted_mid_stream_sender_retries_nothing_lost(s3_bucket,
     assert agent.agent.metrics.value("azsidecar_agent_append_errors_total", code="13") >= 1
     assert consume(broker.bootstrap, topic, 0) == [
         (0, b"i0"), (1, b"n0"), (2, b"i1"), (3, b"n1"), (4, b"i2"), (5, b"n2"), (6, b"i3"), (7, b"n3")]
+
+
+@pytest.mark.trio
+async def test_objects_from_real_wal_writer_are_applied_with_matching_offsets(env, tansu):
+    from wal_s3._s3 import make_s3_client
+    from wal_s3.writer import WalWriter
+
+    s3, bucket, topic, config, agent, audit = env
+    pid, ep = new_producer_id(tansu.bootstrap)
+    entries = [wal_entry(topic, i % 2, [f"w{i}".encode()], pid if i % 2 == 0 else -1, ep if i % 2 == 0 else -1,
+                         i // 2 if i % 2 == 0 else -1) for i in range(6)]
+    placements = {}
+
+    async def put(i, task_status=trio.TASK_STATUS_IGNORED):
+        placements[i] = await writer.append(entries[i], "az2", task_status=task_status)
+
+    writer = WalWriter(config.wal, "az1", "proxy-a", make_s3_client(config.wal), audit)
+    async with writer.running():
+        async with trio.open_nursery() as nursery:
+            for i in range(6):
+                await nursery.start(put, i)  # buffered in this order
+    flushed = {p.flushed.sequence: p.flushed for p in placements.values()}
+    sender = NotifySender(config.notify, "az1", "proxy-a", writer.epoch, audit, bucket=bucket)
+    results = {}
+    try:
+        for seq in sorted(flushed):
+            results[flushed[seq].key] = await sender.notify(flushed[seq], "az2")
+    finally:
+        await sender.aclose()
+    offsets = [results[placements[i].key][placements[i].entry_index_in_zone].base_offset for i in range(6)]
+    assert offsets == [0, 0, 1, 1, 2, 2]  # partition 0 gets entries 0,2,4; partition 1 gets 1,3,5
+    assert consume(tansu.bootstrap, topic, 0) == [(0, b"w0"), (1, b"w2"), (2, b"w4")]
+    assert consume(tansu.bootstrap, topic, 1) == [(0, b"w1"), (1, b"w3"), (2, b"w5")]
