@@ -98,7 +98,7 @@ module "network" {
   monitoring_cidrs        = var.monitoring_cidrs
   broker_cidrs            = local.subnet_cidrs
   kafka_ports             = [9092]
-  aws_api_prefix_list_ids = [aws_vpc_endpoint.s3.prefix_list_id]
+  aws_api_prefix_lists    = { s3 = aws_vpc_endpoint.s3.prefix_list_id }
   https_cidrs             = [var.vpc_cidr]
 }
 
@@ -197,7 +197,7 @@ resource "aws_msk_cluster" "this" {
     }
   }
 
-  enhanced_monitoring = "PER_TOPIC_PER_BROKER"
+  enhanced_monitoring = "PER_BROKER"
 
   open_monitoring {
     prometheus {

@@ -17,8 +17,12 @@ locals {
   config_file = "${local.run_dir}/azsidecar.toml"
   # sh writes the rendered file, then exec's so azsidecar is PID 1 and receives SIGTERM.
   write_config = "umask 077 && printf '%s' \"$AZSIDECAR_CONFIG_TOML\" > ${local.config_file}"
-  subnet_ids   = toset(flatten([for z in values(var.zones) : z.subnet_ids]))
-  all_subnets  = sort(tolist(local.subnet_ids))
+  # Keyed by "<zone>/<index>": subnet ids may be unknown at plan time (created alongside),
+  # and for_each keys must be known.
+  zone_subnets = merge([
+    for zone, z in var.zones : { for i, id in z.subnet_ids : "${zone}/${i}" => { zone = zone, id = id } }
+  ]...)
+  all_subnets = flatten([for zone in sort(keys(var.zones)) : var.zones[zone].subnet_ids])
 
   common_settings = {
     log_format = "json"
@@ -35,8 +39,8 @@ locals {
 }
 
 data "aws_subnet" "agent" {
-  for_each = local.subnet_ids
-  id       = each.value
+  for_each = local.zone_subnets
+  id       = each.value.id
 }
 
 module "config" {
@@ -160,7 +164,7 @@ resource "aws_ecs_service" "agent" {
 
   lifecycle {
     precondition {
-      condition     = alltrue([for s in each.value.subnet_ids : data.aws_subnet.agent[s].availability_zone_id == each.key])
+      condition     = alltrue([for i, id in each.value.subnet_ids : data.aws_subnet.agent["${each.key}/${i}"].availability_zone_id == each.key])
       error_message = "Every subnet of zone ${each.key} must be in that availability zone."
     }
   }

@@ -22,8 +22,8 @@ locals {
     "${pair[0]}-${pair[1]}" => merge(local.kafka_egress[pair[1]], { group = pair[0] })
   }
   https_prefix_lists = {
-    for pair in setproduct(keys(local.groups), var.aws_api_prefix_list_ids) :
-    "${pair[0]}-${pair[1]}" => { group = pair[0], prefix_list_id = pair[1] }
+    for pair in setproduct(keys(local.groups), keys(var.aws_api_prefix_lists)) :
+    "${pair[0]}-${pair[1]}" => { group = pair[0], prefix_list_id = var.aws_api_prefix_lists[pair[1]] }
   }
   https_cidr_egress = {
     for pair in setproduct(keys(local.groups), var.https_cidrs) :

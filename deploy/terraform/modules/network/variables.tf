@@ -64,12 +64,16 @@ variable "kafka_ports" {
   }
 }
 
-variable "aws_api_prefix_list_ids" {
-  description = "Managed prefix lists for HTTPS to AWS APIs (the S3 gateway endpoint's list at least); egress 443 is allowed only to them and to https_cidrs."
-  type        = list(string)
+variable "aws_api_prefix_lists" {
+  description = <<-EOT
+    Managed prefix lists for HTTPS to AWS APIs, by a name of your choice ({ s3 = <the S3
+    gateway endpoint's prefix_list_id> } at least); egress 443 is allowed only to them and
+    to https_cidrs. Keyed by name because the ids are unknown until the endpoints exist.
+  EOT
+  type        = map(string)
   validation {
-    condition     = alltrue([for p in var.aws_api_prefix_list_ids : can(regex("^pl-[0-9a-f]{8,17}$", p))])
-    error_message = "aws_api_prefix_list_ids must be prefix list ids (pl-...)."
+    condition     = length(var.aws_api_prefix_lists) > 0 && alltrue([for n in keys(var.aws_api_prefix_lists) : can(regex("^[a-z0-9_-]{1,32}$", n))])
+    error_message = "aws_api_prefix_lists needs at least one entry; names are 1..32 of [a-z0-9_-]."
   }
 }
 

@@ -10,7 +10,7 @@ locals {
   volume_name = "azsidecar-run"
   hmac_in_ssm = can(regex("^arn:aws[a-z-]*:ssm:", var.hmac_secret_arn))
   # SSM parameter name from its ARN (arn:...:parameter/NAME -> /NAME).
-  hmac_ssm_name = local.hmac_in_ssm ? "/${trimprefix(split(":parameter/", var.hmac_secret_arn)[1], "/")}" : null
+  hmac_ssm_name = try("/${trimprefix(split(":parameter/", var.hmac_secret_arn)[1], "/")}", null)
 
   settings = {
     zone       = var.zone

@@ -18,7 +18,7 @@ data "aws_partition" "current" {}
 locals {
   hex_digits  = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
   create_key  = var.kms_key_arn == null
-  kms_key_arn = local.create_key ? aws_kms_key.wal["wal"].arn : var.kms_key_arn
+  kms_key_arn = local.create_key ? one([for k in values(aws_kms_key.wal) : k.arn]) : var.kms_key_arn
 }
 
 data "aws_iam_policy_document" "key" {
@@ -49,7 +49,7 @@ resource "aws_kms_key" "wal" {
 
 resource "aws_kms_alias" "wal" {
   for_each      = aws_kms_key.wal
-  name          = "alias/${var.bucket_name}"
+  name          = "alias/${replace(var.bucket_name, ".", "-")}" # alias names allow no dots
   target_key_id = each.value.key_id
 }
 
