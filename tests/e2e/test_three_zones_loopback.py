@@ -28,7 +28,7 @@ TOPICS = (TopicSpec("orders", partitions=6, keyed=True), TopicSpec("clicks", par
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones")) as env:
-        env.moto.create_bucket("wal")
+        env.create_bucket("wal")
         yield env
 
 
