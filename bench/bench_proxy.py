@@ -7,6 +7,10 @@ the machine (other processes, CPU frequency) hits both sides alike. Each round u
 fresh topic so both sides append to equally empty partitions. Latency is measured per
 record from the produce() call to its delivery callback.
 
+Besides throughput and latency it prints the CPU time per record of the process the
+producer talks to (Tansu directly; the proxy alone when through it, Tansu's share not
+included), which varies far less than wall-clock figures on a shared machine.
+
 Two phases: "saturated" pushes records as fast as librdkafka takes them (throughput;
 latency there is mostly queueing), "paced" sends at a fixed rate well below either
 side's capacity (the latency the proxy adds to an unhurried producer).
@@ -18,6 +22,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -43,6 +48,7 @@ class RoundResult:
     records: int
     elapsed_s: float
     latencies_ms: tuple[float, ...]
+    server_cpu_s: float  # CPU time the broker-side process (Tansu or proxy) spent in the round
 
     @property
     def records_per_s(self) -> float:
@@ -70,7 +76,14 @@ def create_topic(bootstrap: str, partitions: int) -> str:
     return name
 
 
-def run_round(target: str, bootstrap: str, topic: str, records: int, rate_per_s: float | None) -> RoundResult:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_round(target: str, bootstrap: str, topic: str, records: int, rate_per_s: float | None,
+              server_pid: int) -> RoundResult:
     """Produce `records` 1 KiB records; at `rate_per_s` if given, else as fast as possible."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "queue.buffering.max.kbytes": 256 * 1024})
@@ -85,6 +98,7 @@ def run_round(target: str, bootstrap: str, topic: str, records: int, rate_per_s:
             failures.append(err)
         latencies.append((time.perf_counter() - sent_at) * 1000)
 
+    cpu_before = cpu_seconds(server_pid)
     started = time.perf_counter()
     for i in range(records):
         if rate_per_s is not None:
@@ -101,9 +115,10 @@ def run_round(target: str, bootstrap: str, topic: str, records: int, rate_per_s:
         producer.poll(0)
     assert producer.flush(FLUSH_TIMEOUT_S) == 0, f"{target}: records left undelivered"
     elapsed = time.perf_counter() - started
+    server_cpu_s = cpu_seconds(server_pid) - cpu_before
     assert not failures, f"{target}: {failures[:3]}"
     assert len(latencies) == records
-    return RoundResult(target, records, elapsed, tuple(latencies))
+    return RoundResult(target, records, elapsed, tuple(latencies), server_cpu_s)
 
 
 def summarize(results: list[RoundResult], target: str) -> dict[str, float]:
@@ -114,6 +129,7 @@ def summarize(results: list[RoundResult], target: str) -> dict[str, float]:
         "mb_per_s": statistics.median(r.mb_per_s for r in mine),
         "p50_ms": percentile(latencies, 0.50),
         "p99_ms": percentile(latencies, 0.99),
+        "cpu_us_per_record": statistics.median(r.server_cpu_s / r.records * 1e6 for r in mine),
     }
 
 
@@ -123,10 +139,10 @@ def report(phase: str, results: list[RoundResult]) -> dict[str, dict[str, float]
     for r in results:
         print(f"  {r.target:6s} {r.records:7d} records {r.elapsed_s:7.2f}s  {r.records_per_s:9.0f} rec/s "
               f"{r.mb_per_s:7.2f} MB/s  p50 {percentile(list(r.latencies_ms), 0.5):7.2f} ms "
-              f"p99 {percentile(list(r.latencies_ms), 0.99):7.2f} ms")
+              f"p99 {percentile(list(r.latencies_ms), 0.99):7.2f} ms  cpu {r.server_cpu_s / r.records * 1e6:6.1f} us/rec")
     for t, s in out.items():
         print(f"  {t:6s} median {s['records_per_s']:9.0f} rec/s {s['mb_per_s']:7.2f} MB/s   "
-              f"p50 {s['p50_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms")
+              f"p50 {s['p50_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  cpu {s['cpu_us_per_record']:6.1f} us/rec")
     d, p = out["direct"], out["proxy"]
     print(f"  throughput ratio proxy/direct: {p['records_per_s'] / d['records_per_s']:.3f}   "
           f"p50 added: {p['p50_ms'] - d['p50_ms']:+.2f} ms   p99 added: {p['p99_ms'] - d['p99_ms']:+.2f} ms")
@@ -158,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_for_port("127.0.0.1", port, proxy, PROXY_STARTUP_TIMEOUT_S, "azsidecar proxy", log_path)
-            targets = {"direct": tansu.bootstrap, "proxy": f"127.0.0.1:{port}"}
+            targets = {"direct": (tansu.bootstrap, tansu.proc.pid), "proxy": (f"127.0.0.1:{port}", proxy.pid)}
             print(f"tansu {tansu.bootstrap}, proxy 127.0.0.1:{port}; {RECORD_BYTES} B records, acks=all, "
                   f"idempotence on, linger.ms=5, {PARTITIONS} partitions, {args.rounds} rounds per side, "
                   f"proxy audit {args.audit}")
@@ -168,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
             for phase, records, rate in phases:
                 results = []
                 for _ in range(args.rounds):
-                    for target, bootstrap in targets.items():
+                    for target, (bootstrap, pid) in targets.items():
                         topic = create_topic(tansu.bootstrap, PARTITIONS)
-                        results.append(run_round(target, bootstrap, topic, records, rate))
+                        results.append(run_round(target, bootstrap, topic, records, rate, pid))
                 report(phase, results)
         finally:
             stop_process(proxy)

@@ -101,6 +101,29 @@ async def test_acks_zero_is_never_answered_but_later_requests_are(nursery, tansu
     await wire.aclose()
 
 
+async def test_api_versions_advertises_served_apis_and_feature_markers(nursery, tansu):
+    port = await start_proxy(nursery, tansu)
+    host, _, tansu_port = tansu.bootstrap.rpartition(":")
+    wire = await Wire.connect(int(tansu_port))
+    await wire.send(api_versions_request(1, version=0))
+    _, upstream = await wire.read_response(ApiVersionsResponse, 0)
+    await wire.aclose()
+    up = {k.api_key: (k.min_version, k.max_version) for k in upstream.api_keys}
+    wire = await Wire.connect(port)
+    await wire.send(api_versions_request(2, version=3))
+    _, response = await wire.read_response(ApiVersionsResponse, 3)
+    await wire.aclose()
+    got = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert got == {
+        0: (0, min(12, up[0][1])),                    # Produce from 0 (librdkafka), capped at 12
+        1: (max(0, up[1][0]), min(12, up[1][1])),     # Fetch: feature marker only
+        3: (0, 12),                                   # Metadata: answered locally
+        10: (max(0, up[10][0]), min(4, up[10][1])),   # FindCoordinator: feature marker only
+        18: (0, 4),                                   # ApiVersions: answered locally
+        22: (max(0, up[22][0]), min(5, up[22][1])),   # InitProducerId: forwarded
+    }
+
+
 # --- bad input ----------------------------------------------------------------------------
 
 async def test_frame_shorter_than_a_header_closes_the_connection(nursery, tansu):
