@@ -1,0 +1,63 @@
+"""The one configuration object: the README's example loads, bad values name their key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from azsidecar._configload import ConfigError
+from azsidecar.config import load_config
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_example_loads(tmp_path):
+    block = re.search(r"```toml\n(.*?)```", README.read_text(), re.S).group(1)
+    path = tmp_path / "azsidecar.toml"
+    path.write_text(block)
+    config = load_config(path)
+    assert config.zone == "use1-az1"
+    assert config.router.policy == "cost"
+    assert config.router.partition_zones["orders:*"] == "use1-az2"
+    assert config.wal.max_bytes == 8 * 1024 * 1024
+    assert config.notify.agents["use1-az3"] == "10.0.3.15:9400"
+    assert config.upstream.bootstrap_servers == ("b-1.msk.example:9092",)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"wal.max_bytes": "8MiB"}, "wal.max_bytes: expected an integer"),
+    ({"wal.max_bytes": 1000}, "wal.max_bytes: 64 KiB..5 GiB"),
+    ({"router.policy": "cheapest"}, "router.policy: must be one of"),
+    ({"proxy.listen_port": 70000}, "proxy.listen_port: 70000 is not a port"),
+    ({"upstream.bootstrap_servers": ["nohostport"]}, "upstream.bootstrap_servers: 'nohostport' is not host:port"),
+    ({"wal.lingerms": 5}, "wal.lingerms: unknown setting"),
+    ({"router.ack_modes": {"t": "eventually"}}, "router.ack_modes.t: 'leader' or 'wal'"),
+    ({"router.zone_brokers": {"az1": "x"}}, "router.zone_brokers.az1: 'x' is not host:port"),
+])
+def test_bad_values_name_their_key(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=overrides)
+    assert message in str(info.value)
+
+
+def test_missing_file_and_bad_toml_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("zone = \n")
+    with pytest.raises(ConfigError, match="bad.toml"):
+        load_config(bad)
+
+
+def test_cli_refuses_to_start_without_a_zone_and_says_how_to_fix_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AZSIDECAR_IMDS_ENDPOINT": "http://127.0.0.1:9"}  # closed port: no IMDS
+    done = subprocess.run([sys.executable, "-m", "azsidecar", "proxy", "--listen", "127.0.0.1:0"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2
+    assert "pass --zone" in done.stderr and "availability zone" in done.stderr
