@@ -45,5 +45,8 @@ def test_sidecar_is_a_native_sidecar_with_a_real_command_and_the_hmac_env(tmp_pa
     assert config.proxy.listen_host == "127.0.0.1" and config.proxy.listen_port == 9092
     assert dict(config.notify.agents)["use1-az2"] == "use1-az2.azsidecar.internal:9400"
     assert config.wal.prefix == "wal/"
-    mount = sidecar["volumeMounts"][0]
-    assert mount["mountPath"] + "/azsidecar.toml" == args.config
+    mounts = {m["name"]: m["mountPath"] for m in sidecar["volumeMounts"]}
+    assert mounts["azsidecar-config"] + "/azsidecar.toml" == args.config
+    assert mounts["azsidecar-tmp"] == "/tmp"  # writable scratch under a read-only root
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes["azsidecar-tmp"] and volumes["azsidecar-config"]["configMap"]["name"] == "azsidecar"

@@ -197,13 +197,13 @@ def test_iam_actions_are_exactly_the_intended_ones():
         "proxy": {
             "ListEpochMarkers": (["s3:ListBucket"], ["${var.bucket_arn}"]),
             "WalObjectsWriteRead": (["s3:GetObject", "s3:PutObject"], ["${local.wal_objects}"]),
-            "AuditRecordsWrite": (["s3:PutObject"], ["${local.audit_objects}"]),
+            "AuditRecordsWrite": (["s3:AbortMultipartUpload", "s3:PutObject"], ["${local.audit_objects}"]),
             "BucketKeyUse": (["kms:Decrypt", "kms:GenerateDataKey"], ["${var.kms_key_arn}"]),
         },
         "agent": {
             "WalObjectsRead": (["s3:GetObject"], ["${local.wal_objects}"]),
             "CheckpointsWrite": (["s3:PutObject"], ["${local.checkpoint_objects}"]),
-            "AuditRecordsWrite": (["s3:PutObject"], ["${local.audit_objects}"]),
+            "AuditRecordsWrite": (["s3:AbortMultipartUpload", "s3:PutObject"], ["${local.audit_objects}"]),
             "BucketKeyUse": (["kms:Decrypt", "kms:GenerateDataKey"], ["${var.kms_key_arn}"]),
         },
         "gc": {

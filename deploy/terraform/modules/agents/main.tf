@@ -16,7 +16,13 @@ locals {
   run_dir     = "/run/azsidecar"
   config_file = "${local.run_dir}/azsidecar.toml"
   # sh writes the rendered file, then exec's so azsidecar is PID 1 and receives SIGTERM.
-  write_config = "umask 077 && printf '%s' \"$AZSIDECAR_CONFIG_TOML\" > ${local.config_file}"
+  write_config = "umask 077 && mkdir -p ${local.run_dir}/tmp && printf '%s' \"$AZSIDECAR_CONFIG_TOML\" > ${local.config_file}"
+  # The root filesystem is read-only: temporary files (audit files staged before their
+  # upload to S3) go to the task volume.
+  environment = [
+    { name = "TMPDIR", value = "${local.run_dir}/tmp" },
+    { name = "AWS_REGION", value = var.region },
+  ]
   # Keyed by "<zone>/<index>": subnet ids may be unknown at plan time (created alongside),
   # and for_each keys must be known.
   zone_subnets = merge([
@@ -113,7 +119,7 @@ resource "aws_ecs_task_definition" "agent" {
     readonlyRootFilesystem = true
     entryPoint             = ["/bin/sh", "-c"]
     command                = ["${local.write_config} && exec azsidecar agent --config ${local.config_file} --zone ${each.key}"]
-    environment            = [{ name = "AZSIDECAR_CONFIG_TOML", value = module.config[each.key].toml }]
+    environment            = concat(local.environment, [{ name = "AZSIDECAR_CONFIG_TOML", value = module.config[each.key].toml }])
     secrets                = [{ name = "AZSIDECAR_NOTIFY_HMAC_KEYS", valueFrom = var.hmac_secret_arn }]
     portMappings = [
       { containerPort = var.agent_port, protocol = "tcp", name = "notify" },
@@ -192,7 +198,7 @@ resource "aws_ecs_task_definition" "gc" {
     readonlyRootFilesystem = true
     entryPoint             = ["/bin/sh", "-c"]
     command                = ["${local.write_config} && exec azsidecar gc --config ${local.config_file}"]
-    environment            = [{ name = "AZSIDECAR_CONFIG_TOML", value = module.gc_config.toml }]
+    environment            = concat(local.environment, [{ name = "AZSIDECAR_CONFIG_TOML", value = module.gc_config.toml }])
     mountPoints            = [{ sourceVolume = "azsidecar-run", containerPath = local.run_dir, readOnly = false }]
     logConfiguration = {
       logDriver = "awslogs"

@@ -34,8 +34,9 @@ data "aws_iam_policy_document" "proxy" {
     resources = [local.wal_objects]
   }
   statement {
+    # Audit files go up with boto3 upload_file: multipart above 8 MiB, aborted on failure.
     sid       = "AuditRecordsWrite"
-    actions   = ["s3:PutObject"]
+    actions   = ["s3:PutObject", "s3:AbortMultipartUpload"]
     resources = [local.audit_objects]
   }
   statement {
@@ -57,8 +58,9 @@ data "aws_iam_policy_document" "agent" {
     resources = [local.checkpoint_objects]
   }
   statement {
+    # Audit files go up with boto3 upload_file: multipart above 8 MiB, aborted on failure.
     sid       = "AuditRecordsWrite"
-    actions   = ["s3:PutObject"]
+    actions   = ["s3:PutObject", "s3:AbortMultipartUpload"]
     resources = [local.audit_objects]
   }
   statement {

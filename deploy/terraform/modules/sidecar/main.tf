@@ -40,6 +40,7 @@ locals {
   # ENI host name on Fargate). exec makes azsidecar PID 1 so it receives SIGTERM and drains.
   command = join(" && ", [
     "umask 077",
+    "mkdir -p ${local.run_dir}/tmp",
     "printf '%s' \"$AZSIDECAR_CONFIG_TOML\" > ${local.config_file}",
     "exec azsidecar proxy --config ${local.config_file} --proxy-id \"${var.proxy_id_prefix}-$(hostname)\"",
   ])
@@ -53,7 +54,12 @@ locals {
     readonlyRootFilesystem = true
     entryPoint             = ["/bin/sh", "-c"]
     command                = [local.command]
-    environment            = [{ name = "AZSIDECAR_CONFIG_TOML", value = module.config.toml }]
+    # TMPDIR: the root filesystem is read-only and the audit writer stages files before upload.
+    environment = [
+      { name = "AZSIDECAR_CONFIG_TOML", value = module.config.toml },
+      { name = "TMPDIR", value = "${local.run_dir}/tmp" },
+      { name = "AWS_REGION", value = var.region },
+    ]
     secrets                = [{ name = "AZSIDECAR_NOTIFY_HMAC_KEYS", valueFrom = var.hmac_secret_arn }]
     mountPoints            = [{ sourceVolume = local.volume_name, containerPath = local.run_dir, readOnly = false }]
     # No portMappings: the listener is on loopback, shared with the producer container
