@@ -1,8 +1,10 @@
-"""Append one raw record batch to its partition leader with aiokafka's low-level client.
+"""Append raw record batches to their partition leaders with aiokafka's low-level client.
 
-Strategy: the batch bytes travel unchanged (producer id, epoch and sequence included) in a
-ProduceRequest carrying exactly that one batch, so the leader does its own duplicate
-detection. Leader moves and unknown partitions refresh metadata and retry; connection
+Strategy: the batch bytes travel unchanged (producer id, epoch and sequence included), so
+the leader does its own duplicate detection. Per leader node one drain task keeps one
+ProduceRequest in flight and puts into it every batch waiting for that node, at most one
+per partition (Kafka's rule), the way a producer's sender does; callers append a
+partition's batches one after another, so each partition's order is kept. Leader moves and unknown partitions refresh metadata and retry; connection
 failures and timeouts retry too; all with bounded attempts and capped exponential backoff.
 When attempts run out the caller gets the last Kafka error code, which is retriable for
 the producer, never an exception. aiokafka's exceptions stop here.
@@ -64,6 +66,9 @@ class KafkaAppender:
         self._produce_timeout_ms = produce_timeout_ms
         self._request_timeout_ms = request_timeout_ms
         self._client: AIOKafkaClient | None = None
+        # Per leader node: batches waiting for the next ProduceRequest, and the task sending them.
+        self._pending: dict[int, list[tuple[TopicPartition, bytes, asyncio.Future]]] = {}
+        self._drains: dict[int, asyncio.Task] = {}
 
     async def start(self) -> None:
         """Connect and fetch metadata. Raises KafkaAppendUnavailable if no broker answers."""
@@ -77,6 +82,10 @@ class KafkaAppender:
             raise KafkaAppendUnavailable(f"no broker of {self._bootstrap} answered: {exc}") from exc
 
     async def close(self) -> None:
+        for task in list(self._drains.values()):
+            task.cancel()
+        if self._drains:
+            await asyncio.gather(*self._drains.values(), return_exceptions=True)
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -124,20 +133,64 @@ class KafkaAppender:
                 return UNKNOWN_TOPIC_OR_PARTITION, -1
         if leader == -1:
             return LEADER_NOT_AVAILABLE, -1
-        request = ProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
-                                 topics=[(tp.topic, [(tp.partition, batch)])])
+        return await self._enqueue(client, leader, tp, batch)
+
+    async def _enqueue(self, client: AIOKafkaClient, node: int, tp: TopicPartition, batch: bytes) -> tuple[int, int]:
+        """Queue the batch for `node`; the node's drain task sends it with other partitions' batches."""
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending.setdefault(node, []).append((tp, batch, fut))
+        if node not in self._drains:
+            self._drains[node] = asyncio.create_task(self._drain(client, node))
+        return await fut
+
+    async def _drain(self, client: AIOKafkaClient, node: int) -> None:
+        """Send the node's queued batches, one ProduceRequest in flight at a time.
+
+        A request carries at most one batch per partition (Kafka's rule for v3+), so a second
+        batch of the same partition waits for the next request and order is kept.
+        """
         try:
-            response = await client.send(leader, request)
-        except RequestTimedOutError:
-            return REQUEST_TIMED_OUT, -1
-        except KafkaError as exc:
-            log.info("append %s-%d: %r", tp.topic, tp.partition, exc)
-            return NETWORK_EXCEPTION, -1
-        for topic, partitions in response.topics:
-            for part in partitions:
-                if topic == tp.topic and part[0] == tp.partition:
-                    return int(part[1]), int(part[2])
-        return UNKNOWN_TOPIC_OR_PARTITION, -1
+            while self._pending.get(node):
+                queue = self._pending[node]
+                taken: dict[TopicPartition, tuple[bytes, asyncio.Future]] = {}
+                rest = []
+                for tp, batch, fut in queue:
+                    if fut.done():
+                        continue  # its appender was cancelled
+                    if tp in taken:
+                        rest.append((tp, batch, fut))
+                    else:
+                        taken[tp] = (batch, fut)
+                self._pending[node] = rest
+                if not taken:
+                    continue
+                by_topic: dict[str, list[tuple[int, bytes]]] = {}
+                for tp, (batch, _fut) in taken.items():
+                    by_topic.setdefault(tp.topic, []).append((tp.partition, batch))
+                request = ProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
+                                         topics=list(by_topic.items()))
+                outcome: dict[tuple[str, int], tuple[int, int]] = {}
+                failure = None
+                try:
+                    response = await client.send(node, request)
+                except RequestTimedOutError:
+                    failure = REQUEST_TIMED_OUT
+                except KafkaError as exc:
+                    log.info("produce to node %s: %r", node, exc)
+                    failure = NETWORK_EXCEPTION
+                else:
+                    for topic, partitions in response.topics:
+                        for part in partitions:
+                            outcome[(topic, int(part[0]))] = (int(part[1]), int(part[2]))
+                for tp, (_batch, fut) in taken.items():
+                    if not fut.done():
+                        fut.set_result((failure, -1) if failure is not None
+                                       else outcome.get((tp.topic, tp.partition), (UNKNOWN_TOPIC_OR_PARTITION, -1)))
+        finally:
+            del self._drains[node]
+            for _tp, _batch, fut in self._pending.pop(node, []):
+                if not fut.done():
+                    fut.set_result((NETWORK_EXCEPTION, -1))
 
     async def _refresh(self, client: AIOKafkaClient) -> None:
         try:
