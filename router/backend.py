@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 MAX_NOTIFY_QUEUE = 1024  # objects waiting for their notification per zone; the writer's buffer bound comes first
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
+OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
+OBSERVED_FRESH_MIN_S = 1.0
 
 
 @dataclass
@@ -100,6 +102,7 @@ class WalPath:
         self._notifiers: dict[str, ZoneNotifier] = {}
         self._pending_keys: dict[str, int] = defaultdict(int)
         self.observed = ObjectShape(0.0, 0.0)
+        self.observed_at: float | None = None  # trio time of the last flush seen
         writer.on_released = self._on_released
 
     def _notifier(self, zone: str) -> ZoneNotifier:
@@ -110,9 +113,19 @@ class WalPath:
     def _on_released(self, flushed: Any) -> None:
         for zone, share in flushed.zones.items():
             self._notifier(zone).announce(flushed)
-            self.observed = ObjectShape(
-                (1 - OBSERVED_WEIGHT) * self.observed.object_bytes + OBSERVED_WEIGHT * flushed.bytes,
-                (1 - OBSERVED_WEIGHT) * self.observed.zone_bytes + OBSERVED_WEIGHT * share.length)
+            if self.observed_at is None:  # the first flush seeds the average
+                self.observed = ObjectShape(float(flushed.bytes), float(share.length))
+            else:
+                self.observed = ObjectShape(
+                    (1 - OBSERVED_WEIGHT) * self.observed.object_bytes + OBSERVED_WEIGHT * flushed.bytes,
+                    (1 - OBSERVED_WEIGHT) * self.observed.zone_bytes + OBSERVED_WEIGHT * share.length)
+        self.observed_at = trio.current_time()
+
+    def observed_shape(self, now: float, fresh_s: float) -> ObjectShape | None:
+        """The average shape of recent flushes, or None if there was no flush for `fresh_s`."""
+        if self.observed_at is None or now - self.observed_at > fresh_s:
+            return None
+        return self.observed
 
     async def submit(self, item: PartitionBatches, dest_zone: str, ack_mode: str) -> _WalOutcome:
         """Buffer every batch of `item` in order; returns once all are in the writer's buffer."""
@@ -242,9 +255,11 @@ class RoutingBackend:
         shape = ObjectShape(0, 0)
         if dest is not None and dest != self.zone:
             healthy = self._wal is not None and self._breakers[dest].allows(now)
-            shape = self._wal.observed if self._wal and self._wal.observed.object_bytes else predicted_shape(
-                self._rates.rate(dest, now), self._rates.total(now), self._wal_config.linger_ms,
-                self._wal_config.max_bytes)
+            # Observed flush sizes while the WAL is in use; predicted from byte rates otherwise.
+            fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * self._wal_config.linger_ms / 1000)
+            observed = self._wal.observed_shape(now, fresh_s) if self._wal else None
+            shape = observed or predicted_shape(self._rates.rate(dest, now), self._rates.total(now),
+                                                self._wal_config.linger_ms, self._wal_config.max_bytes)
             self._rates.add(dest, item.size, now)
         transactional = any(b.is_transactional for b in item.batches)
         view = ZoneView(self.zone, dest, healthy, self.config.fallback)

@@ -1,0 +1,160 @@
+"""RoutingBackend above its adapters: fake WAL writer, notify sender and direct path.
+
+Real trio, a mock clock for the scripted rates; the adapters themselves are proven by
+the integration tests (tests/wal_s3, tests/leader_notify, tests/e2e).
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import trio
+
+from proxy.metadata import PartitionInfo
+from proxy.produce import PartitionBatches, PartitionResult, ProduceContext
+from proxy.record_batch import RecordBatch
+from proxy.upstream import BrokerAddress
+from router.backend import RoutingBackend, WalPath
+from router.config import RouterConfig
+from router.decide import Path
+from wal_s3.config import WalConfig
+
+CTX = ProduceContext(acks=-1, timeout_ms=30_000, transactional_id=None, client_version=9)
+
+
+def batch(nbytes: int) -> RecordBatch:
+    return RecordBatch(memoryview(b"x" * nbytes), 7, 0, 0, 1, False, 0)
+
+
+def item(topic: str, partition: int, nbytes: int) -> PartitionBatches:
+    return PartitionBatches(topic, partition, (batch(nbytes),))
+
+
+class FakeMetadata:
+    def __init__(self) -> None:
+        self.view = types.SimpleNamespace(topics={})
+
+    async def leader(self, topic, partition):
+        self.view.topics[topic] = True
+        return PartitionInfo(0, 1, 0), BrokerAddress(1, "b1", 9092, None), 0
+
+
+class FakeDirect:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    async def submit(self, items, ctx):
+        for it in items:
+            self.log.append(("direct", it.partition, trio.current_time()))
+
+        async def complete():
+            return {(it.topic, it.partition): PartitionResult(0, 100) for it in items}
+        return complete
+
+
+class FakeWriter:
+    """Each append becomes its own object, released when the test says so (or at once)."""
+
+    def __init__(self, log: list, hold: bool = False) -> None:
+        self.log = log
+        self.hold = hold
+        self.on_released = None
+        self.release = trio.Event()
+        self.sequence = 0
+
+    async def append(self, entry, zone, *, task_status=trio.TASK_STATUS_IGNORED):
+        self.log.append(("wal", entry.partition, trio.current_time()))
+        task_status.started()
+        if self.hold:
+            await self.release.wait()
+        self.sequence += 1
+        ref = types.SimpleNamespace(length=len(entry.batch))
+        share = types.SimpleNamespace(offset=0, length=len(entry.batch), entries=(ref,))
+        flushed = types.SimpleNamespace(key=f"obj-{self.sequence}", sequence=self.sequence, bytes=len(entry.batch),
+                                        zones={zone: share})
+        self.on_released(flushed)
+        return types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed)
+
+
+class FakeSender:
+    async def notify(self, flushed, zone):
+        return [types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)]
+
+
+async def make_backend(nursery, policy: str, log: list, hold: bool = False):
+    writer = FakeWriter(log, hold)
+    wal = WalPath(writer, FakeSender(), nursery)
+    config = RouterConfig(policy=policy, partition_zones={"t:*": "az2", "local:*": "az1"})
+    backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+    return backend, writer
+
+
+async def send(backend, it):
+    complete = await backend.submit([it], CTX)
+    return await complete()
+
+
+@pytest.mark.trio
+async def test_cost_policy_thin_traffic_goes_direct_heavy_traffic_goes_wal(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend, _ = await make_backend(nursery, "cost", log)
+        # Thin: 2 KB a second to az2 -> 250 ms objects of 500 B; a PUT per 500 B is far
+        # dearer than $0.02/GB.
+        for _ in range(20):
+            await send(backend, item("t", 0, 2_000))
+            await trio.sleep(1.0)
+        assert {route for route, _p, _t in log} == {"direct"}
+        log.clear()
+        # Heavy: 1 MB every 50 ms = 20 MB/s -> 5 MB objects: the WAL wins once the rate
+        # estimate has seen it; it must not flap back while the traffic stays heavy.
+        for _ in range(100):
+            await send(backend, item("t", 0, 1_000_000))
+            await trio.sleep(0.05)
+        routes = [route for route, _p, _t in log]
+        assert routes[-50:] == ["wal"] * 50
+        first_wal = routes.index("wal")
+        assert "direct" not in routes[first_wal:]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_same_zone_is_local_whatever_the_policy(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend, _ = await make_backend(nursery, "wal", log)
+        results = await send(backend, item("local", 3, 100))
+        assert results[("local", 3)].base_offset == 100
+        assert log[0][0] == "direct" and backend.route_counts == {"local": 1}
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_path_switch_waits_for_the_old_path_to_drain(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend, writer = await make_backend(nursery, "wal", log, hold=True)
+        first = await backend.submit([item("t", 0, 100)], CTX)  # buffered in the WAL, not durable
+        backend.set_policy("direct")
+        second_done = trio.Event()
+
+        async def second():
+            complete = await backend.submit([item("t", 0, 100)], CTX)
+            await complete()
+            second_done.set()
+
+        nursery.start_soon(second)
+        await trio.sleep(5.0)
+        assert [r for r, _p, _t in log] == ["wal"]  # the direct batch waits behind the WAL one
+        writer.release.set()
+        assert (await first())[("t", 0)].base_offset == 500
+        await second_done.wait()
+        assert [r for r, _p, _t in log] == ["wal", "direct"]
+        assert log[1][2] >= 5.0  # handed on only after the WAL batch completed
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+def autojump_clock():
+    return trio.testing.MockClock(autojump_threshold=0)
