@@ -61,3 +61,24 @@ def test_cli_refuses_to_start_without_a_zone_and_says_how_to_fix_it(tmp_path):
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2
     assert "pass --zone" in done.stderr and "availability zone" in done.stderr
+
+
+def test_every_setting_is_documented():
+    import dataclasses
+    import typing
+
+    from azsidecar.config import Config
+    from router.config import Prices
+
+    doc = (README.parent / "docs" / "configuration.md").read_text()
+    missing = []
+    hints = typing.get_type_hints(Config)
+    for f in dataclasses.fields(Config):
+        cls = hints[f.name]
+        if dataclasses.is_dataclass(cls):
+            missing += [f"{f.name}.{g.name}" for g in dataclasses.fields(cls) if f"`{f.name}.{g.name}`" not in doc
+                        and not dataclasses.is_dataclass(typing.get_type_hints(cls)[g.name])]
+        elif f"`{f.name}`" not in doc:
+            missing.append(f.name)
+    missing += [f"router.prices.{g.name}" for g in dataclasses.fields(Prices) if f"`router.prices.{g.name}`" not in doc]
+    assert not missing, f"docs/configuration.md lacks {missing}"
