@@ -42,6 +42,10 @@ REFRESH_METADATA_CODES = frozenset({UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAIL
 RETRIABLE_CODES = REFRESH_METADATA_CODES | {REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS,
                                             NOT_ENOUGH_REPLICAS_AFTER_APPEND, CORRUPT_MESSAGE}
 
+# Internal marker, never sent: the leader moved out of the agent's zone; answered at once as
+# NOT_LEADER_OR_FOLLOWER (no retries: waiting does not bring the leader back).
+_LEADER_IN_OTHER_ZONE = -1000
+
 BACKOFF_INITIAL_S = 0.1
 BACKOFF_MAX_S = 1.0  # a Tansu/Kafka restart takes about a second to reach; wait no longer per step
 
@@ -59,7 +63,11 @@ class KafkaAppender:
     """Owns one AIOKafkaClient for the zone's cluster. Use `async with` (or start/close)."""
 
     def __init__(self, bootstrap_servers: list[str] | tuple[str, ...], *, client_id: str = "azsidecar-agent",
-                 max_attempts: int = 5, produce_timeout_ms: int = 10_000, request_timeout_ms: int = 15_000) -> None:
+                 max_attempts: int = 5, produce_timeout_ms: int = 10_000, request_timeout_ms: int = 15_000,
+                 home_zone: str | None = None) -> None:
+        """home_zone: refuse (NOT_LEADER_OR_FOLLOWER) to append to a leader whose broker rack
+        names another zone, so the proxy re-routes instead of the agent crossing zones."""
+        self._home_zone = home_zone
         self._bootstrap = list(bootstrap_servers)
         self._client_id = client_id
         self._max_attempts = max_attempts
@@ -111,6 +119,8 @@ class KafkaAppender:
                 return AppendResult(NONE, offset, False, attempt, time.monotonic() - started)
             if code == DUPLICATE_SEQUENCE_NUMBER:
                 return AppendResult(NONE, -1, True, attempt, time.monotonic() - started)
+            if code == _LEADER_IN_OTHER_ZONE:
+                return AppendResult(NOT_LEADER_OR_FOLLOWER, -1, False, attempt, time.monotonic() - started)
             if code not in RETRIABLE_CODES or attempt == self._max_attempts:
                 break
             log.info("append %s-%d: error %d, attempt %d/%d", topic, partition, code, attempt, self._max_attempts)
@@ -133,6 +143,8 @@ class KafkaAppender:
                 return UNKNOWN_TOPIC_OR_PARTITION, -1
         if leader == -1:
             return LEADER_NOT_AVAILABLE, -1
+        if leader_in_other_zone(client.cluster.broker_metadata(leader), self._home_zone):
+            return _LEADER_IN_OTHER_ZONE, -1
         return await self._enqueue(client, leader, tp, batch)
 
     async def _enqueue(self, client: AIOKafkaClient, node: int, tp: TopicPartition, batch: bytes) -> tuple[int, int]:
@@ -198,6 +210,12 @@ class KafkaAppender:
                 await client.force_metadata_update()
         except (KafkaError, asyncio.TimeoutError) as exc:
             log.info("metadata refresh failed: %r", exc)
+
+
+def leader_in_other_zone(broker: object | None, home_zone: str | None) -> bool:
+    """True if the broker reports a rack and it is not our zone (no rack, e.g. Tansu: unknown, so False)."""
+    rack = getattr(broker, "rack", None)
+    return bool(home_zone) and bool(rack) and rack != home_zone
 
 
 class KafkaAppendUnavailable(RuntimeError):

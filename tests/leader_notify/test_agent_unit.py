@@ -173,3 +173,43 @@ def test_applied_entries_is_bounded_lru():
     assert m.get("k", 0) == 10  # touch: k/1 is now the oldest
     m.put("k", 2, 12)
     assert (m.get("k", 0), m.get("k", 1), m.get("k", 2), len(m)) == (10, None, 12, 2)
+
+
+def test_leader_rack_in_another_zone_is_refused_retriably():
+    from aiokafka.structs import BrokerMetadata
+
+    from leader_notify._kafka import leader_in_other_zone
+
+    assert leader_in_other_zone(BrokerMetadata(1, "h", 9092, "use1-az3"), "use1-az2")
+    assert not leader_in_other_zone(BrokerMetadata(1, "h", 9092, "use1-az2"), "use1-az2")
+    assert not leader_in_other_zone(BrokerMetadata(1, "h", 9092, None), "use1-az2")  # Tansu: no rack
+    assert not leader_in_other_zone(None, "use1-az2")
+
+
+def test_appender_answers_not_leader_at_once_when_leader_left_the_zone():
+    from aiokafka.structs import BrokerMetadata
+
+    from leader_notify._kafka import NOT_LEADER_OR_FOLLOWER, KafkaAppender
+
+    class Cluster:  # the part of aiokafka's ClusterMetadata the appender reads
+        def leader_for_partition(self, tp):
+            return 7
+
+        def broker_metadata(self, node_id):
+            return BrokerMetadata(node_id, "h", 9092, "use1-az3")
+
+    class Client:
+        cluster = Cluster()
+        sent = 0
+
+        async def send(self, node_id, request):
+            Client.sent += 1
+            raise AssertionError("must not produce to a leader in another zone")
+
+    async def main():
+        app = KafkaAppender(["x:1"], home_zone="use1-az2", max_attempts=5)
+        app._client = Client()
+        return await app.append("t", 0, b"batch")
+
+    res = asyncio.run(main())
+    assert (res.error_code, res.attempts, Client.sent) == (NOT_LEADER_OR_FOLLOWER, 1, 0)
