@@ -14,6 +14,8 @@ response received.
 
 Phase "producer": a plain AIOKafkaProducer (acks=all) sends the same records grouped in the
 same batches (create_batch/send_batch), to a fresh topic. Timed: first send to last ack.
+Also printed: CPU time of this process per batch in each phase (sender + agent threads,
+or the producer), steadier than wall clock on a shared host.
 
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer.
@@ -187,14 +189,18 @@ def main() -> int:
                 "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0}
         with AgentThread(load_config(None, base)) as agent:
             config = load_config(None, {**base, "notify.agents": {"az2": f"127.0.0.1:{agent.port}"}})
-            t_agent = t_producer = 0.0
+            t_agent = t_producer = cpu_agent = cpu_producer = 0.0
             for r in range(args.rounds):
                 topic_a, topic_p = f"bench-agent-{r}-{uuid.uuid4().hex[:6]}", f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
                 create_topic(tansu.bootstrap, topic_a, args.partitions)
                 create_topic(tansu.bootstrap, topic_p, args.partitions)
                 objs = put_objects(s3, bucket, topic_a, batches)
+                c0 = time.process_time()  # this process: sender + agent threads, or the producer
                 ta = trio.run(run_agent_phase, config, objs, bucket)
+                c1 = time.process_time()
                 tp = asyncio.run(run_producer_phase(tansu.bootstrap, topic_p, batches))
+                cpu_agent += c1 - c0
+                cpu_producer += time.process_time() - c1
                 print(f"round {r}: agent {batch_bytes / MiB / ta:7.1f} MiB/s ({len(objs)} objects)   "
                       f"producer {batch_bytes / MiB / tp:7.1f} MiB/s")
                 t_agent += ta
@@ -203,7 +209,10 @@ def main() -> int:
     agent_rate, producer_rate = total / t_agent, total / t_producer
     print(f"agent (S3 GET + append):  {agent_rate:7.1f} MiB/s  {len(batches) * args.rounds / t_agent:8.0f} batches/s")
     print(f"plain aiokafka producer:  {producer_rate:7.1f} MiB/s  {len(batches) * args.rounds / t_producer:8.0f} batches/s")
+    n = len(batches) * args.rounds
     print(f"ratio agent/producer: {agent_rate / producer_rate:.2f}")
+    print(f"cpu µs per batch (this process): agent+sender {cpu_agent / n * 1e6:.0f}, "
+          f"producer {cpu_producer / n * 1e6:.0f}")
     return 0
 
 
