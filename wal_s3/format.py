@@ -167,20 +167,20 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
             topic_b = e.topic.encode()
             if not 1 <= len(topic_b) <= MAX_TOPIC_BYTES:
                 raise ValueError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {e.topic!r}")
-            _check_int("partition", e.partition, 0, 2**31 - 1)
-            _check_int("producer_id", e.producer_id, -(2**63), 2**63 - 1)
-            _check_int("producer_epoch", e.producer_epoch, -(2**15), 2**15 - 1)
-            _check_int("base_sequence", e.base_sequence, -(2**31), 2**31 - 1)
-            _check_int("record_count", e.record_count, 0, 2**31 - 1)
+            if e.partition < 0 or e.record_count < 0:
+                raise ValueError(f"partition {e.partition} and record_count {e.record_count} must be >= 0")
             batch_len = len(e.batch)
             if batch_len > MAX_BATCH_BYTES:
                 raise ValueError(f"batch of {batch_len} bytes exceeds {MAX_BATCH_BYTES}")
             batch_crc = _crc32c(e.batch)
             if e.crc32c is not None and e.crc32c != batch_crc:
                 raise ValueError(f"entry crc32c {e.crc32c:#010x} does not match its batch ({batch_crc:#010x})")
-            head = (_U16.pack(len(topic_b)) + topic_b
-                    + _ENTRY_FIXED.pack(e.partition, e.producer_id, e.producer_epoch, e.base_sequence,
-                                        e.record_count, batch_len, batch_crc))
+            try:  # struct range-checks every field against its wire width
+                fixed = _ENTRY_FIXED.pack(e.partition, e.producer_id, e.producer_epoch, e.base_sequence,
+                                          e.record_count, batch_len, batch_crc)
+            except struct.error as exc:
+                raise ValueError(f"entry {e.topic}-{e.partition}: a field does not fit its width: {exc}") from exc
+            head = _U16.pack(len(topic_b)) + topic_b + fixed
             head += _U32.pack(_crc32c(head))
             body_parts.append(head)
             body_parts.append(e.batch)

@@ -162,6 +162,7 @@ class WalWriter:
         self._open: _Pending | None = None
         self._sealed: collections.deque[_Pending] = collections.deque()
         self._unreleased: dict[int, _Pending] = {}  # sealed objects whose waiters are not released
+        self._puts_running = 0  # PUT tasks started and not finished (waiting for a slot or PUTting)
         self._next_sequence = 0
         self._release_next = 0
         self.buffered_bytes = 0
@@ -265,8 +266,11 @@ class WalWriter:
             self._check_accepting()
             if self.buffered_bytes + size <= self.config.max_buffered_bytes:
                 break
-            # The open object cannot grow: seal it so its bytes drain instead of waiting for linger.
-            self._seal("size")
+            if self._open is not None and self._open.nbytes == self.buffered_bytes:
+                # Only the open object holds buffered bytes, so no PUT will free space: seal it
+                # now instead of waiting for linger. Otherwise in-flight PUTs free space soon,
+                # and sealing early would only make small (costly) objects.
+                self._seal("size")
             await self._space.park()
         if self._open is not None and self._open.nbytes + size > self.config.max_bytes:
             self._seal("size")  # keep objects at or under max_bytes unless one entry is larger
@@ -323,13 +327,19 @@ class WalWriter:
             now = trio.current_time()
             if self._state == "closing":
                 self._seal("shutdown")
-            elif self._open is not None and now >= self._open.opened_at + linger_s:
+            elif (self._open is not None and now >= self._open.opened_at + linger_s
+                  and self._puts_running < self.config.max_in_flight_puts):
+                # With every PUT slot busy a sealed object would only queue; letting the open
+                # object keep filling until a slot frees costs no latency and saves PUTs.
                 self._seal("linger")
             while self._sealed:
+                self._puts_running += 1
                 nursery.start_soon(self._put_object, self._sealed.popleft())
             if self._state == "closing":
                 return
-            deadline = self._open.opened_at + linger_s if self._open is not None else float("inf")
+            deadline = float("inf")
+            if self._open is not None and self._puts_running < self.config.max_in_flight_puts:
+                deadline = self._open.opened_at + linger_s  # else a finishing PUT wakes us
             if check_s > 0:
                 if now >= self._next_epoch_check and not self._epoch_check_running:
                     self._epoch_check_running = True
@@ -415,11 +425,13 @@ class WalWriter:
         nbytes = 0
         put_s = 0.0
         try:
+            # Encode before taking a PUT slot so slots only ever wait on S3 (costs at most one
+            # encoded copy per sealed object, bounded by max_buffered_bytes).
+            encoded = await trio.to_thread.run_sync(functools.partial(
+                encode_object, writer_id=self.writer_id, epoch=self.epoch, sequence=obj.sequence,
+                created_ms=int(time.time() * 1000), entries_by_zone=obj.entries_by_zone))
+            nbytes = len(encoded.data)
             async with self._put_limiter:
-                encoded = await trio.to_thread.run_sync(functools.partial(
-                    encode_object, writer_id=self.writer_id, epoch=self.epoch, sequence=obj.sequence,
-                    created_ms=int(time.time() * 1000), entries_by_zone=obj.entries_by_zone))
-                nbytes = len(encoded.data)
                 started = trio.current_time()
                 try:
                     await self._put_conditional(key, encoded.data, {"zones": ",".join(encoded.zones)}, attempts)
@@ -435,6 +447,8 @@ class WalWriter:
                     metrics.PUT_FAILURES.inc()
                     error = WalWriteError(f"PUT {key} failed after {attempts[0]} attempts: {exc}", retriable=True)
         finally:
+            self._puts_running -= 1
+            self._wakeup.set()  # a PUT slot is free: a lingering open object may go now
             self.buffered_bytes -= obj.nbytes
             metrics.BUFFERED_BYTES.dec(obj.nbytes)
             self._space.unpark_all()
