@@ -26,8 +26,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 PROTOCOL_VERSION = 1
-MAX_FRAME_BYTES = 4 * 1024 * 1024  # a notification for ~40k entries; the payload itself travels via S3
-MAX_ENTRIES = 65_535  # entries per notification; a WAL zone share of 8 MiB holds far fewer batches
+MAX_FRAME_BYTES = 16 * 1024 * 1024  # ~250k entries of short topics; the payload itself travels via S3
+# Entries per notification: an 8 MiB zone share of minimal batches (61-byte v2 header plus one
+# tiny record) holds ~120k; twice that leaves room for larger wal.max_bytes.
+MAX_ENTRIES = 262_144
 MAX_STRING_BYTES = 1024  # object keys (S3 allows 1024 bytes), topic names (Kafka allows 249)
 MAC_BYTES = 32  # HMAC-SHA256 digest size
 NONCE_BYTES = 16  # 128 random bits: collisions are not a practical concern inside the window
@@ -37,6 +39,7 @@ _LEN = struct.Struct(">I")
 # version u8 | type u8 | key_id 4s | timestamp_ms i64 | nonce 16s
 _HEADER = struct.Struct(">BB4sq16s")
 _MIN_FRAME_BODY = _HEADER.size + MAC_BYTES
+FRAME_OVERHEAD_BYTES = _LEN.size + _MIN_FRAME_BODY  # frame bytes around a payload
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 # request fields after the strings: epoch i64, zone_offset u64, zone_length u64

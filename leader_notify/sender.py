@@ -94,7 +94,13 @@ class NotifySender:
             zone_length=share.length,
             entries=tuple(p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
                                         e.producer_id, e.producer_epoch, e.base_sequence) for e in share.entries))
-        payload = p.encode_request(request)
+        try:
+            payload = p.encode_request(request)
+            if len(payload) + p.FRAME_OVERHEAD_BYTES > p.MAX_FRAME_BYTES:
+                raise ValueError(f"notification of {len(payload)} bytes exceeds MAX_FRAME_BYTES")
+        except ValueError as exc:
+            # A share with more entries than one frame carries: lower wal.max_bytes.
+            raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
         started = time.monotonic()
         sent_bytes = received_bytes = 0
         backoff_s = self._config.backoff_initial_s

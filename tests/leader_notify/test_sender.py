@@ -1,0 +1,135 @@
+"""NotifySender against peers that misbehave (real sockets, trio servers written here)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import pytest
+import trio
+
+from azsidecar.config import load_config
+from leader_notify import protocol as p
+from leader_notify.sender import NotifyError, NotifySender
+from spark_audit.records import MemoryAuditSink
+
+KEY = "sender-test-key-0123456789"
+
+
+@dataclass(frozen=True)
+class Share:
+    offset: int
+    length: int
+    entries: tuple
+
+
+@dataclass(frozen=True)
+class Ref:
+    topic: str = "t"
+    partition: int = 0
+    offset: int = 100
+    length: int = 10
+    crc32c: int = 1
+    record_count: int = 1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+
+
+@dataclass(frozen=True)
+class Flushed:
+    key: str
+    zones: dict
+
+
+def notify_config(port: int, **more):
+    return load_config(None, {"notify.hmac_keys": [KEY], "notify.agents": {"az2": f"127.0.0.1:{port}"},
+                              "notify.max_attempts": 3, "notify.backoff_initial_s": 0.01,
+                              "notify.backoff_max_s": 0.02, "notify.timeout_s": 5.0, **more}).notify
+
+
+async def serve(answer, task_status=trio.TASK_STATUS_IGNORED):
+    """A peer that decodes each request and replies with answer(request) -> frame bytes."""
+    requests = []
+
+    async def handler(stream):
+        dec = p.FrameDecoder(p.Keyring([KEY.encode()]))
+        async with stream:
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                dec.receive_data(data)
+                while (frame := dec.next_frame()) is not None:
+                    req = p.decode_request(frame.payload)
+                    requests.append(req)
+                    await stream.send_all(answer(req, len(requests)))
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started((listeners[0].socket.getsockname()[1], requests))
+    await trio.serve_listeners(handler, listeners)
+
+
+def signed(payload: bytes, key: str = KEY) -> bytes:
+    return p.encode_frame(p.Keyring([key.encode()]), p.MessageType.RESPONSE, payload, int(time.time() * 1000),
+                          os.urandom(16))
+
+
+FLUSHED = Flushed("wal/k", {"az2": Share(100, 10, (Ref(),))})
+
+
+@pytest.mark.trio
+async def test_response_signed_with_another_key_is_not_believed(nursery):
+    ok = p.encode_response(p.NotifyResponse(1, p.RequestStatus.OK, "", (p.EntryResult(0, 5),)))
+    port, requests = await nursery.start(serve, lambda req, n: signed(ok, "impostor-key-0123456789"))
+    audit = MemoryAuditSink()
+    sender = NotifySender(notify_config(port), "az1", "proxy", 1, audit, bucket="bkt")
+    with pytest.raises(NotifyError) as info:
+        await sender.notify(FLUSHED, "az2")
+    await sender.aclose()
+    assert info.value.retriable and len(requests) == 3
+    assert [(r["status"], r["attempts"]) for r in audit.of("notification")] == [("failed", 3)]
+
+
+@pytest.mark.trio
+async def test_retriable_entry_error_is_resent_same_request_id_until_ok(nursery):
+    def answer(req, n):
+        result = p.EntryResult(6) if n == 1 else p.EntryResult(0, 42)  # NOT_LEADER first, then appended
+        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (result,))))
+
+    port, requests = await nursery.start(serve, answer)
+    sender = NotifySender(notify_config(port), "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
+    results = await sender.notify(FLUSHED, "az2")
+    await sender.aclose()
+    assert [(r.error_code, r.base_offset) for r in results] == [(0, 42)]
+    assert [r.request_id for r in requests] == [1, 1]
+    assert requests[0].entries == (p.NotifyEntry("t", 0, 100, 10, 1, 1, -1, -1, -1),)
+    assert (requests[0].bucket, requests[0].key, requests[0].zone_offset, requests[0].zone_length) == (
+        "bkt", "wal/k", 100, 10)
+
+
+@pytest.mark.trio
+async def test_last_attempt_returns_the_retriable_error_codes(nursery):
+    def answer(req, n):
+        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(6),))))
+
+    port, requests = await nursery.start(serve, answer)
+    sender = NotifySender(notify_config(port), "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
+    results = await sender.notify(FLUSHED, "az2")
+    await sender.aclose()
+    assert [r.error_code for r in results] == [6] and len(requests) == 3
+
+
+@pytest.mark.trio
+async def test_silent_agent_times_out_and_unknown_zone_is_not_retriable(nursery):
+    port, requests = await nursery.start(serve, lambda req, n: b"")  # reads, never answers
+    sender = NotifySender(notify_config(port, **{"notify.timeout_s": 0.2, "notify.max_attempts": 2}),
+                          "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
+    with pytest.raises(NotifyError) as info:
+        await sender.notify(FLUSHED, "az2")
+    assert info.value.retriable and "TooSlowError" in str(info.value) and len(requests) == 2
+    with pytest.raises(NotifyError) as info:
+        await sender.notify(FLUSHED, "az9")
+    assert not info.value.retriable
+    await sender.aclose()
