@@ -247,7 +247,11 @@ class Agent:
             self.metrics.auth_failures.labels(reason="malformed").inc()
             log.warning("notification refused: %s", exc)
             return self._refuse(0, p.RequestStatus.MALFORMED, str(exc))
-        resp = await self.handle_request(req)
+        try:
+            resp = await self.handle_request(req)
+        except Exception:  # noqa: BLE001 - our bug: answer retriably rather than drop the connection
+            log.exception("notification %d for %s failed inside the agent", req.request_id, req.key)
+            return self._refuse(req.request_id, p.RequestStatus.INTERNAL, "agent error")
         return self._frame(p.encode_response(resp))
 
     def _refuse(self, request_id: int, status: p.RequestStatus, message: str) -> bytes:
