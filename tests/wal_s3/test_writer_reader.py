@@ -179,7 +179,7 @@ async def test_second_writer_with_same_id_takes_new_epoch_and_fences_the_first(w
 @pytest.mark.trio
 async def test_backpressure_bounds_buffered_bytes(wal_env):
     make_config, make_client = wal_env
-    config = make_config(max_bytes=64 * KiB, max_buffered_bytes=128 * KiB, linger_ms=1_000)
+    config = make_config(max_bytes=64 * KiB, max_buffered_bytes=128 * KiB, linger_ms=200)
     client = make_client(config)
     puts = Faults(client, "PutObject", [])
     audit = MemoryAuditSink()
@@ -195,14 +195,41 @@ async def test_backpressure_bounds_buffered_bytes(wal_env):
                 done.append(1)
             for _ in range(7):
                 n.start_soon(one)
+            # Object 0 (3 entries) is PUTting when the 4th arrives; object 1 fills with entries
+            # 4-6; the 7th would pass 128 KiB and waits. A PUT slot is free, so object 1 still
+            # leaves on linger (no early seal: object 0's PUT will free space).
             await trio.to_thread.run_sync(puts.wait_requests, 3)  # epoch marker + 2 objects
             await trio.testing.wait_all_tasks_blocked()
-            # 6 entries (123,132 bytes) are buffered; a 7th would pass 128 KiB, so it waits.
             assert writer.buffered_bytes == 6 * size
             assert done == [] and puts.requests == 3
             puts.gate.set()
     assert len(done) == 7 and writer.buffered_bytes == 0
     flushes = sorted(audit.of("wal_flush"), key=lambda f: f["sequence"])
-    # Appends never yield before they are buffered, so the 7th waits with nothing else open
-    # and leaves on linger.
-    assert [(f["entries"], f["reason"]) for f in flushes] == [(3, "size"), (3, "size"), (1, "linger")]
+    assert [(f["entries"], f["reason"]) for f in flushes] == [(3, "size"), (3, "linger"), (1, "linger")]
+
+
+@pytest.mark.trio
+async def test_full_buffer_held_by_the_open_object_is_sealed_not_deadlocked(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(max_bytes=64 * KiB, max_buffered_bytes=64 * KiB, linger_ms=60_000)
+    audit = MemoryAuditSink()
+    writer = WalWriter(config, "az1", "p1", make_client(config), audit)
+    e = entry(1, 20 * KiB)
+    done = []
+    three_done = trio.Event()
+    with trio.fail_after(20):  # without the early seal the 4th append would wait 60 s for linger
+        async with writer.running():
+            async with trio.open_nursery() as n:
+                async def one():
+                    await writer.append(e, "az2")
+                    done.append(1)
+                    if len(done) == 3:
+                        three_done.set()
+                for _ in range(4):
+                    n.start_soon(one)
+                await three_done.wait()
+                await trio.testing.wait_all_tasks_blocked()  # the 4th is buffered, waiting on its object
+                assert writer.buffered_bytes == entry_encoded_size(e)
+                writer.close()
+    flushes = sorted(audit.of("wal_flush"), key=lambda f: f["sequence"])
+    assert [(f["entries"], f["reason"]) for f in flushes] == [(3, "size"), (1, "shutdown")]
