@@ -7,7 +7,6 @@ same wiring the command uses.
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +15,6 @@ from leader_notify._wal_bridge import TrioPortal, WalZoneReader, wal_checkpoint
 from leader_notify.agent import Agent, AgentSettings, Checkpoint
 from leader_notify.metrics import AgentMetrics
 
-log = logging.getLogger(__name__)
 
 
 def make_s3_client(wal: Any) -> Any:
