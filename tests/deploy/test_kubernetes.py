@@ -16,7 +16,17 @@ def _docs():
         return {d["kind"]: d for d in yaml.safe_load_all(f) if d}
 
 def test_every_document_parses_and_kinds_are_the_expected_ones():
-    assert set(_docs()) == {"ServiceAccount", "ConfigMap", "Secret", "Deployment"}
+    assert set(_docs()) == {"ServiceAccount", "ConfigMap", "Secret", "Deployment", "NetworkPolicy"}
+
+
+def test_network_policy_selects_the_producer_pods_and_admits_no_ingress():
+    docs = _docs()
+    policy = docs["NetworkPolicy"]["spec"]
+    pod_labels = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["ingress"] == [] and set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    allowed_tcp = {p["port"] for rule in policy["egress"] for p in rule["ports"] if p["protocol"] == "TCP"}
+    assert allowed_tcp == {53, 443, 9092, 9400}
 
 def test_sidecar_is_a_native_sidecar_with_a_real_command_and_the_hmac_env(tmp_path):
     docs = _docs()
