@@ -17,6 +17,7 @@ import csv
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 GB = 1_000_000_000
@@ -41,61 +42,95 @@ def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def main(args: argparse.Namespace) -> int:
+@dataclass
+class DemoResult:
+    mode: str
+    baseline: object  # deploy.local.scenario.RunResult
+    sidecar: object
+    audit_tables: dict[str, list[dict]] = field(default_factory=dict)
+    run_dir: Path = Path()
+
+    @property
+    def metered_reduction(self) -> float | None:
+        """1 - sidecar/baseline metered cross-zone bytes, or None when unmetered."""
+        b, s = self.baseline.reading.total_bytes, self.sidecar.reading.total_bytes
+        return None if not b or s is None else 1 - s / b
+
+    def audit_total(self, column: str) -> float | None:
+        rows = self.audit_tables.get("savings", [])
+        if not rows or column not in rows[0]:
+            return None
+        return _num(rows, column)
+
+
+def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal", mode: str = "auto",
+             audit: bool = True, progress=None) -> DemoResult:
+    """Baseline and sidecar runs of the same workload, verified, and (optionally) audited.
+
+    Raises SystemExit when a run fails verification, ScenarioError/ZoneSetupError when the
+    environment cannot be set up.
+    """
     from deploy.local.scenario import Workload, router_overrides, run_baseline, run_sidecar  # noqa: PLC0415
     from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter  # noqa: PLC0415
     from deploy.local.zones import cleanup_leftovers, netns_available, three_zones  # noqa: PLC0415
+
+    progress = progress or say
+    mode = mode if mode != "auto" else ("netns" if netns_available() else "loopback")
+    if mode == "loopback":
+        progress("not root: running on loopback; cross-zone bytes are NOT metered (no bridge to count)")
+    removed = cleanup_leftovers() if netns_available() else []
+    if removed:
+        progress(f"removed leftovers of an earlier run: {', '.join(removed)}")
+    workload = Workload(total_bytes=int(mb * MB), record_bytes=record_bytes)
+    run_dir = out / time.strftime("run-%Y%m%d-%H%M%S")
+    progress(f"starting three zones ({mode}); logs in {run_dir}")
+    with three_zones(mode=mode, log_dir=run_dir / "logs") as env:
+        wal_bucket = "azsidecar-wal"
+        env.create_bucket(wal_bucket)
+        progress(f"zones up: {', '.join(f'{z.name}@{z.address}' for z in env.zones)}")
+        baseline = run_baseline(env, workload, progress=progress)
+        _check(baseline, "baseline", progress)
+        settings = SidecarSettings(wal_bucket=wal_bucket, audit_dir=run_dir / "audit", policy=policy,
+                                   linger_ms=250, partition_zones=router_overrides(env, workload)["partition_zones"])
+        sidecar = run_sidecar(env, workload, sidecar_starter(env, settings), progress=progress)
+        _check(sidecar, "sidecar", progress)
+    result = DemoResult(mode, baseline, sidecar, run_dir=run_dir)
+    if audit:
+        progress("running the Spark audit (local[*]) over the sidecar run's audit records")
+        from router.config import Prices  # noqa: PLC0415
+        from spark_audit.run import run as run_audit  # noqa: PLC0415
+
+        code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout)
+        if code != 0:
+            raise SystemExit(f"the audit failed with exit code {code}")
+        result.audit_tables = {p.stem: list(csv.DictReader(p.open())) for p in (run_dir / "report").glob("*.csv")}
+    return result
+
+
+def main(args: argparse.Namespace) -> int:
+    from deploy.local.zones import netns_available  # noqa: PLC0415
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.mode == "netns" and not netns_available():
         print("azsidecar demo: --mode netns needs root and the `ip` tool", file=sys.stderr)
         return 2
-    mode = args.mode if args.mode != "auto" else ("netns" if netns_available() else "loopback")
-    if mode == "loopback":
-        say("not root: running on loopback; cross-zone bytes are NOT metered (no bridge to count)")
-    removed = cleanup_leftovers() if netns_available() else []
-    if removed:
-        say(f"removed leftovers of an earlier run: {', '.join(removed)}")
-    workload = Workload(total_bytes=int(args.mb * MB), record_bytes=args.record_bytes)
-    run_dir = out / time.strftime("run-%Y%m%d-%H%M%S")
-    say(f"starting three zones ({mode}); logs in {run_dir}")
-    with three_zones(mode=mode, log_dir=run_dir / "logs") as env:
-        wal_bucket = "azsidecar-wal"
-        env.create_bucket(wal_bucket)
-        say(f"zones up: {', '.join(f'{z.name}@{z.address}' for z in env.zones)}")
-        baseline = run_baseline(env, workload, progress=say)
-        _check(baseline, "baseline")
-        settings = SidecarSettings(wal_bucket=wal_bucket, audit_dir=run_dir / "audit", policy=args.policy,
-                                   linger_ms=250, partition_zones=router_overrides(env, workload)["partition_zones"])
-        sidecar = run_sidecar(env, workload, sidecar_starter(env, settings), progress=say)
-        _check(sidecar, "sidecar")
-    audit_tables: dict[str, list[dict]] = {}
-    if not args.skip_audit:
-        say("running the Spark audit (local[*]) over the sidecar run's audit records")
-        from router.config import Prices  # noqa: PLC0415
-        from spark_audit.run import run as run_audit  # noqa: PLC0415
-
-        code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout)
-        if code != 0:
-            say(f"the audit failed with exit code {code}; see above")
-            return code
-        audit_tables = {p.stem: list(csv.DictReader(p.open())) for p in (run_dir / "report").glob("*.csv")}
-    table = result_table(baseline, sidecar, audit_tables)
+    result = run_demo(out, args.mb, args.record_bytes, args.policy, args.mode, audit=not args.skip_audit)
+    table = result_table(result.baseline, result.sidecar, result.audit_tables)
     print(table)
-    (run_dir / "result.txt").write_text(table)
-    (run_dir / "result.json").write_text(json.dumps({"baseline": baseline.as_dict(), "sidecar": sidecar.as_dict()},
-                                                    indent=1, default=str))
-    if (run_dir / "report" / "report.html").exists():
-        say(f"HTML report: {run_dir / 'report' / 'report.html'}")
+    (result.run_dir / "result.txt").write_text(table)
+    (result.run_dir / "result.json").write_text(json.dumps(
+        {"baseline": result.baseline.as_dict(), "sidecar": result.sidecar.as_dict()}, indent=1, default=str))
+    if (result.run_dir / "report" / "report.html").exists():
+        say(f"HTML report: {result.run_dir / 'report' / 'report.html'}")
     return 0
 
 
-def _check(result, name: str) -> None:
+def _check(result, name: str, progress=say) -> None:
     v = result.verification
     if not v.get("ok"):
         raise SystemExit(f"{name} run failed verification: {v.get('problems')}")
-    say(f"{name}: {v['records']} records verified exactly once, in per-partition order")
+    progress(f"{name}: {v['records']} records verified exactly once, in per-partition order")
 
 
 def _num(rows: list[dict], column: str) -> float:
