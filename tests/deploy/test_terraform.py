@@ -220,6 +220,10 @@ def test_iam_actions_are_exactly_the_intended_ones():
             "ReadNotifyHmacKeys": (["secretsmanager:GetSecretValue", "ssm:GetParameters"], ["${var.hmac_secret_arn}"]),
             "DecryptNotifyHmacKeys": (["kms:Decrypt"], ["${statement.value}"]),
         },
+        "hmac_secret_host": {
+            "ReadNotifyHmacKeysOnHost": (["secretsmanager:GetSecretValue", "ssm:GetParameter"], ["${var.hmac_secret_arn}"]),
+            "DecryptNotifyHmacKeysOnHost": (["kms:Decrypt"], ["${statement.value}"]),
+        },
         "assume_ecs_tasks": {None: (["sts:AssumeRole"], None)},
         "assume_proxy": {None: (["sts:AssumeRole"], None)},
     }

@@ -11,6 +11,7 @@ locals {
   checkpoint_objects = "${var.bucket_arn}/${var.prefixes.wal}${var.prefixes.checkpoint_segment}/*"
   audit_objects      = "${var.bucket_arn}/${var.prefixes.audit}*"
   hmac_in_ssm        = can(regex("^arn:aws[a-z-]*:ssm:", var.hmac_secret_arn))
+  proxy_on_ec2       = contains(tolist(var.proxy_trusted_services), "ec2.amazonaws.com")
 }
 
 # ------------------------------------------------------------------ policies
@@ -134,6 +135,24 @@ data "aws_iam_policy_document" "hmac_secret" {
   }
 }
 
+# EC2 hosts have no execution role: the systemd unit's ExecStartPre reads the keys itself
+# with the instance profile (aws ssm get-parameter / secretsmanager get-secret-value).
+data "aws_iam_policy_document" "hmac_secret_host" {
+  statement {
+    sid       = "ReadNotifyHmacKeysOnHost"
+    actions   = local.hmac_in_ssm ? ["ssm:GetParameter"] : ["secretsmanager:GetSecretValue"]
+    resources = [var.hmac_secret_arn]
+  }
+  dynamic "statement" {
+    for_each = var.hmac_secret_kms_key_arn == null ? [] : [var.hmac_secret_kms_key_arn]
+    content {
+      sid       = "DecryptNotifyHmacKeysOnHost"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+    }
+  }
+}
+
 resource "aws_iam_policy" "proxy" {
   name        = "${var.name_prefix}-proxy"
   description = "azsidecar proxy (sidecar): write and read WAL objects, write audit records."
@@ -203,8 +222,22 @@ resource "aws_iam_role_policy_attachment" "proxy" {
   policy_arn = aws_iam_policy.proxy.arn
 }
 
+resource "aws_iam_policy" "hmac_secret_host" {
+  for_each    = local.proxy_on_ec2 ? toset(["ec2"]) : toset([])
+  name        = "${var.name_prefix}-hmac-secret-host"
+  description = "EC2 hosts running the systemd sidecar: read the notification HMAC keys at start."
+  policy      = data.aws_iam_policy_document.hmac_secret_host.json
+  tags        = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "proxy_hmac_host" {
+  for_each   = aws_iam_policy.hmac_secret_host
+  role       = aws_iam_role.proxy.name
+  policy_arn = each.value.arn
+}
+
 resource "aws_iam_instance_profile" "proxy" {
-  for_each = contains(tolist(var.proxy_trusted_services), "ec2.amazonaws.com") ? toset(["ec2"]) : toset([])
+  for_each = local.proxy_on_ec2 ? toset(["ec2"]) : toset([])
   name     = "${var.name_prefix}-proxy"
   role     = aws_iam_role.proxy.name
   tags     = var.tags
