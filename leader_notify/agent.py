@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 64 * 1024
 WRITE_DRAIN_TIMEOUT_S = 10.0  # a peer that does not read its response within this is dropped
 CLOSE_TIMEOUT_S = 5.0  # shutdown waits this long for the listener's connections to go
+MAX_PENDING_CHECKPOINTS = 1024  # written after the answer; beyond this, answers wait for S3
 
 
 class ZoneEntry(Protocol):
@@ -166,6 +167,10 @@ class Agent:
         self._server: asyncio.base_events.Server | None = None
         self._conn_tasks: set[asyncio.Task] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        # Checkpoints are written after answering: the proxy's produce latency must not pay
+        # for an S3 PUT that only garbage collection reads. Bounded; awaited on close.
+        self._checkpoint_tasks: set[asyncio.Task] = set()
+        self._checkpoints = asyncio.Semaphore(MAX_PENDING_CHECKPOINTS)
 
     # ------------------------------------------------------------ server
 
@@ -185,6 +190,7 @@ class Agent:
             task.cancel()
         if self._conn_tasks:
             await asyncio.gather(*self._conn_tasks, return_exceptions=True)
+        await self.drain_checkpoints()
         for writer in list(self._writers):
             writer.transport.abort()  # no lingering half-closed sockets keep wait_closed waiting
         if self._server is not None:
@@ -304,12 +310,25 @@ class Agent:
         final = tuple(r if r is not None else p.EntryResult(NETWORK_EXCEPTION) for r in results)
         status_ok = p.results_all_ok(final)
         if status_ok and self._checkpoint is not None:
-            try:
-                await self._checkpoint(req.key, self._s.zone)
-            except Exception as exc:  # noqa: BLE001 - GC waits for a later checkpoint; appends stand
-                log.warning("checkpoint of %s for zone %s failed: %r", req.key, self._s.zone, exc)
+            await self._checkpoints.acquire()  # backpressure if S3 falls far behind
+            task = asyncio.get_running_loop().create_task(self._write_checkpoint(req.key))
+            self._checkpoint_tasks.add(task)
+            task.add_done_callback(self._checkpoint_tasks.discard)
         self.metrics.notifications.labels(status="ok" if status_ok else "entry_errors").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", final)
+
+    async def _write_checkpoint(self, key: str) -> None:
+        try:
+            await self._checkpoint(key, self._s.zone)
+        except Exception as exc:  # noqa: BLE001 - GC waits for a later checkpoint; appends stand
+            log.warning("checkpoint of %s for zone %s failed: %r", key, self._s.zone, exc)
+        finally:
+            self._checkpoints.release()
+
+    async def drain_checkpoints(self) -> None:
+        """Wait for the checkpoints of answered notifications to be written."""
+        if self._checkpoint_tasks:
+            await asyncio.gather(*list(self._checkpoint_tasks), return_exceptions=True)
 
     def _refused(self, req: p.NotifyRequest, status: p.RequestStatus, message: str) -> p.NotifyResponse:
         self.metrics.notifications.labels(status=status.name.lower()).inc()
