@@ -40,6 +40,8 @@ MAX_NOTIFY_QUEUE = 1024  # objects waiting for their notification per zone; the 
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
+LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE,
+                           errors.UNKNOWN_TOPIC_OR_PARTITION})
 
 
 @dataclass
@@ -305,6 +307,8 @@ class RoutingBackend:
             for item, dest, outcome in wal_items:
                 await outcome.done.wait()
                 results[(item.topic, item.partition)] = outcome.result
+                if outcome.result.error_code in LEADER_ERRORS:
+                    self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
                 breaker = self._breakers[dest]
                 if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
                     breaker.record_success()
