@@ -18,14 +18,18 @@ import logging
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from spark_audit.records import KINDS, SCHEMA_VERSION
+from spark_audit import jobs
+from spark_audit.jobs import STATUS_COLUMN
 from spark_audit.schemas import CORRUPT_COLUMN, input_schema
 
 log = logging.getLogger(__name__)
@@ -190,54 +194,73 @@ def resolve_input(spark: SparkSession, uri: str, endpoint_url: str | None, stage
     return str(local)
 
 
-def read_records(spark: SparkSession, path: str, source: str | None = None) -> tuple[DataFrame, InputSummary]:
-    """Read every audit line under `path`; returns (valid records, summary).
+def read_lines(spark: SparkSession, path: str, columns: Iterable[str] | None = None,
+               source: str | None = None) -> tuple[DataFrame, int]:
+    """Every audit line under `path` (lazily) with a `_status` column, and the file count.
 
-    The returned DataFrame holds only parseable lines of known kinds and is persisted
-    (the jobs scan it several times); call `unpersist()` when done. Raises InputError
-    when there are no files or no valid record at all (the message carries the counts).
+    `_status` is ok, corrupt (not JSON, or a wrong-typed value in a parsed field) or
+    unknown_kind. `columns`: the record fields to parse (None: all); the JSON parser
+    skips the others, so a wrong-typed value in a field nobody reads does not make its
+    line corrupt. Raises InputError when there are no files.
     """
-    source = source or path
-    raw = (spark.read.schema(input_schema())
+    schema = input_schema()
+    if columns is not None:
+        wanted = set(columns) | {"kind", "schema_version", CORRUPT_COLUMN}
+        schema = StructType([f for f in schema.fields if f.name in wanted])
+    raw = (spark.read.schema(schema)
            .option("mode", "PERMISSIVE")
            .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
            .option("recursiveFileLookup", "true")
            .json(path))
     files = len(raw.inputFiles())
     if files == 0:
-        raise InputError(f"input {source}: no audit files found")
-    known = F.col("kind").isin(list(KINDS))
-    flagged = raw.withColumn("_status", F.when(F.col(CORRUPT_COLUMN).isNotNull(), "corrupt")
-                             .when(known, "ok").otherwise("unknown_kind"))
-    flagged = flagged.persist(StorageLevel.MEMORY_AND_DISK)
-    counts = (flagged.groupBy("_status", "kind", "schema_version").count().collect())
+        raise InputError(f"input {source or path}: no audit files found")
+    status = (F.when(F.col(CORRUPT_COLUMN).isNotNull(), "corrupt")
+              .when(F.col("kind").isin(list(KINDS)), "ok").otherwise("unknown_kind"))
+    return raw.withColumn(STATUS_COLUMN, status), files
+
+
+def load(spark: SparkSession, path: str, source: str | None = None,
+         extra_columns: Iterable[str] = ()) -> tuple[DataFrame, InputSummary]:
+    """Read the input once into the persisted rollup (`jobs.rollup`); returns it and the summary.
+
+    `extra_columns` are parsed too, so that lines a later pass would find corrupt (the
+    latency pass reads latency_ms) are already counted here. Call `unpersist()` on the
+    rollup when done. Raises InputError when there are no files or no valid record at
+    all (the message carries the counts).
+    """
+    source = source or path
+    lines, files = read_lines(spark, path, tuple(jobs.ROLLUP_COLUMNS) + tuple(extra_columns), source)
+    rolled = jobs.rollup(lines).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = rolled.groupBy(STATUS_COLUMN, "kind", "schema_version").agg(F.sum("n").alias("n")).collect()
     by_kind: dict[str, int] = {}
     versions: dict[int, int] = {}
-    corrupt = unknown = newer = lines = 0
+    corrupt = unknown = newer = total = 0
     for row in counts:
-        lines += row["count"]
-        if row["_status"] == "corrupt":
-            corrupt += row["count"]
-        elif row["_status"] == "unknown_kind":
-            unknown += row["count"]
+        n = row["n"]
+        total += n
+        if row[STATUS_COLUMN] == "corrupt":
+            corrupt += n
+        elif row[STATUS_COLUMN] == "unknown_kind":
+            unknown += n
         else:
-            by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + row["count"]
+            by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + n
             version = row["schema_version"] if row["schema_version"] is not None else 0
-            versions[version] = versions.get(version, 0) + row["count"]
+            versions[version] = versions.get(version, 0) + n
             if version > SCHEMA_VERSION:
-                newer += row["count"]
+                newer += n
     samples: tuple[str, ...] = ()
-    if corrupt:
+    if corrupt:  # a second, short scan that stops after a few lines
         samples = tuple(
             (r[CORRUPT_COLUMN] or "")[:SAMPLE_CHARS]
-            for r in flagged.filter(F.col("_status") == "corrupt").select(CORRUPT_COLUMN).limit(CORRUPT_SAMPLES).collect()
+            for r in lines.filter(F.col(STATUS_COLUMN) == "corrupt")
+            .select(CORRUPT_COLUMN, STATUS_COLUMN).limit(CORRUPT_SAMPLES).collect()
         )
-    summary = InputSummary(source, files, lines, by_kind, corrupt, unknown, newer, versions, samples)
+    summary = InputSummary(source, files, total, by_kind, corrupt, unknown, newer, versions, samples)
     if summary.valid_records == 0:
-        flagged.unpersist()
+        rolled.unpersist()
         raise InputError(f"no valid audit records\n{summary.message()}")
-    records = flagged.filter(F.col("_status") == "ok").drop(CORRUPT_COLUMN, "_status")
-    return records, summary
+    return rolled, summary
 
 
 def write_csv(table: Table, path: Path) -> None:

@@ -1,8 +1,12 @@
-"""The audit metrics as pure transformations: records DataFrame in, table DataFrame out.
+"""The audit metrics as pure transformations: DataFrame in, table DataFrame out.
 
-Every function takes the DataFrame read with `schemas.input_schema()` (all kinds mixed,
-one row per record) and filters the kinds it needs, so the reader scans the files once
-and the caller may cache that one DataFrame. No function here reads or writes files.
+Strategy: parsing JSON is most of the cost (caching the parsed rows costs twice the
+parse again), so the files are read once into a `rollup`: the input lines grouped by
+every key any table needs (status, kind, version, hour, zones, route, object key, cache
+result, drop reason) with every count summed. At 10 M records the rollup holds a few
+hundred thousand rows (one per WAL object and per zone pair and hour); the runner
+caches it and every table except latency is a small query over it. Latency needs the
+raw values for its percentiles and is the one table computed from the records.
 
 Money model (docs/audit-records.md, "How the savings are computed"):
 - a direct produce of a cross-zone batch would have put `bytes + PRODUCE_OVERHEAD_BYTES`
@@ -32,7 +36,44 @@ PRODUCE_OVERHEAD_BYTES = 41
 BYTES_PER_GB = 10**9  # AWS data-transfer "GB" as in docs/ARCHITECTURE's break-even (270 KB)
 ROUTES = ("local", "direct_cross", "wal")
 LATENCY_ACCURACY = 10_000  # percentile_approx: rank error <= n/10000; exact for n <= 10000
-HOUR_FORMAT = "yyyy-MM-dd'T'HH':00Z'"  # session time zone must be UTC (see spark_session)
+HOUR_FORMAT = "yyyy-MM-dd'T'HH':00Z'"  # session time zone must be UTC (see _io.spark_session)
+HOUR_MS = 3_600_000
+STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
+
+# Rollup keys: what any table groups or joins by. `key` only for the kinds that name a WAL
+# object, `drop_reason` only for audit_drop (other kinds' `reason` would split groups).
+ROLLUP_KEYS = ("_status", "kind", "schema_version", "hour_ms", "zone", "leader_zone", "dest_zone",
+               "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason")
+ROLLUP_SUMS = ("records", "bytes", "wire_bytes", "request_bytes", "response_bytes", "put_requests", "gets",
+               "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped")
+# The record fields each input reads (besides kind and schema_version): the runner parses
+# only these, the JSON parser skips the rest.
+ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
+                  "dropped_kind", "reason") + ROLLUP_SUMS
+LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms")
+_OBJECT_KINDS = ("wal_flush", "agent_read", "notification")
+
+
+def rollup(records: DataFrame) -> DataFrame:
+    """Lines grouped by ROLLUP_KEYS with `n` (line count) and every ROLLUP_SUMS summed.
+
+    `records` is the reader's output: the union schema plus STATUS_COLUMN. Corrupt and
+    unknown-kind lines are kept (under their status) so the input summary comes from the
+    same single scan. Missing counts (older schema versions) add 0.
+    """
+    kind = F.col("kind")
+    ts = F.col("ts_ms")
+    keyed = records.select(
+        F.col(STATUS_COLUMN).alias("_status"), kind, "schema_version",
+        (ts - F.pmod(ts, F.lit(HOUR_MS))).alias("hour_ms"),
+        "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache",
+        F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).alias("key"),
+        "dropped_kind",
+        F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
+        *[_long(c).alias(c) for c in ROLLUP_SUMS],
+    )
+    return keyed.groupBy(*ROLLUP_KEYS).agg(
+        F.count(F.lit(1)).alias("n"), *[F.sum(c).alias(c) for c in ROLLUP_SUMS])
 
 
 def cross_byte_usd(prices: Prices) -> float:
@@ -40,8 +81,8 @@ def cross_byte_usd(prices: Prices) -> float:
     return 2 * prices.cross_az_per_gb_each_way / BYTES_PER_GB
 
 
-def _hour(ts_ms: str = "ts_ms") -> Column:
-    return F.date_format(F.timestamp_millis(F.col(ts_ms)), HOUR_FORMAT).alias("hour")
+def _hour_text(column: str = "hour_ms") -> Column:
+    return F.date_format(F.timestamp_millis(F.col(column)), HOUR_FORMAT)
 
 
 def _long(name: str) -> Column:
@@ -49,8 +90,9 @@ def _long(name: str) -> Column:
     return F.coalesce(F.col(name), F.lit(0)).cast("long")
 
 
-def _kind(records: DataFrame, kind: str) -> DataFrame:
-    return records.filter(F.col("kind") == kind)
+def _kind(frame: DataFrame, kind: str) -> DataFrame:
+    """Valid lines of one kind (rollup or records: both carry the status column)."""
+    return frame.filter((F.col(STATUS_COLUMN) == "ok") & (F.col("kind") == kind))
 
 
 def _ratio(num: Column, den: Column) -> Column:
@@ -73,62 +115,61 @@ def _zero_except(**columns: Column) -> list[Column]:
     return out
 
 
-def savings(records: DataFrame, prices: Prices) -> DataFrame:
+def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
     """Per hour x source zone x leader zone: traffic per route, bytes and dollars saved.
 
-    Columns: hour, source_zone, leader_zone, batches_/records_/bytes_<route> for local,
-    direct_cross and wal, direct_equivalent_bytes, direct_cross_wire_bytes,
-    notification_bytes, crossed_bytes, cross_bytes_avoided, direct_transfer_usd,
-    transfer_avoided_usd, s3_put_requests (fractional: shared among zones),
-    s3_get_requests, s3_put_usd, s3_get_usd, net_savings_usd, savings_ratio
-    (net savings over what direct produce would have cost; null when nothing crossed).
+    `rolled` is `rollup(records)`. Columns: hour, source_zone, leader_zone,
+    batches_/records_/bytes_<route> for local, direct_cross and wal,
+    direct_equivalent_bytes, direct_cross_wire_bytes, notification_bytes, s3_put_requests
+    (fractional: shared among an object's zones), s3_get_requests, crossed_bytes,
+    cross_bytes_avoided, direct_transfer_usd, transfer_avoided_usd, s3_put_usd,
+    s3_get_usd, net_savings_usd, savings_ratio (net savings over what direct produce
+    would have cost; null when nothing would have crossed).
     """
     byte_usd = cross_byte_usd(prices)
-    keys = ("hour", "source_zone", "leader_zone")
-
-    pb = _kind(records, "produce_batch")
+    keys = ("hour_ms", "source_zone", "leader_zone")
     route = F.col("route")
+    n, records_, bytes_ = F.col("n"), F.col("records"), F.col("bytes")
     per_route: dict[str, Column] = {}
     for r in ROUTES:
-        per_route[f"batches_{r}"] = F.when(route == r, 1).otherwise(0)
-        per_route[f"records_{r}"] = F.when(route == r, _long("records")).otherwise(0)
-        per_route[f"bytes_{r}"] = F.when(route == r, _long("bytes")).otherwise(0)
-    produce = pb.select(
-        _hour(), F.col("zone").alias("source_zone"), F.col("leader_zone"),
+        per_route[f"batches_{r}"] = F.when(route == r, n).otherwise(0)
+        per_route[f"records_{r}"] = F.when(route == r, records_).otherwise(0)
+        per_route[f"bytes_{r}"] = F.when(route == r, bytes_).otherwise(0)
+    produce = _kind(rolled, "produce_batch").select(
+        "hour_ms", F.col("zone").alias("source_zone"), F.col("leader_zone"),
         *_zero_except(
             **per_route,
-            direct_equivalent_bytes=F.when(route != "local", _long("bytes") + PRODUCE_OVERHEAD_BYTES).otherwise(0),
-            direct_cross_wire_bytes=F.when(route == "direct_cross", _long("wire_bytes")).otherwise(0),
+            direct_equivalent_bytes=F.when(route != "local", bytes_ + n * PRODUCE_OVERHEAD_BYTES).otherwise(0),
+            direct_cross_wire_bytes=F.when(route == "direct_cross", F.col("wire_bytes")).otherwise(0),
         ),
     )
-    notifications = _kind(records, "notification").select(
-        _hour(), F.col("zone").alias("source_zone"), F.col("dest_zone").alias("leader_zone"),
-        *_zero_except(notification_bytes=_long("request_bytes") + _long("response_bytes")),
+    notifications = _kind(rolled, "notification").select(
+        "hour_ms", F.col("zone").alias("source_zone"), F.col("dest_zone").alias("leader_zone"),
+        *_zero_except(notification_bytes=F.col("request_bytes") + F.col("response_bytes")),
     )
     # zones: the destination zones of one WAL object, comma separated ("use1-az2,use1-az3").
     flushes = (
-        _kind(records, "wal_flush")
+        _kind(rolled, "wal_flush")
         .withColumn("_zones", F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"),
                                        lambda z: z != ""))
         .withColumn("_zones", F.when(F.size("_zones") > 0, F.col("_zones")).otherwise(F.array(F.lit("unknown"))))
         .select(
-            _hour(), F.col("zone").alias("source_zone"), F.explode("_zones").alias("leader_zone"),
-            *_zero_except(s3_put_requests=_long("put_requests") / F.size("_zones")),
+            "hour_ms", F.col("zone").alias("source_zone"), F.explode("_zones").alias("leader_zone"),
+            *_zero_except(s3_put_requests=F.col("put_requests") / F.size("_zones")),
         )
     )
-    reads = _kind(records, "agent_read").select(
-        _hour(), F.col("source_zone"), F.col("zone").alias("leader_zone"),
-        *_zero_except(s3_get_requests=_long("gets")),
+    reads = _kind(rolled, "agent_read").select(
+        "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
+        *_zero_except(s3_get_requests=F.col("gets")),
     )
     grouped = (
         produce.unionByName(notifications).unionByName(flushes).unionByName(reads)
         .groupBy(*keys)
         .agg(*[F.sum(name).alias(name) for name in _SAVINGS_SUMS])
     )
-    crossed = F.col("direct_cross_wire_bytes") + F.col("notification_bytes")
     return (
         grouped
-        .withColumn("crossed_bytes", crossed)
+        .withColumn("crossed_bytes", F.col("direct_cross_wire_bytes") + F.col("notification_bytes"))
         .withColumn("cross_bytes_avoided", F.col("direct_equivalent_bytes") - F.col("crossed_bytes"))
         .withColumn("direct_transfer_usd", F.col("direct_equivalent_bytes") * F.lit(byte_usd))
         .withColumn("transfer_avoided_usd", F.col("cross_bytes_avoided") * F.lit(byte_usd))
@@ -138,31 +179,34 @@ def savings(records: DataFrame, prices: Prices) -> DataFrame:
                     F.col("transfer_avoided_usd") - F.col("s3_put_usd") - F.col("s3_get_usd"))
         .withColumn("savings_ratio", _ratio(F.col("net_savings_usd"), F.col("direct_transfer_usd")))
         .orderBy(*keys)
+        .select(_hour_text().alias("hour"), *[c for c in grouped.columns if c != "hour_ms"],
+                "crossed_bytes", "cross_bytes_avoided", "direct_transfer_usd", "transfer_avoided_usd",
+                "s3_put_usd", "s3_get_usd", "net_savings_usd", "savings_ratio")
     )
 
 
-def break_even(records: DataFrame, prices: Prices) -> DataFrame:
+def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
     """Net savings of WAL objects by object size (power-of-two buckets).
 
-    Each wal_flush is joined by `key` to the GETs of its agent reads and the bytes of its
-    notifications. Per object: transfer avoided = (bytes + entries * PRODUCE_OVERHEAD_BYTES
-    - notification bytes) * byte price; request cost = PUTs and GETs at list price.
-    Columns: size_bucket_bytes (lower bound), objects, mean_object_bytes, entries,
-    put_requests, get_requests, notification_bytes, transfer_avoided_usd, request_usd,
-    net_savings_usd, net_savings_usd_per_object, break_even_object_bytes (object size at
-    which this bucket's per-object requests and notifications cost what they save).
+    `rolled` is `rollup(records)`. Each wal_flush is joined by `key` to the GETs of its
+    agent reads and the bytes of its notifications. Per object: transfer avoided =
+    (bytes + entries * PRODUCE_OVERHEAD_BYTES - notification bytes) * byte price; request
+    cost = PUTs and GETs at list price. Columns: size_bucket_bytes (lower bound), objects,
+    mean_object_bytes, entries, put_requests, get_requests, notification_bytes,
+    transfer_avoided_usd, request_usd, net_savings_usd, net_savings_usd_per_object,
+    break_even_object_bytes (object size at which this bucket's per-object requests and
+    notifications cost what they save).
     """
     byte_usd = cross_byte_usd(prices)
     put_usd = prices.s3_put_per_1000 / 1000
     get_usd = prices.s3_get_per_1000 / 1000
-    gets = (_kind(records, "agent_read").groupBy("key")
-            .agg(F.sum(_long("gets")).alias("get_requests")))
-    notes = (_kind(records, "notification").groupBy("key")
-             .agg(F.sum(_long("request_bytes") + _long("response_bytes")).alias("notification_bytes")))
+    gets = _kind(rolled, "agent_read").groupBy("key").agg(F.sum("gets").alias("get_requests"))
+    notes = (_kind(rolled, "notification").groupBy("key")
+             .agg(F.sum(F.col("request_bytes") + F.col("response_bytes")).alias("notification_bytes")))
     objects = (
-        _kind(records, "wal_flush")
-        .select("key", _long("bytes").alias("object_bytes"), _long("entries").alias("entries"),
-                _long("put_requests").alias("put_requests"))
+        _kind(rolled, "wal_flush").groupBy("key")
+        .agg(F.sum("bytes").alias("object_bytes"), F.sum("entries").alias("entries"),
+             F.sum("put_requests").alias("put_requests"))
         .join(gets, "key", "left").join(notes, "key", "left")
         .fillna(0, subset=["get_requests", "notification_bytes"])
         # log2(bytes + 0.5): keeps exact powers of two in their own bucket despite
@@ -175,7 +219,7 @@ def break_even(records: DataFrame, prices: Prices) -> DataFrame:
     per_object_avoided = (F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES
                           - F.col("notification_bytes")) * F.lit(byte_usd)
     per_object_requests = F.col("put_requests") * F.lit(put_usd) + F.col("get_requests") * F.lit(get_usd)
-    out = (
+    return (
         objects.groupBy("size_bucket_bytes").agg(
             F.count(F.lit(1)).alias("objects"),
             F.avg("object_bytes").alias("mean_object_bytes"),
@@ -193,51 +237,65 @@ def break_even(records: DataFrame, prices: Prices) -> DataFrame:
                      - F.col("entries") * PRODUCE_OVERHEAD_BYTES) / F.col("objects"))
         .orderBy("size_bucket_bytes")
     )
-    return out
 
 
-def agent_cache(records: DataFrame) -> DataFrame:
-    """Agents' block cache per hour x agent zone.
+def agent_cache(rolled: DataFrame) -> DataFrame:
+    """Agents' block cache per hour x agent zone, from `rollup(records)`.
 
     Columns: hour, zone, reads, cache_hits, cache_misses, lookups, hit_rate (hits over
     lookups), bytes, bytes_from_cache, byte_hit_rate, gets.
     """
     return (
-        _kind(records, "agent_read").select(
-            _hour(), "zone", _long("cache_hits").alias("h"), _long("cache_misses").alias("m"),
-            _long("bytes").alias("b"), _long("bytes_from_cache").alias("bc"), _long("gets").alias("g"))
-        .groupBy("hour", "zone").agg(
-            F.count(F.lit(1)).alias("reads"), F.sum("h").alias("cache_hits"), F.sum("m").alias("cache_misses"),
-            F.sum("b").alias("bytes"), F.sum("bc").alias("bytes_from_cache"), F.sum("g").alias("gets"))
+        _kind(rolled, "agent_read")
+        .groupBy("hour_ms", "zone").agg(
+            F.sum("n").alias("reads"), F.sum("cache_hits").alias("cache_hits"),
+            F.sum("cache_misses").alias("cache_misses"), F.sum("bytes").alias("bytes"),
+            F.sum("bytes_from_cache").alias("bytes_from_cache"), F.sum("gets").alias("gets"))
         .withColumn("lookups", F.col("cache_hits") + F.col("cache_misses"))
         .withColumn("hit_rate", _ratio(F.col("cache_hits"), F.col("lookups")))
         .withColumn("byte_hit_rate", _ratio(F.col("bytes_from_cache"), F.col("bytes")))
-        .select("hour", "zone", "reads", "cache_hits", "cache_misses", "lookups", "hit_rate",
+        .orderBy("hour_ms", "zone")
+        .select(_hour_text().alias("hour"), "zone", "reads", "cache_hits", "cache_misses", "lookups", "hit_rate",
                 "bytes", "bytes_from_cache", "byte_hit_rate", "gets")
-        .orderBy("hour", "zone")
     )
 
 
-def metadata_cache(records: DataFrame) -> DataFrame:
-    """Router leader-zone cache per hour x proxy zone.
+def metadata_cache(rolled: DataFrame) -> DataFrame:
+    """Router leader-zone cache per hour x proxy zone, from `rollup(records)`.
 
     Columns: hour, zone, lookups, hits, misses, hit_rate (hits over lookups).
     """
     cache = F.col("cache")
     return (
-        _kind(records, "metadata_lookup").select(_hour(), "zone", cache)
-        .groupBy("hour", "zone").agg(
-            F.count(F.lit(1)).alias("lookups"),
-            F.sum(F.when(cache == "hit", 1).otherwise(0)).cast("long").alias("hits"),
-            F.sum(F.when(cache == "miss", 1).otherwise(0)).cast("long").alias("misses"))
+        _kind(rolled, "metadata_lookup")
+        .groupBy("hour_ms", "zone").agg(
+            F.sum("n").alias("lookups"),
+            F.sum(F.when(cache == "hit", F.col("n")).otherwise(0)).alias("hits"),
+            F.sum(F.when(cache == "miss", F.col("n")).otherwise(0)).alias("misses"))
         .withColumn("hit_rate", _ratio(F.col("hits"), F.col("lookups")))
-        .orderBy("hour", "zone")
+        .orderBy("hour_ms", "zone")
+        .select(_hour_text().alias("hour"), "zone", "lookups", "hits", "misses", "hit_rate")
+    )
+
+
+def writer_drops(rolled: DataFrame) -> DataFrame:
+    """Records the writers dropped, per zone x dropped kind x reason, from `rollup(records)`.
+
+    A v1 drop record (no reason field) means queue_full. Columns: zone, dropped_kind,
+    reason, dropped.
+    """
+    return (
+        _kind(rolled, "audit_drop")
+        .groupBy("zone", "dropped_kind", F.col("drop_reason").alias("reason"))
+        .agg(F.sum("dropped").alias("dropped"))
+        .orderBy("zone", "dropped_kind", "reason")
     )
 
 
 def latency(records: DataFrame) -> DataFrame:
     """Produce latency per route x source zone x leader zone, over successful batches.
 
+    `records` is the reader's output (one row per line), not the rollup.
     Percentiles by `percentile_approx` with accuracy LATENCY_ACCURACY: each is a value
     from the data whose rank is within n / LATENCY_ACCURACY of the exact one (exact for
     up to that many batches per group). Columns: route, source_zone, leader_zone,
@@ -259,18 +317,4 @@ def latency(records: DataFrame) -> DataFrame:
                 F.col("_p")[0].alias("p50_ms"), F.col("_p")[1].alias("p95_ms"), F.col("_p")[2].alias("p99_ms"),
                 "mean_ms", "max_ms")
         .orderBy("route", "source_zone", "leader_zone")
-    )
-
-
-def writer_drops(records: DataFrame) -> DataFrame:
-    """Records the writers dropped, per zone x dropped kind x reason (v1 records: queue_full).
-
-    Columns: zone, dropped_kind, reason, dropped.
-    """
-    return (
-        _kind(records, "audit_drop")
-        .select("zone", "dropped_kind", F.coalesce(F.col("reason"), F.lit("queue_full")).alias("reason"),
-                _long("dropped").alias("dropped"))
-        .groupBy("zone", "dropped_kind", "reason").agg(F.sum("dropped").alias("dropped"))
-        .orderBy("zone", "dropped_kind", "reason")
     )

@@ -66,7 +66,8 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         AuditJobError,
         Output,
         Table,
-        read_records,
+        load,
+        read_lines,
         resolve_input,
         spark_session,
         write_csv,
@@ -87,16 +88,23 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         "writer_drops": jobs.writer_drops,
         "cache_agent": jobs.agent_cache,
         "cache_metadata": jobs.metadata_cache,
-        "latency": jobs.latency,
     }
-    records = None
+    rolled = None
     try:
         with tempfile.TemporaryDirectory(prefix="azsidecar-audit-in-") as stage:
             output = Output(output_uri, s3_endpoint_url)
             path = resolve_input(spark, input_uri, s3_endpoint_url, Path(stage))
-            records, summary = read_records(spark, path, source=input_uri)
+            wants_latency = "latency" in TABLES_OF_JOB[job]
+            rolled, summary = load(spark, path, source=input_uri,
+                                   extra_columns=jobs.LATENCY_COLUMNS if wants_latency else ())
             print(summary.message(), file=sys.stderr)
-            tables = {name: Table.of(name, builders[name](records)) for name in TABLES_OF_JOB[job]}
+            tables = {}
+            for name in TABLES_OF_JOB[job]:
+                if name == "latency":  # percentiles need every value: a second scan of the lines
+                    lines, _ = read_lines(spark, path, jobs.LATENCY_COLUMNS, input_uri)
+                    tables[name] = Table.of(name, jobs.latency(lines))
+                else:
+                    tables[name] = Table.of(name, builders[name](rolled))
         for table in tables.values():
             write_csv(table, output.dir / f"{table.name}.csv")
         (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
@@ -111,7 +119,7 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         print(f"azsidecar audit: {exc}", file=sys.stderr)
         return EXIT_INPUT
     finally:
-        if records is not None:
-            records.unpersist()
+        if rolled is not None:
+            rolled.unpersist()
         if own_session:
             spark.stop()

@@ -22,8 +22,9 @@ def spark():
     session = (
         pyspark_sql.SparkSession.builder.master("local[2]")
         .appName("azsidecar-audit-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.codegen.wholeStage", "false")  # tiny inputs: compiling costs more than it saves
+        .config("spark.default.parallelism", "1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")

@@ -13,7 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from router.config import Prices
 from spark_audit import jobs
-from spark_audit._io import InputError, read_records
+from spark_audit._io import InputError, load, read_lines
 from tests.spark_audit.conftest import H0_MS, HOUR_MS, rec, write_jsonl
 
 H0 = "2026-01-01T00:00Z"
@@ -68,12 +68,28 @@ def scenario() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def records(spark, tmp_path_factory):
-    path = write_jsonl(tmp_path_factory.mktemp("audit") / "date=2026-01-01/hour=00/zone=az1/p-1-1.jsonl.gz",
-                       scenario())
-    df, summary = read_records(spark, str(path.parent.parent.parent.parent))
-    yield df
-    df.unpersist()
+def scenario_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("audit")
+    write_jsonl(root / "date=2026-01-01/hour=00/zone=az1/p-1-1.jsonl.gz", scenario())
+    return str(root)
+
+
+@pytest.fixture
+def read_for(spark):
+    """read_for(path, table): the input the runner gives `table`: the rollup, or for
+    latency the lines (each read with only the columns the runner parses)."""
+    frames = []
+
+    def read(path: str, table: str):
+        if table == "latency":
+            return read_lines(spark, path, jobs.LATENCY_COLUMNS)[0]
+        rolled, _ = load(spark, path)
+        frames.append(rolled)
+        return rolled
+
+    yield read
+    for df in frames:
+        df.unpersist()
 
 
 SAVINGS_COLUMNS = [
@@ -93,8 +109,8 @@ def row(columns, *values):
     return Row(**dict(zip(columns, values)))
 
 
-def test_savings_per_hour_and_zone_pair(records):
-    actual = jobs.savings(records, Prices())
+def test_savings_per_hour_and_zone_pair(scenario_dir, read_for):
+    actual = jobs.savings(read_for(scenario_dir, "savings"), Prices())
     assert actual.columns == SAVINGS_COLUMNS
     expected = [
         # az1 -> az1: one local batch; nothing would cross, nothing crossed, nothing saved.
@@ -125,11 +141,11 @@ def test_savings_per_hour_and_zone_pair(records):
     assertDataFrameEqual(actual, expected, checkRowOrder=True, **MONEY)
 
 
-def test_savings_uses_prices_given(records):
+def test_savings_uses_prices_given(scenario_dir, read_for):
     # Cross-AZ at $0.05/GB each way: a crossing byte costs 1e-10. az1 -> az3 avoided
     # 1_999_791 bytes -> 1.999791e-4; PUT $0.01/1000 * 0.5 = 5e-6; GET $0.001/1000 * 1 = 1e-6.
     prices = Prices(s3_put_per_1000=0.01, s3_get_per_1000=0.001, cross_az_per_gb_each_way=0.05)
-    actual = (jobs.savings(records, prices).filter("leader_zone = 'az3'")
+    actual = (jobs.savings(read_for(scenario_dir, "savings"), prices).filter("leader_zone = 'az3'")
               .select("transfer_avoided_usd", "s3_put_usd", "s3_get_usd", "net_savings_usd"))
     assertDataFrameEqual(actual, [Row(transfer_avoided_usd=1.999791e-4, s3_put_usd=5e-6, s3_get_usd=1e-6,
                                       net_savings_usd=1.999791e-4 - 6e-6)], **MONEY)
@@ -142,8 +158,8 @@ BREAK_EVEN_COLUMNS = [
 ]
 
 
-def test_break_even_by_object_size(records):
-    actual = jobs.break_even(records, Prices())
+def test_break_even_by_object_size(scenario_dir, read_for):
+    actual = jobs.break_even(read_for(scenario_dir, "break_even"), Prices())
     assert actual.columns == BREAK_EVEN_COLUMNS
     expected = [
         # k2: 4_100 bytes -> bucket 2^12 = 4_096. GETs 1, notifications 200+80 = 280.
@@ -162,10 +178,10 @@ def test_break_even_by_object_size(records):
     assertDataFrameEqual(actual, expected, checkRowOrder=True, **MONEY)
 
 
-def test_agent_cache_hit_rates(records):
+def test_agent_cache_hit_rates(scenario_dir, read_for):
     columns = ["hour", "zone", "reads", "cache_hits", "cache_misses", "lookups", "hit_rate",
                "bytes", "bytes_from_cache", "byte_hit_rate", "gets"]
-    actual = jobs.agent_cache(records)
+    actual = jobs.agent_cache(read_for(scenario_dir, "cache_agent"))
     assert actual.columns == columns
     expected = [
         # az2 hour 0: two reads, hits 3 + 2 = 5, misses 1 + 0 = 1 -> 5/6;
@@ -179,16 +195,16 @@ def test_agent_cache_hit_rates(records):
     assertDataFrameEqual(actual.orderBy("hour", "zone"), expected, checkRowOrder=True)
 
 
-def test_metadata_cache_hit_rates(records):
+def test_metadata_cache_hit_rates(scenario_dir, read_for):
     columns = ["hour", "zone", "lookups", "hits", "misses", "hit_rate"]
-    actual = jobs.metadata_cache(records)
+    actual = jobs.metadata_cache(read_for(scenario_dir, "cache_metadata"))
     assert actual.columns == columns
     # az1 hour 0: hit, hit, hit, miss -> 3/4; az2 hour 1: one miss -> 0.
     assertDataFrameEqual(actual, [row(columns, H0, "az1", 4, 3, 1, 0.75), row(columns, H1, "az2", 1, 0, 1, 0.0)],
                          checkRowOrder=True)
 
 
-def test_latency_percentiles(spark, tmp_path):
+def test_latency_percentiles(tmp_path, read_for):
     # local az1->az1: 20 good batches of 1..20 ms and one failed batch of 1000 ms (left out of
     # the percentiles). percentile_approx at this size is the nearest-rank percentile, the
     # ceil(p * n)-th smallest: p50 -> 10th = 10, p95 -> 19th = 19, p99 -> ceil(19.8) = 20th = 20.
@@ -200,7 +216,7 @@ def test_latency_percentiles(spark, tmp_path):
                        error_code=6, latency_ms=1000.0))
     batches += [rec("produce_batch", "az2", leader_zone="az1", route="wal", bytes=1, records=1,
                     error_code=0, latency_ms=ms) for ms in (120.0, 80.0)]
-    df, _ = read_records(spark, str(write_jsonl(tmp_path / "lat.jsonl.gz", batches)))
+    df = read_for(str(write_jsonl(tmp_path / "lat.jsonl.gz", batches)), "latency")
     columns = ["route", "source_zone", "leader_zone", "batches", "errors", "p50_ms", "p95_ms", "p99_ms",
                "mean_ms", "max_ms"]
     actual = jobs.latency(df)
@@ -209,7 +225,6 @@ def test_latency_percentiles(spark, tmp_path):
         row(columns, "local", "az1", "az1", 21, 1, 10.0, 19.0, 20.0, 10.5, 20.0),
         row(columns, "wal", "az2", "az1", 2, 0, 80.0, 120.0, 120.0, 100.0, 120.0),
     ], checkRowOrder=True)
-    df.unpersist()
 
 
 def test_older_schema_version_still_reads(spark, tmp_path):
@@ -221,7 +236,7 @@ def test_older_schema_version_still_reads(spark, tmp_path):
         rec("audit_drop", "az1", version=1, dropped_kind="produce_batch", dropped=7),
         rec("audit_drop", "az1", version=2, dropped_kind="wal_flush", dropped=1, reason="invalid"),
     ]
-    df, summary = read_records(spark, str(write_jsonl(tmp_path / "old.jsonl.gz", old)))
+    df, summary = load(spark, str(write_jsonl(tmp_path / "old.jsonl.gz", old)))
     assert summary.versions == {1: 2, 2: 1}
     assert summary.corrupt_lines == 0
     # 10_000 + 41 = 10_041 bytes would have crossed; nothing crossed (no notification record).
@@ -245,7 +260,7 @@ def test_corrupt_lines_are_counted_not_dropped(spark, tmp_path):
         '{"schema_version":2,"kind":"mystery","ts_ms":1,"zone":"az1"}',  # unknown kind
         '{"schema_version":9,"kind":"metadata_lookup","ts_ms":1,"zone":"az1","cache":"hit","new_field":1}',
     )
-    df, summary = read_records(spark, str(write_jsonl(tmp_path / "mixed.jsonl.gz", good, bad)))
+    df, summary = load(spark, str(write_jsonl(tmp_path / "mixed.jsonl.gz", good, bad)))
     assert (summary.lines, summary.corrupt_lines, summary.unknown_kind_lines) == (8, 3, 1)
     assert summary.records_by_kind == {"metadata_lookup": 4}
     assert summary.newer_version_lines == 1
@@ -254,7 +269,6 @@ def test_corrupt_lines_are_counted_not_dropped(spark, tmp_path):
     assert "corrupt lines (not JSON, or a value of the wrong type): 3" in message
     assert "lines without a known kind: 1" in message
     assert "1 records are from a newer schema" in message
-    assert df.count() == 4
     df.unpersist()
 
 
@@ -265,6 +279,6 @@ def test_missing_and_empty_input_are_clear_errors(spark, tmp_path):
         resolve_input(spark, str(tmp_path / "nowhere"), None, tmp_path)
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no audit files found"):
-        read_records(spark, str(tmp_path / "empty"))
+        load(spark, str(tmp_path / "empty"))
     with pytest.raises(InputError, match=r"no valid audit records[\s\S]*corrupt lines \(not JSON, or a value of the wrong type\): 2"):
-        read_records(spark, str(write_jsonl(tmp_path / "junk.jsonl.gz", [], ("junk", "more junk"))))
+        load(spark, str(write_jsonl(tmp_path / "junk.jsonl.gz", [], ("junk", "more junk"))))

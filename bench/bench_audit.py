@@ -1,0 +1,79 @@
+"""Time each audit job at two input sizes in one run and print how time grows.
+
+    python bench/bench_audit.py --sizes 1000000 10000000 --data /tmp/audit-bench
+
+Inputs are made by bench/gen_audit_records.py (generated once into --data/<n>, reused on
+later runs). Every job runs end to end through `spark_audit.run.run` (read with the
+union schema, count and cache, compute its tables, write CSV/HTML) in one local[*]
+SparkSession that is started once: JVM start-up (~10 s) is not in the job times.
+Growth = time at the larger size / time at the smaller; 10x data -> 10.0 is linear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.gen_audit_records import generate  # noqa: E402
+from router.config import Prices  # noqa: E402
+from spark_audit._io import spark_session  # noqa: E402
+from spark_audit.run import run  # noqa: E402
+
+JOBS = ("savings", "cache", "latency", "report")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "azsidecar-audit-bench")
+    parser.add_argument("--jobs", nargs="+", default=list(JOBS), choices=JOBS)
+    parser.add_argument("--master", default="local[*]")
+    args = parser.parse_args()
+
+    inputs = {}
+    for n in args.sizes:
+        path = args.data / str(n)
+        if not path.exists():
+            t0 = time.monotonic()
+            written = generate(n, path)
+            print(f"generated {written:,} records in {path} ({time.monotonic() - t0:.1f} s)", flush=True)
+        inputs[n] = path
+
+    spark = spark_session(args.master)
+    times: dict[tuple[str, int], float] = {}
+    try:
+        for n, path in inputs.items():
+            for job in args.jobs:
+                out_dir = Path(tempfile.mkdtemp(prefix="audit-bench-out-"))
+                t0 = time.monotonic()
+                code = run(job, str(path), str(out_dir), Prices(), spark=spark, out=io.StringIO())
+                times[(job, n)] = time.monotonic() - t0
+                shutil.rmtree(out_dir, ignore_errors=True)
+                if code != 0:
+                    raise SystemExit(f"{job} on {path} failed with exit code {code}")
+                print(f"{job:8s} {n:>12,} records  {times[(job, n)]:7.1f} s", flush=True)
+    finally:
+        spark.stop()
+
+    sizes = list(inputs)
+    print()
+    header = f"{'job':8s}" + "".join(f"{n:>14,}" for n in sizes)
+    if len(sizes) > 1:
+        header += f"   growth {sizes[-1] // sizes[0]}x data"
+    print(header)
+    for job in args.jobs:
+        line = f"{job:8s}" + "".join(f"{times[(job, n)]:13.1f}s" for n in sizes)
+        if len(sizes) > 1:
+            line += f"   {times[(job, sizes[-1])] / times[(job, sizes[0])]:.2f}x"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
