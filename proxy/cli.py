@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
     if config.proxy.metrics_port:
         from prometheus_client import start_http_server  # noqa: PLC0415
 
-        start_http_server(config.proxy.metrics_port, addr=config.proxy.listen_host)
+        start_http_server(config.proxy.metrics_port, addr=config.proxy.metrics_host)
     trio.run(_serve_until_signal, config, args.config)
     return 0
 

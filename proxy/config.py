@@ -19,6 +19,7 @@ class ProxyConfig:
     max_batch_bytes: int = 1 * MiB + 12  # broker message.max.bytes default (1048588)
     shutdown_grace_s: float = 10.0  # how long draining in-flight requests may take
     metrics_port: int = 0  # 0 = no /metrics endpoint
+    metrics_host: str = "127.0.0.1"  # where /metrics listens; 0.0.0.0 to let a scraper in
 
     def __post_init__(self) -> None:
         require(0 <= self.listen_port <= 65535, f"proxy.listen_port: {self.listen_port} is not a port")

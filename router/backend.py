@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from proxy import errors
+from proxy import metrics as proxy_metrics
 from proxy.metadata import MetadataCache
 from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
 from router.breaker import Breaker
@@ -288,6 +289,7 @@ class RoutingBackend:
             state.in_flight += 1
             routes[tp] = (route, dest)
             self.route_counts[route.path.value] += 1
+            proxy_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
             if route.path is Path.WAL:
                 assert self._wal is not None and dest is not None
                 outcome = await self._wal.submit(item, dest, self._ack_mode(item.topic)
@@ -323,6 +325,8 @@ class RoutingBackend:
                     state.drained.set()
                 route, dest = routes[tp]
                 result = results.get(tp) or PartitionResult(errors.UNKNOWN_SERVER_ERROR)
+                if result.error_code == errors.NONE:
+                    proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
                 self._audit_batch(item, route, dest, result, started, finished,
                                   next((o for i, _d, o in wal_items if i is item), None))
             return results

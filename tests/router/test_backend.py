@@ -158,3 +158,21 @@ async def test_path_switch_waits_for_the_old_path_to_drain(autojump_clock):
 @pytest.fixture
 def autojump_clock():
     return trio.testing.MockClock(autojump_threshold=0)
+
+
+@pytest.mark.trio
+async def test_bytes_by_route_metrics_count_each_batch(autojump_clock):
+    from prometheus_client import REGISTRY
+
+    def sample(name, route):
+        return REGISTRY.get_sample_value(name, {"route": route}) or 0.0
+
+    before_in, before_out = sample("azsidecar_proxy_bytes_in_total", "wal"), sample("azsidecar_proxy_bytes_out_total", "wal")
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend, _ = await make_backend(nursery, "wal", log)
+        await send(backend, item("t", 1, 1234))
+        await send(backend, item("t", 2, 766))
+        nursery.cancel_scope.cancel()
+    assert sample("azsidecar_proxy_bytes_in_total", "wal") - before_in == 2000
+    assert sample("azsidecar_proxy_bytes_out_total", "wal") - before_out == 2000
