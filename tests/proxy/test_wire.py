@@ -360,3 +360,24 @@ async def test_init_producer_id_v0_is_bridged_to_a_version_tansu_serves(nursery,
         assert response.error_code == 0, f"v{version}"
         assert response.producer_id >= 0
         assert response.producer_epoch >= 0
+
+
+async def test_backpressure_with_a_small_in_flight_limit_loses_nothing(nursery, tansu):
+    port = await start_proxy(nursery, tansu, max_in_flight_per_connection=2)
+    topic = await trio.to_thread.run_sync(fresh_topic, tansu)
+    wire = await Wire.connect(port)
+    # 40 requests written at once: the proxy stops reading after 2 unanswered ones and
+    # resumes as responses go out; every one must still be answered, in order.
+    await wire.send(b"".join(produce_request(1000 + i, 10, -1, {(topic, i % 2): record_batch([b"x"])})
+                             for i in range(40)))
+    offsets = {0: [], 1: []}
+    for i in range(40):
+        correlation_id, response = await wire.read_response(ProduceResponse, 10)  # v10+: KIP-951 fields
+        assert correlation_id == 1000 + i
+        (partition,) = response.responses[0].partition_responses
+        assert partition.error_code == 0
+        offsets[partition.index].append(partition.base_offset)
+        # KIP-951 leader hints must never carry upstream endpoints to the client.
+        assert not getattr(response, "node_endpoints", None)
+    assert offsets == {0: list(range(20)), 1: list(range(20))}
+    await wire.aclose()
