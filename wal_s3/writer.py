@@ -138,6 +138,15 @@ class _Pending:
             self.result, self.error = result, error
 
 
+class _SpaceWaiter:
+    """An append waiting for room; `granted` means its bytes are already counted."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.granted = False
+        self.event = trio.Event()
+
+
 class _Collision(Exception):
     """A conditional PUT found the key taken by someone else."""
 
@@ -166,7 +175,7 @@ class WalWriter:
         self._next_sequence = 0
         self._release_next = 0
         self.buffered_bytes = 0
-        self._space = trio.lowlevel.ParkingLot()
+        self._space_waiters: collections.deque[_SpaceWaiter] = collections.deque()
         self._wakeup = trio.Event()
         self._next_epoch_check = 0.0
         self._epoch_check_running = False
@@ -262,16 +271,8 @@ class WalWriter:
         size = entry_encoded_size(entry)
         if size > self.config.max_buffered_bytes:
             raise ValueError(f"entry of {size} bytes exceeds wal.max_buffered_bytes={self.config.max_buffered_bytes}")
-        while True:
-            self._check_accepting()
-            if self.buffered_bytes + size <= self.config.max_buffered_bytes:
-                break
-            if self._open is not None and self._open.nbytes == self.buffered_bytes:
-                # Only the open object holds buffered bytes, so no PUT will free space: seal it
-                # now instead of waiting for linger. Otherwise in-flight PUTs free space soon,
-                # and sealing early would only make small (costly) objects.
-                self._seal("size")
-            await self._space.park()
+        self._check_accepting()
+        await self._reserve(size)
         if self._open is not None and self._open.nbytes + size > self.config.max_bytes:
             self._seal("size")  # keep objects at or under max_bytes unless one entry is larger
         if self._open is None:
@@ -283,8 +284,6 @@ class WalWriter:
         zone_entries.append(entry)
         obj.nbytes += size
         obj.count += 1
-        self.buffered_bytes += size
-        metrics.BUFFERED_BYTES.inc(size)
         if obj.nbytes >= self.config.max_bytes:
             self._seal("size")
         task_status.started()
@@ -296,6 +295,60 @@ class WalWriter:
         ref = share.entries[index]
         return WalPlacement(obj.result.key, dest_zone, share.offset, share.length, ref.offset, ref.length,
                             index, obj.result)
+
+    async def _reserve(self, size: int) -> None:
+        """Count size into buffered_bytes, waiting first-come first-served for room.
+
+        Raises like _check_accepting if the writer stops accepting while we wait; a
+        cancelled waiter gives back room it was already granted.
+        """
+        if not self._space_waiters and self.buffered_bytes + size <= self.config.max_buffered_bytes:
+            self._add_buffered(size)
+            return
+        waiter = _SpaceWaiter(size)
+        self._space_waiters.append(waiter)
+        self._grant_space()
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if waiter.granted:
+                self._release_space(size)
+            else:
+                self._space_waiters.remove(waiter)
+            raise
+        if not waiter.granted:  # woken by _fail_all: the writer stopped
+            self._check_accepting()
+            raise WalWriteError(f"WAL writer {self.writer_id} stopped while waiting for buffer space")
+        try:
+            self._check_accepting()
+        except WalWriteError:
+            self._release_space(size)
+            raise
+
+    def _add_buffered(self, size: int) -> None:
+        self.buffered_bytes += size
+        metrics.BUFFERED_BYTES.inc(size)
+
+    def _release_space(self, size: int) -> None:
+        self.buffered_bytes -= size
+        metrics.BUFFERED_BYTES.dec(size)
+        self._grant_space()
+
+    def _grant_space(self) -> None:
+        """Wake waiting appenders in order while their entries fit (no thundering herd)."""
+        while self._space_waiters:
+            waiter = self._space_waiters[0]
+            if self.buffered_bytes + waiter.size > self.config.max_buffered_bytes:
+                if self._open is not None and self._open.nbytes == self.buffered_bytes:
+                    # Only the open object holds buffered bytes, so no PUT will free space:
+                    # seal it now instead of waiting for linger. Otherwise in-flight PUTs
+                    # free space soon, and sealing early would only make small objects.
+                    self._seal("size")
+                return
+            self._space_waiters.popleft()
+            self._add_buffered(waiter.size)
+            waiter.granted = True
+            waiter.event.set()
 
     def _check_accepting(self) -> None:
         if self._fence_error is not None:
@@ -392,7 +445,8 @@ class WalWriter:
             obj.done.set()
         self._unreleased.clear()
         self._sealed.clear()
-        self._space.unpark_all()
+        while self._space_waiters:  # they see the writer stopped and raise
+            self._space_waiters.popleft().event.set()
 
     async def _put_conditional(self, key: str, body: bytes, metadata: Mapping[str, str] | None,
                                attempts: list[int] | None = None) -> None:
@@ -449,9 +503,7 @@ class WalWriter:
         finally:
             self._puts_running -= 1
             self._wakeup.set()  # a PUT slot is free: a lingering open object may go now
-            self.buffered_bytes -= obj.nbytes
-            metrics.BUFFERED_BYTES.dec(obj.nbytes)
-            self._space.unpark_all()
+            self._release_space(obj.nbytes)
             ok = result is not None
             if ok:
                 metrics.FLUSH_BYTES.observe(nbytes)
