@@ -24,6 +24,7 @@ import trio
 
 from proxy import errors
 from proxy import metrics as proxy_metrics
+from router import metrics as router_metrics
 from proxy.metadata import MetadataCache
 from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
 from router.breaker import Breaker
@@ -242,6 +243,7 @@ class RoutingBackend:
                            broker.rack if broker else None, self.config.partition_zones, self.config.broker_zones)
         self._audit.emit("metadata_lookup", {"topic": item.topic, "partition": item.partition,
                                              "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
+        router_metrics.METADATA_LOOKUPS.labels("hit" if cached else "miss").inc()
         return zone
 
     def _ack_mode(self, topic: str) -> str:
@@ -290,6 +292,7 @@ class RoutingBackend:
             routes[tp] = (route, dest)
             self.route_counts[route.path.value] += 1
             proxy_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
+            router_metrics.DECISIONS.labels(route.path.value, route.reason).inc()
             if route.path is Path.WAL:
                 assert self._wal is not None and dest is not None
                 outcome = await self._wal.submit(item, dest, self._ack_mode(item.topic)
@@ -316,6 +319,7 @@ class RoutingBackend:
                     breaker.record_success()
                 elif errors.is_retriable(outcome.result.error_code):
                     breaker.record_failure(trio.current_time())
+                router_metrics.ZONE_OPEN.labels(dest).set(1 if breaker.state == "open" else 0)
             finished = time.perf_counter()
             for item in items:
                 tp = (item.topic, item.partition)

@@ -1,0 +1,9 @@
+"""Prometheus metrics of routing decisions (served with the proxy's /metrics)."""
+
+from prometheus_client import Counter, Gauge
+
+DECISIONS = Counter("azsidecar_router_decisions_total", "Partition batches routed, by path and reason",
+                    ["route", "reason"])
+METADATA_LOOKUPS = Counter("azsidecar_router_metadata_lookups_total", "Leader-zone lookups by cache outcome",
+                           ["cache"])
+ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to a zone is avoided", ["zone"])
