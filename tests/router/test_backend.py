@@ -176,3 +176,40 @@ async def test_bytes_by_route_metrics_count_each_batch(autojump_clock):
         nursery.cancel_scope.cancel()
     assert sample("azsidecar_proxy_bytes_in_total", "wal") - before_in == 2000
     assert sample("azsidecar_proxy_bytes_out_total", "wal") - before_out == 2000
+
+
+class BlockingSender:
+    def __init__(self) -> None:
+        self.release = trio.Event()
+        self.notified: list[str] = []
+
+    async def notify(self, flushed, zone):
+        await self.release.wait()
+        self.notified.append(flushed.key)
+        return [types.SimpleNamespace(error_code=0, base_offset=900, duplicate=False)]
+
+
+@pytest.mark.trio
+async def test_ack_mode_wal_answers_when_durable_and_still_appends(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        writer, sender = FakeWriter(log), BlockingSender()
+        wal = WalPath(writer, sender, nursery)
+        config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"}, ack_modes={"fire-*": "wal"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        with trio.fail_after(5):
+            results = await send(backend, item("fire-and-forget", 0, 100))
+        # Answered before the agent appended: offset unknown (-1), no error.
+        assert (results[("fire-and-forget", 0)].error_code, results[("fire-and-forget", 0)].base_offset) == (0, -1)
+        assert sender.notified == []
+        sender.release.set()
+        await trio.sleep(1)
+        assert sender.notified == ["obj-1"]  # the append still happens
+        # Topics outside the pattern wait for the leader's offset.
+        leader_results = await send(backend, item("orders", 0, 100))
+        assert leader_results[("orders", 0)].base_offset == 900
+        # Transactional batches never use the WAL ack mode (they go direct, in fact).
+        txn = PartitionBatches("fire-x", 1, (RecordBatch(memoryview(b"x" * 10), 7, 0, 0, 1, True, 0),))
+        txn_results = await send(backend, txn)
+        assert txn_results[("fire-x", 1)].base_offset == 100 and log[-1][0] == "direct"
+        nursery.cancel_scope.cancel()
