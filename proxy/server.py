@@ -191,7 +191,8 @@ class ProxyServer:
     def __init__(self, config: ProxyConfig, handler: RequestHandler) -> None:
         self.config = config
         self.handler = handler
-        self._reading_scopes: set[trio.CancelScope] = set()
+        self._reading_scopes: set[trio.CancelScope] = set()  # one per connection waiting for bytes
+        self._stopping = False
         self._listen_scope: trio.CancelScope | None = None
         self._connections = 0
         self._idle = trio.Event()
@@ -204,7 +205,12 @@ class ProxyServer:
                 await trio.serve_listeners(self._handle_connection, listeners, handler_nursery=nursery)
 
     async def shutdown(self) -> None:
-        """Stop accepting and reading; let in-flight requests finish within shutdown_grace_s."""
+        """Stop accepting and reading; let in-flight requests finish within shutdown_grace_s.
+
+        Only waiting for bytes is interrupted: a request already read is handed on and
+        answered, never abandoned halfway (it may already be at the leader).
+        """
+        self._stopping = True
         if self._listen_scope is not None:
             self._listen_scope.cancel()
         for scope in list(self._reading_scopes):
@@ -234,11 +240,8 @@ class ProxyServer:
         send_slots, receive_slots = trio.open_memory_channel[ResponseSlot](self.config.max_in_flight_per_connection)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope)
-            reading = trio.CancelScope()
-            self._reading_scopes.add(reading)
             try:
-                with reading:
-                    await self._read_requests(stream, codec, send_slots, nursery)
+                await self._read_requests(stream, codec, send_slots, nursery)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -250,15 +253,21 @@ class ProxyServer:
                 log.warning("closing connection: %s (client_id=%s)%s", exc, exc.frame.client_id, hint)
                 nursery.cancel_scope.cancel()
             finally:
-                self._reading_scopes.discard(reading)
                 send_slots.close()
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery) -> None:
-        while True:
+        while not self._stopping:
+            receiving = trio.CancelScope()
+            self._reading_scopes.add(receiving)
             try:
-                data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
+                with receiving:
+                    data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
+            finally:
+                self._reading_scopes.discard(receiving)
+            if receiving.cancelled_caught:
+                return  # shutting down
             if not data:
                 return  # client closed; pending responses are still written
             codec.receive_data(data)
