@@ -381,3 +381,29 @@ async def test_backpressure_with_a_small_in_flight_limit_loses_nothing(nursery, 
         assert not getattr(response, "node_endpoints", None)
     assert offsets == {0: list(range(20)), 1: list(range(20))}
     await wire.aclose()
+
+
+async def test_graceful_shutdown_answers_every_request_it_read(nursery, tansu):
+    from prometheus_client import REGISTRY
+
+    server, port = await nursery.start(run_proxy, ProxyConfig(listen_port=0, shutdown_grace_s=10),
+                                       UpstreamConfig(bootstrap_servers=(tansu.bootstrap,)))
+    topic = await trio.to_thread.run_sync(fresh_topic, tansu)
+    labels = {"api_key": "0", "api_version": "9"}
+    read_before = REGISTRY.get_sample_value("azsidecar_proxy_requests_total", labels) or 0.0
+    wire = await Wire.connect(port)
+    await wire.send(b"".join(produce_request(500 + i, 9, -1, {(topic, 0): record_batch([b"s"])})
+                             for i in range(10)))
+    correlation_id, _ = await wire.read_response(ProduceResponse, 9)  # the proxy is mid-stream
+    assert correlation_id == 500
+    await server.shutdown()
+    read = int((REGISTRY.get_sample_value("azsidecar_proxy_requests_total", labels) or 0.0) - read_before)
+    assert 1 <= read <= 10, read
+    # Every request the proxy had read is answered, in order, then the connection ends.
+    answered = []
+    while (frame := await wire.read_frame()) is not None:
+        response = ProduceResponse.decode(frame, version=9, header=True)
+        answered.append((response.header.correlation_id, errors_by_partition(response)))
+    assert answered == [(500 + i, {(topic, 0): 0}) for i in range(1, read)]
+    with pytest.raises(OSError):
+        await trio.open_tcp_stream("127.0.0.1", port)  # no longer listening
