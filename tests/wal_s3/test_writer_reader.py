@@ -233,3 +233,55 @@ async def test_full_buffer_held_by_the_open_object_is_sealed_not_deadlocked(wal_
                 writer.close()
     flushes = sorted(audit.of("wal_flush"), key=lambda f: f["sequence"])
     assert [(f["entries"], f["reason"]) for f in flushes] == [(3, "size"), (1, "shutdown")]
+
+
+@pytest.mark.trio
+async def test_cancelled_waiting_append_takes_no_room_and_waiters_are_served_in_order(wal_env):
+    make_config, make_client = wal_env
+    # linger 2 s: object 1 leaves on linger, long after the steps below (no close() race).
+    config = make_config(max_bytes=64 * KiB, max_buffered_bytes=64 * KiB, linger_ms=2_000)
+    client = make_client(config)
+    audit = MemoryAuditSink()
+    writer = WalWriter(config, "az1", "p1", client, audit)
+    size = entry_encoded_size(entry(0, 20 * KiB))
+    results = {}
+
+    async def keep(i):
+        results[i] = await writer.append(entry(i, 20 * KiB), "az2")
+
+    async def keep_small(i):
+        results[i] = await writer.append(entry(i, 1 * KiB), "az2")
+
+    async with writer.running():
+        puts = Faults(client, "PutObject", [])
+        puts.gate = threading.Event()
+        with trio.fail_after(20):
+            async with trio.open_nursery() as n:
+                # nursery.start returns once each entry is in the open object: order is kept.
+                for i in range(3):
+                    await n.start(writer.append, entry(i, 20 * KiB), "az2")
+                assert writer.buffered_bytes == 3 * size
+                n.start_soon(keep, 10)  # does not fit: seals object 0 and waits for room
+                await trio.testing.wait_all_tasks_blocked()
+                n.start_soon(keep_small, 11)
+                await trio.testing.wait_all_tasks_blocked()
+                # 11 alone would fit (61,566 + 1,066 bytes < 64 KiB) but may not jump the queue.
+                assert writer.buffered_bytes == 3 * size
+                waiting = trio.CancelScope()
+
+                async def doomed():
+                    with waiting:
+                        await writer.append(entry(12, 20 * KiB), "az2")
+                n.start_soon(doomed)
+                await trio.to_thread.run_sync(puts.wait_requests, 1)
+                await trio.testing.wait_all_tasks_blocked()
+                waiting.cancel()  # the third waiter gives up before any room frees
+                await trio.testing.wait_all_tasks_blocked()
+                assert writer.buffered_bytes == 3 * size  # nothing reserved for waiters
+                puts.gate.set()
+    flushes = sorted(audit.of("wal_flush"), key=lambda f: f["sequence"])
+    assert [(f["entries"], f["reason"]) for f in flushes] == [(3, "size"), (2, "linger")]
+    # Both waiters landed in object 1; the cancelled 12 never entered an object.
+    assert sorted((i, p.flushed.sequence) for i, p in results.items()) == [(10, 1), (11, 1)]
+    assert sorted(p.entry_index_in_zone for p in results.values()) == [0, 1]
+    assert writer.buffered_bytes == 0
