@@ -407,3 +407,23 @@ async def test_graceful_shutdown_answers_every_request_it_read(nursery, tansu):
     assert answered == [(500 + i, {(topic, 0): 0}) for i in range(1, read)]
     with pytest.raises(OSError):
         await trio.open_tcp_stream("127.0.0.1", port)  # no longer listening
+
+
+async def test_upstream_down_gives_retriable_errors_and_the_proxy_keeps_serving(nursery, tmp_path):
+    from deploy.local import start_tansu
+
+    with start_tansu(log_dir=tmp_path) as private:
+        port = await start_proxy(nursery, private)
+        topic = await trio.to_thread.run_sync(fresh_topic, private)
+        wire = await Wire.connect(port)
+        await wire.send(produce_request(1, 9, -1, {(topic, 0): record_batch([b"up"])}))
+        _, response = await wire.read_response(ProduceResponse, 9)
+        assert errors_by_partition(response) == {(topic, 0): 0}
+        await trio.to_thread.run_sync(lambda: private.stop(kill=True))  # the broker crashes
+        await wire.send(produce_request(2, 9, -1, {(topic, 0): record_batch([b"down"])}))
+        correlation_id, response = await wire.read_response(ProduceResponse, 9)
+        assert correlation_id == 2
+        # NETWORK_EXCEPTION (13) or REQUEST_TIMED_OUT (7): both retriable, the client tries again.
+        assert errors_by_partition(response)[(topic, 0)] in (13, 7)
+        await wire.aclose()
+        await assert_serves(port)  # ApiVersions is answered locally
