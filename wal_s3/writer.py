@@ -175,6 +175,8 @@ class WalWriter:
         self._next_sequence = 0
         self._release_next = 0
         self.buffered_bytes = 0
+        self._buffered_reported = 0  # what the process-wide gauge holds for this writer
+        self._valid_zones: set[str] = set()
         self._space_waiters: collections.deque[_SpaceWaiter] = collections.deque()
         self._wakeup = trio.Event()
         self._next_epoch_check = 0.0
@@ -202,7 +204,8 @@ class WalWriter:
         """
         if self.epoch is None:
             await self.register_epoch()
-        self._state = "running"
+        if self._state == "new":  # close() before run() leaves "closing": flush nothing, return
+            self._state = "running"
         self._next_epoch_check = trio.current_time() + self.config.epoch_check_interval_s
         try:
             async with trio.open_nursery() as nursery:
@@ -266,8 +269,10 @@ class WalWriter:
         writer is not running, WalFencedError if the writer is fenced, ValueError if the
         entry alone exceeds max_buffered_bytes or dest_zone is not a valid name.
         """
-        if not NAME_RE.match(dest_zone):
-            raise ValueError(f"dest_zone {dest_zone!r} must match {NAME_RE.pattern}")
+        if dest_zone not in self._valid_zones:
+            if not NAME_RE.match(dest_zone):
+                raise ValueError(f"dest_zone {dest_zone!r} must match {NAME_RE.pattern}")
+            self._valid_zones.add(dest_zone)
         size = entry_encoded_size(entry)
         if size > self.config.max_buffered_bytes:
             raise ValueError(f"entry of {size} bytes exceeds wal.max_buffered_bytes={self.config.max_buffered_bytes}")
@@ -326,12 +331,15 @@ class WalWriter:
             raise
 
     def _add_buffered(self, size: int) -> None:
-        self.buffered_bytes += size
-        metrics.BUFFERED_BYTES.inc(size)
+        self.buffered_bytes += size  # the gauge follows at seal and PUT end (a per-append lock costs ~10 %)
+
+    def _report_buffered(self) -> None:
+        metrics.BUFFERED_BYTES.inc(self.buffered_bytes - self._buffered_reported)
+        self._buffered_reported = self.buffered_bytes
 
     def _release_space(self, size: int) -> None:
         self.buffered_bytes -= size
-        metrics.BUFFERED_BYTES.dec(size)
+        self._report_buffered()
         self._grant_space()
 
     def _grant_space(self) -> None:
@@ -364,6 +372,7 @@ class WalWriter:
         obj.sequence = self._next_sequence
         self._next_sequence += 1
         obj.reason = reason
+        self._report_buffered()
         self._sealed.append(obj)
         self._unreleased[obj.sequence] = obj
         self._wakeup.set()
@@ -439,7 +448,7 @@ class WalWriter:
             self._open = None
         for obj in never_put:  # in-flight objects give their bytes back when their PUT ends
             self.buffered_bytes -= obj.nbytes
-            metrics.BUFFERED_BYTES.dec(obj.nbytes)
+        self._report_buffered()
         for obj in pending:
             obj.complete(None, error)
             obj.done.set()
