@@ -93,8 +93,11 @@ async def test_flush_reasons_size_then_shutdown(wal_env):
     e = entry(1, 20 * KiB)
     assert entry_encoded_size(e) == 20 * KiB + 2 + 6 + 30 + 4  # topic "orders"
     writer = WalWriter(config, "az1", "p1", make_client(config), audit)
+    released = []
+    writer.on_released = lambda flushed: released.append(flushed.sequence)
     async with writer.running():
         placements = await append_all_then_close(writer, [(e, "az2")] * 7)
+    assert released == [0, 1, 2]  # the hook sees durable objects in sequence order
     # 3 entries = 61,566 bytes fit under 64 KiB, a 4th would not: objects of 3, 3, then 1 at close.
     flushes = sorted(audit.of("wal_flush"), key=lambda f: f["sequence"])
     assert [(f["sequence"], f["entries"], f["reason"]) for f in flushes] == \
