@@ -155,27 +155,29 @@ def result_table(baseline, sidecar, tables: dict[str, list[dict]]) -> str:
         lines.append(f"transfer $ at $0.02/GB, sidecar       {s_bytes / GB * 0.02:10.6f}")
     savings = tables.get("savings", [])
     if savings:
-        cols = savings[0].keys()
-        def pick(*names):
-            return next((n for n in names if n in cols), None)
-        for label, names in (("S3 PUT requests", ("s3_puts", "put_requests")),
-                             ("S3 GET requests", ("s3_gets", "get_requests")),
-                             ("S3 request $", ("s3_request_usd", "s3_usd")),
-                             ("transfer $ avoided (audit)", ("transfer_usd_avoided", "avoided_usd")),
-                             ("net savings $ (audit)", ("net_savings_usd", "net_usd")),
-                             ("cross-zone bytes direct would send (audit)", ("direct_equivalent_bytes",)),
-                             ("cross-zone bytes that crossed (audit)", ("crossed_bytes",))):
-            col = pick(*names)
-            if col:
-                value = _num(savings, col)
-                lines.append(f"{label:38s}{value:14.6f}" if "$" in label else f"{label:38s}{value:14.0f}")
-        est = pick("direct_equivalent_bytes")
-        if est and b_bytes:
-            lines.append(f"audit estimate vs metered baseline    {100.0 * (_num(savings, est) / b_bytes - 1):+10.2f} %")
-    for row in tables.get("cache_agent", [])[:6]:
-        lines.append("agent cache " + ", ".join(f"{k}={v}" for k, v in row.items()))
-    for row in tables.get("latency", [])[:9]:
-        lines.append("latency " + ", ".join(f"{k}={v}" for k, v in row.items()))
+        put, get = _num(savings, "s3_put_requests"), _num(savings, "s3_get_requests")
+        lines.append(f"S3 requests (audit)                   {put:10.1f} PUT  {get:10.1f} GET")
+        lines.append(f"S3 request $                          {_num(savings, 's3_put_usd') + _num(savings, 's3_get_usd'):10.6f}")
+        lines.append(f"transfer $ avoided (audit)            {_num(savings, 'transfer_avoided_usd'):10.6f}")
+        lines.append(f"net savings $ (audit)                 {_num(savings, 'net_savings_usd'):10.6f}")
+        estimate = _num(savings, "direct_equivalent_bytes")
+        lines.append(f"audit: bytes a direct produce sends   {estimate / MB:10.2f} MB")
+        lines.append(f"audit: bytes that crossed             {_num(savings, 'crossed_bytes') / MB:10.4f} MB")
+        if b_bytes:
+            lines.append(f"audit estimate vs metered baseline    {100.0 * (estimate / b_bytes - 1):+10.2f} %")
+    for row in tables.get("cache_agent", []):
+        lines.append(f"agent block cache {row['zone']}: hit rate {float(row['hit_rate']):.1%} "
+                     f"({row['cache_hits']}/{row['lookups']}), bytes from cache {float(row['byte_hit_rate']):.1%}")
+    for row in tables.get("cache_metadata", []):
+        lines.append(f"router metadata cache {row['zone']}: hit rate {float(row['hit_rate']):.1%} "
+                     f"({row['hits']}/{row['lookups']})")
+    by_route: dict[str, list[dict]] = {}
+    for row in tables.get("latency", []):
+        by_route.setdefault(row["route"], []).append(row)
+    for route, rows in sorted(by_route.items()):
+        p50 = max(float(r["p50_ms"]) for r in rows)
+        p99 = max(float(r["p99_ms"]) for r in rows)
+        lines.append(f"latency {route:12s} worst zone pair: p50 {p50:8.1f} ms  p99 {p99:8.1f} ms")
     lines.append(f"baseline produce time {baseline.duration_s:.1f}s, sidecar {sidecar.duration_s:.1f}s "
                  f"(includes starting the sidecars)")
     lines.append("=" * 78)
