@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError, RequestTimedOutError
@@ -64,9 +66,11 @@ class KafkaAppender:
 
     def __init__(self, bootstrap_servers: list[str] | tuple[str, ...], *, client_id: str = "azsidecar-agent",
                  max_attempts: int = 5, produce_timeout_ms: int = 10_000, request_timeout_ms: int = 15_000,
-                 home_zone: str | None = None) -> None:
+                 home_zone: str | None = None, security: Mapping[str, Any] | None = None) -> None:
         """home_zone: refuse (NOT_LEADER_OR_FOLLOWER) to append to a leader whose broker rack
-        names another zone, so the proxy re-routes instead of the agent crossing zones."""
+        names another zone, so the proxy re-routes instead of the agent crossing zones.
+        security: AIOKafkaClient's security_protocol/ssl_context/sasl_* arguments (TLS, SASL)."""
+        self._security = dict(security or {})
         self._home_zone = home_zone
         self._bootstrap = list(bootstrap_servers)
         self._client_id = client_id
@@ -81,7 +85,8 @@ class KafkaAppender:
     async def start(self) -> None:
         """Connect and fetch metadata. Raises KafkaAppendUnavailable if no broker answers."""
         self._client = AIOKafkaClient(bootstrap_servers=self._bootstrap, client_id=self._client_id,
-                                      request_timeout_ms=self._request_timeout_ms, retry_backoff_ms=100)
+                                      request_timeout_ms=self._request_timeout_ms, retry_backoff_ms=100,
+                                      **self._security)
         try:
             await self._client.bootstrap()
         except KafkaError as exc:

@@ -16,6 +16,22 @@ from leader_notify.agent import Agent, AgentSettings, Checkpoint
 from leader_notify.metrics import AgentMetrics
 
 
+def aiokafka_security(upstream: Any) -> dict[str, Any]:
+    """AIOKafkaClient arguments for `upstream`'s TLS and SASL settings (the agent's own identity).
+
+    The password is `upstream.sasl_password` (filled by the CLI) or the first line of
+    `upstream.sasl_password_file`. Raises ConfigError if a file cannot be read.
+    """
+    from proxy.tls import client_context, upstream_sasl_password  # noqa: PLC0415
+
+    out: dict[str, Any] = {"security_protocol": upstream.security_protocol}
+    if upstream.tls:
+        out["ssl_context"] = client_context(upstream.tls_ca_file, upstream.tls_check_hostname)
+    if upstream.sasl_mechanism:
+        out.update(sasl_mechanism=upstream.sasl_mechanism, sasl_plain_username=upstream.sasl_username,
+                   sasl_plain_password=upstream.sasl_password or upstream_sasl_password(upstream, {}))
+    return out
+
 
 def make_s3_client(wal: Any) -> Any:
     """boto3 S3 client for the WAL config, built by wal_s3 (botocore retries off: wal_s3 retries)."""
@@ -50,7 +66,7 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
                                  max_attempts=config.agent.max_append_attempts,
                                  produce_timeout_ms=config.agent.produce_timeout_ms,
                                  request_timeout_ms=int(config.upstream.request_timeout_s * 1000),
-                                 home_zone=zone) as appender:
+                                 home_zone=zone, security=aiokafka_security(config.upstream)) as appender:
             agent = Agent(settings, reader, appender, checkpoint=checkpoint or None, metrics=metrics)
             _, bound = await agent.start(config.agent.listen_host if host is None else host,
                                          config.agent.listen_port if port is None else port)

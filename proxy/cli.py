@@ -25,6 +25,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port (0 = off)")
     p.set_defaults(func=main)
 
+    u = subparsers.add_parser("proxy-user", help="print a users-file entry for the proxy's SASL listener",
+                              description="Read a password from stdin and print the SCRAM keys (salted, never "
+                                          "the password) to append to proxy.sasl_users_file.")
+    u.add_argument("username")
+    u.add_argument("--mechanism", action="append", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
+                   help="repeatable; default both (PLAIN logins check against the stored keys)")
+    u.add_argument("--iterations", type=int, default=8192, help="PBKDF2 iterations, 4096..16384 (default 8192)")
+    u.set_defaults(func=user_main)
+
+
+def user_main(args: argparse.Namespace) -> int:
+    import sys  # noqa: PLC0415
+
+    from proxy.sasl import format_credential, scram_credential  # noqa: PLC0415
+
+    password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        print("proxy-user: no password on stdin", file=sys.stderr)
+        return 2
+    try:
+        entries = [format_credential(args.username, scram_credential(password, m, iterations=args.iterations))
+                   for m in args.mechanism or ["SCRAM-SHA-256", "SCRAM-SHA-512"]]
+    except ValueError as exc:
+        print(f"proxy-user: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(entries), end="")
+    return 0
+
+
+def apply_secrets(config, environ) -> object:
+    """`config` with the upstream SASL password filled in from its file or `environ`.
+
+    Raises ConfigError if the password was put in the config file (secrets never live
+    there), or SASL is on and no password can be found.
+    """
+    import dataclasses  # noqa: PLC0415
+
+    from azsidecar._configload import ConfigError  # noqa: PLC0415
+    from proxy.tls import upstream_sasl_password  # noqa: PLC0415
+
+    if config.upstream.sasl_password:
+        raise ConfigError("upstream.sasl_password: secrets are not read from the config file; "
+                          "use upstream.sasl_password_file or $AZSIDECAR_UPSTREAM_SASL_PASSWORD")
+    password = upstream_sasl_password(config.upstream, environ)
+    return dataclasses.replace(config, upstream=dataclasses.replace(config.upstream, sasl_password=password))
+
 
 def overrides_from_args(args: argparse.Namespace) -> dict:
     out: dict = {"zone": args.zone, "log_format": args.log_format, "log_level": args.log_level}
@@ -62,6 +108,13 @@ def main(args: argparse.Namespace) -> int:
     if keys and not config.notify.hmac_keys:
         config = dataclasses.replace(config, notify=dataclasses.replace(
             config.notify, hmac_keys=tuple(k for k in keys.split(",") if k)))
+    config = apply_secrets(config, os.environ)
+    from proxy.server import listener_security  # noqa: PLC0415
+
+    listener_security(config.proxy)  # unreadable TLS or users files stop start-up here, with the key named
+    if config.proxy.listen_host not in ("127.0.0.1", "::1", "localhost") and not config.proxy.sasl_mechanisms:
+        log.warning("proxy listens on %s without SASL: anyone who reaches it can produce as this sidecar",
+                    config.proxy.listen_host)
     if config.proxy.metrics_port:
         from prometheus_client import start_http_server  # noqa: PLC0415
 

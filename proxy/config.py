@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from azsidecar._configload import require
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # served and spoken upstream (proxy/sasl.py)
 
 MiB = 1024 * 1024
 
@@ -20,8 +23,19 @@ class ProxyConfig:
     shutdown_grace_s: float = 10.0  # how long draining in-flight requests may take
     metrics_port: int = 0  # 0 = no /metrics endpoint
     metrics_host: str = "127.0.0.1"  # where /metrics listens; 0.0.0.0 to let a scraper in
+    tls_cert_file: str = ""  # PEM certificate (chain) for TLS on the client listener; "" = plaintext
+    tls_key_file: str = ""  # PEM private key of tls_cert_file
+    sasl_mechanisms: tuple[str, ...] = ()  # SASL required on the client listener: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; () = none
+    sasl_users_file: str = ""  # users and their SCRAM keys (TOML, see docs/security.md); required with sasl_mechanisms
 
     def __post_init__(self) -> None:
+        require(bool(self.tls_cert_file) == bool(self.tls_key_file),
+                "proxy.tls_cert_file and proxy.tls_key_file: give both or neither")
+        for mechanism in self.sasl_mechanisms:
+            require(mechanism in SASL_MECHANISMS,
+                    f"proxy.sasl_mechanisms: {mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}")
+        require(bool(self.sasl_mechanisms) == bool(self.sasl_users_file),
+                "proxy.sasl_mechanisms and proxy.sasl_users_file: give both or neither")
         require(0 <= self.listen_port <= 65535, f"proxy.listen_port: {self.listen_port} is not a port")
         require(0 <= self.metrics_port <= 65535, f"proxy.metrics_port: {self.metrics_port} is not a port")
         require(1024 <= self.max_frame_bytes <= 1024 * MiB, "proxy.max_frame_bytes: must be within 1 KiB..1 GiB")
@@ -38,8 +52,21 @@ class UpstreamConfig:
     metadata_ttl_s: float = 30.0  # how long a cached upstream Metadata view is trusted
     request_timeout_s: float = 30.0
     connect_timeout_s: float = 5.0
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"  # to the brokers and agents' appends (MSK: SSL or SASL_SSL)
+    tls_ca_file: str = ""  # PEM CA bundle that signed the brokers' certificates; "" = the system's CAs
+    tls_check_hostname: bool = True  # verify the broker's certificate names the host we dialled
+    sasl_mechanism: str = ""  # with SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the sidecar's own identity)
+    sasl_username: str = ""  # the sidecar's SASL user at the brokers
+    sasl_password_file: str = ""  # file whose first line is the SASL password; else $AZSIDECAR_UPSTREAM_SASL_PASSWORD
+    sasl_password: str = field(default="", repr=False)  # not a file setting (refused there): the CLI fills it from sasl_password_file or the environment
 
     def __post_init__(self) -> None:
+        sasl = self.security_protocol.startswith("SASL_")
+        require(sasl == bool(self.sasl_mechanism),
+                "upstream.sasl_mechanism: required with security_protocol SASL_*, not allowed otherwise")
+        require(not self.sasl_mechanism or self.sasl_mechanism in SASL_MECHANISMS,
+                f"upstream.sasl_mechanism: {self.sasl_mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}")
+        require(not sasl or bool(self.sasl_username), "upstream.sasl_username: required with security_protocol SASL_*")
         require(len(self.bootstrap_servers) > 0, "upstream.bootstrap_servers: at least one host:port")
         for hp in self.bootstrap_servers:
             host, sep, port = hp.rpartition(":")
@@ -47,3 +74,7 @@ class UpstreamConfig:
         require(self.metadata_ttl_s > 0, "upstream.metadata_ttl_s: must be > 0")
         require(self.request_timeout_s > 0, "upstream.request_timeout_s: must be > 0")
         require(self.connect_timeout_s > 0, "upstream.connect_timeout_s: must be > 0")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")

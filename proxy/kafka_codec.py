@@ -18,11 +18,19 @@ from typing import Any
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 API_PRODUCE = 0
 API_METADATA = 3
 API_API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
+API_SASL_HANDSHAKE = 17
+API_SASL_AUTHENTICATE = 36
 
 # api_key -> (request class, response class) for the APIs the proxy serves.
 MESSAGES: dict[int, tuple[Any, Any]] = {
@@ -30,6 +38,9 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     API_METADATA: (MetadataRequest, MetadataResponse),
     API_API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     API_INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    # Decoded only when the listener has SASL on (advertised by proxy/versions.py then).
+    API_SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    API_SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 MIN_HEADER_BYTES = 8  # api_key int16, api_version int16, correlation_id int32

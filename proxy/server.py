@@ -10,6 +10,7 @@ single writer task sends strictly in request order. The slot channel is bounded 
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from proxy.kafka_codec import (
     API_INIT_PRODUCER_ID,
     API_METADATA,
     API_PRODUCE,
+    API_SASL_AUTHENTICATE,
+    API_SASL_HANDSHAKE,
     NEED_DATA,
     ProtocolError,
     RequestFrame,
@@ -40,12 +43,14 @@ from proxy.produce import (
     build_produce_response,
     validate_produce,
 )
+from proxy.sasl import SASL_AUTHENTICATION_FAILED, AuthenticationFailed, Credentials, SaslSession
 from proxy.upstream import UpstreamCluster, UpstreamError, open_upstream
 from proxy.versions import (
     FEATURE_MARKERS,
     api_versions_response,
     negotiate,
     unsupported_api_versions_response,
+    with_sasl,
 )
 
 log = logging.getLogger(__name__)
@@ -83,6 +88,8 @@ class RequestHandler:
     async def start(self) -> None:
         """Learn the upstream's API ranges (so ApiVersions can be answered). Raises UpstreamError."""
         self.advertised = negotiate(await self.cluster.ensure_api_versions())
+        if self.config.sasl_mechanisms:
+            self.advertised = with_sasl(self.advertised)
 
     def max_versions(self) -> dict[int, int]:
         return {k: hi for k, (_lo, hi) in self.advertised.items()}
@@ -136,6 +143,48 @@ class RequestHandler:
             return slot
         raise ProtocolError(f"api_key {frame.api_key} is decodable but not served")
 
+    async def begin_unauthenticated(self, frame: RequestFrame, session: SaslSession,
+                                    nursery: trio.Nursery) -> tuple[ResponseSlot, bool]:
+        """Answer a request that arrives before SASL authentication has finished.
+
+        Returns (slot, close): `close` means write the answer, then close the connection
+        (failed authentication or an unsupported mechanism, as Kafka does). Raises
+        ProtocolError for anything but ApiVersions, SaslHandshake and SaslAuthenticate.
+        """
+        if frame.api_key == API_API_VERSIONS:
+            slot = await self.begin(frame, nursery)
+            assert slot is not None
+            return slot, False
+        if frame.api_key not in (API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE):
+            raise ProtocolError(f"api_key {frame.api_key} before SASL authentication (client_id={frame.client_id})")
+        from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse  # noqa: PLC0415
+
+        started = time.perf_counter()
+        metrics.REQUESTS.labels(frame.api_key, frame.api_version).inc()
+        request = decode_request(frame, self.max_versions())
+        slot = ResponseSlot(trio.Event())
+        if frame.api_key == API_SASL_HANDSHAKE:
+            error_code = session.handshake(request.mechanism)
+            if error_code:
+                log.info("closing connection: SASL mechanism %r refused (client_id=%s)", request.mechanism,
+                         frame.client_id)
+            self._finish(slot, SaslHandshakeResponse(error_code=error_code, mechanisms=list(session.mechanisms)),
+                         frame, started)
+            return slot, error_code != 0
+        try:
+            token = session.authenticate(request.auth_bytes)
+        except AuthenticationFailed as exc:
+            metrics.PROTOCOL_ERRORS.labels("sasl_authentication_failed").inc()
+            log.info("closing connection: SASL authentication failed (client_id=%s): %s", frame.client_id, exc)
+            self._finish(slot, SaslAuthenticateResponse(error_code=SASL_AUTHENTICATION_FAILED, error_message=str(exc),
+                                                        auth_bytes=b"", session_lifetime_ms=0), frame, started)
+            return slot, True
+        if session.authenticated:
+            log.info("client_id=%s authenticated as %r", frame.client_id, session.principal)
+        self._finish(slot, SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=token,
+                                                    session_lifetime_ms=0), frame, started)
+        return slot, False
+
     def _finish(self, slot: ResponseSlot, response: Any, frame: RequestFrame, started: float) -> None:
         slot.data = encode_response(response, frame.correlation_id, frame.api_version)
         metrics.REQUEST_LATENCY.labels(frame.api_key).observe(time.perf_counter() - started)
@@ -188,9 +237,13 @@ def _ready(data: bytes | None) -> ResponseSlot:
 class ProxyServer:
     """Accepts client connections and serves them until cancelled or `shutdown()`."""
 
-    def __init__(self, config: ProxyConfig, handler: RequestHandler) -> None:
+    def __init__(self, config: ProxyConfig, handler: RequestHandler, *, ssl_context: ssl.SSLContext | None = None,
+                 credentials: Credentials | None = None) -> None:
+        """`ssl_context`: serve TLS. `credentials`: require SASL (config.sasl_mechanisms) first."""
         self.config = config
         self.handler = handler
+        self._ssl_context = ssl_context
+        self._credentials = credentials
         self._reading_scopes: set[trio.CancelScope] = set()  # one per connection waiting for bytes
         self._stopping = False
         self._listen_scope: trio.CancelScope | None = None
@@ -223,6 +276,10 @@ class ProxyServer:
         self._connections += 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
+            if self._ssl_context is not None:
+                stream = trio.SSLStream(stream, self._ssl_context, server_side=True)
+                if not await _tls_handshake(stream):
+                    return
             await self._serve_connection(stream)
         except Exception:  # a bug handling one client must not take the listener down
             metrics.PROTOCOL_ERRORS.labels("internal").inc()
@@ -237,11 +294,14 @@ class ProxyServer:
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         codec = ServerCodec(self.config.max_frame_bytes)
+        session = None
+        if self._credentials is not None:
+            session = SaslSession(self.config.sasl_mechanisms, self._credentials)
         send_slots, receive_slots = trio.open_memory_channel[ResponseSlot](self.config.max_in_flight_per_connection)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope)
             try:
-                await self._read_requests(stream, codec, send_slots, nursery)
+                await self._read_requests(stream, codec, send_slots, nursery, session)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -255,7 +315,8 @@ class ProxyServer:
             finally:
                 send_slots.close()
 
-    async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery) -> None:
+    async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
+                             session: SaslSession | None = None) -> None:
         while not self._stopping:
             receiving = trio.CancelScope()
             self._reading_scopes.add(receiving)
@@ -275,6 +336,12 @@ class ProxyServer:
                 frame = codec.next_frame()
                 if frame is NEED_DATA:
                     break
+                if session is not None and not session.authenticated:
+                    slot, close = await self.handler.begin_unauthenticated(frame, session, nursery)
+                    await send_slots.send(slot)
+                    if close:
+                        return  # the answer is still written, then the connection closes
+                    continue
                 slot = await self.handler.begin(frame, nursery)
                 if slot is not None:
                     await send_slots.send(slot)
@@ -292,10 +359,47 @@ class ProxyServer:
                     return
 
 
+async def _tls_handshake(stream: trio.SSLStream) -> bool:
+    """Finish the server side of a TLS handshake; False (logged) if the client failed it."""
+    from proxy.tls import HANDSHAKE_TIMEOUT_S  # noqa: PLC0415
+
+    try:
+        with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+            await stream.do_handshake()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
+        metrics.PROTOCOL_ERRORS.labels("tls_handshake").inc()
+        log.info("closing connection: TLS handshake failed: %r", exc.__cause__ or exc)
+        return False
+    return True
+
+
+def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Credentials | None]:
+    """The listener's TLS context and SASL users, loaded from the configured files.
+
+    Raises ConfigError when a file cannot be read or parsed.
+    """
+    from azsidecar._configload import ConfigError  # noqa: PLC0415
+    from proxy.sasl import CredentialsError, load_credentials  # noqa: PLC0415
+    from proxy.tls import server_context  # noqa: PLC0415
+
+    context = server_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
+    credentials = None
+    if config.sasl_mechanisms:
+        try:
+            credentials = load_credentials(config.sasl_users_file)
+        except CredentialsError as exc:
+            raise ConfigError(f"proxy.sasl_users_file: {exc}") from exc
+    return context, credentials
+
+
 async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                     backend_factory: ProduceBackendFactory | None = None,
                     task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Connect upstream, listen, serve. `task_status.started((server, port))` once listening."""
+    """Connect upstream, listen, serve. `task_status.started((server, port))` once listening.
+
+    Raises ConfigError if the listener's TLS or SASL files cannot be loaded.
+    """
+    ssl_context, credentials = listener_security(proxy_config)
     async with open_upstream(upstream_config) as cluster:
         metadata = MetadataCache(cluster, upstream_config.metadata_ttl_s, upstream_config.request_timeout_s)
         if backend_factory is None:
@@ -307,7 +411,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
         handler = RequestHandler(proxy_config, upstream_config, cluster, metadata, backend,
                                  proxy_config.listen_host, port)
         await handler.start()
-        server = ProxyServer(proxy_config, handler)
+        server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
         async with trio.open_nursery() as nursery:
             await nursery.start(server.serve, listeners)
             task_status.started((server, port))

@@ -5,7 +5,9 @@ handle; the caller awaits it separately. Callers that submit in client order the
 keep Kafka's per-connection ordering (the broker handles one connection's requests in
 order), while many requests stay in flight. One reader task per connection matches
 responses to correlation ids. Socket and trio errors become `UpstreamError` here, the
-adapter that owns this I/O.
+adapter that owns this I/O. With `security_protocol` SSL/SASL_SSL each connection is
+wrapped in trio.SSLStream; with SASL_* the proxy authenticates with its own identity
+(kafka-python's client-side mechanisms make the tokens) right after ApiVersions.
 """
 
 from __future__ import annotations
@@ -180,8 +182,12 @@ class UpstreamCluster:
     """
 
     def __init__(self, config: UpstreamConfig, nursery: trio.Nursery) -> None:
+        """Raises ConfigError if the TLS CA file cannot be loaded."""
+        from proxy.tls import client_context  # noqa: PLC0415
+
         self.config = config
         self._nursery = nursery
+        self._ssl_context = client_context(config.tls_ca_file, config.tls_check_hostname) if config.tls else None
         self._connections: dict[int, UpstreamConnection] = {}
         self._connect_locks: dict[int, trio.Lock] = {}
         self._brokers: dict[int, BrokerAddress] = {}
@@ -220,13 +226,22 @@ class UpstreamCluster:
             try:
                 with trio.fail_after(self.config.connect_timeout_s):
                     stream = await trio.open_tcp_stream(host, port)
-            except (OSError, trio.TooSlowError) as exc:
-                last = exc
+                    if self._ssl_context is not None:
+                        stream = trio.SSLStream(stream, self._ssl_context, server_hostname=host)
+                        await stream.do_handshake()
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+                last = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
                 continue
             conn = UpstreamConnection(stream, node_id, f"{host}:{port}", self.config.client_id)
             self._nursery.start_soon(conn.run_reader)
-            if not self.api_versions:
-                await self._fetch_api_versions(conn)
+            try:
+                if not self.api_versions:
+                    await self._fetch_api_versions(conn)
+                if self.config.sasl_mechanism:
+                    await self._authenticate(conn)
+            except UpstreamError:
+                await conn.aclose()
+                raise
             return conn
         raise UpstreamError(f"cannot connect to upstream node {node_id} at {addresses}: {last}")
 
@@ -236,6 +251,35 @@ class UpstreamCluster:
         if response.error_code != 0:
             raise UpstreamError(f"upstream ApiVersions failed with error {response.error_code}")
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    async def _authenticate(self, conn: UpstreamConnection) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done. Raises UpstreamError."""
+        from kafka.net.sasl import get_sasl_mechanism  # noqa: PLC0415
+        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest  # noqa: PLC0415
+
+        timeout_s = self.config.request_timeout_s
+        mechanism_name = self.config.sasl_mechanism
+        handshake = await conn.request(SaslHandshakeRequest(mechanism=mechanism_name), 1, timeout_s)
+        if handshake.error_code != 0:
+            raise UpstreamError(f"{conn.address} refused SASL mechanism {mechanism_name} "
+                                f"(error {handshake.error_code}; enabled: {handshake.mechanisms})")
+        version = self.version_for(SaslAuthenticateRequest.API_KEY, 2)
+        mechanism = get_sasl_mechanism(mechanism_name)(
+            sasl_mechanism=mechanism_name, sasl_plain_username=self.config.sasl_username,
+            sasl_plain_password=self.config.sasl_password, security_protocol=self.config.security_protocol)
+        try:
+            while not mechanism.is_done():
+                response = await conn.request(SaslAuthenticateRequest(auth_bytes=mechanism.auth_bytes()),
+                                              version, timeout_s)
+                if response.error_code != 0:
+                    raise UpstreamError(f"{conn.address}: SASL {mechanism_name} authentication as "
+                                        f"{self.config.sasl_username!r} failed (error {response.error_code}): "
+                                        f"{response.error_message}")
+                mechanism.receive(response.auth_bytes)
+        except (ValueError, KeyError) as exc:  # kafka-python's SCRAM client: bad server messages or signature
+            raise UpstreamError(f"{conn.address}: SASL {mechanism_name} exchange failed: {exc}") from exc
+        if not mechanism.is_authenticated():
+            raise UpstreamError(f"{conn.address}: SASL {mechanism_name} authentication did not complete")
 
     async def ensure_api_versions(self) -> dict[int, tuple[int, int]]:
         if not self.api_versions:

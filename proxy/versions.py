@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from proxy.errors import NONE, UNSUPPORTED_VERSION
-from proxy.kafka_codec import API_API_VERSIONS, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE
+from proxy.kafka_codec import (
+    API_API_VERSIONS,
+    API_INIT_PRODUCER_ID,
+    API_METADATA,
+    API_PRODUCE,
+    API_SASL_AUTHENTICATE,
+    API_SASL_HANDSHAKE,
+)
 
 # What this proxy implements: api_key -> (min, max).
 IMPLEMENTED: dict[int, tuple[int, int]] = {
@@ -62,6 +69,20 @@ def negotiate(upstream: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, i
             if max(lo, up_lo) <= min(hi, up_hi):
                 out[api_key] = (max(lo, up_lo), min(hi, up_hi))
     return out
+
+
+# Served by the proxy itself when its listener has SASL on. SaslHandshake v0 (raw tokens
+# without Kafka framing) is not offered: clients that know ApiVersions use v1 and then
+# SaslAuthenticate, as librdkafka, kafka-python, aiokafka and the Java client do.
+SASL_VERSIONS: dict[int, tuple[int, int]] = {
+    API_SASL_HANDSHAKE: (1, 1),
+    API_SASL_AUTHENTICATE: (0, 2),
+}
+
+
+def with_sasl(advertised: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """`advertised` plus the SASL APIs (for a listener that requires SASL)."""
+    return {**advertised, **SASL_VERSIONS}
 
 
 def api_versions_response(advertised: Mapping[int, tuple[int, int]], error_code: int = NONE) -> ApiVersionsResponse:
