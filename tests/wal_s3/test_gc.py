@@ -3,6 +3,7 @@ is an orphan older than max_orphan_age_s); `azsidecar gc` prints what it did."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 
@@ -117,3 +118,29 @@ def test_cli_gc_once_prints_what_it_did(wal_env, s3_bucket, capsys):
     assert f"deleted {key} (all zones applied)" in out
     assert "gc: scanned 1 objects, deleted 1 applied" in out
     assert key not in keys(client, bucket)
+
+
+def test_stale_checkpoints_go_once_old_and_periodic_gc_runs_in_a_nursery(wal_env):
+    from wal_s3.gc import run_gc_periodically
+
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=60_000, orphan_report_age_s=100, max_orphan_age_s=1000)
+    client = make_client(config)
+    gone = "0abc/wal/az0/p1/0000000001/000000000007"  # its object was never written (or expired)
+
+    async def main():
+        await Checkpoints(config, client).mark_applied(gone, "az1")
+        young = await run_gc(config, client)
+        assert checkpoint_key(config, gone, "az1") in keys(client, config.bucket)
+        old = await run_gc(config, client, now_s=time.time() + 200)
+        key = await write_object(config, client, ("az1",))
+        await Checkpoints(config, client).mark_applied(key, "az1")
+        async with trio.open_nursery() as n:
+            await n.start(functools.partial(run_gc_periodically, config, client, interval_s=0.01, passes=2))
+        return young, old, key
+
+    young, old, key = trio.run(main)
+    assert (young.checkpoints_deleted, old.checkpoints_deleted) == (0, 1)
+    remaining = keys(client, config.bucket)
+    assert remaining and all(k.startswith("_epochs/") for k in remaining)  # WAL object and checkpoints gone
+    assert key not in remaining
