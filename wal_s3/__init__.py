@@ -14,11 +14,12 @@ _EXPORTS = {
     "EntryRef": "wal_s3.format", "WalEntry": "wal_s3.format", "WalFormatError": "wal_s3.format",
     "ZoneShare": "wal_s3.format",
     "CheckpointError": "wal_s3.gc", "Checkpoints": "wal_s3.gc", "GcError": "wal_s3.gc", "GcReport": "wal_s3.gc",
-    "run_gc": "wal_s3.gc", "run_gc_periodically": "wal_s3.gc",
+    "run_gc": "wal_s3.gc", "run_gc_periodically": "wal_s3.gc", "checkpoint_key": "wal_s3.gc",
     "BlockCache": "wal_s3.reader", "WalNotFoundError": "wal_s3.reader", "WalReader": "wal_s3.reader",
     "WalReadError": "wal_s3.reader",
     "FlushedObject": "wal_s3.writer", "WalFencedError": "wal_s3.writer", "WalPlacement": "wal_s3.writer",
-    "WalWriteError": "wal_s3.writer", "WalWriter": "wal_s3.writer",
+    "WalWriteError": "wal_s3.writer", "WalWriter": "wal_s3.writer", "object_key": "wal_s3.writer",
+    "epoch_marker_prefix": "wal_s3.writer",
 }
 __all__ = sorted(_EXPORTS)
 
