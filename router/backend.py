@@ -17,7 +17,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import trio
@@ -329,6 +329,11 @@ class RoutingBackend:
                     state.drained.set()
                 route, dest = routes[tp]
                 result = results.get(tp) or PartitionResult(errors.UNKNOWN_SERVER_ERROR)
+                if result.error_code == errors.NETWORK_EXCEPTION:
+                    # librdkafka fails records answered NETWORK_EXCEPTION at once (it is not on its
+                    # produce retry list); REQUEST_TIMED_OUT says the same - the leader may or may not
+                    # have the batch - and every client retries it, idempotent ones with the same sequence.
+                    result = results[tp] = replace(result, error_code=errors.REQUEST_TIMED_OUT)
                 if result.error_code == errors.NONE:
                     proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
                 self._audit_batch(item, route, dest, result, started, finished,
