@@ -124,14 +124,21 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
     parts: dict[str, dict] = {}
     digests: dict[str, object] = {}
     state = {"acked": 0, "acked_bytes": 0, "errors": 0, "first_error": None}
+    failed_records: list[list] = []  # [topic:partition, seq] of every record whose delivery failed
+    latencies_s: list[float] = []  # produce() -> ack of the records acked since the last progress write
+    records_per_s = spec.get("records_per_s")  # None: as fast as the producer goes
 
     def on_delivery(err, msg) -> None:
         if err is not None:
             state["errors"] += 1
             state["first_error"] = state["first_error"] or str(err)
+            failed_records.append([f"{msg.topic()}:{msg.partition()}", parse_value(msg.value())[1]])
         else:
             state["acked"] += 1
             state["acked_bytes"] += len(msg.value())
+            latency_s = msg.latency()
+            if latency_s is not None:
+                latencies_s.append(latency_s)
 
     records = total_bytes // record_bytes
     per_topic_n = [0] * len(topics)
@@ -140,6 +147,8 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
     last_progress = started
     payload_bytes = 0
     for seq in range(records):
+        while records_per_s and (ahead_s := started + seq / records_per_s - time.monotonic()) > 0:
+            producers[zones[0]].poll(ahead_s)  # paced: serve delivery reports until this record is due
         t = seq % len(topics)
         topic = topics[t]
         key = key_of(seq, key_space) if topic.get("keyed") else None
@@ -169,11 +178,15 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         now = time.monotonic()
         if now - last_progress >= PROGRESS_EVERY_S:
             last_progress = now
-            progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": seq + 1}))
+            progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": seq + 1,
+                                            "errors": state["errors"], **_latency_ms(latencies_s)}))
+            latencies_s.clear()
     flush_deadline = time.monotonic() + FLUSH_TIMEOUT_S
     while True:  # flush in slices so the progress file keeps moving while acks arrive
         remaining = sum(p.flush(PROGRESS_EVERY_S) for p in producers.values())
-        progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": records}))
+        progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": records,
+                                        "errors": state["errors"], **_latency_ms(latencies_s)}))
+        latencies_s.clear()
         if remaining == 0 or time.monotonic() > flush_deadline:
             break
     duration_s = time.monotonic() - started
@@ -183,13 +196,23 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         "producer_id": producer_id, "zone": zone, "bootstraps": bootstraps, "records": records,
         "payload_bytes": payload_bytes, "acked": state["acked"], "errors": state["errors"],
         "first_error": state["first_error"], "unflushed": remaining, "duration_s": duration_s,
-        "partitions": parts,
+        "partitions": parts, "failed_records": failed_records,
     }
     out.write_text(json.dumps(summary, indent=1, sort_keys=True))
     if state["errors"] or remaining or state["acked"] != records:
         raise RuntimeError(f"{producer_id}: {state['acked']}/{records} acked, {state['errors']} errors "
                            f"(first: {state['first_error']}), {remaining} unflushed")
     return summary
+
+
+def _latency_ms(latencies_s: list[float]) -> dict:
+    """p50/p99/max of produce-to-ack latencies, ms (empty when nothing was acked)."""
+    if not latencies_s:
+        return {}
+    ordered = sorted(latencies_s)
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
+    return {"lat_n": len(ordered), "lat_p50_ms": at(0.50), "lat_p99_ms": at(0.99), "lat_max_ms": at(1.0)}
 
 
 def verify(bootstrap: str, summaries: Sequence[dict], timeout_s: float = 300.0,
