@@ -6,8 +6,13 @@ import argparse
 import functools
 import logging
 import signal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from azsidecar.config import Config
 
 log = logging.getLogger("azsidecar.proxy")
 
@@ -54,7 +59,7 @@ def user_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def apply_secrets(config, environ) -> object:
+def apply_secrets(config: Config, environ: Mapping[str, str]) -> Config:
     """`config` with the upstream SASL password filled in from its file or `environ`.
 
     Raises ConfigError if the password was put in the config file (secrets never live

@@ -64,7 +64,7 @@ class _Pending:
 class UpstreamConnection:
     """One TCP connection to one broker."""
 
-    def __init__(self, stream: trio.SocketStream, node_id: int, address: str, client_id: str) -> None:
+    def __init__(self, stream: trio.abc.Stream, node_id: int, address: str, client_id: str) -> None:
         self.node_id = node_id
         self.address = address
         self._stream = stream
@@ -135,7 +135,15 @@ class UpstreamConnection:
             self.closed = True
             self._fail_all(error)
             with trio.CancelScope(shield=True):
-                await self._stream.aclose()
+                await self._close_stream()
+
+    async def _close_stream(self) -> None:
+        # The reader and aclose() may both close: with TLS the second close_notify then finds
+        # the socket closed already, which is no error.
+        try:
+            await self._stream.aclose()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
     def _deliver(self, frame: bytes) -> None:
         (correlation_id,) = struct.unpack_from(">i", frame, 0)
@@ -158,7 +166,7 @@ class UpstreamConnection:
 
     async def aclose(self) -> None:
         self.closed = True
-        await self._stream.aclose()
+        await self._close_stream()
 
 
 def _response_class(request: Any) -> Any:
@@ -225,10 +233,7 @@ class UpstreamCluster:
         for host, port in addresses:
             try:
                 with trio.fail_after(self.config.connect_timeout_s):
-                    stream = await trio.open_tcp_stream(host, port)
-                    if self._ssl_context is not None:
-                        stream = trio.SSLStream(stream, self._ssl_context, server_hostname=host)
-                        await stream.do_handshake()
+                    stream = await self._open_stream(host, port)
             except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                 last = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
                 continue
@@ -244,6 +249,22 @@ class UpstreamCluster:
                 raise
             return conn
         raise UpstreamError(f"cannot connect to upstream node {node_id} at {addresses}: {last}")
+
+    async def _open_stream(self, host: str, port: int) -> trio.abc.Stream:
+        """TCP, and TLS on top when configured (the socket is closed if the handshake fails).
+
+        Raises OSError, or trio.BrokenResourceError wrapping the ssl error.
+        """
+        tcp = await trio.open_tcp_stream(host, port)
+        if self._ssl_context is None:
+            return tcp
+        stream = trio.SSLStream(tcp, self._ssl_context, server_hostname=host)
+        try:
+            await stream.do_handshake()
+        except BaseException:
+            await trio.aclose_forcefully(tcp)
+            raise
+        return stream
 
     async def _fetch_api_versions(self, conn: UpstreamConnection) -> None:
         # v0: every broker answers it; the ranges are all we need.
