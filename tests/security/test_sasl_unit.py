@@ -1,11 +1,13 @@
 """The SASL server state machines, alone: RFC 7677's SCRAM-SHA-256 transcript byte for byte,
-kafka-python's SCRAM client against our server, PLAIN, refusals, and the users file."""
+kafka-python's SCRAM client against our server, PLAIN, refusals, hostile tokens, and the users file."""
 
 from __future__ import annotations
 
 import base64
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 
 from proxy.sasl import (
@@ -143,3 +145,25 @@ def test_users_file_round_trip_and_errors():
         parse_credentials(text.replace("SCRAM-SHA-256", "SCRAM-SHA-1"))
     with pytest.raises(CredentialsError, match="32 bytes"):
         parse_credentials(text.replace("stored_key = \"", "stored_key = \"AAAA"))
+
+HOSTILE_CREDS = Credentials({"user": {"SCRAM-SHA-256": scram_credential("pencil", "SCRAM-SHA-256", salt=RFC_SALT,
+                                                                        iterations=4096)}})
+
+
+@settings(max_examples=300, deadline=None)
+@given(mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256"]),
+       messages=st.lists(st.one_of(st.binary(max_size=200),
+                                   st.sampled_from([RFC_CLIENT_FIRST, RFC_CLIENT_FINAL, b"n,,", b"n,a=,n=,r=",
+                                                    b"c=biws,r=,p=", b"\0user\0"])),
+                         min_size=1, max_size=4))
+def test_hostile_tokens_only_ever_fail_authentication(mechanism, messages):
+    session = SaslSession(("PLAIN", "SCRAM-SHA-256"), HOSTILE_CREDS, scram_nonce=lambda: RFC_SERVER_NONCE)
+    assert session.handshake(mechanism) == 0
+    for message in messages:
+        try:
+            session.authenticate(message)
+        except AuthenticationFailed:
+            assert not session.authenticated
+            return
+    # Arbitrary bytes never log in; only the RFC's own transcript (for "user"/"pencil") could.
+    assert not session.authenticated or messages[:2] == [RFC_CLIENT_FIRST, RFC_CLIENT_FINAL]
