@@ -133,7 +133,11 @@ def test_job_runs_through_spark_submit(tmp_path):
 
 
 @pytest.mark.integration
-def test_s3_output_writer_and_s3_input_job(spark, s3_bucket):
+def test_s3_output_writer_and_s3_input_job(spark, s3_bucket, monkeypatch):
+    from deploy.local.processes import DUMMY_CREDENTIALS
+
+    for name, value in DUMMY_CREDENTIALS.items():  # boto3's normal chain, as in production
+        monkeypatch.setenv(name, value)
     server, bucket = s3_bucket
     write_round_trip_records(f"s3://{bucket}/audit", endpoint_url=server.endpoint_url)
     s3 = server.client()
