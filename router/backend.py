@@ -63,37 +63,52 @@ class _WalOutcome:
 
 
 class ZoneNotifier:
-    """Sends one notification per (object, zone), in object sequence order, one at a time."""
+    """Sends one notification per (object, zone), in object sequence order, one at a time.
+
+    Every entry of the zone's share asks for its result exactly once (the writer releases
+    every entry of a durable object), so the results are dropped after the last one asks.
+    """
 
     def __init__(self, zone: str, sender: Any, nursery: trio.Nursery) -> None:
         self.zone = zone
         self._sender = sender
         self._send, self._receive = trio.open_memory_channel[Any](MAX_NOTIFY_QUEUE)
-        self._results: dict[str, tuple[trio.Event, list]] = {}
+        self._results: dict[str, _ZoneResult] = {}
         nursery.start_soon(self._run)
 
     def announce(self, flushed: Any) -> None:
         """Called synchronously, in sequence order, as each object becomes durable."""
-        self._results[flushed.key] = (trio.Event(), [])
+        self._results[flushed.key] = _ZoneResult(len(flushed.zones[self.zone].entries))
         self._send.send_nowait(flushed)
+
+    @property
+    def pending_objects(self) -> int:
+        return len(self._results)
 
     async def result(self, key: str) -> Any:
         """The agent's results for `key`'s share of this zone, or the NotifyError raised."""
-        event, box = self._results[key]
-        await event.wait()
-        return box[0]
-
-    def forget(self, key: str) -> None:
-        self._results.pop(key, None)
+        slot = self._results[key]
+        await slot.done.wait()
+        slot.waiters_left -= 1
+        if slot.waiters_left == 0:
+            del self._results[key]
+        return slot.value
 
     async def _run(self) -> None:
         async for flushed in self._receive:
-            event, box = self._results[flushed.key]
+            slot = self._results[flushed.key]
             try:
-                box.append(await self._sender.notify(flushed, self.zone))
+                slot.value = await self._sender.notify(flushed, self.zone)
             except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
-                box.append(exc)
-            event.set()
+                slot.value = exc
+            slot.done.set()
+
+
+@dataclass
+class _ZoneResult:
+    waiters_left: int
+    done: trio.Event = field(default_factory=trio.Event)
+    value: Any = None
 
 
 class WalPath:
@@ -104,7 +119,6 @@ class WalPath:
         self._sender = sender
         self._nursery = nursery
         self._notifiers: dict[str, ZoneNotifier] = {}
-        self._pending_keys: dict[str, int] = defaultdict(int)
         self.observed = ObjectShape(0.0, 0.0)
         self.observed_at: float | None = None  # trio time of the last flush seen
         writer.on_released = self._on_released

@@ -213,3 +213,48 @@ async def test_ack_mode_wal_answers_when_durable_and_still_appends(autojump_cloc
         txn_results = await send(backend, txn)
         assert txn_results[("fire-x", 1)].base_offset == 100 and log[-1][0] == "direct"
         nursery.cancel_scope.cancel()
+
+
+class FailingSender:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def notify(self, flushed, zone):
+        self.calls += 1
+        from leader_notify.sender import NotifyError
+
+        raise NotifyError("agent unreachable", retriable=True)
+
+
+@pytest.mark.trio
+async def test_unreachable_zone_fails_retriably_then_falls_back_to_direct(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        writer, sender = FakeWriter(log), FailingSender()
+        wal = WalPath(writer, sender, nursery)
+        config = RouterConfig(policy="wal", fallback="direct", partition_zones={"*:*": "az2"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(3)]
+        assert codes == [7, 7, 7]  # REQUEST_TIMED_OUT: retriable, the client retries
+        # Three consecutive failures open the zone's circuit: the next batch goes direct.
+        assert (await send(backend, item("t", 0, 100)))[("t", 0)].base_offset == 100
+        assert [r for r, _p, _t in log] == ["wal", "wal", "wal", "direct"]
+        # Nothing is kept for objects whose entries all got their answer.
+        assert all(n.pending_objects == 0 for n in wal._notifiers.values())
+        # After the open period (10 s) the WAL is tried again.
+        await trio.sleep(10.5)
+        await send(backend, item("t", 0, 100))
+        assert log[-1][0] == "wal"
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_unreachable_zone_with_fallback_fail_keeps_failing_retriably(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        wal = WalPath(FakeWriter(log), FailingSender(), nursery)
+        config = RouterConfig(policy="wal", fallback="fail", partition_zones={"*:*": "az2"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(5)]
+        assert codes == [7] * 5 and "direct" not in [r for r, _p, _t in log]
+        nursery.cancel_scope.cancel()
