@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 PROXY_NODE_ID = 1  # the one broker clients see
 RECEIVE_CHUNK_BYTES = 256 * 1024
 HIGHEST_INIT_PRODUCER_ID_VERSION = 5
+LOGIN_THREADS = 2  # PLAIN logins run PBKDF2 (ms each) off the event loop; a login storm gets two threads
 
 
 @dataclass
@@ -84,6 +85,7 @@ class RequestHandler:
         self.advertise_host = advertise_host
         self.advertise_port = advertise_port
         self.advertised: dict[int, tuple[int, int]] = {}
+        self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
 
     async def start(self) -> None:
         """Learn the upstream's API ranges (so ApiVersions can be answered). Raises UpstreamError."""
@@ -172,7 +174,8 @@ class RequestHandler:
                          frame, started)
             return slot, error_code != 0
         try:
-            token = session.authenticate(request.auth_bytes)
+            token = await trio.to_thread.run_sync(session.authenticate, request.auth_bytes,
+                                                  limiter=self._login_limiter)
         except AuthenticationFailed as exc:
             metrics.PROTOCOL_ERRORS.labels("sasl_authentication_failed").inc()
             log.info("closing connection: SASL authentication failed (client_id=%s): %s", frame.client_id, exc)
