@@ -2,7 +2,8 @@
 
 Strategy. Like deploy/local/s3_delay.py, one trio task pair per client connection; HTTP/1.1
 clients (boto3) send a request only after reading the previous response, so "client bytes
-after server bytes" marks a new request. The proxy reads that request's head (up to the
+after a final (non-1xx) response" marks a new request (a PUT body sent after "100 Continue"
+belongs to its request). The proxy reads that request's head (up to the
 blank line), then draws one fault for it:
 
 - `500`: answer `500 InternalError` itself (a minimal S3 XML error) and close the connection;
@@ -41,6 +42,7 @@ import trio
 
 MAX_HEAD_BYTES = 65536  # an S3 request head is a few hundred bytes; beyond this it is passed on undecided
 STATS_EVERY_S = 1.0  # how often the stats file is rewritten
+INTERIM_STATUS = b"HTTP/1.1 1"  # 1xx: botocore sends PUT bodies after "100 Continue"
 FAULTS = ("500", "503", "reset", "stall")
 
 _ERRORS = {
@@ -110,8 +112,8 @@ class _Injector:
             async with server, client, trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump_requests, client, server, state, nursery.cancel_scope)
                 nursery.start_soon(self._pump_responses, server, client, state)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass  # either side went away: the connection ends, the proxy keeps serving
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass  # either side went away (trio groups the pumps' errors): the connection ends, serving goes on
 
     async def _pump_requests(self, src: trio.SocketStream, dst: trio.SocketStream, state: dict,
                              scope: trio.CancelScope) -> None:
@@ -145,7 +147,8 @@ class _Injector:
 
     async def _pump_responses(self, src: trio.SocketStream, dst: trio.SocketStream, state: dict) -> None:
         async for data in src:
-            state["new_request"] = True
+            if not bytes(data[:10]).startswith(INTERIM_STATUS):
+                state["new_request"] = True  # a final response; "100 Continue" only releases the body
             await dst.send_all(data)
 
     def write_stats(self, path: Path) -> None:

@@ -383,9 +383,11 @@ def verify_acknowledged(bootstrap: str, spec: Mapping[str, Any], record_bytes: i
     finally:
         consumer.close()
     acknowledged = lost = unacked_present = unacked_absent = 0
+    lost_runs: list[list] = []  # [topic:partition, producer, first lost seq, last, count]: where losses cluster
     for key, seqs in expected.items():
         got = seen.get(key, set())
         bad = failed.get(key, set())
+        run: list | None = None
         for seq in seqs:
             if seq in bad:
                 if seq in got:
@@ -394,11 +396,19 @@ def verify_acknowledged(bootstrap: str, spec: Mapping[str, Any], record_bytes: i
                     unacked_absent += 1
                 continue
             acknowledged += 1
-            if seq not in got:
-                lost += 1
-                problem(f"{key[0]} {key[1]}: acknowledged seq {seq} lost")
+            if seq in got:
+                run = None
+                continue
+            lost += 1
+            problem(f"{key[0]} {key[1]}: acknowledged seq {seq} lost")
+            if run is None and len(lost_runs) < MAX_PROBLEMS:
+                run = [key[0], key[1], seq, seq, 0]
+                lost_runs.append(run)
+            if run is not None:
+                run[3] = seq
+                run[4] += 1
     result = {"acknowledged": acknowledged, "lost": lost, "unacked_present": unacked_present,
-              "unacked_absent": unacked_absent, **counts, "partitions": len(tps)}
+              "unacked_absent": unacked_absent, **counts, "partitions": len(tps), "lost_runs": lost_runs}
     result["ok"] = not problems and not any(result[k] for k in ("lost", "duplicates", "reordered", "corrupt",
                                                                  "foreign"))
     result["problems"] = problems
