@@ -344,7 +344,7 @@ class SaslSession:
         Raises AuthenticationFailed (bad credentials or messages, or no handshake first).
         """
         if self._server is None or self.authenticated:
-            raise AuthenticationFailed("SaslAuthenticate without a preceding SaslHandshake")
+            raise AuthenticationFailed("SaslAuthenticate without a preceding SaslHandshake, or after login")
         if len(auth_bytes) > MAX_AUTH_BYTES:
             raise AuthenticationFailed(f"SASL token larger than {MAX_AUTH_BYTES} bytes")
         answer = self._server.step(auth_bytes)

@@ -163,7 +163,6 @@ def test_hostile_tokens_only_ever_fail_authentication(mechanism, messages):
         try:
             session.authenticate(message)
         except AuthenticationFailed:
-            assert not session.authenticated
-            return
-    # Arbitrary bytes never log in; only the RFC's own transcript (for "user"/"pencil") could.
+            break
+    # Arbitrary bytes never log in; only the RFC's own transcript (for "user"/"pencil") can.
     assert not session.authenticated or messages[:2] == [RFC_CLIENT_FIRST, RFC_CLIENT_FINAL]
