@@ -317,14 +317,18 @@ class RoutingBackend:
                 if route.path is Path.DIRECT_CROSS and dest in self._direct_by_zone:
                     target = self._direct_by_zone[dest]
                 direct_items[target].append(item)
-        direct_completions = [await target.submit(group, ctx) for target, group in direct_items.items()]
+        direct_completions = [(await target.submit(group, ctx), group) for target, group in direct_items.items()]
 
         async def complete() -> dict[tuple[str, int], PartitionResult]:
             results: dict[tuple[str, int], PartitionResult] = {}
-            for direct_completion in direct_completions:
+            finished_at: dict[tuple[str, int], float] = {}  # per partition: its own path's latency
+            for direct_completion, group in direct_completions:
                 results.update(await direct_completion())
+                now = time.perf_counter()
+                finished_at.update({(it.topic, it.partition): now for it in group})
             for item, dest, outcome in wal_items:
                 await outcome.done.wait()
+                finished_at[(item.topic, item.partition)] = time.perf_counter()
                 results[(item.topic, item.partition)] = outcome.result
                 if outcome.result.error_code in LEADER_ERRORS:
                     self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
@@ -350,7 +354,7 @@ class RoutingBackend:
                     result = results[tp] = replace(result, error_code=errors.REQUEST_TIMED_OUT)
                 if result.error_code == errors.NONE:
                     proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
-                self._audit_batch(item, route, dest, result, started, finished,
+                self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
                                   next((o for i, _d, o in wal_items if i is item), None))
             return results
 
