@@ -65,7 +65,9 @@ def main(args: argparse.Namespace) -> int:
     from azsidecar._configload import ConfigError  # noqa: PLC0415
     from azsidecar.config import load_config  # noqa: PLC0415
 
-    config = load_config(args.config, overrides_from_args(args, read_keys(args)))
+    from proxy.cli import apply_secrets  # noqa: PLC0415 - one place decides where secrets come from
+
+    config = apply_secrets(load_config(args.config, overrides_from_args(args, read_keys(args))), os.environ)
     if not config.zone:
         raise ConfigError("zone: the agent needs --zone (or zone in the config file)")
     if not config.notify.hmac_keys:
