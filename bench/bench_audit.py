@@ -6,6 +6,9 @@ Inputs are made by bench/gen_audit_records.py (generated once into --data/<n>, r
 later runs). Every job runs end to end through `spark_audit.run.run` (read with the
 union schema, count and cache, compute its tables, write CSV/HTML) in one local[*]
 SparkSession that is started once: JVM start-up (~10 s) is not in the job times.
+A warm-up run on the smallest input comes first (JIT and class loading are not data).
+Besides wall time the JVM's CPU seconds are printed (from /proc, Linux): on a shared
+machine wall time depends on the neighbours, CPU time much less.
 Growth = time at the larger size / time at the smaller; 10x data -> 10.0 is linear.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import shutil
 import sys
 import tempfile
@@ -27,6 +31,13 @@ from spark_audit._io import spark_session  # noqa: E402
 from spark_audit.run import run  # noqa: E402
 
 JOBS = ("savings", "cache", "latency", "report")
+
+
+def jvm_cpu_s(spark) -> float:
+    """User + system CPU seconds of the driver JVM (local mode: all of Spark)."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # noqa: SLF001
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -48,17 +59,25 @@ def main() -> None:
 
     spark = spark_session(args.master)
     times: dict[tuple[str, int], float] = {}
+    cpu: dict[tuple[str, int], float] = {}
+
+    def timed(job: str, path: Path) -> tuple[float, float]:
+        out_dir = Path(tempfile.mkdtemp(prefix="audit-bench-out-"))
+        t0, c0 = time.monotonic(), jvm_cpu_s(spark)
+        code = run(job, str(path), str(out_dir), Prices(), spark=spark, out=io.StringIO())
+        wall, used = time.monotonic() - t0, jvm_cpu_s(spark) - c0
+        shutil.rmtree(out_dir, ignore_errors=True)
+        if code != 0:
+            raise SystemExit(f"{job} on {path} failed with exit code {code}")
+        return wall, used
+
     try:
+        timed("report", inputs[min(inputs)])  # warm-up
         for n, path in inputs.items():
             for job in args.jobs:
-                out_dir = Path(tempfile.mkdtemp(prefix="audit-bench-out-"))
-                t0 = time.monotonic()
-                code = run(job, str(path), str(out_dir), Prices(), spark=spark, out=io.StringIO())
-                times[(job, n)] = time.monotonic() - t0
-                shutil.rmtree(out_dir, ignore_errors=True)
-                if code != 0:
-                    raise SystemExit(f"{job} on {path} failed with exit code {code}")
-                print(f"{job:8s} {n:>12,} records  {times[(job, n)]:7.1f} s", flush=True)
+                times[(job, n)], cpu[(job, n)] = timed(job, path)
+                print(f"{job:8s} {n:>12,} records  {times[(job, n)]:7.1f} s wall  {cpu[(job, n)]:7.1f} s JVM CPU",
+                      flush=True)
     finally:
         spark.stop()
 
@@ -68,11 +87,13 @@ def main() -> None:
     if len(sizes) > 1:
         header += f"   growth {sizes[-1] // sizes[0]}x data"
     print(header)
-    for job in args.jobs:
-        line = f"{job:8s}" + "".join(f"{times[(job, n)]:13.1f}s" for n in sizes)
-        if len(sizes) > 1:
-            line += f"   {times[(job, sizes[-1])] / times[(job, sizes[0])]:.2f}x"
-        print(line)
+    for label, table in (("wall", times), ("JVM CPU", cpu)):
+        print(f"{label} seconds")
+        for job in args.jobs:
+            line = f"{job:8s}" + "".join(f"{table[(job, n)]:13.1f}s" for n in sizes)
+            if len(sizes) > 1:
+                line += f"   {table[(job, sizes[-1])] / table[(job, sizes[0])]:.2f}x"
+            print(line)
 
 
 if __name__ == "__main__":

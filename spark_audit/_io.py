@@ -231,7 +231,10 @@ def load(spark: SparkSession, path: str, source: str | None = None,
     """
     source = source or path
     lines, files = read_lines(spark, path, tuple(jobs.ROLLUP_COLUMNS) + tuple(extra_columns), source)
-    rolled = jobs.rollup(lines).persist(StorageLevel.MEMORY_AND_DISK)
+    # A cached plan keeps its partitioning (AQE does not coalesce it): without this, every
+    # query over the small rollup would run spark.sql.shuffle.partitions (200) tasks.
+    partitions = max(2, spark.sparkContext.defaultParallelism)
+    rolled = jobs.rollup(lines).coalesce(partitions).persist(StorageLevel.MEMORY_AND_DISK)
     counts = rolled.groupBy(STATUS_COLUMN, "kind", "schema_version").agg(F.sum("n").alias("n")).collect()
     by_kind: dict[str, int] = {}
     versions: dict[int, int] = {}

@@ -150,21 +150,22 @@ class AuditWriter:
             self._started = True
             self._thread.start()
 
-    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
         """Write everything queued, the pending drop counts, close (and upload) all files.
 
-        Returns when done or after `timeout_s` (the thread is a daemon; what it has not
-        written by then is lost and logged). Safe to call twice.
+        Returns True when done, False after `timeout_s` (the thread is a daemon; what it
+        has not written by then is lost, and logged). Safe to call twice.
         """
-        if self._closed:
-            return
-        self._closed = True
-        self.start()
-        self._closing.set()
+        if not self._closed:
+            self._closed = True
+            self.start()
+            self._closing.set()
         self._thread.join(timeout_s)
         if self._thread.is_alive():
             log.error("audit writer %s did not finish within %.0f s; %d records still queued",
                       self._component, timeout_s, self._queue.qsize())
+            return False
+        return True
 
     # -- counters ----------------------------------------------------------------
 

@@ -37,8 +37,8 @@ def write_round_trip_records(output: str, endpoint_url: str | None = None) -> No
                                 "request_bytes": 300, "response_bytes": 100})
     agent.emit("agent_read", {"ts_ms": H0_MS + 4, "source_zone": "az1", "key": "k", "gets": 1, "cache_hits": 1,
                               "cache_misses": 1, "bytes": 2_000_000, "bytes_from_cache": 0})
-    proxy.close()
-    agent.close()
+    # Generous: on a loaded machine boto3's first client and upload can take many seconds.
+    assert proxy.close(timeout_s=120) and agent.close(timeout_s=120)
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
