@@ -163,7 +163,7 @@ resource "aws_cloudwatch_log_group" "msk" {
 }
 
 resource "aws_msk_cluster" "this" {
-  #checkov:skip=CKV_AWS_81:the proxy's upstream connection has no TLS yet (UpstreamConfig has no TLS settings), so clients use the in-VPC plaintext listener; brokers talk TLS among themselves
+  #checkov:skip=CKV_AWS_81:the example keeps the in-VPC plaintext client listener (the config module does not render upstream TLS yet; proxy and agent support it); brokers talk TLS among themselves
   #checkov:skip=CKV_AWS_291:multi-VPC connectivity is off by default; not needed
   cluster_name           = var.name
   kafka_version          = var.msk.kafka_version
