@@ -125,6 +125,8 @@ def summarize(scenario: str, result: CampaignResult, cycles_done: int, extra: di
             "lost": v["lost"], "duplicates": v["duplicates"], "reordered": v["reordered"],
             "corrupt": v["corrupt"], "foreign": v["foreign"], "failed_then_present": v["unacked_present"],
             "failed_and_absent": v["unacked_absent"], "peak_proxy_rss_mib": round(result.peak_proxy_rss_kib / 1024, 1),
+            "unverified_of_dead_producers": v["unverified"], "producer_fatal": dict(result.producer_fatal),
+            "lost_runs": v["lost_runs"][:5],
             "duration_s": round(result.duration_s, 1), "producer_errors": dict(result.producer_errors),
             "problems": list(v["problems"][:5]), "log_dir": str(result.out_dir), **(extra or {})}
 

@@ -167,6 +167,7 @@ class CampaignResult:
     verification: Mapping[str, Any]
     producer_exit_codes: Mapping[str, int | None]
     producer_errors: Mapping[str, str | None]  # first delivery error per producer
+    producer_fatal: Mapping[str, str]  # producers that died without a summary -> their fatal log line
     peak_proxy_rss_kib: int
     samples: tuple[Mapping[str, Any], ...]  # per tick: t_s, rss per zone, acked, latency
     events: tuple[tuple[float, str], ...]  # (seconds since start, what happened)
@@ -256,12 +257,15 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
         fleet.stop_all()
     duration_s = time.monotonic() - started
     summaries = {pid: _read_json(out) for pid, _, out in procs}
-    verification = verify_acknowledged(first.broker_bootstrap, spec, workload.record_bytes,
-                                       [s for s in summaries.values() if s is not None])
     missing = [pid for pid, s in summaries.items() if s is None]
-    if missing:  # a producer died without a summary (e.g. a fatal idempotence error): a finding
+    # A producer without a summary died (e.g. librdkafka's fatal idempotence error): which of
+    # its records were acknowledged is unknown, so its records are counted, not judged.
+    fatal = {pid: _fatal_line(p.log_path) for pid, p, _ in procs if pid in missing}  # type: ignore[attr-defined]
+    verification = verify_acknowledged(first.broker_bootstrap, spec, workload.record_bytes,
+                                       [s for s in summaries.values() if s is not None], unknown_producers=missing)
+    if missing:
         verification = {**verification, "ok": False,
-                        "problems": [*verification["problems"], f"producers without a summary: {missing}"]}
+                        "problems": [*verification["problems"], f"producers died without a summary: {fatal}"]}
     (out_dir / "verification.json").write_text(json.dumps(verification, indent=1))
     (out_dir / "events.json").write_text(json.dumps([(round(t - started, 2), what) for t, what in fleet.events]))
     peak = max((v for s in samples for v in s["rss_kib"].values()), default=0)
@@ -269,9 +273,19 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
         name=name, verification=verification,
         producer_exit_codes={pid: p.returncode for pid, p, _ in procs},
         producer_errors={pid: (s or {}).get("first_error") for pid, s in summaries.items()},
+        producer_fatal=fatal,
         peak_proxy_rss_kib=peak, samples=tuple(samples),
         events=tuple((round(t - started, 2), what) for t, what in fleet.events), duration_s=duration_s,
         out_dir=out_dir)
+
+
+def _fatal_line(log_path: Path) -> str:
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    fatal = [line for line in lines if "FATAL" in line or "Fatal" in line]
+    return (fatal or lines or ["(empty log)"])[-1][:400]
 
 
 def expected_sequences(spec: Mapping[str, Any], records: int) -> dict[str, list[int]]:
@@ -291,11 +305,13 @@ def expected_sequences(spec: Mapping[str, Any], records: int) -> dict[str, list[
 
 
 def verify_acknowledged(bootstrap: str, spec: Mapping[str, Any], record_bytes: int,
-                        summaries: Sequence[Mapping[str, Any]], timeout_s: float = 300.0) -> dict:
+                        summaries: Sequence[Mapping[str, Any]], timeout_s: float = 300.0,
+                        unknown_producers: Sequence[str] = ()) -> dict:
     """Read every partition back; every acknowledged record exactly once, in order, intact.
 
+    Records of `unknown_producers` (no summary) are only counted ("unverified").
     Returns counts (acknowledged, found, lost, duplicates, reordered, corrupt, foreign,
-    unacked_present, unacked_absent) and "ok" with the first problems; nothing is raised
+    unverified, unacked_present, unacked_absent) and "ok" with the first problems; nothing is raised
     for a delivery problem.
     """
     from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
@@ -312,7 +328,8 @@ def verify_acknowledged(bootstrap: str, spec: Mapping[str, Any], record_bytes: i
             raise ValueError(f"{pid}: {s['unflushed']} records neither acknowledged nor failed; cannot verify")
     position = {key: {seq: i for i, seq in enumerate(seqs)} for key, seqs in expected.items()}
     tps = sorted({tp for tp, _ in expected})
-    counts = dict.fromkeys(("found", "duplicates", "reordered", "corrupt", "foreign"), 0)
+    counts = dict.fromkeys(("found", "duplicates", "reordered", "corrupt", "foreign", "unverified"), 0)
+    unknown = set(unknown_producers)
     problems: list[str] = []
 
     def problem(text: str) -> None:
@@ -360,6 +377,9 @@ def verify_acknowledged(bootstrap: str, spec: Mapping[str, Any], record_bytes: i
                 except ValueError as exc:
                     counts["foreign"] += 1
                     problem(f"{tp}@{msg.offset()}: {exc}")
+                    continue
+                if pid in unknown:
+                    counts["unverified"] += 1
                     continue
                 key = (tp, pid)
                 index = position.get(key, {}).get(seq)
