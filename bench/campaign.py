@@ -346,9 +346,14 @@ def _notify_targets():
              (p.ProtocolError,))]
 
 
-def fuzz(n: int, seed: int, log) -> list[dict]:
+def fuzz_targets() -> list[tuple]:
+    """(name, valid seed inputs, run(bytes), documented exception types) per codec entry point."""
+    return [_kafka_target(), *_wal_targets(), *_notify_targets()]
+
+
+def fuzz(n: int, seed: int, log, targets: list[tuple] | None = None) -> list[dict]:
     """n mutated inputs per target; a crash is any exception other than the target's documented ones."""
-    targets = [_kafka_target(), *_wal_targets(), *_notify_targets()]
+    targets = fuzz_targets() if targets is None else targets
     out = []
     for name, seeds, run, allowed in targets:
         rng = random.Random(seed)
