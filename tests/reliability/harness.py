@@ -233,7 +233,8 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
                         "--bytes", str(share_bytes),
                         "--out", str(out)]
                 procs.append((pid, env.run_in_zone(zone, argv, log_name=f"{name}-{suffix}-{pid}"), out))
-        ctx = TickContext(env=env, fleet=fleet, started=started, total_records=total_records)
+        # Fault moments count from the producers' start, not the fleet's.
+        ctx = TickContext(env=env, fleet=fleet, started=time.monotonic(), total_records=total_records)
         deadline = started + workload.timeout_s
         while any(p.poll() is None for _, p, _ in procs):
             if time.monotonic() > deadline:
