@@ -168,24 +168,21 @@ class WalPath:
         box["done"].set()
 
     async def _resolve(self, handles: list[dict], zone: str, ack_mode: str, outcome: _WalOutcome) -> None:
-        first: PartitionResult | None = None
+        merged: PartitionResult | None = None
         for box in handles:
             await box["done"].wait()
             if "error" in box:
-                first = first or PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {box['error']}")
+                merged = _merge(merged, PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {box['error']}"))
                 continue
             placement = box["placement"]
             outcome.durable_at = time.perf_counter()
             if ack_mode == "wal":
-                first = first or PartitionResult(errors.NONE, -1)
+                merged = _merge(merged, PartitionResult(errors.NONE, -1))
                 self._nursery.start_soon(self._finish_later, placement, zone)
                 continue
-            result = await self._entry_result(placement, zone)
+            merged = _merge(merged, await self._entry_result(placement, zone))
             outcome.notified_at = time.perf_counter()
-            if first is None or (first.error_code == errors.NONE and result.error_code != errors.NONE):
-                first = result if first is None else PartitionResult(result.error_code,
-                                                                      error_message=result.error_message)
-        outcome.result = first
+        outcome.result = merged
         outcome.done.set()
 
     async def _entry_result(self, placement: Any, zone: str) -> PartitionResult:
@@ -205,6 +202,15 @@ class WalPath:
         if result.error_code != errors.NONE:
             log.error("ack_mode=wal entry of %s for %s not appended: %s (object stays for recovery)",
                       placement.key, zone, result.error_message or result.error_code)
+
+
+def _merge(first: PartitionResult | None, new: PartitionResult) -> PartitionResult:
+    """One result for a partition's batches: the first batch's offset, unless any batch failed."""
+    if first is None:
+        return new
+    if first.error_code == errors.NONE and new.error_code != errors.NONE:
+        return PartitionResult(new.error_code, error_message=new.error_message)
+    return first
 
 
 class _Started:

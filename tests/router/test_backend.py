@@ -258,3 +258,28 @@ async def test_unreachable_zone_with_fallback_fail_keeps_failing_retriably(autoj
         codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(5)]
         assert codes == [7] * 5 and "direct" not in [r for r, _p, _t in log]
         nursery.cancel_scope.cancel()
+
+
+class FailSecondObjectWriter(FakeWriter):
+    async def append(self, entry, zone, *, task_status=trio.TASK_STATUS_IGNORED):
+        if entry.base_sequence == 1:
+            task_status.started()
+            from wal_s3.writer import WalWriteError
+
+            raise WalWriteError("PUT gave up", retriable=True)
+        return await super().append(entry, zone, task_status=task_status)
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("ack_mode", ["leader", "wal"])
+async def test_a_failed_later_batch_fails_the_partition(autojump_clock, ack_mode):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        wal = WalPath(FailSecondObjectWriter(log), FakeSender(), nursery)
+        config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"}, ack_modes={"t": ack_mode})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        two = PartitionBatches("t", 0, (RecordBatch(memoryview(b"a" * 10), 7, 0, 0, 1, False, 0),
+                                        RecordBatch(memoryview(b"b" * 10), 7, 0, 1, 1, False, 0)))
+        result = (await send(backend, two))[("t", 0)]
+        assert result.error_code == 7  # retriable; never acknowledged with one batch missing
+        nursery.cancel_scope.cancel()
