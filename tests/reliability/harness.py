@@ -285,8 +285,9 @@ def _fatal_line(log_path: Path) -> str:
         lines = log_path.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    fatal = [line for line in lines if "FATAL" in line or "Fatal" in line]
-    return (fatal or lines or ["(empty log)"])[-1][:400]
+    fatal = [line for line in lines if "|FATAL|" in line]  # librdkafka's own line names the cause
+    fatal = fatal or [line for line in lines if "Fatal" in line or "FATAL" in line]
+    return (fatal or lines or ["(empty log)"])[0 if "|FATAL|" in (fatal or [""])[0] else -1][:400]
 
 
 def expected_sequences(spec: Mapping[str, Any], records: int) -> dict[str, list[int]]:
