@@ -9,7 +9,6 @@ Outputs under --output: <table>.csv per table, input_summary.json, and for `repo
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import tempfile
 import tomllib
@@ -18,8 +17,6 @@ from typing import TextIO
 
 from azsidecar._configload import ConfigError, build
 from router.config import Prices
-
-log = logging.getLogger(__name__)
 
 JOBS = ("savings", "cache", "latency", "report", "all")
 TABLES_OF_JOB = {

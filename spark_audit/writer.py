@@ -209,7 +209,12 @@ class AuditWriter:
         except Exception:  # the thread must not die silently; the data path is unaffected
             log.exception("audit writer %s failed; audit records are being lost", self._component)
         finally:
-            self._write_drop_records()
+            try:
+                while self._queue:  # an emit that raced with close() still gets written
+                    self._write(self._queue.popleft())
+                self._write_drop_records()
+            except Exception:  # same failure as above, most likely: still close the files
+                log.exception("audit writer %s could not write its last records", self._component)
             self._roll(time.monotonic(), force=True)
 
     def _write(self, record: dict[str, Any]) -> None:
