@@ -122,7 +122,7 @@ def scheduled(times: list[float], action: Callable[[TickContext], str], log) -> 
 def summarize(scenario: str, result: CampaignResult, cycles_done: int, extra: dict | None = None) -> dict:
     v = result.verification
     return {"scenario": scenario, "cycles": cycles_done, "ok": result.ok, "acknowledged": v["acknowledged"],
-            "lost": v["lost"], "duplicates": v["duplicates"], "reordered": v["reordered"],
+            "lost": v["lost"], "unread": v["unread"], "duplicates": v["duplicates"], "reordered": v["reordered"],
             "corrupt": v["corrupt"], "foreign": v["foreign"], "failed_then_present": v["unacked_present"],
             "failed_and_absent": v["unacked_absent"], "peak_proxy_rss_mib": round(result.peak_proxy_rss_kib / 1024, 1),
             "unverified_of_dead_producers": v["unverified"], "producer_fatal": dict(result.producer_fatal),
