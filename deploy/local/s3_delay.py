@@ -49,8 +49,8 @@ async def _handle(client: trio.SocketStream, upstream: tuple[str, int], put_s: f
         async with server, client, trio.open_nursery() as nursery:
             nursery.start_soon(_pump_requests, client, server, state, put_s, get_s)
             nursery.start_soon(_pump_responses, server, client, state)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        pass  # either side went away: the connection ends, the proxy keeps serving
+    except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass  # either side went away (trio groups the pumps' errors): only this connection ends
 
 
 async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: float, get_ms: float,
