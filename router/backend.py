@@ -42,6 +42,7 @@ MAX_NOTIFY_QUEUE = 1024  # objects waiting for their notification per zone; the 
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
+SEQUENCE_GAP_TTL_S = 120.0  # a producer that never retries its failed batch stops being held back after this
 LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE,
                            errors.UNKNOWN_TOPIC_OR_PARTITION})
 
@@ -247,6 +248,11 @@ class RoutingBackend:
         self._partitions: dict[tuple[str, int], PartitionState] = defaultdict(PartitionState)
         self._breakers: dict[str, Breaker] = defaultdict(Breaker)
         self._rates = ZoneRates()
+        # (topic, partition, producer_id, producer_epoch) -> (earliest base_sequence that failed
+        # retriably, when). Until that sequence is sent again, later batches of the producer are
+        # failed instead of forwarded: forwarded, they would reach the leader after a gap, and
+        # librdkafka treats the leader's OUT_OF_ORDER_SEQUENCE_NUMBER as fatal.
+        self._sequence_gaps: dict[tuple[str, int, int, int], tuple[int, float]] = {}
         self.policy = config.policy
         self.route_counts: dict[str, int] = defaultdict(int)
 
@@ -265,6 +271,33 @@ class RoutingBackend:
                                              "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
         router_metrics.METADATA_LOOKUPS.labels("hit" if cached else "miss").inc()
         return zone
+
+    def _gap_key(self, item: PartitionBatches) -> tuple[tuple[str, int, int, int], int] | None:
+        first = item.batches[0]
+        if first.producer_id < 0:
+            return None  # not idempotent: at-least-once, the leader does not check sequences
+        return (item.topic, item.partition, first.producer_id, first.producer_epoch), first.base_sequence
+
+    def _behind_a_gap(self, item: PartitionBatches) -> bool:
+        """True if an earlier batch of this producer failed and `item` is not its retry."""
+        keyed = self._gap_key(item)
+        if keyed is None or keyed[0] not in self._sequence_gaps:
+            return False
+        key, sequence = keyed
+        failed_sequence, at = self._sequence_gaps[key]
+        if sequence <= failed_sequence or trio.current_time() - at > SEQUENCE_GAP_TTL_S:
+            del self._sequence_gaps[key]  # the retry (or an older batch), or a producer that moved on
+            return False
+        return True
+
+    def _note_failure(self, item: PartitionBatches, result: PartitionResult | None) -> None:
+        keyed = self._gap_key(item)
+        if keyed is None or result is None or not errors.is_retriable(result.error_code):
+            return
+        key, sequence = keyed
+        known = self._sequence_gaps.get(key)
+        if known is None or sequence < known[0]:
+            self._sequence_gaps[key] = (sequence, trio.current_time())
 
     def _ack_mode(self, topic: str) -> str:
         import fnmatch  # noqa: PLC0415
@@ -298,6 +331,7 @@ class RoutingBackend:
         direct_items: dict[Any, list[PartitionBatches]] = defaultdict(list)
         wal_items: list[tuple[PartitionBatches, str, Any]] = []
         routes: dict[tuple[str, int], tuple[Any, str | None]] = {}
+        held_back: dict[tuple[str, int], PartitionResult] = {}
         for item in items:
             tp = (item.topic, item.partition)
             dest = await self._leader_zone(item)
@@ -305,6 +339,11 @@ class RoutingBackend:
             route = self._route(item, dest, state)
             if state.path is not None and state.path != route.path and state.in_flight > 0:
                 await state.drained.wait()  # a path switch waits for the old path to drain
+            if self._behind_a_gap(item):
+                held_back[tp] = PartitionResult(
+                    errors.REQUEST_TIMED_OUT,
+                    error_message="an earlier batch of this producer failed; it must be retried first")
+                continue
             if state.in_flight == 0:
                 state.drained = trio.Event()
             state.path = route.path
@@ -345,8 +384,12 @@ class RoutingBackend:
                     breaker.record_failure(trio.current_time())
                 router_metrics.ZONE_OPEN.labels(dest).set(1 if breaker.state == "open" else 0)
             finished = time.perf_counter()
+            results.update(held_back)
             for item in items:
                 tp = (item.topic, item.partition)
+                if tp in held_back:
+                    continue
+                self._note_failure(item, results.get(tp))  # before `drained` lets a switch through
                 state = self._partitions[tp]
                 state.in_flight -= 1
                 if state.in_flight == 0:

@@ -283,3 +283,41 @@ async def test_a_failed_later_batch_fails_the_partition(autojump_clock, ack_mode
         result = (await send(backend, two))[("t", 0)]
         assert result.error_code == 7  # retriable; never acknowledged with one batch missing
         nursery.cancel_scope.cancel()
+
+
+class FailFirstSender:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def notify(self, flushed, zone):
+        self.calls += 1
+        if self.calls == 1:
+            from leader_notify.sender import NotifyError
+
+            raise NotifyError("agent unreachable", retriable=True)
+        return [types.SimpleNamespace(error_code=0, base_offset=self.calls, duplicate=False)]
+
+
+def seq_item(sequence: int, producer_id: int = 7) -> PartitionBatches:
+    return PartitionBatches("t", 0, (RecordBatch(memoryview(b"x" * 10), producer_id, 0, sequence, 5, False, 0),))
+
+
+@pytest.mark.trio
+async def test_later_batches_wait_for_the_retry_of_a_failed_one(autojump_clock):
+    """A gap in a producer's sequence would make the leader answer OUT_OF_ORDER_SEQUENCE_NUMBER,
+    which librdkafka treats as fatal: later batches are failed (retriably) until the client
+    resends the failed one."""
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        sender = FailFirstSender()
+        wal = WalPath(FakeWriter(log), sender, nursery)
+        config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        assert (await send(backend, seq_item(0)))[("t", 0)].error_code == 7  # WAL path failed
+        forwarded = len(log)
+        held = (await send(backend, seq_item(5)))[("t", 0)]
+        assert held.error_code == 7 and len(log) == forwarded  # failed without being forwarded
+        assert (await send(backend, seq_item(5, producer_id=8)))[("t", 0)].error_code == 0  # another producer
+        assert (await send(backend, seq_item(0)))[("t", 0)].error_code == 0  # the retry goes through
+        assert (await send(backend, seq_item(5)))[("t", 0)].error_code == 0  # and then the rest
+        nursery.cancel_scope.cancel()
