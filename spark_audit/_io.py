@@ -7,8 +7,10 @@ with the union schema in PERMISSIVE mode: a line that is not JSON or has a value
 wrong type lands in `_corrupt_record` and is counted, never silently dropped.
 
 Output: result tables are small (hours x zones), so they are collected to the driver and
-written as CSV with the standard library; an `s3://` output is written locally and
-uploaded with boto3. This keeps output independent of the cluster's Hadoop setup.
+written as CSV with the standard library and, when asked, as one Parquet file per table
+(Spark writes it from the collected rows with the table's own schema); an `s3://` output
+is written locally and uploaded with boto3. This keeps output independent of the
+cluster's Hadoop setup.
 """
 
 from __future__ import annotations
@@ -57,10 +59,11 @@ class Table:
     name: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
+    schema: StructType | None = None  # the Spark types, for typed (Parquet) output
 
     @classmethod
     def of(cls, name: str, df: DataFrame) -> Table:
-        return cls(name, tuple(df.columns), tuple(tuple(r) for r in df.collect()))
+        return cls(name, tuple(df.columns), tuple(tuple(r) for r in df.collect()), df.schema)
 
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, r)) for r in self.rows]
@@ -272,6 +275,26 @@ def write_csv(table: Table, path: Path) -> None:
         out = csv.writer(f)
         out.writerow(table.columns)
         out.writerows(table.rows)
+
+
+def write_parquet(spark: SparkSession, table: Table, path: Path) -> None:
+    """`path` becomes one Parquet file holding the table with its Spark schema.
+
+    Spark writes a directory of part files; a table is small, so it is coalesced to one
+    part, which is moved to `path` (a plain file, as easy to hand on as the CSV).
+    """
+    if table.schema is None:
+        raise ValueError(f"table {table.name} has no schema: build it with Table.of")
+    staging = path.with_name(path.name + ".spark")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        df = spark.createDataFrame(list(table.rows), schema=table.schema)
+        df.coalesce(1).write.mode("overwrite").parquet(str(staging))
+        (part,) = staging.glob("part-*.parquet")
+        path.unlink(missing_ok=True)
+        part.replace(path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 class Output:

@@ -2,8 +2,8 @@
 
 This is the thin `main` shared by `azsidecar audit ...` and `spark-submit submit.py ...`:
 it owns the SparkSession and all I/O; the metrics live in `spark_audit.jobs`.
-Outputs under --output: <table>.csv per table, input_summary.json, and for `report` /
-`all` also report.html.
+Outputs under --output: <table>.csv per table (and/or <table>.parquet, `--tables`),
+input_summary.json, and for `report` / `all` also report.html.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ TABLES_OF_JOB = {
 }
 TABLES_OF_JOB["all"] = TABLES_OF_JOB["report"]
 
+TABLE_FORMATS = ("csv", "parquet")
 EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
 
 
@@ -51,12 +52,14 @@ def load_prices(path: str | None) -> Prices:
 
 
 def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
-        s3_endpoint_url: str | None = None, spark=None, out: TextIO | None = None) -> int:
+        s3_endpoint_url: str | None = None, spark=None, out: TextIO | None = None,
+        table_formats: tuple[str, ...] = ("csv",)) -> int:
     """Run `job`; returns the process exit code (0, or EXIT_INPUT with a message on stderr).
 
     `spark`: an existing session (tests); otherwise one is created for `master`
     (None: whatever spark-submit configured) and stopped at the end.
-    Raises ValueError for an unknown job.
+    `table_formats`: any of TABLE_FORMATS; each table is written once per format.
+    Raises ValueError for an unknown job or table format.
     """
     from spark_audit import jobs
     from spark_audit._io import (
@@ -68,11 +71,15 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         resolve_input,
         spark_session,
         write_csv,
+        write_parquet,
     )
     from spark_audit.report import render_html, summary_text
 
     if job not in TABLES_OF_JOB:
         raise ValueError(f"unknown audit job {job!r} (known: {', '.join(JOBS)})")
+    unknown = [f for f in table_formats if f not in TABLE_FORMATS]
+    if unknown or not table_formats:
+        raise ValueError(f"unknown table format {unknown or table_formats!r} (known: {', '.join(TABLE_FORMATS)})")
     out = out or sys.stdout
     own_session = spark is None
     if own_session:
@@ -102,14 +109,20 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
                     tables[name] = Table.of(name, jobs.latency(lines))
                 else:
                     tables[name] = Table.of(name, builders[name](rolled))
+        written = []
         for table in tables.values():
-            write_csv(table, output.dir / f"{table.name}.csv")
+            if "csv" in table_formats:
+                write_csv(table, output.dir / f"{table.name}.csv")
+                written.append(f"{table.name}.csv")
+            if "parquet" in table_formats:
+                write_parquet(spark, table, output.dir / f"{table.name}.parquet")
+                written.append(f"{table.name}.parquet")
         (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
         if job in ("report", "all"):
             (output.dir / "report.html").write_text(render_html(tables, summary, prices))
         output.finish()
         print(summary_text(tables, summary, prices), file=out)
-        print(f"tables written to {output_uri}: " + ", ".join(f"{n}.csv" for n in tables)
+        print(f"tables written to {output_uri}: " + ", ".join(written)
               + (", report.html" if job in ("report", "all") else ""), file=out)
         return 0
     except AuditJobError as exc:

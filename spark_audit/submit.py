@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"submit.py: configuration error: {exc}", file=sys.stderr)
         return 2
-    return run(args.job, args.input, args.output, prices, master=None, s3_endpoint_url=args.s3_endpoint_url)
+    return run(args.job, args.input, args.output, prices, master=None, s3_endpoint_url=args.s3_endpoint_url,
+               table_formats=args.tables)
 
 
 if __name__ == "__main__":

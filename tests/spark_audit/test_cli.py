@@ -77,6 +77,21 @@ def test_round_trip_writer_to_report(spark, tmp_path):
     assert len(text.splitlines()) <= 24  # one screen
 
 
+def test_tables_as_parquet_keep_values_and_types(spark, tmp_path):
+    write_round_trip_records(str(tmp_path / "audit"))
+    out = io.StringIO()
+    assert run("savings", str(tmp_path / "audit"), str(tmp_path / "out"), Prices(), spark=spark, out=out,
+               table_formats=("parquet",)) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "break_even.parquet", "input_summary.json", "savings.parquet", "writer_drops.parquet"]
+    df = spark.read.parquet(str(tmp_path / "out" / "savings.parquet"))
+    assert dict(df.dtypes)["bytes_wal"] == "bigint" and dict(df.dtypes)["net_savings_usd"] == "double"
+    check_round_trip_savings([row.asDict() for row in df.collect()])
+    assert "savings.parquet" in out.getvalue()
+    with pytest.raises(ValueError, match="unknown table format"):
+        run("savings", str(tmp_path / "audit"), str(tmp_path / "out"), Prices(), spark=spark, table_formats=("xls",))
+
+
 def test_job_reports_missing_input_with_exit_code(spark, tmp_path, capsys):
     assert run("savings", str(tmp_path / "nope"), str(tmp_path / "out"), Prices(), spark=spark) == 1
     assert "no such file or directory" in capsys.readouterr().err
@@ -111,6 +126,11 @@ def test_cli_parses_audit_subcommand():
                                       "--s3-endpoint-url", "http://127.0.0.1:1"])
     assert (args.job, args.input, args.output, args.prices, args.master, args.s3_endpoint_url) == (
         "latency", "in", "s3://b/p", "p.toml", "local[1]", "http://127.0.0.1:1")
+    assert args.tables == ("csv",)
+    args = build_parser().parse_args(["audit", "savings", "--input", "in", "--output", "o", "--tables", "csv,parquet"])
+    assert args.tables == ("csv", "parquet")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["audit", "savings", "--input", "in", "--output", "o", "--tables", "json"])
 
 
 @pytest.mark.slow
