@@ -36,6 +36,7 @@ import crc32c
 from leader_notify import protocol as p
 from leader_notify._kafka import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify.metrics import AgentMetrics
+from spark_audit.records import AuditSink, NullAuditSink
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,9 @@ class Agent:
 
     def __init__(self, settings: AgentSettings, reader: ZoneReader, appender: Appender, *,
                  checkpoint: Checkpoint | None = None, metrics: AgentMetrics | None = None,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000), audit: AuditSink | None = None) -> None:
         self._s = settings
+        self._audit = audit or NullAuditSink()
         self._keyring = p.Keyring(settings.keys)
         self._guard = p.ReplayGuard(int(settings.replay_window_s * 1000), settings.max_nonces)
         self._reader = reader
@@ -241,6 +243,7 @@ class Agent:
 
     async def handle_frame(self, frame: p.Frame) -> bytes:
         """Answer one authenticated frame with a signed response frame."""
+        started = time.perf_counter()
         if frame.type != p.MessageType.REQUEST:
             return self._refuse(0, p.RequestStatus.MALFORMED, "expected a request")
         if not self._guard.check(frame.timestamp_ms, frame.nonce, self._clock_ms()):
@@ -253,12 +256,21 @@ class Agent:
             self.metrics.auth_failures.labels(reason="malformed").inc()
             log.warning("notification refused: %s", exc)
             return self._refuse(0, p.RequestStatus.MALFORMED, str(exc))
+        times: dict[str, float] = {}
         try:
-            resp = await self.handle_request(req)
+            resp = await self.handle_request(req, times=times)
         except Exception:  # noqa: BLE001 - our bug: answer retriably rather than drop the connection
             log.exception("notification %d for %s failed inside the agent", req.request_id, req.key)
             return self._refuse(req.request_id, p.RequestStatus.INTERNAL, "agent error")
-        return self._frame(p.encode_response(resp))
+        out = self._frame(p.encode_response(resp))
+        self._audit.emit("agent_apply", {
+            "source_zone": req.source_zone, "key": req.key, "entries": len(req.entries),
+            "status": resp.status.name.lower() if resp.status != p.RequestStatus.OK
+            else ("ok" if p.results_all_ok(resp.results) else "entry_errors"),
+            "read_ms": times.get("read_s", 0.0) * 1000, "append_ms": times.get("append_s", 0.0) * 1000,
+            "handle_ms": (time.perf_counter() - started) * 1000,
+        })
+        return out
 
     def _refuse(self, request_id: int, status: p.RequestStatus, message: str) -> bytes:
         self.metrics.notifications.labels(status=status.name.lower()).inc()
@@ -269,8 +281,13 @@ class Agent:
 
     # ------------------------------------------------------------ one notification
 
-    async def handle_request(self, req: p.NotifyRequest) -> p.NotifyResponse:
-        """Apply one notification; never raises for data or Kafka problems (they become codes)."""
+    async def handle_request(self, req: p.NotifyRequest, *, times: dict[str, float] | None = None) -> p.NotifyResponse:
+        """Apply one notification; never raises for data or Kafka problems (they become codes).
+
+        `times`, if given, gets "read_s" (S3 read, bridge included) and "append_s" (every
+        append, waiting for earlier notifications' appends of the same partitions included).
+        """
+        times = {} if times is None else times
         if req.dest_zone != self._s.zone:
             return self._refused(req, p.RequestStatus.WRONG_ZONE, f"this agent serves {self._s.zone}")
         if not p.key_allowed(req.bucket, req.key, self._s.bucket, self._s.prefix):
@@ -292,6 +309,7 @@ class Agent:
             # Tickets before the first await: this fixes the arrival order per partition.
             tickets = {tp: self._sequencer.reserve(tp) for tp in by_partition}
             try:
+                read_started = time.perf_counter()
                 try:
                     async with self._reads:
                         zone_entries = await self._reader.read_zone(
@@ -301,9 +319,12 @@ class Agent:
                     log.warning("read of s3://%s/%s [%d+%d] failed: %r", req.bucket, req.key,
                                 req.zone_offset, req.zone_length, exc)
                     return self._refused(req, p.RequestStatus.INTERNAL, f"reading the WAL object failed: {exc}")
+                append_started = time.perf_counter()
+                times["read_s"] = append_started - read_started
                 async with asyncio.TaskGroup() as tg:
                     for tp, indexes in by_partition.items():
                         tg.create_task(self._apply_partition(req, indexes, zone_entries, tickets[tp], results))
+                times["append_s"] = time.perf_counter() - append_started
             finally:
                 for t in tickets.values():
                     t.release()

@@ -61,6 +61,8 @@ class _WalOutcome:
     buffered_at: float = 0.0
     durable_at: float = 0.0
     notified_at: float = 0.0
+    sealed_at: float = 0.0  # when the object holding the (last) batch was sealed
+    key: str = ""  # that object's key
 
 
 class ZoneNotifier:
@@ -177,6 +179,7 @@ class WalPath:
                 continue
             placement = box["placement"]
             outcome.durable_at = time.perf_counter()
+            outcome.sealed_at, outcome.key = getattr(placement.flushed, "sealed_at", 0.0), placement.key
             if ack_mode == "wal":
                 merged = _merge(merged, PartitionResult(errors.NONE, -1))
                 self._nursery.start_soon(self._finish_later, placement, zone)
@@ -418,9 +421,14 @@ class RoutingBackend:
             "wire_bytes": size if route.path is Path.DIRECT_CROSS else 0,
             "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
             "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
+            "wal_key": "", "linger_wait_ms": -1.0,
         }
         if outcome is not None:
             record["queue_ms"] = (outcome.buffered_at - started) * 1000
+            record["wal_key"] = outcome.key
+            if outcome.sealed_at:
+                # buffered -> sealed: the wait for the flush trigger (linger or size), part of s3_put_ms
+                record["linger_wait_ms"] = max(0.0, outcome.sealed_at - outcome.buffered_at) * 1000
             if outcome.durable_at:
                 record["s3_put_ms"] = (outcome.durable_at - outcome.buffered_at) * 1000
             if outcome.notified_at and outcome.durable_at:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
     1: "initial kinds: produce_batch, wal_flush, agent_read, notification, metadata_lookup, audit_drop",
     2: "audit_drop.reason (queue_full | invalid); v1 drop records mean queue_full",
+    3: "latency split: produce_batch.wal_key/linger_wait_ms, wal_flush.put_wait_ms/s3_request_ms, "
+       "agent_read.get_ms, kind agent_apply",
 }
 
 # Field types: "string", "long", "double", "boolean".
@@ -39,18 +41,25 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("bytes", "long"), ("records", "long"), ("wire_bytes", "long"),
         ("error_code", "long"), ("latency_ms", "double"), ("queue_ms", "double"),
         ("s3_put_ms", "double"), ("notify_rtt_ms", "double"), ("leader_append_ms", "double"),
+        ("wal_key", "string"), ("linger_wait_ms", "double"),
     ),
     # One per WAL object PUT. reason: size | linger | shutdown.
     "wal_flush": (
         ("writer_id", "string"), ("epoch", "long"), ("sequence", "long"), ("key", "string"),
         ("bytes", "long"), ("entries", "long"), ("zones", "string"), ("reason", "string"),
         ("put_ms", "double"), ("attempts", "long"), ("put_requests", "long"), ("ok", "boolean"),
+        ("put_wait_ms", "double"), ("s3_request_ms", "double"),
     ),
     # One per agent read of a zone's share. source_zone = the proxy's zone.
     "agent_read": (
         ("source_zone", "string"), ("key", "string"), ("bytes", "long"), ("gets", "long"),
         ("cache_hits", "long"), ("cache_misses", "long"), ("bytes_from_cache", "long"),
-        ("latency_ms", "double"),
+        ("latency_ms", "double"), ("get_ms", "double"),
+    ),
+    # One per notification the agent applied (read and appended), with its time split.
+    "agent_apply": (
+        ("source_zone", "string"), ("key", "string"), ("entries", "long"), ("status", "string"),
+        ("read_ms", "double"), ("append_ms", "double"), ("handle_ms", "double"),
     ),
     # One per notification round trip, written by the sender. dest_zone = agent's zone.
     "notification": (

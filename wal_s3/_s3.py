@@ -11,6 +11,7 @@ S3NotFound, or S3PermanentError.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -135,15 +136,28 @@ class S3Store:
         self.bucket = bucket
         self.limiter = limiter
 
-    async def _run(self, what: str, fn: Callable[[], Any]) -> Any:
-        return await trio.to_thread.run_sync(functools.partial(_mapped, what, fn), limiter=self.limiter)
+    async def _run(self, what: str, fn: Callable[[], Any], timing: list[float] | None = None) -> Any:
+        """fn in a worker thread. `timing`, if given, gets the request's own seconds appended,
+        measured in the thread (S3's service time as any boto3 caller sees it, without the
+        wait for a thread and the hand-back to trio), failed requests included."""
+        if timing is None:
+            return await trio.to_thread.run_sync(functools.partial(_mapped, what, fn), limiter=self.limiter)
 
-    async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str] | None = None) -> None:
+        def timed() -> Any:
+            started = time.perf_counter()
+            try:
+                return _mapped(what, fn)
+            finally:
+                timing.append(time.perf_counter() - started)
+        return await trio.to_thread.run_sync(timed, limiter=self.limiter)
+
+    async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str] | None = None, *,
+                            timing: list[float] | None = None) -> None:
         """PUT with If-None-Match: * ; raises S3PreconditionFailed if the key exists."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "IfNoneMatch": "*"}
         if metadata:
             kwargs["Metadata"] = dict(metadata)
-        await self._run(f"PUT {key}", lambda: self.client.put_object(**kwargs))
+        await self._run(f"PUT {key}", lambda: self.client.put_object(**kwargs), timing)
 
     async def put(self, key: str, body: bytes) -> None:
         await self._run(f"PUT {key}", lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body))
@@ -153,15 +167,16 @@ class S3Store:
             return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         return await self._run(f"GET {key}", call)
 
-    async def get_range(self, key: str, start: int, length: int) -> bytes:
-        """Bytes [start, start+length) of key; fewer if the object is shorter (caller checks)."""
+    async def get_range(self, key: str, start: int, length: int, *, timing: list[float] | None = None) -> bytes:
+        """Bytes [start, start+length) of key; fewer if the object is shorter (caller checks).
+        `timing` as in `_run`."""
         if length <= 0:
             raise ValueError(f"range length must be > 0, got {length}")
 
         def call() -> bytes:
             resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
             return resp["Body"].read()
-        return await self._run(f"GET {key} [{start}+{length}]", call)
+        return await self._run(f"GET {key} [{start}+{length}]", call, timing)
 
     async def head_metadata(self, key: str) -> dict[str, str]:
         resp = await self._run(f"HEAD {key}", lambda: self.client.head_object(Bucket=self.bucket, Key=key))

@@ -156,7 +156,7 @@ class WalReader:
         the range does not match an object's zone).
         """
         return await self._read_zone(key, zone_offset, zone_length, source_zone, expected_entries,
-                                     extra_gets=0, started=trio.current_time())
+                                     extra_gets=0, started=trio.current_time(), get_s=[])
 
     async def read_zone_by_name(self, key: str, zone: str, *, source_zone: str = "") -> list[WalEntry]:
         """Like read_zone, when only the zone name is known: reads the zone index first.
@@ -165,10 +165,11 @@ class WalReader:
         """
         started = trio.current_time()
         gets = [0]
-        probe = await self._get(key, 0, HEADER_PROBE_BYTES, gets)
+        get_s: list[float] = []
+        probe = await self._get(key, 0, HEADER_PROBE_BYTES, gets, get_s)
         hlen = header_length(probe[:PREFIX_BYTES])
         if hlen > len(probe):
-            probe = await self._get(key, 0, hlen, gets)
+            probe = await self._get(key, 0, hlen, gets, get_s)
         header = parse_header(probe)
         z = header.zones.get(zone)
         if z is None:
@@ -176,12 +177,12 @@ class WalReader:
         if z.length == 0:
             return []
         return await self._read_zone(key, z.offset, z.length, source_zone, z.entry_count,
-                                     extra_gets=gets[0], started=started)
+                                     extra_gets=gets[0], started=started, get_s=get_s)
 
-    async def _get(self, key: str, start: int, length: int, gets: list[int]) -> bytes:
+    async def _get(self, key: str, start: int, length: int, gets: list[int], get_s: list[float]) -> bytes:
         async def attempt(_n: int) -> bytes:
             gets[0] += 1
-            return await self._store.get_range(key, start, length)
+            return await self._store.get_range(key, start, length, timing=get_s)
         try:
             return await with_retries(attempt, max_attempts=self.config.max_attempts,
                                       base_ms=self.config.retry_base_ms, max_ms=self.config.retry_max_ms,
@@ -192,13 +193,14 @@ class WalReader:
             raise WalReadError(f"{key} [{start}+{length}]: {exc}", retriable=exc.retriable) from exc
 
     async def _read_zone(self, key: str, zone_offset: int, zone_length: int, source_zone: str,
-                         expected_entries: int | None, *, extra_gets: int, started: float) -> list[WalEntry]:
+                         expected_entries: int | None, *, extra_gets: int, started: float,
+                         get_s: list[float]) -> list[WalEntry]:
         if zone_offset < 0 or zone_length <= 0:
             raise ValueError(f"bad zone range {zone_offset}+{zone_length}")
         gets = [0]
 
         async def load() -> bytes:
-            data = await self._get(key, zone_offset, zone_length, gets)
+            data = await self._get(key, zone_offset, zone_length, gets, get_s)
             if len(data) != zone_length:
                 raise WalFormatError(f"{key}: range {zone_offset}+{zone_length} returned {len(data)} bytes: "
                                      "object shorter than the notified range")
@@ -213,5 +215,6 @@ class WalReader:
             "cache_hits": int(hit), "cache_misses": int(not hit),
             "bytes_from_cache": zone_length if hit else 0,
             "latency_ms": (trio.current_time() - started) * 1000.0,
+            "get_ms": sum(get_s) * 1000.0,
         })
         return entries

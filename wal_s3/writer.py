@@ -86,6 +86,9 @@ class FlushedObject:
     zones: Mapping[str, ZoneShare]
     bytes: int
     reason: str
+    # time.perf_counter() when the object was sealed: an entry waited from its append until
+    # then for the flush trigger (linger or size); the latency audit splits on it.
+    sealed_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ class _Pending:
         self.count = 0
         self.sequence = -1
         self.reason = ""
+        self.sealed_at = 0.0  # time.perf_counter()
         self.done = trio.Event()
         self.result: FlushedObject | None = None
         self.error: WalWriteError | None = None
@@ -372,6 +376,7 @@ class WalWriter:
         obj.sequence = self._next_sequence
         self._next_sequence += 1
         obj.reason = reason
+        obj.sealed_at = time.perf_counter()
         self._report_buffered()
         self._sealed.append(obj)
         self._unreleased[obj.sequence] = obj
@@ -458,8 +463,9 @@ class WalWriter:
             self._space_waiters.popleft().event.set()
 
     async def _put_conditional(self, key: str, body: bytes, metadata: Mapping[str, str] | None,
-                               attempts: list[int] | None = None) -> None:
+                               attempts: list[int] | None = None, timing: list[float] | None = None) -> None:
         """PUT If-None-Match with retries; a 412 on a retry is ours if the stored bytes equal body.
+        `timing` gets each PUT request's own seconds (S3Store._run).
 
         Raises _Collision if the key holds someone else's object, S3Error when retries run out.
         """
@@ -467,7 +473,7 @@ class WalWriter:
             if attempts is not None:
                 attempts[0] = n
             try:
-                await self._store.put_if_absent(key, body, metadata)
+                await self._store.put_if_absent(key, body, metadata, timing=timing)
             except S3PreconditionFailed:
                 if n > 1 and await self._store.get(key) == body:
                     return  # an earlier attempt landed; only its response was lost
@@ -487,6 +493,8 @@ class WalWriter:
         attempts = [0]
         nbytes = 0
         put_s = 0.0
+        put_wait_s = 0.0  # sealed -> PUT slot taken: encoding and waiting for a slot
+        request_s: list[float] = []
         try:
             # Encode before taking a PUT slot so slots only ever wait on S3 (costs at most one
             # encoded copy per sealed object, bounded by max_buffered_bytes).
@@ -495,12 +503,14 @@ class WalWriter:
                 created_ms=int(time.time() * 1000), entries_by_zone=obj.entries_by_zone))
             nbytes = len(encoded.data)
             async with self._put_limiter:
+                put_wait_s = time.perf_counter() - obj.sealed_at
                 started = trio.current_time()
                 try:
-                    await self._put_conditional(key, encoded.data, {"zones": ",".join(encoded.zones)}, attempts)
+                    await self._put_conditional(key, encoded.data, {"zones": ",".join(encoded.zones)}, attempts,
+                                                request_s)
                     put_s = trio.current_time() - started
                     result = FlushedObject(key, self.writer_id, self.epoch, obj.sequence, encoded.zones,
-                                           nbytes, obj.reason)
+                                           nbytes, obj.reason, obj.sealed_at)
                 except _Collision:
                     put_s = trio.current_time() - started
                     self._fence(f"{key} already exists: another writer uses epoch {self.epoch}")
@@ -524,6 +534,7 @@ class WalWriter:
                 "bytes": nbytes, "entries": obj.count, "zones": ",".join(obj.entries_by_zone),
                 "reason": obj.reason, "put_ms": put_s * 1000.0, "attempts": attempts[0],
                 "put_requests": attempts[0], "ok": ok,
+                "put_wait_ms": put_wait_s * 1000.0, "s3_request_ms": sum(request_s) * 1000.0,
             })
             if result is None and error is None:
                 error = WalWriteError(f"PUT {key} abandoned: writer stopped", retriable=True)
