@@ -16,6 +16,9 @@ Scenarios:
   agent-pause   SIGSTOP an agent for 1-6 s, then SIGCONT: notifications delayed and timing out
   s3-faults     no cycles: S3 behind deploy/local/s3_faults.py for the whole run (500, 503
                 SlowDown, resets, 2 s stalls), producers unpaced; proxy memory sampled
+  notify-faults no cycles: every proxy -> agent link behind deploy/local/notify_faults.py for
+                the whole run (requests dropped, responses dropped, requests delayed past
+                the sender's timeout, connections reset); producers paced, --cycles x 10 s
 
 `--control` also runs broker-kill with the producers straight to the brokers (no sidecar),
 to tell the broker's own behaviour from ours. `--soak-minutes M` runs a steady paced
@@ -50,15 +53,18 @@ from deploy.local.scenario import TopicSpec, Workload, router_overrides  # noqa:
 from deploy.local.sidecar_stack import SidecarSettings  # noqa: E402
 from deploy.local.zones import three_zones  # noqa: E402
 from tests.reliability.harness import (CampaignResult, TickContext, fault_counts, fault_proxy,  # noqa: E402
-                                       run_campaign)
+                                       notify_fault_proxy, run_campaign)
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
-SCENARIOS = ("proxy-kill", "agent-kill", "broker-kill", "agent-down", "agent-pause", "s3-faults")
+SCENARIOS = ("proxy-kill", "agent-kill", "broker-kill", "agent-down", "agent-pause", "s3-faults", "notify-faults")
 MIN_GAP_S = 4.0  # between two faults: a restart plus librdkafka's reconnect fit in it
 LEAD_IN_S = 3.0  # steady production before the first fault
 TAIL_S = 5.0  # steady production after the last one
 RECORD_BYTES = 100
 S3_FAULTS = {"rate_500": 0.02, "rate_503": 0.10, "rate_reset": 0.05, "rate_stall": 0.02, "stall_s": 2.0}
+NOTIFY_FAULTS = {"rate_drop_request": 0.02, "rate_drop_response": 0.02, "rate_delay": 0.02, "rate_reset": 0.02,
+                 "delay_s": 1.5}
+NOTIFY_TIMEOUT_S = 1.0  # the sender's per-attempt timeout in notify-faults: a delayed request arrives after it
 WAL_LIMITS = {"max_buffered_bytes": 16 * 1024 * 1024, "max_bytes": 2 * 1024 * 1024, "max_in_flight_puts": 4}
 
 
@@ -147,6 +153,18 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
         first = next((s["rss_kib"] for s in result.samples if len(s["rss_kib"]) == 3), {})
         growth = max((kib - first.get(z, kib) for s in result.samples for z, kib in s["rss_kib"].items()), default=0)
         return summarize(label, result, 0, {"s3_faults_met": faults, "peak_rss_growth_mib": round(growth / 1024, 1)})
+    if scenario == "notify-faults":
+        per_producer = max(cycles, 1) * 10 * rate
+        workload = Workload(total_bytes=3 * per_producer * RECORD_BYTES, record_bytes=RECORD_BYTES, topics=TOPICS,
+                            timeout_s=per_producer / rate + 600)
+        with notify_fault_proxy(env, seed=rng.randrange(1 << 30), **NOTIFY_FAULTS) as (agents, via, stats):
+            settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
+                                       partition_zones=router_overrides(env, workload)["partition_zones"],
+                                       notify_via=via,
+                                       extra={**extra_settings, "notify": {"timeout_s": NOTIFY_TIMEOUT_S}})
+            result = run_campaign(env, workload, settings, name=label, records_per_s=rate, log=log, agents=agents)
+            faults = fault_counts(stats)
+        return summarize(label, result, 0, {"notify_faults_met": faults})
     times = fault_times(cycles, rng)
     seconds = times[-1] + TAIL_S if times else LEAD_IN_S + TAIL_S
     per_producer = int(seconds * rate)

@@ -89,7 +89,7 @@ def error_response(fault: str, request_id: str) -> bytes:
             + b"\r\nConnection: close\r\n\r\n" + body)
 
 
-def _reset(stream: trio.SocketStream) -> None:
+def rst_on_close(stream: trio.SocketStream) -> None:
     """Make the next close send an RST instead of a FIN."""
     stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
@@ -135,7 +135,7 @@ class _Injector:
                 scope.cancel()  # Connection: close; the upstream connection goes with it
                 return
             if fault == "reset":
-                _reset(src)
+                rst_on_close(src)
                 scope.cancel()
                 return
             if fault == "stall":

@@ -39,6 +39,9 @@ class SidecarSettings:
     route_direct_to_leader_zone: bool = True  # Tansu: send direct batches to the leader zone's broker
     hmac_key: str = field(default_factory=lambda: secrets.token_hex(24))
     extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # more TOML sections/keys
+    # Where proxies send notifications, per zone, when not straight to the agents (a fault
+    # injector in between, deploy/local/notify_faults.py); empty: the agents' own addresses.
+    notify_via: Mapping[str, str] = field(default_factory=dict)
 
 
 def to_toml(data: Mapping[str, Any]) -> str:
@@ -80,7 +83,7 @@ def zone_config(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: Map
         "router": {"policy": settings.policy, "partition_zones": dict(settings.partition_zones)},
         "wal": {"bucket": settings.wal_bucket, "endpoint_url": zone.s3_endpoint, "linger_ms": settings.linger_ms,
                 "max_bytes": settings.max_bytes},
-        "notify": {"agents": dict(agents)},
+        "notify": {"agents": {**agents, **settings.notify_via}},
         "agent": {"listen_host": agent_host, "listen_port": int(agent_port)},
         "audit": {"output": str(settings.audit_dir)},
     }

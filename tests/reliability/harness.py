@@ -77,11 +77,12 @@ def rss_kib(pid: int) -> int | None:
 class Fleet:
     """Agents and proxies of every zone as real processes, restartable on the same addresses."""
 
-    def __init__(self, env: ZoneEnv, settings: SidecarSettings) -> None:
+    def __init__(self, env: ZoneEnv, settings: SidecarSettings, agents: Mapping[str, str] | None = None) -> None:
+        """agents: each zone's agent listen address (default: fresh ones from agent_addresses)."""
         self.env = env
         self.settings = settings
         settings.audit_dir.mkdir(parents=True, exist_ok=True)
-        agents = agent_addresses(env)
+        agents = dict(agents) if agents is not None else agent_addresses(env)
         self.configs: dict[str, Path] = {}
         for zone in env.zones:
             path = env.log_dir / f"{zone.name}-sidecar-{uuid.uuid4().hex[:6]}.toml"
@@ -191,11 +192,13 @@ def _read_json(path: Path) -> dict | None:
 def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
                  on_tick: Callable[[TickContext], None] = lambda ctx: None, name: str = "campaign",
                  records_per_s: float | None = None, message_timeout_ms: int = 120_000,
-                 log: Callable[[str], None] | None = None, through_sidecars: bool = True) -> CampaignResult:
+                 log: Callable[[str], None] | None = None, through_sidecars: bool = True,
+                 agents: Mapping[str, str] | None = None) -> CampaignResult:
     """One workload run with faults from on_tick; verified with verify_acknowledged.
 
     through_sidecars=False is the control: no fleet, each producer writes straight to the
     leader zone's broker (as deploy.local.scenario.run_baseline), under the same faults.
+    agents: the agents' listen addresses per zone (to put notify_faults in front of them).
     Producers exiting non-zero (delivery errors) are tolerated and reported. Raises
     RuntimeError when the fleet cannot start or a producer does not finish within
     workload.timeout_s (it is killed first).
@@ -217,7 +220,7 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
     producers_n = len(env.zones) * workload.producers_per_zone
     share_bytes = workload.total_bytes // producers_n
     total_records = producers_n * (share_bytes // workload.record_bytes)
-    fleet = Fleet(env, settings)
+    fleet = Fleet(env, settings, agents)
     samples: list[dict] = []
     procs: list[tuple[str, subprocess.Popen, Path]] = []
     started = time.monotonic()
@@ -449,6 +452,23 @@ def verify_acknowledged(bootstrap: str, spec: Mapping[str, Any], record_bytes: i
     return result
 
 
+def _listening_lines(proc: subprocess.Popen, count: int, what: str) -> list[str]:
+    """The first `count` "listening=HOST:PORT" addresses of a helper process's log (bounded wait)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        text = proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
+        lines = [line.removeprefix("listening=") for line in text.splitlines() if line.startswith("listening=")]
+        if len(lines) >= count:
+            return lines[:count]
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start:\n{text[-2000:]}")
+        time.sleep(0.05)  # polling its log for readiness, bounded by the deadline
+
+
+def _rate_args(rates: Mapping[str, float]) -> list[str]:
+    return [arg for name, value in rates.items() for arg in (f"--{name.replace('_', '-')}", str(value))]
+
+
 @contextlib.contextmanager
 def fault_proxy(env: ZoneEnv, log_name: str = "s3-faults", **rates: float) -> Iterator[tuple[str, Path]]:
     """deploy/local/s3_faults.py in front of moto (loopback mode): yields (endpoint_url, stats_path).
@@ -461,21 +481,35 @@ def fault_proxy(env: ZoneEnv, log_name: str = "s3-faults", **rates: float) -> It
     stats = env.log_dir / f"{log_name}.json"
     argv = [sys.executable, "-m", "deploy.local.s3_faults", "--upstream",
             env.s3_local_endpoint.removeprefix("http://"), "--listen", "127.0.0.1:0", "--stats", str(stats)]
-    for name, value in rates.items():
-        argv += [f"--{name.replace('_', '-')}", str(value)]
-    proc = env.run_beside_s3(argv, log_name=log_name)
+    proc = env.run_beside_s3(argv + _rate_args(rates), log_name=log_name)
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            text = proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
-            lines = [line for line in text.splitlines() if line.startswith("listening=")]
-            if lines:
-                endpoint = "http://" + lines[-1].removeprefix("listening=")
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"s3 fault proxy did not start:\n{text[-2000:]}")
-            time.sleep(0.05)  # polling its log for readiness, bounded by the deadline
-        yield endpoint, stats
+        (address,) = _listening_lines(proc, 1, "s3 fault proxy")
+        yield "http://" + address, stats
+    finally:
+        stop_process(proc)
+
+
+@contextlib.contextmanager
+def notify_fault_proxy(env: ZoneEnv, log_name: str = "notify-faults",
+                       **rates: float) -> Iterator[tuple[dict[str, str], dict[str, str], Path]]:
+    """deploy/local/notify_faults.py in front of every zone's agent (loopback mode).
+
+    Yields (agents, notify_via, stats_path): the agents' own listen addresses (for
+    run_campaign's `agents`) and the injector's address per zone (SidecarSettings.notify_via).
+    rates: rate_drop_request, rate_drop_response, rate_delay, rate_reset, delay_s, seed.
+    """
+    if env.mode != "loopback":
+        raise ValueError("the notification fault proxy runs on loopback mode only")
+    agents = agent_addresses(env)
+    log_name = f"{log_name}-{uuid.uuid4().hex[:6]}"
+    stats = env.log_dir / f"{log_name}.json"
+    argv = [sys.executable, "-m", "deploy.local.notify_faults", "--stats", str(stats)]
+    for zone in env.zone_names:
+        argv += ["--route", f"127.0.0.1:0={agents[zone]}"]
+    proc = env.run_beside_s3(argv + _rate_args(rates), log_name=log_name)
+    try:
+        addresses = _listening_lines(proc, len(env.zone_names), "notification fault proxy")
+        yield agents, dict(zip(env.zone_names, addresses, strict=True)), stats
     finally:
         stop_process(proc)
 

@@ -19,7 +19,7 @@ import pytest
 from deploy.local.scenario import TopicSpec, Workload, router_overrides
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import three_zones
-from tests.reliability.harness import TickContext, fault_counts, fault_proxy, run_campaign
+from tests.reliability.harness import TickContext, fault_counts, fault_proxy, notify_fault_proxy, run_campaign
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -160,6 +160,27 @@ def test_s3_faults_lose_nothing_and_memory_stays_bounded(env, tmp_path):
         pytest.xfail(f"producer died: {result.producer_fatal}")  # as in assert_nothing_acknowledged_lost
     assert v["ok"], (v["problems"], result.producer_errors)
     assert v["acknowledged"] + v["unacked_present"] + v["unacked_absent"] == 30_000
+
+
+def test_dropped_delayed_and_reset_notifications_lose_nothing_and_duplicate_nothing(env, tmp_path):
+    # A fault injector on every proxy -> agent link. The sender times out after 1 s; a delayed
+    # request (1.5 s) reaches the agent after the sender gave up on it and re-sent it on a new
+    # connection, and a dropped response hides an append that did happen: both make the agent
+    # see the same entries twice, which must never become a second copy at the leader.
+    with notify_fault_proxy(env, rate_drop_request=0.02, rate_drop_response=0.02, rate_delay=0.02,
+                            rate_reset=0.02, delay_s=1.5, seed=11) as (agents, notify_via, stats):
+        settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+                                   partition_zones=router_overrides(env, PACED)["partition_zones"],
+                                   notify_via=notify_via, extra={"notify": {"timeout_s": 1.0}})
+        result = run_campaign(env, PACED, settings, name="notify-faults", records_per_s=RATE_PER_PRODUCER,
+                              agents=agents)
+        faults = fault_counts(stats)
+
+    # Seed 11 draws each fault among the first 44 requests; a run makes ~170.
+    for kind in ("drop_request", "drop_response", "delay", "reset"):
+        assert faults.get(kind, 0) > 0, faults
+    assert_nothing_acknowledged_lost(result)
+    assert result.verification["acknowledged"] == TOTAL, result.producer_errors
 
 
 def audit_routes(audit_dir: Path) -> Counter:
