@@ -50,7 +50,7 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
     from wal_s3.reader import WalReader  # noqa: PLC0415
 
     s3 = make_s3_client(config.wal)
-    portal = TrioPortal(max_threads=config.agent.max_concurrent_reads + 2)
+    portal = TrioPortal()
     portal.start()
     reader = WalZoneReader(portal, WalReader(config.wal, s3, audit, zone))
     settings = AgentSettings(
