@@ -10,14 +10,28 @@ for the delivery report), so each figure is one record's full round trip.
 
   python bench/bench_router.py [--records 200] [--rounds 3] [--linger-ms 5]
 
-"added" = p(wal) - p(direct) - linger_ms - one PUT - one ranged GET (S3's own service time,
-measured in the same run, injected latency included): what the sidecar itself adds.
+Two ways to say what the sidecar itself adds on the WAL path:
+- "added" (coarse, kept for comparison with older runs) = p(wal) - p(direct) - linger_ms -
+  median PUT - median ranged GET (S3 service times probed by this script). At p99 it
+  charges S3's own tail, and the leader's, to the sidecar.
+- the per-record decomposition: the sidecars write audit records (schema v3) that split
+  each WAL batch's latency; joined to the client's measurement of the same record:
+      overhead = end-to-end - PUT - GET - linger - p50(direct)
+  PUT = the request time of the PUT that carried the record, GET = of the ranged GET that
+  served it (both timed in the worker thread around the boto3 call, injected latency
+  included), linger = the record's wait for the flush trigger up to the configured
+  linger_ms (a configured batching delay, reported apart; lateness beyond it counts as
+  overhead), p50(direct) = the producer's own round trip to the leader, which the agent's
+  append replaces. Time queued behind another object's PUT or notification is overhead.
+  Then p50/p99 of that, and of each part of it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
+import json
 import os
 import secrets
 import statistics
@@ -111,7 +125,7 @@ def sidecar(work: Path, name: str, policy: str, broker: str, s3_endpoint: str, l
         "wal": {"bucket": "wal", "endpoint_url": s3_endpoint, "linger_ms": linger_ms},
         "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}},
         "agent": {"listen_port": agent_port},
-        "audit": {"enabled": False},
+        "audit": {"enabled": True, "output": str(work / f"{name}-audit"), "roll_seconds": 3600},
     }
     path = work / f"{name}.toml"
     path.write_text(to_toml(config))
@@ -139,6 +153,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-router-"))
     key = secrets.token_hex(24)
     results: dict[str, list[float]] = {}
+    audit_dirs: dict[str, Path] = {}
     with start_moto(log_dir=work) as moto, start_tansu(log_dir=work) as tansu:
         moto.create_bucket("wal")
         from kafka.admin import KafkaAdminClient, NewTopic
@@ -160,12 +175,17 @@ def main() -> int:
                 for i, (name, policy, endpoint) in enumerate(setups):
                     bootstraps[name] = stack.enter_context(
                         sidecar(work, f"s{i}", policy, tansu.bootstrap, endpoint, args.linger_ms, key))
+                    audit_dirs[name] = work / f"s{i}-audit"
                 for r in range(args.rounds):
                     for name, bootstrap in bootstraps.items():
                         results.setdefault(name, []).extend(measure(bootstrap, args.records))
                     print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
         finally:
             stop_process(delay)
+    # The sidecars are stopped (their audit writers closed): join and decompose.
+    parts = {name: decompose(results[name], audit_dirs[name], args.records, args.linger_ms, args.rounds,
+                             pct(results["direct"], 50))
+             for name in results if "wal" in name}
     direct50, direct99 = pct(results["direct"], 50), pct(results["direct"], 99)
     print(f"S3 service time (median): PUT {s3_plain[0]:.2f} ms, GET {s3_plain[1]:.2f} ms; "
           f"with injection PUT {s3_delayed[0]:.2f} ms, GET {s3_delayed[1]:.2f} ms")
@@ -177,7 +197,97 @@ def main() -> int:
         a99 = pct(xs, 99) - direct99 - fixed
         print(f"{name:28s} {len(xs):5d} {pct(xs, 50):8.2f} {pct(xs, 99):8.2f} {a50:10.2f} {a99:10.2f}")
     print(f"(added = p - p(direct) - linger {args.linger_ms} ms - one PUT - one GET (medians above); logs in {work})")
+    print()
+    print(f"Per record, from the audit records (ms): overhead = e2e - PUT - GET - linger - p50(direct "
+          f"{direct50:.2f}); means of the * rows add up to the overhead's mean")
+    names = list(parts)
+    print(f"{'':38s} " + " | ".join(f"{n:^26s}" for n in names))
+    print(f"{'part':38s} " + " | ".join(f"{'p50':>8s} {'p99':>8s} {'mean':>8s}" for _ in names))
+    for part in PARTS:
+        cells = [f"{pct(parts[n][part], 50):8.2f} {pct(parts[n][part], 99):8.2f} "
+                 f"{statistics.fmean(parts[n][part]):8.2f}" for n in names]
+        print(f"{part:38s} " + " | ".join(cells))
     return 0
+
+
+# Row names of the decomposition; `overhead` is the sum of the rows marked with *.
+PARTS = (
+    "end-to-end", "PUT (S3 request)", "GET (S3 request)", "linger (configured wait)",
+    "overhead",
+    "* client+proxy front door", "* proxy: received -> buffered", "* linger lateness",
+    "* encode + PUT slot wait", "* PUT thread hand-off", "* release, notification queue, wake-ups",
+    "* network + framing + HMAC", "* agent: bridge to S3 read",
+    "* agent: other", "* agent append - p50(direct)", "* proxy: result -> response",
+)
+
+
+def read_audit(root: Path) -> dict[str, list[dict]]:
+    """Records of an audit directory by kind, each writer's records in the order written."""
+    def file_order(path: Path) -> tuple:
+        component, pid, seq = path.name[:-len(".jsonl.gz")].rsplit("-", 2)
+        return component, int(pid), int(seq)
+
+    by_kind: dict[str, list[dict]] = {}
+    for path in sorted(root.rglob("*.jsonl.gz"), key=file_order):
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                record = json.loads(line)
+                by_kind.setdefault(record["kind"], []).append(record)
+    return by_kind
+
+
+def decompose(e2e: list[float], audit_dir: Path, records: int, linger_ms: float, rounds: int,
+              direct50: float) -> dict[str, list[float]]:
+    """Per measured record, its latency parts (see PARTS), joined to the audit by order and key.
+
+    Records reach the proxy one at a time, so its produce_batch records are in the order the
+    client measured them; each measure() call's first 5 records were not measured. Raises
+    RuntimeError if the join does not line up.
+    """
+    audit = read_audit(audit_dir)
+    batches = [r for r in audit.get("produce_batch", []) if r["route"] == "wal"]
+    per_call = records + 5
+    if len(batches) != per_call * rounds or any(b["error_code"] for b in batches):
+        raise RuntimeError(f"{audit_dir}: {len(batches)} wal produce_batch records, expected {per_call * rounds}")
+    measured = [b for i, b in enumerate(batches) if i % per_call >= 5]
+    flush = {r["key"]: r for r in audit.get("wal_flush", [])}
+    notes = {r["key"]: r for r in audit.get("notification", [])}
+    reads: dict[str, float] = {}
+    for r in audit.get("agent_read", []):
+        reads[r["key"]] = reads.get(r["key"], 0.0) + r["get_ms"]
+    applies = {r["key"]: r for r in audit.get("agent_apply", [])}
+    out: dict[str, list[float]] = {part: [] for part in PARTS}
+    for total, b in zip(e2e, measured, strict=True):
+        if b["latency_ms"] > total:
+            raise RuntimeError(f"join out of line: proxy {b['latency_ms']:.2f} ms > client {total:.2f} ms")
+        k = b["wal_key"]
+        f, n, a = flush[k], notes[k], applies[k]
+        get = reads[k]
+        linger = min(b["linger_wait_ms"], linger_ms)
+        row = {
+            "end-to-end": total, "PUT (S3 request)": f["s3_request_ms"], "GET (S3 request)": get,
+            "linger (configured wait)": linger,
+            "* client+proxy front door": total - b["latency_ms"],
+            "* proxy: received -> buffered": b["queue_ms"],
+            "* linger lateness": b["linger_wait_ms"] - linger,
+            "* encode + PUT slot wait": f["put_wait_ms"],
+            "* PUT thread hand-off": f["put_ms"] - f["s3_request_ms"],
+            # PUT done -> notification sent, and agent's answer -> the batch's result: releasing
+            # objects in sequence order, waiting behind earlier objects' notifications, and
+            # the task wake-ups in between (one row: the notification may leave before the
+            # batch's own task notices its object is durable).
+            "* release, notification queue, wake-ups": (b["s3_put_ms"] + b["notify_rtt_ms"] - b["linger_wait_ms"]
+                                                        - f["put_wait_ms"] - f["put_ms"] - n["rtt_ms"]),
+            "* network + framing + HMAC": n["rtt_ms"] - a["handle_ms"],
+            "* agent: bridge to S3 read": a["read_ms"] - get,
+            "* agent: other": a["handle_ms"] - a["read_ms"] - a["append_ms"],
+            "* agent append - p50(direct)": a["append_ms"] - direct50,
+            "* proxy: result -> response": b["latency_ms"] - b["queue_ms"] - b["s3_put_ms"] - b["notify_rtt_ms"],
+        }
+        row["overhead"] = total - f["s3_request_ms"] - get - linger - direct50
+        for part, value in row.items():
+            out[part].append(value)
+    return out
 
 
 if __name__ == "__main__":
