@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,6 +16,8 @@ from pathlib import Path
 STARTUP_TIMEOUT_S = 30.0  # moto imports a lot of code on its first start
 STOP_TIMEOUT_S = 5.0
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+MOTO_LAUNCHER = Path(__file__).with_name("moto_atomic.py")
+MOTO_CONDITIONAL_WRITES = "atomic"  # "moto": moto's racy check-then-store, lost updates logged
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -125,12 +126,12 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, netns: str | None = None,
     port = port or free_port(host if not netns else "127.0.0.1")
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="azsidecar-moto-"))
     log = log_dir / f"moto-{port}.log"
-    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    if exe is None:
-        raise RuntimeError("moto_server not found: pip install 'moto[server]'")
+    # moto's own server, launched so that its conditional PUTs are atomic as on S3 (see
+    # moto_atomic.py: otherwise Tansu's shared metadata loses updates under load).
+    launcher = [sys.executable, str(MOTO_LAUNCHER), "--conditional-writes", MOTO_CONDITIONAL_WRITES]
     env = {**os.environ, **DUMMY_CREDENTIALS}
     with open(log, "wb") as out:
-        proc = subprocess.Popen(_command_prefix(netns) + [exe, "-H", host, "-p", str(port)],
+        proc = subprocess.Popen(_command_prefix(netns) + launcher + ["-H", host, "-p", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         wait_for_port(host, port, proc, STARTUP_TIMEOUT_S, "moto_server", log, netns)
