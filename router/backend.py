@@ -303,12 +303,7 @@ class RoutingBackend:
             self._sequence_gaps[key] = (sequence, trio.current_time())
 
     def _ack_mode(self, topic: str) -> str:
-        import fnmatch  # noqa: PLC0415
-
-        for pattern, mode in self.config.ack_modes.items():
-            if fnmatch.fnmatchcase(topic, pattern):
-                return mode
-        return "leader"
+        return self.config.ack_mode(topic)
 
     def _route(self, item: PartitionBatches, dest: str | None, state: PartitionState):
         now = trio.current_time()

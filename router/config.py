@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +37,10 @@ class RouterConfig:
     # Per-topic ack mode ("leader" default, or "wal"), keys are topic globs.
     ack_modes: dict[str, str] = field(default_factory=dict)
     prices: Prices = field(default_factory=Prices)
+    # At start, with any ack_mode "wal" topic: how long the proxy may spend re-sending
+    # acknowledged entries of its earlier epochs that no agent applied (router/recovery.py)
+    # before it serves anyway (what is left is logged; GC keeps it; `azsidecar recover`).
+    recovery_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         for zone, hp in self.zone_brokers.items():
@@ -43,3 +48,11 @@ class RouterConfig:
             require(bool(sep) and bool(host) and port.isdigit(), f"router.zone_brokers.{zone}: {hp!r} is not host:port")
         for topic, mode in self.ack_modes.items():
             require(mode in ("leader", "wal"), f"router.ack_modes.{topic}: 'leader' or 'wal', got {mode!r}")
+        require(self.recovery_timeout_s > 0, "router.recovery_timeout_s: must be > 0")
+
+    def ack_mode(self, topic: str) -> str:
+        """The topic's ack mode: the first matching glob of ack_modes, else "leader"."""
+        for pattern, mode in self.ack_modes.items():
+            if fnmatch.fnmatchcase(topic, pattern):
+                return mode
+        return "leader"
