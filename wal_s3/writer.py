@@ -59,6 +59,10 @@ MAX_EPOCH_RACES = 8  # concurrent starts of the same writer id that lose the mar
 # worker-thread round trip, and pure-Python encoding holds the GIL in a thread anyway.
 # Larger ones go to a thread so the CRCs of big batches do not stall the loop.
 INLINE_ENCODE_MAX_BYTES = 64 * 1024
+# trio sleeps in epoll, whose timeout is whole milliseconds rounded up: a loop that waited
+# for exactly opened_at + linger woke up to 1 ms late, so entries waited linger + a tick.
+# An object is due within this much of its linger, so it waits at most linger_ms.
+LINGER_TIMER_SLACK_S = 0.001
 
 
 class WalWriteError(Exception):
@@ -398,7 +402,7 @@ class WalWriter:
             now = trio.current_time()
             if self._state == "closing":
                 self._seal("shutdown")
-            elif (self._open is not None and now >= self._open.opened_at + linger_s
+            elif (self._open is not None and now >= self._open.opened_at + linger_s - LINGER_TIMER_SLACK_S
                   and self._puts_running < self.config.max_in_flight_puts):
                 # With every PUT slot busy a sealed object would only queue; letting the open
                 # object keep filling until a slot frees costs no latency and saves PUTs.
@@ -410,7 +414,7 @@ class WalWriter:
                 return
             deadline = float("inf")
             if self._open is not None and self._puts_running < self.config.max_in_flight_puts:
-                deadline = self._open.opened_at + linger_s  # else a finishing PUT wakes us
+                deadline = self._open.opened_at + linger_s - LINGER_TIMER_SLACK_S  # else a finishing PUT wakes us
             if check_s > 0:
                 if now >= self._next_epoch_check and not self._epoch_check_running:
                     self._epoch_check_running = True

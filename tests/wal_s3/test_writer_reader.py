@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import pytest
@@ -288,3 +289,20 @@ async def test_cancelled_waiting_append_takes_no_room_and_waiters_are_served_in_
     assert sorted((i, p.flushed.sequence) for i, p in results.items()) == [(10, 1), (11, 1)]
     assert sorted(p.entry_index_in_zone for p in results.values()) == [0, 1]
     assert writer.buffered_bytes == 0
+
+
+@pytest.mark.trio
+async def test_linger_seals_within_the_timer_tick_not_after_it(wal_env, mock_clock):
+    # epoll sleeps whole milliseconds rounded up; an object due at exactly opened + linger was
+    # sealed up to 1 ms late. Time here moves only when the test says so.
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=50, epoch_check_interval_s=0)
+    writer = WalWriter(config, "az1", "p1", make_client(config), MemoryAuditSink())
+    async with writer.running(), trio.open_nursery() as nursery:
+        await nursery.start(functools.partial(writer.append, entry(1, 100), "az2"))
+        mock_clock.jump(0.0485)  # 1.5 ms before the linger: not due yet
+        await trio.testing.wait_all_tasks_blocked()
+        assert writer._open is not None and writer._open.count == 1
+        mock_clock.jump(0.001)  # 0.5 ms before: within the tick, sealed now, not a tick later
+        await trio.testing.wait_all_tasks_blocked()
+        assert writer._open is None
