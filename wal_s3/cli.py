@@ -9,7 +9,8 @@ import sys
 def register(subparsers) -> None:
     p = subparsers.add_parser("gc", help="delete applied WAL objects and old orphans",
                               description="Delete WAL objects every zone has applied; report orphans and "
-                                          "delete them after --max-orphan-age-s.")
+                                          "delete them after --max-orphan-age-s, except those holding "
+                                          "unapplied entries of router.ack_modes 'wal' topics (held).")
     p.add_argument("--config", metavar="FILE", help="TOML configuration file ([wal] section)")
     p.add_argument("--bucket", help="WAL bucket (overrides wal.bucket)")
     p.add_argument("--endpoint-url", help="S3 endpoint URL (overrides wal.endpoint_url)")
@@ -30,17 +31,20 @@ def main(args: argparse.Namespace) -> int:
     from wal_s3._s3 import make_s3_client  # noqa: PLC0415
     from wal_s3.gc import GcError, run_gc  # noqa: PLC0415
 
-    config = load_config(args.config, {
+    full = load_config(args.config, {
         "wal.bucket": args.bucket, "wal.endpoint_url": args.endpoint_url,
         "wal.max_orphan_age_s": args.max_orphan_age_s,
-    }).wal
+    })
+    config = full.wal
+    # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
+    acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
     client = make_s3_client(config)
     interval_s = args.interval_s if args.interval_s is not None else config.gc_interval_s
 
     async def loop() -> int:
         while True:
             try:
-                report = await run_gc(config, client, dry_run=args.dry_run)
+                report = await run_gc(config, client, dry_run=args.dry_run, acked_topic=acked)
                 for line in report.lines():
                     print(line, flush=True)
             except GcError as exc:

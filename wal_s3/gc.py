@@ -10,7 +10,10 @@ writer) with one HEAD, and deletes an object only when every zone in it has a
 checkpoint. An object with an unapplied zone is kept; it is reported as an orphan once
 older than `orphan_report_age_s` and deleted once older than `max_orphan_age_s` (an
 agent that has not applied it by then never will: the producer got an error or a
-timeout long ago). Checkpoints are deleted after their object. A bucket lifecycle rule
+timeout long ago) - unless `acked_topic` says an unapplied zone holds an entry whose
+producer was already answered (ack_mode wal): such an object is held, reported and never
+deleted by GC, because it is the only copy of acknowledged records (router/recovery.py and
+`azsidecar recover` deliver it). Checkpoints are deleted after their object. A bucket lifecycle rule
 expiring everything after a few days backs GC up (docs/wal-format.md).
 """
 
@@ -20,6 +23,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
@@ -28,6 +32,7 @@ from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3NotFound, S3Store
 from wal_s3.config import WalConfig
+from wal_s3.format import WalFormatError, parse_object
 from wal_s3.writer import NAME_RE, OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)
@@ -102,6 +107,7 @@ class GcReport:
     pending: int  # unapplied zone, younger than the report age: normal in-flight work
     checkpoints_deleted: int
     dry_run: bool
+    held: tuple[str, ...] = ()  # older than max_orphan_age_s but holding acknowledged entries: kept
 
     def lines(self) -> list[str]:
         """Human-readable summary, one action per line (what `azsidecar gc` prints)."""
@@ -110,6 +116,7 @@ class GcReport:
         out += [f"orphan {o.key} age {o.age_s:.0f}s unapplied {','.join(o.unapplied_zones) or '(zones unknown)'}"
                 for o in self.orphans]
         out += [f"{verb} orphan {k}" for k in self.orphans_deleted]
+        out += [f"HELD {k}: unapplied acknowledged (ack_mode wal) entries; run `azsidecar recover`" for k in self.held]
         out.append(f"gc: scanned {self.scanned} objects, {verb} {len(self.deleted)} applied and "
                    f"{len(self.orphans_deleted)} orphans, {len(self.orphans)} orphans, {self.pending} pending, "
                    f"{verb} {self.checkpoints_deleted} checkpoints")
@@ -117,8 +124,13 @@ class GcReport:
 
 
 async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: float | None = None,
-                 limiter: trio.CapacityLimiter | None = None) -> GcReport:
-    """One GC pass over config.bucket/config.prefix. Raises GcError if S3 keeps failing."""
+                 limiter: trio.CapacityLimiter | None = None,
+                 acked_topic: Callable[[str], bool] | None = None) -> GcReport:
+    """One GC pass over config.bucket/config.prefix. Raises GcError if S3 keeps failing.
+
+    acked_topic(topic) -> True for topics acknowledged on durability (ack_mode wal): an old
+    orphan with such an entry in an unapplied zone is held instead of deleted.
+    """
     store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
     rng = random.Random()
     retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms,
@@ -144,6 +156,7 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
     deleted: list[str] = []
     orphans: list[Orphan] = []
     orphans_deleted: list[str] = []
+    held: list[str] = []
     pending = 0
     to_delete: list[str] = []
     try:
@@ -166,6 +179,10 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
             elif age_s >= report_age_s:
                 orphans.append(Orphan(key, age_s, unapplied))
                 if age_s >= config.max_orphan_age_s:
+                    if acked_topic is not None and await _holds_acknowledged(store, key, unapplied, acked_topic,
+                                                                             retry):
+                        held.append(key)
+                        continue
                     orphans_deleted.append(key)
                     to_delete.append(key)
             else:
@@ -191,12 +208,32 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
         metrics.GC_DELETED.labels("applied").inc(len(deleted))
         metrics.GC_DELETED.labels("orphan").inc(len(orphans_deleted))
     metrics.GC_ORPHANS.set(len(orphans))
+    for key in held:
+        log.error("GC holds %s: acknowledged (ack_mode wal) entries never applied; run `azsidecar recover`", key)
     return GcReport(len(wal), tuple(deleted), tuple(orphans), tuple(orphans_deleted), pending,
-                    len(cp_delete), dry_run)
+                    len(cp_delete), dry_run, tuple(held))
+
+
+async def _holds_acknowledged(store: S3Store, key: str, unapplied: tuple[str, ...],
+                              acked_topic: Callable[[str], bool], retry: dict) -> bool:
+    """Does an unapplied zone of `key` (all zones, if unknown) hold an acknowledged entry?
+
+    An object that cannot be parsed holds nothing deliverable; it goes like any orphan.
+    """
+    try:
+        parsed = parse_object(await with_retries(lambda _n: store.get(key), **retry))
+    except S3NotFound:
+        return False
+    except WalFormatError:
+        log.error("GC: %s is not a valid WAL object; deleting it as an orphan", key)
+        return False
+    zones = unapplied or tuple(parsed.zones)
+    return any(acked_topic(e.topic) for zone in zones for e in parsed.zones.get(zone, ()))
 
 
 async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float | None = None,
                               dry_run: bool = False, passes: float = math.inf,
+                              acked_topic: Callable[[str], bool] | None = None,
                               task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run GC every interval_s (default config.gc_interval_s) inside the caller's nursery.
 
@@ -208,7 +245,7 @@ async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float
     done = 0
     while done < passes:
         try:
-            report = await run_gc(config, s3_client, dry_run=dry_run, limiter=limiter)
+            report = await run_gc(config, s3_client, dry_run=dry_run, limiter=limiter, acked_topic=acked_topic)
             for line in report.lines():
                 log.info("%s", line)
         except GcError as exc:

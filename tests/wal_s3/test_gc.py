@@ -97,6 +97,29 @@ def test_orphans_are_reported_then_deleted_only_after_max_age(wal_env):
     assert [k for k in keys(client, config.bucket) if "/wal/" in k] == []
 
 
+def test_old_orphan_holding_acknowledged_entries_is_held_not_deleted(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=60_000, orphan_report_age_s=100, max_orphan_age_s=1000)
+    client = make_client(config)
+
+    async def main():
+        held = await write_object(config, client, ("az1", "az2"))  # topic "t" in both zones
+        await Checkpoints(config, client).mark_applied(held, "az1")
+        applied_acked = await write_object(config, client, ("az1",))
+        await Checkpoints(config, client).mark_applied(applied_acked, "az1")
+        report = await run_gc(config, client, now_s=time.time() + 2000, acked_topic=lambda t: t == "t")
+        other = await run_gc(config, client, now_s=time.time() + 2000, acked_topic=lambda t: t == "u")
+        return held, applied_acked, report, other
+
+    held, applied_acked, report, other = trio.run(main)
+    # az2 never applied its share of `held`, and topic "t" was acknowledged on durability: kept.
+    assert report.held == (held,) and report.orphans_deleted == ()
+    assert report.deleted == (applied_acked,)  # fully applied objects go as always
+    assert f"HELD {held}: unapplied acknowledged (ack_mode wal) entries; run `azsidecar recover`" in report.lines()
+    # Once no unapplied entry is of an acknowledged topic, the old orphan goes as before.
+    assert other.held == () and other.orphans_deleted == (held,)
+
+
 def test_cli_gc_once_prints_what_it_did(wal_env, s3_bucket, capsys):
     make_config, make_client = wal_env
     server, bucket = s3_bucket
