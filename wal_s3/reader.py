@@ -198,17 +198,19 @@ class WalReader:
         if zone_offset < 0 or zone_length <= 0:
             raise ValueError(f"bad zone range {zone_offset}+{zone_length}")
         gets = [0]
+        parsed: list[list[WalEntry]] = []
 
         async def load() -> bytes:
             data = await self._get(key, zone_offset, zone_length, gets, get_s)
             if len(data) != zone_length:
                 raise WalFormatError(f"{key}: range {zone_offset}+{zone_length} returned {len(data)} bytes: "
                                      "object shorter than the notified range")
-            parse_zone_range(data, expected_entries)  # never cache bytes that do not verify
+            parsed.append(parse_zone_range(data, expected_entries))  # never cache bytes that do not verify
             return data
 
         data, hit = await self.cache.get_or_load((key, zone_offset, zone_length), load)
-        entries = parse_zone_range(data, expected_entries)
+        # The GET's own parse is reused (each CRC computed once); cached bytes are parsed anew.
+        entries = parsed[0] if parsed else parse_zone_range(data, expected_entries)
         self.audit.emit("agent_read", {
             "ts_ms": int(time.time() * 1000), "zone": self.zone,
             "source_zone": source_zone, "key": key, "bytes": zone_length, "gets": gets[0] + extra_gets,
