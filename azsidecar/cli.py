@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES = (
     "proxy.cli",
     "leader_notify.cli",
     "wal_s3.cli",
+    "router.cli",
     "spark_audit.cli",
     "azsidecar.demo",
 )

@@ -40,7 +40,7 @@ class RouterConfig:
     # At start, with any ack_mode "wal" topic: how long the proxy may spend re-sending
     # acknowledged entries of its earlier epochs that no agent applied (router/recovery.py)
     # before it serves anyway (what is left is logged; GC keeps it; `azsidecar recover`).
-    recovery_timeout_s: float = 120.0
+    recovery_timeout_s: float = 120.0  # at start: longest re-sending of unapplied ack_mode wal entries
 
     def __post_init__(self) -> None:
         for zone, hp in self.zone_brokers.items():

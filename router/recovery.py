@@ -1,0 +1,151 @@
+"""Deliver acknowledged WAL entries that no agent applied: at proxy start, and on demand.
+
+With `router.ack_modes` = `wal` for a topic, the producer has its answer once the object is
+durable in S3; the append to the leader is the proxy's promise. If the proxy dies before
+every zone applied its share (or the agent kept failing until the proxy gave up), the
+object is still in S3 and the agents' checkpoints (wal_s3/gc.py) say which zones are
+missing. A restarting proxy therefore, before it serves, lists its own objects of earlier
+epochs and, for every zone without a checkpoint whose share holds an entry of an
+ack_mode=wal topic, sends that share's notification again, in (epoch, sequence) order,
+so a partition's batches still reach the leader in the order they were received and
+before any batch the restarted proxy accepts.
+
+The whole share is re-sent, not only the wal-mode entries: the agent matches a
+notification's entries to the zone range one for one. Leader-mode entries in it were never
+acknowledged; appending them now is harmless for idempotent producers (the leader answers
+DUPLICATE_SEQUENCE_NUMBER to their re-send) and at-least-once for producers without an id,
+as in Kafka. Objects with no wal-mode entry in an unapplied zone are left to GC.
+
+Shares that still fail are reported (log, metric, return value) and stay in S3; GC keeps
+them (`acked_topic` in wal_s3.gc.run_gc) and `azsidecar recover` retries later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import trio
+
+from wal_s3._retry import with_retries
+from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3.config import WalConfig
+from wal_s3.format import EntryRef, ParsedObject, WalFormatError, entry_encoded_size, parse_object
+from wal_s3.format import ZoneShare
+from wal_s3.gc import CheckpointError, Checkpoints
+from wal_s3.writer import OBJECT_KEY_RE
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    scanned: int  # this writer's objects of earlier epochs
+    delivered: tuple[tuple[str, str], ...] = ()  # (key, zone) re-sent and applied
+    failed: tuple[tuple[str, str, str], ...] = ()  # (key, zone, why): still unapplied
+    skipped: int = 0  # (key, zone) shares needing no delivery: applied, or no wal-mode entry
+
+    def lines(self) -> list[str]:
+        out = [f"delivered {key} -> {zone}" for key, zone in self.delivered]
+        out += [f"FAILED {key} -> {zone}: {why}" for key, zone, why in self.failed]
+        out.append(f"recovery: {self.scanned} objects of earlier epochs, {len(self.delivered)} shares delivered, "
+                   f"{len(self.failed)} failed, {self.skipped} needed nothing")
+        return out
+
+
+@dataclass(frozen=True)
+class _Recovered:
+    """What NotifySender.notify reads of a flushed object: its key and zone shares."""
+
+    key: str
+    zones: Mapping[str, ZoneShare] = field(default_factory=dict)
+
+
+def earlier_objects(keys: Iterable[str], prefix: str, writer_id: str, current_epoch: int) -> list[str]:
+    """Keys of `writer_id`'s objects from epochs before `current_epoch`, in (epoch, sequence) order."""
+    found = []
+    for key in keys:
+        m = OBJECT_KEY_RE.match(key[len(prefix):]) if key.startswith(prefix) else None
+        if m and m["writer_id"] == writer_id and int(m["epoch"]) < current_epoch:
+            found.append((int(m["epoch"]), int(m["sequence"]), key))
+    return [key for _, _, key in sorted(found)]
+
+
+def zone_shares(parsed: ParsedObject) -> dict[str, ZoneShare]:
+    """Each zone's range and entry references, as the writer's encoder produced them.
+
+    An entry is its head (topic, fixed fields, head CRC) followed by the raw batch, so a
+    batch starts `entry_encoded_size - len(batch)` bytes into its entry.
+    """
+    shares = {}
+    for zone, index in parsed.header.zones.items():
+        refs = []
+        pos = index.offset
+        for e in parsed.zones[zone]:
+            size = entry_encoded_size(e)
+            batch_len = len(e.batch)
+            refs.append(EntryRef(e.topic, e.partition, pos + size - batch_len, batch_len, e.crc32c, e.record_count,
+                                 e.producer_id, e.producer_epoch, e.base_sequence))
+            pos += size
+        shares[zone] = ZoneShare(index.offset, index.length, tuple(refs))
+    return shares
+
+
+def holds_acknowledged(share: ZoneShare, acked_topic: Callable[[str], bool]) -> bool:
+    return any(acked_topic(ref.topic) for ref in share.entries)
+
+
+async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: str, current_epoch: int,
+                               acked_topic: Callable[[str], bool], *,
+                               limiter: trio.CapacityLimiter | None = None) -> RecoveryReport:
+    """Re-send every unapplied share holding an ack_mode=wal entry of `writer_id`'s earlier epochs.
+
+    `sender`: a leader_notify NotifySender. Never raises for one object's trouble (it is
+    reported in `failed`); raises S3Error only if the listing itself keeps failing.
+    """
+    limiter = limiter or trio.CapacityLimiter(config.max_s3_threads)
+    store = S3Store(s3_client, config.bucket, limiter)
+    checkpoints = Checkpoints(config, s3_client, limiter=limiter)
+    retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms, "max_ms": config.retry_max_ms}
+    listed = await with_retries(lambda _n: store.list_objects(config.prefix), **retry)
+    keys = earlier_objects((o.key for o in listed), config.prefix, writer_id, current_epoch)
+    delivered: list[tuple[str, str]] = []
+    failed: list[tuple[str, str, str]] = []
+    skipped = 0
+    for key in keys:
+        try:
+            applied = await checkpoints.applied_zones(key)
+            parsed = parse_object(await with_retries(lambda _n, key=key: store.get(key), **retry))
+        except S3NotFound:
+            continue  # GC removed it since the listing: every zone had applied it
+        except (S3Error, CheckpointError, WalFormatError) as exc:
+            failed.append((key, "*", f"{type(exc).__name__}: {exc}"))
+            continue
+        for zone, share in zone_shares(parsed).items():
+            if zone in applied or not holds_acknowledged(share, acked_topic):
+                skipped += 1
+                continue
+            why = await _deliver(sender, _Recovered(key, {zone: share}), zone)
+            if why is None:
+                delivered.append((key, zone))
+            else:
+                failed.append((key, zone, why))
+    report = RecoveryReport(len(keys), tuple(delivered), tuple(failed), skipped)
+    for line in report.lines():
+        (log.error if line.startswith("FAILED") else log.info)("%s", line)
+    return report
+
+
+async def _deliver(sender, obj: _Recovered, zone: str) -> str | None:
+    """None once every entry of the share is in Kafka; otherwise why not."""
+    from leader_notify.sender import NotifyError  # noqa: PLC0415
+    from proxy import errors  # noqa: PLC0415
+
+    try:
+        results = await sender.notify(obj, zone)
+    except NotifyError as exc:
+        return f"notify: {exc}"
+    bad = [r.error_code for r in results
+           if r.error_code not in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER) and not r.duplicate]
+    return f"{len(bad)} entries failed (error codes {sorted(set(bad))})" if bad else None
