@@ -67,7 +67,9 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             sender = NotifySender(config.notify, config.zone, config.proxy.proxy_id, writer.epoch, audit,
                                   bucket=config.wal.bucket)
             stack.push_async_callback(sender.aclose)
-            wal_path = WalPath(writer, sender, nursery)
+            acked = (lambda topic: config.router.ack_mode(topic) == "wal") if "wal" in config.router.ack_modes.values() \
+                else None
+            wal_path = WalPath(writer, sender, nursery, acked_topic=acked)
             log.info("WAL path on: writer %s epoch %d, agents %s", config.proxy.proxy_id, writer.epoch,
                      dict(config.notify.agents))
             if "wal" in config.router.ack_modes.values():

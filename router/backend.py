@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,7 +29,7 @@ from proxy.metadata import MetadataCache
 from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
 from router.breaker import Breaker
 from router.config import RouterConfig
-from router.decide import ObjectShape, Path, ZoneView, decide, predicted_shape
+from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
 from router.rates import ZoneRates
 from router.zones import leader_zone
 from spark_audit.records import AuditSink, NullAuditSink
@@ -42,6 +42,8 @@ MAX_NOTIFY_QUEUE = 1024  # objects waiting for their notification per zone; the 
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
+REDRIVE_BACKOFF_INITIAL_S = 0.5  # re-sending acknowledged (ack_mode wal) entries after a failed delivery
+REDRIVE_BACKOFF_MAX_S = 10.0
 SEQUENCE_GAP_TTL_S = 120.0  # a producer that never retries its failed batch stops being held back after this
 LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE,
                            errors.UNKNOWN_TOPIC_OR_PARTITION})
@@ -70,11 +72,20 @@ class ZoneNotifier:
 
     Every entry of the zone's share asks for its result exactly once (the writer releases
     every entry of a durable object), so the results are dropped after the last one asks.
+
+    A share holding entries of ack_mode=wal topics (`acked_topic`) was already answered to
+    its producers: if the notification fails, the waiters get the failure at once, and the
+    notifier then re-sends the share with backoff until the agent applied every such entry,
+    before it notifies any later object of the zone (so a partition's later batches cannot
+    overtake it). A non-retriable refusal ends the re-drive with an error log; the object
+    stays in S3 for router/recovery.py.
     """
 
-    def __init__(self, zone: str, sender: Any, nursery: trio.Nursery) -> None:
+    def __init__(self, zone: str, sender: Any, nursery: trio.Nursery,
+                 acked_topic: Callable[[str], bool] | None = None) -> None:
         self.zone = zone
         self._sender = sender
+        self._acked_topic = acked_topic
         self._send, self._receive = trio.open_memory_channel[Any](MAX_NOTIFY_QUEUE)
         self._results: dict[str, _ZoneResult] = {}
         nursery.start_soon(self._run)
@@ -97,14 +108,52 @@ class ZoneNotifier:
             del self._results[key]
         return slot.value
 
+    async def _notify(self, flushed: Any) -> Any:
+        try:
+            return await self._sender.notify(flushed, self.zone)
+        except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
+            return exc
+
     async def _run(self) -> None:
         async for flushed in self._receive:
             slot = self._results[flushed.key]
-            try:
-                slot.value = await self._sender.notify(flushed, self.zone)
-            except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
-                slot.value = exc
+            slot.value = await self._notify(flushed)
             slot.done.set()
+            if self._acked_topic is None:
+                continue  # no ack_mode wal topic: nothing is owed beyond the first answer
+            acked = [i for i, ref in enumerate(flushed.zones[self.zone].entries) if self._acked_topic(ref.topic)]
+            if acked and not acked_entries_applied(slot.value, acked):
+                await self._redrive(flushed, acked, slot.value)
+
+    async def _redrive(self, flushed: Any, acked: list[int], value: Any) -> None:
+        router_metrics.REDRIVE_PENDING.labels(self.zone).set(1)
+        backoff_s = REDRIVE_BACKOFF_INITIAL_S
+        attempts = 1
+        try:
+            while not acked_entries_applied(value, acked):
+                if isinstance(value, Exception) and not getattr(value, "retriable", True):
+                    log.error("acknowledged (ack_mode wal) entries of %s for %s not appended: %s; the object stays "
+                              "in S3 for recovery (azsidecar recover)", flushed.key, self.zone, value)
+                    return
+                log.warning("re-sending %s to %s (acknowledged entries, attempt %d): %s", flushed.key, self.zone,
+                            attempts + 1, value if isinstance(value, Exception) else "entries failed")
+                await trio.sleep(backoff_s)  # backoff between deliveries, not synchronization
+                backoff_s = min(2 * backoff_s, REDRIVE_BACKOFF_MAX_S)
+                value = await self._notify(flushed)
+                attempts += 1
+                router_metrics.REDRIVES.labels(self.zone).inc()
+            log.info("acknowledged entries of %s applied in %s after %d notifications", flushed.key, self.zone,
+                     attempts)
+        finally:
+            router_metrics.REDRIVE_PENDING.labels(self.zone).set(0)
+
+
+def acked_entries_applied(value: Any, indexes: list[int]) -> bool:
+    """Did the agent's answer (`value`: entry results, or the exception) apply each entry of `indexes`?"""
+    if isinstance(value, Exception):
+        return False
+    return all(value[i].error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER) or value[i].duplicate
+               for i in indexes)
 
 
 @dataclass
@@ -117,10 +166,13 @@ class _ZoneResult:
 class WalPath:
     """Buffers WAL-routed batches in the writer and resolves them through the agents."""
 
-    def __init__(self, writer: Any, sender: Any, nursery: trio.Nursery) -> None:
+    def __init__(self, writer: Any, sender: Any, nursery: trio.Nursery,
+                 acked_topic: Callable[[str], bool] | None = None) -> None:
+        """acked_topic(topic): True for ack_mode=wal topics (their entries are re-driven until applied)."""
         self._writer = writer
         self._sender = sender
         self._nursery = nursery
+        self._acked_topic = acked_topic
         self._notifiers: dict[str, ZoneNotifier] = {}
         self.observed = ObjectShape(0.0, 0.0)
         self.observed_at: float | None = None  # trio time of the last flush seen
@@ -128,7 +180,7 @@ class WalPath:
 
     def _notifier(self, zone: str) -> ZoneNotifier:
         if zone not in self._notifiers:
-            self._notifiers[zone] = ZoneNotifier(zone, self._sender, self._nursery)
+            self._notifiers[zone] = ZoneNotifier(zone, self._sender, self._nursery, self._acked_topic)
         return self._notifiers[zone]
 
     def _on_released(self, flushed: Any) -> None:
@@ -202,10 +254,11 @@ class WalPath:
 
     async def _finish_later(self, placement: Any, zone: str) -> None:
         # ack_mode wal: the producer already has its answer; the append must still happen.
+        # A failed first delivery is re-sent by the zone's notifier (ZoneNotifier._redrive).
         result = await self._entry_result(placement, zone)
         if result.error_code != errors.NONE:
-            log.error("ack_mode=wal entry of %s for %s not appended: %s (object stays for recovery)",
-                      placement.key, zone, result.error_message or result.error_code)
+            log.warning("ack_mode=wal entry of %s for %s: first delivery failed (%s); re-sending",
+                        placement.key, zone, result.error_message or result.error_code)
 
 
 def _merge(first: PartitionResult | None, new: PartitionResult) -> PartitionResult:
@@ -318,6 +371,11 @@ class RoutingBackend:
                                                 self._wal_config.linger_ms, self._wal_config.max_bytes)
             self._rates.add(dest, item.size, now)
         transactional = any(b.is_transactional for b in item.batches)
+        if (not transactional and self._wal is not None and dest is not None and dest != self.zone
+                and self._ack_mode(item.topic) == "wal"):
+            # Answered on durability: later batches must never overtake one the zone's
+            # notifier is still re-sending, so these topics never leave the WAL path.
+            return Route(Path.WAL, "ack_mode wal")
         view = ZoneView(self.zone, dest, healthy, self.config.fallback)
         route = decide(self.policy, view, state.path, shape, self.config.prices, transactional)
         if route.path is Path.WAL and self._wal is None:

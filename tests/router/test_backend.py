@@ -321,3 +321,53 @@ async def test_later_batches_wait_for_the_retry_of_a_failed_one(autojump_clock):
         assert (await send(backend, seq_item(0)))[("t", 0)].error_code == 0  # the retry goes through
         assert (await send(backend, seq_item(5)))[("t", 0)].error_code == 0  # and then the rest
         nursery.cancel_scope.cancel()
+
+
+class FlakySender:
+    """Fails the first `failures` notifications of obj-1; records every notification sent."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.sent: list[tuple[str, float]] = []
+
+    async def notify(self, flushed, zone):
+        self.sent.append((flushed.key, trio.current_time()))
+        if flushed.key == "obj-1" and self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("agent unreachable")
+        return [types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)]
+
+
+@pytest.mark.trio
+async def test_ack_mode_wal_entries_are_re_sent_until_applied_before_later_objects(autojump_clock):
+    log: list = []
+    sender = FlakySender(failures=3)
+    async with trio.open_nursery() as nursery:
+        writer = FakeWriter(log)
+        released = []
+
+        def release_with_topic(flushed):  # the fake writer's objects hold one entry of topic "t"
+            for share in flushed.zones.values():
+                share.entries = tuple(types.SimpleNamespace(topic="t", length=r.length) for r in share.entries)
+            released.append(flushed.key)
+            wal_release(flushed)
+
+        wal = WalPath(writer, sender, nursery, acked_topic=lambda topic: topic == "t")
+        wal_release, writer.on_released = writer.on_released, release_with_topic
+        # Policy "direct" and an unhealthy zone would send other topics straight there;
+        # ack_mode wal keeps "t" on the WAL path whatever the policy.
+        config = RouterConfig(policy="direct", partition_zones={"t:*": "az2"}, ack_modes={"t": "wal"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        first = await send(backend, item("t", 0, 100))
+        second = await send(backend, item("t", 0, 100))
+        with trio.fail_after(60):
+            while len(sender.sent) < 5:
+                await trio.sleep(0.1)  # the mock clock jumps; bounded by fail_after
+        nursery.cancel_scope.cancel()
+    # Both producers were answered on durability, before any delivery succeeded.
+    assert first[("t", 0)] == PartitionResult(0, -1) and second[("t", 0)] == PartitionResult(0, -1)
+    assert [route for route, _p, _t in log] == ["wal", "wal"]
+    # obj-1 failed three times and was re-sent with growing backoff (0.5, 1, 2 s) before obj-2 went.
+    assert [key for key, _t in sender.sent] == ["obj-1", "obj-1", "obj-1", "obj-1", "obj-2"]
+    gaps = [b - a for (_k, a), (_k2, b) in zip(sender.sent, sender.sent[1:4])]
+    assert gaps == pytest.approx([0.5, 1.0, 2.0], abs=0.01)
