@@ -8,6 +8,12 @@ partition's batches one after another, so each partition's order is kept. Leader
 failures and timeouts retry too; all with bounded attempts and capped exponential backoff.
 When attempts run out the caller gets the last Kafka error code, which is retriable for
 the producer, never an exception. aiokafka's exceptions stop here.
+
+A DUPLICATE_SEQUENCE_NUMBER answer is verified before it counts as appended: the partition's
+tail is fetched and searched for the batch (proxy/duplicates.py says why: a restarted Tansu
+can call a batch a duplicate that it never wrote). Present: its real offset. Absent:
+UNKNOWN_SERVER_ERROR, which no client retries and which never claims success. Tail not
+readable: retried like a timeout.
 """
 
 from __future__ import annotations
@@ -21,12 +27,17 @@ from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError, RequestTimedOutError
+from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition
+
+from proxy.duplicates import TailSearch, Verdict, batch_headers, covered_until
 
 log = logging.getLogger(__name__)
 
 NONE = 0
+UNKNOWN_SERVER_ERROR = -1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
@@ -50,6 +61,16 @@ _LEADER_IN_OTHER_ZONE = -1000
 
 BACKOFF_INITIAL_S = 0.1
 BACKOFF_MAX_S = 1.0  # a Tansu/Kafka restart takes about a second to reach; wait no longer per step
+TAIL_FETCH_BYTES = 4 * 1024 * 1024  # per Fetch while searching a partition's tail for a duplicate
+TAIL_FETCHES_PER_RANGE = 256  # a range that takes more Fetches than this is left unknown
+LATEST_TIMESTAMP = -1  # ListOffsets: the log end
+BEYOND_ANY_OFFSET = 1 << 62  # a Fetch here returns no records, only the partition's high watermark
+# Tansu answers a Fetch with max_wait 0 with no partitions at all, and with less data the
+# shorter the wait: a range read waits up to 500 ms (it returns once it has data), the
+# high-watermark probe 1 ms. A read that gets no batch is tried this often before it ends.
+TAIL_FETCH_WAIT_MS = 500
+PROBE_FETCH_WAIT_MS = 1
+TAIL_FETCH_STALLS = 3
 
 
 @dataclass(frozen=True)
@@ -123,7 +144,14 @@ class KafkaAppender:
             if code == NONE:
                 return AppendResult(NONE, offset, False, attempt, time.monotonic() - started)
             if code == DUPLICATE_SEQUENCE_NUMBER:
-                return AppendResult(NONE, -1, True, attempt, time.monotonic() - started)
+                verdict, offset = await self._verify_duplicate(client, tp, batch)
+                if verdict is Verdict.PRESENT:
+                    return AppendResult(NONE, offset, True, attempt, time.monotonic() - started)
+                if verdict is Verdict.ABSENT:
+                    log.error("append %s-%d: the leader called the batch a duplicate but does not have it "
+                              "(producer sequence consumed without the batch); failing it", topic, partition)
+                    return AppendResult(UNKNOWN_SERVER_ERROR, -1, False, attempt, time.monotonic() - started)
+                code = REQUEST_TIMED_OUT  # tail unreadable: try again, the answer may be clearer
             if code == _LEADER_IN_OTHER_ZONE:
                 return AppendResult(NOT_LEADER_OR_FOLLOWER, -1, False, attempt, time.monotonic() - started)
             if code not in RETRIABLE_CODES or attempt == self._max_attempts:
@@ -209,6 +237,89 @@ class KafkaAppender:
                 if not fut.done():
                     fut.set_result((NETWORK_EXCEPTION, -1))
 
+    async def _verify_duplicate(self, client: AIOKafkaClient, tp: TopicPartition, batch: bytes) -> tuple[Verdict, int]:
+        """Search the leader's tail for `batch` (producer id, epoch, base sequence); never raises."""
+        headers = batch_headers(batch)
+        node = client.cluster.leader_for_partition(tp)
+        if not headers or node is None or node < 0:
+            return Verdict.UNKNOWN, -1
+        wanted = headers[0]
+        try:
+            async with asyncio.timeout(self._request_timeout_ms / 1000):
+                high_watermark = await self._high_watermark(client, node, tp)
+                search = TailSearch(wanted.producer_id, wanted.producer_epoch, wanted.base_sequence, high_watermark)
+                while (searched := search.next_range()) is not None:
+                    found, complete = await self._read_range(client, node, tp, searched.start, searched.end)
+                    if not complete:
+                        search.failed()
+                        break
+                    search.feed(searched, found)
+        except (KafkaError, asyncio.TimeoutError, _TailUnreadable) as exc:
+            log.info("verifying a duplicate in %s-%d: %r", tp.topic, tp.partition, exc)
+            return Verdict.UNKNOWN, -1
+        log.info("duplicate of producer %d seq %d in %s-%d: %s", wanted.producer_id, wanted.base_sequence,
+                 tp.topic, tp.partition, search.verdict.value)
+        return search.verdict, search.base_offset
+
+    async def _fetch(self, client: AIOKafkaClient, node: int, tp: TopicPartition, offset: int,
+                     max_bytes: int, max_wait_ms: int = TAIL_FETCH_WAIT_MS) -> tuple[int, bytes]:
+        """(high watermark, records) of one Fetch. Raises KafkaError or _TailUnreadable."""
+        request = FetchRequest(max_wait_time=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                               topics=[(tp.topic, [(tp.partition, offset, max_bytes)])])
+        response = await client.send(node, request)
+        for topic, partitions in response.topics:
+            for part in partitions:
+                if topic == tp.topic and part[0] == tp.partition:
+                    # (partition, error_code, high_watermark, ..., records) in every version
+                    if part[1] != NONE:
+                        raise _TailUnreadable(f"fetch at {offset}: error {part[1]}")
+                    return int(part[2]), bytes(part[-1] or b"")
+        raise _TailUnreadable("fetch answer without the partition")
+
+    async def _high_watermark(self, client: AIOKafkaClient, node: int, tp: TopicPartition) -> int:
+        # A Fetch past the end answers with the high watermark on Tansu, whose ListOffsets
+        # "latest" lags (it names the last batch's base offset + 1); Kafka answers that Fetch
+        # OFFSET_OUT_OF_RANGE and its ListOffsets is exact.
+        try:
+            high_watermark, _ = await self._fetch(client, node, tp, BEYOND_ANY_OFFSET, 1, PROBE_FETCH_WAIT_MS)
+            if high_watermark >= 0:
+                return high_watermark
+        except _TailUnreadable:
+            pass
+        response = await client.send(node, OffsetRequest(-1, 0, [(tp.topic, [(tp.partition, LATEST_TIMESTAMP)])]))
+        for topic, partitions in response.topics:
+            for part in partitions:
+                if topic == tp.topic and part[0] == tp.partition and part[1] == NONE:
+                    return int(part[-1])  # (partition, error_code, [timestamp,] offset)
+        raise _TailUnreadable("no high watermark")
+
+    async def _read_range(self, client: AIOKafkaClient, node: int, tp: TopicPartition, start: int,
+                          end: int) -> tuple[list, bool]:
+        """Every batch header in [start, end), and whether the range was read to its end.
+
+        A leader that answers no batches at an offset below its high watermark, several times,
+        has none there (Tansu advances the watermark before it writes the batch, so a broker
+        stopped in between leaves such a hole at the end of the log): the read ends there.
+        """
+        found: list = []
+        offset = start
+        stalls = 0
+        for _ in range(TAIL_FETCHES_PER_RANGE):
+            if offset >= end:
+                return found, True
+            _hw, records = await self._fetch(client, node, tp, offset, TAIL_FETCH_BYTES)
+            headers = batch_headers(records)
+            after = covered_until(headers, offset)
+            if after <= offset:
+                stalls += 1
+                if stalls >= TAIL_FETCH_STALLS:
+                    return found, True
+                continue
+            stalls = 0
+            found.extend(headers)
+            offset = after
+        return found, offset >= end
+
     async def _refresh(self, client: AIOKafkaClient) -> None:
         try:
             async with asyncio.timeout(self._request_timeout_ms / 1000):  # not wait_for: see agent.py
@@ -221,6 +332,10 @@ def leader_in_other_zone(broker: object | None, home_zone: str | None) -> bool:
     """True if the broker reports a rack and it is not our zone (no rack, e.g. Tansu: unknown, so False)."""
     rack = getattr(broker, "rack", None)
     return bool(home_zone) and bool(rack) and rack != home_zone
+
+
+class _TailUnreadable(Exception):
+    """The leader's answer to a tail read could not be used."""
 
 
 class KafkaAppendUnavailable(RuntimeError):

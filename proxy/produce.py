@@ -17,8 +17,10 @@ from typing import Protocol
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from proxy import errors
+from proxy.duplicates import Verdict
 from proxy.metadata import MetadataCache
 from proxy.record_batch import InvalidBatch, RecordBatch, split_batches
+from proxy.tail_read import verify_duplicate
 from proxy.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
 from proxy.versions import MIN_ACCEPTED_PRODUCE_VERSION
 
@@ -121,6 +123,8 @@ class DirectBackend:
 
     Kafka accepts one batch per partition per ProduceRequest (v3+): a partition with
     several batches takes several requests, pipelined in order on the leader's connection.
+    A DUPLICATE_SEQUENCE_NUMBER answer is checked against the leader's log before it is
+    passed on as success (proxy/duplicates.py says why).
     """
 
     def __init__(self, cluster: UpstreamCluster, metadata: MetadataCache, timeout_s: float) -> None:
@@ -164,10 +168,10 @@ class DirectBackend:
                         results.setdefault((it.topic, it.partition),
                                            PartitionResult(errors.NETWORK_EXCEPTION, error_message=str(exc)))
                     break
-                pending.append((r, round_items, handle))
+                pending.append((node_id, r, round_items, handle))
 
         async def complete() -> dict[TopicPartition, PartitionResult]:
-            for r, round_items, handle in pending:
+            for node_id, r, round_items, handle in pending:
                 if handle is None:
                     continue
                 try:
@@ -178,12 +182,36 @@ class DirectBackend:
                 except UpstreamError as exc:
                     _fail_round(results, round_items, errors.NETWORK_EXCEPTION, str(exc))
                     continue
-                self._absorb(results, response, r)
+                duplicates = self._absorb(results, response, r)
+                for it in round_items:
+                    if (it.topic, it.partition) in duplicates:
+                        await self._check_duplicate(results, node_id, it, r)
             return results
 
         return complete
 
-    def _absorb(self, results: dict[TopicPartition, PartitionResult], response: ProduceResponse, round_no: int) -> None:
+    async def _check_duplicate(self, results: dict[TopicPartition, PartitionResult], node_id: int,
+                               item: PartitionBatches, round_no: int) -> None:
+        """Replace the leader's DUPLICATE_SEQUENCE_NUMBER for `item`'s batch `round_no` by what its log shows."""
+        tp = (item.topic, item.partition)
+        batch = item.batches[round_no]
+        try:
+            conn = await self._cluster.connection(node_id)
+        except UpstreamError:
+            verdict, offset = Verdict.UNKNOWN, -1
+        else:
+            verdict, offset = await verify_duplicate(self._cluster, conn, item.topic, item.partition, batch.data,
+                                                     self._timeout_s)
+        result = duplicate_result(verdict, offset, batch.producer_id, batch.base_sequence)
+        if round_no == 0:
+            results[tp] = result
+        elif result.error_code != errors.NONE and results.get(tp, PartitionResult(0)).error_code == errors.NONE:
+            results[tp] = result
+
+    def _absorb(self, results: dict[TopicPartition, PartitionResult], response: ProduceResponse,
+                round_no: int) -> set[TopicPartition]:
+        """Take the leader's answers; returns the partitions it answered DUPLICATE_SEQUENCE_NUMBER."""
+        duplicates: set[TopicPartition] = set()
         for topic in response.responses:
             for p in topic.partition_responses:
                 tp = (topic.name, p.index)
@@ -191,11 +219,34 @@ class DirectBackend:
                                     errors.LEADER_NOT_AVAILABLE):
                     self._metadata.invalidate(topic.name)
                 # Leader hints (KIP-951 current_leader, node_endpoints) are deliberately dropped.
+                if p.error_code == errors.DUPLICATE_SEQUENCE_NUMBER:
+                    duplicates.add(tp)
+                    continue
                 if round_no == 0:
                     results[tp] = PartitionResult(p.error_code, p.base_offset, p.log_append_time_ms,
                                                   p.log_start_offset, p.error_message)
                 elif p.error_code != errors.NONE and results.get(tp, PartitionResult(0)).error_code == errors.NONE:
                     results[tp] = PartitionResult(p.error_code, error_message=p.error_message)
+        return duplicates
+
+
+def duplicate_result(verdict: Verdict, base_offset: int, producer_id: int, base_sequence: int) -> PartitionResult:
+    """What the producer hears for a batch the leader called a duplicate (pure).
+
+    Present in the log: success with its real offset. Absent: the leader consumed the
+    sequence without the batch, so no retry with that sequence can ever land; answering
+    success would lose the records, so the batch fails with UNKNOWN_SERVER_ERROR, which no
+    client retries (librdkafka reports the records failed and bumps its epoch). Not
+    readable: REQUEST_TIMED_OUT, retried with the same sequence, and checked again.
+    """
+    if verdict is Verdict.PRESENT:
+        return PartitionResult(errors.NONE, base_offset)
+    if verdict is Verdict.ABSENT:
+        return PartitionResult(errors.UNKNOWN_SERVER_ERROR, error_message=(
+            f"the leader answered DUPLICATE_SEQUENCE_NUMBER for producer {producer_id} sequence {base_sequence} "
+            "but its log does not have the batch: not written"))
+    return PartitionResult(errors.REQUEST_TIMED_OUT, error_message=(
+        "the leader answered DUPLICATE_SEQUENCE_NUMBER and its log could not be read to confirm it"))
 
 
 def _fail_round(results, round_items, code: int, message: str) -> None:
