@@ -12,6 +12,8 @@ Scenarios:
   proxy-kill    kill -9 a proxy, restart it on the same port after 0-2 s (a new WAL epoch)
   agent-kill    kill -9 an agent, restart it after 0-2 s
   broker-kill   kill -9 a Tansu broker, restart it on the same port
+  broker-term   SIGTERM a Tansu broker (it serves open connections up to 5 s, then stops
+                whatever it is doing), restart it on the same port
   agent-down    kill -9 an agent and keep it down 3-8 s (router.fallback=direct), restart
   agent-pause   SIGSTOP an agent for 1-6 s, then SIGCONT: notifications delayed and timing out
   s3-faults     no cycles: S3 behind deploy/local/s3_faults.py for the whole run (500, 503
@@ -20,8 +22,8 @@ Scenarios:
                 the whole run (requests dropped, responses dropped, requests delayed past
                 the sender's timeout, connections reset); producers paced, --cycles x 10 s
 
-`--control` also runs broker-kill with the producers straight to the brokers (no sidecar),
-to tell the broker's own behaviour from ours. `--soak-minutes M` runs a steady paced
+`--control` also runs broker-kill/broker-term with the producers straight to the brokers (no
+sidecar), to tell the broker's own behaviour from ours. `--soak-minutes M` runs a steady paced
 workload for M minutes (optionally with S3 faults) and plots proxy memory and produce
 latency over time to a PNG. `--fuzz N` runs N mutated inputs through each codec.
 
@@ -56,7 +58,9 @@ from tests.reliability.harness import (CampaignResult, TickContext, fault_counts
                                        notify_fault_proxy, run_campaign)
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
-SCENARIOS = ("proxy-kill", "agent-kill", "broker-kill", "agent-down", "agent-pause", "s3-faults", "notify-faults")
+SCENARIOS = ("proxy-kill", "agent-kill", "broker-kill", "broker-term", "agent-down", "agent-pause", "s3-faults",
+             "notify-faults")
+BROKER_SCENARIOS = ("broker-kill", "broker-term")  # --control repeats these without the sidecars
 MIN_GAP_S = 4.0  # between two faults: a restart plus librdkafka's reconnect fit in it
 LEAD_IN_S = 3.0  # steady production before the first fault
 TAIL_S = 5.0  # steady production after the last one
@@ -104,10 +108,11 @@ def cycle_action(scenario: str, rng: random.Random) -> Callable[[TickContext], s
                 time.sleep(down_s)  # the pause itself: connections open, nothing answered
             finally:
                 os.kill(proc.pid, signal.SIGCONT)
-        elif scenario == "broker-kill":
+        elif scenario in BROKER_SCENARIOS:
             broker = ctx.env.brokers[zone.name]
-            broker.stop(kill=True)
-            down_s = 0.0
+            stopping = time.monotonic()
+            broker.stop(kill=scenario == "broker-kill")  # broker-term: SIGTERM, SIGKILL after 5 s
+            down_s = time.monotonic() - stopping
             broker.start()
         else:
             raise ValueError(scenario)
@@ -401,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=(*SCENARIOS, "all"), action="append")
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--rate", type=int, default=1000, help="records/s per producer (3 producers)")
-    parser.add_argument("--control", action="store_true", help="broker-kill also straight to the brokers")
+    parser.add_argument("--control", action="store_true", help="broker-kill/-term also straight to the brokers")
     parser.add_argument("--soak-minutes", type=float, default=0.0)
     parser.add_argument("--soak-faults", action="store_true", help="S3 faults during the soak")
     parser.add_argument("--plot", type=Path, default=Path("soak.png"))
@@ -428,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{scenario}: {args.cycles} cycles")
                 report["runs"].append(run_scenario(env, scenario, args.cycles, args.rate, rng, tmp, log))
                 log(json.dumps(report["runs"][-1]))
-                if scenario == "broker-kill" and args.control:
+                if scenario in BROKER_SCENARIOS and args.control:
                     report["runs"].append(run_scenario(env, scenario, args.cycles, args.rate, rng, tmp, log,
                                                        through_sidecars=False))
                     log(json.dumps(report["runs"][-1]))
