@@ -93,6 +93,8 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             return backend
 
         started = await nursery.start(run_proxy, config.proxy, config.upstream, backend_factory)
+        if wal_path is not None:
+            started[0].on_shutdown.append(wal_path.drain)  # deliver what producers were already told
         task_status.started(started)
         # The WAL writer, sender and zone connections live in `stack`: keep it open for as
         # long as the proxy serves (until cancelled).

@@ -253,6 +253,9 @@ class ProxyServer:
         self._connections = 0
         self._idle = trio.Event()
         self._idle.set()
+        # Awaited by shutdown() after the in-flight requests, within the same grace period
+        # (the router's WAL path: deliveries already acknowledged to producers).
+        self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
 
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -271,8 +274,13 @@ class ProxyServer:
             self._listen_scope.cancel()
         for scope in list(self._reading_scopes):
             scope.cancel()
-        with trio.move_on_after(self.config.shutdown_grace_s):
+        with trio.move_on_after(self.config.shutdown_grace_s) as grace:
             await self._idle.wait()
+            for hook in self.on_shutdown:
+                await hook()
+        if grace.cancelled_caught:
+            log.warning("shutdown grace of %ss over with work left (requests or deliveries); a restart recovers "
+                        "acknowledged WAL entries", self.config.shutdown_grace_s)
 
     async def _handle_connection(self, stream: trio.SocketStream) -> None:
         metrics.CONNECTIONS.inc()

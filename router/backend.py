@@ -88,12 +88,21 @@ class ZoneNotifier:
         self._acked_topic = acked_topic
         self._send, self._receive = trio.open_memory_channel[Any](MAX_NOTIFY_QUEUE)
         self._results: dict[str, _ZoneResult] = {}
+        self._unfinished = 0  # announced objects not yet notified (re-sends included)
+        self._idle = trio.Event()
+        self._idle.set()
         nursery.start_soon(self._run)
 
     def announce(self, flushed: Any) -> None:
         """Called synchronously, in sequence order, as each object becomes durable."""
         self._results[flushed.key] = _ZoneResult(len(flushed.zones[self.zone].entries))
+        self._unfinished += 1
+        self._idle = trio.Event() if self._unfinished == 1 else self._idle
         self._send.send_nowait(flushed)
+
+    async def wait_idle(self) -> None:
+        """Until every object announced so far has been notified (and re-sent where owed)."""
+        await self._idle.wait()
 
     @property
     def pending_objects(self) -> int:
@@ -116,14 +125,22 @@ class ZoneNotifier:
 
     async def _run(self) -> None:
         async for flushed in self._receive:
-            slot = self._results[flushed.key]
-            slot.value = await self._notify(flushed)
-            slot.done.set()
-            if self._acked_topic is None:
-                continue  # no ack_mode wal topic: nothing is owed beyond the first answer
-            acked = [i for i, ref in enumerate(flushed.zones[self.zone].entries) if self._acked_topic(ref.topic)]
-            if acked and not acked_entries_applied(slot.value, acked):
-                await self._redrive(flushed, acked, slot.value)
+            try:
+                await self._deliver(flushed)
+            finally:
+                self._unfinished -= 1
+                if self._unfinished == 0:
+                    self._idle.set()
+
+    async def _deliver(self, flushed: Any) -> None:
+        slot = self._results[flushed.key]
+        slot.value = await self._notify(flushed)
+        slot.done.set()
+        if self._acked_topic is None:
+            return  # no ack_mode wal topic: nothing is owed beyond the first answer
+        acked = [i for i, ref in enumerate(flushed.zones[self.zone].entries) if self._acked_topic(ref.topic)]
+        if acked and not acked_entries_applied(slot.value, acked):
+            await self._redrive(flushed, acked, slot.value)
 
     async def _redrive(self, flushed: Any, acked: list[int], value: Any) -> None:
         router_metrics.REDRIVE_PENDING.labels(self.zone).set(1)
@@ -177,6 +194,12 @@ class WalPath:
         self.observed = ObjectShape(0.0, 0.0)
         self.observed_at: float | None = None  # trio time of the last flush seen
         writer.on_released = self._on_released
+
+    async def drain(self) -> None:
+        """Until every durable object has been notified to every zone (acknowledged entries
+        re-sent until applied). The proxy awaits this on shutdown, within its grace period."""
+        for notifier in list(self._notifiers.values()):
+            await notifier.wait_idle()
 
     def _notifier(self, zone: str) -> ZoneNotifier:
         if zone not in self._notifiers:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -181,6 +182,57 @@ def test_dropped_delayed_and_reset_notifications_lose_nothing_and_duplicate_noth
         assert faults.get(kind, 0) > 0, faults
     assert_nothing_acknowledged_lost(result)
     assert result.verification["acknowledged"] == TOTAL, result.producer_errors
+
+
+def test_ack_mode_wal_agent_outage_is_re_driven_in_order(env, tmp_path):
+    # Every topic is answered on WAL durability; zone 2's agent is down for 4 s mid-stream.
+    # The proxies keep answering, then re-send what zone 2 missed before anything later.
+    zone = env.zones[1]
+
+    def outage(ctx: TickContext) -> None:
+        ctx.fleet.kill("agent", zone)
+        time.sleep(4.0)  # the outage itself
+        ctx.fleet.start_agent(zone)
+
+    # The catch-up after the outage may outlast the producers: stopping proxies deliver first.
+    settings = settings_for(env, tmp_path, router={"ack_modes": {"*": "wal"}}, proxy={"shutdown_grace_s": 90.0})
+    result = run_campaign(env, PACED, settings, once_at(0.3, outage), name="ackwal-outage",
+                          records_per_s=RATE_PER_PRODUCER)
+
+    assert_nothing_acknowledged_lost(result)
+    assert result.verification["acknowledged"] == TOTAL, result.producer_errors
+    assert any("re-sending" in line for line in proxy_log_lines(env, "ackwal")), "no re-drive happened"
+
+
+def test_ack_mode_wal_entries_of_a_killed_proxy_are_delivered_when_it_restarts(env, tmp_path):
+    # Zone 2's agent goes down, so zone 1's proxy holds acknowledged entries for zone 2 that
+    # no agent applied; that proxy is killed (-9) and restarted after the agent is back: it
+    # must deliver them from S3 (router/recovery.py) before it serves again.
+    agent_zone, proxy_zone = env.zones[1], env.zones[0]
+
+    def crash(ctx: TickContext) -> None:
+        ctx.fleet.kill("agent", agent_zone)
+        time.sleep(2.0)  # the outage itself: acknowledged entries pile up for zone 2
+        ctx.fleet.kill("proxy", proxy_zone)
+        ctx.fleet.start_agent(agent_zone)
+        ctx.fleet.start_proxy(proxy_zone)  # returns once it listens, i.e. after recovery
+
+    settings = settings_for(env, tmp_path, router={"ack_modes": {"*": "wal"}})
+    result = run_campaign(env, PACED, settings, once_at(0.3, crash), name="ackwal-crash",
+                          records_per_s=RATE_PER_PRODUCER)
+
+    assert_nothing_acknowledged_lost(result)
+    assert result.verification["acknowledged"] == TOTAL, result.producer_errors
+    recovered = [line for line in proxy_log_lines(env, "ackwal", proxy_zone.name) if "recovery:" in line]
+    assert recovered and " 0 failed" in recovered[-1], recovered
+    assert not recovered[-1].startswith("recovery: 0 objects") and " 0 shares delivered" not in recovered[-1], recovered
+
+
+def proxy_log_lines(env, _tag: str, zone_name: str | None = None) -> list[str]:
+    lines = []
+    for path in sorted(env.log_dir.glob(f"{zone_name or '*'}-proxy.log")):
+        lines += path.read_text(errors="replace").splitlines()
+    return lines
 
 
 def audit_routes(audit_dir: Path) -> Counter:
