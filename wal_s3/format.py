@@ -41,6 +41,7 @@ _ZONE_FIXED = struct.Struct(">QQI")  # zone offset, zone length, entry count
 _ENTRY_FIXED = struct.Struct(">iqhiiII")  # partition, producer_id, producer_epoch, base_sequence, record_count, batch_length, batch_crc32c
 _TRAILER = struct.Struct(">I4s")  # object crc32c, end magic
 TRAILER_BYTES = _TRAILER.size
+_TRAILER_PLACEHOLDER = bytes(TRAILER_BYTES)
 PREFIX_BYTES = _PREFIX.size  # enough to learn header_length
 
 
@@ -110,7 +111,7 @@ class WalHeader:
 
 @dataclass(frozen=True)
 class EncodedObject:
-    data: bytes = field(repr=False)
+    data: bytearray = field(repr=False)  # the object; S3Store PUTs a bytearray without re-chunking
     zones: Mapping[str, ZoneShare]
 
 
@@ -201,10 +202,13 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
               + _U16.pack(len(zone_names)) + b"".join(index_parts))
     header += _U32.pack(_crc32c(header))
     assert len(header) == header_len, "header size computation and encoding disagree"
-    crc = _crc32c(header)
-    for part in body_parts:
-        crc = _crc32c(part, crc)
-    data = b"".join([header, *body_parts, _TRAILER.pack(crc, END_MAGIC)])
+    # One copy into a bytearray: botocore sends a bytearray body with a single sendall,
+    # where bytes are wrapped in BytesIO and sent 8 KiB at a time (each chunk retaking the
+    # GIL). The object CRC is one pass over that copy; the trailer is written in place.
+    data = bytearray().join([header, *body_parts, _TRAILER_PLACEHOLDER])
+    with memoryview(data) as view:
+        crc = _crc32c(view[:pos])
+    _TRAILER.pack_into(data, pos, crc, END_MAGIC)
     return EncodedObject(data, shares)
 
 

@@ -136,6 +136,29 @@ async def test_flush_on_linger(wal_env):
 
 
 @pytest.mark.trio
+async def test_object_put_hands_botocore_one_buffer_and_keeps_the_integrity_headers(wal_env):
+    # botocore turns a bytes body into a BytesIO that http.client sends 8 KiB at a time;
+    # a bytearray goes to the socket in one sendall. The checksum S3 verifies stays.
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=10)
+    client = make_client(config)
+    seen = []
+
+    def before_send(request, **_kwargs):
+        if "/_epochs/" not in request.url:
+            seen.append((type(request.body), dict(request.headers), bytes(request.body)))
+    client.meta.events.register("before-send.s3.PutObject", before_send)
+    writer = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    async with writer.running():
+        with trio.fail_after(10):
+            p = await writer.append(entry(1, 300 * KiB), "az2")
+    [(body_type, headers, body)] = seen
+    assert body_type is bytearray
+    assert headers["If-None-Match"] == b"*" and "x-amz-checksum-crc32" in headers
+    assert body == client.get_object(Bucket=config.bucket, Key=p.key)["Body"].read()
+
+
+@pytest.mark.trio
 async def test_moto_honours_if_none_match_and_a_collision_never_overwrites(wal_env):
     make_config, make_client = wal_env
     config = make_config()
