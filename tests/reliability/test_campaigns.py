@@ -119,16 +119,22 @@ def test_broker_killed_and_restarted_mid_stream(env, tmp_path):
     assert len(restarted) == 1 and restarted[0] < TOTAL
     v = result.verification
     assert v["duplicates"] == 0 and v["reordered"] == 0 and v["corrupt"] == 0 and v["foreign"] == 0, v["problems"]
+    # Tansu may lose a batch whose sequence it kept and call its retry a duplicate (finding 1);
+    # the sidecar checks the log and never acknowledges such a batch.
+    assert v["lost"] == 0, v["lost_runs"][:3]
     if result.producer_fatal:
         pytest.xfail(f"producer died: {result.producer_fatal}")  # as in assert_nothing_acknowledged_lost
-    # The sidecars answered retriably while the broker was away: no producer saw a failed delivery.
+    failed = {pid: error for pid, error in result.producer_errors.items() if error}
+    if failed:
+        # The only failure allowed is the sidecar's answer for such a lost batch,
+        # UNKNOWN_SERVER_ERROR; librdkafka then bumps its epoch, which Tansu refuses
+        # (ProducerFenced), so that producer's later records fail too. Tansu's durability,
+        # reported instead of hidden (docs/reliability.md, finding 1).
+        assert all("Unknown broker error" in error for error in failed.values()), failed
+        pytest.xfail(f"the restarted broker lost batches it had taken the sequences of: {failed}")
+    # Otherwise the sidecars answered retriably while the broker was away: all delivered.
     assert all(code == 0 for code in result.producer_exit_codes.values()), result.producer_errors
     assert v["acknowledged"] == TOTAL
-    if v["lost"]:
-        # Known, open (docs/reliability.md): around a Tansu restart the broker answers
-        # DUPLICATE_SEQUENCE_NUMBER for batches it then does not have. Tansu 0.6.0 loses
-        # acknowledged records on kill -9 even with producers straight to it (no sidecar).
-        pytest.xfail(f"{v['lost']} acknowledged records lost around the broker restart: {v['lost_runs'][:3]}")
 
 
 # Memory bound under S3 faults. The writer buffers at most wal.max_buffered_bytes
