@@ -201,7 +201,8 @@ def test_ack_mode_wal_agent_outage_is_re_driven_in_order(env, tmp_path):
         ctx.fleet.start_agent(zone)
 
     # The catch-up after the outage may outlast the producers: stopping proxies deliver first.
-    settings = settings_for(env, tmp_path, router={"ack_modes": {"*": "wal"}}, proxy={"shutdown_grace_s": 90.0})
+    settings = settings_for(env, tmp_path, router={"ack_modes": {"*": "wal"}}, proxy={"shutdown_grace_s": 90.0},
+                            wal={"prefix": f"{tmp_path.name}/"})  # not the objects other tests left
     result = run_campaign(env, PACED, settings, once_at(0.3, outage), name="ackwal-outage",
                           records_per_s=RATE_PER_PRODUCER)
 
@@ -223,7 +224,9 @@ def test_ack_mode_wal_entries_of_a_killed_proxy_are_delivered_when_it_restarts(e
         ctx.fleet.start_agent(agent_zone)
         ctx.fleet.start_proxy(proxy_zone)  # returns once it listens, i.e. after recovery
 
-    settings = settings_for(env, tmp_path, router={"ack_modes": {"*": "wal"}})
+    # Its own WAL prefix: recovery must see this run's objects only (every test's proxies
+    # share one bucket and the same proxy ids).
+    settings = settings_for(env, tmp_path, router={"ack_modes": {"*": "wal"}}, wal={"prefix": f"{tmp_path.name}/"})
     result = run_campaign(env, PACED, settings, once_at(0.3, crash), name="ackwal-crash",
                           records_per_s=RATE_PER_PRODUCER)
 
