@@ -148,9 +148,14 @@ class ZoneNotifier:
         attempts = 1
         try:
             while not acked_entries_applied(value, acked):
-                if isinstance(value, Exception) and not getattr(value, "retriable", True):
+                final = (not getattr(value, "retriable", True) if isinstance(value, Exception)
+                         else not any(errors.is_retriable(value[i].error_code) for i in acked
+                                      if not acked_entries_applied(value, [i])))
+                if final:  # refused for good (keys, foreign object), or the leader can never take the batch
                     log.error("acknowledged (ack_mode wal) entries of %s for %s not appended: %s; the object stays "
-                              "in S3 for recovery (azsidecar recover)", flushed.key, self.zone, value)
+                              "in S3 (GC holds it; azsidecar recover)", flushed.key, self.zone,
+                              value if isinstance(value, Exception) else
+                              [value[i].error_code for i in acked if not acked_entries_applied(value, [i])])
                     return
                 log.warning("re-sending %s to %s (acknowledged entries, attempt %d): %s", flushed.key, self.zone,
                             attempts + 1, value if isinstance(value, Exception) else "entries failed")

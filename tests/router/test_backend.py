@@ -371,3 +371,40 @@ async def test_ack_mode_wal_entries_are_re_sent_until_applied_before_later_objec
     assert [key for key, _t in sender.sent] == ["obj-1", "obj-1", "obj-1", "obj-1", "obj-2"]
     gaps = [b - a for (_k, a), (_k2, b) in zip(sender.sent, sender.sent[1:4])]
     assert gaps == pytest.approx([0.5, 1.0, 2.0], abs=0.01)
+
+
+class RefusingSender:
+    """The agent answers obj-1's entry with a non-retriable Kafka error (UNKNOWN_SERVER_ERROR)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def notify(self, flushed, zone):
+        self.sent.append(flushed.key)
+        code = -1 if flushed.key == "obj-1" else 0
+        return [types.SimpleNamespace(error_code=code, base_offset=-1, duplicate=False)]
+
+
+@pytest.mark.trio
+async def test_ack_mode_wal_re_send_stops_on_an_error_no_retry_can_fix(autojump_clock):
+    log: list = []
+    sender = RefusingSender()
+    async with trio.open_nursery() as nursery:
+        writer = FakeWriter(log)
+
+        def release_with_topic(flushed):
+            for share in flushed.zones.values():
+                share.entries = tuple(types.SimpleNamespace(topic="t", length=r.length) for r in share.entries)
+            wal_release(flushed)
+
+        wal = WalPath(writer, sender, nursery, acked_topic=lambda topic: topic == "t")
+        wal_release, writer.on_released = writer.on_released, release_with_topic
+        config = RouterConfig(policy="wal", partition_zones={"t:*": "az2"}, ack_modes={"t": "wal"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        await send(backend, item("t", 0, 100))
+        await send(backend, item("t", 0, 100))
+        with trio.fail_after(60):
+            await wal.drain()
+        nursery.cancel_scope.cancel()
+    # No endless re-send of obj-1 (it stays in S3 for GC to hold); the zone moved on.
+    assert sender.sent == ["obj-1", "obj-2"]
