@@ -137,8 +137,11 @@ def _check_int(name: str, value: int, lo: int, hi: int) -> None:
 
 
 def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
-                  entries_by_zone: Mapping[str, Sequence[WalEntry]]) -> EncodedObject:
+                  entries_by_zone: Mapping[str, Sequence[WalEntry]], into: bytearray | None = None) -> EncodedObject:
     """Serialize one WAL object; zones keep the mapping's order, entries their order.
+
+    `into`: a bytearray to reuse (resized to the object and overwritten; the result's
+    `data` is then that bytearray), else a new one is made.
 
     Raises ValueError if a field is out of range (our caller broke an invariant), including
     an entry whose given crc32c does not match its batch.
@@ -205,7 +208,17 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
     # One copy into a bytearray: botocore sends a bytearray body with a single sendall,
     # where bytes are wrapped in BytesIO and sent 8 KiB at a time (each chunk retaking the
     # GIL). The object CRC is one pass over that copy; the trailer is written in place.
-    data = bytearray().join([header, *body_parts, _TRAILER_PLACEHOLDER])
+    if into is None:
+        data = bytearray().join([header, *body_parts, _TRAILER_PLACEHOLDER])
+    else:
+        data = into
+        del data[total:]
+        data.extend(bytes(total - len(data)))  # grows only when the buffer was smaller
+        at = 0
+        for part in (header, *body_parts):
+            end = at + len(part)
+            data[at:end] = part
+            at = end
     with memoryview(data) as view:
         crc = _crc32c(view[:pos])
     _TRAILER.pack_into(data, pos, crc, END_MAGIC)

@@ -145,14 +145,19 @@ def reencode(writer_id: str, epoch: int, sequence: int, created_ms: int, by_zone
     return whole + struct.pack(">I", crc32c(whole)) + b"LWZA"
 
 
-@settings(max_examples=200, deadline=None)
-@given(objects, st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1))
-def test_encoder_matches_an_independent_encoding_byte_for_byte(by_zone, epoch, sequence, created_ms):
+@settings(max_examples=300, deadline=None)
+@given(objects, st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1),
+       st.none() | st.integers(-3000, 3000))
+def test_encoder_matches_an_independent_encoding_byte_for_byte(by_zone, epoch, sequence, created_ms, slack):
+    want = reencode("proxy-a", epoch, sequence, created_ms, by_zone)
+    # A reused buffer (slack bytes longer or shorter than the object, full of old bytes), or none.
+    into = None if slack is None else bytearray(b"\xa5" * max(0, len(want) + slack))
     enc = encode_object(writer_id="proxy-a", epoch=epoch, sequence=sequence, created_ms=created_ms,
-                        entries_by_zone=by_zone)
+                        entries_by_zone=by_zone, into=into)
     # A bytearray, because that is what S3Store.put_if_absent sends in one piece.
     assert type(enc.data) is bytearray
-    assert enc.data == reencode("proxy-a", epoch, sequence, created_ms, by_zone)
+    assert into is None or enc.data is into
+    assert enc.data == want
 
 
 @settings(max_examples=300, deadline=None)

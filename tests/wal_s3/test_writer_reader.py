@@ -159,6 +159,30 @@ async def test_object_put_hands_botocore_one_buffer_and_keeps_the_integrity_head
 
 
 @pytest.mark.trio
+async def test_reused_encode_buffers_never_leak_bytes_between_objects(wal_env):
+    # Each entry is at least max_bytes, so it is sealed alone at once; appended one after
+    # another, every object after the first is encoded into the previous object's buffer
+    # (all are under max_bytes + the largest header, so the writer keeps them), shrunk and
+    # grown as sizes go down and up. Each stored object must hold exactly its own entry.
+    make_config, make_client = wal_env
+    config = make_config(max_bytes=64 * KiB, linger_ms=60_000)
+    client = make_client(config)
+    items = [entry(i, n * KiB, topic=f"t{i}") for i, n in enumerate([80, 64, 78, 66, 72, 79])]
+    writer = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    async with writer.running():
+        placements = []
+        for e in items:
+            with trio.fail_after(10):
+                placements.append(await writer.append(e, "az2"))
+    assert len({p.key for p in placements}) == len(items)
+    for p, want in zip(placements, items):
+        data = client.get_object(Bucket=config.bucket, Key=p.key)["Body"].read()
+        assert len(data) == p.flushed.bytes
+        [got] = parse_object(data).zones["az2"]
+        assert (got.topic, bytes(got.batch)) == (want.topic, bytes(want.batch))
+
+
+@pytest.mark.trio
 async def test_moto_honours_if_none_match_and_a_collision_never_overwrites(wal_env):
     make_config, make_client = wal_env
     config = make_config()
