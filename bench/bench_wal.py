@@ -1,6 +1,7 @@
 """WAL writer throughput vs plain boto3 put_object of equal-size objects, same moto, same run.
 
 Run:  .venv/bin/python bench/bench_wal.py [--total-mib 512] [--batch-kib 16] [--rounds 4]
+                                          [--plain-body bytes|bytearray]
 
 Phase "wal": many concurrent appenders push `batch-kib` record batches through one
 WalWriter at default settings (8 MiB / 250 ms / 4 PUTs in flight) until `total-mib` are
@@ -13,7 +14,13 @@ Two ratios are printed. "whole run" divides by each phase's wall time, start to 
 "sustained" (the goal) counts, in each phase, the object bytes completed between the
 first and the last full-size object completion: it leaves out the ramp-up and the
 run's tail, where the writer's last partial objects wait for linger by design.
-Also prints PUT requests per GB of payload (goal <= 130).
+Also prints PUT requests per GB of payload (goal <= 130), and per phase this process's CPU
+time and moto's (from /proc: the server's work per side should be the same).
+
+The plain side passes `bytes` bodies by default, as most boto3 code does; botocore wraps
+them in a BytesIO that http.client sends 8 KiB at a time. The writer hands botocore a
+bytearray, which goes out in one sendall. `--plain-body bytearray` gives the plain side
+that too: the stricter comparison.
 """
 
 from __future__ import annotations
@@ -59,6 +66,13 @@ def sustained_rate(completions: list[tuple[float, int]]) -> float:
     return sum(n for _, n in completions[1:]) / span
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (fields 14 and 15 of /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def count_puts(client) -> list[int]:
     counter = [0]
 
@@ -69,13 +83,14 @@ def count_puts(client) -> list[int]:
 
 
 async def wal_phase(config: WalConfig, client, total_bytes: int, batch: bytes, appenders: int,
-                    writer_id: str) -> dict[str, Any]:
+                    writer_id: str, moto_pid: int) -> dict[str, Any]:
     audit = TimedAuditSink()
     writer = WalWriter(config, "use1-az1", writer_id, client, audit)
     await writer.register_epoch()  # not part of the sustained rate
     per_task = total_bytes // len(batch) // appenders
     started = time.perf_counter()
     cpu = time.process_time()
+    moto_cpu = cpu_s(moto_pid)
     async with writer.running():
         async def appender(i: int) -> None:
             for j in range(per_task):
@@ -88,8 +103,8 @@ async def wal_phase(config: WalConfig, client, total_bytes: int, batch: bytes, a
     assert all(f["ok"] for f in flushes), "a flush failed during the benchmark"
     reasons = {r: sum(f["reason"] == r for f in flushes) for r in ("size", "linger", "shutdown")}
     put_ms = sorted(f["put_ms"] for f in flushes)
-    print(f"  wal:   {elapsed:.2f}s wall, {time.process_time() - cpu:.2f}s CPU, flush reasons {reasons}, "
-          f"PUT ms median {put_ms[len(put_ms) // 2]:.0f}")
+    print(f"  wal:   {elapsed:.2f}s wall, {time.process_time() - cpu:.2f}s CPU (moto {cpu_s(moto_pid) - moto_cpu:.2f}s), "
+          f"flush reasons {reasons}, PUT ms median {put_ms[len(put_ms) // 2]:.0f}")
     return {
         "seconds": elapsed, "sizes": [f["bytes"] for f in flushes],
         "puts": sum(f["put_requests"] for f in flushes), "payload": per_task * appenders * len(batch),
@@ -97,8 +112,9 @@ async def wal_phase(config: WalConfig, client, total_bytes: int, batch: bytes, a
     }
 
 
-def plain_phase(client, bucket: str, sizes: list[int], threads: int, tag: str) -> dict[str, Any]:
-    body = os.urandom(max(sizes))
+def plain_phase(client, bucket: str, sizes: list[int], threads: int, tag: str, body_type: type,
+                moto_pid: int) -> dict[str, Any]:
+    body = body_type(os.urandom(max(sizes)))  # a slice is a copy of the same type
 
     def put(a: tuple[int, int]) -> tuple[float, int, float]:
         t = time.perf_counter()
@@ -108,11 +124,12 @@ def plain_phase(client, bucket: str, sizes: list[int], threads: int, tag: str) -
 
     started = time.perf_counter()
     cpu = time.process_time()
+    moto_cpu = cpu_s(moto_pid)
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         results = list(pool.map(put, enumerate(sizes)))
     elapsed = time.perf_counter() - started
     put_ms = sorted(ms for _, _, ms in results)
-    print(f"  plain: {elapsed:.2f}s wall, {time.process_time() - cpu:.2f}s CPU, "
+    print(f"  plain: {elapsed:.2f}s wall, {time.process_time() - cpu:.2f}s CPU (moto {cpu_s(moto_pid) - moto_cpu:.2f}s), "
           f"PUT ms median {put_ms[len(put_ms) // 2]:.0f}")
     return {"seconds": elapsed, "bytes": sum(sizes), "sustained": sustained_rate([(t, n) for t, n, _ in results])}
 
@@ -130,10 +147,13 @@ def main() -> int:
     ap.add_argument("--batch-kib", type=int, default=16, help="record batch size")
     ap.add_argument("--appenders", type=int, default=4096, help="concurrent append callers")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--plain-body", choices=("bytes", "bytearray"), default="bytes",
+                    help="body type of the plain put_object calls")
     args = ap.parse_args()
     os.environ.update(DUMMY_CREDENTIALS)
     batch = os.urandom(args.batch_kib * 1024)
     total = args.total_mib * 1024 * 1024
+    body_type = bytes if args.plain_body == "bytes" else bytearray
     with start_moto() as moto:
         bucket = "bench-wal"
         moto.create_bucket(bucket)
@@ -146,13 +166,13 @@ def main() -> int:
             print(f"round {r}:")
             plain = None
             if r % 2:  # odd rounds: plain first, with the sizes of the previous wal phase
-                plain = plain_phase(client, bucket, sizes, config.max_in_flight_puts, str(r))
+                plain = plain_phase(client, bucket, sizes, config.max_in_flight_puts, str(r), body_type, moto.proc.pid)
             before = puts[0]
-            wal = trio.run(wal_phase, config, client, total, batch, args.appenders, f"bench{r}")
+            wal = trio.run(wal_phase, config, client, total, batch, args.appenders, f"bench{r}", moto.proc.pid)
             assert puts[0] - before == wal["puts"] + 1, "PUT count: data objects + one epoch marker"
             sizes = wal["sizes"]
             if plain is None:
-                plain = plain_phase(client, bucket, sizes, config.max_in_flight_puts, str(r))
+                plain = plain_phase(client, bucket, sizes, config.max_in_flight_puts, str(r), body_type, moto.proc.pid)
             print(f"  {len(sizes)} objects, mean {sum(sizes) / len(sizes) / 2**20:.2f} MiB; MB/s whole run "
                   f"wal {sum(sizes) / wal['seconds'] / 1e6:.1f} plain {plain['bytes'] / plain['seconds'] / 1e6:.1f}; "
                   f"sustained wal {wal['sustained'] / 1e6:.1f} plain {plain['sustained'] / 1e6:.1f} "
@@ -170,7 +190,8 @@ def main() -> int:
         print(f"PUT requests per GB of payload: {data_puts / (payload / 1e9):.1f}  (goal <= 130; "
               f"{data_puts} PUTs for {payload / 1e9:.3f} GB)")
         print(f"settings: max_bytes={config.max_bytes} linger_ms={config.linger_ms} "
-              f"max_in_flight_puts={config.max_in_flight_puts} batch={len(batch)} appenders={args.appenders}")
+              f"max_in_flight_puts={config.max_in_flight_puts} batch={len(batch)} appenders={args.appenders} "
+              f"plain body={args.plain_body}")
     return 0
 
 
