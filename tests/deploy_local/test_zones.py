@@ -101,9 +101,13 @@ def test_everything_is_removed_after_an_exception_in_the_block():
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_tears_everything_down(signum):
+    # A shell that starts a job in the background sets SIGINT to "ignore", and Python keeps
+    # that: the child asks for Python's Ctrl-C behaviour itself, as an interactive run has it.
     script = textwrap.dedent("""
+        import signal
         import sys
         from deploy.local.zones import three_zones
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         with three_zones(start_s3=False, start_brokers=False) as env:
             print(env.run_id, flush=True)
             sys.stdin.read()  # block until the test signals us
