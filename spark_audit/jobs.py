@@ -49,9 +49,12 @@ ROLLUP_SUMS = ("records", "bytes", "wire_bytes", "request_bytes", "response_byte
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
-                  "dropped_kind", "reason") + ROLLUP_SUMS
+                  "dropped_kind", "reason", "status") + ROLLUP_SUMS
 LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms")
-_OBJECT_KINDS = ("wal_flush", "agent_read", "notification")
+_OBJECT_KINDS = ("wal_flush", "agent_read", "notification", "agent_apply")
+# An agent that applied its whole share of an object answers "ok" and writes that object's
+# GC checkpoint: one more S3 PUT per (object, zone), billed like the WAL PUT itself.
+CHECKPOINT_PUTS = "checkpoint_puts"
 
 
 def rollup(records: DataFrame) -> DataFrame:
@@ -71,9 +74,11 @@ def rollup(records: DataFrame) -> DataFrame:
         "dropped_kind",
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
+        F.when((kind == "agent_apply") & (F.col("status") == "ok"), 1).otherwise(0).cast("long")
+        .alias(CHECKPOINT_PUTS),
     )
     return keyed.groupBy(*ROLLUP_KEYS).agg(
-        F.count(F.lit(1)).alias("n"), *[F.sum(c).alias(c) for c in ROLLUP_SUMS])
+        F.count(F.lit(1)).alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS)])
 
 
 def cross_byte_usd(prices: Prices) -> float:
@@ -121,7 +126,8 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
     `rolled` is `rollup(records)`. Columns: hour, source_zone, leader_zone,
     batches_/records_/bytes_<route> for local, direct_cross and wal,
     direct_equivalent_bytes, direct_cross_wire_bytes, notification_bytes, s3_put_requests
-    (fractional: shared among an object's zones), s3_get_requests, crossed_bytes,
+    (the WAL PUT, fractional: shared among an object's zones, plus each zone's checkpoint
+    PUT), s3_get_requests, crossed_bytes,
     cross_bytes_avoided, direct_transfer_usd, transfer_avoided_usd, s3_put_usd,
     s3_get_usd, net_savings_usd, savings_ratio (net savings over what direct produce
     would have cost; null when nothing would have crossed).
@@ -162,8 +168,12 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
         "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
         *_zero_except(s3_get_requests=F.col("gets")),
     )
+    checkpoints = _kind(rolled, "agent_apply").select(
+        "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
+        *_zero_except(s3_put_requests=F.col(CHECKPOINT_PUTS)),
+    )
     grouped = (
-        produce.unionByName(notifications).unionByName(flushes).unionByName(reads)
+        produce.unionByName(notifications).unionByName(flushes).unionByName(reads).unionByName(checkpoints)
         .groupBy(*keys)
         .agg(*[F.sum(name).alias(name) for name in _SAVINGS_SUMS])
     )
@@ -189,7 +199,8 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
     """Net savings of WAL objects by object size (power-of-two buckets).
 
     `rolled` is `rollup(records)`. Each wal_flush is joined by `key` to the GETs of its
-    agent reads and the bytes of its notifications. Per object: transfer avoided =
+    agent reads, the checkpoint PUTs of its agents (counted in put_requests) and the bytes of
+    its notifications. Per object: transfer avoided =
     (bytes + entries * PRODUCE_OVERHEAD_BYTES - notification bytes) * byte price; request
     cost = PUTs and GETs at list price. Columns: size_bucket_bytes (lower bound), objects,
     mean_object_bytes, entries, put_requests, get_requests, notification_bytes,
@@ -201,14 +212,16 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
     put_usd = prices.s3_put_per_1000 / 1000
     get_usd = prices.s3_get_per_1000 / 1000
     gets = _kind(rolled, "agent_read").groupBy("key").agg(F.sum("gets").alias("get_requests"))
+    checkpoints = _kind(rolled, "agent_apply").groupBy("key").agg(F.sum(CHECKPOINT_PUTS).alias("checkpoint_puts"))
     notes = (_kind(rolled, "notification").groupBy("key")
              .agg(F.sum(F.col("request_bytes") + F.col("response_bytes")).alias("notification_bytes")))
     objects = (
         _kind(rolled, "wal_flush").groupBy("key")
         .agg(F.sum("bytes").alias("object_bytes"), F.sum("entries").alias("entries"),
              F.sum("put_requests").alias("put_requests"))
-        .join(gets, "key", "left").join(notes, "key", "left")
-        .fillna(0, subset=["get_requests", "notification_bytes"])
+        .join(gets, "key", "left").join(notes, "key", "left").join(checkpoints, "key", "left")
+        .fillna(0, subset=["get_requests", "notification_bytes", "checkpoint_puts"])
+        .withColumn("put_requests", F.col("put_requests") + F.col("checkpoint_puts"))
         # log2(bytes + 0.5): keeps exact powers of two in their own bucket despite
         # floating-point log (log2(8) may come out as 2.9999999999999996).
         .withColumn("size_bucket_bytes",

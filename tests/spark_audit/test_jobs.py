@@ -282,3 +282,34 @@ def test_missing_and_empty_input_are_clear_errors(spark, tmp_path):
         load(spark, str(tmp_path / "empty"))
     with pytest.raises(InputError, match=r"no valid audit records[\s\S]*corrupt lines \(not JSON, or a value of the wrong type\): 2"):
         load(spark, str(write_jsonl(tmp_path / "junk.jsonl.gz", [], ("junk", "more junk"))))
+
+
+def test_checkpoint_puts_of_the_agents_are_billed(spark, tmp_path):
+    # One 1 MB batch az1 -> az2 through object k9. The agent of az2 answered "ok" twice (a
+    # re-sent notification) and "entry_errors" once: each "ok" wrote the object's GC
+    # checkpoint, a billed PUT; the failed answer wrote none.
+    write_jsonl(tmp_path / "in/date=2026-01-01/hour=00/zone=az1/p-1-1.jsonl.gz", [
+        rec("produce_batch", "az1", leader_zone="az2", route="wal", bytes=1_000_000, records=10, wire_bytes=0,
+            error_code=0, latency_ms=30.0, topic="t", partition=0),
+        rec("wal_flush", "az1", key="k9", bytes=1_000_100, entries=1, zones="az2", put_requests=1, attempts=1,
+            ok=True, reason="linger"),
+        rec("notification", "az1", dest_zone="az2", key="k9", entries=1, request_bytes=300, response_bytes=100),
+        rec("agent_read", "az2", source_zone="az1", key="k9", gets=1, cache_hits=0, cache_misses=1,
+            bytes=1_000_000, bytes_from_cache=0),
+        rec("agent_apply", "az2", version=3, source_zone="az1", key="k9", entries=1, status="ok"),
+        rec("agent_apply", "az2", version=3, source_zone="az1", key="k9", entries=1, status="ok"),
+        rec("agent_apply", "az2", version=3, source_zone="az1", key="k9", entries=1, status="entry_errors"),
+    ])
+    rolled, _ = load(spark, str(tmp_path / "in"))
+    try:
+        (saving,) = jobs.savings(rolled, Prices()).collect()
+        (bucket,) = jobs.break_even(rolled, Prices()).collect()
+    finally:
+        rolled.unpersist()
+    # PUTs: the WAL object's 1 + 2 checkpoints = 3 -> 3 * 5e-6 = 1.5e-5; 1 GET -> 4e-7.
+    # avoided = (1_000_000 + 41) - (300 + 100) = 999_641 bytes -> 1.999282e-5;
+    # net = 1.999282e-5 - 1.5e-5 - 4e-7 = 4.59282e-6.
+    assert (saving["s3_put_requests"], saving["s3_get_requests"]) == (3.0, 1)
+    assert saving["s3_put_usd"] == pytest.approx(1.5e-5, rel=1e-9)
+    assert saving["net_savings_usd"] == pytest.approx(4.59282e-6, rel=1e-9)
+    assert (bucket["put_requests"], bucket["get_requests"]) == (3, 1)
