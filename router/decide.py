@@ -51,12 +51,13 @@ def predicted_shape(zone_rate_bps: float, total_rate_bps: float, linger_ms: int,
 
 
 def wal_cost_per_byte(shape: ObjectShape, prices: Prices) -> float:
-    """USD per payload byte through the WAL: PUT shared by the object, one GET per zone share."""
+    """USD per payload byte through the WAL: the object's PUT shared by the whole object; per
+    zone share one ranged GET and the agent's GC checkpoint PUT (wal_s3/gc.py)."""
     if shape.object_bytes <= 0 or shape.zone_bytes <= 0:
         return float("inf")
     put = prices.s3_put_per_1000 / 1000.0
     get = prices.s3_get_per_1000 / 1000.0
-    return put / shape.object_bytes + get / shape.zone_bytes
+    return put / shape.object_bytes + (get + put) / shape.zone_bytes
 
 
 def direct_cost_per_byte(prices: Prices) -> float:

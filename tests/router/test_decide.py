@@ -27,17 +27,19 @@ def test_direct_cost_is_two_cents_per_gb():
     assert direct_cost_per_byte(LIST) == pytest.approx(2e-11)
 
 
-def test_wal_cost_at_8_mib_is_about_3_percent_of_direct():
-    # PUT: 5e-6 / 8388608 = 5.96e-13; GET of a 4 MiB zone share: 4e-7 / 4194304 = 9.54e-14.
+def test_wal_cost_at_8_mib_is_under_a_tenth_of_direct():
+    # PUT: 5e-6 / 8388608 = 5.9605e-13; per 4 MiB zone share a GET and a checkpoint PUT:
+    # (4e-7 + 5e-6) / 4194304 = 1.28746e-12; total 1.88351e-12, 0.0942 of the 2e-11 direct.
     shape = ObjectShape(object_bytes=8 * MiB, zone_bytes=4 * MiB)
-    assert wal_cost_per_byte(shape, LIST) == pytest.approx(5.96e-13 + 9.54e-14, rel=1e-3)
-    assert wal_cost_per_byte(shape, LIST) / 2e-11 == pytest.approx(0.0345, abs=0.001)
+    assert wal_cost_per_byte(shape, LIST) == pytest.approx(1.88351e-12, rel=1e-4)
+    assert wal_cost_per_byte(shape, LIST) / 2e-11 == pytest.approx(0.0942, abs=0.0001)
 
 
 def test_wal_cost_at_64_kib_is_several_times_direct():
-    # PUT 5e-6/65536 = 7.63e-11, GET 4e-7/65536 = 6.1e-12 -> 8.24e-11, 4.1x the 2e-11 direct.
+    # PUT 5e-6/65536 = 7.6294e-11; GET + checkpoint PUT 5.4e-6/65536 = 8.2397e-11
+    # -> 1.58691e-10, 7.9x the 2e-11 direct.
     shape = ObjectShape(object_bytes=64 * 1024, zone_bytes=64 * 1024)
-    assert wal_cost_per_byte(shape, LIST) == pytest.approx(8.24e-11, rel=1e-3)
+    assert wal_cost_per_byte(shape, LIST) == pytest.approx(1.58691e-10, rel=1e-4)
 
 
 def test_empty_shape_never_chooses_wal():
@@ -57,25 +59,25 @@ def test_predicted_shape(zone_bps, total_bps, linger_ms, max_bytes, expected):
 
 
 def test_cost_policy_thin_traffic_goes_direct_heavy_goes_wal():
-    # 100 KB/s to one zone: objects of 25 KB -> PUT 5e-6/25000 = 2e-10 >> 2e-11: direct.
+    # 100 KB/s to one zone: objects of 25 KB -> (5e-6 + 5.4e-6)/25000 = 4.16e-10 >> 2e-11: direct.
     thin = predicted_shape(100_000, 100_000, 250, 8 * MiB)
     assert choose_cost(None, thin, LIST).path is Path.DIRECT_CROSS
-    # 20 MB/s to one zone: 5 MB objects -> 1e-12 + 8e-14 << 2e-11: WAL.
+    # 20 MB/s to one zone: 5 MB objects -> 1.04e-5/5e6 = 2.08e-12 << 2e-11: WAL.
     heavy = predicted_shape(20_000_000, 20_000_000, 250, 8 * MiB)
     assert choose_cost(None, heavy, LIST).path is Path.WAL
 
 
 def test_cost_policy_hysteresis_keeps_the_current_path_near_break_even():
-    # Break-even object (zone share = whole object): (5e-6 + 4e-7)/S = 2e-11 -> S = 270,000 B.
-    # At 300 KB the WAL costs 1.8e-11 (10% cheaper): not enough to leave direct (needs 20%),
+    # Break-even object (zone share = whole object): (5e-6 + 4e-7 + 5e-6)/S = 2e-11 -> S = 520,000 B.
+    # At 560 KB the WAL costs 1.857e-11 (7% cheaper): not enough to leave direct (needs 20%),
     # not expensive enough to leave the WAL (needs 20% dearer).
-    near = ObjectShape(300_000, 300_000)
+    near = ObjectShape(560_000, 560_000)
     assert choose_cost(Path.DIRECT_CROSS, near, LIST).path is Path.DIRECT_CROSS
     assert choose_cost(Path.WAL, near, LIST).path is Path.WAL
-    # At 200 KB the WAL costs 2.7e-11 (35% dearer): leave it.
-    assert choose_cost(Path.WAL, ObjectShape(200_000, 200_000), LIST).path is Path.DIRECT_CROSS
-    # At 400 KB it costs 1.35e-11 (32.5% cheaper): take it.
-    assert choose_cost(Path.DIRECT_CROSS, ObjectShape(400_000, 400_000), LIST).path is Path.WAL
+    # At 400 KB the WAL costs 2.6e-11 (30% dearer): leave it.
+    assert choose_cost(Path.WAL, ObjectShape(400_000, 400_000), LIST).path is Path.DIRECT_CROSS
+    # At 800 KB it costs 1.3e-11 (35% cheaper): take it.
+    assert choose_cost(Path.DIRECT_CROSS, ObjectShape(800_000, 800_000), LIST).path is Path.WAL
 
 
 def test_free_transfer_never_chooses_wal():
