@@ -26,9 +26,7 @@ Run: `python -m deploy.local.notify_faults --route 127.0.0.1:7001=127.0.0.1:7101
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import signal
 import struct
 import sys
 from collections import Counter, deque
@@ -37,10 +35,10 @@ from pathlib import Path
 
 import trio
 
+from deploy.local.fault_common import hostport, keep_writing_counts, until_sigint_or_sigterm
 from deploy.local.s3_faults import rst_on_close
 
 FAULTS = ("drop_request", "drop_response", "delay", "reset")
-STATS_EVERY_S = 1.0
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # far above the protocol's own limit; beyond it the connection is cut
 _LEN = struct.Struct(">I")
 
@@ -145,11 +143,6 @@ class _Injector:
                     continue
                 await dst.send_all(frame)
 
-    def write_stats(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dict(self.counts), sort_keys=True))
-        tmp.replace(path)
-
 
 async def serve(routes: list[tuple[tuple[str, int], tuple[str, int]]], rates: NotifyFaultRates,
                 seed: int | None = None, stats_path: Path | None = None,
@@ -167,41 +160,28 @@ async def serve(routes: list[tuple[tuple[str, int], tuple[str, int]]], rates: No
 
             nursery.start_soon(trio.serve_listeners, handler, listeners)
         task_status.started(bound)
-        if stats_path is None:
-            return
-        try:
-            while True:
-                injector.write_stats(stats_path)
-                await trio.sleep(STATS_EVERY_S)
-        finally:
-            injector.write_stats(stats_path)
-
-
-def _hostport(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT")
-    return host, int(port)
+        if stats_path is not None:
+            await keep_writing_counts(injector.counts, stats_path)
 
 
 def _route(text: str) -> tuple[tuple[str, int], tuple[str, int]]:
     listen, sep, upstream = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected LISTEN_HOST:PORT=AGENT_HOST:PORT")
-    return _hostport(listen), _hostport(upstream)
+    try:
+        if not sep:
+            raise ValueError("no '='")
+        return hostport(listen), hostport(upstream)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LISTEN_HOST:PORT=AGENT_HOST:PORT") from exc
 
 
 async def _main(args: argparse.Namespace) -> None:
     rates = NotifyFaultRates(rate_drop_request=args.rate_drop_request, rate_drop_response=args.rate_drop_response,
                              rate_delay=args.rate_delay, rate_reset=args.rate_reset, delay_s=args.delay_s)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # stop cleanly, stats written
-        async with trio.open_nursery() as nursery:
-            bound = await nursery.start(serve, args.route, rates, args.seed, args.stats)
-            for host, port in bound:
-                print(f"listening={host}:{port}", flush=True)
-            async for _ in signals:
-                nursery.cancel_scope.cancel()
-                break
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(serve, args.route, rates, args.seed, args.stats)
+        for host, port in bound:
+            print(f"listening={host}:{port}", flush=True)
+        await until_sigint_or_sigterm(nursery)  # stop cleanly, stats written
 
 
 def main(argv: list[str] | None = None) -> int:

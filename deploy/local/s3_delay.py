@@ -16,6 +16,8 @@ import sys
 
 import trio
 
+from deploy.local.fault_common import hostport
+
 CHUNK = 65536
 
 
@@ -64,14 +66,9 @@ async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: floa
     await trio.serve_listeners(handler, listeners)
 
 
-def _hostport(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host, int(port)
-
-
 async def _main(args: argparse.Namespace) -> None:
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(serve, _hostport(args.listen), _hostport(args.upstream), args.put_ms,
+        host, port = await nursery.start(serve, hostport(args.listen), hostport(args.upstream), args.put_ms,
                                          args.get_ms)
         print(f"listening={host}:{port}", flush=True)
 

@@ -28,9 +28,7 @@ prints `listening=HOST:PORT` once ready.
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import signal
 import socket
 import struct
 import sys
@@ -40,8 +38,9 @@ from pathlib import Path
 
 import trio
 
+from deploy.local.fault_common import hostport, keep_writing_counts, until_sigint_or_sigterm
+
 MAX_HEAD_BYTES = 65536  # an S3 request head is a few hundred bytes; beyond this it is passed on undecided
-STATS_EVERY_S = 1.0  # how often the stats file is rewritten
 INTERIM_STATUS = b"HTTP/1.1 1"  # 1xx: botocore sends PUT bodies after "100 Continue"
 FAULTS = ("500", "503", "reset", "stall")
 
@@ -151,11 +150,6 @@ class _Injector:
                 state["new_request"] = True  # a final response; "100 Continue" only releases the body
             await dst.send_all(data)
 
-    def write_stats(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dict(self.counts), sort_keys=True))
-        tmp.replace(path)
-
 
 async def serve(listen: tuple[str, int], upstream: tuple[str, int], rates: FaultRates, seed: int | None = None,
                 stats_path: Path | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -165,32 +159,18 @@ async def serve(listen: tuple[str, int], upstream: tuple[str, int], rates: Fault
     async with trio.open_nursery() as nursery:
         nursery.start_soon(trio.serve_listeners, injector.handle, listeners)
         task_status.started(listeners[0].socket.getsockname()[:2])
-        if stats_path is None:
-            return
-        try:
-            while True:
-                injector.write_stats(stats_path)
-                await trio.sleep(STATS_EVERY_S)
-        finally:
-            injector.write_stats(stats_path)
-
-
-def _hostport(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host, int(port)
+        if stats_path is not None:
+            await keep_writing_counts(injector.counts, stats_path)
 
 
 async def _main(args: argparse.Namespace) -> None:
     rates = FaultRates(rate_500=args.rate_500, rate_503=args.rate_503, rate_reset=args.rate_reset,
                        rate_stall=args.rate_stall, stall_s=args.stall_s, delay_ms=args.delay_ms)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # stop cleanly, stats written
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(serve, _hostport(args.listen), _hostport(args.upstream), rates,
-                                             args.seed, args.stats)
-            print(f"listening={host}:{port}", flush=True)
-            async for _ in signals:
-                nursery.cancel_scope.cancel()
-                break
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(serve, hostport(args.listen), hostport(args.upstream), rates,
+                                         args.seed, args.stats)
+        print(f"listening={host}:{port}", flush=True)
+        await until_sigint_or_sigterm(nursery)  # stop cleanly, stats written
 
 
 def main(argv: list[str] | None = None) -> int:
