@@ -15,6 +15,7 @@ import sys
 from azsidecar import __version__
 from azsidecar._configload import ConfigError
 from azsidecar.logs import setup_logging
+from azsidecar.runtime import tune_gc
 
 # Modules that provide `register(subparsers)`; imported lazily so `azsidecar --help`
 # does not import pyspark or aiokafka.
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     setup_logging(getattr(args, "log_format", None) or "text", getattr(args, "log_level", None) or "INFO")
+    tune_gc()
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from crc32c import crc32c as _crc32c
 
@@ -49,12 +50,14 @@ class WalFormatError(ValueError):
     """The bytes are not a valid WAL object (or zone range): corrupt, truncated or foreign."""
 
 
-@dataclass(frozen=True)
-class WalEntry:
+class WalEntry(NamedTuple):
     """One raw Kafka record batch and the producer metadata the agent needs to append it.
 
     `crc32c` is the CRC-32C of `batch`; leave it None when building an entry, the encoder
     computes it. Parsed entries always carry it (verified).
+
+    A NamedTuple, not a frozen dataclass: one is built per appended batch, and a frozen
+    dataclass's __init__ (object.__setattr__ per field) costs ~1.3 us against ~0.4 us.
     """
 
     topic: str
@@ -63,13 +66,20 @@ class WalEntry:
     producer_epoch: int
     base_sequence: int
     record_count: int
-    batch: bytes | memoryview = field(repr=False)
+    batch: bytes | memoryview
     crc32c: int | None = None
 
+    def __repr__(self) -> str:  # the batch is bulk payload: leave it out
+        return (f"WalEntry(topic={self.topic!r}, partition={self.partition}, producer_id={self.producer_id}, "
+                f"producer_epoch={self.producer_epoch}, base_sequence={self.base_sequence}, "
+                f"record_count={self.record_count}, crc32c={self.crc32c})")
 
-@dataclass(frozen=True)
-class EntryRef:
-    """Where one entry's raw batch sits in an object. offset/length cover the batch bytes only."""
+
+class EntryRef(NamedTuple):
+    """Where one entry's raw batch sits in an object. offset/length cover the batch bytes only.
+
+    A NamedTuple for the same reason as WalEntry: one per entry of every encoded object.
+    """
 
     topic: str
     partition: int

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import trio
 
@@ -107,9 +108,11 @@ class FlushedObject:
     sealed_at: float = 0.0
 
 
-@dataclass(frozen=True)
-class WalPlacement:
-    """Where an appended entry landed. entry_offset/entry_length cover its raw batch bytes."""
+class WalPlacement(NamedTuple):
+    """Where an appended entry landed. entry_offset/entry_length cover its raw batch bytes.
+
+    A NamedTuple (one per append; see WalEntry for why not a frozen dataclass).
+    """
 
     key: str
     dest_zone: str
@@ -306,7 +309,9 @@ class WalWriter:
             self._open = _Pending(trio.current_time())
             self._wakeup.set()  # the loop starts this object's linger timer
         obj = self._open
-        zone_entries = obj.entries_by_zone.setdefault(dest_zone, [])
+        zone_entries = obj.entries_by_zone.get(dest_zone)
+        if zone_entries is None:  # not setdefault: that builds a throwaway list per append
+            zone_entries = obj.entries_by_zone[dest_zone] = []
         index = len(zone_entries)
         zone_entries.append(entry)
         obj.nbytes += size
