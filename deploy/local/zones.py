@@ -506,7 +506,9 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
     """Zones, S3 (moto) and one Tansu broker per zone sharing one bucket; all torn down on exit.
 
     mode: "netns" (root: namespaces, metered), "loopback" (127.0.0.1, unmetered) or
-    "auto" (netns when root). start_brokers needs start_s3. segment_per_packet makes the
+    "auto" (netns when root). start_brokers needs start_s3. Without log_dir the processes
+    log to a temporary directory, removed when the block ends cleanly and kept (its path
+    logged) when it ends with an error. segment_per_packet makes the
     bridge links carry MTU-sized packets (no GSO), so metered header bytes match a real
     network; by default the kernel's 64 KB GSO packets carry one header each. Raises ZoneSetupError when
     the network cannot be built, RuntimeError when moto or a broker does not start, and
@@ -527,44 +529,52 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
     run_id = secrets.token_hex(RUN_ID_HEX)[:RUN_ID_HEX]
     log_path = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"{PREFIX}{run_id}-logs-"))
     log_path.mkdir(parents=True, exist_ok=True)
-    with _sigterm_raises(), contextlib.ExitStack() as stack:
-        if mode == "netns":
-            if cleanup_first:
-                for line in cleanup_leftovers():
-                    log.info("removed leftover %s", line)
-            _write_state(run_id)
-            stack.callback(_remove_run, run_id)
-            zone_list, s3_ns = _build_netns(run_id, names, segment_per_packet)
-        else:
-            s3_ns = None
-            zone_list = [Zone(name=name, index=i, netns=None, address="127.0.0.1", s3_endpoint="",
-                              broker_bootstrap="", sidecar_port=free_port()) for i, name in enumerate(names)]
-        env = ZoneEnv(zones=tuple(zone_list), mode=mode, run_id=run_id, log_dir=log_path, s3_namespace=s3_ns)
-        if start_s3:
+    own_logs = not log_dir  # a temporary directory of ours: removed after a clean run
+    try:
+        with _sigterm_raises(), contextlib.ExitStack() as stack:
             if mode == "netns":
-                env.moto = stack.enter_context(start_moto(host="0.0.0.0", port=S3_PORT, netns=s3_ns,  # noqa: S104 - inside the s3 namespace only
-                                                          log_dir=log_path))
+                if cleanup_first:
+                    for line in cleanup_leftovers():
+                        log.info("removed leftover %s", line)
+                _write_state(run_id)
+                stack.callback(_remove_run, run_id)
+                zone_list, s3_ns = _build_netns(run_id, names, segment_per_packet)
             else:
-                env.moto = stack.enter_context(start_moto(log_dir=log_path))
-                env.zones = tuple(Zone(**{**vars(z), "s3_endpoint": env.moto.endpoint_url}) for z in env.zones)
-            env.bucket = f"{PREFIX}{run_id}-tansu"
-            _create_bucket_in(s3_ns, f"http://127.0.0.1:{env.moto.port}", env.bucket)
-        if start_brokers:
-            new_zones = []
-            for z in env.zones:
+                s3_ns = None
+                zone_list = [Zone(name=name, index=i, netns=None, address="127.0.0.1", s3_endpoint="",
+                                  broker_bootstrap="", sidecar_port=free_port()) for i, name in enumerate(names)]
+            env = ZoneEnv(zones=tuple(zone_list), mode=mode, run_id=run_id, log_dir=log_path, s3_namespace=s3_ns)
+            if start_s3:
                 if mode == "netns":
-                    broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, host=z.address,
-                                                             port=BROKER_PORT, netns=z.netns, log_dir=log_path))
+                    env.moto = stack.enter_context(start_moto(host="0.0.0.0", port=S3_PORT, netns=s3_ns,  # noqa: S104 - inside the s3 namespace only
+                                                              log_dir=log_path))
                 else:
-                    broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, log_dir=log_path))
-                env.brokers[z.name] = broker
-                new_zones.append(Zone(**{**vars(z), "broker_bootstrap": broker.bootstrap}))
-            env.zones = tuple(new_zones)
-        # Registered last so it runs first: producers and sidecars stop before the brokers.
-        stack.callback(env._stop_processes)
-        log.info("zones up: mode=%s run=%s zones=%s logs=%s", mode, run_id,
-                 ", ".join(f"{z.name}={z.address}" for z in env.zones), log_path)
-        yield env
+                    env.moto = stack.enter_context(start_moto(log_dir=log_path))
+                    env.zones = tuple(Zone(**{**vars(z), "s3_endpoint": env.moto.endpoint_url}) for z in env.zones)
+                env.bucket = f"{PREFIX}{run_id}-tansu"
+                _create_bucket_in(s3_ns, f"http://127.0.0.1:{env.moto.port}", env.bucket)
+            if start_brokers:
+                new_zones = []
+                for z in env.zones:
+                    if mode == "netns":
+                        broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, host=z.address,
+                                                                 port=BROKER_PORT, netns=z.netns, log_dir=log_path))
+                    else:
+                        broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, log_dir=log_path))
+                    env.brokers[z.name] = broker
+                    new_zones.append(Zone(**{**vars(z), "broker_bootstrap": broker.bootstrap}))
+                env.zones = tuple(new_zones)
+            # Registered last so it runs first: producers and sidecars stop before the brokers.
+            stack.callback(env._stop_processes)
+            log.info("zones up: mode=%s run=%s zones=%s logs=%s", mode, run_id,
+                     ", ".join(f"{z.name}={z.address}" for z in env.zones), log_path)
+            yield env
+    except BaseException:
+        if own_logs:
+            log.warning("zone environment ended with an error; its logs are kept in %s", log_path)
+        raise
+    if own_logs:
+        shutil.rmtree(log_path, ignore_errors=True)
 
 
 def s3_env(zone: Zone) -> dict[str, str]:

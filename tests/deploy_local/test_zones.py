@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -90,6 +91,7 @@ def test_everything_is_removed_after_an_exception_in_the_block():
     seen = {}
     with pytest.raises(Boom), three_zones(start_s3=False, start_brokers=False) as env:
         seen["run_id"] = env.run_id
+        seen["log_dir"] = env.log_dir
         # 4 namespaces (3 zones + s3) and 4 root links (bridge + 3 ports) exist now.
         assert len(_owned(env.run_id)) == 8
         assert {z.address for z in env.zones} == {"10.213.0.1", "10.213.0.2", "10.213.0.3"}
@@ -97,6 +99,16 @@ def test_everything_is_removed_after_an_exception_in_the_block():
         raise Boom
     assert seen["proc"].poll() is not None  # the sleeper was stopped
     assert _owned(seen["run_id"]) == set()
+    assert any(seen["log_dir"].iterdir()), "the logs of a failed run are kept for a look"
+    shutil.rmtree(seen["log_dir"])
+
+
+def test_a_clean_run_removes_its_temporary_log_directory():
+    with three_zones(start_s3=False, start_brokers=False) as env:
+        log_dir = env.log_dir
+        env.run_in_zone(env.zones[0], [sys.executable, "-c", "print('hello')"]).wait(timeout=30)
+        assert any(log_dir.iterdir())
+    assert not log_dir.exists()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
