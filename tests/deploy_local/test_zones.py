@@ -112,7 +112,7 @@ def test_a_clean_run_removes_its_temporary_log_directory():
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_tears_everything_down(signum):
+def test_a_signal_tears_everything_down(signum, tmp_path):
     # A shell that starts a job in the background sets SIGINT to "ignore", and Python keeps
     # that: the child asks for Python's Ctrl-C behaviour itself, as an interactive run has it.
     script = textwrap.dedent("""
@@ -120,11 +120,11 @@ def test_a_signal_tears_everything_down(signum):
         import sys
         from deploy.local.zones import three_zones
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        with three_zones(start_s3=False, start_brokers=False) as env:
+        with three_zones(start_s3=False, start_brokers=False, log_dir=sys.argv[1]) as env:
             print(env.run_id, flush=True)
             sys.stdin.read()  # block until the test signals us
     """)
-    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
         run_id = child.stdout.readline().strip()
@@ -140,15 +140,16 @@ def test_a_signal_tears_everything_down(signum):
     assert _owned(run_id) == set()
 
 
-def test_cleanup_leftovers_removes_a_crashed_run_but_not_a_live_one():
+def test_cleanup_leftovers_removes_a_crashed_run_but_not_a_live_one(tmp_path):
     crash = textwrap.dedent("""
         import os
+        import sys
         from deploy.local.zones import three_zones
-        with three_zones(start_s3=False, start_brokers=False) as env:
+        with three_zones(start_s3=False, start_brokers=False, log_dir=sys.argv[1]) as env:
             print(env.run_id, flush=True)
             os._exit(3)  # die without any teardown, like a SIGKILL
     """)
-    done = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", crash, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 3
     dead_run = done.stdout.strip()
     assert dead_run, done.stderr
