@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from tests.conftest import create_topics, unique_name
-from tests.proxy.clients_matrix import PARTITIONS, RUNS, check_delivery, consume_everything, topic_names
+from tests.proxy.clients_matrix import PARTITIONS, RUNS, Run, check_delivery, consume_everything, topic_names
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +49,24 @@ def test_confluent_kafka_through_proxy(tansu, proxy):
         assert producer.flush(PRODUCE_TIMEOUT_S) == 0, f"{run.name}: undelivered records"
         assert errors == [], f"{run.name}: {errors[:3]}"
     check_delivery(consume_everything(tansu.bootstrap, topics), topics)
+
+
+def test_confluent_kafka_with_default_settings_works_unchanged(tansu, proxy):
+    """Only bootstrap.servers set: librdkafka's defaults (acks=all, no idempotence, no
+    compression, its own partitioner) must work against the sidecar as against a broker."""
+    from confluent_kafka import Producer
+
+    defaults = Run("defaults", -1, False, "none", True, 0, 1000)  # what librdkafka uses unset
+    topics = _fresh_topics(tansu, "ckdef")
+    errors: list = []
+    producer = Producer({"bootstrap.servers": proxy.bootstrap})
+    for seq in range(defaults.count):
+        producer.produce(topics[0], value=defaults.value(seq), key=defaults.key(seq),
+                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
+        producer.poll(0)
+    assert producer.flush(PRODUCE_TIMEOUT_S) == 0, "undelivered records"
+    assert errors == [], errors[:3]
+    check_delivery(consume_everything(tansu.bootstrap, topics), topics, runs=(defaults,))
 
 
 def test_kafka_python_through_proxy(tansu, proxy):
