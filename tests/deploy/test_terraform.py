@@ -195,7 +195,7 @@ def test_iam_actions_are_exactly_the_intended_ones():
     wal = "${var.bucket_arn}/${var.prefixes.wal}*"
     expected = {
         "proxy": {
-            "ListEpochMarkers": (["s3:ListBucket"], ["${var.bucket_arn}"]),
+            "ListWalPrefix": (["s3:ListBucket"], ["${var.bucket_arn}"]),
             "WalObjectsWriteRead": (["s3:GetObject", "s3:PutObject"], ["${local.wal_objects}"]),
             "AuditRecordsWrite": (["s3:AbortMultipartUpload", "s3:PutObject"], ["${local.audit_objects}"]),
             "BucketKeyUse": (["kms:Decrypt", "kms:GenerateDataKey"], ["${var.kms_key_arn}"]),
@@ -236,7 +236,7 @@ def test_iam_actions_are_exactly_the_intended_ones():
 
 def test_list_bucket_is_always_narrowed_to_a_prefix():
     expected_prefixes = {
-        ("proxy", "ListEpochMarkers"): ["${var.prefixes.wal}${var.prefixes.epoch_segment}/*"],
+        ("proxy", "ListWalPrefix"): ["${var.prefixes.wal}*"],
         ("gc", "ListWalPrefix"): ["${var.prefixes.wal}*"],
         ("audit_reader", "ListAudit"): ["${var.prefixes.audit}*"],
     }

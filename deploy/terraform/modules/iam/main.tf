@@ -17,16 +17,20 @@ locals {
 # ------------------------------------------------------------------ policies
 
 data "aws_iam_policy_document" "proxy" {
-  # Get: a retried PUT that gets 412 reads the object back to see whether it was ours.
-  # List: taking an epoch lists this writer's epoch markers.
+  # Get: a retried PUT that gets 412 reads the object back to see whether it was ours;
+  # recovery reads its own unapplied objects.
+  # List: taking an epoch lists this writer's epoch markers; with router.ack_modes "wal"
+  # topics a starting sidecar (and `azsidecar recover`) also lists the whole WAL prefix for
+  # its earlier epochs' objects and then their checkpoints (router/recovery.py). Object
+  # keys lead with a hash, so no narrower prefix holds one writer's objects.
   statement {
-    sid       = "ListEpochMarkers"
+    sid       = "ListWalPrefix"
     actions   = ["s3:ListBucket"]
     resources = [var.bucket_arn]
     condition {
       test     = "StringLike"
       variable = "s3:prefix"
-      values   = ["${var.prefixes.wal}${var.prefixes.epoch_segment}/*"]
+      values   = ["${var.prefixes.wal}*"]
     }
   }
   statement {
