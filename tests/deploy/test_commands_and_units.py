@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from azsidecar.cli import build_parser
-from tests.deploy._hcl import MODULES, ROOT, attr, parse, render_template, variables
+from tests.deploy._hcl import EXAMPLE, MODULES, ROOT, attr, parse, render_template, variables
 
 SYSTEMD = ROOT / "deploy" / "systemd"
 CONFIG_FILE = "/run/azsidecar/azsidecar.toml"
@@ -47,6 +47,19 @@ def test_settings_built_by_sidecar_and_agents_use_only_declared_keys():
     per_zone = attr(agents_main["module"][0]["config"], "settings")
     assert _names_in(per_zone) - typed == set()
     assert {"zone", "agent", "listen_host", "metrics_port"} <= _names_in(per_zone)
+
+
+def test_gc_gets_the_sidecars_ack_modes_and_the_example_passes_one_map_to_both():
+    # GC keeps an unapplied object holding acknowledged (ack_mode wal) entries only if its own
+    # configuration names those topics (wal_s3/cli.py builds acked_topic from router.ack_modes).
+    modules = {name: body for entry in parse(MODULES / "agents" / "main.tf")["module"] for name, body in entry.items()}
+    gc_settings = attr(modules["gc_config"], "settings").replace(" ", "")
+    assert "{'router':{'ack_modes':'${var.ack_modes}'}}" in gc_settings
+    assert "ack_modes" not in attr(modules["config"], "settings")  # agents do not use them
+    example = {name: body for entry in parse(EXAMPLE / "main.tf")["module"] for name, body in entry.items()}
+    assert attr(example["agents"], "ack_modes") == "${var.ack_modes}"
+    assert attr(example["sidecar"], "router") == {"ack_modes": "${var.ack_modes}"}
+    assert attr(example["wal_bucket"], "wal_expiration_days") == "${var.wal.expiration_days}"
 
 
 def _exec_commands(path: Path) -> list[str]:

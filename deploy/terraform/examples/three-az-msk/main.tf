@@ -223,8 +223,9 @@ resource "aws_msk_cluster" "this" {
 # ------------------------------------------------------------------ azsidecar
 
 module "wal_bucket" {
-  source      = "../../modules/wal-bucket"
-  bucket_name = local.bucket_name
+  source              = "../../modules/wal-bucket"
+  bucket_name         = local.bucket_name
+  wal_expiration_days = var.wal.expiration_days
 }
 
 module "iam" {
@@ -267,6 +268,7 @@ module "agents" {
     prefix = module.wal_bucket.wal_prefix
   }
   audit_output = module.wal_bucket.audit_output
+  ack_modes    = var.ack_modes
   agent_port   = local.agent_port
   metrics_port = local.metrics_port
 }
@@ -286,6 +288,7 @@ module "sidecar" {
     linger_ms = var.wal.linger_ms
   }
   # MSK reports broker.rack = AZ id, so no broker_zones override is needed.
+  router          = { ack_modes = var.ack_modes }
   agent_endpoints = module.agents.agent_endpoints
   audit_output    = module.wal_bucket.audit_output
   image           = var.image

@@ -109,14 +109,34 @@ variable "msk" {
 }
 
 variable "wal" {
-  description = "WAL flush settings of the sidecars."
+  description = "WAL flush settings of the sidecars, and the days after which the bucket's lifecycle rule expires WAL objects (the GC backstop)."
   type = object({
-    max_bytes = optional(number, 8388608)
-    linger_ms = optional(number, 250)
+    max_bytes       = optional(number, 8388608)
+    linger_ms       = optional(number, 250)
+    expiration_days = optional(number, 1)
   })
   default = {}
   validation {
     condition     = var.wal.max_bytes >= 65536 && var.wal.max_bytes <= 5368709120 && var.wal.linger_ms >= 1 && var.wal.linger_ms <= 60000
     error_message = "wal.max_bytes within 64 KiB..5 GiB, wal.linger_ms within 1..60000."
+  }
+  validation {
+    condition     = var.wal.expiration_days >= 1 && var.wal.expiration_days <= 30 && floor(var.wal.expiration_days) == var.wal.expiration_days
+    error_message = "wal.expiration_days must be a whole number of days within 1..30."
+  }
+}
+
+variable "ack_modes" {
+  description = <<-EOT
+    router.ack_modes (topic glob => leader or wal) of the sidecars, also given to GC. With
+    "wal" a producer is answered once its batch is durable in S3; an object a lost sidecar
+    left unapplied is then the only copy and the bucket's lifecycle rule is the one thing that
+    deletes it: raise wal.expiration_days to the time you may need to run `azsidecar recover`.
+  EOT
+  type        = map(string)
+  default     = {}
+  validation {
+    condition     = alltrue([for m in values(var.ack_modes) : contains(["leader", "wal"], m)])
+    error_message = "ack_modes values are leader or wal."
   }
 }

@@ -64,8 +64,10 @@ module "config" {
 }
 
 module "gc_config" {
-  source   = "../config"
-  settings = local.common_settings
+  source = "../config"
+  # GC keeps unapplied objects holding acknowledged (ack_mode wal) entries: it must see the
+  # sidecars' ack_modes. The agents themselves do not use them.
+  settings = merge(local.common_settings, { router = { ack_modes = var.ack_modes } })
 }
 
 resource "aws_cloudwatch_log_group" "this" {

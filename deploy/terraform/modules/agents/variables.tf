@@ -160,6 +160,21 @@ variable "audit_output" {
   }
 }
 
+variable "ack_modes" {
+  description = <<-EOT
+    router.ack_modes of the sidecars (topic glob => leader or wal), given to the gc task. An
+    object holding an entry of an ack_mode wal topic that a zone has not applied is the only
+    copy of records whose producer was already answered: GC must know these topics to keep
+    such an object (wal_s3/gc.py) instead of deleting it as an old orphan.
+  EOT
+  type        = map(string)
+  default     = {}
+  validation {
+    condition     = alltrue([for m in values(var.ack_modes) : contains(["leader", "wal"], m)])
+    error_message = "ack_modes values are leader or wal."
+  }
+}
+
 variable "agent_port" {
   description = "Notification port (agent.listen_port)."
   type        = number
