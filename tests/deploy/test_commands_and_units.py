@@ -62,6 +62,15 @@ def test_gc_gets_the_sidecars_ack_modes_and_the_example_passes_one_map_to_both()
     assert attr(example["wal_bucket"], "wal_expiration_days") == "${var.wal.expiration_days}"
 
 
+def test_sidecar_container_maps_only_the_metrics_port_and_only_when_it_leaves_loopback():
+    sidecar = parse(MODULES / "sidecar" / "main.tf")["locals"][0]
+    mappings = attr(sidecar, "container_definition")["portMappings"]
+    assert mappings == ("${local.metrics_on_eni ? [{'containerPort': '${var.metrics_port}', 'protocol': 'tcp', "
+                        "'name': 'metrics'}] : []}")
+    assert attr(sidecar, "metrics_on_eni") == "${var.metrics_port != 0 && !contains(['127.0.0.1', '::1'],var.metrics_host)}"
+    assert attr(sidecar, "settings")["proxy"]["listen_host"] == "127.0.0.1"  # Kafka never leaves loopback
+
+
 def _exec_commands(path: Path) -> list[str]:
     """Every `exec azsidecar ...` command line written in a module's main.tf."""
     text = path.read_text()

@@ -24,7 +24,8 @@ def sidecar_settings(**changes):
         "log_format": "json",
         "log_level": "INFO",
         "proxy": {"listen_host": "127.0.0.1", "listen_port": 9092, "proxy_id": "sc-use1-az1",
-                  "max_in_flight_per_connection": 32, "shutdown_grace_s": 10, "metrics_port": 9464},
+                  "max_in_flight_per_connection": 32, "shutdown_grace_s": 10, "metrics_port": 9464,
+                  "metrics_host": "0.0.0.0"},
         "upstream": {"bootstrap_servers": ["b-1.demo.kafka.us-east-1.amazonaws.com:9092",
                                            "b-2.demo.kafka.us-east-1.amazonaws.com:9092"],
                      "client_id": 'azsidecar "quoted" \\ client', "metadata_ttl_s": 30,
@@ -62,6 +63,7 @@ def test_rendered_sidecar_config_loads_with_the_values_given(tmp_path):
     assert config.zone == "use1-az1"
     assert config.log_format == "json"
     assert (config.proxy.listen_host, config.proxy.listen_port, config.proxy.metrics_port) == ("127.0.0.1", 9092, 9464)
+    assert config.proxy.metrics_host == "0.0.0.0"  # /metrics on the task ENI, Kafka still on loopback
     assert config.proxy.proxy_id == "sc-use1-az1"
     assert config.upstream.bootstrap_servers == ("b-1.demo.kafka.us-east-1.amazonaws.com:9092",
                                                  "b-2.demo.kafka.us-east-1.amazonaws.com:9092")

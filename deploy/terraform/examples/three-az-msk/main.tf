@@ -280,6 +280,7 @@ module "sidecar" {
   region            = var.region
   proxy_id_prefix   = "sc-${each.key}"
   metrics_port      = local.metrics_port
+  metrics_host      = "0.0.0.0" # scraped on the task ENI from monitoring_cidrs (proxies security group)
   bootstrap_servers = local.msk_bootstrap
   wal = {
     bucket    = module.wal_bucket.bucket_name

@@ -16,6 +16,7 @@ variable "settings" {
       max_in_flight_per_connection = optional(number, 32)
       shutdown_grace_s             = optional(number, 10)
       metrics_port                 = optional(number, 0)
+      metrics_host                 = optional(string, "127.0.0.1")
     }), {})
     upstream = object({
       bootstrap_servers = list(string)

@@ -5,10 +5,11 @@
 # Producers keep their code and set bootstrap.servers=localhost:<listen_port>.
 
 locals {
-  run_dir     = "/run/azsidecar"
-  config_file = "${local.run_dir}/azsidecar.toml"
-  volume_name = "azsidecar-run"
-  hmac_in_ssm = can(regex("^arn:aws[a-z-]*:ssm:", var.hmac_secret_arn))
+  run_dir        = "/run/azsidecar"
+  config_file    = "${local.run_dir}/azsidecar.toml"
+  volume_name    = "azsidecar-run"
+  hmac_in_ssm    = can(regex("^arn:aws[a-z-]*:ssm:", var.hmac_secret_arn))
+  metrics_on_eni = var.metrics_port != 0 && !contains(["127.0.0.1", "::1"], var.metrics_host)
   # SSM parameter name from its ARN (arn:...:parameter/NAME -> /NAME).
   hmac_ssm_name = try("/${trimprefix(split(":parameter/", var.hmac_secret_arn)[1], "/")}", null)
 
@@ -21,6 +22,7 @@ locals {
       listen_port  = var.listen_port
       proxy_id     = var.proxy_id_prefix
       metrics_port = var.metrics_port
+      metrics_host = var.metrics_host
     }
     upstream = { bootstrap_servers = var.bootstrap_servers }
     router   = var.router
@@ -62,8 +64,10 @@ locals {
     ]
     secrets                = [{ name = "AZSIDECAR_NOTIFY_HMAC_KEYS", valueFrom = var.hmac_secret_arn }]
     mountPoints            = [{ sourceVolume = local.volume_name, containerPath = local.run_dir, readOnly = false }]
-    # No portMappings: the listener is on loopback, shared with the producer container
-    # through the task's network namespace (awsvpc), and must not be reachable from outside.
+    # The Kafka listener has no port mapping: it is on loopback, shared with the producer
+    # container through the task's network namespace (awsvpc), and must not be reachable
+    # from outside. /metrics gets one only when it binds beyond loopback.
+    portMappings = local.metrics_on_eni ? [{ containerPort = var.metrics_port, protocol = "tcp", name = "metrics" }] : []
     healthCheck = {
       command     = ["CMD", "python3", "-c", "import socket; socket.create_connection(('127.0.0.1', ${var.listen_port}), 2).close()"]
       interval    = 10

@@ -50,6 +50,16 @@ variable "metrics_port" {
   }
 }
 
+variable "metrics_host" {
+  description = "proxy.metrics_host: address /metrics binds. 127.0.0.1 keeps it inside the task or host; 0.0.0.0 lets Prometheus scrape the task's ENI, which the proxies security group admits from monitoring_cidrs only. The Kafka listener stays on loopback either way."
+  type        = string
+  default     = "127.0.0.1"
+  validation {
+    condition     = contains(["127.0.0.1", "0.0.0.0", "::1", "::"], var.metrics_host) || can(regex("^([0-9]{1,3}\\.){3}[0-9]{1,3}$", var.metrics_host))
+    error_message = "metrics_host must be an IP address such as 127.0.0.1 or 0.0.0.0."
+  }
+}
+
 variable "bootstrap_servers" {
   description = "Upstream Kafka bootstrap host:port list (upstream.bootstrap_servers)."
   type        = list(string)
