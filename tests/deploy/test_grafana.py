@@ -76,3 +76,52 @@ def test_the_issue_s_subjects_each_have_a_panel():
     for subject in ("bytes by route", "cross-zone bytes avoided", "flush size", "put latency",
                     "cache hit ratio", "errors"):
         assert subject in titles, subject
+
+
+TARGET_LABELS = {"zone", "instance", "job"}  # added by Prometheus relabelling, not by the code
+SELECTOR_RE = re.compile(r"\b(azsidecar_[a-z0-9_]+)(?:\{([^}]*)\})?")
+BY_RE = re.compile(r"\bby \(([^)]*)\)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)")
+
+
+def _declared_labels() -> dict[str, set[str]]:
+    """Series name -> label names, from the collectors' declarations in the code."""
+    out = {}
+    decl = re.compile(r'(Counter|Gauge|Histogram)\(\s*"(azsidecar_[a-z0-9_]+)",\s*"[^"]*"\s*,?\s*(?:\[([^\]]*)\])?', re.S)
+    for package in SOURCES:
+        for path in (ROOT / package).glob("*.py"):
+            for kind, name, labels in decl.findall(path.read_text()):
+                names = set(re.findall(r'"(\w+)"', labels or ""))
+                if kind == "Counter":
+                    out[name.removesuffix("_total") + "_total"] = names
+                elif kind == "Histogram":
+                    out.update({name + "_bucket": names | {"le"}, name + "_sum": names, name + "_count": names})
+                else:
+                    out[name] = names
+    return out
+
+
+def test_every_label_a_panel_filters_or_groups_by_is_declared_on_its_metric():
+    from router.decide import Path as RoutePath
+
+    declared = _declared_labels()
+    assert declared["azsidecar_proxy_bytes_in_total"] == {"route"}  # the scan itself works
+    routes = {r.value for r in RoutePath}
+    _, panels = _panels()
+    checked = 0
+    for p in panels:
+        for t in p["targets"]:
+            expr = t["expr"]
+            for name, matchers in SELECTOR_RE.findall(expr):
+                for label, value in re.findall(r'(\w+)\s*=~?\s*"([^"]*)"', matchers):
+                    assert label in declared[name] | TARGET_LABELS, (p["title"], name, label)
+                    if label == "route":
+                        assert value in routes, (p["title"], value)
+                    checked += 1
+            for labels, inner in BY_RE.findall(expr):
+                metrics = set(re.findall(r"\b(azsidecar_[a-z0-9_]+)", inner))
+                assert metrics, (p["title"], expr)
+                for label in (x.strip() for x in labels.split(",")):
+                    for name in metrics:
+                        assert label in declared[name] | TARGET_LABELS, (p["title"], name, label)
+                        checked += 1
+    assert checked >= 40
