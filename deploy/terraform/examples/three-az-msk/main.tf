@@ -90,16 +90,16 @@ resource "aws_vpc_endpoint" "interface" {
 }
 
 module "network" {
-  source                  = "../../modules/network"
-  name_prefix             = var.name
-  vpc_id                  = aws_vpc.this.id
-  agent_port              = local.agent_port
-  metrics_port            = local.metrics_port
-  monitoring_cidrs        = var.monitoring_cidrs
-  broker_cidrs            = local.subnet_cidrs
-  kafka_ports             = [9092]
-  aws_api_prefix_lists    = { s3 = aws_vpc_endpoint.s3.prefix_list_id }
-  https_cidrs             = [var.vpc_cidr]
+  source               = "../../modules/network"
+  name_prefix          = var.name
+  vpc_id               = aws_vpc.this.id
+  agent_port           = local.agent_port
+  metrics_port         = local.metrics_port
+  monitoring_cidrs     = var.monitoring_cidrs
+  broker_cidrs         = local.subnet_cidrs
+  kafka_ports          = [9092]
+  aws_api_prefix_lists = { s3 = aws_vpc_endpoint.s3.prefix_list_id }
+  https_cidrs          = [var.vpc_cidr]
 }
 
 # ------------------------------------------------------------------ keys and secret

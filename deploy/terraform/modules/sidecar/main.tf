@@ -62,8 +62,8 @@ locals {
       { name = "TMPDIR", value = "${local.run_dir}/tmp" },
       { name = "AWS_REGION", value = var.region },
     ]
-    secrets                = [{ name = "AZSIDECAR_NOTIFY_HMAC_KEYS", valueFrom = var.hmac_secret_arn }]
-    mountPoints            = [{ sourceVolume = local.volume_name, containerPath = local.run_dir, readOnly = false }]
+    secrets     = [{ name = "AZSIDECAR_NOTIFY_HMAC_KEYS", valueFrom = var.hmac_secret_arn }]
+    mountPoints = [{ sourceVolume = local.volume_name, containerPath = local.run_dir, readOnly = false }]
     # The Kafka listener has no port mapping: it is on loopback, shared with the producer
     # container through the task's network namespace (awsvpc), and must not be reachable
     # from outside. /metrics gets one only when it binds beyond loopback.
