@@ -98,6 +98,14 @@ _FOR = re.compile(r"^for (?P<k>\w+), (?P<v>\w+) in (?P<src>[\w.]+)$")
 _IF_NOT_NULL = re.compile(r"^if (?P<src>[\w.]+) != null$")
 _INTERP = re.compile(r"\$\{(?P<expr>[^}]*)\}")
 _JSONENCODE = re.compile(r"^jsonencode\((?P<src>[\w.]+)\)$")
+
+
+def _tf_jsonencode(value: Any) -> str:
+    """Terraform's jsonencode: compact separators, and <, >, & escaped as Go's encoder does."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 _BARE = re.compile(r"^(?P<src>[\w.]+)$")
 
 
@@ -118,7 +126,7 @@ def _interpolate(line: str, scope: dict[str, Any]) -> str:
     def one(m: re.Match[str]) -> str:
         expr = m.group("expr")
         if jm := _JSONENCODE.match(expr):
-            return json.dumps(_lookup(scope, jm.group("src")))
+            return _tf_jsonencode(_lookup(scope, jm.group("src")))
         if bm := _BARE.match(expr):
             value = _lookup(scope, bm.group("src"))
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
