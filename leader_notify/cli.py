@@ -78,14 +78,15 @@ def main(args: argparse.Namespace) -> int:
 async def _serve_until_signal(config) -> int:
     from leader_notify._kafka import KafkaAppendUnavailable  # noqa: PLC0415
     from leader_notify._run import running_agent  # noqa: PLC0415
-    from leader_notify.metrics import AgentMetrics  # noqa: PLC0415
+    from leader_notify.metrics import process_agent_metrics  # noqa: PLC0415
     from spark_audit.writer import AuditWriter  # noqa: PLC0415
 
-    metrics = AgentMetrics()
+    metrics = process_agent_metrics()
     if config.agent.metrics_port:
         from prometheus_client import start_http_server  # noqa: PLC0415
 
-        start_http_server(config.agent.metrics_port, addr=config.agent.listen_host, registry=metrics.registry)
+        # The default registry: the agent's own counters and the WAL reader's block cache.
+        start_http_server(config.agent.metrics_port, addr=config.agent.listen_host)
     audit = AuditWriter(config.audit, config.zone, "agent") if config.audit.enabled else None
     if audit is None:
         from spark_audit.records import NullAuditSink  # noqa: PLC0415

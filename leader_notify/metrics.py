@@ -1,12 +1,14 @@
 """Prometheus metrics of the agent (azsidecar_agent_*) and the sender (azsidecar_notify_*).
 
 Each instance registers in its own CollectorRegistry unless one is given, so several agents
-in one test process do not collide; the CLI serves the registry on `agent.metrics_port`.
+in one test process do not collide. The processes themselves use one instance each on
+prometheus_client's default registry (process_agent_metrics, process_sender_metrics), which
+is what their /metrics serves next to the module-level wal_s3, proxy and router collectors.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -51,3 +53,23 @@ class SenderMetrics:
     def value(self, name: str, **labels: str) -> float:
         v = self.registry.get_sample_value(name, labels)
         return 0.0 if v is None else v
+
+
+_process_agent: AgentMetrics | None = None
+_process_sender: SenderMetrics | None = None
+
+
+def process_agent_metrics() -> AgentMetrics:
+    """The agent process's metrics, on the default registry (created on first use)."""
+    global _process_agent  # noqa: PLW0603 - one set of collectors per process, like wal_s3.metrics
+    if _process_agent is None:
+        _process_agent = AgentMetrics(REGISTRY)
+    return _process_agent
+
+
+def process_sender_metrics() -> SenderMetrics:
+    """The proxy process's notification metrics, on the default registry (created on first use)."""
+    global _process_sender  # noqa: PLW0603
+    if _process_sender is None:
+        _process_sender = SenderMetrics(REGISTRY)
+    return _process_sender

@@ -59,13 +59,14 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
     async with trio.open_nursery() as nursery, contextlib.AsyncExitStack() as stack:
         wal_path = None
         if wal_enabled(config):
+            from leader_notify.metrics import process_sender_metrics  # noqa: PLC0415
             from leader_notify.sender import NotifySender  # noqa: PLC0415
             from wal_s3 import WalWriter, make_s3_client  # noqa: PLC0415
 
             writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit)
             await stack.enter_async_context(writer.running())
             sender = NotifySender(config.notify, config.zone, config.proxy.proxy_id, writer.epoch, audit,
-                                  bucket=config.wal.bucket)
+                                  bucket=config.wal.bucket, metrics=process_sender_metrics())
             stack.push_async_callback(sender.aclose)
             acked = (lambda topic: config.router.ack_mode(topic) == "wal") if "wal" in config.router.ack_modes.values() \
                 else None

@@ -19,6 +19,8 @@ def register(subparsers) -> None:
     when.add_argument("--interval-s", type=float, help="seconds between passes (default wal.gc_interval_s)")
     p.add_argument("--max-orphan-age-s", type=float, help="delete orphans older than this (overrides wal.max_orphan_age_s)")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    p.add_argument("--metrics-port", type=int,
+                   help="when looping, serve Prometheus /metrics on this port (overrides wal.gc_metrics_port; 0 = off)")
     p.add_argument("--log-format", choices=("text", "json"), default=None)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=main)
@@ -33,13 +35,17 @@ def main(args: argparse.Namespace) -> int:
 
     full = load_config(args.config, {
         "wal.bucket": args.bucket, "wal.endpoint_url": args.endpoint_url,
-        "wal.max_orphan_age_s": args.max_orphan_age_s,
+        "wal.max_orphan_age_s": args.max_orphan_age_s, "wal.gc_metrics_port": args.metrics_port,
     })
     config = full.wal
     # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
     acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
     client = make_s3_client(config)
     interval_s = args.interval_s if args.interval_s is not None else config.gc_interval_s
+    if config.gc_metrics_port and not args.once:
+        from prometheus_client import start_http_server  # noqa: PLC0415
+
+        start_http_server(config.gc_metrics_port, addr=config.gc_metrics_host)  # GC deletions and orphans
 
     async def loop() -> int:
         while True:

@@ -39,6 +39,8 @@ class WalConfig:
     gc_interval_s: float = 300.0
     orphan_report_age_s: float = 3_600.0
     max_orphan_age_s: float = 86_400.0
+    gc_metrics_port: int = 0  # a looping `azsidecar gc` serves /metrics here; 0 = none
+    gc_metrics_host: str = "127.0.0.1"  # where gc's /metrics listens; 0.0.0.0 to let a scraper in
 
     def __post_init__(self) -> None:
         require(bool(self.bucket), "wal.bucket: must be set")
@@ -58,3 +60,4 @@ class WalConfig:
             require(bool(value) and "/" not in value, f"wal.{name}: one non-empty path segment")
         require(self.gc_interval_s > 0, "wal.gc_interval_s: must be > 0")
         require(self.orphan_report_age_s > 0 and self.max_orphan_age_s > 0, "wal.orphan_report_age_s/max_orphan_age_s: must be > 0")
+        require(0 <= self.gc_metrics_port <= 65535, "wal.gc_metrics_port: 0..65535")

@@ -167,3 +167,49 @@ def test_stale_checkpoints_go_once_old_and_periodic_gc_runs_in_a_nursery(wal_env
     remaining = keys(client, config.bucket)
     assert remaining and all(k.startswith("_epochs/") for k in remaining)  # WAL object and checkpoints gone
     assert key not in remaining
+
+
+def test_looping_gc_serves_its_counters_on_metrics_port(wal_env, s3_bucket):
+    import os
+    import select
+    import subprocess
+    import sys
+    import urllib.request
+
+    from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
+
+    make_config, make_client = wal_env
+    server, bucket = s3_bucket
+    config = make_config(linger_ms=60_000)
+    client = make_client(config)
+
+    async def main():
+        key = await write_object(config, client, ("az1",))
+        await Checkpoints(config, client).mark_applied(key, "az1")
+        return key
+
+    key = trio.run(main)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "gc", "--bucket", bucket,
+                             "--endpoint-url", server.endpoint_url, "--interval-s", "3600",
+                             "--metrics-port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **DUMMY_CREDENTIALS})
+    try:
+        deadline = time.monotonic() + 60
+        out = b""  # raw reads: a buffered readline would hide lines from select
+        while b"gc: scanned" not in out:
+            assert time.monotonic() < deadline, f"no pass reported: {out!r}"
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                assert chunk, f"gc exited: {proc.stderr.read()!r}"
+                out += chunk
+        lines = out.decode().splitlines()
+        assert f"deleted {key} (all zones applied)" in lines
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        assert 'azsidecar_wal_gc_deleted_total{why="applied"} 1.0' in text
+        assert "azsidecar_wal_gc_orphans 0.0" in text
+    finally:
+        stop_process(proc, 10.0)
