@@ -28,6 +28,18 @@ async def _receive_all(stream: trio.abc.ReceiveStream, n: int) -> bytes:
     return bytes(got)
 
 
+async def _send_and_receive(sender, receiver, parts, n: int) -> bytes:
+    """send_buffers(parts) on sender while a reader takes n bytes from receiver."""
+    result: list[bytes] = []
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            async def read() -> None:
+                result.append(await _receive_all(receiver, n))
+            nursery.start_soon(read)
+            await send_buffers(sender, parts)
+    return result[0]
+
+
 @pytest.mark.trio
 async def test_vectored_send_over_a_socket_survives_partial_sends():
     parts = _parts()
@@ -35,15 +47,7 @@ async def test_vectored_send_over_a_socket_survives_partial_sends():
     a, b = trio.socket.socketpair()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # forces many partial sendmsg results
     sender, receiver = trio.SocketStream(a), trio.SocketStream(b)
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            result: list[bytes] = []
-
-            async def read() -> None:
-                result.append(await _receive_all(receiver, len(expected)))
-            nursery.start_soon(read)
-            await send_buffers(sender, parts)
-    assert result[0] == expected
+    assert await _send_and_receive(sender, receiver, parts, len(expected)) == expected
     await sender.aclose()
     await receiver.aclose()
 
@@ -53,15 +57,7 @@ async def test_other_streams_get_one_joined_send():
     parts = _parts()
     expected = b"".join(bytes(p) for p in parts)
     sender, receiver = trio.testing.memory_stream_pair()
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            result: list[bytes] = []
-
-            async def read() -> None:
-                result.append(await _receive_all(receiver, len(expected)))
-            nursery.start_soon(read)
-            await send_buffers(sender, parts)
-    assert result[0] == expected
+    assert await _send_and_receive(sender, receiver, parts, len(expected)) == expected
 
 
 @pytest.mark.trio

@@ -120,7 +120,8 @@ def test_old_orphan_holding_acknowledged_entries_is_held_not_deleted(wal_env):
     assert other.held == () and other.orphans_deleted == (held,)
 
 
-def test_cli_gc_once_prints_what_it_did(wal_env, s3_bucket, capsys):
+def applied_object(wal_env, s3_bucket):
+    """A bucket holding one WAL object whose only zone is applied: (server, bucket, client, key)."""
     make_config, make_client = wal_env
     server, bucket = s3_bucket
     config = make_config(linger_ms=60_000)
@@ -131,7 +132,11 @@ def test_cli_gc_once_prints_what_it_did(wal_env, s3_bucket, capsys):
         await Checkpoints(config, client).mark_applied(key, "az1")
         return key
 
-    key = trio.run(main)
+    return server, bucket, client, trio.run(main)
+
+
+def test_cli_gc_once_prints_what_it_did(wal_env, s3_bucket, capsys):
+    server, bucket, client, key = applied_object(wal_env, s3_bucket)
     args = ["gc", "--once", "--bucket", bucket, "--endpoint-url", server.endpoint_url]
     assert azsidecar_main(args + ["--dry-run"]) == 0
     assert f"would delete {key} (all zones applied)" in capsys.readouterr().out
@@ -178,17 +183,7 @@ def test_looping_gc_serves_its_counters_on_metrics_port(wal_env, s3_bucket):
 
     from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
 
-    make_config, make_client = wal_env
-    server, bucket = s3_bucket
-    config = make_config(linger_ms=60_000)
-    client = make_client(config)
-
-    async def main():
-        key = await write_object(config, client, ("az1",))
-        await Checkpoints(config, client).mark_applied(key, "az1")
-        return key
-
-    key = trio.run(main)
+    server, bucket, client, key = applied_object(wal_env, s3_bucket)
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "gc", "--bucket", bucket,
                              "--endpoint-url", server.endpoint_url, "--interval-s", "3600",
