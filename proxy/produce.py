@@ -18,7 +18,19 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from proxy import errors
 from proxy.duplicates import Verdict
+from proxy.kafka_codec import (
+    PartitionProduceData,
+    ProduceRequestData,
+    TopicProduceData,
+    encode_response,
+)
 from proxy.metadata import MetadataCache
+from proxy.produce_response_codec import (
+    FAST_PRODUCE_RESPONSE_VERSIONS,
+    PartitionAnswer,
+    ProduceAnswer,
+    encode_produce_response,
+)
 from proxy.record_batch import InvalidBatch, RecordBatch, split_batches
 from proxy.tail_read import verify_duplicate
 from proxy.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
@@ -105,17 +117,31 @@ def validate_produce(request: ProduceRequest, version: int, max_batch_bytes: int
     return out
 
 
-def build_produce_response(order: list[TopicPartition], results: dict[TopicPartition, PartitionResult]) -> ProduceResponse:
-    by_topic: dict[str, list] = defaultdict(list)
+def produce_answers(order: list[TopicPartition], results: dict[TopicPartition, PartitionResult]) -> list[PartitionAnswer]:
+    """The client's answer per partition, in request order (a partition without a result failed)."""
+    out = []
     for topic, partition in order:
         r = results.get((topic, partition)) or PartitionResult(errors.UNKNOWN_SERVER_ERROR)
-        by_topic[topic].append(ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
-            index=partition, error_code=r.error_code, base_offset=r.base_offset,
-            log_append_time_ms=r.log_append_time_ms, log_start_offset=r.log_start_offset,
-            record_errors=[], error_message=r.error_message))
-    return ProduceResponse(
+        out.append(PartitionAnswer(topic, partition, r.error_code, r.base_offset, r.log_append_time_ms,
+                                   r.log_start_offset, r.error_message))
+    return out
+
+
+def encode_produce_answer(answers: list[PartitionAnswer], correlation_id: int, api_version: int) -> bytes:
+    """The framed ProduceResponse: hand-written for v3-v12, the library's encoder for the rest
+    (v0-v2, which the proxy only ever answers with UNSUPPORTED_VERSION)."""
+    if FAST_PRODUCE_RESPONSE_VERSIONS[0] <= api_version <= FAST_PRODUCE_RESPONSE_VERSIONS[1]:
+        return encode_produce_response(answers, correlation_id, api_version)
+    by_topic: dict[str, list] = defaultdict(list)
+    for a in answers:
+        by_topic[a.topic].append(ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+            index=a.index, error_code=a.error_code, base_offset=a.base_offset,
+            log_append_time_ms=a.log_append_time_ms, log_start_offset=a.log_start_offset,
+            record_errors=[], error_message=a.error_message))
+    response = ProduceResponse(
         responses=[ProduceResponse.TopicProduceResponse(name=t, partition_responses=ps) for t, ps in by_topic.items()],
         throttle_time_ms=0)
+    return encode_response(response, correlation_id, api_version)
 
 
 class DirectBackend:
@@ -208,25 +234,27 @@ class DirectBackend:
         elif result.error_code != errors.NONE and results.get(tp, PartitionResult(0)).error_code == errors.NONE:
             results[tp] = result
 
-    def _absorb(self, results: dict[TopicPartition, PartitionResult], response: ProduceResponse,
+    def _absorb(self, results: dict[TopicPartition, PartitionResult], response: ProduceAnswer,
                 round_no: int) -> set[TopicPartition]:
-        """Take the leader's answers; returns the partitions it answered DUPLICATE_SEQUENCE_NUMBER."""
+        """Take the leader's answers; returns the partitions it answered DUPLICATE_SEQUENCE_NUMBER.
+
+        Leader hints (KIP-951 current_leader, node_endpoints) never get this far: the
+        response decoder skips them.
+        """
         duplicates: set[TopicPartition] = set()
-        for topic in response.responses:
-            for p in topic.partition_responses:
-                tp = (topic.name, p.index)
-                if p.error_code in (errors.NOT_LEADER_OR_FOLLOWER, errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                    errors.LEADER_NOT_AVAILABLE):
-                    self._metadata.invalidate(topic.name)
-                # Leader hints (KIP-951 current_leader, node_endpoints) are deliberately dropped.
-                if p.error_code == errors.DUPLICATE_SEQUENCE_NUMBER:
-                    duplicates.add(tp)
-                    continue
-                if round_no == 0:
-                    results[tp] = PartitionResult(p.error_code, p.base_offset, p.log_append_time_ms,
-                                                  p.log_start_offset, p.error_message)
-                elif p.error_code != errors.NONE and results.get(tp, PartitionResult(0)).error_code == errors.NONE:
-                    results[tp] = PartitionResult(p.error_code, error_message=p.error_message)
+        for p in response.partitions:
+            tp = (p.topic, p.index)
+            if p.error_code in (errors.NOT_LEADER_OR_FOLLOWER, errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                errors.LEADER_NOT_AVAILABLE):
+                self._metadata.invalidate(p.topic)
+            if p.error_code == errors.DUPLICATE_SEQUENCE_NUMBER:
+                duplicates.add(tp)
+                continue
+            if round_no == 0:
+                results[tp] = PartitionResult(p.error_code, p.base_offset, p.log_append_time_ms,
+                                              p.log_start_offset, p.error_message)
+            elif p.error_code != errors.NONE and results.get(tp, PartitionResult(0)).error_code == errors.NONE:
+                results[tp] = PartitionResult(p.error_code, error_message=p.error_message)
         return duplicates
 
 
@@ -256,11 +284,9 @@ def _fail_round(results, round_items, code: int, message: str) -> None:
             results[tp] = PartitionResult(code, error_message=message)
 
 
-def _produce_request(items: list[PartitionBatches], round_no: int, ctx: ProduceContext) -> ProduceRequest:
-    by_topic: dict[str, list] = defaultdict(list)
+def _produce_request(items: list[PartitionBatches], round_no: int, ctx: ProduceContext) -> ProduceRequestData:
+    by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
     for it in items:
-        by_topic[it.topic].append(ProduceRequest.TopicProduceData.PartitionProduceData(
-            index=it.partition, records=it.batches[round_no].data))
-    return ProduceRequest(
-        transactional_id=ctx.transactional_id, acks=ctx.acks, timeout_ms=ctx.timeout_ms,
-        topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()])
+        by_topic[it.topic].append(PartitionProduceData(it.partition, it.batches[round_no].data))
+    return ProduceRequestData(ctx.transactional_id, ctx.acks, ctx.timeout_ms,
+                              tuple(TopicProduceData(t, tuple(ps)) for t, ps in by_topic.items()))

@@ -40,7 +40,8 @@ from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.produce import (
     DirectBackend,
     ProduceBackend,
-    build_produce_response,
+    encode_produce_answer,
+    produce_answers,
     validate_produce,
 )
 from proxy.sasl import SASL_AUTHENTICATION_FAILED, AuthenticationFailed, Credentials, SaslSession
@@ -129,8 +130,9 @@ class RequestHandler:
                 for r in upstream_results.values():  # rejections were counted when rejected
                     if r.error_code:
                         metrics.ERRORS.labels(r.error_code).inc()
-                response = build_produce_response(validated.order, results)
-                self._finish(slot, response, frame, started)
+                answers = produce_answers(validated.order, results)
+                self._finish_encoded(slot, encode_produce_answer(answers, frame.correlation_id, frame.api_version),
+                                     frame, started)
 
             nursery.start_soon(finish_produce)
             return slot
@@ -189,7 +191,10 @@ class RequestHandler:
         return slot, False
 
     def _finish(self, slot: ResponseSlot, response: Any, frame: RequestFrame, started: float) -> None:
-        slot.data = encode_response(response, frame.correlation_id, frame.api_version)
+        self._finish_encoded(slot, encode_response(response, frame.correlation_id, frame.api_version), frame, started)
+
+    def _finish_encoded(self, slot: ResponseSlot, data: bytes, frame: RequestFrame, started: float) -> None:
+        slot.data = data
         metrics.REQUEST_LATENCY.labels(frame.api_key).observe(time.perf_counter() - started)
         slot.ready.set()
 
