@@ -1,14 +1,22 @@
 """AuditWriter: the AuditSink the components use in production.
 
-Strategy: `emit` runs on the caller's thread (a trio task, an asyncio task, plain code)
-and does only cheap work — check the kind and field names against `records.KINDS`, stamp
-the common fields, append to a bounded deque. It never blocks, never wakes the writer
-thread (which drains the deque every QUEUE_POLL_S), and never
-raises: a full queue or a bad record is counted, logged once per kind, and later written
-as an `audit_drop` record so nothing disappears silently.
+Strategy: `emit` runs on the caller's thread (a trio task, an asyncio task, plain code):
+it checks the kind and field names against `records.KINDS`, stamps the common fields,
+coerces values to their declared types, makes the JSON line (~13 µs) and appends it to a
+bounded deque. It never blocks, never wakes the writer thread (which drains the deque
+every QUEUE_POLL_S), and never raises: a full queue or a bad record is counted, logged
+once per kind, and later written as an `audit_drop` record so nothing disappears silently.
 
-One background thread owns all file I/O: it coerces values to their declared types,
-appends JSON lines to gzip files partitioned `date=YYYY-MM-DD/hour=HH/zone=Z/`, and rolls
+Why the JSON is made by the caller: the writer thread used to encode every record itself,
+holding the GIL for ~25 µs per record, a few ms per drain on a busy proxy. Each time the
+event loop released the GIL for a system call meanwhile, the writer took it and kept it
+for up to the switch interval, so one request could wait milliseconds (one-record Produce
+round trips through the proxy: p99 2.1-3.4 ms with the audit on against ~1.0 ms with it
+off). Now the thread joins ready lines and hands them to zlib, which releases the GIL.
+
+One background thread owns all file I/O: it appends the JSON lines, one gzip write per
+file and drain (in chunks of at most WRITE_CHUNK_BYTES), to files partitioned
+`date=YYYY-MM-DD/hour=HH/zone=Z/`, and rolls
 a file when it reaches `roll_bytes` (uncompressed) or `roll_seconds`. A file is written
 under a dot-prefixed temporary name (Spark and Hadoop skip those) and renamed when
 closed, so readers only ever see complete gzip members. With an `s3://bucket/prefix`
@@ -38,6 +46,7 @@ QUEUE_POLL_S = 0.2  # the writer thread drains the queue this often (and rolls f
 CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the queue to drain and uploads to finish
 UPLOAD_ATTEMPTS = 3  # S3 upload tries per closed file before it is left on local disk
 GZIP_LEVEL = 6  # zlib default: ~5x on audit JSON at a fraction of level 9's CPU
+WRITE_CHUNK_BYTES = 1024 * 1024  # lines handed to one gzip write at most (bounds the join's copy)
 
 _FIELD_TYPES: dict[str, dict[str, str]] = {
     kind: dict(COMMON_FIELDS + fields) for kind, fields in KINDS.items()
@@ -63,8 +72,19 @@ class _OpenFile:
         self.final_path = final_path
         self.relative = relative  # partition path + file name, the S3 key suffix
         self.opened_s = opened_s
-        self.raw_bytes = 0
+        self.raw_bytes = 0  # written or pending
+        self.pending: list[bytes] = []  # lines not yet handed to the gzip stream
+        self.pending_bytes = 0
         self.stream = gzip.open(tmp_path, "wb", compresslevel=GZIP_LEVEL)
+
+    def flush_pending(self) -> int:
+        """Hand the pending lines to the gzip stream; returns how many there were."""
+        count = len(self.pending)
+        if count:
+            self.stream.write(b"".join(self.pending))
+            self.pending = []
+            self.pending_bytes = 0
+        return count
 
 
 class AuditWriter:
@@ -86,7 +106,7 @@ class AuditWriter:
         # event loop). The thread drains it every QUEUE_POLL_S instead. append/popleft are
         # atomic; the bound is checked before append (it may overshoot by a few records
         # under concurrent emitters, never grow without bound).
-        self._queue: collections.deque[dict[str, Any]] = collections.deque()
+        self._queue: collections.deque[tuple[int, bytes]] = collections.deque()  # (ts_ms, JSON line)
         self._lock = threading.Lock()  # guards the counters below; held for increments only
         self._emitted = 0
         self._written = 0
@@ -140,7 +160,12 @@ class AuditWriter:
         if len(self._queue) >= self._config.max_queue:
             self._count_drop(kind, "queue_full", f"audit queue full ({self._config.max_queue}); dropping records")
             return
-        self._queue.append(record)
+        try:
+            line = _json_line(kind, record)
+        except (TypeError, ValueError) as exc:
+            self._reject(kind, f"bad value in {kind} record: {exc}")
+            return
+        self._queue.append((record["ts_ms"], line))
         with self._lock:
             self._emitted += 1
 
@@ -200,8 +225,7 @@ class AuditWriter:
         try:
             while True:
                 closing = self._closing.wait(QUEUE_POLL_S)  # close() wakes it at once
-                while self._queue:
-                    self._write(self._queue.popleft())
+                self._drain()
                 self._write_drop_records()
                 self._roll(time.monotonic(), force=False)
                 if closing and not self._queue:
@@ -210,30 +234,37 @@ class AuditWriter:
             log.exception("audit writer %s failed; audit records are being lost", self._component)
         finally:
             try:
-                while self._queue:  # an emit that raced with close() still gets written
-                    self._write(self._queue.popleft())
+                self._drain()  # an emit that raced with close() still gets written
                 self._write_drop_records()
             except Exception:  # same failure as above, most likely: still close the files
                 log.exception("audit writer %s could not write its last records", self._component)
             self._roll(time.monotonic(), force=True)
 
-    def _write(self, record: dict[str, Any]) -> None:
-        kind = record["kind"]
-        try:
-            line = json.dumps(_coerce(kind, record), separators=(",", ":")).encode() + b"\n"
-        except (TypeError, ValueError) as exc:
-            self._reject(kind, f"bad value in {kind} record: {exc}")
-            return
-        partition = _partition(record["ts_ms"], self._zone)
+    def _drain(self) -> None:
+        """Write every queued line: per file, one gzip write per WRITE_CHUNK_BYTES of lines."""
+        while self._queue:
+            ts_ms, line = self._queue.popleft()
+            self._add_line(_partition(ts_ms, self._zone), line)
+        for handle in self._open.values():
+            self._flush(handle)
+
+    def _add_line(self, partition: str, line: bytes) -> None:
         handle = self._open.get(partition)
         if handle is None:
             handle = self._open_file(partition)
-        handle.stream.write(line)
+        handle.pending.append(line)
+        handle.pending_bytes += len(line)
         handle.raw_bytes += len(line)
-        with self._lock:
-            self._written += 1
         if handle.raw_bytes >= self._config.roll_bytes:
             self._close_file(partition)
+        elif handle.pending_bytes >= WRITE_CHUNK_BYTES:
+            self._flush(handle)
+
+    def _flush(self, handle: _OpenFile) -> None:
+        written = handle.flush_pending()
+        if written:
+            with self._lock:
+                self._written += written
 
     def _write_drop_records(self) -> None:
         with self._lock:
@@ -241,8 +272,11 @@ class AuditWriter:
         now_ms = int(time.time() * 1000)
         for (kind, reason), count in sorted(pending.items()):
             # Written directly, not queued: a drop record must not itself be dropped.
-            self._write({"schema_version": SCHEMA_VERSION, "kind": "audit_drop", "ts_ms": now_ms,
-                         "zone": self._zone, "dropped_kind": kind, "dropped": count, "reason": reason})
+            record = {"schema_version": SCHEMA_VERSION, "kind": "audit_drop", "ts_ms": now_ms,
+                      "zone": self._zone, "dropped_kind": kind, "dropped": count, "reason": reason}
+            self._add_line(_partition(now_ms, self._zone), _json_line("audit_drop", record))
+        for handle in self._open.values():
+            self._flush(handle)
 
     def _open_file(self, partition: str) -> _OpenFile:
         self._file_seq += 1
@@ -261,6 +295,7 @@ class AuditWriter:
 
     def _close_file(self, partition: str) -> None:
         handle = self._open.pop(partition)
+        self._flush(handle)
         handle.stream.close()
         os.replace(handle.tmp_path, handle.final_path)
         with self._lock:
@@ -292,6 +327,11 @@ class AuditWriter:
 def _partition(ts_ms: int, zone: str) -> str:
     t = time.gmtime(ts_ms / 1000)
     return f"date={t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}/hour={t.tm_hour:02d}/zone={zone}"
+
+
+def _json_line(kind: str, record: dict[str, Any]) -> bytes:
+    """One JSON line of the record, values coerced; raises TypeError/ValueError (see _coerce)."""
+    return json.dumps(_coerce(kind, record), separators=(",", ":")).encode() + b"\n"
 
 
 def _coerce(kind: str, record: dict[str, Any]) -> dict[str, Any]:
