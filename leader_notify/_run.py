@@ -58,7 +58,9 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
         replay_window_s=config.notify.replay_window_s, max_nonces=config.notify.max_nonces,
         max_concurrent_reads=config.agent.max_concurrent_reads,
         max_in_flight_appends=config.agent.max_in_flight_appends,
-        applied_cache_entries=config.agent.applied_cache_entries)
+        applied_cache_entries=config.agent.applied_cache_entries,
+        checkpoint_interval_s=config.agent.checkpoint_interval_ms / 1000,
+        checkpoint_max_keys=config.agent.checkpoint_max_keys)
     if checkpoint is True:
         checkpoint = wal_checkpoint(portal, Checkpoints(config.wal, s3))
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -152,14 +152,14 @@ class WalZoneReader:
             raise ZoneReadError(f"{key} [{zone_offset}+{zone_length}]: {exc}") from exc
 
 
-def wal_checkpoint(portal: TrioPortal, checkpoints: Any) -> Callable[[str, str], Awaitable[None]]:
-    """wal_s3 Checkpoints.mark_applied as the agent's asyncio checkpoint hook."""
+def wal_checkpoint(portal: TrioPortal, checkpoints: Any) -> Callable[[Sequence[str], str], Awaitable[None]]:
+    """wal_s3 Checkpoints.mark_applied_many (one manifest PUT) as the agent's asyncio checkpoint hook."""
 
-    async def checkpoint(key: str, zone: str) -> None:
+    async def checkpoint(keys: Sequence[str], zone: str) -> None:
         from wal_s3.gc import CheckpointError  # noqa: PLC0415
 
         try:
-            await portal.call(checkpoints.mark_applied, key, zone)
+            await portal.call(checkpoints.mark_applied_many, list(keys), zone)
         except (CheckpointError, ValueError) as exc:
             raise CheckpointFailed(str(exc)) from exc
 

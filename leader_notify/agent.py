@@ -16,8 +16,11 @@ LRU (i.e. for re-sent notifications, the proxy's retries); across an agent resta
 batches are at-least-once, as with Kafka's own non-idempotent producer. Idempotent batches
 are deduplicated by the leader (DUPLICATE_SEQUENCE_NUMBER).
 
-After the whole share of an object is applied the agent calls the checkpoint hook
-(wal_s3's `mark_applied(key, zone)`), which lets GC delete the object.
+After the whole share of an object is applied and answered, the agent queues the object's
+key for its next GC checkpoint: the checkpoint hook (wal_s3's `mark_applied_many(keys,
+zone)`) writes one manifest per `checkpoint_interval_s`, or at once when
+`checkpoint_max_keys` are waiting (wal_s3/checkpoint_manifest.py says why), off the
+produce latency path; each manifest is audited as a `checkpoint_write` record.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 64 * 1024
 WRITE_DRAIN_TIMEOUT_S = 10.0  # a peer that does not read its response within this is dropped
 CLOSE_TIMEOUT_S = 5.0  # shutdown waits this long for the listener's connections to go
-MAX_PENDING_CHECKPOINTS = 1024  # written after the answer; beyond this, answers wait for S3
+MAX_PENDING_CHECKPOINTS = 1024  # keys not yet in a written manifest; beyond this, answers wait for S3
 
 
 class ZoneEntry(Protocol):
@@ -65,7 +68,7 @@ class Appender(Protocol):
     async def append(self, topic: str, partition: int, batch: bytes) -> AppendResult: ...
 
 
-Checkpoint = Callable[[str, str], Awaitable[None]]  # (object key, zone) -> None
+Checkpoint = Callable[[Sequence[str], str], Awaitable[None]]  # (object keys, zone) -> None: one manifest
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ class AgentSettings:
     max_concurrent_reads: int = 8
     max_in_flight_appends: int = 64
     applied_cache_entries: int = 100_000
+    checkpoint_interval_s: float = 1.0
+    checkpoint_max_keys: int = 1_000
 
 
 class PartitionSequencer:
@@ -172,7 +177,9 @@ class Agent:
         # Checkpoints are written after answering: the proxy's produce latency must not pay
         # for an S3 PUT that only garbage collection reads. Bounded; awaited on close.
         self._checkpoint_tasks: set[asyncio.Task] = set()
-        self._checkpoints = asyncio.Semaphore(MAX_PENDING_CHECKPOINTS)
+        self._checkpoints = asyncio.Semaphore(max(MAX_PENDING_CHECKPOINTS, 2 * settings.checkpoint_max_keys))
+        self._checkpoint_keys: list[str] = []  # applied and answered, not yet in a manifest
+        self._checkpoint_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------ server
 
@@ -332,22 +339,44 @@ class Agent:
         status_ok = p.results_all_ok(final)
         if status_ok and self._checkpoint is not None:
             await self._checkpoints.acquire()  # backpressure if S3 falls far behind
-            task = asyncio.get_running_loop().create_task(self._write_checkpoint(req.key))
-            self._checkpoint_tasks.add(task)
-            task.add_done_callback(self._checkpoint_tasks.discard)
+            self._checkpoint_keys.append(req.key)
+            if len(self._checkpoint_keys) >= self._s.checkpoint_max_keys:
+                self._flush_checkpoints()
+            elif self._checkpoint_timer is None:
+                self._checkpoint_timer = asyncio.get_running_loop().call_later(
+                    self._s.checkpoint_interval_s, self._flush_checkpoints)
         self.metrics.notifications.labels(status="ok" if status_ok else "entry_errors").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", final)
 
-    async def _write_checkpoint(self, key: str) -> None:
+    def _flush_checkpoints(self) -> None:
+        """Start writing one manifest of the waiting keys (the writes run as tracked tasks)."""
+        if self._checkpoint_timer is not None:
+            self._checkpoint_timer.cancel()
+            self._checkpoint_timer = None
+        keys, self._checkpoint_keys = self._checkpoint_keys, []
+        if keys:
+            task = asyncio.get_running_loop().create_task(self._write_checkpoints(keys))
+            self._checkpoint_tasks.add(task)
+            task.add_done_callback(self._checkpoint_tasks.discard)
+
+    async def _write_checkpoints(self, keys: list[str]) -> None:
+        unique = list(dict.fromkeys(keys))  # a re-sent notification is checkpointed once
+        started = time.perf_counter()
+        status = "ok"
         try:
-            await self._checkpoint(key, self._s.zone)
-        except Exception as exc:  # noqa: BLE001 - GC waits for a later checkpoint; appends stand
-            log.warning("checkpoint of %s for zone %s failed: %r", key, self._s.zone, exc)
+            await self._checkpoint(unique, self._s.zone)
+        except Exception as exc:  # noqa: BLE001 - GC keeps the objects (orphans later); appends stand
+            status = "failed"
+            log.warning("checkpoint manifest of %d objects for zone %s failed: %r", len(unique), self._s.zone, exc)
         finally:
-            self._checkpoints.release()
+            for _ in keys:
+                self._checkpoints.release()
+        self._audit.emit("checkpoint_write", {"keys": len(unique), "wal_keys": ",".join(unique),
+                                              "put_ms": (time.perf_counter() - started) * 1000, "status": status})
 
     async def drain_checkpoints(self) -> None:
-        """Wait for the checkpoints of answered notifications to be written."""
+        """Write the waiting checkpoints now and wait for every manifest in flight."""
+        self._flush_checkpoints()
         if self._checkpoint_tasks:
             await asyncio.gather(*list(self._checkpoint_tasks), return_exceptions=True)
 

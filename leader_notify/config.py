@@ -48,8 +48,14 @@ class AgentConfig:
     # never appends a batch without producer id twice. ~200 bytes each.
     applied_cache_entries: int = 100_000
     metrics_port: int = 0  # 0 = no /metrics endpoint
+    # GC checkpoints: one manifest PUT names every object applied in an interval (S3 requests
+    # fall from one per object to one per interval; GC may delete an object that much later).
+    checkpoint_interval_ms: int = 1_000  # one checkpoint manifest per interval (docs/wal-format.md)
+    checkpoint_max_keys: int = 1_000  # a manifest is written at once when this many objects wait
 
     def __post_init__(self) -> None:
+        require(1 <= self.checkpoint_interval_ms <= 600_000, "agent.checkpoint_interval_ms: 1..600000")
+        require(1 <= self.checkpoint_max_keys <= 10_000, "agent.checkpoint_max_keys: 1..10000")
         require(1 <= self.max_append_attempts <= 50, "agent.max_append_attempts: 1..50")
         require(self.produce_timeout_ms > 0, "agent.produce_timeout_ms: must be > 0")
         require(1 <= self.applied_cache_entries <= 10_000_000, "agent.applied_cache_entries: 1..10000000")

@@ -52,7 +52,10 @@ def predicted_shape(zone_rate_bps: float, total_rate_bps: float, linger_ms: int,
 
 def wal_cost_per_byte(shape: ObjectShape, prices: Prices) -> float:
     """USD per payload byte through the WAL: the object's PUT shared by the whole object; per
-    zone share one ranged GET and the agent's GC checkpoint PUT (wal_s3/gc.py)."""
+    zone share one ranged GET and the agent's GC checkpoint PUT (wal_s3/gc.py). The
+    checkpoint is an upper bound: a manifest names every object an agent applied in its
+    interval, so it is one PUT per object only when traffic is thin - where this choice
+    is close - and almost nothing per object when it is heavy."""
     if shape.object_bytes <= 0 or shape.zone_bytes <= 0:
         return float("inf")
     put = prices.s3_put_per_1000 / 1000.0

@@ -113,9 +113,12 @@ async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: 
     delivered: list[tuple[str, str]] = []
     failed: list[tuple[str, str, str]] = []
     skipped = 0
+    index: dict[str, set[str]] | None = None  # relative key -> zones applied; read once, if needed
     for key in keys:
         try:
-            applied = await checkpoints.applied_zones(key)
+            if index is None:
+                index = await checkpoints.applied_index()
+            applied = index.get(key[len(config.prefix):], set())
             parsed = parse_object(await with_retries(lambda _n, key=key: store.get(key), **retry))
         except S3NotFound:
             continue  # GC removed it since the listing: every zone had applied it

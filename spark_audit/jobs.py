@@ -49,12 +49,17 @@ ROLLUP_SUMS = ("records", "bytes", "wire_bytes", "request_bytes", "response_byte
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
-                  "dropped_kind", "reason", "status") + ROLLUP_SUMS
+                  "dropped_kind", "reason", "status", "wal_keys") + ROLLUP_SUMS
 LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms")
 _OBJECT_KINDS = ("wal_flush", "agent_read", "notification", "agent_apply")
-# An agent that applied its whole share of an object answers "ok" and writes that object's
-# GC checkpoint: one more S3 PUT per (object, zone), billed like the WAL PUT itself.
+# GC checkpoint PUTs, billed like the WAL PUT itself. Schema v4: one checkpoint_write record
+# per manifest PUT, shared equally among the WAL objects it names (each object's source
+# zone is in its key). Before v4 every ok agent_apply was one PUT of its own.
 CHECKPOINT_PUTS = "checkpoint_puts"
+_CHECKPOINT_KINDS = ("agent_apply", "checkpoint_write")
+FIRST_MANIFEST_SCHEMA_VERSION = 4
+# <hash4>/wal/<source zone>/... anywhere in a WAL key (wal_s3.writer.object_key)
+_SOURCE_ZONE_IN_KEY = r"(?:^|/)[0-9a-f]{4}/wal/([A-Za-z0-9._-]+)/"
 
 
 def rollup(records: DataFrame) -> DataFrame:
@@ -66,19 +71,33 @@ def rollup(records: DataFrame) -> DataFrame:
     """
     kind = F.col("kind")
     ts = F.col("ts_ms")
-    keyed = records.select(
+    manifest = kind == "checkpoint_write"
+    named = F.filter(F.split(F.coalesce(F.col("wal_keys"), F.lit("")), ","), lambda k: k != "")
+    # A manifest becomes one row per object it names (null keys: one row, as every other line).
+    exploded = (records.withColumn("_named", F.when(manifest & (F.size(named) > 0), named))
+                .select("*", F.posexplode_outer("_named").alias("_named_pos", "_named_key")))
+    checkpoint_puts = (
+        F.when(manifest, F.when(F.col("_named").isNotNull(), 1.0 / F.size("_named")).otherwise(1.0))
+        .when((kind == "agent_apply") & (F.col("status") == "ok")
+              & (F.coalesce(F.col("schema_version"), F.lit(1)) < FIRST_MANIFEST_SCHEMA_VERSION), 1.0)
+        .otherwise(0.0))
+    keyed = exploded.select(
         F.col(STATUS_COLUMN).alias("_status"), kind, "schema_version",
         (ts - F.pmod(ts, F.lit(HOUR_MS))).alias("hour_ms"),
-        "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache",
-        F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).alias("key"),
+        "zone", "leader_zone", "dest_zone",
+        F.when(manifest, F.regexp_extract(F.col("_named_key"), _SOURCE_ZONE_IN_KEY, 1))
+        .otherwise(F.col("source_zone")).alias("source_zone"),
+        "zones", "route", "cache",
+        F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("_named_key")).alias("key"),
         "dropped_kind",
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
-        F.when((kind == "agent_apply") & (F.col("status") == "ok"), 1).otherwise(0).cast("long")
-        .alias(CHECKPOINT_PUTS),
+        checkpoint_puts.cast("double").alias(CHECKPOINT_PUTS),
+        # `n` counts input lines: a manifest's line once, not once per object it names
+        F.when(F.coalesce(F.col("_named_pos"), F.lit(0)) == 0, 1).otherwise(0).alias("_line"),
     )
     return keyed.groupBy(*ROLLUP_KEYS).agg(
-        F.count(F.lit(1)).alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS)])
+        F.sum("_line").cast("long").alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS)])
 
 
 def cross_byte_usd(prices: Prices) -> float:
@@ -98,6 +117,10 @@ def _long(name: str) -> Column:
 def _kind(frame: DataFrame, kind: str) -> DataFrame:
     """Valid lines of one kind (rollup or records: both carry the status column)."""
     return frame.filter((F.col(STATUS_COLUMN) == "ok") & (F.col("kind") == kind))
+
+
+def _kinds(frame: DataFrame, kinds: tuple[str, ...]) -> DataFrame:
+    return frame.filter((F.col(STATUS_COLUMN) == "ok") & F.col("kind").isin(*kinds))
 
 
 def _ratio(num: Column, den: Column) -> Column:
@@ -168,7 +191,7 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
         "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
         *_zero_except(s3_get_requests=F.col("gets")),
     )
-    checkpoints = _kind(rolled, "agent_apply").select(
+    checkpoints = _kinds(rolled, _CHECKPOINT_KINDS).select(
         "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
         *_zero_except(s3_put_requests=F.col(CHECKPOINT_PUTS)),
     )
@@ -212,7 +235,8 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
     put_usd = prices.s3_put_per_1000 / 1000
     get_usd = prices.s3_get_per_1000 / 1000
     gets = _kind(rolled, "agent_read").groupBy("key").agg(F.sum("gets").alias("get_requests"))
-    checkpoints = _kind(rolled, "agent_apply").groupBy("key").agg(F.sum(CHECKPOINT_PUTS).alias("checkpoint_puts"))
+    checkpoints = (_kinds(rolled, _CHECKPOINT_KINDS).groupBy("key")
+                   .agg(F.sum(CHECKPOINT_PUTS).alias("checkpoint_puts")))
     notes = (_kind(rolled, "notification").groupBy("key")
              .agg(F.sum(F.col("request_bytes") + F.col("response_bytes")).alias("notification_bytes")))
     objects = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -21,6 +21,8 @@ SCHEMA_HISTORY: dict[int, str] = {
     2: "audit_drop.reason (queue_full | invalid); v1 drop records mean queue_full",
     3: "latency split: produce_batch.wal_key/linger_wait_ms, wal_flush.put_wait_ms/s3_request_ms, "
        "agent_read.get_ms, kind agent_apply",
+    4: "kind checkpoint_write (one per checkpoint manifest PUT); from v4 an ok agent_apply no longer "
+       "implies its own checkpoint PUT",
 }
 
 # Field types: "string", "long", "double", "boolean".
@@ -60,6 +62,11 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     "agent_apply": (
         ("source_zone", "string"), ("key", "string"), ("entries", "long"), ("status", "string"),
         ("read_ms", "double"), ("append_ms", "double"), ("handle_ms", "double"),
+    ),
+    # One per checkpoint manifest an agent wrote (one S3 PUT, retries aside): wal_keys = the
+    # WAL objects it names, comma separated (at most agent.checkpoint_max_keys); status ok | failed.
+    "checkpoint_write": (
+        ("keys", "long"), ("wal_keys", "string"), ("put_ms", "double"), ("status", "string"),
     ),
     # One per notification round trip, written by the sender. dest_zone = agent's zone.
     "notification": (

@@ -1,10 +1,13 @@
 """Checkpoints (which zones applied which object) and garbage collection of WAL objects.
 
-Strategy: a checkpoint is an empty S3 object
-`<prefix><checkpoint_prefix>/<wal key without prefix>/<zone>`, written by the zone's agent
-after it appended every entry of its share. Writing it is idempotent (plain PUT), needs
-no coordination between agents, and costs one PUT per (object, zone) - the same count as
-notifications. GC lists the prefix once, groups checkpoints by object, reads each
+Strategy: checkpoints are written by each zone's agent after it appended every entry of
+its share of an object, batched: one manifest object per agent flush names all the WAL
+objects applied since the last one (wal_s3/checkpoint_manifest.py says why and how).
+Writing one is idempotent (a new key, plain PUT) and needs no coordination between
+agents. The older per-object layout, an empty object
+`<prefix><checkpoint_prefix>/<wal key without prefix>/<zone>`, is still read. GC lists the
+prefix once, reads the manifests it has not read before (one GET each; a looping GC keeps
+them), groups checkpoints by object, reads each
 candidate object's zone list from its S3 user metadata (`x-amz-meta-zones`, set by the
 writer) with one HEAD, and deletes an object only when every zone in it has a
 checkpoint. An object with an unapplied zone is kept; it is reported as an orphan once
@@ -13,7 +16,8 @@ agent that has not applied it by then never will: the producer got an error or a
 timeout long ago) - unless `acked_topic` says an unapplied zone holds an entry whose
 producer was already answered (ack_mode wal): such an object is held, reported and never
 deleted by GC, because it is the only copy of acknowledged records (router/recovery.py and
-`azsidecar recover` deliver it). Checkpoints are deleted after their object. A bucket lifecycle rule
+`azsidecar recover` deliver it). Checkpoints are deleted after their object, a manifest once every object it
+names is gone. A bucket lifecycle rule
 expiring everything after a few days backs GC up (docs/wal-format.md).
 """
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +36,14 @@ import trio
 from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3.checkpoint_manifest import (
+    ManifestError,
+    decode_manifest,
+    encode_manifest,
+    is_manifest_path,
+    manifest_key,
+    manifest_zone,
+)
 from wal_s3.config import WalConfig
 from wal_s3.format import WalFormatError, parse_object
 from wal_s3.writer import NAME_RE, OBJECT_KEY_RE
@@ -62,7 +75,7 @@ def checkpoint_key(config: WalConfig, wal_key: str, zone: str) -> str:
 
 
 class Checkpoints:
-    """Agents call mark_applied(key, zone) once their share of an object is in Kafka."""
+    """Agents call mark_applied_many(keys, zone) once their shares of those objects are in Kafka."""
 
     def __init__(self, config: WalConfig, s3_client, *, limiter: trio.CapacityLimiter | None = None) -> None:
         self.config = config
@@ -74,21 +87,102 @@ class Checkpoints:
                 "max_ms": self.config.retry_max_ms, "rng": self._rng}
 
     async def mark_applied(self, key: str, zone: str) -> None:
-        """Record that zone applied its share of key (idempotent). Raises CheckpointError, ValueError."""
-        ck = checkpoint_key(self.config, key, zone)
-        try:
-            await with_retries(lambda _n: self._store.put(ck, b""), **self._retry_args())
-        except S3Error as exc:
-            raise CheckpointError(f"checkpoint {ck}: {exc}") from exc
+        """Record that zone applied its share of key. Raises CheckpointError, ValueError."""
+        await self.mark_applied_many([key], zone)
 
-    async def applied_zones(self, key: str) -> set[str]:
-        """Zones that marked key applied. Raises CheckpointError."""
-        prefix = f"{self.config.prefix}{self.config.checkpoint_prefix}/{_relative(self.config, key)}/"
+    async def mark_applied_many(self, keys: list[str], zone: str) -> None:
+        """Record, with one manifest PUT, that zone applied its shares of `keys` (idempotent).
+
+        Raises CheckpointError (S3 kept failing), ValueError (a key outside the WAL prefix,
+        a zone that cannot be a key segment).
+        """
+        if not NAME_RE.match(zone):
+            raise ValueError(f"zone {zone!r} must match {NAME_RE.pattern}")
+        body = encode_manifest(zone, [_relative(self.config, k) for k in keys])
+        ck = manifest_key(self.config.prefix, self.config.checkpoint_prefix, zone, int(time.time() * 1000),
+                          secrets.token_hex(8))
+        try:
+            await with_retries(lambda _n: self._store.put(ck, body), **self._retry_args())
+        except S3Error as exc:
+            raise CheckpointError(f"checkpoint manifest {ck}: {exc}") from exc
+
+    async def applied_index(self) -> dict[str, set[str]]:
+        """WAL key (without prefix) -> zones that applied it, from every checkpoint and manifest.
+
+        One LIST and one GET per manifest. Raises CheckpointError.
+        """
+        prefix = f"{self.config.prefix}{self.config.checkpoint_prefix}/"
         try:
             listed = await with_retries(lambda _n: self._store.list_objects(prefix), **self._retry_args())
+            found = await read_checkpoints(self.config, self._store, listed, self._retry_args(), {})
         except S3Error as exc:
-            raise CheckpointError(f"listing {prefix}: {exc}") from exc
-        return {o.key[len(prefix):] for o in listed if "/" not in o.key[len(prefix):]}
+            raise CheckpointError(f"reading checkpoints under {prefix}: {exc}") from exc
+        return {rel: {zone for zone, _ in zs} for rel, zs in found.applied.items()}
+
+    async def applied_zones(self, key: str) -> set[str]:
+        """Zones that marked key applied (reads every checkpoint: for one-off use). Raises CheckpointError."""
+        return (await self.applied_index()).get(_relative(self.config, key), set())
+
+
+@dataclass(frozen=True)
+class _Manifest:
+    key: str
+    zone: str
+    relative_keys: tuple[str, ...]
+    modified_s: float
+
+
+@dataclass
+class FoundCheckpoints:
+    # relative WAL key -> [(zone, when the checkpoint or manifest was written)]
+    applied: dict[str, list[tuple[str, float]]]
+    per_object: dict[str, list[tuple[str, float]]]  # the older layout, by relative WAL key
+    manifests: list[_Manifest]
+
+
+async def read_checkpoints(config: WalConfig, store: S3Store, listed, retry: dict,
+                           cache: dict[str, tuple[str, tuple[str, ...]]]) -> FoundCheckpoints:
+    """Checkpoints among `listed` (objects under the WAL prefix, or under the checkpoint prefix).
+
+    Manifests are read with one GET each unless `cache` has them (it is filled, and pruned to
+    the manifests listed). A manifest that is not ours or unreadable is logged and skipped;
+    one deleted since the listing is skipped. Raises S3Error if S3 keeps failing.
+    """
+    cp_root = f"{config.prefix}{config.checkpoint_prefix}/"
+    found = FoundCheckpoints({}, {}, [])
+    listed_manifests: set[str] = set()
+    for o in listed:
+        if not o.key.startswith(cp_root):
+            continue
+        rest = o.key[len(cp_root):]
+        if is_manifest_path(rest):
+            zone = manifest_zone(rest)
+            if zone is None:
+                log.error("checkpoint manifests: ignoring %s (not a manifest name)", o.key)
+                continue
+            listed_manifests.add(o.key)
+            content = cache.get(o.key)
+            if content is None:
+                try:
+                    data = await with_retries(lambda _n, key=o.key: store.get(key), **retry)
+                    content = decode_manifest(data)
+                except S3NotFound:
+                    continue  # deleted since the listing (another GC pass)
+                except ManifestError as exc:
+                    log.error("checkpoint manifest %s ignored: %s", o.key, exc)
+                    continue
+                cache[o.key] = content
+            manifest = _Manifest(o.key, content[0], content[1], o.last_modified_s)
+            found.manifests.append(manifest)
+            for rel in manifest.relative_keys:
+                found.applied.setdefault(rel, []).append((manifest.zone, manifest.modified_s))
+        else:
+            wal_rel, _, zone = rest.rpartition("/")
+            found.per_object.setdefault(wal_rel, []).append((zone, o.last_modified_s))
+            found.applied.setdefault(wal_rel, []).append((zone, o.last_modified_s))
+    for key in [k for k in cache if k not in listed_manifests]:
+        del cache[key]  # bounded by what is in the bucket
+    return found
 
 
 @dataclass(frozen=True)
@@ -125,11 +219,14 @@ class GcReport:
 
 async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: float | None = None,
                  limiter: trio.CapacityLimiter | None = None,
-                 acked_topic: Callable[[str], bool] | None = None) -> GcReport:
+                 acked_topic: Callable[[str], bool] | None = None,
+                 manifest_cache: dict[str, tuple[str, tuple[str, ...]]] | None = None) -> GcReport:
     """One GC pass over config.bucket/config.prefix. Raises GcError if S3 keeps failing.
 
     acked_topic(topic) -> True for topics acknowledged on durability (ack_mode wal): an old
     orphan with such an entry in an unapplied zone is held instead of deleted.
+    manifest_cache: checkpoint manifests read by earlier passes (manifests are immutable);
+    pass the same dict to every pass to read each manifest once.
     """
     store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
     rng = random.Random()
@@ -144,14 +241,15 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
         raise GcError(f"listing {config.bucket}/{config.prefix}: {exc}") from exc
 
     wal: dict[str, float] = {}  # relative key -> last modified
-    checkpoints: dict[str, list[tuple[str, float]]] = {}  # relative wal key -> [(zone, last modified)]
     for o in listed:
         rel = o.key[len(config.prefix):]
         if OBJECT_KEY_RE.match(rel):
             wal[rel] = o.last_modified_s
-        elif rel.startswith(cp_root):
-            wal_rel, _, zone = rel[len(cp_root):].rpartition("/")
-            checkpoints.setdefault(wal_rel, []).append((zone, o.last_modified_s))
+    try:
+        found = await read_checkpoints(config, store, listed, retry, {} if manifest_cache is None else manifest_cache)
+    except S3Error as exc:
+        raise GcError(f"reading checkpoint manifests in {config.bucket}/{config.prefix}: {exc}") from exc
+    checkpoints = found.applied  # relative wal key -> [(zone, last modified)]
 
     deleted: list[str] = []
     orphans: list[Orphan] = []
@@ -188,13 +286,19 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
             else:
                 pending += 1
         gone = {k[len(config.prefix):] for k in to_delete}
+
+        def object_gone(rel: str, checkpoint_modified_s: float) -> bool:
+            # A checkpoint without its object: the object is gone; wait a while in case the
+            # listing raced with a brand-new object.
+            return rel in gone or (rel not in wal and now_s - checkpoint_modified_s >= report_age_s)
+
         cp_delete = [f"{config.prefix}{cp_root}{rel}/{zone}"
-                     for rel, zs in checkpoints.items()
-                     if rel in gone or rel not in wal
-                     for zone, modified in zs
-                     # a checkpoint without its object: the object is gone; wait a while in
-                     # case the listing raced with a brand-new object.
-                     if rel in gone or now_s - modified >= report_age_s]
+                     for rel, zs in found.per_object.items()
+                     for zone, modified in zs if object_gone(rel, modified)]
+        # A manifest goes once every object it names is gone (an empty one once it is old).
+        cp_delete += [m.key for m in found.manifests
+                      if all(object_gone(rel, m.modified_s) for rel in m.relative_keys)
+                      and (m.relative_keys or now_s - m.modified_s >= report_age_s)]
         if not dry_run:
             # Objects first, checkpoints after: a crash in between leaves only checkpoints.
             if to_delete:
@@ -241,11 +345,13 @@ async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float
     """
     interval_s = config.gc_interval_s if interval_s is None else interval_s
     limiter = trio.CapacityLimiter(config.max_s3_threads)
+    manifests: dict[str, tuple[str, tuple[str, ...]]] = {}  # read once, kept while listed
     task_status.started()
     done = 0
     while done < passes:
         try:
-            report = await run_gc(config, s3_client, dry_run=dry_run, limiter=limiter, acked_topic=acked_topic)
+            report = await run_gc(config, s3_client, dry_run=dry_run, limiter=limiter, acked_topic=acked_topic,
+                                  manifest_cache=manifests)
             for line in report.lines():
                 log.info("%s", line)
         except GcError as exc:

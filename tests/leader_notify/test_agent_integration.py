@@ -7,6 +7,7 @@ import trio
 
 from leader_notify.sender import NotifySender
 from spark_audit.records import MemoryAuditSink
+from wal_s3.checkpoint_manifest import decode_manifest
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import (
     AgentThread,
@@ -33,7 +34,8 @@ def env(s3_bucket, tansu):
     topic = unique_name("t")
     create_topics(tansu.bootstrap, {topic: 2})
     audit = MemoryAuditSink()
-    base = config_for(server.endpoint_url, bucket, tansu.bootstrap)
+    # Checkpoint manifests are written when the agent stops (the interval never runs out here).
+    base = config_for(server.endpoint_url, bucket, tansu.bootstrap, **{"agent.checkpoint_interval_ms": 600_000})
     agent = AgentThread(base, "az2", audit).start()
     config = config_for(server.endpoint_url, bucket, tansu.bootstrap, agents={"az2": agent.address})
     try:
@@ -99,10 +101,15 @@ async def test_many_producers_exactly_once_in_order_offsets_match_consumer(env, 
     reads = audit.of("agent_read")
     # One GET per object; the re-sent notifications were answered from the applied map (no read).
     assert [(r["key"], r["gets"]) for r in reads] == [("wal/aa/obj-1", 1), ("wal/bb/obj-2", 1)]
-    # GC checkpoints: az2 applied its share of both objects (wal_s3 layout <prefix>_checkpoints/<rest>/<zone>).
-    listed = s3.list_objects_v2(Bucket=bucket, Prefix="wal/_checkpoints/")
-    assert sorted(o["Key"] for o in listed.get("Contents", [])) == [
-        "wal/_checkpoints/aa/obj-1/az2", "wal/_checkpoints/bb/obj-2/az2"]
+    # GC checkpoints: one manifest says az2 applied its share of both objects, each named once
+    # although each was notified twice (wal_s3/checkpoint_manifest.py layout).
+    agent.stop()  # writes the waiting manifest
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="wal/_checkpoints/").get("Contents", [])]
+    assert len(listed) == 1 and listed[0].startswith("wal/_checkpoints/manifests/az2/")
+    body = s3.get_object(Bucket=bucket, Key=listed[0])["Body"].read()
+    assert decode_manifest(body) == ("az2", ("aa/obj-1", "bb/obj-2"))
+    assert [(c["keys"], c["wal_keys"], c["status"]) for c in audit.of("checkpoint_write")] == [
+        (2, "wal/aa/obj-1,wal/bb/obj-2", "ok")]
 
 
 @pytest.mark.trio

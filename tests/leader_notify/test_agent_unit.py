@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from leader_notify import protocol as p
 from leader_notify._kafka import AppendResult
 from leader_notify.agent import Agent, AgentSettings, AppliedEntries
+from spark_audit.records import MemoryAuditSink
 
 KEY = b"unit-test-key-0123456789"
 
@@ -61,12 +62,12 @@ def request(key, entries, request_id=1):
         p.NotifyEntry(e.topic, e.partition, 0, len(e.batch), crc(e.batch), 1, -1, -1, -1) for e in entries))
 
 
-def agent(reader, appender, checkpoints=None, applied=1000):
-    async def checkpoint(key, zone):
-        checkpoints.append((key, zone))
+def agent(reader, appender, checkpoints=None, applied=1000, audit=None, **settings):
+    async def checkpoint(keys, zone):
+        checkpoints.append((list(keys), zone))
 
-    s = AgentSettings(zone="az2", bucket="bkt", prefix="wal/", keys=(KEY,), applied_cache_entries=applied)
-    return Agent(s, reader, appender, checkpoint=checkpoint if checkpoints is not None else None)
+    s = AgentSettings(zone="az2", bucket="bkt", prefix="wal/", keys=(KEY,), applied_cache_entries=applied, **settings)
+    return Agent(s, reader, appender, checkpoint=checkpoint if checkpoints is not None else None, audit=audit)
 
 
 def test_partition_order_is_arrival_order_even_if_first_read_is_slow():
@@ -125,7 +126,48 @@ def test_resend_answers_from_applied_map_and_checkpoints_once_complete():
     assert len(log) == 2 and reads == 1
     assert [(r.base_offset, r.duplicate) for r in first.results] == [(0, False), (1, False)]
     assert [(r.base_offset, r.duplicate) for r in again.results] == [(0, True), (1, True)]
-    assert checkpoints == [("wal/y", "az2"), ("wal/y", "az2")]
+    assert checkpoints == [(["wal/y"], "az2")]  # one manifest, the re-sent object named once
+
+
+def test_checkpoints_go_out_as_one_manifest_per_interval_or_per_max_keys():
+    objs = {f"wal/{i}": [E("t", i % 2, f"v{i}".encode())] for i in range(5)}
+    checkpoints: list = []
+    audit = MemoryAuditSink()
+
+    async def main():
+        a = agent(Reader(objs), Appender(), checkpoints, audit=audit, checkpoint_interval_s=3600, checkpoint_max_keys=3)
+        for i, key in enumerate(objs):
+            await a.handle_request(request(key, objs[key], i + 1))
+            await asyncio.sleep(0)  # let a flush that is due start
+        written_before_drain = list(checkpoints)
+        await a.drain_checkpoints()
+        return written_before_drain
+
+    before = asyncio.run(main())
+    # The third key filled a manifest at once; the last two waited for the interval (here: the drain).
+    assert before == [(["wal/0", "wal/1", "wal/2"], "az2")]
+    assert checkpoints == [(["wal/0", "wal/1", "wal/2"], "az2"), (["wal/3", "wal/4"], "az2")]
+    assert [(c["keys"], c["wal_keys"], c["status"]) for c in audit.of("checkpoint_write")] == [
+        (3, "wal/0,wal/1,wal/2", "ok"), (2, "wal/3,wal/4", "ok")]
+
+
+def test_a_failed_manifest_is_audited_and_the_agent_carries_on():
+    objs = {"wal/a": [E("t", 0, b"a")]}
+    audit = MemoryAuditSink()
+
+    async def failing(keys, zone):
+        raise RuntimeError("S3 down")
+
+    async def main():
+        s = AgentSettings(zone="az2", bucket="bkt", prefix="wal/", keys=(KEY,))
+        a = Agent(s, Reader(objs), Appender(), checkpoint=failing, audit=audit)
+        res = await a.handle_request(request("wal/a", objs["wal/a"]))
+        await a.drain_checkpoints()
+        return res
+
+    res = asyncio.run(main())
+    assert [r.error_code for r in res.results] == [0]  # the append stands; GC keeps the object for now
+    assert [(c["keys"], c["status"]) for c in audit.of("checkpoint_write")] == [(1, "failed")]
 
 
 def test_entry_not_matching_object_is_corrupt_and_nothing_appended():

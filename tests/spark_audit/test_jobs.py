@@ -313,3 +313,33 @@ def test_checkpoint_puts_of_the_agents_are_billed(spark, tmp_path):
     assert saving["s3_put_usd"] == pytest.approx(1.5e-5, rel=1e-9)
     assert saving["net_savings_usd"] == pytest.approx(4.59282e-6, rel=1e-9)
     assert (bucket["put_requests"], bucket["get_requests"]) == (3, 1)
+
+
+def test_checkpoint_manifests_are_billed_once_and_shared_among_their_objects(spark, tmp_path):
+    # Schema v4: the agent of az3 applied objects from az1 and from az2 and named both in one
+    # manifest (one PUT, half per object and per zone pair). Its ok agent_apply records bill
+    # nothing of their own any more.
+    k1, k2 = "wal/0a1b/wal/az1/p1/0000000001/000000000000", "wal/ffff/wal/az2/p7/0000000003/000000000009"
+    write_jsonl(tmp_path / "in/date=2026-01-01/hour=00/zone=az1/p-1-1.jsonl.gz", [
+        rec("produce_batch", "az1", leader_zone="az3", route="wal", bytes=1_000_000, records=10, wire_bytes=0,
+            error_code=0, latency_ms=30.0, topic="t", partition=0),
+        rec("produce_batch", "az2", leader_zone="az3", route="wal", bytes=1_000_000, records=10, wire_bytes=0,
+            error_code=0, latency_ms=30.0, topic="t", partition=1),
+        rec("wal_flush", "az1", key=k1, bytes=1_000_100, entries=1, zones="az3", put_requests=1, attempts=1,
+            ok=True, reason="linger"),
+        rec("wal_flush", "az2", key=k2, bytes=1_000_100, entries=1, zones="az3", put_requests=1, attempts=1,
+            ok=True, reason="linger"),
+        rec("agent_apply", "az3", version=4, source_zone="az1", key=k1, entries=1, status="ok"),
+        rec("agent_apply", "az3", version=4, source_zone="az2", key=k2, entries=1, status="ok"),
+        rec("checkpoint_write", "az3", version=4, keys=2, wal_keys=f"{k1},{k2}", put_ms=5.0, status="ok"),
+    ])
+    rolled, summary = load(spark, str(tmp_path / "in"))
+    try:
+        savings = {(r["source_zone"], r["leader_zone"]): r for r in jobs.savings(rolled, Prices()).collect()}
+        (bucket,) = jobs.break_even(rolled, Prices()).collect()
+    finally:
+        rolled.unpersist()
+    # Each pair: its WAL PUT 1 + half the manifest 0.5 = 1.5 PUTs.
+    assert {pair: r["s3_put_requests"] for pair, r in savings.items()} == {("az1", "az3"): 1.5, ("az2", "az3"): 1.5}
+    assert (bucket["objects"], bucket["put_requests"]) == (2, 3.0)  # 2 WAL PUTs + 1 manifest
+    assert summary.records_by_kind["checkpoint_write"] == 1  # one line, though it names two objects

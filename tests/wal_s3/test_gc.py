@@ -13,6 +13,7 @@ import trio
 from azsidecar.cli import main as azsidecar_main
 from spark_audit.records import MemoryAuditSink
 from wal_s3.gc import Checkpoints, checkpoint_key, run_gc
+from wal_s3.checkpoint_manifest import MANIFEST_DIR, decode_manifest
 from wal_s3.format import WalEntry
 from wal_s3.writer import WalWriter
 
@@ -67,10 +68,11 @@ def test_gc_deletes_exactly_the_fully_applied_objects(wal_env):
     assert report.scanned == 8 and report.pending == 7 and report.orphans == () and report.orphans_deleted == ()
     assert report.checkpoints_deleted == 3
     remaining = keys(client, config.bucket)
+    index = trio.run(Checkpoints(config, client).applied_index)
     for key, applied in objects.items():
         assert (key in remaining) == (applied != set(ZONES))
-        for z in applied:
-            assert (checkpoint_key(config, key, z) in remaining) == (applied != set(ZONES))
+        # The deleted object's checkpoints went with it; the others' are all still there.
+        assert index.get(key, set()) == (set() if applied == set(ZONES) else set(applied))
 
 
 def test_orphans_are_reported_then_deleted_only_after_max_age(wal_env):
@@ -159,7 +161,7 @@ def test_stale_checkpoints_go_once_old_and_periodic_gc_runs_in_a_nursery(wal_env
     async def main():
         await Checkpoints(config, client).mark_applied(gone, "az1")
         young = await run_gc(config, client)
-        assert checkpoint_key(config, gone, "az1") in keys(client, config.bucket)
+        assert await Checkpoints(config, client).applied_zones(gone) == {"az1"}
         old = await run_gc(config, client, now_s=time.time() + 200)
         key = await write_object(config, client, ("az1",))
         await Checkpoints(config, client).mark_applied(key, "az1")
@@ -208,3 +210,68 @@ def test_looping_gc_serves_its_counters_on_metrics_port(wal_env, s3_bucket):
         assert "azsidecar_wal_gc_orphans 0.0" in text
     finally:
         stop_process(proc, 10.0)
+
+
+def test_one_manifest_checkpoints_many_objects_and_goes_when_all_of_them_are_gone(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(prefix="p/", linger_ms=60_000, orphan_report_age_s=100, max_orphan_age_s=1000)
+    client = make_client(config)
+
+    async def main():
+        a = await write_object(config, client, ("az1",))
+        b = await write_object(config, client, ("az1", "az2"))  # az2 never applies its share
+        await Checkpoints(config, client).mark_applied_many([a, b, a], "az1")  # a re-sent notification: a twice
+        manifests = [k for k in keys(client, config.bucket) if k.startswith(f"p/_checkpoints/{MANIFEST_DIR}/az1/")]
+        body = client.get_object(Bucket=config.bucket, Key=manifests[0])["Body"].read()
+        cache: dict = {}
+        first = await run_gc(config, client, manifest_cache=cache)
+        second = await run_gc(config, client, manifest_cache=cache)  # the manifest is not read again
+        cached = dict(cache)
+        late = await run_gc(config, client, now_s=time.time() + 2000, manifest_cache=cache)  # b is an old orphan
+        await run_gc(config, client, manifest_cache=cache)  # prunes what is no longer listed
+        return a, b, manifests, body, cached, cache, first, second, late
+
+    a, b, manifests, body, cached, cache, first, second, late = trio.run(main)
+    assert list(cached) == manifests
+    assert len(manifests) == 1  # one PUT for both objects
+    # Keys are written without the WAL prefix, each once.
+    assert decode_manifest(body) == ("az1", (a[len("p/"):], b[len("p/"):]))
+    assert first.deleted == (a,) and first.pending == 1
+    assert first.checkpoints_deleted == 0  # b is still there: the manifest stays
+    assert second.deleted == () and second.checkpoints_deleted == 0
+    assert late.orphans_deleted == (b,) and late.checkpoints_deleted == 1
+    assert cache == {}  # pruned once the manifest is gone
+    remaining = keys(client, config.bucket)
+    assert not [k for k in remaining if not k.startswith("p/_epochs/")]
+
+
+def test_checkpoints_of_the_per_object_layout_are_still_honoured(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=60_000)
+    client = make_client(config)
+
+    async def main():
+        key = await write_object(config, client, ("az1", "az2"))
+        client.put_object(Bucket=config.bucket, Key=checkpoint_key(config, key, "az1"), Body=b"")  # an older agent
+        await Checkpoints(config, client).mark_applied(key, "az2")
+        return key, await run_gc(config, client)
+
+    key, report = trio.run(main)
+    assert report.deleted == (key,) and report.checkpoints_deleted == 2  # the old marker and the manifest
+    assert not [k for k in keys(client, config.bucket) if not k.startswith("_epochs/")]
+
+
+def test_a_manifest_that_is_not_ours_is_ignored_not_deleted(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=60_000, orphan_report_age_s=100, max_orphan_age_s=1000)
+    client = make_client(config)
+    stray = f"_checkpoints/{MANIFEST_DIR}/az1/1790000000000-00112233aabbccdd"
+
+    async def main():
+        key = await write_object(config, client, ("az1",))
+        client.put_object(Bucket=config.bucket, Key=stray, Body=b"not json")
+        return key, await run_gc(config, client, now_s=time.time() + 200)
+
+    key, report = trio.run(main)
+    assert report.deleted == () and report.pending == 0 and [o.key for o in report.orphans] == [key]
+    assert stray in keys(client, config.bucket)  # an operator looks at it; GC neither trusts nor deletes it

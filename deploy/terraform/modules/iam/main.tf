@@ -75,8 +75,8 @@ data "aws_iam_policy_document" "agent" {
   }
 }
 
-# GC lists objects and checkpoints, reads object headers, deletes applied objects and
-# their checkpoints. All of it lives under the WAL prefix.
+# GC lists objects and checkpoints, reads object headers and checkpoint manifests, deletes
+# applied objects and their checkpoints. All of it lives under the WAL prefix.
 data "aws_iam_policy_document" "gc" {
   statement {
     sid       = "ListWalPrefix"
