@@ -52,7 +52,7 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
     s3 = make_s3_client(config.wal)
     portal = TrioPortal()
     portal.start()
-    reader = WalZoneReader(portal, WalReader(config.wal, s3, audit, zone))
+    reader = WalZoneReader(WalReader(config.wal, s3, audit, zone))
     settings = AgentSettings(
         zone=zone, bucket=config.wal.bucket, prefix=config.wal.prefix, keys=keys,
         replay_window_s=config.notify.replay_window_s, max_nonces=config.notify.max_nonces,

@@ -1,7 +1,12 @@
-"""Use wal_s3's trio WalReader and Checkpoints from the asyncio agent.
+"""Use wal_s3's WalReader and trio Checkpoints from the asyncio agent.
 
-Why a bridge: aiokafka needs asyncio, wal_s3's reader (block cache with single-flight,
-retries, `agent_read` audit records) and checkpoints are trio. One dedicated thread runs
+The reader (block cache with single-flight, retries, `agent_read` audit records) runs on
+anyio, so the agent calls it on its own asyncio loop: a read costs the GET's worker
+thread and nothing more. Until it did, every read crossed to a trio thread and back,
+0.6-1.1 ms of each notification at p50 in bench/bench_router.py on the 2-core host.
+
+Why a bridge is left: wal_s3's checkpoints are trio, aiokafka needs asyncio, and a
+manifest is written about once a second, so it is not worth porting. One dedicated thread runs
 a trio loop for the agent's lifetime. A call hands its coroutine function straight to
 that loop (`TrioToken.run_sync_soon` starts it in the portal's nursery) and the result
 comes back with `loop.call_soon_threadsafe`: two thread switches per call, no thread
@@ -133,10 +138,9 @@ class TrioPortal:
 
 
 class WalZoneReader:
-    """The agent's ZoneReader: wal_s3.WalReader (block cache, retries, audit) via the portal."""
+    """The agent's ZoneReader: wal_s3.WalReader (block cache, retries, audit) on the agent's loop."""
 
-    def __init__(self, portal: TrioPortal, wal_reader: Any) -> None:
-        self._portal = portal
+    def __init__(self, wal_reader: Any) -> None:
         self._reader = wal_reader
 
     async def read_zone(self, key: str, zone_offset: int, zone_length: int, *, source_zone: str,
@@ -146,8 +150,8 @@ class WalZoneReader:
         from wal_s3.reader import WalReadError  # noqa: PLC0415
 
         try:
-            return await self._portal.call(self._reader.read_zone, key, zone_offset, zone_length,
-                                           source_zone=source_zone, expected_entries=expected_entries)
+            return await self._reader.read_zone(key, zone_offset, zone_length, source_zone=source_zone,
+                                                expected_entries=expected_entries)
         except (WalReadError, WalFormatError, ValueError) as exc:
             raise ZoneReadError(f"{key} [{zone_offset}+{zone_length}]: {exc}") from exc
 

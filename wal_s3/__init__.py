@@ -1,6 +1,8 @@
 """wal_s3: write-ahead-log objects in S3 - format, batching writer, range reader, checkpoints, GC.
 
-`wal_s3.format` is pure (no trio, no boto3); the rest are trio I/O shells around it. The
+`wal_s3.format` and `wal_s3.checkpoint_manifest` are pure (no trio, no boto3); the rest
+are I/O shells around them: the writer and GC on trio, the reader (used by the asyncio
+agent and by trio code alike) and the boto3 adapter on anyio. The
 names below load lazily so that importing `wal_s3.format` does not import trio or boto3.
 """
 

@@ -6,7 +6,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import trio
+import anyio
 
 from wal_s3._s3 import S3Error
 
@@ -35,5 +35,5 @@ async def with_retries(op: Callable[[int], Awaitable[T]], *, max_attempts: int, 
                 raise
             if on_retry is not None:
                 on_retry(attempt, exc)
-            await trio.sleep(backoff_s(attempt, base_ms, max_ms, rng))
+            await anyio.sleep(backoff_s(attempt, base_ms, max_ms, rng))
             attempt += 1

@@ -1,7 +1,10 @@
 """The one adapter between wal_s3 and boto3: worker threads, a limiter, mapped errors.
 
-Strategy: boto3 is blocking, so every call runs in a trio worker thread behind one
-CapacityLimiter shared by a process's writer, reader and GC. botocore's own retries are
+Strategy: boto3 is blocking, so every call runs in a worker thread behind one
+CapacityLimiter shared by a process's writer, reader and GC. Threads are started through
+anyio, so the same store serves trio (proxy, GC: pass a trio.CapacityLimiter) and asyncio
+(the agent's reader, which thus needs no bridge to a trio loop: pass an
+anyio.CapacityLimiter, or none for a fresh one of `default_threads`). botocore's own retries are
 switched off (one attempt per call): the callers retry with their own backoff and audit
 every attempt. botocore and urllib3 exceptions never leave this module; they become
 S3TransientError (worth retrying), S3PreconditionFailed (a conditional write lost),
@@ -16,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import trio
+import anyio
 
 from wal_s3.config import WalConfig
 
@@ -131,17 +134,25 @@ class ListedObject:
 class S3Store:
     """Async S3 operations on one bucket. Every method raises S3Error subclasses only."""
 
-    def __init__(self, client, bucket: str, limiter: trio.CapacityLimiter) -> None:
+    def __init__(self, client, bucket: str, limiter: Any = None, *, default_threads: int = 16) -> None:
+        """limiter: a trio.CapacityLimiter under trio, an anyio.CapacityLimiter under either;
+        None: an anyio one of `default_threads`, made on first use (it needs the event loop)."""
         self.client = client
         self.bucket = bucket
         self.limiter = limiter
+        self._default_threads = default_threads
+
+    def _limiter(self) -> Any:
+        if self.limiter is None:
+            self.limiter = anyio.CapacityLimiter(self._default_threads)
+        return self.limiter
 
     async def _run(self, what: str, fn: Callable[[], Any], timing: list[float] | None = None) -> Any:
         """fn in a worker thread. `timing`, if given, gets the request's own seconds appended,
         measured in the thread (S3's service time as any boto3 caller sees it, without the
         wait for a thread and the hand-back to trio), failed requests included."""
         if timing is None:
-            return await trio.to_thread.run_sync(functools.partial(_mapped, what, fn), limiter=self.limiter)
+            return await anyio.to_thread.run_sync(functools.partial(_mapped, what, fn), limiter=self._limiter())
 
         def timed() -> Any:
             started = time.perf_counter()
@@ -149,7 +160,7 @@ class S3Store:
                 return _mapped(what, fn)
             finally:
                 timing.append(time.perf_counter() - started)
-        return await trio.to_thread.run_sync(timed, limiter=self.limiter)
+        return await anyio.to_thread.run_sync(timed, limiter=self._limiter())
 
     async def put_if_absent(self, key: str, body: bytes | bytearray, metadata: Mapping[str, str] | None = None, *,
                             timing: list[float] | None = None) -> None:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import trio
+import anyio
 
 from spark_audit.records import AuditSink
 from wal_s3 import metrics
@@ -57,7 +57,7 @@ class WalNotFoundError(WalReadError):
 
 @dataclass
 class _Flight:
-    done: trio.Event
+    done: anyio.Event
     data: bytes | None = None  # set when the load succeeded
 
 
@@ -92,7 +92,7 @@ class BlockCache:
                 self._count_hit()
                 return flight.data, True
             # The loader failed or was cancelled: loop, and load ourselves if no one else is.
-        flight = _Flight(trio.Event())
+        flight = _Flight(anyio.Event())
         self._flights[key] = flight
         self.misses += 1
         metrics.CACHE_MISSES.inc()
@@ -127,12 +127,14 @@ class WalReader:
     """Reads zone ranges of WAL objects for one agent zone; counters: hits, misses, evictions."""
 
     def __init__(self, config: WalConfig, s3_client, audit: AuditSink, zone: str, *,
-                 limiter: trio.CapacityLimiter | None = None, rng: random.Random | None = None) -> None:
+                 limiter=None, rng: random.Random | None = None) -> None:
+        """Runs under trio or asyncio (anyio); `limiter` as for S3Store (None: its own, of
+        `max_s3_threads`)."""
         self.config = config
         self.zone = zone
         self.audit = audit
         self.cache = BlockCache(config.cache_bytes)
-        self._store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
+        self._store = S3Store(s3_client, config.bucket, limiter, default_threads=config.max_s3_threads)
         self._rng = rng or random.Random()
 
     @property
@@ -156,14 +158,14 @@ class WalReader:
         the range does not match an object's zone).
         """
         return await self._read_zone(key, zone_offset, zone_length, source_zone, expected_entries,
-                                     extra_gets=0, started=trio.current_time(), get_s=[])
+                                     extra_gets=0, started=time.perf_counter(), get_s=[])
 
     async def read_zone_by_name(self, key: str, zone: str, *, source_zone: str = "") -> list[WalEntry]:
         """Like read_zone, when only the zone name is known: reads the zone index first.
 
         Raises as read_zone, and WalReadError(retriable=False) if the object has no such zone.
         """
-        started = trio.current_time()
+        started = time.perf_counter()
         gets = [0]
         get_s: list[float] = []
         probe = await self._get(key, 0, HEADER_PROBE_BYTES, gets, get_s)
@@ -216,7 +218,7 @@ class WalReader:
             "source_zone": source_zone, "key": key, "bytes": zone_length, "gets": gets[0] + extra_gets,
             "cache_hits": int(hit), "cache_misses": int(not hit),
             "bytes_from_cache": zone_length if hit else 0,
-            "latency_ms": (trio.current_time() - started) * 1000.0,
+            "latency_ms": (time.perf_counter() - started) * 1000.0,
             "get_ms": sum(get_s) * 1000.0,
         })
         return entries
