@@ -4,8 +4,10 @@ Strategy: framing and the request header are parsed here by hand (they are tiny 
 by the protocol), the bodies by kafka-python 3.x's schema-driven protocol classes, which
 cover every version including flexible ones and skip unknown tagged fields. Received
 chunks are kept as immutable bytes: a frame inside one chunk is handed on as a memoryview
-of it (no copy), a frame spanning chunks is joined once. The memoryviews stay valid
-whatever arrives later. No sockets, clocks or trio here.
+of it (no copy), a frame spanning chunks is joined once. A large frame can instead be
+received straight into a buffer of its own (`frame_buffer()` / `received_into()`): the
+joining copy of ~1 MB Produce requests was ~13 % of the proxy's busy time in saturation.
+The memoryviews stay valid whatever arrives later. No sockets, clocks or trio here.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
 }
 
 MIN_HEADER_BYTES = 8  # api_key int16, api_version int16, correlation_id int32
+# Frames at least this large may be received into a buffer of their own; below it the
+# copy saved does not pay for the extra system call of a second read. Above the maximum
+# they arrive in chunks as before, so a client announcing a huge frame gets no memory
+# ahead of the bytes it actually sends.
+DIRECT_RECEIVE_MIN_BYTES = 64 * 1024
+DIRECT_RECEIVE_MAX_BYTES = 16 * 1024 * 1024
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhih")  # + client_id length
 
@@ -102,28 +110,84 @@ class ServerCodec:
         self._offset = 0  # bytes of _chunks[0] already consumed
         self._buffered = 0
         self._max_frame_bytes = max_frame_bytes
+        # A large frame being received into its own buffer (size prefix included), and how
+        # much of it is there; while it is set, _chunks holds only bytes after it.
+        self._frame: bytearray | None = None
+        self._filled = 0
 
     @property
     def buffered_bytes(self) -> int:
         return self._buffered
 
     def receive_data(self, data: bytes) -> None:
-        if data:
-            self._chunks.append(bytes(data))  # no copy when `data` already is bytes
-            self._buffered += len(data)
+        if not data:
+            return
+        if self._frame is not None and self._filled < len(self._frame):
+            take = min(len(data), len(self._frame) - self._filled)
+            self._frame[self._filled : self._filled + take] = memoryview(data)[:take]
+            self._filled += take
+            self._buffered += take
+            data = data[take:]
+            if not data:
+                return
+        self._chunks.append(bytes(data))  # no copy when `data` already is bytes
+        self._buffered += len(data)
+
+    def frame_buffer(self) -> memoryview | None:
+        """Where the rest of the frame being received may be read into directly, or None
+        (then read a chunk and pass it to receive_data). Call received_into(n) after
+        writing n bytes at its start. Raises FrameTooLarge or ProtocolError like next_frame.
+        """
+        if self._frame is not None:
+            return memoryview(self._frame)[self._filled:] if self._filled < len(self._frame) else None
+        if self._buffered < 4:
+            return None
+        size = self._frame_size()
+        if not DIRECT_RECEIVE_MIN_BYTES <= size + 4 <= DIRECT_RECEIVE_MAX_BYTES or self._buffered >= size + 4:
+            return None
+        # Everything buffered belongs to this frame: move it into the frame's own buffer.
+        frame = bytearray(size + 4)
+        filled = 0
+        first = True
+        while self._chunks:
+            chunk = self._chunks.popleft()
+            part = memoryview(chunk)[self._offset:] if first else memoryview(chunk)
+            first = False
+            frame[filled : filled + len(part)] = part
+            filled += len(part)
+        self._offset = 0
+        self._frame, self._filled = frame, filled
+        return memoryview(frame)[filled:]
+
+    def received_into(self, n: int) -> None:
+        """n bytes were written at the start of the last frame_buffer()."""
+        if self._frame is None or not 0 <= n <= len(self._frame) - self._filled:
+            raise ValueError(f"received_into({n}) without room for it")
+        self._filled += n
+        self._buffered += n
+
+    def _frame_size(self) -> int:
+        (size,) = _SIZE.unpack(self._peek4())
+        if size < MIN_HEADER_BYTES:
+            raise ProtocolError(f"frame size {size} is smaller than a request header")
+        if size > self._max_frame_bytes:
+            raise FrameTooLarge(f"frame of {size} bytes exceeds max_frame_bytes={self._max_frame_bytes}")
+        return size
 
     def next_frame(self) -> RequestFrame | NeedData:
         """The next complete request, or NEED_DATA.
 
         Raises FrameTooLarge or ProtocolError when the stream cannot be a Kafka request.
         """
+        if self._frame is not None:
+            if self._filled < len(self._frame):
+                return NEED_DATA
+            frame, self._frame, self._filled = self._frame, None, 0
+            self._buffered -= len(frame)
+            return parse_request_frame(memoryview(frame)[4:])
         if self._buffered < 4:
             return NEED_DATA
-        (size,) = _SIZE.unpack(self._peek4())
-        if size < MIN_HEADER_BYTES:
-            raise ProtocolError(f"frame size {size} is smaller than a request header")
-        if size > self._max_frame_bytes:
-            raise FrameTooLarge(f"frame of {size} bytes exceeds max_frame_bytes={self._max_frame_bytes}")
+        size = self._frame_size()
         if self._buffered < 4 + size:
             return NEED_DATA
         return parse_request_frame(self._consume(4 + size)[4:])

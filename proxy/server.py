@@ -333,21 +333,31 @@ class ProxyServer:
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
                              session: SaslSession | None = None) -> None:
+        # Plain TCP: large frames are read straight into their own buffer (no joining copy).
+        sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         while not self._stopping:
+            direct = codec.frame_buffer() if sock is not None else None
             receiving = trio.CancelScope()
             self._reading_scopes.add(receiving)
             try:
                 with receiving:
-                    data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    if direct is not None:
+                        got = await sock.recv_into(direct)
+                    else:
+                        data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
+                        got = len(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 return
             finally:
                 self._reading_scopes.discard(receiving)
             if receiving.cancelled_caught:
                 return  # shutting down
-            if not data:
+            if not got:
                 return  # client closed; pending responses are still written
-            codec.receive_data(data)
+            if direct is not None:
+                codec.received_into(got)
+            else:
+                codec.receive_data(data)
             while True:
                 frame = codec.next_frame()
                 if frame is NEED_DATA:

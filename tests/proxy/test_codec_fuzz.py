@@ -108,3 +108,77 @@ def test_codec_on_arbitrary_bytes(stream, cuts):
 def test_valid_requests_decode_whatever_the_split(indices, cuts):
     stream = b"".join(VALID[i] for i in indices)
     assert len(drive(stream, cuts)) == len(indices)
+
+
+# --- receiving large frames into their own buffer (frame_buffer / received_into) ---------
+
+def _large_produce(records_bytes: int, version: int) -> bytes:
+    batch = bytes(i % 251 for i in range(records_bytes))  # opaque to the codec
+    return _encoded(ProduceRequest(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="big", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=3, records=batch)])]), version)
+
+
+LARGE = [_large_produce(n, v) for n, v in ((70_000, 9), (200_000, 3), (1_100_000, 12))]
+SMALL = VALID[:4]
+
+
+def drive_like_the_server(stream: bytes, reads: list[int]) -> list[tuple[int, bytes]]:
+    """Feed `stream` the way the proxy's reader does: into frame_buffer() when the codec
+    offers one, as received chunks otherwise; each read takes at most the next size in
+    `reads` (cycled). Returns (api_key, body bytes) per frame."""
+    codec = ServerCodec(4 * 1024 * 1024)
+    frames, pos, i = [], 0, 0
+    while pos < len(stream):
+        want = max(1, reads[i % len(reads)])
+        i += 1
+        view = codec.frame_buffer()
+        if view is not None:
+            n = min(want, len(view), len(stream) - pos)
+            view[:n] = stream[pos : pos + n]
+            codec.received_into(n)
+        else:
+            n = min(want, len(stream) - pos)
+            codec.receive_data(stream[pos : pos + n])
+        pos += n
+        while (frame := codec.next_frame()) is not NEED_DATA:
+            frames.append((frame.api_key, bytes(frame.body)))
+    assert codec.buffered_bytes == 0
+    return frames
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(indices=st.lists(st.integers(0, len(LARGE) + len(SMALL) - 1), min_size=1, max_size=5),
+       reads=st.lists(st.integers(1, 300_000), min_size=1, max_size=6))
+def test_large_frames_received_in_place_equal_the_chunked_path(indices, reads):
+    requests = [(LARGE + SMALL)[i] for i in indices]
+    got = drive_like_the_server(b"".join(requests), reads)
+    # One frame per request, in order; each body is its request's bytes after the size prefix
+    # and the request header (client_id "fuzz": under 40 bytes), byte for byte.
+    assert len(got) == len(requests)
+    for (key, body), request in zip(got, requests, strict=True):
+        assert key == 0  # all Produce
+        assert request.endswith(body) and len(request) - 4 - 40 < len(body) < len(request) - 4
+
+
+def test_frame_buffer_is_offered_only_for_large_frames_and_bounded():
+    from proxy.kafka_codec import DIRECT_RECEIVE_MAX_BYTES, FrameTooLarge
+
+    codec = ServerCodec(64 * 1024 * 1024)
+    codec.receive_data(SMALL[0][:10])
+    assert codec.frame_buffer() is None  # a small frame arrives in chunks
+    codec = ServerCodec(64 * 1024 * 1024)
+    codec.receive_data(LARGE[0][:1000])
+    view = codec.frame_buffer()
+    assert view is not None and len(view) == len(LARGE[0]) - 1000  # exactly the rest of the frame
+    codec = ServerCodec(64 * 1024 * 1024)
+    codec.receive_data(struct.pack(">i", DIRECT_RECEIVE_MAX_BYTES) + b"\x00" * 100)
+    assert codec.frame_buffer() is None  # no memory ahead of the bytes for a huge announced frame
+    codec = ServerCodec(1024)
+    codec.receive_data(LARGE[0][:100])
+    try:
+        codec.frame_buffer()
+    except FrameTooLarge:
+        pass
+    else:
+        raise AssertionError("a frame over max_frame_bytes must be refused before any buffer is made")
