@@ -54,7 +54,7 @@ def test_gc_gets_the_sidecars_ack_modes_and_the_example_passes_one_map_to_both()
     # configuration names those topics (wal_s3/cli.py builds acked_topic from router.ack_modes).
     modules = {name: body for entry in parse(MODULES / "agents" / "main.tf")["module"] for name, body in entry.items()}
     gc_settings = attr(modules["gc_config"], "settings").replace(" ", "")
-    assert "{'router':{'ack_modes':'${var.ack_modes}'}}" in gc_settings
+    assert "'router':{'ack_modes':'${var.ack_modes}'}" in gc_settings
     assert "ack_modes" not in attr(modules["config"], "settings")  # agents do not use them
     example = {name: body for entry in parse(EXAMPLE / "main.tf")["module"] for name, body in entry.items()}
     assert attr(example["agents"], "ack_modes") == "${var.ack_modes}"

@@ -38,13 +38,15 @@ def sidecar_settings(**changes):
         "wal": {"bucket": "demo-wal-123456789012", "prefix": "wal/", "region": "us-east-1",
                 "max_bytes": 8388608, "linger_ms": 250, "max_buffered_bytes": 67108864,
                 "max_in_flight_puts": 4, "max_attempts": 6, "cache_bytes": 268435456,
-                "checkpoint_prefix": "_checkpoints", "epoch_prefix": "_epochs", "gc_interval_s": 300},
+                "checkpoint_prefix": "_checkpoints", "epoch_prefix": "_epochs", "gc_interval_s": 300,
+                "gc_metrics_port": 9465, "gc_metrics_host": "0.0.0.0"},
         "notify": {"agents": {"use1-az1": "use1-az1.azsidecar.internal:9400",
                               "use1-az2": "use1-az2.azsidecar.internal:9400",
                               "use1-az4": "use1-az4.azsidecar.internal:9400"},
                    "timeout_s": 10, "max_in_flight_per_zone": 64, "max_attempts": 3},
         "agent": {"listen_host": "127.0.0.1", "listen_port": 9400, "max_concurrent_reads": 8,
-                  "max_in_flight_appends": 64, "metrics_port": 0},
+                  "max_in_flight_appends": 64, "metrics_port": 0, "checkpoint_interval_ms": 2500,
+                  "checkpoint_max_keys": 400},
         "audit": {"enabled": True, "output": "s3://demo-wal-123456789012/audit/", "max_queue": 100000,
                   "roll_seconds": 300, "roll_bytes": 67108864},
     }
@@ -79,6 +81,8 @@ def test_rendered_sidecar_config_loads_with_the_values_given(tmp_path):
     assert config.notify.hmac_keys == ()  # secrets never go through the template
     assert config.audit.output == "s3://demo-wal-123456789012/audit/"
     assert config.agent.listen_port == 9400
+    assert (config.agent.checkpoint_interval_ms, config.agent.checkpoint_max_keys) == (2500, 400)
+    assert (config.wal.gc_metrics_port, config.wal.gc_metrics_host) == (9465, "0.0.0.0")
 
 
 def test_null_zone_is_left_out_and_empty_maps_render_as_empty_tables(tmp_path):

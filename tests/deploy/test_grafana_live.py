@@ -126,7 +126,7 @@ def test_every_panel_metric_is_served_by_its_process_and_a_wal_produce_moves_the
                 stop_process(proc, 15.0)
 
     wanted = dashboard_metrics()
-    # `azsidecar gc` serves no /metrics (wal_s3/cli.py has no metrics port): its panel stays empty.
+    # `azsidecar gc` is not started here; its /metrics is scraped in tests/wal_s3/test_gc.py.
     unserved = sorted(m for m in wanted if owner(m) != "gc" and not exposed(m, served[owner(m)][0]))
     assert unserved == [], unserved
     proxy, agent = served["proxy"][1], served["agent"][1]

@@ -121,6 +121,7 @@ def test_lifecycle_expires_wal_objects_by_hex_digit_and_moves_audit_to_ia():
 def test_hex_digit_rules_match_wal_s3_key_layout():
     """The lifecycle rules must hit WAL objects and miss epoch markers and checkpoints."""
     from wal_s3.config import WalConfig
+    from wal_s3.checkpoint_manifest import manifest_key
     from wal_s3.gc import checkpoint_key
     from wal_s3.writer import epoch_marker_prefix, object_key
 
@@ -136,6 +137,8 @@ def test_hex_digit_rules_match_wal_s3_key_layout():
         assert not any(ck.startswith(p) for p in rule_prefixes), ck
     marker = epoch_marker_prefix(config, "sidecar-ip-10-0-0-1")
     assert not any(marker.startswith(p) for p in rule_prefixes), marker
+    manifest = manifest_key(config.prefix, config.checkpoint_prefix, "use1-az2", 1790000000000, "0123456789abcdef")
+    assert not any(manifest.startswith(p) for p in rule_prefixes), manifest
 
 
 def test_bucket_blocks_public_access_requires_tls_and_uses_kms_with_bucket_key():
@@ -274,6 +277,16 @@ def test_no_count_anywhere_and_per_az_resources_iterate_over_zone_ids():
     assert attr(example[("aws_subnet", "private")], "availability_zone_id") == "${each.key}"
     sidecars = [body for path, name, body in module_calls() if name == "sidecar"]
     assert [attr(b, "for_each") for b in sidecars] == ["${var.zones}"]
+
+
+def test_gc_task_serves_its_metrics_on_the_metrics_port():
+    agents = MODULES / "agents"
+    gc = resources(agents)[("aws_ecs_task_definition", "gc")]
+    assert "'portMappings': [{'containerPort': '${var.metrics_port}', 'protocol': 'tcp', 'name': 'metrics'}]" \
+        in attr(gc, "container_definitions")
+    settings = str(resources(agents, "module")[("gc_config", "settings")]).replace(" ", "").replace("\\", "")
+    assert "'gc_metrics_port':'${var.metrics_port}'" in settings
+    assert "'gc_metrics_host':'0.0.0.0'" in settings
 
 
 def test_agent_services_are_pinned_to_their_zone_subnets():

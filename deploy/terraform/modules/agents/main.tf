@@ -66,8 +66,12 @@ module "config" {
 module "gc_config" {
   source = "../config"
   # GC keeps unapplied objects holding acknowledged (ack_mode wal) entries: it must see the
-  # sidecars' ack_modes. The agents themselves do not use them.
-  settings = merge(local.common_settings, { router = { ack_modes = var.ack_modes } })
+  # sidecars' ack_modes. The agents themselves do not use them. Its /metrics (objects
+  # deleted, orphans) listens on the task's ENI like the agents'.
+  settings = merge(local.common_settings, {
+    router = { ack_modes = var.ack_modes }
+    wal    = merge(local.common_settings.wal, { gc_metrics_port = var.metrics_port, gc_metrics_host = "0.0.0.0" })
+  })
 }
 
 resource "aws_cloudwatch_log_group" "this" {
@@ -201,6 +205,7 @@ resource "aws_ecs_task_definition" "gc" {
     entryPoint             = ["/bin/sh", "-c"]
     command                = ["${local.write_config} && exec azsidecar gc --config ${local.config_file}"]
     environment            = concat(local.environment, [{ name = "AZSIDECAR_CONFIG_TOML", value = module.gc_config.toml }])
+    portMappings           = [{ containerPort = var.metrics_port, protocol = "tcp", name = "metrics" }]
     mountPoints            = [{ sourceVolume = "azsidecar-run", containerPath = local.run_dir, readOnly = false }]
     logConfiguration = {
       logDriver = "awslogs"

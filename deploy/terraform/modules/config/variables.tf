@@ -50,6 +50,8 @@ variable "settings" {
       checkpoint_prefix  = optional(string, "_checkpoints")
       epoch_prefix       = optional(string, "_epochs")
       gc_interval_s      = optional(number, 300)
+      gc_metrics_port    = optional(number, 0)
+      gc_metrics_host    = optional(string, "127.0.0.1")
     })
     notify = optional(object({
       agents                 = optional(map(string), {})
@@ -58,11 +60,13 @@ variable "settings" {
       max_attempts           = optional(number, 3)
     }), {})
     agent = optional(object({
-      listen_host           = optional(string, "127.0.0.1")
-      listen_port           = optional(number, 9400)
-      max_concurrent_reads  = optional(number, 8)
-      max_in_flight_appends = optional(number, 64)
-      metrics_port          = optional(number, 0)
+      listen_host            = optional(string, "127.0.0.1")
+      listen_port            = optional(number, 9400)
+      max_concurrent_reads   = optional(number, 8)
+      max_in_flight_appends  = optional(number, 64)
+      metrics_port           = optional(number, 0)
+      checkpoint_interval_ms = optional(number, 1000)
+      checkpoint_max_keys    = optional(number, 1000)
     }), {})
     audit = optional(object({
       enabled      = optional(bool, true)
@@ -83,10 +87,14 @@ variable "settings" {
   }
   validation {
     condition = alltrue([
-      for p in [var.settings.proxy.listen_port, var.settings.proxy.metrics_port, var.settings.agent.listen_port, var.settings.agent.metrics_port] :
+      for p in [var.settings.proxy.listen_port, var.settings.proxy.metrics_port, var.settings.agent.listen_port, var.settings.agent.metrics_port, var.settings.wal.gc_metrics_port] :
       p >= 0 && p <= 65535 && floor(p) == p
     ])
-    error_message = "proxy.listen_port, proxy.metrics_port, agent.listen_port and agent.metrics_port must be ports (0..65535)."
+    error_message = "proxy.listen_port, proxy.metrics_port, agent.listen_port, agent.metrics_port and wal.gc_metrics_port must be ports (0..65535)."
+  }
+  validation {
+    condition     = var.settings.agent.checkpoint_interval_ms >= 1 && var.settings.agent.checkpoint_interval_ms <= 600000 && var.settings.agent.checkpoint_max_keys >= 1 && var.settings.agent.checkpoint_max_keys <= 10000
+    error_message = "agent.checkpoint_interval_ms: 1..600000; agent.checkpoint_max_keys: 1..10000."
   }
   validation {
     condition     = length(var.settings.upstream.bootstrap_servers) > 0 && alltrue([for hp in var.settings.upstream.bootstrap_servers : can(regex("^[^:\\s]+:[0-9]+$", hp))])
