@@ -8,7 +8,10 @@ each with S3 as is and with S3 latency injected in user space (PUT +30 ms, GET +
 default, deploy/local/s3_delay.py). Records are sent one at a time (produce, then wait
 for the delivery report), so each figure is one record's full round trip.
 
-  python bench/bench_router.py [--records 200] [--rounds 3] [--linger-ms 5]
+  python bench/bench_router.py [--records 200] [--rounds 3] [--linger-ms 5] [--boto3-too]
+
+The sidecars send WAL PUTs and ranged GETs on their event loops (wal.s3_transport auto:
+h11); --boto3-too adds the +S3 latency route once more with boto3 in worker threads.
 
 Two ways to say what the sidecar itself adds on the WAL path:
 - "added" (coarse, kept for comparison with older runs) = p(wal) - p(direct) - linger_ms -
@@ -115,14 +118,15 @@ def pct(xs: list[float], q: float) -> float:
 
 
 @contextlib.contextmanager
-def sidecar(work: Path, name: str, policy: str, broker: str, s3_endpoint: str, linger_ms: int, key: str):
+def sidecar(work: Path, name: str, policy: str, broker: str, s3_endpoint: str, linger_ms: int, key: str,
+            s3_transport: str = "auto"):
     agent_port, proxy_port = free_port(), free_port()
     config = {
         "zone": "use1-az1",
         "proxy": {"listen_port": proxy_port, "proxy_id": f"bench-{name}"},
         "upstream": {"bootstrap_servers": [broker]},
         "router": {"policy": policy, "partition_zones": {f"{TOPIC}:*": "use1-az2"}},
-        "wal": {"bucket": "wal", "endpoint_url": s3_endpoint, "linger_ms": linger_ms},
+        "wal": {"bucket": "wal", "endpoint_url": s3_endpoint, "linger_ms": linger_ms, "s3_transport": s3_transport},
         "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}},
         "agent": {"listen_port": agent_port},
         "audit": {"enabled": True, "output": str(work / f"{name}-audit"), "roll_seconds": 3600},
@@ -149,6 +153,8 @@ def main() -> int:
     parser.add_argument("--linger-ms", type=int, default=5, help="WAL linger of the sidecar")
     parser.add_argument("--put-ms", type=float, default=30.0)
     parser.add_argument("--get-ms", type=float, default=15.0)
+    parser.add_argument("--boto3-too", action="store_true",
+                        help="also run the +S3 latency route with wal.s3_transport=boto3 (an A/B of the transports)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-router-"))
     key = secrets.token_hex(24)
@@ -167,14 +173,16 @@ def main() -> int:
             delayed = "http://" + wait_line(delay, work / "s3-delay.log", "listening=").split("=", 1)[1]
             s3_plain = s3_times(moto.endpoint_url)
             s3_delayed = s3_times(delayed)
-            setups = [("sidecar/direct_cross", "direct", moto.endpoint_url),
-                      ("sidecar/wal", "wal", moto.endpoint_url),
-                      ("sidecar/wal +S3 latency", "wal", delayed)]
+            setups = [("sidecar/direct_cross", "direct", moto.endpoint_url, "auto"),
+                      ("sidecar/wal", "wal", moto.endpoint_url, "auto"),
+                      ("sidecar/wal +S3 latency", "wal", delayed, "auto")]
+            if args.boto3_too:
+                setups.append(("sidecar/wal +S3 latency, boto3", "wal", delayed, "boto3"))
             with contextlib.ExitStack() as stack:
                 bootstraps = {"direct": tansu.bootstrap}
-                for i, (name, policy, endpoint) in enumerate(setups):
+                for i, (name, policy, endpoint, transport) in enumerate(setups):
                     bootstraps[name] = stack.enter_context(
-                        sidecar(work, f"s{i}", policy, tansu.bootstrap, endpoint, args.linger_ms, key))
+                        sidecar(work, f"s{i}", policy, tansu.bootstrap, endpoint, args.linger_ms, key, transport))
                     audit_dirs[name] = work / f"s{i}-audit"
                 for r in range(args.rounds):
                     for name, bootstrap in bootstraps.items():
@@ -186,16 +194,18 @@ def main() -> int:
     parts = {name: decompose(results[name], audit_dirs[name], args.records, args.linger_ms, args.rounds,
                              pct(results["direct"], 50))
              for name in results if "wal" in name}
+    for name, rows in parts.items():  # per record, for looking at the tail's records
+        (work / f"parts-{name.replace('/', '_').replace(' ', '_')}.json").write_text(json.dumps(rows))
     direct50, direct99 = pct(results["direct"], 50), pct(results["direct"], 99)
     print(f"S3 service time (median): PUT {s3_plain[0]:.2f} ms, GET {s3_plain[1]:.2f} ms; "
           f"with injection PUT {s3_delayed[0]:.2f} ms, GET {s3_delayed[1]:.2f} ms")
-    print(f"{'route':28s} {'n':>5s} {'p50 ms':>8s} {'p99 ms':>8s} {'p50 added':>10s} {'p99 added':>10s}")
+    print(f"{'route':31s} {'n':>5s} {'p50 ms':>8s} {'p99 ms':>8s} {'p50 added':>10s} {'p99 added':>10s}")
     for name, xs in results.items():
         s3 = s3_delayed if "S3 latency" in name else s3_plain
         fixed = (args.linger_ms + s3[0] + s3[1]) if "wal" in name else 0.0
         a50 = pct(xs, 50) - direct50 - fixed
         a99 = pct(xs, 99) - direct99 - fixed
-        print(f"{name:28s} {len(xs):5d} {pct(xs, 50):8.2f} {pct(xs, 99):8.2f} {a50:10.2f} {a99:10.2f}")
+        print(f"{name:31s} {len(xs):5d} {pct(xs, 50):8.2f} {pct(xs, 99):8.2f} {a50:10.2f} {a99:10.2f}")
     print(f"(added = p - p(direct) - linger {args.linger_ms} ms - one PUT - one GET (medians above); logs in {work})")
     print()
     print(f"Per record, from the audit records (ms): overhead = e2e - PUT - GET - linger - p50(direct "

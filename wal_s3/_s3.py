@@ -81,6 +81,18 @@ def make_s3_client(config: WalConfig):
     )
 
 
+def classify_error(status: int, code: str, message: str, what: str) -> S3Error:
+    """The S3Error for an S3 error answer (HTTP status, error Code, Message); both transports use it."""
+    msg = f"{what}: {status} {code} {message}".rstrip()
+    if status == 412 or code == "PreconditionFailed":
+        return S3PreconditionFailed(msg)
+    if code in _NOT_FOUND_CODES or (status == 404 and code != "NoSuchBucket"):
+        return S3NotFound(msg)
+    if status >= 500 or code in _TRANSIENT_CODES:
+        return S3TransientError(msg)
+    return S3PermanentError(msg)
+
+
 def _map_exception(exc: BaseException, what: str) -> S3Error:
     from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
     from botocore.exceptions import (  # noqa: PLC0415
@@ -94,16 +106,8 @@ def _map_exception(exc: BaseException, what: str) -> S3Error:
 
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
-        code = str(err.get("Code", ""))
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        msg = f"{what}: {status} {code} {err.get('Message', '')}".rstrip()
-        if status == 412 or code == "PreconditionFailed":
-            return S3PreconditionFailed(msg)
-        if code in _NOT_FOUND_CODES or (status == 404 and code != "NoSuchBucket"):
-            return S3NotFound(msg)
-        if status >= 500 or code in _TRANSIENT_CODES:
-            return S3TransientError(msg)
-        return S3PermanentError(msg)
+        return classify_error(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0),
+                              str(err.get("Code", "")), str(err.get("Message", "")), what)
     # A body that fails botocore's checksum check was damaged on the way: fetching again may work.
     if isinstance(exc, (BotoConnectionError, HTTPClientError, IncompleteReadError, ResponseStreamingError,
                         FlexibleChecksumError, Urllib3Error, OSError)):
@@ -134,13 +138,23 @@ class ListedObject:
 class S3Store:
     """Async S3 operations on one bucket. Every method raises S3Error subclasses only."""
 
-    def __init__(self, client, bucket: str, limiter: Any = None, *, default_threads: int = 16) -> None:
+    def __init__(self, client, bucket: str, limiter: Any = None, *, default_threads: int = 16,
+                 http: Any = None) -> None:
         """limiter: a trio.CapacityLimiter under trio, an anyio.CapacityLimiter under either;
-        None: an anyio one of `default_threads`, made on first use (it needs the event loop)."""
+        None: an anyio one of `default_threads`, made on first use (it needs the event loop).
+        The limiter bounds this store's S3 requests in flight, threads or not.
+        http: a wal_s3._s3_http.S3Http for `put_if_absent` and `get_range` on the event loop
+        (the WAL's latency path); None: boto3 in worker threads for every call."""
         self.client = client
         self.bucket = bucket
         self.limiter = limiter
+        self.http = http
         self._default_threads = default_threads
+
+    async def aclose(self) -> None:
+        """Close the h11 transport's idle connections (boto3's pool closes with its client)."""
+        if self.http is not None:
+            await self.http.aclose()
 
     def _limiter(self) -> Any:
         if self.limiter is None:
@@ -170,6 +184,11 @@ class S3Store:
         sends 8 KiB at a time, retaking the GIL for every chunk (1,024 times per 8 MiB), while
         a bytearray goes out in one sendall.
         """
+        if self.http is not None:
+            headers = {"If-None-Match": "*", **{f"x-amz-meta-{k}": v for k, v in (metadata or {}).items()}}
+            async with self._limiter():
+                await self.http.put(key, body, headers, timing=timing)
+            return
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "IfNoneMatch": "*"}
         if metadata:
             kwargs["Metadata"] = dict(metadata)
@@ -188,6 +207,9 @@ class S3Store:
         `timing` as in `_run`."""
         if length <= 0:
             raise ValueError(f"range length must be > 0, got {length}")
+        if self.http is not None:
+            async with self._limiter():
+                return await self.http.get_range(key, start, length, timing=timing)
 
         def call() -> bytes:
             resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")

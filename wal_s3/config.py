@@ -27,7 +27,10 @@ class WalConfig:
     # botocore socket timeouts per request; an 8 MiB PUT on a slow link needs tens of seconds.
     connect_timeout_s: float = 5.0
     request_timeout_s: float = 30.0
-    max_s3_threads: int = 16  # worker threads for boto3 calls per process (PUTs, GETs, LISTs)
+    max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, h11 connections)
+    # WAL object PUTs and ranged GETs: "auto" (h11 on the event loop, boto3 if an HTTP proxy is
+    # set for the endpoint), "http" (always h11), "boto3" (worker threads, like every other call).
+    s3_transport: str = "auto"
     # A writer lists its epoch markers this often and stops if a newer epoch exists; 0 = never.
     epoch_check_interval_s: float = 30.0
     # Checkpoints (applied (object, zone) markers) live under <prefix><checkpoint_prefix>/.
@@ -54,6 +57,7 @@ class WalConfig:
         require(1 <= self.retry_base_ms <= self.retry_max_ms <= 60_000, "wal.retry_base_ms/retry_max_ms: 1 <= base <= max <= 60000")
         require(self.connect_timeout_s > 0 and self.request_timeout_s > 0, "wal.connect_timeout_s/request_timeout_s: must be > 0")
         require(self.max_s3_threads >= self.max_in_flight_puts, "wal.max_s3_threads: must be >= wal.max_in_flight_puts")
+        require(self.s3_transport in ("auto", "http", "boto3"), "wal.s3_transport: auto, http or boto3")
         require(self.epoch_check_interval_s >= 0, "wal.epoch_check_interval_s: must be >= 0")
         for name in ("checkpoint_prefix", "epoch_prefix"):
             value = getattr(self, name)

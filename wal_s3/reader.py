@@ -27,6 +27,7 @@ from spark_audit.records import AuditSink
 from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3._s3_http import http_transport
 from wal_s3.config import WalConfig
 from wal_s3.format import (
     PREFIX_BYTES,
@@ -134,7 +135,8 @@ class WalReader:
         self.zone = zone
         self.audit = audit
         self.cache = BlockCache(config.cache_bytes)
-        self._store = S3Store(s3_client, config.bucket, limiter, default_threads=config.max_s3_threads)
+        self._store = S3Store(s3_client, config.bucket, limiter, default_threads=config.max_s3_threads,
+                              http=http_transport(s3_client, config))
         self._rng = rng or random.Random()
 
     @property

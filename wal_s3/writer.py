@@ -46,6 +46,7 @@ from spark_audit.records import AuditSink
 from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3PreconditionFailed, S3Store
+from wal_s3._s3_http import http_transport
 from wal_s3.config import WalConfig
 from wal_s3.format import (
     MAX_HEADER_BYTES,
@@ -186,7 +187,8 @@ class WalWriter:
         self.writer_id = writer_id
         self.audit = audit
         self.epoch: int | None = None
-        self._store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
+        self._store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads),
+                              http=http_transport(s3_client, config))
         self._put_limiter = trio.CapacityLimiter(config.max_in_flight_puts)
         self._rng = rng or random.Random()
         self._state = "new"  # new -> running -> closing -> closed, or -> fenced
@@ -240,6 +242,8 @@ class WalWriter:
             if self._state != "fenced":
                 self._state = "closed"
             self._fail_all(WalWriteError(f"WAL writer {self.writer_id} stopped", retriable=True))
+            with trio.CancelScope(shield=True):
+                await self._store.aclose()
         if self._fence_error is not None:
             raise self._fence_error
 

@@ -4,8 +4,10 @@ The botocore hooks in test_faults.py raise the exceptions botocore would raise; 
 sockets really misbehave, so the whole stack (urllib3, botocore, our adapter's mapping)
 is exercised: a connection reset by the peer, a server that never answers (botocore's
 read timeout fires), a slow answer, and a GET response cut off mid-body. Each request
-gets its own connection (a hook adds `Connection: close`), so faults are scripted per
-request: the proxy takes the next fault from `faults` for every new connection.
+gets its own connection (a hook adds `Connection: close`; moto closes every connection
+after its answer anyway), so faults are scripted per request: the proxy takes the next
+fault from `faults` for every new connection. Every test runs with both transports of WAL
+PUTs and ranged GETs: boto3 in worker threads, and h11 on the event loop (wal_s3/_s3_http.py).
 """
 
 from __future__ import annotations
@@ -84,13 +86,17 @@ class FaultProxy:
                 done.cancel()
 
 
-@pytest.fixture
-async def proxied(wal_env, moto_server, nursery):
+# What each transport says when the server never answers.
+NO_ANSWER = {"boto3": "ReadTimeoutError", "http": "no progress within 1 s"}
+
+
+@pytest.fixture(params=["boto3", "http"])
+async def proxied(request, wal_env, moto_server, nursery):
     make_config, make_client = wal_env
     proxy = FaultProxy(moto_server.host, moto_server.port)
     await nursery.start(proxy.serve)
     config = make_config(endpoint_url=f"http://127.0.0.1:{proxy.port}", request_timeout_s=1.0,
-                         connect_timeout_s=1.0, linger_ms=5, max_attempts=4)
+                         connect_timeout_s=1.0, linger_ms=5, max_attempts=4, s3_transport=request.param)
     client = make_client(config)
 
     def one_request_per_connection(request, **_kwargs):
@@ -127,7 +133,7 @@ async def test_put_that_never_gets_an_answer_fails_cleanly(proxied):
             with pytest.raises(WalWriteError) as failed:
                 await writer.append(WalEntry("t", 0, 1, 0, 0, 1, b"payload"), "az2")
     assert failed.value.retriable
-    assert "ReadTimeoutError" in str(failed.value) and "after 2 attempts" in str(failed.value)
+    assert NO_ANSWER[config.s3_transport] in str(failed.value) and "after 2 attempts" in str(failed.value)
     listed = direct.list_objects_v2(Bucket=config.bucket).get("Contents", [])
     assert [o["Key"] for o in listed if "/wal/" in o["Key"]] == []
 

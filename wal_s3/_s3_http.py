@@ -1,0 +1,371 @@
+"""The WAL's latency-path S3 requests on the event loop: HTTP/1.1 by h11, I/O by anyio,
+SigV4 by botocore.
+
+Why not boto3 here: boto3 blocks, so S3Store runs it in worker threads. On the WAL path
+every record waits for one PUT (proxy) and one ranged GET (agent), and each boto3 call
+cost ~1.5 ms of CPU plus two thread hand-offs, each a wake-up after a long idle wait
+(bench_router's "PUT thread hand-off" and "agent: bridge to S3 read" rows). This transport
+does only those two requests, with only what they need, on the caller's trio or asyncio
+loop. Everything else (LIST, DELETE, HEAD, whole-object GET, checkpoint manifests) stays
+on boto3.
+
+Taken from botocore, not rewritten: the credentials chain (a refresh that is due runs in a
+worker thread, as it may call IMDS or STS), the bucket's URL (region endpoint, addressing
+style, custom endpoint_url: read once off a presigned URL), SigV4 signing (S3SigV4Auth)
+and the CA bundle. Done here: a keep-alive connection pool, timeouts, and the status ->
+S3Error mapping shared with the boto3 path (`_s3.classify_error`).
+
+Integrity: PUT bodies are sent UNSIGNED-PAYLOAD (SHA-256 of an 8 MiB object is ~20 ms of
+CPU, on the event loop here) with an `x-amz-checksum-crc32` header, which S3 checks
+against the body it received, as it does for boto3's default checksum. Readers verify
+their own CRC-32Cs. No hidden retries: a failed request raises S3TransientError and the
+caller's backoff decides (a conditional PUT must not be re-sent behind the writer's back).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import select
+import ssl
+import time
+import urllib.request
+import xml.etree.ElementTree as ET
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import h11
+
+from wal_s3._s3 import S3Error, S3PermanentError, S3TransientError, classify_error
+from wal_s3.config import WalConfig
+
+log = logging.getLogger(__name__)
+
+RECEIVE_BYTES = 256 * 1024
+SEND_CHUNK_BYTES = 1024 * 1024  # each chunk of a large body gets the full request timeout, as botocore's
+THREAD_CRC_MIN_BYTES = 256 * 1024  # larger bodies are checksummed in a worker thread (zlib drops the GIL)
+MAX_ERROR_BODY_BYTES = 64 * 1024
+IDLE_MAX_S = 10.0  # a pooled connection idle longer is closed (servers drop idle keep-alives)
+USER_AGENT = "azsidecar-wal (h11)"
+
+
+class _UnsignedPayload:
+    """The client_config S3SigV4Auth consults: do not SHA-256-sign the body."""
+
+    s3 = {"payload_signing_enabled": False}
+
+
+@dataclass
+class _Conn:
+    stream: anyio.abc.ByteStream
+    http: h11.Connection
+    sock: Any  # the raw socket (trio's, or asyncio's wrapper): polled for a server's close
+    idle_since: float = 0.0
+
+
+class S3Http:
+    """PUT and ranged GET of one bucket's objects. Raises S3Error subclasses only."""
+
+    def __init__(self, *, bucket_url: str, region: str, credentials: Any, connect_timeout_s: float,
+                 request_timeout_s: float, max_idle: int, ssl_context: ssl.SSLContext | None = None) -> None:
+        """bucket_url: the URL an object key is appended to (percent-encoded), ending in '/'.
+        credentials: a botocore Credentials (or RefreshableCredentials), None if there are none."""
+        parts = urlsplit(bucket_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or not bucket_url.endswith("/"):
+            raise ValueError(f"bad bucket URL {bucket_url!r}")
+        self.bucket_url = bucket_url
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._host_header = parts.netloc  # what SigV4 signs as `host`; sent verbatim
+        self._path = parts.path
+        self._tls = parts.scheme == "https"
+        self._ssl = ssl_context if ssl_context is not None or not self._tls else ssl.create_default_context()
+        self._region = region
+        self._credentials = credentials
+        self._connect_timeout_s = connect_timeout_s
+        self._request_timeout_s = request_timeout_s
+        self._max_idle = max_idle
+        self._idle: list[_Conn] = []
+        self._loop_token: object | None = None  # pooled connections belong to one event loop
+
+    # ---- requests -----------------------------------------------------------------------
+
+    async def put(self, key: str, body: bytes | bytearray, headers: Mapping[str, str], *,
+                  timing: list[float] | None = None) -> None:
+        """PUT body at key with `headers` (If-None-Match, x-amz-meta-*) and a CRC32 checksum."""
+        view = memoryview(body)
+        if len(view) >= THREAD_CRC_MIN_BYTES:
+            crc = await anyio.to_thread.run_sync(zlib.crc32, view)
+        else:
+            crc = zlib.crc32(view)
+        all_headers = {**headers, "Content-Length": str(len(view)),
+                       "x-amz-sdk-checksum-algorithm": "CRC32",  # as the SDKs send it
+                       "x-amz-checksum-crc32": base64.b64encode(crc.to_bytes(4, "big")).decode()}
+        started = time.perf_counter()
+        try:
+            status, error = await self._request("PUT", key, all_headers, view, f"PUT {key}", read_body=False)
+        finally:
+            if timing is not None:
+                timing.append(time.perf_counter() - started)
+        if status != 200:
+            raise error
+
+    async def get_range(self, key: str, start: int, length: int, *, timing: list[float] | None = None) -> bytes:
+        """Bytes [start, start+length) of key; fewer if the object is shorter."""
+        what = f"GET {key} [{start}+{length}]"
+        began = time.perf_counter()
+        try:
+            status, result = await self._request("GET", key, {"Range": f"bytes={start}-{start + length - 1}"},
+                                                 None, what, read_body=True)
+        finally:
+            if timing is not None:
+                timing.append(time.perf_counter() - began)
+        if status == 206:
+            return result
+        if status == 200:  # the whole object (a server may ignore Range): cut the range out
+            return result[start:start + length]
+        raise result
+
+    async def _request(self, method: str, key: str, headers: dict[str, str], body: memoryview | None,
+                       what: str, *, read_body: bool) -> tuple[int, Any]:
+        """(status, body bytes) on 2xx, else (status, S3Error to raise). Transport problems raise."""
+        target = self._path + quote(key, safe="/~")
+        signed = await self._signed_headers(method, target, headers)
+        conn = await self._checkout(what)
+        reusable = False
+        try:
+            # One cancel scope per request, its deadline pushed on by every send and receive:
+            # request_timeout_s bounds each wait for progress (as botocore's socket timeouts),
+            # not the whole transfer of a large body.
+            with anyio.CancelScope(deadline=anyio.current_time() + self._request_timeout_s) as scope:
+                status, data = await self._exchange(conn, scope, method, target, signed, body, read_body)
+            if scope.cancelled_caught:
+                raise S3TransientError(f"{what}: no progress within {self._request_timeout_s:g} s")
+            reusable = conn.http.our_state is h11.DONE and conn.http.their_state is h11.DONE
+            if 200 <= status < 300:
+                return status, data
+            return status, _error_from(status, data, what)
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream,
+                h11.ProtocolError, ssl.SSLError) as exc:
+            raise S3TransientError(f"{what}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if reusable:
+                conn.http.start_next_cycle()
+                await self._checkin(conn)
+            else:
+                await _discard(conn)
+
+    async def _exchange(self, conn: _Conn, scope: anyio.CancelScope, method: str, target: str,
+                        headers: list[tuple[str, str]], body: memoryview | None,
+                        read_body: bool) -> tuple[int, bytes]:
+        http, timeout_s = conn.http, self._request_timeout_s
+        head = http.send(h11.Request(method=method, target=target, headers=headers))
+        if body is None or len(body) <= SEND_CHUNK_BYTES // 16:  # small: one send for the whole request
+            await conn.stream.send(head + (http.send(h11.Data(data=bytes(body))) if body else b"")
+                                   + http.send(h11.EndOfMessage()))
+        else:
+            await conn.stream.send(head)
+            for i in range(0, len(body), SEND_CHUNK_BYTES):
+                scope.deadline = anyio.current_time() + timeout_s
+                for chunk in http.send_with_data_passthrough(h11.Data(data=body[i:i + SEND_CHUNK_BYTES])):
+                    await conn.stream.send(chunk)
+            await conn.stream.send(http.send(h11.EndOfMessage()))
+        status = 0
+        chunks: list[bytes] = []
+        kept = 0
+        while True:
+            event = http.next_event()
+            if event is h11.NEED_DATA:
+                scope.deadline = anyio.current_time() + timeout_s
+                try:
+                    data = await conn.stream.receive(RECEIVE_BYTES)
+                except anyio.EndOfStream:
+                    data = b""
+                http.receive_data(data)
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                # A failed request's body is an error document: keep its start only.
+                if (read_body and 200 <= status < 300) or kept < MAX_ERROR_BODY_BYTES:
+                    chunks.append(event.data)
+                    kept += len(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return status, b"".join(chunks)
+            elif isinstance(event, h11.ConnectionClosed):
+                raise anyio.EndOfStream
+
+    async def _signed_headers(self, method: str, target: str, headers: dict[str, str]) -> list[tuple[str, str]]:
+        from botocore.auth import S3SigV4Auth  # noqa: PLC0415 - keep `import wal_s3.format` free of botocore
+        from botocore.awsrequest import AWSRequest  # noqa: PLC0415
+
+        credentials = await self._frozen_credentials()
+        request = AWSRequest(method=method, url=f"{'https' if self._tls else 'http'}://{self._host_header}{target}",
+                             headers={"Host": self._host_header, **headers})
+        request.context["client_config"] = _UnsignedPayload()
+        S3SigV4Auth(credentials, "s3", self._region).add_auth(request)
+        out = list(request.headers.items())
+        out.append(("User-Agent", USER_AGENT))  # not signed (botocore never signs user-agent)
+        return out
+
+    async def _frozen_credentials(self) -> Any:
+        creds = self._credentials
+        if creds is None:
+            raise S3PermanentError("no AWS credentials found (environment, config files, IMDS, ...)")
+        try:
+            refresh_needed = getattr(creds, "refresh_needed", None)
+            if refresh_needed is not None and refresh_needed():
+                return await anyio.to_thread.run_sync(creds.get_frozen_credentials)  # may call IMDS/STS
+            return creds.get_frozen_credentials()
+        except S3Error:
+            raise
+        except Exception as exc:  # noqa: BLE001 - botocore's credential errors, of any kind
+            raise S3TransientError(f"refreshing AWS credentials: {type(exc).__name__}: {exc}") from exc
+
+    # ---- connections --------------------------------------------------------------------
+
+    async def _checkout(self, what: str) -> _Conn:
+        token = anyio.lowlevel.current_token()
+        if self._loop_token != token:  # a new event loop: the old loop's sockets are not ours to use
+            for conn in self._idle:  # that loop may be gone: close what can be closed without it
+                close = getattr(conn.sock, "close", None)  # trio's socket; asyncio's closes with its transport
+                if close is not None:
+                    close()
+            self._idle = []
+            self._loop_token = token
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if now - conn.idle_since <= IDLE_MAX_S and not _dropped(conn.sock):
+                return conn
+            await _discard(conn)
+        try:
+            with anyio.fail_after(self._connect_timeout_s):
+                stream: anyio.abc.ByteStream = await anyio.connect_tcp(
+                    self._host, self._port, tls=self._tls, ssl_context=self._ssl,
+                    tls_hostname=self._host if self._tls else None)
+        except TimeoutError as exc:
+            raise S3TransientError(f"{what}: connecting to {self._host}:{self._port} took over "
+                                   f"{self._connect_timeout_s:g} s") from exc
+        except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
+            raise S3TransientError(f"{what}: connecting to {self._host}:{self._port}: {exc}") from exc
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        return _Conn(stream, h11.Connection(h11.CLIENT), sock)
+
+    async def _checkin(self, conn: _Conn) -> None:
+        if len(self._idle) >= self._max_idle:
+            await _discard(conn)
+            return
+        conn.idle_since = time.monotonic()
+        self._idle.append(conn)
+
+    async def aclose(self) -> None:
+        """Close the pooled idle connections (requests in flight close theirs when done)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await _discard(conn)
+
+
+def _dropped(sock: Any) -> bool:
+    """True if an idle keep-alive connection is readable: the server closed it (or sent
+    stray bytes); either way it cannot carry a request. Polled by file descriptor, as
+    asyncio's socket wrapper offers no recv."""
+    if sock is None:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True
+
+
+async def _discard(conn: _Conn) -> None:
+    """Close at once: a TLS close_notify is not owed to a server whose connection we abandon."""
+    await anyio.aclose_forcefully(conn.stream)
+
+
+def _error_from(status: int, body: bytes, what: str) -> S3Error:
+    code = message = ""
+    if body:
+        try:
+            root = ET.fromstring(body)
+            code = root.findtext("Code") or ""
+            message = root.findtext("Message") or ""
+        except ET.ParseError:
+            message = body[:200].decode("utf-8", "replace")
+    return classify_error(status, code, message, what)
+
+
+# ---- choosing the transport ------------------------------------------------------------
+
+def http_transport(client: Any, config: WalConfig) -> S3Http | None:
+    """The event-loop transport for config's bucket, or None to keep boto3 for every call
+    (wal.s3_transport = "boto3", or "auto" with an HTTP proxy in the environment for the
+    endpoint: botocore honours proxies, this transport does not)."""
+    if config.s3_transport == "boto3":
+        return None
+    try:
+        bucket_url = bucket_url_of(client, config.bucket)
+    except Exception as exc:  # noqa: BLE001 - no credentials to presign with, or an unusual client
+        log.warning("WAL PUTs and GETs go through boto3: no URL for bucket %s (%s: %s)", config.bucket,
+                    type(exc).__name__, exc)
+        return None
+    host = urlsplit(bucket_url).hostname or ""
+    scheme = urlsplit(bucket_url).scheme
+    if config.s3_transport == "auto" and scheme in urllib.request.getproxies() \
+            and not urllib.request.proxy_bypass(host):
+        log.info("an HTTP proxy is configured for %s: WAL PUTs and GETs go through boto3", host)
+        return None
+    import boto3  # noqa: PLC0415
+
+    ssl_context = None
+    if scheme == "https":
+        from botocore.httpsession import get_cert_path  # noqa: PLC0415
+
+        ssl_context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True))
+    return S3Http(bucket_url=bucket_url, region=client.meta.region_name, credentials=boto3.session.Session().get_credentials(),
+                  connect_timeout_s=config.connect_timeout_s, request_timeout_s=config.request_timeout_s,
+                  max_idle=config.max_s3_threads, ssl_context=ssl_context)
+
+
+PROBE_KEY = "azsidecar-url-probe"
+
+
+class _EmptyBody:
+    def stream(self, **_kwargs):
+        yield b""
+
+
+def bucket_url_of(client: Any, bucket: str) -> str:
+    """The URL botocore sends an object request of `bucket` to, up to the key.
+
+    Captured off a HEAD that botocore builds and signs but never sends (a `before-send`
+    handler answers it), so region endpoints, addressing style (virtual-hosted or path) and
+    a custom endpoint_url come out exactly as botocore resolves them for real requests.
+    (A presigned URL does not: botocore presigns with the global endpoint.)
+    """
+    from botocore.awsrequest import AWSResponse  # noqa: PLC0415
+
+    seen: list[str] = []
+
+    def capture(request: Any, **_kwargs: Any) -> Any:
+        seen.append(request.url)
+        return AWSResponse(request.url, 200, {}, _EmptyBody())
+
+    event, unique_id = "before-send.s3.HeadObject", f"azsidecar-url-probe-{id(seen)}"
+    client.meta.events.register_first(event, capture, unique_id=unique_id)
+    try:
+        client.head_object(Bucket=bucket, Key=PROBE_KEY)
+    finally:
+        client.meta.events.unregister(event, unique_id=unique_id)
+    parts = urlsplit(seen[0])
+    if not parts.path.endswith("/" + PROBE_KEY):
+        raise ValueError(f"unexpected request URL shape for bucket {bucket!r}: {parts.path}")
+    return f"{parts.scheme}://{parts.netloc}{parts.path[:-len(PROBE_KEY)]}"
