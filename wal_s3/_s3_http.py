@@ -114,7 +114,7 @@ class S3Http:
         finally:
             if timing is not None:
                 timing.append(time.perf_counter() - started)
-        if status != 200:
+        if not 200 <= status < 300:  # 2xx: `error` is the (empty) body
             raise error
 
     async def get_range(self, key: str, start: int, length: int, *, timing: list[float] | None = None) -> bytes:

@@ -24,7 +24,8 @@ class WalConfig:
     # Retries: full-jitter exponential backoff, base * 2**attempt capped at max.
     retry_base_ms: int = 50
     retry_max_ms: int = 2_000
-    # botocore socket timeouts per request; an 8 MiB PUT on a slow link needs tens of seconds.
+    # Per request: connect, and each wait for progress (send or receive); an 8 MiB PUT on a slow
+    # link needs tens of seconds in all.
     connect_timeout_s: float = 5.0
     request_timeout_s: float = 30.0
     max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, h11 connections)
