@@ -1,7 +1,9 @@
-"""The user-space S3 latency injector: delays by method, survives clients that vanish."""
+"""The user-space S3 latency injector: delays by method, survives clients that vanish, and
+(keepalive mode) keeps client connections open across requests although moto closes its own."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import time
 
@@ -14,9 +16,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.trio
-async def test_delays_puts_and_survives_a_reset_connection(moto_server):
+@pytest.mark.parametrize("mode", ["keepalive", "transparent"])
+async def test_delays_puts_and_survives_a_reset_connection(moto_server, mode):
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), 200.0, 0.0)
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), 200.0, 0.0, mode)
 
         def vanish() -> None:  # a client that connects, sends half a request and resets
             s = socket.create_connection((host, port))
@@ -29,16 +32,55 @@ async def test_delays_puts_and_survives_a_reset_connection(moto_server):
 
             s3 = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
                               aws_access_key_id="testing", aws_secret_access_key="testing")
-            s3.create_bucket(Bucket="delayed")
+            s3.create_bucket(Bucket=f"delayed-{mode}")
             t = time.perf_counter()
-            s3.put_object(Bucket="delayed", Key="k", Body=b"v" * 1000)
+            s3.put_object(Bucket=f"delayed-{mode}", Key="k", Body=b"v" * 1000)
             put_s = time.perf_counter() - t
             t = time.perf_counter()
-            assert s3.get_object(Bucket="delayed", Key="k")["Body"].read() == b"v" * 1000
+            assert s3.get_object(Bucket=f"delayed-{mode}", Key="k")["Body"].read() == b"v" * 1000
             return put_s, time.perf_counter() - t
 
         await trio.to_thread.run_sync(vanish)
         put_s, get_s = await trio.to_thread.run_sync(timed_put_and_get)
         assert put_s >= 0.2  # the injected 200 ms
         assert get_s < 0.2  # GETs were given no delay
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_keepalive_mode_answers_several_requests_on_one_connection(moto_server):
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), 0.0, 0.0)
+
+        def requests_on_one_connection() -> list[tuple[int, bytes, str | None]]:
+            import boto3
+
+            boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                         aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket="keepalive")
+            # Unsigned requests (moto takes them; the objects are public-read so GETs pass).
+            conn = http.client.HTTPConnection(host, port, timeout=10)
+            seen = []
+            big = bytes(range(256)) * 8192  # 2 MiB, sent after "100 Continue"
+            for method, path, body, headers in [
+                ("PUT", "/keepalive/small", b"hello", {"x-amz-acl": "public-read"}),
+                ("PUT", "/keepalive/big", big, {"Expect": "100-continue", "x-amz-acl": "public-read"}),
+                ("GET", "/keepalive/small", None, {}),
+                ("HEAD", "/keepalive/big", None, {}),
+                ("GET", "/keepalive/big", None, {"Range": "bytes=1-3"}),
+                ("GET", "/keepalive/absent", None, {}),
+            ]:
+                conn.request(method, path, body=body, headers=headers)
+                response = conn.getresponse()
+                seen.append((response.status, response.read(), response.getheader("Connection")))
+                assert conn.sock is not None, f"{method} {path}: the proxy closed the connection"
+            conn.close()
+            return seen
+
+        seen = await trio.to_thread.run_sync(requests_on_one_connection)
+        assert [status for status, _, _ in seen] == [200, 200, 200, 200, 206, 404]
+        assert seen[2][1] == b"hello"
+        assert seen[3][1] == b""  # HEAD: no body, the connection still usable after it
+        assert seen[4][1] == b"\x01\x02\x03"
+        assert b"NoSuchKey" in seen[5][1]
+        assert all(connection is None for _, _, connection in seen)  # moto's "Connection: close" stays upstream
         nursery.cancel_scope.cancel()

@@ -1,12 +1,22 @@
-"""A TCP proxy in front of moto that delays each HTTP request by its method.
+"""An HTTP proxy in front of moto that delays each S3 request by its method.
 
-tc/netem is not available here, so S3 latency is injected in user space: the first bytes
-of every request on a connection are held for `put_ms` (PUT) or `get_ms` (GET, HEAD)
-before being passed on. HTTP/1.1 clients (boto3) send a request only after reading the
-previous response, so "client bytes after server bytes" marks a new request.
+tc/netem is not available here, so S3 latency is injected in user space: every request is
+held for `put_ms` (PUT) or `get_ms` (GET, HEAD) once its head has arrived, before it is
+passed on.
+
+Two modes:
+- `keepalive` (default): the proxy speaks HTTP/1.1 to its clients with h11 and keeps their
+  connections open between requests, as S3 does. moto's server (Werkzeug) answers every
+  request with `Connection: close`, so each request goes upstream on a new connection;
+  the client never sees that close. Without this, every S3 request in a benchmark pays a
+  new TCP connection in the client (and the proxy), which a client of real S3 pays once.
+- `transparent`: a byte pump per connection (moto's closes reach the client). HTTP/1.1
+  clients send a request only after reading the previous response, so "client bytes after
+  server bytes" marks a new request.
 
 Run: `python -m deploy.local.s3_delay --upstream 127.0.0.1:4566 --listen 127.0.0.1:0
---put-ms 30 --get-ms 15`; it prints `listening=HOST:PORT` once ready.
+--put-ms 30 --get-ms 15 [--mode keepalive|transparent]`; it prints `listening=HOST:PORT`
+once ready.
 """
 
 from __future__ import annotations
@@ -14,20 +24,102 @@ from __future__ import annotations
 import argparse
 import sys
 
+import h11
 import trio
 
 from deploy.local.fault_common import hostport
 
 CHUNK = 65536
+MODES = ("keepalive", "transparent")
+# Hop-by-hop headers: about one connection, not passed on. (Content-Length and
+# Transfer-Encoding are kept: h11 frames each side's body by them.)
+_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"expect", b"te", b"upgrade"})
 
+
+def delay_for(method: bytes, put_s: float, get_s: float) -> float:
+    return put_s if method == b"PUT" else get_s if method in (b"GET", b"HEAD") else 0.0
+
+
+# --- keepalive mode ---------------------------------------------------------------------
+
+async def _next_event(conn: h11.Connection, stream: trio.SocketStream):
+    """The next h11 event of `conn`, reading from `stream` as needed (EOF: ConnectionClosed)."""
+    while True:
+        event = conn.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        conn.receive_data(await stream.receive_some(CHUNK))
+
+
+def _passed_on(headers) -> list[tuple[bytes, bytes]]:
+    return [(name, value) for name, value in headers if name not in _HOP_BY_HOP]
+
+
+async def _forward(request: h11.Request, client_conn: h11.Connection, client: trio.SocketStream,
+                   upstream: tuple[str, int]) -> None:
+    """Pass one request (head already read) to a new upstream connection, stream the answer back.
+
+    Raises OSError/trio errors/h11 errors if either side breaks; the caller drops the client.
+    """
+    server = await trio.open_tcp_stream(*upstream)
+    async with server:
+        up = h11.Connection(h11.CLIENT)
+        headers = [*_passed_on(request.headers), (b"connection", b"close")]
+        await server.send_all(up.send(h11.Request(method=request.method, target=request.target, headers=headers)))
+        if client_conn.they_are_waiting_for_100_continue:  # "Expect: 100-continue" was not passed on
+            await client.send_all(client_conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+        while True:  # the request body, as it arrives
+            event = await _next_event(client_conn, client)
+            if isinstance(event, h11.Data):
+                await server.send_all(up.send(event))
+            elif isinstance(event, h11.EndOfMessage):
+                await server.send_all(up.send(h11.EndOfMessage()))
+                break
+            else:
+                raise h11.RemoteProtocolError(f"client sent {type(event).__name__} inside a request body")
+        while True:  # the answer, as it arrives
+            event = await _next_event(up, server)
+            if isinstance(event, h11.InformationalResponse):
+                continue  # upstream's own 100 Continue: the client had its own already
+            if isinstance(event, h11.Response):
+                await client.send_all(client_conn.send(h11.Response(
+                    status_code=event.status_code, headers=_passed_on(event.headers), reason=event.reason)))
+            elif isinstance(event, h11.Data):
+                await client.send_all(client_conn.send(event))
+            elif isinstance(event, h11.EndOfMessage):
+                await client.send_all(client_conn.send(h11.EndOfMessage()))
+                return
+            else:
+                raise h11.RemoteProtocolError(f"upstream ended the answer with {type(event).__name__}")
+
+
+async def _serve_keepalive(client: trio.SocketStream, upstream: tuple[str, int], put_s: float, get_s: float) -> None:
+    conn = h11.Connection(h11.SERVER)
+    async with client:
+        try:
+            while True:
+                event = await _next_event(conn, client)
+                if not isinstance(event, h11.Request):
+                    return  # the client closed (or broke) between requests
+                delay = delay_for(event.method, put_s, get_s)
+                if delay:
+                    await trio.sleep(delay)  # the injected S3 latency itself
+                await _forward(event, conn, client, upstream)
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return  # the client asked to close, or framing left the connection unusable
+                conn.start_next_cycle()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, h11.ProtocolError):
+            pass  # either side went away or spoke nonsense: only this connection ends
+
+
+# --- transparent mode -------------------------------------------------------------------
 
 async def _pump_requests(src: trio.SocketStream, dst: trio.SocketStream, state: dict, put_s: float,
                          get_s: float) -> None:
     async for data in src:
         if state["new_request"]:
             state["new_request"] = False
-            head = bytes(data[:8])
-            delay = put_s if head.startswith(b"PUT") else get_s if head.startswith((b"GET", b"HEAD")) else 0.0
+            delay = delay_for(bytes(data[:8]).split(b" ", 1)[0], put_s, get_s)
             if delay:
                 await trio.sleep(delay)  # the injected S3 latency itself
         await dst.send_all(data)
@@ -40,7 +132,8 @@ async def _pump_responses(src: trio.SocketStream, dst: trio.SocketStream, state:
         await dst.send_all(data)
 
 
-async def _handle(client: trio.SocketStream, upstream: tuple[str, int], put_s: float, get_s: float) -> None:
+async def _serve_transparent(client: trio.SocketStream, upstream: tuple[str, int], put_s: float,
+                             get_s: float) -> None:
     try:
         server = await trio.open_tcp_stream(*upstream)
     except OSError:
@@ -56,12 +149,15 @@ async def _handle(client: trio.SocketStream, upstream: tuple[str, int], put_s: f
 
 
 async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: float, get_ms: float,
-                task_status=trio.TASK_STATUS_IGNORED) -> None:
+                mode: str = "keepalive", task_status=trio.TASK_STATUS_IGNORED) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
+    serve_one = _serve_keepalive if mode == "keepalive" else _serve_transparent
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     task_status.started(listeners[0].socket.getsockname()[:2])
 
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle(stream, upstream, put_ms / 1000, get_ms / 1000)
+        await serve_one(stream, upstream, put_ms / 1000, get_ms / 1000)
 
     await trio.serve_listeners(handler, listeners)
 
@@ -69,7 +165,7 @@ async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: floa
 async def _main(args: argparse.Namespace) -> None:
     async with trio.open_nursery() as nursery:
         host, port = await nursery.start(serve, hostport(args.listen), hostport(args.upstream), args.put_ms,
-                                         args.get_ms)
+                                         args.get_ms, args.mode)
         print(f"listening={host}:{port}", flush=True)
 
 
@@ -79,6 +175,9 @@ if __name__ == "__main__":
     parser.add_argument("--listen", default="127.0.0.1:0")
     parser.add_argument("--put-ms", type=float, default=30.0)
     parser.add_argument("--get-ms", type=float, default=15.0)
+    parser.add_argument("--mode", choices=MODES, default="keepalive",
+                        help="keepalive: keep client connections open between requests, as S3 does "
+                             "(default); transparent: a byte pump, moto's per-request close reaches the client")
     try:
         trio.run(_main, parser.parse_args())
     except KeyboardInterrupt:
