@@ -108,25 +108,16 @@ class S3Http:
         all_headers = {**headers, "Content-Length": str(len(view)),
                        "x-amz-sdk-checksum-algorithm": "CRC32",  # as the SDKs send it
                        "x-amz-checksum-crc32": base64.b64encode(crc.to_bytes(4, "big")).decode()}
-        started = time.perf_counter()
-        try:
-            status, error = await self._request("PUT", key, all_headers, view, f"PUT {key}", read_body=False)
-        finally:
-            if timing is not None:
-                timing.append(time.perf_counter() - started)
+        status, error = await self._request("PUT", key, all_headers, view, f"PUT {key}", read_body=False,
+                                            timing=timing)
         if not 200 <= status < 300:  # 2xx: `error` is the (empty) body
             raise error
 
     async def get_range(self, key: str, start: int, length: int, *, timing: list[float] | None = None) -> bytes:
         """Bytes [start, start+length) of key; fewer if the object is shorter."""
         what = f"GET {key} [{start}+{length}]"
-        began = time.perf_counter()
-        try:
-            status, result = await self._request("GET", key, {"Range": f"bytes={start}-{start + length - 1}"},
-                                                 None, what, read_body=True)
-        finally:
-            if timing is not None:
-                timing.append(time.perf_counter() - began)
+        status, result = await self._request("GET", key, {"Range": f"bytes={start}-{start + length - 1}"},
+                                             None, what, read_body=True, timing=timing)
         if status == 206:
             return result
         if status == 200:  # the whole object (a server may ignore Range): cut the range out
@@ -134,10 +125,14 @@ class S3Http:
         raise result
 
     async def _request(self, method: str, key: str, headers: dict[str, str], body: memoryview | None,
-                       what: str, *, read_body: bool) -> tuple[int, Any]:
-        """(status, body bytes) on 2xx, else (status, S3Error to raise). Transport problems raise."""
+                       what: str, *, read_body: bool, timing: list[float] | None) -> tuple[int, Any]:
+        """(status, body bytes) on 2xx, else (status, S3Error to raise). Transport problems raise.
+
+        `timing` gets the request's time from connection checkout to the answer (connecting
+        included, signing not: the audit's S3 request time is the network's and S3's)."""
         target = self._path + quote(key, safe="/~")
         signed = await self._signed_headers(method, target, headers)
+        started = time.perf_counter()
         conn = await self._checkout(what)
         reusable = False
         try:
@@ -156,6 +151,8 @@ class S3Http:
                 h11.ProtocolError, ssl.SSLError) as exc:
             raise S3TransientError(f"{what}: {type(exc).__name__}: {exc}") from exc
         finally:
+            if timing is not None:
+                timing.append(time.perf_counter() - started)
             if reusable:
                 conn.http.start_next_cycle()
                 await self._checkin(conn)
