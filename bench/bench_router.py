@@ -12,21 +12,29 @@ for the delivery report), so each figure is one record's full round trip.
 
 The sidecars send WAL PUTs and ranged GETs on their event loops (wal.s3_transport auto:
 h11); --boto3-too adds the +S3 latency route once more with boto3 in worker threads.
+The injector keeps the sidecars' connections open between requests, as S3 does (moto
+closes after every answer); --transparent-too adds the +S3 latency route once more through
+an injector that passes those closes on (a new connection per S3 request: the harness
+before session 6).
 
 Two ways to say what the sidecar itself adds on the WAL path:
-- "added" (coarse, kept for comparison with older runs) = p(wal) - p(direct) - linger_ms -
+- "added" (coarse, kept for comparison with older runs) = p(wal) - p(direct, paced) - linger_ms -
   median PUT - median ranged GET (S3 service times probed by this script). At p99 it
   charges S3's own tail, and the leader's, to the sidecar.
 - the per-record decomposition: the sidecars write audit records (schema v3) that split
   each WAL batch's latency; joined to the client's measurement of the same record:
-      overhead = end-to-end - PUT - GET - linger - p50(direct)
+      overhead = end-to-end - PUT - GET - linger - p50(direct, paced)
   PUT = the request time of the PUT that carried the record, GET = of the ranged GET that
-  served it (both timed in the worker thread around the boto3 call, injected latency
-  included), linger = the record's wait for the flush trigger up to the configured
-  linger_ms (a configured batching delay, reported apart; lateness beyond it counts as
-  overhead), p50(direct) = the producer's own round trip to the leader, which the agent's
-  append replaces. Time queued behind another object's PUT or notification is overhead.
-  Then p50/p99 of that, and of each part of it.
+  served it (from taking a connection to the answer, injected latency included; signing
+  is the sidecar's), linger = the record's wait for the flush trigger up to the
+  configured linger_ms (a configured batching delay, reported apart; lateness beyond it
+  counts as overhead), p50(direct, paced) = the producer's own round trip to the leader,
+  which the agent's append replaces, measured at the WAL route's pace: the "direct,
+  paced" route leaves --direct-gap-ms idle before each record, as a WAL round trip
+  leaves the leader and the client idle (back to back the round trip is ~0.45 ms
+  shorter: warm caches, busy-polling threads). The overhead against the back-to-back
+  p50 is printed too. Time queued behind another object's PUT or notification is
+  overhead. Then p50/p99 of that, and of each part of it.
 """
 
 from __future__ import annotations
@@ -73,7 +81,8 @@ def spawn(argv: list[str], log: Path, env: dict) -> subprocess.Popen:
                                 start_new_session=True)
 
 
-def measure(bootstrap: str, records: int) -> list[float]:
+def measure(bootstrap: str, records: int, gap_s: float = 0.0) -> list[float]:
+    """Latency (ms) of `records` records sent one at a time; `gap_s` of idle time before each."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -81,6 +90,8 @@ def measure(bootstrap: str, records: int) -> list[float]:
     latencies: list[float] = []
     try:
         for i in range(records + 5):
+            if gap_s:
+                time.sleep(gap_s)  # pacing the workload (the gap a WAL round trip leaves), not synchronization
             done: list = []
             started = time.perf_counter()
             producer.produce(TOPIC, RECORD, partition=i % PARTITIONS, on_delivery=lambda e, m: done.append(e))
@@ -155,6 +166,12 @@ def main() -> int:
     parser.add_argument("--get-ms", type=float, default=15.0)
     parser.add_argument("--boto3-too", action="store_true",
                         help="also run the +S3 latency route with wal.s3_transport=boto3 (an A/B of the transports)")
+    parser.add_argument("--direct-gap-ms", type=float, default=50.0,
+                        help="idle time before each record of the 'direct, paced' route, whose p50 is the "
+                             "leader round trip subtracted as the agent's append")
+    parser.add_argument("--transparent-too", action="store_true",
+                        help="also run the +S3 latency route through the injector's transparent mode, where "
+                             "moto's close after every answer reaches the sidecar (a new connection per S3 request)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-router-"))
     key = secrets.token_hex(24)
@@ -167,49 +184,61 @@ def main() -> int:
         admin = KafkaAdminClient(bootstrap_servers=tansu.bootstrap)
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
         admin.close()
-        delay = spawn([sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"127.0.0.1:{moto.port}",
-                       "--put-ms", str(args.put_ms), "--get-ms", str(args.get_ms)], work / "s3-delay.log", {})
+        delays = {mode: spawn([sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"127.0.0.1:{moto.port}",
+                               "--put-ms", str(args.put_ms), "--get-ms", str(args.get_ms), "--mode", mode],
+                              work / f"s3-delay-{mode}.log", {})
+                  for mode in (("keepalive", "transparent") if args.transparent_too else ("keepalive",))}
         try:
-            delayed = "http://" + wait_line(delay, work / "s3-delay.log", "listening=").split("=", 1)[1]
+            delayed = {mode: "http://" + wait_line(proc, work / f"s3-delay-{mode}.log", "listening=").split("=", 1)[1]
+                       for mode, proc in delays.items()}
             s3_plain = s3_times(moto.endpoint_url)
-            s3_delayed = s3_times(delayed)
+            s3_delayed = s3_times(delayed["keepalive"])
             setups = [("sidecar/direct_cross", "direct", moto.endpoint_url, "auto"),
                       ("sidecar/wal", "wal", moto.endpoint_url, "auto"),
-                      ("sidecar/wal +S3 latency", "wal", delayed, "auto")]
+                      ("sidecar/wal +S3 latency", "wal", delayed["keepalive"], "auto")]
             if args.boto3_too:
-                setups.append(("sidecar/wal +S3 latency, boto3", "wal", delayed, "boto3"))
+                setups.append(("sidecar/wal +S3 latency, boto3", "wal", delayed["keepalive"], "boto3"))
+            if args.transparent_too:
+                setups.append(("sidecar/wal +S3 latency, conn/req", "wal", delayed["transparent"], "auto"))
             with contextlib.ExitStack() as stack:
-                bootstraps = {"direct": tansu.bootstrap}
+                bootstraps = {"direct": tansu.bootstrap, "direct, paced": tansu.bootstrap}
                 for i, (name, policy, endpoint, transport) in enumerate(setups):
                     bootstraps[name] = stack.enter_context(
                         sidecar(work, f"s{i}", policy, tansu.bootstrap, endpoint, args.linger_ms, key, transport))
                     audit_dirs[name] = work / f"s{i}-audit"
                 for r in range(args.rounds):
                     for name, bootstrap in bootstraps.items():
-                        results.setdefault(name, []).extend(measure(bootstrap, args.records))
+                        gap_s = args.direct_gap_ms / 1000 if name == "direct, paced" else 0.0
+                        results.setdefault(name, []).extend(measure(bootstrap, args.records, gap_s))
                     print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
         finally:
-            stop_process(delay)
+            for proc in delays.values():
+                stop_process(proc)
     # The sidecars are stopped (their audit writers closed): join and decompose.
-    parts = {name: decompose(results[name], audit_dirs[name], args.records, args.linger_ms, args.rounds,
-                             pct(results["direct"], 50))
+    # The agent's append replaces the producer's own round trip to the leader; at the WAL
+    # route's pace (one record per 20-70 ms) that round trip meets an idle leader and idle
+    # client threads, which costs more than back to back (the "direct, paced" route).
+    paced50 = pct(results["direct, paced"], 50)
+    parts = {name: decompose(results[name], audit_dirs[name], args.records, args.linger_ms, args.rounds, paced50)
              for name in results if "wal" in name}
     for name, rows in parts.items():  # per record, for looking at the tail's records
         (work / f"parts-{name.replace('/', '_').replace(' ', '_')}.json").write_text(json.dumps(rows))
-    direct50, direct99 = pct(results["direct"], 50), pct(results["direct"], 99)
+    direct50 = pct(results["direct"], 50)
     print(f"S3 service time (median): PUT {s3_plain[0]:.2f} ms, GET {s3_plain[1]:.2f} ms; "
           f"with injection PUT {s3_delayed[0]:.2f} ms, GET {s3_delayed[1]:.2f} ms")
-    print(f"{'route':31s} {'n':>5s} {'p50 ms':>8s} {'p99 ms':>8s} {'p50 added':>10s} {'p99 added':>10s}")
+    print(f"{'route':35s} {'n':>5s} {'p50 ms':>8s} {'p99 ms':>8s} {'p50 added':>10s} {'p99 added':>10s}")
     for name, xs in results.items():
         s3 = s3_delayed if "S3 latency" in name else s3_plain
         fixed = (args.linger_ms + s3[0] + s3[1]) if "wal" in name else 0.0
-        a50 = pct(xs, 50) - direct50 - fixed
-        a99 = pct(xs, 99) - direct99 - fixed
-        print(f"{name:31s} {len(xs):5d} {pct(xs, 50):8.2f} {pct(xs, 99):8.2f} {a50:10.2f} {a99:10.2f}")
-    print(f"(added = p - p(direct) - linger {args.linger_ms} ms - one PUT - one GET (medians above); logs in {work})")
+        base = results["direct, paced" if "wal" in name else "direct"]
+        a50 = pct(xs, 50) - pct(base, 50) - fixed
+        a99 = pct(xs, 99) - pct(base, 99) - fixed
+        print(f"{name:35s} {len(xs):5d} {pct(xs, 50):8.2f} {pct(xs, 99):8.2f} {a50:10.2f} {a99:10.2f}")
+    print(f"(added = p - p(direct; paced for the wal routes) - linger {args.linger_ms} ms - one PUT - one GET "
+          f"(medians above); direct, paced = {args.direct_gap_ms:g} ms idle before each record; logs in {work})")
     print()
-    print(f"Per record, from the audit records (ms): overhead = e2e - PUT - GET - linger - p50(direct "
-          f"{direct50:.2f}); means of the * rows add up to the overhead's mean")
+    print(f"Per record, from the audit records (ms): overhead = e2e - PUT - GET - linger - p50(direct, paced "
+          f"{paced50:.2f}); means of the * rows add up to the overhead's mean")
     names = list(parts)
     print(f"{'':38s} " + " | ".join(f"{n:^26s}" for n in names))
     print(f"{'part':38s} " + " | ".join(f"{'p50':>8s} {'p99':>8s} {'mean':>8s}" for _ in names))
@@ -217,6 +246,11 @@ def main() -> int:
         cells = [f"{pct(parts[n][part], 50):8.2f} {pct(parts[n][part], 99):8.2f} "
                  f"{statistics.fmean(parts[n][part]):8.2f}" for n in names]
         print(f"{part:38s} " + " | ".join(cells))
+    shift = paced50 - direct50
+    print(f"{'overhead, p50(direct) back to back':38s} " + " | ".join(
+        f"{pct(parts[n]['overhead'], 50) + shift:8.2f} {pct(parts[n]['overhead'], 99) + shift:8.2f} "
+        f"{statistics.fmean(parts[n]['overhead']) + shift:8.2f}" for n in names)
+        + f"   (subtracting {direct50:.2f} ms, not {paced50:.2f})")
     return 0
 
 
@@ -227,7 +261,7 @@ PARTS = (
     "* client+proxy front door", "* proxy: received -> buffered", "* linger lateness",
     "* encode + PUT slot wait", "* PUT thread hand-off", "* release, notification queue, wake-ups",
     "* network + framing + HMAC", "* agent: bridge to S3 read",
-    "* agent: other", "* agent append - p50(direct)", "* proxy: result -> response",
+    "* agent: other", "* agent append - p50(direct, paced)", "* proxy: result -> response",
 )
 
 
@@ -291,7 +325,7 @@ def decompose(e2e: list[float], audit_dir: Path, records: int, linger_ms: float,
             "* network + framing + HMAC": n["rtt_ms"] - a["handle_ms"],
             "* agent: bridge to S3 read": a["read_ms"] - get,
             "* agent: other": a["handle_ms"] - a["read_ms"] - a["append_ms"],
-            "* agent append - p50(direct)": a["append_ms"] - direct50,
+            "* agent append - p50(direct, paced)": a["append_ms"] - direct50,
             "* proxy: result -> response": b["latency_ms"] - b["queue_ms"] - b["s3_put_ms"] - b["notify_rtt_ms"],
         }
         row["overhead"] = total - f["s3_request_ms"] - get - linger - direct50
