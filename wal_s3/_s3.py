@@ -152,7 +152,7 @@ class S3Store:
         self._default_threads = default_threads
 
     async def aclose(self) -> None:
-        """Close the h11 transport's idle connections (boto3's pool closes with its client)."""
+        """Close the event-loop transport's idle connections (boto3's pool closes with its client)."""
         if self.http is not None:
             await self.http.aclose()
 

@@ -28,9 +28,9 @@ class WalConfig:
     # link needs tens of seconds in all.
     connect_timeout_s: float = 5.0
     request_timeout_s: float = 30.0
-    max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, h11 connections)
-    # WAL object PUTs and ranged GETs: "auto" (h11 on the event loop, boto3 if an HTTP proxy is
-    # set for the endpoint), "http" (always h11), "boto3" (worker threads, like every other call).
+    max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, event-loop connections)
+    # WAL object PUTs and ranged GETs: "auto" (on the event loop, wal_s3/_s3_http.py; boto3 if an HTTP proxy is
+    # set for the endpoint), "http" (always the event loop), "boto3" (worker threads, like every other call).
     s3_transport: str = "auto"
     # A writer lists its epoch markers this often and stops if a newer epoch exists; 0 = never.
     epoch_check_interval_s: float = 30.0

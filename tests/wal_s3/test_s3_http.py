@@ -1,4 +1,4 @@
-"""The h11 transport of WAL PUTs and ranged GETs (wal_s3/_s3_http.py).
+"""The event-loop transport of WAL PUTs and ranged GETs (wal_s3/_s3_http.py).
 
 Against moto with signature checking on (a wrong secret must be refused, so the SigV4 of
 an UNSIGNED-PAYLOAD request is really verified), read back with boto3; and against a
@@ -136,7 +136,7 @@ def test_transport_choice(signed_env, monkeypatch):
     auto = WalConfig(bucket="wal", endpoint_url=config.endpoint_url, s3_transport="auto")
     assert http_transport(client, boto) is None
     assert isinstance(http_transport(client, auto), S3Http)
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")  # botocore honours it; h11 does not
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")  # botocore honours it; this transport does not
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     assert http_transport(client, auto) is None
