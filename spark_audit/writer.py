@@ -2,8 +2,11 @@
 
 Strategy: `emit` runs on the caller's thread (a trio task, an asyncio task, plain code):
 it checks the kind and field names against `records.KINDS`, stamps the common fields,
-coerces values to their declared types, makes the JSON line (~13 µs) and appends it to a
-bounded deque. It never blocks, never wakes the writer thread (which drains the deque
+coerces values to their declared types, makes the JSON line (~13-30 µs) and appends it to
+a bounded deque. On an event loop the coercion and JSON wait for the loop's next turn
+(asyncio `call_soon`, trio `run_sync_soon`), still on the loop's thread, so a record
+audited on the data path is encoded after the caller's next step there (writing the
+answer, sending the notification), not before it. It never blocks, never wakes the writer thread (which drains the deque
 every QUEUE_POLL_S), and never raises: a full queue or a bad record is counted, logged
 once per kind, and later written as an `audit_drop` record so nothing disappears silently.
 
@@ -25,6 +28,7 @@ output the closed files are uploaded with boto3 from that same thread and remove
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import gzip
 import json
@@ -36,6 +40,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import sniffio
 
 from spark_audit.config import AuditConfig
 from spark_audit.records import COMMON_FIELDS, KINDS, SCHEMA_VERSION
@@ -107,6 +113,9 @@ class AuditWriter:
         # atomic; the bound is checked before append (it may overshoot by a few records
         # under concurrent emitters, never grow without bound).
         self._queue: collections.deque[tuple[int, bytes]] = collections.deque()  # (ts_ms, JSON line)
+        # Records emitted on an event loop wait here until the loop's next turn encodes them
+        # (see emit); the writer thread takes what is left only when closing.
+        self._unencoded: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
         self._lock = threading.Lock()  # guards the counters below; held for increments only
         self._emitted = 0
         self._written = 0
@@ -157,17 +166,32 @@ class AuditWriter:
         if self._closed:
             self._count_drop(kind, "queue_full", "audit writer is closed; dropping records")
             return
-        if len(self._queue) >= self._config.max_queue:
+        if len(self._queue) + len(self._unencoded) >= self._config.max_queue:
             self._count_drop(kind, "queue_full", f"audit queue full ({self._config.max_queue}); dropping records")
             return
-        try:
-            line = _json_line(kind, record)
-        except (TypeError, ValueError) as exc:
-            self._reject(kind, f"bad value in {kind} record: {exc}")
-            return
-        self._queue.append((record["ts_ms"], line))
-        with self._lock:
-            self._emitted += 1
+        self._unencoded.append((kind, record))
+        # On an event loop the JSON encoding (~30 µs a record) waits for the loop's next
+        # turn, so it runs after what the caller does next on the data path (write the
+        # answer, send the notification), not before it. Not in the writer thread: its
+        # GIL hand-offs would land at random moments on the loop. Elsewhere: now.
+        if not _soon(self._encode_unencoded):
+            self._encode_unencoded()
+
+    def _encode_unencoded(self) -> None:
+        """JSON-encode the waiting records, in emit order, into the writer thread's queue."""
+        while self._unencoded:
+            try:
+                kind, record = self._unencoded.popleft()
+            except IndexError:  # taken by a concurrent call (close racing an event loop)
+                return
+            try:
+                line = _json_line(kind, record)
+            except (TypeError, ValueError) as exc:
+                self._reject(kind, f"bad value in {kind} record: {exc}")
+                continue
+            self._queue.append((record["ts_ms"], line))
+            with self._lock:
+                self._emitted += 1
 
     def stats(self) -> WriterStats:
         with self._lock:
@@ -234,6 +258,7 @@ class AuditWriter:
             log.exception("audit writer %s failed; audit records are being lost", self._component)
         finally:
             try:
+                self._encode_unencoded()  # emitted on a loop that stopped before its next turn
                 self._drain()  # an emit that raced with close() still gets written
                 self._write_drop_records()
             except Exception:  # same failure as above, most likely: still close the files
@@ -322,6 +347,24 @@ class AuditWriter:
             self._upload_errors += 1
         log.error("audit upload of %s to s3://%s/%s failed after %d attempts, kept locally: %s",
                   handle.final_path, self._s3_bucket, key, UPLOAD_ATTEMPTS, last_error)
+
+
+def _soon(fn: Any) -> bool:
+    """Schedule fn() on the calling event loop's next turn (asyncio or trio); False if the
+    caller is on no event loop."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+    if library == "asyncio":
+        asyncio.get_running_loop().call_soon(fn)
+        return True
+    if library == "trio":
+        import trio  # noqa: PLC0415 - the Spark jobs import this module without an event loop
+
+        trio.lowlevel.current_trio_token().run_sync_soon(fn, idempotent=True)
+        return True
+    return False
 
 
 def _partition(ts_ms: int, zone: str) -> str:
