@@ -259,8 +259,8 @@ PARTS = (
     "end-to-end", "PUT (S3 request)", "GET (S3 request)", "linger (configured wait)",
     "overhead",
     "* client+proxy front door", "* proxy: received -> buffered", "* linger lateness",
-    "* encode + PUT slot wait", "* PUT thread hand-off", "* release, notification queue, wake-ups",
-    "* network + framing + HMAC", "* agent: bridge to S3 read",
+    "* encode + PUT slot wait", "* PUT: sign, checksum, hand-off", "* release, notification queue, wake-ups",
+    "* network + framing + HMAC", "* agent: read - GET (sign, cache, parse)",
     "* agent: other", "* agent append - p50(direct, paced)", "* proxy: result -> response",
 )
 
@@ -315,7 +315,7 @@ def decompose(e2e: list[float], audit_dir: Path, records: int, linger_ms: float,
             "* proxy: received -> buffered": b["queue_ms"],
             "* linger lateness": b["linger_wait_ms"] - linger,
             "* encode + PUT slot wait": f["put_wait_ms"],
-            "* PUT thread hand-off": f["put_ms"] - f["s3_request_ms"],
+            "* PUT: sign, checksum, hand-off": f["put_ms"] - f["s3_request_ms"],
             # PUT done -> notification sent, and agent's answer -> the batch's result: releasing
             # objects in sequence order, waiting behind earlier objects' notifications, and
             # the task wake-ups in between (one row: the notification may leave before the
@@ -323,7 +323,7 @@ def decompose(e2e: list[float], audit_dir: Path, records: int, linger_ms: float,
             "* release, notification queue, wake-ups": (b["s3_put_ms"] + b["notify_rtt_ms"] - b["linger_wait_ms"]
                                                         - f["put_wait_ms"] - f["put_ms"] - n["rtt_ms"]),
             "* network + framing + HMAC": n["rtt_ms"] - a["handle_ms"],
-            "* agent: bridge to S3 read": a["read_ms"] - get,
+            "* agent: read - GET (sign, cache, parse)": a["read_ms"] - get,
             "* agent: other": a["handle_ms"] - a["read_ms"] - a["append_ms"],
             "* agent append - p50(direct, paced)": a["append_ms"] - direct50,
             "* proxy: result -> response": b["latency_ms"] - b["queue_ms"] - b["s3_put_ms"] - b["notify_rtt_ms"],
