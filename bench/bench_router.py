@@ -240,14 +240,14 @@ def main() -> int:
     print(f"Per record, from the audit records (ms): overhead = e2e - PUT - GET - linger - p50(direct, paced "
           f"{paced50:.2f}); means of the * rows add up to the overhead's mean")
     names = list(parts)
-    print(f"{'':38s} " + " | ".join(f"{n:^26s}" for n in names))
-    print(f"{'part':38s} " + " | ".join(f"{'p50':>8s} {'p99':>8s} {'mean':>8s}" for _ in names))
+    print(f"{'':42s} " + " | ".join(f"{n:^26s}" for n in names))
+    print(f"{'part':42s} " + " | ".join(f"{'p50':>8s} {'p99':>8s} {'mean':>8s}" for _ in names))
     for part in PARTS:
         cells = [f"{pct(parts[n][part], 50):8.2f} {pct(parts[n][part], 99):8.2f} "
                  f"{statistics.fmean(parts[n][part]):8.2f}" for n in names]
-        print(f"{part:38s} " + " | ".join(cells))
+        print(f"{part:42s} " + " | ".join(cells))
     shift = paced50 - direct50
-    print(f"{'overhead, p50(direct) back to back':38s} " + " | ".join(
+    print(f"{'overhead, p50(direct) back to back':42s} " + " | ".join(
         f"{pct(parts[n]['overhead'], 50) + shift:8.2f} {pct(parts[n]['overhead'], 99) + shift:8.2f} "
         f"{statistics.fmean(parts[n]['overhead']) + shift:8.2f}" for n in names)
         + f"   (subtracting {direct50:.2f} ms, not {paced50:.2f})")
