@@ -41,7 +41,6 @@ class AgentConfig:
     listen_port: int = 9400
     max_concurrent_reads: int = 8
     max_in_flight_appends: int = 64
-    checkpoint_prefix: str = "checkpoints"
     max_append_attempts: int = 5  # per batch, with metadata refresh and backoff (~1.5 s in total)
     produce_timeout_ms: int = 10_000  # ProduceRequest timeout sent to the leader
     # Entries already appended, remembered with their offsets so a re-sent notification

@@ -1,4 +1,9 @@
-"""Prometheus metrics of routing decisions (served with the proxy's /metrics)."""
+"""Prometheus metrics of routing decisions (served with the proxy's /metrics).
+
+A zone these metrics are about is `dest_zone` (the leader's zone), as in the notification
+sender's metrics: `zone` is left to the scrape target (the proxy's own zone), which the
+dashboards filter by.
+"""
 
 from prometheus_client import Counter, Gauge
 
@@ -6,9 +11,10 @@ DECISIONS = Counter("azsidecar_router_decisions_total", "Partition batches route
                     ["route", "reason"])
 METADATA_LOOKUPS = Counter("azsidecar_router_metadata_lookups_total", "Leader-zone lookups by cache outcome",
                            ["cache"])
-ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to a zone is avoided", ["zone"])
+ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to a zone is avoided",
+                  ["dest_zone"])
 REDRIVE_PENDING = Gauge("azsidecar_router_wal_redrive_pending",
                         "1 while a zone's notifications wait for acknowledged (ack_mode wal) entries to be re-sent",
-                        ["zone"])
+                        ["dest_zone"])
 REDRIVES = Counter("azsidecar_router_wal_redrives_total",
-                   "Re-sent notifications of acknowledged (ack_mode wal) entries", ["zone"])
+                   "Re-sent notifications of acknowledged (ack_mode wal) entries", ["dest_zone"])

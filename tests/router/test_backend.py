@@ -239,6 +239,8 @@ async def test_unreachable_zone_fails_retriably_then_falls_back_to_direct(autoju
         # Three consecutive failures open the zone's circuit: the next batch goes direct.
         assert (await send(backend, item("t", 0, 100)))[("t", 0)].base_offset == 100
         assert [r for r, _p, _t in log] == ["wal", "wal", "wal", "direct"]
+        # The gauge names the destination as dest_zone: `zone` is the scrape target's own.
+        assert circuit_open("az2") == 1.0
         # Nothing is kept for objects whose entries all got their answer.
         assert all(n.pending_objects == 0 for n in wal._notifiers.values())
         # After the open period (10 s) the WAL is tried again.
@@ -246,6 +248,12 @@ async def test_unreachable_zone_fails_retriably_then_falls_back_to_direct(autoju
         await send(backend, item("t", 0, 100))
         assert log[-1][0] == "wal"
         nursery.cancel_scope.cancel()
+    assert circuit_open("az2") == 1.0  # the half-open try failed too (FailingSender): open again
+
+
+def circuit_open(dest_zone: str) -> float | None:
+    from prometheus_client import REGISTRY
+    return REGISTRY.get_sample_value("azsidecar_router_zone_circuit_open", {"dest_zone": dest_zone})
 
 
 @pytest.mark.trio
