@@ -7,6 +7,7 @@ bucket or topic names with `unique_name`.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 
@@ -15,6 +16,10 @@ import pytest
 # No test may reach EC2 instance metadata (169.254.169.254): point every `azsidecar`
 # process the tests start at a closed loopback port instead.
 os.environ["AZSIDECAR_IMDS_ENDPOINT"] = "http://127.0.0.1:9"
+
+# py4j's gateway connections log "Closing down" at INFO from __del__ at interpreter exit,
+# after pytest has closed the stream the log handler writes to ("--- Logging error ---").
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 from deploy.local import start_moto, start_tansu
 
