@@ -132,60 +132,42 @@ def test_emit_after_close_is_counted_not_raised(tmp_path):
     assert writer.stats().dropped == 1
 
 
-def test_on_an_event_loop_records_are_encoded_at_the_loop_s_next_turn_in_order(tmp_path):
+def test_records_are_encoded_as_they_are_emitted_in_order_on_either_loop(tmp_path):
     writer = AuditWriter(AuditConfig(output=str(tmp_path)), zone="z", component="proxy", start=False)
     seen: dict[str, tuple[int, int]] = {}
 
-    def emit_three(topic: str) -> None:
+    def emit_three(topic: str) -> int:
+        before = writer.stats().emitted
         for partition in range(3):
             writer.emit("metadata_lookup", {"ts_ms": H0_MS, "topic": topic, "partition": partition, "cache": "hit"})
+        return before
 
     async def trio_main():
-        emit_three("trio")
-        before = writer.stats().emitted
-        await trio.sleep(0.01)  # a few loop turns: the encoding callback runs in one of them
-        seen["trio"] = (before, writer.stats().emitted)
+        seen["trio"] = (emit_three("trio"), writer.stats().emitted)  # no loop turn in between
 
     async def asyncio_main():
-        emit_three("asyncio")
-        before = writer.stats().emitted
-        await asyncio.sleep(0)  # one loop turn
-        seen["asyncio"] = (before, writer.stats().emitted)
+        seen["asyncio"] = (emit_three("asyncio"), writer.stats().emitted)
 
     trio.run(trio_main)
     asyncio.run(asyncio_main())
-    assert seen == {"trio": (0, 3), "asyncio": (3, 6)}  # not encoded during emit, encoded after one turn
+    assert seen == {"trio": (0, 3), "asyncio": (3, 6)}  # encoded during emit, before any loop turn
     writer.close()
     records = flat(read_all(tmp_path))
     assert [(r["topic"], r["partition"]) for r in records] == [
         ("trio", 0), ("trio", 1), ("trio", 2), ("asyncio", 0), ("asyncio", 1), ("asyncio", 2)]
 
 
-def test_records_of_a_loop_that_ended_before_its_next_turn_are_written_at_close(tmp_path):
-    writer = AuditWriter(AuditConfig(output=str(tmp_path)), zone="z", component="agent")
-
-    async def emit_and_leave():
-        writer.emit("metadata_lookup", {"ts_ms": H0_MS, "topic": "last", "partition": 0, "cache": "miss"})
-        asyncio.get_running_loop().stop()  # the loop never turns again
-
-    loop = asyncio.new_event_loop()
-    try:
-        loop.create_task(emit_and_leave())
-        loop.run_forever()
-    finally:
-        loop.close()
-    writer.close()
-    assert [r["topic"] for r in flat(read_all(tmp_path))] == ["last"]
-
-
-def test_a_bad_value_emitted_on_a_loop_is_rejected_at_encoding(tmp_path):
+def test_a_bad_value_is_rejected_when_emitted(tmp_path):
     writer = AuditWriter(AuditConfig(output=str(tmp_path)), zone="z", component="proxy")
 
     async def main():
         writer.emit("metadata_lookup", {"ts_ms": H0_MS, "topic": "t", "partition": "not a number", "cache": "hit"})
+        assert writer.stats().rejected == 1  # at once, not at a later loop turn
+        writer.emit("metadata_lookup", {"ts_ms": H0_MS, "topic": "t", "partition": 1.5, "cache": "hit"})
         await asyncio.sleep(0)
 
     asyncio.run(main())
     writer.close()
-    assert writer.stats().rejected == 1
-    assert [r["kind"] for r in flat(read_all(tmp_path))] == ["audit_drop"]  # the rejection, audited
+    assert writer.stats().rejected == 2
+    drops = flat(read_all(tmp_path))
+    assert [(r["kind"], r["reason"], r["dropped"]) for r in drops] == [("audit_drop", "invalid", 2)]  # audited
