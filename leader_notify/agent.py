@@ -235,8 +235,10 @@ class Agent:
                         return
                     if frame is None:
                         break
-                    response = await self.handle_frame(frame)
+                    response, applied = await self.handle_frame(frame)
                     writer.write(response)
+                    if applied is not None:  # audited once the answer is on its way, not before
+                        self._audit.emit("agent_apply", applied)
                     # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
                     # that arrives as drain completes, and close() would then wait forever.
                     async with asyncio.timeout(WRITE_DRAIN_TIMEOUT_S):
@@ -248,36 +250,36 @@ class Agent:
             self._writers.discard(writer)
             writer.close()
 
-    async def handle_frame(self, frame: p.Frame) -> bytes:
-        """Answer one authenticated frame with a signed response frame."""
+    async def handle_frame(self, frame: p.Frame) -> tuple[bytes, dict | None]:
+        """Answer one authenticated frame: the signed response frame, and the `agent_apply`
+        audit record of a decoded request (None for a refused frame)."""
         started = time.perf_counter()
         if frame.type != p.MessageType.REQUEST:
-            return self._refuse(0, p.RequestStatus.MALFORMED, "expected a request")
+            return self._refuse(0, p.RequestStatus.MALFORMED, "expected a request"), None
         if not self._guard.check(frame.timestamp_ms, frame.nonce, self._clock_ms()):
             self.metrics.auth_failures.labels(reason="replay").inc()
             log.warning("notification refused: replayed or outside the %.0f s window", self._s.replay_window_s)
-            return self._refuse(0, p.RequestStatus.REPLAYED, "replayed frame or clock skew")
+            return self._refuse(0, p.RequestStatus.REPLAYED, "replayed frame or clock skew"), None
         try:
             req = p.decode_request(frame.payload)
         except p.ProtocolError as exc:
             self.metrics.auth_failures.labels(reason="malformed").inc()
             log.warning("notification refused: %s", exc)
-            return self._refuse(0, p.RequestStatus.MALFORMED, str(exc))
+            return self._refuse(0, p.RequestStatus.MALFORMED, str(exc)), None
         times: dict[str, float] = {}
         try:
             resp = await self.handle_request(req, times=times)
         except Exception:  # noqa: BLE001 - our bug: answer retriably rather than drop the connection
             log.exception("notification %d for %s failed inside the agent", req.request_id, req.key)
-            return self._refuse(req.request_id, p.RequestStatus.INTERNAL, "agent error")
+            return self._refuse(req.request_id, p.RequestStatus.INTERNAL, "agent error"), None
         out = self._frame(p.encode_response(resp))
-        self._audit.emit("agent_apply", {
+        return out, {
             "source_zone": req.source_zone, "key": req.key, "entries": len(req.entries),
             "status": resp.status.name.lower() if resp.status != p.RequestStatus.OK
             else ("ok" if p.results_all_ok(resp.results) else "entry_errors"),
             "read_ms": times.get("read_s", 0.0) * 1000, "append_ms": times.get("append_s", 0.0) * 1000,
             "handle_ms": (time.perf_counter() - started) * 1000,
-        })
-        return out
+        }
 
     def _refuse(self, request_id: int, status: p.RequestStatus, message: str) -> bytes:
         self.metrics.notifications.labels(status=status.name.lower()).inc()

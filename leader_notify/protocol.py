@@ -189,13 +189,13 @@ class Keyring:
         self._by_id = {key_id_of(k): k for k in raw}
 
     def mac(self, data: bytes) -> bytes:
-        return hmac.new(self._signing, data, hashlib.sha256).digest()
+        return hmac.digest(self._signing, data, "sha256")  # one-shot: no HMAC object per frame
 
     def verify(self, key_id: bytes, data: bytes, mac: bytes) -> bool:
         key = self._by_id.get(key_id)
         if key is None:
             return False
-        return hmac.compare_digest(hmac.new(key, data, hashlib.sha256).digest(), mac)
+        return hmac.compare_digest(hmac.digest(key, data, "sha256"), mac)
 
 
 # ---------------------------------------------------------------- frames

@@ -153,8 +153,17 @@ class NotifySender:
 
     async def _round_trip(self, zone: str, address: str, request_id: int,
                           payload: bytes) -> tuple[p.NotifyResponse, int, int]:
-        slots = self._slots.setdefault(zone, trio.Semaphore(self._config.max_in_flight_per_zone))
-        async with slots:
+        slots = self._slots.get(zone)
+        if slots is None:
+            slots = self._slots[zone] = trio.Semaphore(self._config.max_in_flight_per_zone)
+        try:
+            # Usually a slot is free: taking it without a checkpoint lets the frame leave in
+            # this same scheduler step (a checkpoint here let every other runnable task go
+            # first, ~0.1 ms on the notification's latency path).
+            slots.acquire_nowait()
+        except trio.WouldBlock:
+            await slots.acquire()
+        try:
             conn = await self._checkout(zone, address)
             ok = False
             try:
@@ -187,6 +196,8 @@ class NotifySender:
                     conn.stream.socket.close()
                     for other in self._idle.pop(zone, []):
                         other.stream.socket.close()
+        finally:
+            slots.release()
 
     async def _checkout(self, zone: str, address: str) -> _Conn:
         idle = self._idle.get(zone)

@@ -20,8 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import trio
 
 from wal_s3.config import WalConfig
+
+# acquire_nowait of a full limiter: anyio's (on either loop) or trio's (the WAL writer's)
+_WOULD_BLOCK = (anyio.WouldBlock, trio.WouldBlock)
 
 # Error codes S3 documents as "retry later". ConditionalRequestConflict (409) means another
 # conditional write on the key is in progress; retrying gives a definite answer.
@@ -161,6 +165,19 @@ class S3Store:
             self.limiter = anyio.CapacityLimiter(self._default_threads)
         return self.limiter
 
+    async def _request_slot(self) -> Any:
+        """Take a place among the requests in flight; returns the limiter to release.
+
+        Without a checkpoint when a place is free (the usual case): the request then leaves
+        in the caller's scheduler step instead of after every other runnable task's.
+        """
+        limiter = self._limiter()
+        try:
+            limiter.acquire_nowait()
+        except _WOULD_BLOCK:
+            await limiter.acquire()
+        return limiter
+
     async def _run(self, what: str, fn: Callable[[], Any], timing: list[float] | None = None) -> Any:
         """fn in a worker thread. `timing`, if given, gets the request's own seconds appended,
         measured in the thread (S3's service time as any boto3 caller sees it, without the
@@ -186,8 +203,11 @@ class S3Store:
         """
         if self.http is not None:
             headers = {"If-None-Match": "*", **{f"x-amz-meta-{k}": v for k, v in (metadata or {}).items()}}
-            async with self._limiter():
+            limiter = await self._request_slot()
+            try:
                 await self.http.put(key, body, headers, timing=timing)
+            finally:
+                limiter.release()
             return
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "IfNoneMatch": "*"}
         if metadata:
@@ -208,8 +228,11 @@ class S3Store:
         if length <= 0:
             raise ValueError(f"range length must be > 0, got {length}")
         if self.http is not None:
-            async with self._limiter():
+            limiter = await self._request_slot()
+            try:
                 return await self.http.get_range(key, start, length, timing=timing)
+            finally:
+                limiter.release()
 
         def call() -> bytes:
             resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")

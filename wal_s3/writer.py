@@ -535,7 +535,11 @@ class WalWriter:
                 spare = self._spare_buffers.pop() if self._spare_buffers else None
                 encoded = await trio.to_thread.run_sync(functools.partial(encode, into=spare))
             nbytes = len(encoded.data)
-            async with self._put_limiter:
+            try:
+                self._put_limiter.acquire_nowait()  # no checkpoint when a slot is free: the PUT leaves now
+            except trio.WouldBlock:
+                await self._put_limiter.acquire()
+            try:
                 put_wait_s = time.perf_counter() - obj.sealed_at
                 started = trio.current_time()
                 try:
@@ -552,9 +556,18 @@ class WalWriter:
                     put_s = trio.current_time() - started
                     metrics.PUT_FAILURES.inc()
                     error = WalWriteError(f"PUT {key} failed after {attempts[0]} attempts: {exc}", retriable=True)
+            finally:
+                self._put_limiter.release()
         finally:
             self._puts_running -= 1
-            self._wakeup.set()  # a PUT slot is free: a lingering open object may go now
+            if result is None and error is None:
+                error = WalWriteError(f"PUT {key} abandoned: writer stopped", retriable=True)
+            # Waiters and notifications first: they are the produce latency path, and what
+            # follows (metrics, audit) would delay them by its run time in this same step.
+            obj.complete(result, error)
+            self._release_in_order()
+            if self._open is not None:
+                self._wakeup.set()  # a PUT slot is free: the open object may be waiting for one
             self._release_space(obj.nbytes)
             ok = result is not None
             if ok:
@@ -569,12 +582,8 @@ class WalWriter:
                 "put_requests": attempts[0], "ok": ok,
                 "put_wait_ms": put_wait_s * 1000.0, "s3_request_ms": sum(request_s) * 1000.0,
             })
-            if result is None and error is None:
-                error = WalWriteError(f"PUT {key} abandoned: writer stopped", retriable=True)
             if encoded is not None:
                 self._recycle(encoded.data)
-            obj.complete(result, error)
-            self._release_in_order()
 
     def _recycle(self, buffer: bytearray) -> None:
         """Keep a finished object's buffer for a later encode.
