@@ -19,7 +19,8 @@ _EXPORTS = {
     "run_gc": "wal_s3.gc", "run_gc_periodically": "wal_s3.gc", "checkpoint_key": "wal_s3.gc",
     "BlockCache": "wal_s3.reader", "WalNotFoundError": "wal_s3.reader", "WalReader": "wal_s3.reader",
     "WalReadError": "wal_s3.reader",
-    "FlushedObject": "wal_s3.writer", "WalFencedError": "wal_s3.writer", "WalPlacement": "wal_s3.writer",
+    "FlushedObject": "wal_s3.writer", "PendingEntry": "wal_s3.writer", "WalFencedError": "wal_s3.writer",
+    "WalPlacement": "wal_s3.writer",
     "WalWriteError": "wal_s3.writer", "WalWriter": "wal_s3.writer", "object_key": "wal_s3.writer",
     "epoch_marker_prefix": "wal_s3.writer",
 }

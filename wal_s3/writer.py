@@ -5,7 +5,10 @@ sealed when its entries reach `max_bytes` (reason "size"), when its oldest entry
 `linger_ms` old ("linger"), or when the writer closes ("shutdown"). Sealing assigns the
 next sequence number; a task in the writer's nursery encodes the object and PUTs it with
 `If-None-Match: *` (at most `max_in_flight_puts` at once), retrying retriable failures
-with full-jitter backoff. `append` returns once the object holding its entry is durable.
+with full-jitter backoff. `append` returns once the object holding its entry is durable;
+`buffer` returns as soon as the entry is in the open object, with a PendingEntry whose done
+callbacks run (synchronously, in the releasing task) when the object is released, so a
+caller learns of durability without a task of its own waiting for it.
 Objects complete in sequence order: the waiters of object N are released only after every
 object before N is durable or failed, so a caller that acts on placements in the order
 they return keeps each partition's order across objects.
@@ -142,7 +145,8 @@ def epoch_marker_prefix(config: WalConfig, writer_id: str) -> str:
 
 
 class _Pending:
-    """An object being filled, then PUT; its waiters wait on `done`."""
+    """An object being filled, then PUT; its waiters wait on `done`, its PendingEntries'
+    callbacks run when it is released."""
 
     def __init__(self, opened_at: float) -> None:
         self.opened_at = opened_at
@@ -155,11 +159,61 @@ class _Pending:
         self.done = trio.Event()
         self.result: FlushedObject | None = None
         self.error: WalWriteError | None = None
+        self.callbacks: list[tuple[PendingEntry, DoneCallback]] = []
 
     def complete(self, result: FlushedObject | None, error: WalWriteError | None) -> None:
         """Record the outcome (first one wins); waiters wake when the object is released."""
         if self.result is None and self.error is None:
             self.result, self.error = result, error
+
+    def release(self) -> None:
+        """Wake the waiters and run the done callbacks (the outcome is recorded by now)."""
+        self.done.set()
+        callbacks, self.callbacks = self.callbacks, []
+        for pending, callback in callbacks:
+            try:
+                callback(*pending.outcome())
+            except Exception:  # a caller's bug must not stop the writer releasing other objects
+                log.exception("a WAL entry's done callback failed")
+
+
+DoneCallback = Callable[["WalPlacement | None", "WalWriteError | None"], None]
+
+
+class PendingEntry:
+    """An entry in an object not yet released. `add_done_callback(fn)`: fn(placement, None)
+    once the object is durable and released in sequence order, or fn(None, error)."""
+
+    __slots__ = ("_obj", "_index", "_zone")
+
+    def __init__(self, obj: _Pending, index: int, zone: str) -> None:
+        self._obj, self._index, self._zone = obj, index, zone
+
+    def add_done_callback(self, callback: DoneCallback) -> None:
+        """Run `callback` when the object is released (at once if it already was)."""
+        if self._obj.done.is_set():
+            callback(*self.outcome())
+        else:
+            self._obj.callbacks.append((self, callback))
+
+    async def placement(self) -> WalPlacement:
+        """Wait for the object's release; raises its WalWriteError (or WalFencedError)."""
+        await self._obj.done.wait()
+        placement, error = self.outcome()
+        if error is not None:
+            raise error
+        assert placement is not None
+        return placement
+
+    def outcome(self) -> tuple[WalPlacement | None, WalWriteError | None]:
+        obj = self._obj
+        if obj.error is not None:
+            return None, obj.error
+        assert obj.result is not None, "a released object has a result or an error"
+        share = obj.result.zones[self._zone]
+        ref = share.entries[self._index]
+        return WalPlacement(obj.result.key, self._zone, share.offset, share.length, ref.offset, ref.length,
+                            self._index, obj.result), None
 
 
 class _SpaceWaiter:
@@ -298,6 +352,17 @@ class WalWriter:
         writer is not running, WalFencedError if the writer is fenced, ValueError if the
         entry alone exceeds max_buffered_bytes or dest_zone is not a valid name.
         """
+        pending = await self.buffer(entry, dest_zone)
+        task_status.started()
+        return await pending.placement()
+
+    async def buffer(self, entry: WalEntry, dest_zone: str) -> PendingEntry:
+        """Put entry for dest_zone into the open object and return its PendingEntry.
+
+        Returns without a checkpoint when there is room; otherwise waits first-come
+        first-served while `max_buffered_bytes` are buffered (backpressure). Raises like
+        `append` (except for the object's own outcome, which the PendingEntry reports).
+        """
         if dest_zone not in self._valid_zones:
             if not NAME_RE.match(dest_zone):
                 raise ValueError(f"dest_zone {dest_zone!r} must match {NAME_RE.pattern}")
@@ -322,15 +387,7 @@ class WalWriter:
         obj.count += 1
         if obj.nbytes >= self.config.max_bytes:
             self._seal("size")
-        task_status.started()
-        await obj.done.wait()
-        if obj.error is not None:
-            raise obj.error
-        assert obj.result is not None, "a released object has a result or an error"
-        share = obj.result.zones[dest_zone]
-        ref = share.entries[index]
-        return WalPlacement(obj.result.key, dest_zone, share.offset, share.length, ref.offset, ref.length,
-                            index, obj.result)
+        return PendingEntry(obj, index, dest_zone)
 
     async def _reserve(self, size: int) -> None:
         """Count size into buffered_bytes, waiting first-come first-served for room.
@@ -482,8 +539,10 @@ class WalWriter:
             self.buffered_bytes -= obj.nbytes
         self._report_buffered()
         for obj in pending:
-            obj.complete(None, error)
-            obj.done.set()
+            # Even one whose PUT succeeded: it waits for an earlier object, so it was never
+            # announced and no notification will follow; its waiters fail (retriably) too.
+            obj.result, obj.error = None, error
+            obj.release()
         self._unreleased.clear()
         self._sealed.clear()
         while self._space_waiters:  # they see the writer stopped and raise
@@ -608,4 +667,4 @@ class WalWriter:
             self._release_next += 1
             if obj.result is not None and self.on_released is not None:
                 self.on_released(obj.result)  # in sequence order: callers order notifications by it
-            obj.done.set()
+            obj.release()

@@ -53,8 +53,26 @@ class FakeDirect:
         return complete
 
 
+class FakePending:
+    def __init__(self) -> None:
+        self.callbacks: list = []
+        self.outcome = None
+
+    def add_done_callback(self, callback) -> None:
+        if self.outcome is not None:
+            callback(*self.outcome)
+        else:
+            self.callbacks.append(callback)
+
+    def finish(self, placement, error) -> None:
+        self.outcome = (placement, error)
+        for callback in self.callbacks:
+            callback(placement, error)
+
+
 class FakeWriter:
-    """Each append becomes its own object, released when the test says so (or at once)."""
+    """Each buffered entry becomes its own object, released in order at the next scheduler
+    turn (or, with hold, once the test sets `release`), as WalWriter releases objects."""
 
     def __init__(self, log: list, hold: bool = False) -> None:
         self.log = log
@@ -62,19 +80,43 @@ class FakeWriter:
         self.on_released = None
         self.release = trio.Event()
         self.sequence = 0
+        self._queue: list = []
+        self._wake = trio.Event()
+        self._releasing = False
 
-    async def append(self, entry, zone, *, task_status=trio.TASK_STATUS_IGNORED):
+    async def buffer(self, entry, zone):
         self.log.append(("wal", entry.partition, trio.current_time()))
-        task_status.started()
-        if self.hold:
-            await self.release.wait()
-        self.sequence += 1
-        ref = types.SimpleNamespace(length=len(entry.batch))
-        share = types.SimpleNamespace(offset=0, length=len(entry.batch), entries=(ref,))
-        flushed = types.SimpleNamespace(key=f"obj-{self.sequence}", sequence=self.sequence, bytes=len(entry.batch),
-                                        zones={zone: share})
-        self.on_released(flushed)
-        return types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed)
+        pending = FakePending()
+        self._queue.append((entry, zone, pending))
+        self._wake.set()
+        if not self._releasing:
+            self._releasing = True
+            trio.lowlevel.spawn_system_task(self._release_in_order)
+        return pending
+
+    def fails(self, entry):
+        return None
+
+    async def _release_in_order(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            if self.hold:
+                await self.release.wait()
+            await trio.sleep(0)  # the entry's object is released later than its buffering
+            queue, self._queue = self._queue, []
+            for entry, zone, pending in queue:
+                error = self.fails(entry)
+                if error is not None:  # the object's PUT gave up: its entries get the error
+                    pending.finish(None, error)
+                    continue
+                self.sequence += 1
+                ref = types.SimpleNamespace(length=len(entry.batch))
+                share = types.SimpleNamespace(offset=0, length=len(entry.batch), entries=(ref,))
+                flushed = types.SimpleNamespace(key=f"obj-{self.sequence}", sequence=self.sequence,
+                                                bytes=len(entry.batch), zones={zone: share})
+                self.on_released(flushed)
+                pending.finish(types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed), None)
 
 
 class FakeSender:
@@ -269,21 +311,28 @@ async def test_unreachable_zone_with_fallback_fail_keeps_failing_retriably(autoj
 
 
 class FailSecondObjectWriter(FakeWriter):
-    async def append(self, entry, zone, *, task_status=trio.TASK_STATUS_IGNORED):
+    def fails(self, entry):
+        from wal_s3.writer import WalWriteError
+
+        return WalWriteError("PUT gave up", retriable=True) if entry.base_sequence == 1 else None
+
+
+class RefuseSecondBatchWriter(FakeWriter):
+    async def buffer(self, entry, zone):
         if entry.base_sequence == 1:
-            task_status.started()
             from wal_s3.writer import WalWriteError
 
-            raise WalWriteError("PUT gave up", retriable=True)
-        return await super().append(entry, zone, task_status=task_status)
+            raise WalWriteError("writer stopped", retriable=True)  # refused before buffering
+        return await super().buffer(entry, zone)
 
 
 @pytest.mark.trio
 @pytest.mark.parametrize("ack_mode", ["leader", "wal"])
-async def test_a_failed_later_batch_fails_the_partition(autojump_clock, ack_mode):
+@pytest.mark.parametrize("writer_class", [FailSecondObjectWriter, RefuseSecondBatchWriter])
+async def test_a_failed_later_batch_fails_the_partition(autojump_clock, ack_mode, writer_class):
     log: list = []
     async with trio.open_nursery() as nursery:
-        wal = WalPath(FailSecondObjectWriter(log), FakeSender(), nursery)
+        wal = WalPath(writer_class(log), FakeSender(), nursery)
         config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"}, ack_modes={"t": ack_mode})
         backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
         two = PartitionBatches("t", 0, (RecordBatch(memoryview(b"a" * 10), 7, 0, 0, 1, False, 0),

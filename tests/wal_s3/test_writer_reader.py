@@ -354,3 +354,82 @@ async def test_linger_seals_within_the_timer_tick_not_after_it(wal_env, mock_clo
         mock_clock.jump(0.001)  # 0.5 ms before: within the tick, sealed now, not a tick later
         await trio.testing.wait_all_tasks_blocked()
         assert writer._open is None
+
+
+@pytest.mark.trio
+async def test_buffer_returns_at_once_and_done_callbacks_run_in_object_order(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(max_bytes=64 * KiB, linger_ms=20)
+    client = make_client(config)
+    writer = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    seen: list = []
+    async with writer.running():
+        pendings = []
+        with trio.testing.assert_no_checkpoints():  # room in the buffer: no waiting, no yielding
+            for i in range(3):  # entries of ~40 KiB: each fills its own object (sealed on size)
+                pendings.append(await writer.buffer(entry(i, 40 * KiB), "az2"))
+        for i, pending in enumerate(pendings):
+            pending.add_done_callback(lambda placement, error, i=i: seen.append((i, placement, error)))
+        assert seen == []  # nothing is durable yet
+        placements = [await pending.placement() for pending in pendings]
+    assert [(i, error) for i, _p, error in seen] == [(0, None), (1, None), (2, None)]  # sequence order
+    assert [p for _i, p, _e in seen] == placements
+    assert [p.key.rsplit("/", 1)[1] for p in placements] == ["000000000000", "000000000001", "000000000002"]
+    late: list = []
+    pendings[1].add_done_callback(lambda placement, error: late.append((placement, error)))
+    assert late == [(placements[1], None)]  # added after the release: called at once
+
+
+@pytest.mark.trio
+async def test_done_callbacks_get_the_error_of_an_object_that_failed(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=10, max_attempts=2)
+    client = make_client(config)
+    Faults(client, "PutObject", lambda n: None if n == 0 else "500")  # the epoch marker passes, data PUTs fail
+    writer = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    seen: list = []
+    async with writer.running():
+        pending = await writer.buffer(entry(1, 10), "az2")
+        pending.add_done_callback(lambda placement, error: seen.append((placement, error)))
+        with pytest.raises(Exception, match="failed after 2 attempts"):
+            await pending.placement()
+    assert len(seen) == 1 and seen[0][0] is None and "failed after 2 attempts" in str(seen[0][1])
+
+
+@pytest.mark.trio
+async def test_fencing_fails_a_durable_object_that_waited_for_an_earlier_one(wal_env):
+    """Object 1 is durable but waits for object 0, whose PUT then finds its key taken: the
+    writer is fenced, object 1 is never announced, and its entries fail like object 0's."""
+    from tests.wal_s3.conftest import error_response
+
+    make_config, make_client = wal_env
+    config = make_config(max_bytes=64 * KiB, linger_ms=5, max_in_flight_puts=2)
+    client = make_client(config)
+    object_1_stored = threading.Event()
+
+    def before_send(request, **_kwargs):
+        if request.url.endswith("/000000000000"):  # object 0: answered only after object 1 is stored
+            object_1_stored.wait(timeout=10)
+            return error_response(412, "PreconditionFailed")
+        return None
+
+    def after_call(http_response, **_kwargs):
+        if http_response.url.endswith("/000000000001") and http_response.status_code == 200:
+            object_1_stored.set()
+
+    client.meta.events.register("before-send.s3.PutObject", before_send)
+    client.meta.events.register("after-call.s3.PutObject", after_call)
+    writer = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    announced: list = []
+    seen: list = []
+    with pytest.RaisesGroup(WalFencedError, flatten_subgroups=True, allow_unwrapped=True):
+        async with writer.running():
+            writer.on_released = lambda flushed: announced.append(flushed.sequence)
+            for i in range(2):  # ~40 KiB each: one object each (the second seals the first on size)
+                pending = await writer.buffer(entry(i, 40 * KiB), "az2")
+                pending.add_done_callback(lambda placement, error, i=i: seen.append((i, placement, error)))
+            with pytest.raises(WalFencedError):
+                await pending.placement()
+    assert announced == []
+    assert [(i, placement, type(error)) for i, placement, error in seen] == [
+        (0, None, WalFencedError), (1, None, WalFencedError)]
