@@ -14,6 +14,12 @@ the affected partitions with a retriable Kafka error.
 
 Order: the caller awaits notifications to one zone one at a time, in WAL object order;
 the agent keeps per-partition order in arrival order.
+
+`start` sends a notification's first frame from synchronous code (the WAL writer's release
+callback) when a slot and an idle connection are at hand and the socket takes the whole
+frame: the agent then starts on it before the proxy's event loop gets to the task that
+awaits the answer (`notify(..., started=...)`). Only the caller that knows no other
+notification of the zone is queued or in flight may use it (ZoneNotifier does).
 """
 
 from __future__ import annotations
@@ -50,6 +56,19 @@ class _Conn:
         self.decoder = p.FrameDecoder(keyring)
 
 
+class Started:
+    """A notification whose first attempt's frame `start` wrote: `notify` awaits its answer."""
+
+    __slots__ = ("request", "payload", "conn", "frame_bytes", "unsent", "at")
+
+    def __init__(self, request: p.NotifyRequest, payload: bytes, conn: _Conn, frame_bytes: int, unsent: bytes,
+                 at: float) -> None:
+        self.request, self.payload, self.conn = request, payload, conn
+        self.frame_bytes = frame_bytes
+        self.unsent = unsent  # the frame's tail the socket did not take at once (sent by notify)
+        self.at = at  # time.monotonic() when it was written
+
+
 class NotifySender:
     """Sends notifications to the agents of other zones. Close with `aclose()`."""
 
@@ -67,6 +86,7 @@ class NotifySender:
         self._ids = itertools.count(1)
         self._idle: dict[str, list[_Conn]] = {}
         self._slots: dict[str, trio.Semaphore] = {}
+        self._started: set[Started] = set()  # started and not yet taken over by notify
         self._closed = False
 
     async def aclose(self) -> None:
@@ -75,33 +95,67 @@ class NotifySender:
             for conn in conns:
                 await conn.stream.aclose()
         self._idle.clear()
+        for started in self._started:  # their notify never ran (the proxy is stopping)
+            started.conn.stream.socket.close()
+        self._started.clear()
 
-    async def notify(self, flushed: Any, dest_zone: str) -> list[p.EntryResult]:
+    def start(self, flushed: Any, dest_zone: str) -> Started | None:
+        """Write the first attempt's frame for `flushed` -> `dest_zone` now, if that needs no
+        waiting: a free slot, an idle connection, a socket that takes the frame. Returns what
+        to pass to `notify(..., started=)`, or None (notify then does it all). Never raises.
+        """
+        if self._closed or dest_zone not in self._config.agents:
+            return None
+        idle = self._idle.get(dest_zone)
+        if not idle:
+            return None
+        slots = self._zone_slots(dest_zone)
+        try:
+            slots.acquire_nowait()
+        except trio.WouldBlock:
+            return None
+        try:
+            request, payload = self._encode(flushed, dest_zone)
+        except NotifyError:
+            slots.release()
+            return None  # notify raises it, with its audit record
+        conn = idle.pop()
+        frame = p.encode_frame(self._keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000),
+                               os.urandom(p.NONCE_BYTES))
+        at = time.monotonic()
+        try:
+            # The trio socket is non-blocking and keeps no send buffer of its own: writing to
+            # its descriptor is what its send() does, minus the await.
+            written = os.write(conn.stream.socket.fileno(), frame)
+        except BlockingIOError:
+            written = 0
+        except OSError:  # the agent went away while the connection idled: notify reconnects
+            conn.stream.socket.close()
+            slots.release()
+            return None
+        started = Started(request, payload, conn, len(frame), frame[written:], at)
+        self._started.add(started)
+        return started
+
+    async def notify(self, flushed: Any, dest_zone: str, *, started: Started | None = None) -> list[p.EntryResult]:
         """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
 
+        `started`: what `start` returned for it (its first attempt is then under way).
         Returns one EntryResult per entry of the share, in order (error_code 0 with the
         base offset, or the Kafka error code after the last attempt). Raises NotifyError.
         """
-        if self._closed:
+        if started is not None:
+            self._started.discard(started)
+        elif self._closed:
             raise NotifyError("sender is closed")
         address = self._config.agents.get(dest_zone)
         if address is None:
             raise NotifyError(f"no agent configured for zone {dest_zone}", retriable=False)
-        share = flushed.zones[dest_zone]
-        request = p.NotifyRequest(
-            request_id=next(self._ids), source_zone=self._zone, dest_zone=dest_zone, proxy_id=self._proxy_id,
-            epoch=self._epoch, bucket=self._bucket, key=flushed.key, zone_offset=share.offset,
-            zone_length=share.length,
-            entries=tuple(p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
-                                        e.producer_id, e.producer_epoch, e.base_sequence) for e in share.entries))
-        try:
-            payload = p.encode_request(request)
-            if len(payload) + p.FRAME_OVERHEAD_BYTES > p.MAX_FRAME_BYTES:
-                raise ValueError(f"notification of {len(payload)} bytes exceeds MAX_FRAME_BYTES")
-        except ValueError as exc:
-            # A share with more entries than one frame carries: lower wal.max_bytes.
-            raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
-        started = time.monotonic()
+        if started is not None:
+            request, payload = started.request, started.payload
+        else:
+            request, payload = self._encode(flushed, dest_zone)
+        begun = started.at if started is not None else time.monotonic()
         sent_bytes = received_bytes = 0
         backoff_s = self._config.backoff_initial_s
         last_problem = "no attempt"
@@ -111,7 +165,8 @@ class NotifySender:
             for attempt in range(1, self._config.max_attempts + 1):
                 self.metrics.attempts.labels(dest_zone=dest_zone).inc()
                 try:
-                    response, sent, received = await self._round_trip(dest_zone, address, request.request_id, payload)
+                    response, sent, received = await self._round_trip(
+                        dest_zone, address, request.request_id, payload, started if attempt == 1 else None)
                     sent_bytes += sent
                     received_bytes += received
                 except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
@@ -141,7 +196,7 @@ class NotifySender:
             raise NotifyError(f"notify {flushed.key} -> {dest_zone} failed after {self._config.max_attempts} "
                               f"attempts: {last_problem}", retriable=True)
         finally:
-            rtt_s = time.monotonic() - started
+            rtt_s = time.monotonic() - begun
             self.metrics.notifications.labels(dest_zone=dest_zone, status=status).inc()
             self.metrics.rtt.labels(dest_zone=dest_zone).observe(rtt_s)
             self._audit.emit("notification", {
@@ -151,26 +206,55 @@ class NotifySender:
                 "status": status, "attempts": attempt,
             })
 
-    async def _round_trip(self, zone: str, address: str, request_id: int,
-                          payload: bytes) -> tuple[p.NotifyResponse, int, int]:
+    def _encode(self, flushed: Any, dest_zone: str) -> tuple[p.NotifyRequest, bytes]:
+        """The request for `dest_zone`'s share of `flushed` and its encoding. Raises NotifyError."""
+        share = flushed.zones[dest_zone]
+        request = p.NotifyRequest(
+            request_id=next(self._ids), source_zone=self._zone, dest_zone=dest_zone, proxy_id=self._proxy_id,
+            epoch=self._epoch, bucket=self._bucket, key=flushed.key, zone_offset=share.offset,
+            zone_length=share.length,
+            entries=tuple(p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
+                                        e.producer_id, e.producer_epoch, e.base_sequence) for e in share.entries))
+        try:
+            payload = p.encode_request(request)
+            if len(payload) + p.FRAME_OVERHEAD_BYTES > p.MAX_FRAME_BYTES:
+                raise ValueError(f"notification of {len(payload)} bytes exceeds MAX_FRAME_BYTES")
+        except ValueError as exc:
+            # A share with more entries than one frame carries: lower wal.max_bytes.
+            raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
+        return request, payload
+
+    def _zone_slots(self, zone: str) -> trio.Semaphore:
         slots = self._slots.get(zone)
         if slots is None:
             slots = self._slots[zone] = trio.Semaphore(self._config.max_in_flight_per_zone)
-        try:
-            # Usually a slot is free: taking it without a checkpoint lets the frame leave in
-            # this same scheduler step (a checkpoint here let every other runnable task go
-            # first, ~0.1 ms on the notification's latency path).
-            slots.acquire_nowait()
-        except trio.WouldBlock:
-            await slots.acquire()
-        try:
-            conn = await self._checkout(zone, address)
+        return slots
+
+    async def _round_trip(self, zone: str, address: str, request_id: int, payload: bytes,
+                          started: Started | None = None) -> tuple[p.NotifyResponse, int, int]:
+        """One attempt: send a fresh frame (or finish `started`'s), await the answer."""
+        slots = self._zone_slots(zone)
+        if started is None:
+            try:
+                # Usually a slot is free: taking it without a checkpoint lets the frame leave in
+                # this same scheduler step (a checkpoint here let every other runnable task go
+                # first, ~0.1 ms on the notification's latency path).
+                slots.acquire_nowait()
+            except trio.WouldBlock:
+                await slots.acquire()
+        try:  # `started` holds its slot already
+            if started is None:
+                conn = await self._checkout(zone, address)
+                frame = p.encode_frame(self._keyring, p.MessageType.REQUEST, payload,
+                                       int(time.time() * 1000), os.urandom(p.NONCE_BYTES))
+                frame_bytes, unsent = len(frame), frame
+            else:
+                conn, frame_bytes, unsent = started.conn, started.frame_bytes, started.unsent
             ok = False
             try:
-                frame_bytes = p.encode_frame(self._keyring, p.MessageType.REQUEST, payload,
-                                             int(time.time() * 1000), os.urandom(p.NONCE_BYTES))
                 with trio.fail_after(self._config.timeout_s):
-                    await conn.stream.send_all(frame_bytes)
+                    if unsent:
+                        await conn.stream.send_all(unsent)
                     received = 0
                     while (frame := conn.decoder.next_frame()) is None:
                         data = await conn.stream.receive_some(RECEIVE_CHUNK_BYTES)
@@ -186,7 +270,7 @@ class NotifySender:
                         response.request_id == 0 and response.status != p.RequestStatus.OK):
                     raise p.ProtocolError(f"response for request {response.request_id}, expected {request_id}")
                 ok = True
-                return response, len(frame_bytes), received
+                return response, frame_bytes, received
             finally:
                 if ok and not self._closed:
                     self._idle.setdefault(zone, []).append(conn)

@@ -128,11 +128,18 @@ class ZoneNotifier:
         nursery.start_soon(self._run)
 
     def announce(self, flushed: Any) -> None:
-        """Called synchronously, in sequence order, as each object becomes durable."""
+        """Called synchronously, in sequence order, as each object becomes durable.
+
+        With nothing of this zone queued or in flight, the notification's frame is written
+        right here (`sender.start`), in the step that learnt of the object's durability,
+        instead of one scheduler pass later in this notifier's task (which then only awaits
+        the answer).
+        """
+        started = self._sender.start(flushed, self.zone) if self._unfinished == 0 else None
         self._results[flushed.key] = _ZoneResult(len(flushed.zones[self.zone].entries))
         self._unfinished += 1
         self._idle = trio.Event() if self._unfinished == 1 else self._idle
-        self._send.send_nowait(flushed)
+        self._send.send_nowait((flushed, started))
 
     async def wait_idle(self) -> None:
         """Until every object announced so far has been notified (and re-sent where owed)."""
@@ -161,24 +168,24 @@ class ZoneNotifier:
         except Exception:  # one waiter's bug must not keep the others from their results
             log.exception("a notification result callback failed")
 
-    async def _notify(self, flushed: Any) -> Any:
+    async def _notify(self, flushed: Any, started: Any = None) -> Any:
         try:
-            return await self._sender.notify(flushed, self.zone)
+            return await self._sender.notify(flushed, self.zone, started=started)
         except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
             return exc
 
     async def _run(self) -> None:
-        async for flushed in self._receive:
+        async for flushed, started in self._receive:
             try:
-                await self._deliver(flushed)
+                await self._deliver(flushed, started)
             finally:
                 self._unfinished -= 1
                 if self._unfinished == 0:
                     self._idle.set()
 
-    async def _deliver(self, flushed: Any) -> None:
+    async def _deliver(self, flushed: Any, started: Any) -> None:
         slot = self._results[flushed.key]
-        slot.value = await self._notify(flushed)
+        slot.value = await self._notify(flushed, started)
         slot.done = True
         callbacks, slot.callbacks = slot.callbacks, []
         for callback in callbacks:

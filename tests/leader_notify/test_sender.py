@@ -133,3 +133,69 @@ async def test_silent_agent_times_out_and_unknown_zone_is_not_retriable(nursery)
         await sender.notify(FLUSHED, "az9")
     assert not info.value.retriable
     await sender.aclose()
+
+
+def answer_ok(req, n):
+    return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(0, n),))))
+
+
+@pytest.mark.trio
+async def test_start_writes_the_frame_at_once_and_notify_takes_the_answer(nursery):
+    import trio.testing
+
+    port, requests = await nursery.start(serve, answer_ok)
+    audit = MemoryAuditSink()
+    sender = NotifySender(notify_config(port), "az1", "proxy", 1, audit, bucket="bkt")
+    assert sender.start(FLUSHED, "az2") is None  # no idle connection yet: notify does it all
+    await sender.notify(FLUSHED, "az2")
+    second = Flushed("wal/k2", FLUSHED.zones)
+    started = sender.start(second, "az2")
+    assert started is not None and started.unsent == b""
+    await trio.testing.wait_all_tasks_blocked()  # the agent has read it, no notify() running yet
+    assert [r.key for r in requests] == ["wal/k", "wal/k2"]
+    results = await sender.notify(second, "az2", started=started)
+    await sender.aclose()
+    assert [(r.error_code, r.base_offset) for r in results] == [(0, 2)]
+    assert len(requests) == 2  # not sent a second time
+    assert [(r["key"], r["status"], r["attempts"]) for r in audit.of("notification")] == [
+        ("wal/k", "ok", 1), ("wal/k2", "ok", 1)]
+
+
+@pytest.mark.trio
+async def test_a_start_on_a_connection_the_agent_closed_is_sent_again_on_a_new_one(nursery):
+    requests: list = []
+
+    async def answer_once_then_close(stream):
+        dec = p.FrameDecoder(p.Keyring([KEY.encode()]))
+        async with stream:
+            while (frame := dec.next_frame()) is None:
+                dec.receive_data(await stream.receive_some(65536))
+            req = p.decode_request(frame.payload)
+            requests.append(req.key)
+            await stream.send_all(answer_ok(req, len(requests)))
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, answer_once_then_close, listeners)
+    audit = MemoryAuditSink()
+    sender = NotifySender(notify_config(listeners[0].socket.getsockname()[1]), "az1", "proxy", 1, audit,
+                          bucket="bkt")
+    await sender.notify(FLUSHED, "az2")  # its connection is idle now, and closed by the agent
+    second = Flushed("wal/k2", FLUSHED.zones)
+    started = sender.start(second, "az2")  # writes into a closed connection (or finds it broken)
+    results = await sender.notify(second, "az2", started=started)
+    await sender.aclose()
+    assert [(r.error_code, r.base_offset) for r in results] == [(0, 2)]
+    assert requests == ["wal/k", "wal/k2"]
+    assert [(r["key"], r["attempts"]) for r in audit.of("notification")] == [("wal/k", 1), ("wal/k2", 2)]
+
+
+@pytest.mark.trio
+async def test_aclose_closes_the_connection_of_a_start_no_notify_took(nursery):
+    port, _requests = await nursery.start(serve, answer_ok)
+    sender = NotifySender(notify_config(port), "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
+    await sender.notify(FLUSHED, "az2")
+    started = sender.start(Flushed("wal/k2", FLUSHED.zones), "az2")
+    assert started is not None
+    await sender.aclose()
+    assert started.conn.stream.socket.fileno() == -1
+    assert sender.start(FLUSHED, "az2") is None  # closed: nothing more is started

@@ -119,8 +119,13 @@ class FakeWriter:
                 pending.finish(types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed), None)
 
 
-class FakeSender:
-    async def notify(self, flushed, zone):
+class SenderFake:
+    def start(self, flushed, zone):
+        return None  # never writes ahead: notify() does all (the real sender's start has its own tests)
+
+
+class FakeSender(SenderFake):
+    async def notify(self, flushed, zone, started=None):
         return [types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)]
 
 
@@ -220,12 +225,12 @@ async def test_bytes_by_route_metrics_count_each_batch(autojump_clock):
     assert sample("azsidecar_proxy_bytes_out_total", "wal") - before_out == 2000
 
 
-class BlockingSender:
+class BlockingSender(SenderFake):
     def __init__(self) -> None:
         self.release = trio.Event()
         self.notified: list[str] = []
 
-    async def notify(self, flushed, zone):
+    async def notify(self, flushed, zone, started=None):
         await self.release.wait()
         self.notified.append(flushed.key)
         return [types.SimpleNamespace(error_code=0, base_offset=900, duplicate=False)]
@@ -257,11 +262,11 @@ async def test_ack_mode_wal_answers_when_durable_and_still_appends(autojump_cloc
         nursery.cancel_scope.cancel()
 
 
-class FailingSender:
+class FailingSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone):
+    async def notify(self, flushed, zone, started=None):
         self.calls += 1
         from leader_notify.sender import NotifyError
 
@@ -342,11 +347,11 @@ async def test_a_failed_later_batch_fails_the_partition(autojump_clock, ack_mode
         nursery.cancel_scope.cancel()
 
 
-class FailFirstSender:
+class FailFirstSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone):
+    async def notify(self, flushed, zone, started=None):
         self.calls += 1
         if self.calls == 1:
             from leader_notify.sender import NotifyError
@@ -380,14 +385,14 @@ async def test_later_batches_wait_for_the_retry_of_a_failed_one(autojump_clock):
         nursery.cancel_scope.cancel()
 
 
-class FlakySender:
+class FlakySender(SenderFake):
     """Fails the first `failures` notifications of obj-1; records every notification sent."""
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.sent: list[tuple[str, float]] = []
 
-    async def notify(self, flushed, zone):
+    async def notify(self, flushed, zone, started=None):
         self.sent.append((flushed.key, trio.current_time()))
         if flushed.key == "obj-1" and self.failures > 0:
             self.failures -= 1
@@ -430,13 +435,13 @@ async def test_ack_mode_wal_entries_are_re_sent_until_applied_before_later_objec
     assert gaps == pytest.approx([0.5, 1.0, 2.0], abs=0.01)
 
 
-class RefusingSender:
+class RefusingSender(SenderFake):
     """The agent answers obj-1's entry with a non-retriable Kafka error (UNKNOWN_SERVER_ERROR)."""
 
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    async def notify(self, flushed, zone):
+    async def notify(self, flushed, zone, started=None):
         self.sent.append(flushed.key)
         code = -1 if flushed.key == "obj-1" else 0
         return [types.SimpleNamespace(error_code=code, base_offset=-1, duplicate=False)]
@@ -465,3 +470,40 @@ async def test_ack_mode_wal_re_send_stops_on_an_error_no_retry_can_fix(autojump_
         nursery.cancel_scope.cancel()
     # No endless re-send of obj-1 (it stays in S3 for GC to hold); the zone moved on.
     assert sender.sent == ["obj-1", "obj-2"]
+
+
+class StartRecordingSender(BlockingSender):
+    """Records which notifications the notifier let `start` write ahead (it writes none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start_asked: list[str] = []
+        self.started_passed: list = []
+
+    def start(self, flushed, zone):
+        self.start_asked.append(flushed.key)
+        return f"started-{flushed.key}"
+
+    async def notify(self, flushed, zone, started=None):
+        self.started_passed.append((flushed.key, started))
+        return await super().notify(flushed, zone, started)
+
+
+@pytest.mark.trio
+async def test_a_notification_is_started_ahead_only_when_its_zone_is_idle(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        sender = StartRecordingSender()
+        wal = WalPath(FakeWriter(log), sender, nursery)
+        config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        completions = [await backend.submit([item("t", p, 100)], CTX) for p in range(3)]
+        await trio.sleep(1)  # obj-1 is being notified (blocked), obj-2 and obj-3 wait behind it
+        assert sender.start_asked == ["obj-1"]  # obj-2 and obj-3 arrived while obj-1 was in flight
+        sender.release.set()
+        results = [await complete() for complete in completions]
+        assert [r[("t", p)].base_offset for p, r in enumerate(results)] == [900, 900, 900]
+        assert sender.started_passed == [("obj-1", "started-obj-1"), ("obj-2", None), ("obj-3", None)]
+        await send(backend, item("t", 0, 100))  # the zone is idle again: started ahead
+        assert sender.start_asked == ["obj-1", "obj-4"]
+        nursery.cancel_scope.cancel()
