@@ -28,6 +28,7 @@ import itertools
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -137,10 +138,13 @@ class NotifySender:
         self._started.add(started)
         return started
 
-    async def notify(self, flushed: Any, dest_zone: str, *, started: Started | None = None) -> list[p.EntryResult]:
+    async def notify(self, flushed: Any, dest_zone: str, *, started: Started | None = None,
+                     on_answer: Callable[[list[p.EntryResult]], None] | None = None) -> list[p.EntryResult]:
         """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
 
         `started`: what `start` returned for it (its first attempt is then under way).
+        `on_answer(results)` is called with the results it returns, as soon as they are
+        known: before this sender's metrics and audit record.
         Returns one EntryResult per entry of the share, in order (error_code 0 with the
         base offset, or the Kafka error code after the last attempt). Raises NotifyError.
         """
@@ -156,6 +160,7 @@ class NotifySender:
         else:
             request, payload = self._encode(flushed, dest_zone)
         begun = started.at if started is not None else time.monotonic()
+        answered = 0.0
         sent_bytes = received_bytes = 0
         backoff_s = self._config.backoff_initial_s
         last_problem = "no attempt"
@@ -180,7 +185,11 @@ class NotifySender:
                             retriable = [r for r in response.results if r.error_code in p.RETRIABLE_ENTRY_CODES]
                             if not retriable or attempt == self._config.max_attempts:
                                 status = "ok" if p.results_all_ok(response.results) else "entry_errors"
-                                return list(response.results)
+                                results = list(response.results)
+                                answered = time.monotonic()  # the round trip ends here, not after on_answer
+                                if on_answer is not None:
+                                    on_answer(results)
+                                return results
                             last_problem = f"{len(retriable)} entries with retriable errors"
                     elif response.status in p.RETRIABLE_STATUSES:
                         last_problem = f"agent answered {response.status.name}: {response.message}"
@@ -196,7 +205,7 @@ class NotifySender:
             raise NotifyError(f"notify {flushed.key} -> {dest_zone} failed after {self._config.max_attempts} "
                               f"attempts: {last_problem}", retriable=True)
         finally:
-            rtt_s = time.monotonic() - begun
+            rtt_s = (answered or time.monotonic()) - begun
             self.metrics.notifications.labels(dest_zone=dest_zone, status=status).inc()
             self.metrics.rtt.labels(dest_zone=dest_zone).observe(rtt_s)
             self._audit.emit("notification", {

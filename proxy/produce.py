@@ -77,6 +77,8 @@ class ProduceContext:
     client_version: int
 
 
+# Awaited for the results. A completion may also offer `on_results(fn) -> bool`: True means
+# fn(results) will be called synchronously once they are in (router/backend.py, WAL path).
 Completion = Callable[[], Awaitable[dict[TopicPartition, PartitionResult]]]
 
 

@@ -5,11 +5,18 @@ Per connection, one reader drives the sans-IO codec and hands each request to
 single writer task sends strictly in request order. The slot channel is bounded by
 `max_in_flight_per_connection`, so a client that pipelines too much stops being read
 (TCP backpressure) instead of growing memory. Bad input closes only that connection.
+
+Write-through: when a slot is filled while the writer task is parked waiting for exactly
+that slot (plain TCP), the filler writes the answer to the socket itself, without waiting
+for the writer task's next scheduler step; the writer then sends whatever the socket did
+not take. Order is unchanged: only the slot the writer waits for is ever written early.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -68,6 +75,37 @@ class ResponseSlot:
 
     ready: trio.Event
     data: bytes | None = None
+    writer: _ResponseWriter | None = None  # its connection's writer, once queued there
+    broken: bool = False  # answering failed (our bug): the writer closes the connection
+
+    def fill(self, data: bytes) -> None:
+        """Set the answer and mark it ready; written at once if the writer waits for this slot."""
+        writer = self.writer
+        if writer is not None and writer.waiting_for is self:
+            data = writer.write_now(data)
+        self.data = data
+        self.ready.set()
+
+
+class _ResponseWriter:
+    """What `ResponseSlot.fill` needs to write through: the socket, and the slot the
+    connection's writer task is parked on (None while it sends or has nothing queued)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd  # plain TCP only: a TLS stream must encrypt through trio
+        self.waiting_for: ResponseSlot | None = None
+
+    def write_now(self, data: bytes) -> bytes:
+        """Write what the non-blocking socket takes now; returns the rest for the writer task."""
+        if self.fd is None:
+            return data
+        try:
+            written = os.write(self.fd, data)
+        except BlockingIOError:
+            return data
+        except OSError:
+            return data  # the client went away: the writer task meets the error and closes
+        return data[written:]
 
 
 ProduceBackendFactory = Callable[[UpstreamCluster, MetadataCache], Awaitable[ProduceBackend]]
@@ -119,20 +157,15 @@ class RequestHandler:
                 metrics.ERRORS.labels(rejected.error_code).inc()
                 log.info("rejected produce to %s-%d: %s", tp[0], tp[1], rejected.error_message)
             completion = await self.backend.submit(validated.items, validated.ctx) if validated.items else None
+            answer = functools.partial(self._answer_produce, slot, validated, frame, started)
+            # A completion that can call back (every partition on the WAL path) answers in the
+            # step where its last result arrives; others are awaited by a task.
+            on_results = getattr(completion, "on_results", None)
+            if on_results is not None and on_results(answer):
+                return slot
 
             async def finish_produce() -> None:
-                results = dict(validated.rejected)
-                upstream_results = await completion() if completion is not None else {}
-                results.update(upstream_results)
-                if validated.ctx.acks == 0:
-                    slot.ready.set()  # acks=0: never answered
-                    return
-                for r in upstream_results.values():  # rejections were counted when rejected
-                    if r.error_code:
-                        metrics.ERRORS.labels(r.error_code).inc()
-                answers = produce_answers(validated.order, results)
-                self._finish_encoded(slot, encode_produce_answer(answers, frame.correlation_id, frame.api_version),
-                                     frame, started)
+                answer(await completion() if completion is not None else {})
 
             nursery.start_soon(finish_produce)
             return slot
@@ -190,13 +223,34 @@ class RequestHandler:
                                                     session_lifetime_ms=0), frame, started)
         return slot, False
 
+    def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
+                        upstream_results: dict) -> None:
+        """Fill the slot with the Produce answer. A failure here is our bug: the connection is
+        closed (as for any internal error) instead of leaving the client without an answer."""
+        try:
+            results = dict(validated.rejected)
+            results.update(upstream_results)
+            if validated.ctx.acks == 0:
+                slot.ready.set()  # acks=0: never answered
+                return
+            for r in upstream_results.values():  # rejections were counted when rejected
+                if r.error_code:
+                    metrics.ERRORS.labels(r.error_code).inc()
+            answers = produce_answers(validated.order, results)
+            self._finish_encoded(slot, encode_produce_answer(answers, frame.correlation_id, frame.api_version),
+                                 frame, started)
+        except Exception:
+            log.exception("internal error answering a Produce request; closing the connection")
+            slot.broken = True
+            slot.ready.set()
+
     def _finish(self, slot: ResponseSlot, response: Any, frame: RequestFrame, started: float) -> None:
         self._finish_encoded(slot, encode_response(response, frame.correlation_id, frame.api_version), frame, started)
 
     def _finish_encoded(self, slot: ResponseSlot, data: bytes, frame: RequestFrame, started: float) -> None:
-        slot.data = data
-        metrics.REQUEST_LATENCY.labels(frame.api_key).observe(time.perf_counter() - started)
-        slot.ready.set()
+        elapsed_s = time.perf_counter() - started
+        slot.fill(data)
+        metrics.REQUEST_LATENCY.labels(frame.api_key).observe(elapsed_s)  # after the answer is on its way
 
     async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
         names = None if request.topics is None else [t.name for t in request.topics]
@@ -314,10 +368,11 @@ class ProxyServer:
         if self._credentials is not None:
             session = SaslSession(self.config.sasl_mechanisms, self._credentials)
         send_slots, receive_slots = trio.open_memory_channel[ResponseSlot](self.config.max_in_flight_per_connection)
+        writer = _ResponseWriter(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope)
+            nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer)
             try:
-                await self._read_requests(stream, codec, send_slots, nursery, session)
+                await self._read_requests(stream, codec, send_slots, nursery, session, writer)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -332,7 +387,7 @@ class ProxyServer:
                 send_slots.close()
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
-                             session: SaslSession | None = None) -> None:
+                             session: SaslSession | None = None, writer: _ResponseWriter | None = None) -> None:
         # Plain TCP: large frames are read straight into their own buffer (no joining copy).
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         while not self._stopping:
@@ -364,20 +419,31 @@ class ProxyServer:
                     break
                 if session is not None and not session.authenticated:
                     slot, close = await self.handler.begin_unauthenticated(frame, session, nursery)
+                    slot.writer = writer
                     await send_slots.send(slot)
                     if close:
                         return  # the answer is still written, then the connection closes
                     continue
                 slot = await self.handler.begin(frame, nursery)
                 if slot is not None:
+                    slot.writer = writer
                     await send_slots.send(slot)
 
-    async def _write_responses(self, stream, receive_slots, connection_scope: trio.CancelScope) -> None:
+    async def _write_responses(self, stream, receive_slots, connection_scope: trio.CancelScope,
+                               writer: _ResponseWriter) -> None:
         async with receive_slots:
             async for slot in receive_slots:
-                await slot.ready.wait()
-                if slot.data is None:
-                    continue
+                writer.waiting_for = slot  # from here on its filler may write it through
+                try:
+                    await slot.ready.wait()
+                finally:
+                    writer.waiting_for = None
+                if slot.broken:
+                    metrics.PROTOCOL_ERRORS.labels("internal").inc()
+                    connection_scope.cancel()  # the failure is logged where it happened
+                    return
+                if not slot.data:
+                    continue  # nothing to send (acks=0), or written through whole
                 try:
                     await stream.send_all(slot.data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):

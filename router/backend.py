@@ -77,6 +77,14 @@ class _WalOutcome:
         self._results: list[PartitionResult | None] = [None] * batches
         self._missing = batches
         self._submitted = False
+        self._callbacks: list[Callable[[], None]] = []
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` once the result is in (at once if it already is)."""
+        if self.done.is_set():
+            callback()
+        else:
+            self._callbacks.append(callback)
 
     def set(self, index: int, result: PartitionResult) -> None:
         """Batch `index` has its result (once); completes the outcome when it was the last."""
@@ -99,6 +107,9 @@ class _WalOutcome:
             merged = _merge(merged, result)
         self.result = merged
         self.done.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
 
 
 class ZoneNotifier:
@@ -159,6 +170,13 @@ class ZoneNotifier:
         else:
             slot.callbacks.append(callback)
 
+    def _answered(self, key: str, slot: _ZoneResult, value: Any) -> None:
+        slot.value = value
+        slot.done = True
+        callbacks, slot.callbacks = slot.callbacks, []
+        for callback in callbacks:
+            self._hand_over(key, slot, callback)
+
     def _hand_over(self, key: str, slot: _ZoneResult, callback: Callable[[Any], None]) -> None:
         slot.waiters_left -= 1
         if slot.waiters_left == 0:
@@ -168,9 +186,10 @@ class ZoneNotifier:
         except Exception:  # one waiter's bug must not keep the others from their results
             log.exception("a notification result callback failed")
 
-    async def _notify(self, flushed: Any, started: Any = None) -> Any:
+    async def _notify(self, flushed: Any, started: Any = None,
+                      on_answer: Callable[[Any], None] | None = None) -> Any:
         try:
-            return await self._sender.notify(flushed, self.zone, started=started)
+            return await self._sender.notify(flushed, self.zone, started=started, on_answer=on_answer)
         except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
             return exc
 
@@ -185,11 +204,11 @@ class ZoneNotifier:
 
     async def _deliver(self, flushed: Any, started: Any) -> None:
         slot = self._results[flushed.key]
-        slot.value = await self._notify(flushed, started)
-        slot.done = True
-        callbacks, slot.callbacks = slot.callbacks, []
-        for callback in callbacks:
-            self._hand_over(flushed.key, slot, callback)
+        # The waiters get an agent's answer as the sender decodes it (on_answer), before the
+        # sender's own metrics and audit record; failures when notify gives up.
+        value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot))
+        if not slot.done:
+            self._answered(flushed.key, slot, value)
         if self._acked_topic is None:
             return  # no ack_mode wal topic: nothing is owed beyond the first answer
         acked = [i for i, ref in enumerate(flushed.zones[self.zone].entries) if self._acked_topic(ref.topic)]
@@ -348,6 +367,71 @@ def _merge(first: PartitionResult | None, new: PartitionResult) -> PartitionResu
     return first
 
 
+class _RoutedCompletion:
+    """The results of one RoutingBackend.submit.
+
+    Awaited (`await completion()`) like any backend's completion; or, when every partition
+    took the WAL path (or was held back), `on_results(fn)` has fn(results) called
+    synchronously in the step where the last of them completes, i.e. where the agent's
+    answer is decoded, so the producer's answer can be written in that same step. Metrics
+    and audit records follow the answer.
+    """
+
+    def __init__(self, backend: RoutingBackend, items: list[PartitionBatches], routes: dict, held_back: dict,
+                 direct: list, wal_items: list, started: float) -> None:
+        self._backend = backend
+        self._items, self._routes, self._held_back = items, routes, held_back
+        self._direct, self._wal_items = direct, wal_items
+        self._started = started
+        self._finished_at: dict[tuple[str, int], float] = {}  # per partition: its own path's latency
+        self._waiting = 0
+        self._consumer: Callable[[dict[tuple[str, int], PartitionResult]], None] | None = None
+
+    async def __call__(self) -> dict[tuple[str, int], PartitionResult]:
+        results: dict[tuple[str, int], PartitionResult] = {}
+        for direct_completion, group in self._direct:
+            results.update(await direct_completion())
+            now = time.perf_counter()
+            self._finished_at.update({(it.topic, it.partition): now for it in group})
+        for item, _dest, outcome in self._wal_items:
+            await outcome.done.wait()
+            self._finished_at[(item.topic, item.partition)] = time.perf_counter()
+        results = self._backend._settle(self._items, self._routes, self._held_back, self._wal_items, results)
+        self._account(results)
+        return results
+
+    def on_results(self, consumer: Callable[[dict[tuple[str, int], PartitionResult]], None]) -> bool:
+        """Have consumer(results) called once every partition has its result (at once if all
+        do). False, registering nothing, if a partition took a direct path: await instead."""
+        if self._direct:
+            return False
+        self._consumer = consumer
+        self._waiting = len(self._wal_items)
+        if not self._waiting:
+            self._deliver()
+        for item, _dest, outcome in self._wal_items:
+            outcome.add_done_callback(functools.partial(self._one_done, (item.topic, item.partition)))
+        return True
+
+    def _one_done(self, tp: tuple[str, int]) -> None:
+        self._finished_at[tp] = time.perf_counter()
+        self._waiting -= 1
+        if self._waiting == 0:
+            self._deliver()
+
+    def _deliver(self) -> None:
+        assert self._consumer is not None
+        results = self._backend._settle(self._items, self._routes, self._held_back, self._wal_items, {})
+        try:
+            self._consumer(results)
+        finally:
+            self._account(results)
+
+    def _account(self, results: dict[tuple[str, int], PartitionResult]) -> None:
+        self._backend._account(self._items, self._routes, self._held_back, self._wal_items, results,
+                               self._started, self._finished_at)
+
+
 class RoutingBackend:
     """ProduceBackend that routes each partition batch by zone, policy, cost and health."""
 
@@ -483,51 +567,59 @@ class RoutingBackend:
                     target = self._direct_by_zone[dest]
                 direct_items[target].append(item)
         direct_completions = [(await target.submit(group, ctx), group) for target, group in direct_items.items()]
+        return _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started)
 
-        async def complete() -> dict[tuple[str, int], PartitionResult]:
-            results: dict[tuple[str, int], PartitionResult] = {}
-            finished_at: dict[tuple[str, int], float] = {}  # per partition: its own path's latency
-            for direct_completion, group in direct_completions:
-                results.update(await direct_completion())
-                now = time.perf_counter()
-                finished_at.update({(it.topic, it.partition): now for it in group})
-            for item, dest, outcome in wal_items:
-                await outcome.done.wait()
-                finished_at[(item.topic, item.partition)] = time.perf_counter()
-                results[(item.topic, item.partition)] = outcome.result
-                if outcome.result.error_code in LEADER_ERRORS:
-                    self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
-                breaker = self._breakers[dest]
-                if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
-                    breaker.record_success()
-                elif errors.is_retriable(outcome.result.error_code):
-                    breaker.record_failure(trio.current_time())
-                router_metrics.ZONE_OPEN.labels(dest).set(1 if breaker.state == "open" else 0)
-            finished = time.perf_counter()
-            results.update(held_back)
-            for item in items:
-                tp = (item.topic, item.partition)
-                if tp in held_back:
-                    continue
-                self._note_failure(item, results.get(tp))  # before `drained` lets a switch through
-                state = self._partitions[tp]
-                state.in_flight -= 1
-                if state.in_flight == 0:
-                    state.drained.set()
-                route, dest = routes[tp]
-                result = results.get(tp) or PartitionResult(errors.UNKNOWN_SERVER_ERROR)
-                if result.error_code == errors.NETWORK_EXCEPTION:
-                    # librdkafka fails records answered NETWORK_EXCEPTION at once (it is not on its
-                    # produce retry list); REQUEST_TIMED_OUT says the same - the leader may or may not
-                    # have the batch - and every client retries it, idempotent ones with the same sequence.
-                    result = results[tp] = replace(result, error_code=errors.REQUEST_TIMED_OUT)
-                if result.error_code == errors.NONE:
-                    proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
-                self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
-                                  next((o for i, _d, o in wal_items if i is item), None))
-            return results
+    def _settle(self, items: list[PartitionBatches], routes: dict, held_back: dict, wal_items: list,
+                results: dict[tuple[str, int], PartitionResult]) -> dict[tuple[str, int], PartitionResult]:
+        """Complete `results` (the direct paths' so far) with the WAL outcomes and held-back
+        partitions, and update what routing depends on: circuit breakers, leader zones,
+        sequence gaps, in-flight counts. Returns the results as the producer will get them."""
+        for item, dest, outcome in wal_items:
+            results[(item.topic, item.partition)] = outcome.result
+            if outcome.result.error_code in LEADER_ERRORS:
+                self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
+            breaker = self._breakers[dest]
+            if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
+                breaker.record_success()
+            elif errors.is_retriable(outcome.result.error_code):
+                breaker.record_failure(trio.current_time())
+        results.update(held_back)
+        for item in items:
+            tp = (item.topic, item.partition)
+            if tp in held_back:
+                continue
+            self._note_failure(item, results.get(tp))  # before `drained` lets a switch through
+            state = self._partitions[tp]
+            state.in_flight -= 1
+            if state.in_flight == 0:
+                state.drained.set()
+            result = results.get(tp) or PartitionResult(errors.UNKNOWN_SERVER_ERROR)
+            if result.error_code == errors.NETWORK_EXCEPTION:
+                # librdkafka fails records answered NETWORK_EXCEPTION at once (it is not on its
+                # produce retry list); REQUEST_TIMED_OUT says the same - the leader may or may not
+                # have the batch - and every client retries it, idempotent ones with the same sequence.
+                result = replace(result, error_code=errors.REQUEST_TIMED_OUT)
+            results[tp] = result
+        return results
 
-        return complete
+    def _account(self, items: list[PartitionBatches], routes: dict, held_back: dict, wal_items: list,
+                 results: dict[tuple[str, int], PartitionResult], started: float,
+                 finished_at: dict[tuple[str, int], float]) -> None:
+        """Metrics and audit records of a finished submit (after the producer's answer when it can be)."""
+        for _item, dest, _outcome in wal_items:
+            router_metrics.ZONE_OPEN.labels(dest).set(1 if self._breakers[dest].state == "open" else 0)
+        finished = time.perf_counter()
+        outcomes = {id(item): outcome for item, _dest, outcome in wal_items}
+        for item in items:
+            tp = (item.topic, item.partition)
+            if tp in held_back:
+                continue
+            route, dest = routes[tp]
+            result = results[tp]
+            if result.error_code == errors.NONE:
+                proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
+            self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
+                              outcomes.get(id(item)))
 
     def _audit_batch(self, item, route, dest, result, started, finished, outcome) -> None:
         size = item.size

@@ -199,3 +199,15 @@ async def test_aclose_closes_the_connection_of_a_start_no_notify_took(nursery):
     await sender.aclose()
     assert started.conn.stream.socket.fileno() == -1
     assert sender.start(FLUSHED, "az2") is None  # closed: nothing more is started
+
+
+@pytest.mark.trio
+async def test_on_answer_gets_the_results_before_the_sender_records_the_notification(nursery):
+    port, _requests = await nursery.start(serve, answer_ok)
+    audit = MemoryAuditSink()
+    sender = NotifySender(notify_config(port), "az1", "proxy", 1, audit, bucket="bkt")
+    seen: list = []
+    results = await sender.notify(FLUSHED, "az2", on_answer=lambda r: seen.append((r, len(audit.of("notification")))))
+    await sender.aclose()
+    assert seen == [(results, 0)] and [(r.error_code, r.base_offset) for r in results] == [(0, 1)]
+    assert len(audit.of("notification")) == 1

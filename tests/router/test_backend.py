@@ -125,7 +125,7 @@ class SenderFake:
 
 
 class FakeSender(SenderFake):
-    async def notify(self, flushed, zone, started=None):
+    async def notify(self, flushed, zone, started=None, on_answer=None):
         return [types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)]
 
 
@@ -230,7 +230,7 @@ class BlockingSender(SenderFake):
         self.release = trio.Event()
         self.notified: list[str] = []
 
-    async def notify(self, flushed, zone, started=None):
+    async def notify(self, flushed, zone, started=None, on_answer=None):
         await self.release.wait()
         self.notified.append(flushed.key)
         return [types.SimpleNamespace(error_code=0, base_offset=900, duplicate=False)]
@@ -266,7 +266,7 @@ class FailingSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone, started=None):
+    async def notify(self, flushed, zone, started=None, on_answer=None):
         self.calls += 1
         from leader_notify.sender import NotifyError
 
@@ -351,7 +351,7 @@ class FailFirstSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone, started=None):
+    async def notify(self, flushed, zone, started=None, on_answer=None):
         self.calls += 1
         if self.calls == 1:
             from leader_notify.sender import NotifyError
@@ -392,7 +392,7 @@ class FlakySender(SenderFake):
         self.failures = failures
         self.sent: list[tuple[str, float]] = []
 
-    async def notify(self, flushed, zone, started=None):
+    async def notify(self, flushed, zone, started=None, on_answer=None):
         self.sent.append((flushed.key, trio.current_time()))
         if flushed.key == "obj-1" and self.failures > 0:
             self.failures -= 1
@@ -441,7 +441,7 @@ class RefusingSender(SenderFake):
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    async def notify(self, flushed, zone, started=None):
+    async def notify(self, flushed, zone, started=None, on_answer=None):
         self.sent.append(flushed.key)
         code = -1 if flushed.key == "obj-1" else 0
         return [types.SimpleNamespace(error_code=code, base_offset=-1, duplicate=False)]
@@ -484,9 +484,9 @@ class StartRecordingSender(BlockingSender):
         self.start_asked.append(flushed.key)
         return f"started-{flushed.key}"
 
-    async def notify(self, flushed, zone, started=None):
+    async def notify(self, flushed, zone, started=None, on_answer=None):
         self.started_passed.append((flushed.key, started))
-        return await super().notify(flushed, zone, started)
+        return await super().notify(flushed, zone, started, on_answer)
 
 
 @pytest.mark.trio
@@ -506,4 +506,36 @@ async def test_a_notification_is_started_ahead_only_when_its_zone_is_idle(autoju
         assert sender.started_passed == [("obj-1", "started-obj-1"), ("obj-2", None), ("obj-3", None)]
         await send(backend, item("t", 0, 100))  # the zone is idle again: started ahead
         assert sender.start_asked == ["obj-1", "obj-4"]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_on_results_answers_a_wal_only_request_by_callback_before_its_audit(autojump_clock):
+    from spark_audit.records import MemoryAuditSink
+
+    log: list = []
+    audit = MemoryAuditSink()
+    async with trio.open_nursery() as nursery:
+        wal = WalPath(FakeWriter(log), FakeSender(), nursery)
+        config = RouterConfig(policy="wal", partition_zones={"t:*": "az2", "local:*": "az1"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit)
+        seen: list = []
+        answered = trio.Event()
+
+        def consumer(results):
+            seen.append((results, len(audit.of("produce_batch"))))
+            answered.set()
+
+        completion = await backend.submit([item("t", 0, 100), item("t", 1, 100)], CTX)
+        assert completion.on_results(consumer)
+        assert seen == []  # nothing is durable yet
+        with trio.fail_after(5):
+            await answered.wait()
+        [(results, audited_before)] = seen
+        assert {tp: (r.error_code, r.base_offset) for tp, r in results.items()} == {("t", 0): (0, 500),
+                                                                                     ("t", 1): (0, 500)}
+        assert audited_before == 0 and len(audit.of("produce_batch")) == 2  # audited after the answer
+        mixed = await backend.submit([item("t", 2, 100), item("local", 0, 100)], CTX)
+        assert mixed.on_results(seen.append) is False  # a direct partition: awaited instead
+        assert {tp: r.base_offset for tp, r in (await mixed()).items()} == {("t", 2): 500, ("local", 0): 100}
         nursery.cancel_scope.cancel()
