@@ -9,6 +9,7 @@ default, deploy/local/s3_delay.py). Records are sent one at a time (produce, the
 for the delivery report), so each figure is one record's full round trip.
 
   python bench/bench_router.py [--records 200] [--rounds 3] [--linger-ms 5] [--boto3-too]
+                               [--transparent-too] [--hold-answer-too]
 
 The sidecars send WAL PUTs and ranged GETs on their event loops (wal.s3_transport auto:
 h11); --boto3-too adds the +S3 latency route once more with boto3 in worker threads.
@@ -169,6 +170,10 @@ def main() -> int:
     parser.add_argument("--direct-gap-ms", type=float, default=50.0,
                         help="idle time before each record of the 'direct, paced' route, whose p50 is the "
                              "leader round trip subtracted as the agent's append")
+    parser.add_argument("--hold-answer-too", action="store_true",
+                        help="also run the +S3 latency route through an injector that holds moto's answer "
+                             "instead of the request (moto's and the injector's work then lands inside the "
+                             "delay, as S3's costs the client's host none)")
     parser.add_argument("--transparent-too", action="store_true",
                         help="also run the +S3 latency route through the injector's transparent mode, where "
                              "moto's close after every answer reaches the sidecar (a new connection per S3 request)")
@@ -184,10 +189,15 @@ def main() -> int:
         admin = KafkaAdminClient(bootstrap_servers=tansu.bootstrap)
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
         admin.close()
+        injectors = {"keepalive": ["--mode", "keepalive"]}
+        if args.transparent_too:
+            injectors["transparent"] = ["--mode", "transparent"]
+        if args.hold_answer_too:
+            injectors["hold-answer"] = ["--mode", "keepalive", "--hold", "answer"]
         delays = {mode: spawn([sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"127.0.0.1:{moto.port}",
-                               "--put-ms", str(args.put_ms), "--get-ms", str(args.get_ms), "--mode", mode],
+                               "--put-ms", str(args.put_ms), "--get-ms", str(args.get_ms), *flags],
                               work / f"s3-delay-{mode}.log", {})
-                  for mode in (("keepalive", "transparent") if args.transparent_too else ("keepalive",))}
+                  for mode, flags in injectors.items()}
         try:
             delayed = {mode: "http://" + wait_line(proc, work / f"s3-delay-{mode}.log", "listening=").split("=", 1)[1]
                        for mode, proc in delays.items()}
@@ -200,6 +210,8 @@ def main() -> int:
                 setups.append(("sidecar/wal +S3 latency, boto3", "wal", delayed["keepalive"], "boto3"))
             if args.transparent_too:
                 setups.append(("sidecar/wal +S3 latency, conn/req", "wal", delayed["transparent"], "auto"))
+            if args.hold_answer_too:
+                setups.append(("sidecar/wal +S3 latency, held answer", "wal", delayed["hold-answer"], "auto"))
             with contextlib.ExitStack() as stack:
                 bootstraps = {"direct": tansu.bootstrap, "direct, paced": tansu.bootstrap}
                 for i, (name, policy, endpoint, transport) in enumerate(setups):

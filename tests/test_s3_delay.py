@@ -84,3 +84,47 @@ async def test_keepalive_mode_answers_several_requests_on_one_connection(moto_se
         assert b"NoSuchKey" in seen[5][1]
         assert all(connection is None for _, _, connection in seen)  # moto's "Connection: close" stays upstream
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_hold_answer_stores_at_once_and_answers_after_the_delay(moto_server):
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), 300.0, 0.0,
+                                         "keepalive", "answer")
+
+        def put_through_proxy_and_watch_moto() -> tuple[float, float]:
+            import threading
+
+            import boto3
+
+            direct = boto3.client("s3", endpoint_url=moto_server.endpoint_url, region_name="us-east-1",
+                                  aws_access_key_id="testing", aws_secret_access_key="testing")
+            delayed = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                                   aws_access_key_id="testing", aws_secret_access_key="testing")
+            direct.create_bucket(Bucket="held")
+            started = time.perf_counter()
+            answered: list[float] = []
+            put = threading.Thread(target=lambda: (delayed.put_object(Bucket="held", Key="k", Body=b"v"),
+                                                   answered.append(time.perf_counter())))
+            put.start()
+            stored_at = None
+            while stored_at is None and time.perf_counter() - started < 5:  # poll moto, bounded
+                try:
+                    direct.head_object(Bucket="held", Key="k")
+                    stored_at = time.perf_counter()
+                except direct.exceptions.ClientError:
+                    pass
+            put.join(10)
+            assert stored_at is not None and answered
+            return stored_at - started, answered[0] - started
+
+        stored_s, answered_s = await trio.to_thread.run_sync(put_through_proxy_and_watch_moto)
+        assert answered_s >= 0.3  # the injected delay, on the answer
+        assert stored_s < answered_s  # moto had the object while the client still waited
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_hold_answer_needs_keepalive_mode():
+    with pytest.raises(ValueError, match="keepalive"):
+        await serve(("127.0.0.1", 0), ("127.0.0.1", 9), 1.0, 1.0, "transparent", "answer")

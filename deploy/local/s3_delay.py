@@ -14,9 +14,15 @@ Two modes:
   clients send a request only after reading the previous response, so "client bytes after
   server bytes" marks a new request.
 
+Where the delay goes (`--hold`, keepalive mode): `request` (default) holds the request,
+then passes it on; `answer` passes it on at once and holds moto's complete answer. With
+`answer`, moto's work for the request and the injector's connection to it are done while
+the client waits, as with real S3, whose work costs the client's host no CPU; with
+`request` they land on the shared cores just as the client handles the answer.
+
 Run: `python -m deploy.local.s3_delay --upstream 127.0.0.1:4566 --listen 127.0.0.1:0
---put-ms 30 --get-ms 15 [--mode keepalive|transparent]`; it prints `listening=HOST:PORT`
-once ready.
+--put-ms 30 --get-ms 15 [--mode keepalive|transparent] [--hold request|answer]`; it prints
+`listening=HOST:PORT` once ready.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from deploy.local.fault_common import hostport
 
 CHUNK = 65536
 MODES = ("keepalive", "transparent")
+HOLDS = ("request", "answer")
 # Hop-by-hop headers: about one connection, not passed on. (Content-Length and
 # Transfer-Encoding are kept: h11 frames each side's body by them.)
 _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"expect", b"te", b"upgrade"})
@@ -56,11 +63,14 @@ def _passed_on(headers) -> list[tuple[bytes, bytes]]:
 
 
 async def _forward(request: h11.Request, client_conn: h11.Connection, client: trio.SocketStream,
-                   upstream: tuple[str, int]) -> None:
-    """Pass one request (head already read) to a new upstream connection, stream the answer back.
+                   upstream: tuple[str, int], hold_answer_s: float = 0.0) -> None:
+    """Pass one request (head already read) to a new upstream connection and its answer back.
 
-    Raises OSError/trio errors/h11 errors if either side breaks; the caller drops the client.
+    With `hold_answer_s`, the whole answer is read from upstream (and that connection
+    closed) first, then held that long, then sent. Raises OSError/trio errors/h11 errors if
+    either side breaks; the caller drops the client.
     """
+    held: list = []
     server = await trio.open_tcp_stream(*upstream)
     async with server:
         up = h11.Connection(h11.CLIENT)
@@ -82,18 +92,23 @@ async def _forward(request: h11.Request, client_conn: h11.Connection, client: tr
             if isinstance(event, h11.InformationalResponse):
                 continue  # upstream's own 100 Continue: the client had its own already
             if isinstance(event, h11.Response):
-                await client.send_all(client_conn.send(h11.Response(
-                    status_code=event.status_code, headers=_passed_on(event.headers), reason=event.reason)))
-            elif isinstance(event, h11.Data):
-                await client.send_all(client_conn.send(event))
-            elif isinstance(event, h11.EndOfMessage):
-                await client.send_all(client_conn.send(h11.EndOfMessage()))
-                return
-            else:
+                event = h11.Response(status_code=event.status_code, headers=_passed_on(event.headers),
+                                     reason=event.reason)
+            elif not isinstance(event, (h11.Data, h11.EndOfMessage)):
                 raise h11.RemoteProtocolError(f"upstream ended the answer with {type(event).__name__}")
+            if hold_answer_s:
+                held.append(event)
+            else:
+                await client.send_all(client_conn.send(event))
+            if isinstance(event, h11.EndOfMessage):
+                break
+    if held:
+        await trio.sleep(hold_answer_s)  # the injected S3 latency itself
+        await client.send_all(b"".join(client_conn.send(event) for event in held))
 
 
-async def _serve_keepalive(client: trio.SocketStream, upstream: tuple[str, int], put_s: float, get_s: float) -> None:
+async def _serve_keepalive(client: trio.SocketStream, upstream: tuple[str, int], put_s: float, get_s: float,
+                           hold: str = "request") -> None:
     conn = h11.Connection(h11.SERVER)
     async with client:
         try:
@@ -102,9 +117,9 @@ async def _serve_keepalive(client: trio.SocketStream, upstream: tuple[str, int],
                 if not isinstance(event, h11.Request):
                     return  # the client closed (or broke) between requests
                 delay = delay_for(event.method, put_s, get_s)
-                if delay:
+                if delay and hold == "request":
                     await trio.sleep(delay)  # the injected S3 latency itself
-                await _forward(event, conn, client, upstream)
+                await _forward(event, conn, client, upstream, delay if hold == "answer" else 0.0)
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     return  # the client asked to close, or framing left the connection unusable
                 conn.start_next_cycle()
@@ -149,15 +164,19 @@ async def _serve_transparent(client: trio.SocketStream, upstream: tuple[str, int
 
 
 async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: float, get_ms: float,
-                mode: str = "keepalive", task_status=trio.TASK_STATUS_IGNORED) -> None:
+                mode: str = "keepalive", hold: str = "request", task_status=trio.TASK_STATUS_IGNORED) -> None:
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
-    serve_one = _serve_keepalive if mode == "keepalive" else _serve_transparent
+    if hold not in HOLDS or (hold == "answer" and mode != "keepalive"):
+        raise ValueError(f"hold {hold!r}: expected one of {', '.join(HOLDS)} ('answer' in keepalive mode only)")
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     task_status.started(listeners[0].socket.getsockname()[:2])
 
     async def handler(stream: trio.SocketStream) -> None:
-        await serve_one(stream, upstream, put_ms / 1000, get_ms / 1000)
+        if mode == "keepalive":
+            await _serve_keepalive(stream, upstream, put_ms / 1000, get_ms / 1000, hold)
+        else:
+            await _serve_transparent(stream, upstream, put_ms / 1000, get_ms / 1000)
 
     await trio.serve_listeners(handler, listeners)
 
@@ -165,7 +184,7 @@ async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: floa
 async def _main(args: argparse.Namespace) -> None:
     async with trio.open_nursery() as nursery:
         host, port = await nursery.start(serve, hostport(args.listen), hostport(args.upstream), args.put_ms,
-                                         args.get_ms, args.mode)
+                                         args.get_ms, args.mode, args.hold)
         print(f"listening={host}:{port}", flush=True)
 
 
@@ -178,6 +197,9 @@ if __name__ == "__main__":
     parser.add_argument("--mode", choices=MODES, default="keepalive",
                         help="keepalive: keep client connections open between requests, as S3 does "
                              "(default); transparent: a byte pump, moto's per-request close reaches the client")
+    parser.add_argument("--hold", choices=HOLDS, default="request",
+                        help="request: hold each request before passing it on (default); answer (keepalive "
+                             "mode): pass it on at once, hold moto's whole answer, then send it")
     try:
         trio.run(_main, parser.parse_args())
     except KeyboardInterrupt:
