@@ -330,9 +330,13 @@ class Agent:
                     return self._refused(req, p.RequestStatus.INTERNAL, f"reading the WAL object failed: {exc}")
                 append_started = time.perf_counter()
                 times["read_s"] = append_started - read_started
-                async with asyncio.TaskGroup() as tg:
-                    for tp, indexes in by_partition.items():
-                        tg.create_task(self._apply_partition(req, indexes, zone_entries, tickets[tp], results))
+                if len(by_partition) == 1:  # the usual small share: no task to start and join (two loop turns)
+                    [(tp, indexes)] = by_partition.items()
+                    await self._apply_partition(req, indexes, zone_entries, tickets[tp], results)
+                else:
+                    async with asyncio.TaskGroup() as tg:
+                        for tp, indexes in by_partition.items():
+                            tg.create_task(self._apply_partition(req, indexes, zone_entries, tickets[tp], results))
                 times["append_s"] = time.perf_counter() - append_started
             finally:
                 for t in tickets.values():

@@ -466,15 +466,25 @@ class RoutingBackend:
             raise ValueError(f"unknown policy {policy!r}")
         self.policy = policy
 
-    async def _leader_zone(self, item: PartitionBatches) -> str | None:
+    async def _leader_zone(self, item: PartitionBatches) -> tuple[str | None, bool]:
+        """(the leader's zone, whether the topic's metadata was cached)."""
         cached = item.topic in self._metadata.view.topics
         info, broker, _err = await self._metadata.leader(item.topic, item.partition)
         zone = leader_zone(item.topic, item.partition, info.leader_id if info else None,
                            broker.rack if broker else None, self.config.partition_zones, self.config.broker_zones)
-        self._audit.emit("metadata_lookup", {"topic": item.topic, "partition": item.partition,
-                                             "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
-        router_metrics.METADATA_LOOKUPS.labels("hit" if cached else "miss").inc()
-        return zone
+        return zone, cached
+
+    def _count_submit(self, lookups: list[tuple[PartitionBatches, str | None, bool]],
+                      routed: list[tuple[PartitionBatches, Any]]) -> None:
+        """Metrics and audit records of what submit looked up and decided. Called once the
+        batches are handed on: a WAL batch then waits for its object's linger anyway."""
+        for item, zone, cached in lookups:
+            self._audit.emit("metadata_lookup", {"topic": item.topic, "partition": item.partition,
+                                                 "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
+            router_metrics.METADATA_LOOKUPS.labels("hit" if cached else "miss").inc()
+        for item, route in routed:
+            proxy_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
+            router_metrics.DECISIONS.labels(route.path.value, route.reason).inc()
 
     def _gap_key(self, item: PartitionBatches) -> tuple[tuple[str, int, int, int], int] | None:
         first = item.batches[0]
@@ -536,9 +546,12 @@ class RoutingBackend:
         wal_items: list[tuple[PartitionBatches, str, Any]] = []
         routes: dict[tuple[str, int], tuple[Any, str | None]] = {}
         held_back: dict[tuple[str, int], PartitionResult] = {}
+        lookups: list[tuple[PartitionBatches, str | None, bool]] = []
+        routed: list[tuple[PartitionBatches, Any]] = []
         for item in items:
             tp = (item.topic, item.partition)
-            dest = await self._leader_zone(item)
+            dest, cached = await self._leader_zone(item)
+            lookups.append((item, dest, cached))
             state = self._partitions[tp]
             route = self._route(item, dest, state)
             if state.path is not None and state.path != route.path and state.in_flight > 0:
@@ -554,8 +567,7 @@ class RoutingBackend:
             state.in_flight += 1
             routes[tp] = (route, dest)
             self.route_counts[route.path.value] += 1
-            proxy_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
-            router_metrics.DECISIONS.labels(route.path.value, route.reason).inc()
+            routed.append((item, route))
             if route.path is Path.WAL:
                 assert self._wal is not None and dest is not None
                 outcome = await self._wal.submit(item, dest, self._ack_mode(item.topic)
@@ -567,6 +579,7 @@ class RoutingBackend:
                     target = self._direct_by_zone[dest]
                 direct_items[target].append(item)
         direct_completions = [(await target.submit(group, ctx), group) for target, group in direct_items.items()]
+        self._count_submit(lookups, routed)
         return _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started)
 
     def _settle(self, items: list[PartitionBatches], routes: dict, held_back: dict, wal_items: list,

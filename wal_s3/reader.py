@@ -58,7 +58,9 @@ class WalNotFoundError(WalReadError):
 
 @dataclass
 class _Flight:
-    done: anyio.Event
+    # Made by the first concurrent reader that waits: most loads have none, and an
+    # anyio.Event costs a backend lookup on the read's latency path.
+    done: anyio.Event | None = None
     data: bytes | None = None  # set when the load succeeded
 
 
@@ -88,12 +90,14 @@ class BlockCache:
             flight = self._flights.get(key)
             if flight is None:
                 break
+            if flight.done is None:
+                flight.done = anyio.Event()
             await flight.done.wait()
             if flight.data is not None:  # served by the concurrent GET, even if not cached
                 self._count_hit()
                 return flight.data, True
             # The loader failed or was cancelled: loop, and load ourselves if no one else is.
-        flight = _Flight(anyio.Event())
+        flight = _Flight()
         self._flights[key] = flight
         self.misses += 1
         metrics.CACHE_MISSES.inc()
@@ -104,7 +108,8 @@ class BlockCache:
             return data, False
         finally:
             del self._flights[key]
-            flight.done.set()
+            if flight.done is not None:
+                flight.done.set()
 
     def _count_hit(self) -> None:
         self.hits += 1
