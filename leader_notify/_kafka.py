@@ -4,8 +4,10 @@ Strategy: the batch bytes travel unchanged (producer id, epoch and sequence incl
 the leader does its own duplicate detection. Per leader node one drain task keeps one
 ProduceRequest in flight and puts into it every batch waiting for that node, at most one
 per partition (Kafka's rule), the way a producer's sender does; callers append a
-partition's batches one after another, so each partition's order is kept. Leader moves and unknown partitions refresh metadata and retry; connection
-failures and timeouts retry too; all with bounded attempts and capped exponential backoff.
+partition's batches one after another, so each partition's order is kept. A lone append
+(no request in flight to its leader) is sent by its caller, without the drain task.
+Leader moves and unknown partitions refresh metadata and retry; connection failures and
+timeouts retry too; all with bounded attempts and capped exponential backoff.
 When attempts run out the caller gets the last Kafka error code, which is retriable for
 the producer, never an exception. aiokafka's exceptions stop here.
 
@@ -99,9 +101,10 @@ class KafkaAppender:
         self._produce_timeout_ms = produce_timeout_ms
         self._request_timeout_ms = request_timeout_ms
         self._client: AIOKafkaClient | None = None
-        # Per leader node: batches waiting for the next ProduceRequest, and the task sending them.
+        # Per leader node: batches waiting for the next ProduceRequest, and the task sending
+        # them (None while the caller of a lone append sends its round itself).
         self._pending: dict[int, list[tuple[TopicPartition, bytes, asyncio.Future]]] = {}
-        self._drains: dict[int, asyncio.Task] = {}
+        self._drains: dict[int, asyncio.Task | None] = {}
 
     async def start(self) -> None:
         """Connect and fetch metadata. Raises KafkaAppendUnavailable if no broker answers."""
@@ -116,10 +119,11 @@ class KafkaAppender:
             raise KafkaAppendUnavailable(f"no broker of {self._bootstrap} answered: {exc}") from exc
 
     async def close(self) -> None:
-        for task in list(self._drains.values()):
+        drains = [task for task in self._drains.values() if task is not None]  # None: a caller sends the round
+        for task in drains:
             task.cancel()
-        if self._drains:
-            await asyncio.gather(*self._drains.values(), return_exceptions=True)
+        if drains:
+            await asyncio.gather(*drains, return_exceptions=True)
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -181,59 +185,83 @@ class KafkaAppender:
         return await self._enqueue(client, leader, tp, batch)
 
     async def _enqueue(self, client: AIOKafkaClient, node: int, tp: TopicPartition, batch: bytes) -> tuple[int, int]:
-        """Queue the batch for `node`; the node's drain task sends it with other partitions' batches."""
+        """Queue the batch for `node` and return the leader's (error code, base offset).
+
+        With no request in flight to the node, the caller sends this round itself (its batch
+        and any queued meanwhile): no task to start and no hand-back of the answer, two loop
+        turns on the latency path of a lone append. Batches queued while a request is in
+        flight go in the node's next request, sent by its drain task.
+        """
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending.setdefault(node, []).append((tp, batch, fut))
         if node not in self._drains:
-            self._drains[node] = asyncio.create_task(self._drain(client, node))
+            self._drains[node] = None  # a round is in flight, sent by this caller
+            try:
+                await self._send_round(client, node)
+            finally:
+                if self._pending.get(node):
+                    self._drains[node] = asyncio.create_task(self._drain(client, node))
+                else:
+                    del self._drains[node]
+                    self._pending.pop(node, None)
         return await fut
 
     async def _drain(self, client: AIOKafkaClient, node: int) -> None:
-        """Send the node's queued batches, one ProduceRequest in flight at a time.
-
-        A request carries at most one batch per partition (Kafka's rule for v3+), so a second
-        batch of the same partition waits for the next request and order is kept.
-        """
+        """Send the node's queued batches, one ProduceRequest in flight at a time."""
         try:
             while self._pending.get(node):
-                queue = self._pending[node]
-                taken: dict[TopicPartition, tuple[bytes, asyncio.Future]] = {}
-                rest = []
-                for tp, batch, fut in queue:
-                    if fut.done():
-                        continue  # its appender was cancelled
-                    if tp in taken:
-                        rest.append((tp, batch, fut))
-                    else:
-                        taken[tp] = (batch, fut)
-                self._pending[node] = rest
-                if not taken:
-                    continue
-                by_topic: dict[str, list[tuple[int, bytes]]] = {}
-                for tp, (batch, _fut) in taken.items():
-                    by_topic.setdefault(tp.topic, []).append((tp.partition, batch))
-                request = ProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
-                                         topics=list(by_topic.items()))
-                outcome: dict[tuple[str, int], tuple[int, int]] = {}
-                failure = None
-                try:
-                    response = await client.send(node, request)
-                except RequestTimedOutError:
-                    failure = REQUEST_TIMED_OUT
-                except KafkaError as exc:
-                    log.info("produce to node %s: %r", node, exc)
-                    failure = NETWORK_EXCEPTION
-                else:
-                    for topic, partitions in response.topics:
-                        for part in partitions:
-                            outcome[(topic, int(part[0]))] = (int(part[1]), int(part[2]))
-                for tp, (_batch, fut) in taken.items():
-                    if not fut.done():
-                        fut.set_result((failure, -1) if failure is not None
-                                       else outcome.get((tp.topic, tp.partition), (UNKNOWN_TOPIC_OR_PARTITION, -1)))
+                await self._send_round(client, node)
         finally:
             del self._drains[node]
             for _tp, _batch, fut in self._pending.pop(node, []):
+                if not fut.done():
+                    fut.set_result((NETWORK_EXCEPTION, -1))
+
+    async def _send_round(self, client: AIOKafkaClient, node: int) -> None:
+        """One ProduceRequest of the node's queued batches, then their results.
+
+        A request carries at most one batch per partition (Kafka's rule for v3+), so a second
+        batch of the same partition waits for the next request and order is kept. Taken
+        batches whose answer never came (cancelled) get NETWORK_EXCEPTION, which is retried.
+        """
+        queue = self._pending[node]
+        taken: dict[TopicPartition, tuple[bytes, asyncio.Future]] = {}
+        rest = []
+        for tp, batch, fut in queue:
+            if fut.done():
+                continue  # its appender was cancelled
+            if tp in taken:
+                rest.append((tp, batch, fut))
+            else:
+                taken[tp] = (batch, fut)
+        self._pending[node] = rest
+        if not taken:
+            return
+        try:
+            by_topic: dict[str, list[tuple[int, bytes]]] = {}
+            for tp, (batch, _fut) in taken.items():
+                by_topic.setdefault(tp.topic, []).append((tp.partition, batch))
+            request = ProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
+                                     topics=list(by_topic.items()))
+            outcome: dict[tuple[str, int], tuple[int, int]] = {}
+            failure = None
+            try:
+                response = await client.send(node, request)
+            except RequestTimedOutError:
+                failure = REQUEST_TIMED_OUT
+            except KafkaError as exc:
+                log.info("produce to node %s: %r", node, exc)
+                failure = NETWORK_EXCEPTION
+            else:
+                for topic, partitions in response.topics:
+                    for part in partitions:
+                        outcome[(topic, int(part[0]))] = (int(part[1]), int(part[2]))
+            for tp, (_batch, fut) in taken.items():
+                if not fut.done():
+                    fut.set_result((failure, -1) if failure is not None
+                                   else outcome.get((tp.topic, tp.partition), (UNKNOWN_TOPIC_OR_PARTITION, -1)))
+        finally:
+            for _batch, fut in taken.values():
                 if not fut.done():
                     fut.set_result((NETWORK_EXCEPTION, -1))
 

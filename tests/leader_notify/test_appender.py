@@ -1,0 +1,89 @@
+"""KafkaAppender against a real Tansu broker: a lone append sent by its caller, concurrent
+appends coalesced per request with each partition's order kept, and the hand-over to the
+drain task when the caller sending a round is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from leader_notify._kafka import KafkaAppender
+from tests.conftest import create_topics, unique_name
+
+pytestmark = pytest.mark.integration
+
+
+def batch(value: bytes) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder.append(0, timestamp=None, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def counting_sends(appender: KafkaAppender, gate: asyncio.Event | None = None) -> list:
+    """Wrap the appender's client.send: records each ProduceRequest's partitions, optionally
+    holding every send until `gate` is set."""
+    sent: list = []
+    real_send = appender._client.send
+
+    async def send(node, request, **kwargs):
+        if type(request).__name__ == "ProduceRequest":
+            sent.append(sorted((topic, p) for topic, parts in request._topics for p, _b in parts))
+            if gate is not None:
+                await gate.wait()
+        return await real_send(node, request, **kwargs)
+
+    appender._client.send = send
+    return sent
+
+
+def test_lone_and_concurrent_appends_keep_each_partitions_order(tansu):
+    topic = unique_name("appender")
+    create_topics(tansu.bootstrap, {topic: 3})
+
+    async def run():
+        async with KafkaAppender([tansu.bootstrap]) as appender:
+            sent = counting_sends(appender)
+            lone = await appender.append(topic, 0, batch(b"lone"))
+
+            async def partition(p: int) -> list[int]:
+                return [(await appender.append(topic, p, batch(f"{p}-{i}".encode()))).base_offset for i in range(4)]
+
+            offsets = await asyncio.gather(*(partition(p) for p in range(3)))
+            return lone, offsets, sent
+
+    lone, offsets, sent = asyncio.run(run())
+    assert (lone.error_code, lone.base_offset) == (0, 0)
+    assert offsets == [[1, 2, 3, 4], [0, 1, 2, 3], [0, 1, 2, 3]]  # partition 0 had the lone batch first
+    assert sent[0] == [(topic, 0)]  # the lone append: its own request
+    assert len(sent) < 1 + 12  # concurrent batches of different partitions shared requests
+    assert all(len(parts) == len(set(parts)) for parts in sent)  # never two batches of one partition
+
+
+def test_a_cancelled_caller_hands_the_queued_batches_to_the_drain_task(tansu):
+    topic = unique_name("appender")
+    create_topics(tansu.bootstrap, {topic: 2})
+
+    async def run():
+        async with KafkaAppender([tansu.bootstrap]) as appender:
+            await appender.append(topic, 0, batch(b"warm-up"))  # connection and metadata ready
+            gate = asyncio.Event()
+            sent = counting_sends(appender, gate)
+            first = asyncio.create_task(appender.append(topic, 0, batch(b"first")))
+            async with asyncio.timeout(10):
+                while not sent:  # let the first caller reach its send (held at the gate)
+                    await asyncio.sleep(0)
+            second = asyncio.create_task(appender.append(topic, 1, batch(b"second")))
+            await asyncio.sleep(0)  # one loop turn: `second` queues its batch behind the round in flight
+            first.cancel()
+            gate.set()
+            result = await asyncio.wait_for(second, 10)
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            return result, sent
+
+    result, sent = asyncio.run(run())
+    assert (result.error_code, result.base_offset) == (0, 0)
+    assert sent[0] == [(topic, 0)] and [(topic, 1)] in sent[1:]  # the second went in a later request
