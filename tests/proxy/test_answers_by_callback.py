@@ -61,15 +61,23 @@ def offsets(response) -> list[int]:
     return [p.base_offset for t in response.responses for p in t.partition_responses]
 
 
+async def submitted(nursery, tansu, requests: int) -> tuple[CallbackBackend, Wire, int]:
+    """A proxy on a CallbackBackend, `requests` Produce requests sent on one connection and
+    submitted, none answered yet; returns (backend, connection, port)."""
+    backend = CallbackBackend(expected=requests)
+    port = await start_proxy(nursery, tansu, backend)
+    wire = await Wire.connect(port)
+    await wire.send(b"".join(produce_request(i, 9, -1, {("t", 0): record_batch([b"v"])})
+                             for i in range(1, requests + 1)))
+    with trio.fail_after(10):
+        await backend.all_submitted.wait()
+    return backend, wire, port
+
+
 @pytest.mark.integration
 @pytest.mark.trio
 async def test_answers_by_callback_keep_request_order(nursery, tansu):
-    backend = CallbackBackend(expected=3)
-    port = await start_proxy(nursery, tansu, backend)
-    wire = await Wire.connect(port)
-    await wire.send(b"".join(produce_request(i, 9, -1, {("t", 0): record_batch([b"v"])}) for i in (1, 2, 3)))
-    with trio.fail_after(10):
-        await backend.all_submitted.wait()
+    backend, wire, _port = await submitted(nursery, tansu, 3)
     backend.completions[2].answer(30)  # the last request is answered first
     backend.completions[0].answer(10)  # the one the writer waits for: written through
     backend.completions[1].answer(20)
@@ -81,12 +89,7 @@ async def test_answers_by_callback_keep_request_order(nursery, tansu):
 @pytest.mark.integration
 @pytest.mark.trio
 async def test_a_failure_while_answering_closes_only_that_connection(nursery, tansu):
-    backend = CallbackBackend(expected=1)
-    port = await start_proxy(nursery, tansu, backend)
-    wire = await Wire.connect(port)
-    await wire.send(produce_request(1, 9, -1, {("t", 0): record_batch([b"v"])}))
-    with trio.fail_after(10):
-        await backend.all_submitted.wait()
+    backend, wire, port = await submitted(nursery, tansu, 1)
     backend.completions[0].answer("not an offset")  # the answer cannot be encoded: our bug
     await wire.expect_closed()
     await assert_serves(port)

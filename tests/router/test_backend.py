@@ -137,6 +137,13 @@ async def make_backend(nursery, policy: str, log: list, hold: bool = False):
     return backend, writer
 
 
+def wal_backend(nursery, sender, log: list, writer=None, audit=None) -> RoutingBackend:
+    """Every partition led in az2, policy wal, through `writer` (a FakeWriter by default)."""
+    wal = WalPath(writer or FakeWriter(log), sender, nursery)
+    config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
+    return RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit)
+
+
 async def send(backend, it):
     complete = await backend.submit([it], CTX)
     return await complete()
@@ -372,9 +379,7 @@ async def test_later_batches_wait_for_the_retry_of_a_failed_one(autojump_clock):
     log: list = []
     async with trio.open_nursery() as nursery:
         sender = FailFirstSender()
-        wal = WalPath(FakeWriter(log), sender, nursery)
-        config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        backend = wal_backend(nursery, sender, log)
         assert (await send(backend, seq_item(0)))[("t", 0)].error_code == 7  # WAL path failed
         forwarded = len(log)
         held = (await send(backend, seq_item(5)))[("t", 0)]
@@ -494,9 +499,7 @@ async def test_a_notification_is_started_ahead_only_when_its_zone_is_idle(autoju
     log: list = []
     async with trio.open_nursery() as nursery:
         sender = StartRecordingSender()
-        wal = WalPath(FakeWriter(log), sender, nursery)
-        config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        backend = wal_backend(nursery, sender, log)
         completions = [await backend.submit([item("t", p, 100)], CTX) for p in range(3)]
         await trio.sleep(1)  # obj-1 is being notified (blocked), obj-2 and obj-3 wait behind it
         assert sender.start_asked == ["obj-1"]  # obj-2 and obj-3 arrived while obj-1 was in flight
