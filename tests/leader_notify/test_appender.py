@@ -1,6 +1,6 @@
-"""KafkaAppender against a real Tansu broker: a lone append sent by its caller, concurrent
-appends coalesced per request with each partition's order kept, and the hand-over to the
-drain task when the caller sending a round is cancelled."""
+"""KafkaAppender against a real Tansu broker: a lone append, concurrent appends coalesced per
+request with each partition's order kept, and batches queued behind a request in flight
+still sent when the caller whose batch is in that request is cancelled."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_lone_and_concurrent_appends_keep_each_partitions_order(tansu):
     assert all(len(parts) == len(set(parts)) for parts in sent)  # never two batches of one partition
 
 
-def test_a_cancelled_caller_hands_the_queued_batches_to_the_drain_task(tansu):
+def test_a_cancelled_caller_does_not_hold_up_the_batches_queued_behind_its_request(tansu):
     topic = unique_name("appender")
     create_topics(tansu.bootstrap, {topic: 2})
 
@@ -73,7 +73,7 @@ def test_a_cancelled_caller_hands_the_queued_batches_to_the_drain_task(tansu):
             sent = counting_sends(appender, gate)
             first = asyncio.create_task(appender.append(topic, 0, batch(b"first")))
             async with asyncio.timeout(10):
-                while not sent:  # let the first caller reach its send (held at the gate)
+                while not sent:  # let the first request reach its send (held at the gate)
                     await asyncio.sleep(0)
             second = asyncio.create_task(appender.append(topic, 1, batch(b"second")))
             await asyncio.sleep(0)  # one loop turn: `second` queues its batch behind the round in flight
