@@ -34,10 +34,15 @@ def item(topic: str, partition: int, nbytes: int) -> PartitionBatches:
 class FakeMetadata:
     def __init__(self) -> None:
         self.view = types.SimpleNamespace(topics={})
+        self.invalidated: list[str] = []
 
     async def leader(self, topic, partition):
         self.view.topics[topic] = True
         return PartitionInfo(0, 1, 0), BrokerAddress(1, "b1", 9092, None), 0
+
+    def invalidate(self, topic):
+        self.invalidated.append(topic)
+        self.view.topics.pop(topic, None)
 
 
 class FakeDirect:
@@ -137,11 +142,12 @@ async def make_backend(nursery, policy: str, log: list, hold: bool = False):
     return backend, writer
 
 
-def wal_backend(nursery, sender, log: list, writer=None, audit=None) -> RoutingBackend:
+def wal_backend(nursery, sender, log: list, writer=None, audit=None, metadata=None) -> RoutingBackend:
     """Every partition led in az2, policy wal, through `writer` (a FakeWriter by default)."""
     wal = WalPath(writer or FakeWriter(log), sender, nursery)
     config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
-    return RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit)
+    return RoutingBackend("az1", config, WalConfig(), FakeDirect(log), metadata or FakeMetadata(), wal, nursery,
+                          audit)
 
 
 async def send(backend, it):
@@ -542,3 +548,41 @@ async def test_on_results_answers_a_wal_only_request_by_callback_before_its_audi
         assert mixed.on_results(seen.append) is False  # a direct partition: awaited instead
         assert {tp: r.base_offset for tp, r in (await mixed()).items()} == {("t", 2): 500, ("local", 0): 100}
         nursery.cancel_scope.cancel()
+
+
+class NotLeaderOnceSender(SenderFake):
+    """The agent's first answer: the leader moved (NOT_LEADER_OR_FOLLOWER); then appended."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def notify(self, flushed, zone, started=None, on_answer=None):
+        self.calls += 1
+        code = 6 if self.calls == 1 else 0
+        return [types.SimpleNamespace(error_code=code, base_offset=-1 if code else 77, duplicate=False)]
+
+
+@pytest.mark.trio
+async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are_counted(autojump_clock):
+    from prometheus_client import REGISTRY
+
+    from spark_audit.records import MemoryAuditSink
+
+    def lookups(cache: str) -> float:
+        return REGISTRY.get_sample_value("azsidecar_router_metadata_lookups_total", {"cache": cache}) or 0.0
+
+    log: list = []
+    audit = MemoryAuditSink()
+    before = {"hit": lookups("hit"), "miss": lookups("miss")}
+    async with trio.open_nursery() as nursery:
+        metadata = FakeMetadata()
+        backend = wal_backend(nursery, NotLeaderOnceSender(), log, audit=audit, metadata=metadata)
+        first = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
+        assert first.error_code == 6  # retriable for the producer
+        assert metadata.invalidated == ["moving"]  # the leader's zone is looked up afresh
+        second = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
+        third = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
+        assert (second.error_code, second.base_offset, third.base_offset) == (0, 77, 77)
+        nursery.cancel_scope.cancel()
+    assert [r["cache"] for r in audit.of("metadata_lookup")] == ["miss", "miss", "hit"]
+    assert (lookups("hit") - before["hit"], lookups("miss") - before["miss"]) == (1.0, 2.0)
