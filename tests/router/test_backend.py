@@ -17,7 +17,6 @@ from proxy.record_batch import RecordBatch
 from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
-from router.decide import Path
 from wal_s3.config import WalConfig
 
 CTX = ProduceContext(acks=-1, timeout_ms=30_000, transactional_id=None, client_version=9)
