@@ -121,8 +121,7 @@ class NotifySender:
             slots.release()
             return None  # notify raises it, with its audit record
         conn = idle.pop()
-        frame = p.encode_frame(self._keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000),
-                               os.urandom(p.NONCE_BYTES))
+        frame = self._request_frame(payload)
         at = time.monotonic()
         try:
             # The trio socket is non-blocking and keeps no send buffer of its own: writing to
@@ -233,6 +232,11 @@ class NotifySender:
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
         return request, payload
 
+    def _request_frame(self, payload: bytes) -> bytes:
+        """A new signed frame around `payload`: every attempt gets its own timestamp and nonce."""
+        return p.encode_frame(self._keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000),
+                              os.urandom(p.NONCE_BYTES))
+
     def _zone_slots(self, zone: str) -> trio.Semaphore:
         slots = self._slots.get(zone)
         if slots is None:
@@ -254,8 +258,7 @@ class NotifySender:
         try:  # `started` holds its slot already
             if started is None:
                 conn = await self._checkout(zone, address)
-                frame = p.encode_frame(self._keyring, p.MessageType.REQUEST, payload,
-                                       int(time.time() * 1000), os.urandom(p.NONCE_BYTES))
+                frame = self._request_frame(payload)
                 frame_bytes, unsent = len(frame), frame
             else:
                 conn, frame_bytes, unsent = started.conn, started.frame_bytes, started.unsent

@@ -396,7 +396,7 @@ class _RoutedCompletion:
         for item, _dest, outcome in self._wal_items:
             await outcome.done.wait()
             self._finished_at[(item.topic, item.partition)] = time.perf_counter()
-        results = self._backend._settle(self._items, self._routes, self._held_back, self._wal_items, results)
+        results = self._backend._settle(self._items, self._held_back, self._wal_items, results)
         self._account(results)
         return results
 
@@ -421,7 +421,7 @@ class _RoutedCompletion:
 
     def _deliver(self) -> None:
         assert self._consumer is not None
-        results = self._backend._settle(self._items, self._routes, self._held_back, self._wal_items, {})
+        results = self._backend._settle(self._items, self._held_back, self._wal_items, {})
         try:
             self._consumer(results)
         finally:
@@ -582,7 +582,7 @@ class RoutingBackend:
         self._count_submit(lookups, routed)
         return _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started)
 
-    def _settle(self, items: list[PartitionBatches], routes: dict, held_back: dict, wal_items: list,
+    def _settle(self, items: list[PartitionBatches], held_back: dict, wal_items: list,
                 results: dict[tuple[str, int], PartitionResult]) -> dict[tuple[str, int], PartitionResult]:
         """Complete `results` (the direct paths' so far) with the WAL outcomes and held-back
         partitions, and update what routing depends on: circuit breakers, leader zones,
