@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from leader_notify._kafka import KafkaAppender
+from leader_notify._limits import ListenerLimits
 from leader_notify._wal_bridge import TrioPortal, WalZoneReader, wal_checkpoint
 from leader_notify.agent import Agent, AgentSettings, Checkpoint
 from leader_notify.metrics import AgentMetrics
@@ -55,12 +56,16 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
     reader = WalZoneReader(WalReader(config.wal, s3, audit, zone))
     settings = AgentSettings(
         zone=zone, bucket=config.wal.bucket, prefix=config.wal.prefix, keys=keys,
-        replay_window_s=config.notify.replay_window_s, max_nonces=config.notify.max_nonces,
         max_concurrent_reads=config.agent.max_concurrent_reads,
         max_in_flight_appends=config.agent.max_in_flight_appends,
         applied_cache_entries=config.agent.applied_cache_entries,
         checkpoint_interval_s=config.agent.checkpoint_interval_ms / 1000,
-        checkpoint_max_keys=config.agent.checkpoint_max_keys)
+        checkpoint_max_keys=config.agent.checkpoint_max_keys,
+        limits=ListenerLimits(
+            max_connections=config.agent.max_connections,
+            max_connections_per_source=config.agent.max_connections_per_source,
+            max_unauthenticated_connections=config.agent.max_unauthenticated_connections,
+            request_timeout_s=config.agent.request_timeout_s, idle_timeout_s=config.agent.idle_timeout_s))
     if checkpoint is True:
         checkpoint = wal_checkpoint(portal, Checkpoints(config.wal, s3))
     try:

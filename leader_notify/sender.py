@@ -2,9 +2,12 @@
 
 Strategy: one pool of TCP connections per destination zone; a connection carries one
 request at a time, so `max_in_flight_per_zone` (a semaphore) bounds both the open
-connections and the requests in flight. Each attempt builds a fresh signed frame (new
-timestamp and nonce) around the same request id, waits for the response within
-`timeout_s`, and checks its MAC and request id. A failed attempt closes its connection
+connections and the requests in flight. A new connection first exchanges HELLOs (one
+round trip: each side's challenge, protocol.Channel); every frame on it is then bound to
+the connection. Each attempt builds a fresh signed frame around the same request id,
+waits for the response within `timeout_s`, and checks its MAC and request id. Idle
+connections older than `max_idle_s` are closed rather than reused (the agent's idle
+timeout is longer). A failed attempt closes its connection
 (its stream position is unknown) and the next one waits with capped exponential backoff.
 A notification is re-sent while the agent answers a retriable request status or any
 entry carries a retriable Kafka error; re-sending is safe because the agent answers
@@ -52,9 +55,10 @@ class NotifyError(Exception):
 
 
 class _Conn:
-    def __init__(self, stream: trio.SocketStream, keyring: p.Keyring) -> None:
+    def __init__(self, stream: trio.SocketStream, channel: p.Channel) -> None:
         self.stream = stream
-        self.decoder = p.FrameDecoder(keyring)
+        self.channel = channel
+        self.idle_since = time.monotonic()
 
 
 class Started:
@@ -121,7 +125,11 @@ class NotifySender:
             slots.release()
             return None  # notify raises it, with its audit record
         conn = idle.pop()
-        frame = self._request_frame(payload)
+        if time.monotonic() - conn.idle_since > self._config.max_idle_s:
+            conn.stream.socket.close()  # notify opens a fresh one
+            slots.release()
+            return None
+        frame = conn.channel.send(p.MessageType.REQUEST, payload)
         at = time.monotonic()
         try:
             # The trio socket is non-blocking and keeps no send buffer of its own: writing to
@@ -232,11 +240,6 @@ class NotifySender:
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
         return request, payload
 
-    def _request_frame(self, payload: bytes) -> bytes:
-        """A new signed frame around `payload`: every attempt gets its own timestamp and nonce."""
-        return p.encode_frame(self._keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000),
-                              os.urandom(p.NONCE_BYTES))
-
     def _zone_slots(self, zone: str) -> trio.Semaphore:
         slots = self._slots.get(zone)
         if slots is None:
@@ -258,7 +261,7 @@ class NotifySender:
         try:  # `started` holds its slot already
             if started is None:
                 conn = await self._checkout(zone, address)
-                frame = self._request_frame(payload)
+                frame = conn.channel.send(p.MessageType.REQUEST, payload)
                 frame_bytes, unsent = len(frame), frame
             else:
                 conn, frame_bytes, unsent = started.conn, started.frame_bytes, started.unsent
@@ -268,12 +271,12 @@ class NotifySender:
                     if unsent:
                         await conn.stream.send_all(unsent)
                     received = 0
-                    while (frame := conn.decoder.next_frame()) is None:
+                    while (frame := conn.channel.next_frame()) is None:
                         data = await conn.stream.receive_some(RECEIVE_CHUNK_BYTES)
                         if not data:
                             raise _ClosedByPeer("agent closed the connection")
                         received += len(data)
-                        conn.decoder.receive_data(data)
+                        conn.channel.receive_data(data)
                 if frame.type != p.MessageType.RESPONSE:
                     raise p.ProtocolError("agent sent a request frame")
                 response = p.decode_response(frame.payload)
@@ -285,6 +288,7 @@ class NotifySender:
                 return response, frame_bytes, received
             finally:
                 if ok and not self._closed:
+                    conn.idle_since = time.monotonic()
                     self._idle.setdefault(zone, []).append(conn)
                 else:
                     # Unknown stream position: never reuse. Its idle siblings probably went
@@ -296,13 +300,33 @@ class NotifySender:
             slots.release()
 
     async def _checkout(self, zone: str, address: str) -> _Conn:
+        """An idle connection, or a new one past its HELLO exchange. Raises OSError,
+        trio.TooSlowError, ProtocolError (AuthError: the agent does not hold our keys)."""
         idle = self._idle.get(zone)
-        if idle:
-            return idle.pop()
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()
+            if now - conn.idle_since <= self._config.max_idle_s:
+                return conn
+            conn.stream.socket.close()
         host, _, port = address.rpartition(":")
         with trio.fail_after(self._config.connect_timeout_s):
             stream = await trio.open_tcp_stream(host, int(port))
-        return _Conn(stream, self._keyring)
+        conn = _Conn(stream, p.Channel(self._keyring, p.Role.PROXY, os.urandom(p.CHALLENGE_BYTES)))
+        try:
+            with trio.fail_after(self._config.timeout_s):
+                await stream.send_all(conn.channel.hello())
+                while not conn.channel.established:
+                    data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
+                    if not data:
+                        raise _ClosedByPeer("agent closed the connection before its HELLO")
+                    conn.channel.receive_data(data)
+                    if conn.channel.next_frame() is not None:  # only the HELLO may come unasked
+                        raise p.ProtocolError("agent sent a frame before our first request")
+        except BaseException:
+            stream.socket.close()
+            raise
+        return conn
 
 
 class _ClosedByPeer(Exception):
