@@ -47,6 +47,7 @@ from leader_notify import protocol as p
 from leader_notify._kafka import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify._limits import ListenerLimits, LogLimiter, admit, is_loopback, read_deadline
 from leader_notify.metrics import AgentMetrics
+from wal_s3.agent_shares import zone_of_share
 from spark_audit.records import AuditSink, NullAuditSink
 
 log = logging.getLogger(__name__)
@@ -186,7 +187,8 @@ class Agent:
         # for an S3 PUT that only garbage collection reads. Bounded; awaited on close.
         self._checkpoint_tasks: set[asyncio.Task] = set()
         self._checkpoints = asyncio.Semaphore(max(MAX_PENDING_CHECKPOINTS, 2 * settings.checkpoint_max_keys))
-        self._checkpoint_keys: list[str] = []  # applied and answered, not yet in a manifest
+        # Applied and answered, not yet in a manifest: (object key, share name checkpointed).
+        self._checkpoint_keys: list[tuple[str, str]] = []
         self._checkpoint_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------ server
@@ -344,7 +346,7 @@ class Agent:
         append, waiting for earlier notifications' appends of the same partitions included).
         """
         times = {} if times is None else times
-        if req.dest_zone != self._s.zone:
+        if req.dest_zone != self._s.zone or (req.share and zone_of_share(req.share) != self._s.zone):
             return self._refused(req, p.RequestStatus.WRONG_ZONE, f"this agent serves {self._s.zone}")
         if not p.key_allowed(req.bucket, req.key, self._s.bucket, self._s.prefix):
             self.metrics.auth_failures.labels(reason="foreign_key").inc()
@@ -392,7 +394,7 @@ class Agent:
         status_ok = p.results_all_ok(final)
         if status_ok and self._checkpoint is not None:
             await self._checkpoints.acquire()  # backpressure if S3 falls far behind
-            self._checkpoint_keys.append(req.key)
+            self._checkpoint_keys.append((req.key, req.share or self._s.zone))
             if len(self._checkpoint_keys) >= self._s.checkpoint_max_keys:
                 self._flush_checkpoints()
             elif self._checkpoint_timer is None:
@@ -406,21 +408,24 @@ class Agent:
         if self._checkpoint_timer is not None:
             self._checkpoint_timer.cancel()
             self._checkpoint_timer = None
-        keys, self._checkpoint_keys = self._checkpoint_keys, []
-        if keys:
-            task = asyncio.get_running_loop().create_task(self._write_checkpoints(keys))
+        waiting, self._checkpoint_keys = self._checkpoint_keys, []
+        by_share: dict[str, list[str]] = {}
+        for key, share in waiting:
+            by_share.setdefault(share, []).append(key)
+        for share, keys in by_share.items():  # one manifest per share (one, unless the zone has several agents)
+            task = asyncio.get_running_loop().create_task(self._write_checkpoints(keys, share))
             self._checkpoint_tasks.add(task)
             task.add_done_callback(self._checkpoint_tasks.discard)
 
-    async def _write_checkpoints(self, keys: list[str]) -> None:
+    async def _write_checkpoints(self, keys: list[str], share: str) -> None:
         unique = list(dict.fromkeys(keys))  # a re-sent notification is checkpointed once
         started = time.perf_counter()
         status = "ok"
         try:
-            await self._checkpoint(unique, self._s.zone)
+            await self._checkpoint(unique, share)
         except Exception as exc:  # noqa: BLE001 - GC keeps the objects (orphans later); appends stand
             status = "failed"
-            log.warning("checkpoint manifest of %d objects for zone %s failed: %r", len(unique), self._s.zone, exc)
+            log.warning("checkpoint manifest of %d objects for %s failed: %r", len(unique), share, exc)
         finally:
             for _ in keys:
                 self._checkpoints.release()

@@ -9,8 +9,9 @@ from azsidecar._configload import require
 
 @dataclass(frozen=True)
 class NotifyConfig:
-    # Agent address per zone: {"use1-az1": "10.0.1.5:9400"}.
-    agents: dict[str, str] = field(default_factory=dict)
+    # Agents per zone: {"use1-az1": "10.0.1.5:9400"} or a list, {"use1-az1": ["10.0.1.5:9400",
+    # "10.0.1.6:9400"]}; partitions are spread over a zone's agents (leader_notify/owners.py).
+    agents: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
     # HMAC-SHA256 keys; the first signs, all verify (rotation). Given as files or env in main.
     hmac_keys: tuple[str, ...] = ()
     timeout_s: float = 10.0
@@ -32,6 +33,14 @@ class NotifyConfig:
             require(len(key.encode()) >= 16, "notify.hmac_keys: every key must be at least 16 bytes")
         require(1 <= self.max_in_flight_per_zone <= 4096, "notify.max_in_flight_per_zone: 1..4096")
         require(1 <= self.max_attempts <= 20, "notify.max_attempts: 1..20")
+        for zone, given in self.agents.items():
+            addresses = (given,) if isinstance(given, str) else given
+            require(1 <= len(addresses) <= 64, f"notify.agents.{zone}: 1..64 agent addresses")
+            require(len(set(addresses)) == len(addresses), f"notify.agents.{zone}: an address is listed twice")
+            for address in addresses:
+                host, _, port = address.rpartition(":")
+                require(bool(host) and port.isdigit() and 0 < int(port) < 65536,
+                        f"notify.agents.{zone}: {address!r} is not host:port")
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,9 @@ class NotifyRequest:
     zone_offset: int
     zone_length: int
     entries: tuple[NotifyEntry, ...]
+    # The share of the zone this request covers, for a zone with several agents
+    # (wal_s3/agent_shares.py): the agent checkpoints the object under it. "" = the whole zone.
+    share: str = ""
 
 
 @dataclass(frozen=True)
@@ -428,7 +431,7 @@ def encode_request(req: NotifyRequest) -> bytes:
     if len(req.entries) > MAX_ENTRIES:
         raise ValueError(f"{len(req.entries)} entries exceed MAX_ENTRIES")
     out = bytearray(struct.pack(">Q", req.request_id))
-    for s in (req.source_zone, req.dest_zone, req.proxy_id, req.bucket, req.key):
+    for s in (req.source_zone, req.dest_zone, req.proxy_id, req.bucket, req.key, req.share):
         _put_str(out, s)
     out += _REQ_TAIL.pack(req.epoch, req.zone_offset, req.zone_length)
     out += _U32.pack(len(req.entries))
@@ -443,7 +446,7 @@ def decode_request(payload: bytes) -> NotifyRequest:
     """Raises ProtocolError if the payload is not exactly one valid request."""
     r = _Reader(payload)
     (request_id,) = r.take(struct.Struct(">Q"))
-    source_zone, dest_zone, proxy_id, bucket, key = (r.string() for _ in range(5))
+    source_zone, dest_zone, proxy_id, bucket, key, share = (r.string() for _ in range(6))
     epoch, zone_offset, zone_length = r.take(_REQ_TAIL)
     n = r.count(_U16.size + _ENTRY.size)
     entries = []
@@ -452,7 +455,7 @@ def decode_request(payload: bytes) -> NotifyRequest:
         entries.append(NotifyEntry(topic, *r.take(_ENTRY)))
     r.end()
     return NotifyRequest(request_id, source_zone, dest_zone, proxy_id, epoch, bucket, key,
-                         zone_offset, zone_length, tuple(entries))
+                         zone_offset, zone_length, tuple(entries), share)
 
 
 def encode_response(resp: NotifyResponse) -> bytes:

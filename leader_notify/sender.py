@@ -15,7 +15,12 @@ already-applied entries from its applied map and leaders drop idempotent duplica
 When attempts run out, `notify` raises NotifyError(retriable=True) and the proxy fails
 the affected partitions with a retriable Kafka error.
 
-Order: the caller awaits notifications to one zone one at a time, in WAL object order;
+Several agents per zone: each partition belongs to one agent of its zone (owners.py); the
+writer lays a zone's share out owner after owner, so each owner gets one notification per
+object naming its own contiguous byte range and entries, and the share name it
+checkpoints. Connections, slots and idle pools are per agent address.
+
+Order: the caller awaits notifications to one agent one at a time, in WAL object order;
 the agent keeps per-partition order in arrival order.
 
 `start` sends a notification's first frame from synchronous code (the WAL writer's release
@@ -39,6 +44,9 @@ import trio
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
+from leader_notify.owners import AgentMap
+from wal_s3.agent_shares import share_name
+from wal_s3.format import entry_head_size
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +97,9 @@ class NotifySender:
         self._keyring = p.Keyring(config.hmac_keys)
         self.metrics = metrics or SenderMetrics()
         self._ids = itertools.count(1)
-        self._idle: dict[str, list[_Conn]] = {}
-        self._slots: dict[str, trio.Semaphore] = {}
+        self.agents = AgentMap(config.agents)
+        self._idle: dict[str, list[_Conn]] = {}  # per agent address
+        self._slots: dict[str, trio.Semaphore] = {}  # per agent address
         self._started: set[Started] = set()  # started and not yet taken over by notify
         self._closed = False
 
@@ -104,23 +113,28 @@ class NotifySender:
             started.conn.stream.socket.close()
         self._started.clear()
 
-    def start(self, flushed: Any, dest_zone: str) -> Started | None:
+    def share_of(self, zone: str, topic: str, partition: int) -> str:
+        """The share (owning agent) of topic-partition in `zone`: what the WAL writer groups by."""
+        return self.agents.share_of(zone, topic, partition)
+
+    def start(self, flushed: Any, dest_zone: str, agent: int = 0) -> Started | None:
         """Write the first attempt's frame for `flushed` -> `dest_zone` now, if that needs no
         waiting: a free slot, an idle connection, a socket that takes the frame. Returns what
         to pass to `notify(..., started=)`, or None (notify then does it all). Never raises.
         """
-        if self._closed or dest_zone not in self._config.agents:
+        if self._closed or agent >= self.agents.count(dest_zone):
             return None
-        idle = self._idle.get(dest_zone)
+        address = self.agents.agents(dest_zone)[agent]
+        idle = self._idle.get(address)
         if not idle:
             return None
-        slots = self._zone_slots(dest_zone)
+        slots = self._zone_slots(address)
         try:
             slots.acquire_nowait()
         except trio.WouldBlock:
             return None
         try:
-            request, payload = self._encode(flushed, dest_zone)
+            request, payload = self._encode(flushed, dest_zone, agent)
         except NotifyError:
             slots.release()
             return None  # notify raises it, with its audit record
@@ -145,9 +159,13 @@ class NotifySender:
         self._started.add(started)
         return started
 
-    async def notify(self, flushed: Any, dest_zone: str, *, started: Started | None = None,
+    async def notify(self, flushed: Any, dest_zone: str, *, agent: int | None = None, started: Started | None = None,
                      on_answer: Callable[[list[p.EntryResult]], None] | None = None) -> list[p.EntryResult]:
         """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
+
+        `agent`: which agent of the zone (index in its `notify.agents` list); the request then
+        covers that agent's entries of the share, and the results are those entries'. None:
+        every agent of the zone in turn, results in share order (recovery and tools).
 
         `started`: what `start` returned for it (its first attempt is then under way).
         `on_answer(results)` is called with the results it returns, as soon as they are
@@ -159,13 +177,26 @@ class NotifySender:
             self._started.discard(started)
         elif self._closed:
             raise NotifyError("sender is closed")
-        address = self._config.agents.get(dest_zone)
-        if address is None:
+        count = self.agents.count(dest_zone)
+        if count == 0:
             raise NotifyError(f"no agent configured for zone {dest_zone}", retriable=False)
+        if agent is None:
+            if count == 1:
+                agent = 0
+            else:
+                results: list[p.EntryResult] = []
+                for owner, _lo, _hi in self._slices(flushed, dest_zone):
+                    results += await self.notify(flushed, dest_zone, agent=owner)
+                if on_answer is not None:
+                    on_answer(results)
+                return results
+        if not 0 <= agent < count:
+            raise NotifyError(f"zone {dest_zone} has no agent {agent}", retriable=False)
+        address = self.agents.agents(dest_zone)[agent]
         if started is not None:
             request, payload = started.request, started.payload
         else:
-            request, payload = self._encode(flushed, dest_zone)
+            request, payload = self._encode(flushed, dest_zone, agent)
         begun = started.at if started is not None else time.monotonic()
         answered = 0.0
         sent_bytes = received_bytes = 0
@@ -178,7 +209,7 @@ class NotifySender:
                 self.metrics.attempts.labels(dest_zone=dest_zone).inc()
                 try:
                     response, sent, received = await self._round_trip(
-                        dest_zone, address, request.request_id, payload, started if attempt == 1 else None)
+                        address, request.request_id, payload, started if attempt == 1 else None)
                     sent_bytes += sent
                     received_bytes += received
                 except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
@@ -222,15 +253,37 @@ class NotifySender:
                 "status": status, "attempts": attempt,
             })
 
-    def _encode(self, flushed: Any, dest_zone: str) -> tuple[p.NotifyRequest, bytes]:
-        """The request for `dest_zone`'s share of `flushed` and its encoding. Raises NotifyError."""
+    def _slices(self, flushed: Any, dest_zone: str) -> list[tuple[int, int, int]]:
+        """(agent, first entry, end entry) per owner of the zone share. Raises NotifyError."""
+        try:
+            return self.agents.slices(dest_zone, flushed.zones[dest_zone].entries)
+        except ValueError as exc:  # a writer not laying out by owner: our wiring is wrong
+            raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
+
+    def _encode(self, flushed: Any, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]:
+        """The request for `agent`'s part of `dest_zone`'s share of `flushed` and its encoding.
+        Raises NotifyError."""
         share = flushed.zones[dest_zone]
+        count = self.agents.count(dest_zone)
+        refs = share.entries
+        zone_offset, zone_length, share_label = share.offset, share.length, ""
+        if count > 1:
+            part = [(lo, hi) for owner, lo, hi in self._slices(flushed, dest_zone) if owner == agent]
+            if not part:
+                raise NotifyError(f"{flushed.key} has no entries of agent {agent} of {dest_zone}", retriable=False)
+            [(lo, hi)] = part
+            refs = share.entries[lo:hi]
+            if lo or hi != len(share.entries):  # the owner's run: from its first entry's head to its last batch's end
+                zone_offset = refs[0].offset - entry_head_size(refs[0].topic)
+                zone_length = refs[-1].offset + refs[-1].length - zone_offset
+            share_label = share_name(dest_zone, agent, count)
         request = p.NotifyRequest(
             request_id=next(self._ids), source_zone=self._zone, dest_zone=dest_zone, proxy_id=self._proxy_id,
-            epoch=self._epoch, bucket=self._bucket, key=flushed.key, zone_offset=share.offset,
-            zone_length=share.length,
+            epoch=self._epoch, bucket=self._bucket, key=flushed.key, zone_offset=zone_offset,
+            zone_length=zone_length,
             entries=tuple(p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
-                                        e.producer_id, e.producer_epoch, e.base_sequence) for e in share.entries))
+                                        e.producer_id, e.producer_epoch, e.base_sequence) for e in refs),
+            share=share_label)
         try:
             payload = p.encode_request(request)
             if len(payload) + p.FRAME_OVERHEAD_BYTES > p.MAX_FRAME_BYTES:
@@ -240,16 +293,16 @@ class NotifySender:
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
         return request, payload
 
-    def _zone_slots(self, zone: str) -> trio.Semaphore:
-        slots = self._slots.get(zone)
+    def _zone_slots(self, address: str) -> trio.Semaphore:
+        slots = self._slots.get(address)
         if slots is None:
-            slots = self._slots[zone] = trio.Semaphore(self._config.max_in_flight_per_zone)
+            slots = self._slots[address] = trio.Semaphore(self._config.max_in_flight_per_zone)
         return slots
 
-    async def _round_trip(self, zone: str, address: str, request_id: int, payload: bytes,
+    async def _round_trip(self, address: str, request_id: int, payload: bytes,
                           started: Started | None = None) -> tuple[p.NotifyResponse, int, int]:
         """One attempt: send a fresh frame (or finish `started`'s), await the answer."""
-        slots = self._zone_slots(zone)
+        slots = self._zone_slots(address)
         if started is None:
             try:
                 # Usually a slot is free: taking it without a checkpoint lets the frame leave in
@@ -260,7 +313,7 @@ class NotifySender:
                 await slots.acquire()
         try:  # `started` holds its slot already
             if started is None:
-                conn = await self._checkout(zone, address)
+                conn = await self._checkout(address)
                 frame = conn.channel.send(p.MessageType.REQUEST, payload)
                 frame_bytes, unsent = len(frame), frame
             else:
@@ -289,20 +342,20 @@ class NotifySender:
             finally:
                 if ok and not self._closed:
                     conn.idle_since = time.monotonic()
-                    self._idle.setdefault(zone, []).append(conn)
+                    self._idle.setdefault(address, []).append(conn)
                 else:
                     # Unknown stream position: never reuse. Its idle siblings probably went
                     # down with the same agent (restart), so drop them too.
                     conn.stream.socket.close()
-                    for other in self._idle.pop(zone, []):
+                    for other in self._idle.pop(address, []):
                         other.stream.socket.close()
         finally:
             slots.release()
 
-    async def _checkout(self, zone: str, address: str) -> _Conn:
+    async def _checkout(self, address: str) -> _Conn:
         """An idle connection, or a new one past its HELLO exchange. Raises OSError,
         trio.TooSlowError, ProtocolError (AuthError: the agent does not hold our keys)."""
-        idle = self._idle.get(zone)
+        idle = self._idle.get(address)
         now = time.monotonic()
         while idle:
             conn = idle.pop()

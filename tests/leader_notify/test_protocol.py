@@ -41,7 +41,7 @@ PROXY_C = bytes(range(16, 32))  # the proxy's challenge
 REQUEST = NotifyRequest(
     request_id=7, source_zone="az1", dest_zone="az2", proxy_id="p", epoch=3, bucket="b",
     key="wal/k", zone_offset=100, zone_length=50,
-    entries=(NotifyEntry("t", 2, 100, 50, 0xDEADBEEF, 5, 1000, 1, 42),),
+    entries=(NotifyEntry("t", 2, 100, 50, 0xDEADBEEF, 5, 1000, 1, 42),), share="az2.1of2",
 )
 
 REQUEST_PAYLOAD = bytes.fromhex(
@@ -51,6 +51,7 @@ REQUEST_PAYLOAD = bytes.fromhex(
     "0001" "70"  # proxy_id "p"
     "0001" "62"  # bucket "b"
     "0005" "77616c2f6b"  # key "wal/k"
+    "0008" "617a322e316f6632"  # share "az2.1of2"
     "0000000000000003"  # epoch i64 = 3
     "0000000000000064"  # zone_offset u64 = 100
     "0000000000000032"  # zone_length u64 = 50
@@ -247,7 +248,7 @@ requests = st.builds(
     NotifyRequest, request_id=st.integers(0, 2**64 - 1), source_zone=names, dest_zone=names,
     proxy_id=names, epoch=st.integers(-(2**63), 2**63 - 1), bucket=names, key=names,
     zone_offset=st.integers(0, 2**64 - 1), zone_length=st.integers(0, 2**64 - 1),
-    entries=st.lists(entries, max_size=5).map(tuple))
+    entries=st.lists(entries, max_size=5).map(tuple), share=names)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
