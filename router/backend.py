@@ -8,7 +8,11 @@ the log in the order received whatever path each takes. Direct batches are hande
 DirectBackend in one go; WAL batches are buffered in the WalWriter before `submit`
 returns (so their order in WAL objects is the request order). Each WAL object is
 announced to each destination zone's agent by one notification, sent per zone strictly in
-object sequence order (the writer releases objects in that order).
+object sequence order (the writer releases objects in that order). A zone with several
+agents: each agent owns some of the zone's partitions (leader_notify/owners.py) and gets
+its own notifications, in object order, in parallel with the zone's other agents; each
+agent has its own breaker, so an agent that is down sends only its own partitions to
+`router.fallback` (after they drain, as on any path switch).
 
 A WAL batch's result is reached by callbacks, not by a task per batch: the writer calls
 back when the batch's object is released, the zone notifier when the agent answered, and
@@ -113,7 +117,11 @@ class _WalOutcome:
 
 
 class ZoneNotifier:
-    """Sends one notification per (object, zone), in object sequence order, one at a time.
+    """Sends one notification per (object, zone agent), in object sequence order, one at a time.
+
+    `agent`: which agent of the zone (its index in `notify.agents`); its entries of each
+    share are one run `[first, end)` of the share's entries (the writer's layout), and the
+    results it gets are that run's.
 
     Every entry of the zone's share asks for its result exactly once (the writer releases
     every entry of a durable object), so the results are dropped after the last one asks.
@@ -127,8 +135,9 @@ class ZoneNotifier:
     """
 
     def __init__(self, zone: str, sender: Any, nursery: trio.Nursery,
-                 acked_topic: Callable[[str], bool] | None = None) -> None:
+                 acked_topic: Callable[[str], bool] | None = None, agent: int = 0) -> None:
         self.zone = zone
+        self.agent = agent
         self._sender = sender
         self._acked_topic = acked_topic
         self._send, self._receive = trio.open_memory_channel[Any](MAX_NOTIFY_QUEUE)
@@ -138,7 +147,7 @@ class ZoneNotifier:
         self._idle.set()
         nursery.start_soon(self._run)
 
-    def announce(self, flushed: Any) -> None:
+    def announce(self, flushed: Any, first: int = 0, end: int | None = None) -> None:
         """Called synchronously, in sequence order, as each object becomes durable.
 
         With nothing of this zone queued or in flight, the notification's frame is written
@@ -146,8 +155,9 @@ class ZoneNotifier:
         instead of one scheduler pass later in this notifier's task (which then only awaits
         the answer).
         """
-        started = self._sender.start(flushed, self.zone) if self._unfinished == 0 else None
-        self._results[flushed.key] = _ZoneResult(len(flushed.zones[self.zone].entries))
+        started = self._sender.start(flushed, self.zone, self.agent) if self._unfinished == 0 else None
+        end = len(flushed.zones[self.zone].entries) if end is None else end
+        self._results[flushed.key] = _ZoneResult(end - first, first=first)
         self._unfinished += 1
         self._idle = trio.Event() if self._unfinished == 1 else self._idle
         self._send.send_nowait((flushed, started))
@@ -159,6 +169,10 @@ class ZoneNotifier:
     @property
     def pending_objects(self) -> int:
         return len(self._results)
+
+    def first_index(self, key: str) -> int:
+        """The zone-share index of this agent's first entry of `key` (its result 0)."""
+        return self._results[key].first
 
     def on_result(self, key: str, callback: Callable[[Any], None]) -> None:
         """Call `callback` with the agent's results for `key`'s share of this zone (or the
@@ -189,7 +203,8 @@ class ZoneNotifier:
     async def _notify(self, flushed: Any, started: Any = None,
                       on_answer: Callable[[Any], None] | None = None) -> Any:
         try:
-            return await self._sender.notify(flushed, self.zone, started=started, on_answer=on_answer)
+            return await self._sender.notify(flushed, self.zone, agent=self.agent, started=started,
+                                             on_answer=on_answer)
         except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
             return exc
 
@@ -211,7 +226,8 @@ class ZoneNotifier:
             self._answered(flushed.key, slot, value)
         if self._acked_topic is None:
             return  # no ack_mode wal topic: nothing is owed beyond the first answer
-        acked = [i for i, ref in enumerate(flushed.zones[self.zone].entries) if self._acked_topic(ref.topic)]
+        refs = flushed.zones[self.zone].entries[slot.first:slot.first + slot.waiters_total]
+        acked = [i for i, ref in enumerate(refs) if self._acked_topic(ref.topic)]
         if acked and not acked_entries_applied(slot.value, acked):
             await self._redrive(flushed, acked, slot.value)
 
@@ -254,9 +270,15 @@ def acked_entries_applied(value: Any, indexes: list[int]) -> bool:
 @dataclass
 class _ZoneResult:
     waiters_left: int
+    first: int = 0  # the agent's first entry in the zone share: result i is entry first + i
+    waiters_total: int = -1
     done: bool = False
     value: Any = None
     callbacks: list[Callable[[Any], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.waiters_total < 0:
+            self.waiters_total = self.waiters_left
 
 
 class WalPath:
@@ -269,10 +291,23 @@ class WalPath:
         self._sender = sender
         self._nursery = nursery
         self._acked_topic = acked_topic
-        self._notifiers: dict[str, ZoneNotifier] = {}
+        self._notifiers: dict[tuple[str, int], ZoneNotifier] = {}  # per (zone, agent)
         self.observed = ObjectShape(0.0, 0.0)
         self.observed_at: float | None = None  # trio time of the last flush seen
         writer.on_released = self._on_released
+        self._agents = getattr(sender, "agents", None)  # leader_notify.owners.AgentMap
+        if self._agents is not None:
+            writer.share_of = sender.share_of  # lay each zone's share out by owning agent
+
+    def agent_of(self, zone: str, topic: str, partition: int) -> int:
+        """Index of the agent of `zone` that owns topic-partition (0 with one agent)."""
+        return 0 if self._agents is None else self._agents.owner(zone, topic, partition)
+
+    def breaker_key(self, zone: str, topic: str, partition: int) -> str:
+        """What health is tracked by: the zone, or `zone/agent address` when it has several."""
+        if self._agents is None or self._agents.count(zone) <= 1:
+            return zone
+        return f"{zone}/{self._agents.agents(zone)[self._agents.owner(zone, topic, partition)]}"
 
     async def drain(self) -> None:
         """Until every durable object has been notified to every zone (acknowledged entries
@@ -280,14 +315,25 @@ class WalPath:
         for notifier in list(self._notifiers.values()):
             await notifier.wait_idle()
 
-    def _notifier(self, zone: str) -> ZoneNotifier:
-        if zone not in self._notifiers:
-            self._notifiers[zone] = ZoneNotifier(zone, self._sender, self._nursery, self._acked_topic)
-        return self._notifiers[zone]
+    def _notifier(self, zone: str, agent: int = 0) -> ZoneNotifier:
+        notifier = self._notifiers.get((zone, agent))
+        if notifier is None:
+            notifier = self._notifiers[(zone, agent)] = ZoneNotifier(zone, self._sender, self._nursery,
+                                                                      self._acked_topic, agent)
+        return notifier
 
     def _on_released(self, flushed: Any) -> None:
         for zone, share in flushed.zones.items():
-            self._notifier(zone).announce(flushed)
+            if self._agents is None or self._agents.count(zone) <= 1:
+                self._notifier(zone).announce(flushed)
+            else:
+                try:
+                    runs = self._agents.slices(zone, share.entries)
+                except ValueError:  # not laid out by owner (cannot happen with share_of set): one notifier
+                    log.exception("WAL object %s is not laid out by agent for %s", flushed.key, zone)
+                    runs = [(0, 0, len(share.entries))]
+                for agent, first, end in runs:
+                    self._notifier(zone, agent).announce(flushed, first, end)
             if self.observed_at is None:  # the first flush seeds the average
                 self.observed = ObjectShape(float(flushed.bytes), float(share.length))
             else:
@@ -327,21 +373,27 @@ class WalPath:
             return
         outcome.durable_at = time.perf_counter()
         outcome.sealed_at, outcome.key = getattr(placement.flushed, "sealed_at", 0.0), placement.key
-        notifier = self._notifier(zone)
+        agent = 0
+        if self._agents is not None and self._agents.count(zone) > 1:
+            ref = placement.flushed.zones[zone].entries[placement.entry_index_in_zone]
+            agent = self._agents.owner(zone, ref.topic, ref.partition)
+        notifier = self._notifier(zone, agent)
         if ack_mode == "wal":
             # The producer is answered on durability; the append must still happen. A failed
             # first delivery is re-sent by the zone's notifier (ZoneNotifier._redrive).
             outcome.set(index, PartitionResult(errors.NONE, -1))
-            notifier.on_result(placement.key, functools.partial(self._late_result, placement, zone))
+            notifier.on_result(placement.key, functools.partial(self._late_result, placement, zone,
+                                                                notifier.first_index(placement.key)))
             return
-        notifier.on_result(placement.key, functools.partial(self._applied, outcome, index, placement))
+        notifier.on_result(placement.key, functools.partial(self._applied, outcome, index, placement,
+                                                            notifier.first_index(placement.key)))
 
-    def _applied(self, outcome: _WalOutcome, index: int, placement: Any, got: Any) -> None:
+    def _applied(self, outcome: _WalOutcome, index: int, placement: Any, first: int, got: Any) -> None:
         outcome.notified_at = time.perf_counter()
-        outcome.set(index, _entry_result(got, placement.entry_index_in_zone))
+        outcome.set(index, _entry_result(got, placement.entry_index_in_zone - first))
 
-    def _late_result(self, placement: Any, zone: str, got: Any) -> None:
-        result = _entry_result(got, placement.entry_index_in_zone)
+    def _late_result(self, placement: Any, zone: str, first: int, got: Any) -> None:
+        result = _entry_result(got, placement.entry_index_in_zone - first)
         if result.error_code != errors.NONE:
             log.warning("ack_mode=wal entry of %s for %s: first delivery failed (%s); re-sending",
                         placement.key, zone, result.error_message or result.error_code)
@@ -513,6 +565,10 @@ class RoutingBackend:
         if known is None or sequence < known[0]:
             self._sequence_gaps[key] = (sequence, trio.current_time())
 
+    def _breaker_key(self, dest: str, item: PartitionBatches) -> str:
+        """Health is per agent: one of a zone's agents down opens only its partitions' breaker."""
+        return dest if self._wal is None else self._wal.breaker_key(dest, item.topic, item.partition)
+
     def _ack_mode(self, topic: str) -> str:
         return self.config.ack_mode(topic)
 
@@ -521,7 +577,7 @@ class RoutingBackend:
         healthy = True
         shape = ObjectShape(0, 0)
         if dest is not None and dest != self.zone:
-            healthy = self._wal is not None and self._breakers[dest].allows(now)
+            healthy = self._wal is not None and self._breakers[self._breaker_key(dest, item)].allows(now)
             # Observed flush sizes while the WAL is in use; predicted from byte rates otherwise.
             fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * self._wal_config.linger_ms / 1000)
             observed = self._wal.observed_shape(now, fresh_s) if self._wal else None
@@ -591,7 +647,7 @@ class RoutingBackend:
             results[(item.topic, item.partition)] = outcome.result
             if outcome.result.error_code in LEADER_ERRORS:
                 self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
-            breaker = self._breakers[dest]
+            breaker = self._breakers[self._breaker_key(dest, item)]
             if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
                 breaker.record_success()
             elif errors.is_retriable(outcome.result.error_code):
@@ -619,8 +675,9 @@ class RoutingBackend:
                  results: dict[tuple[str, int], PartitionResult], started: float,
                  finished_at: dict[tuple[str, int], float]) -> None:
         """Metrics and audit records of a finished submit (after the producer's answer when it can be)."""
-        for _item, dest, _outcome in wal_items:
-            router_metrics.ZONE_OPEN.labels(dest).set(1 if self._breakers[dest].state == "open" else 0)
+        for item, dest, _outcome in wal_items:
+            key = self._breaker_key(dest, item)
+            router_metrics.ZONE_OPEN.labels(key).set(1 if self._breakers[key].state == "open" else 0)
         finished = time.perf_counter()
         outcomes = {id(item): outcome for item, _dest, outcome in wal_items}
         for item in items:
