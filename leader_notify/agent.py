@@ -325,6 +325,8 @@ class Agent:
             log.exception("notification %d for %s failed inside the agent", req.request_id, req.key)
             return self._refuse(req.request_id, p.RequestStatus.INTERNAL, "agent error"), None
         out = p.encode_response(resp)
+        if req.prefetch:
+            return out, None  # nothing applied: no agent_apply record (the read has its agent_read)
         return out, {
             "source_zone": req.source_zone, "key": req.key, "entries": len(req.entries),
             "status": resp.status.name.lower() if resp.status != p.RequestStatus.OK
@@ -353,6 +355,8 @@ class Agent:
             log.warning("notification refused: object s3://%s/%s outside s3://%s/%s",
                         req.bucket, req.key, self._s.bucket, self._s.prefix)
             return self._refused(req, p.RequestStatus.FORBIDDEN_KEY, "object outside the WAL bucket/prefix")
+        if req.prefetch:
+            return await self._prefetch(req, times)
         results: list[p.EntryResult | None] = [None] * len(req.entries)
         for i in range(len(req.entries)):
             offset = self.applied.get(req.key, i)
@@ -402,6 +406,22 @@ class Agent:
                     self._s.checkpoint_interval_s, self._flush_checkpoints)
         self.metrics.notifications.labels(status="ok" if status_ok else "entry_errors").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", final)
+
+    async def _prefetch(self, req: p.NotifyRequest, times: dict[str, float]) -> p.NotifyResponse:
+        """Read the range into the reader's cache (its single-flight joins the notification's own
+        read if that comes first); append nothing. A failure only costs the cache its entry."""
+        started = time.perf_counter()
+        try:
+            async with self._reads:
+                await self._reader.read_zone(req.key, req.zone_offset, req.zone_length, source_zone=req.source_zone,
+                                             expected_entries=len(req.entries))
+        except Exception as exc:  # noqa: BLE001 - the notification itself reads again and reports
+            log.info("prefetch of s3://%s/%s [%d+%d] failed: %r", req.bucket, req.key, req.zone_offset,
+                     req.zone_length, exc)
+            return self._refused(req, p.RequestStatus.INTERNAL, f"prefetch failed: {exc}")
+        times["read_s"] = time.perf_counter() - started
+        self.metrics.notifications.labels(status="prefetch").inc()
+        return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", ())
 
     def _flush_checkpoints(self) -> None:
         """Start writing one manifest of the waiting keys (the writes run as tracked tasks)."""

@@ -23,12 +23,16 @@ class NotifyConfig:
     # Pooled connections idle longer than this are closed by the proxy, before the agent's
     # agent.idle_timeout_s closes them under a notification about to be sent.
     max_idle_s: float = 300.0
+    # Objects of one agent whose read is requested ahead (prefetch) while an earlier object's
+    # notification is being applied; appends stay one notification at a time. 0 = off.
+    prefetch_depth: int = 2
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "notify.timeout_s: must be > 0")
         require(self.connect_timeout_s > 0, "notify.connect_timeout_s: must be > 0")
         require(0 < self.backoff_initial_s <= self.backoff_max_s, "notify.backoff_initial_s: 0 < initial <= backoff_max_s")
         require(self.max_idle_s > 0, "notify.max_idle_s: must be > 0")
+        require(0 <= self.prefetch_depth <= 16, "notify.prefetch_depth: 0..16")
         for key in self.hmac_keys:
             require(len(key.encode()) >= 16, "notify.hmac_keys: every key must be at least 16 bytes")
         require(1 <= self.max_in_flight_per_zone <= 4096, "notify.max_in_flight_per_zone: 1..4096")

@@ -56,6 +56,8 @@ class SenderMetrics:
                                      ["dest_zone", "status"], registry=r)
         self.attempts = Counter("azsidecar_notify_attempts", "Notification attempts (retries included)",
                                 ["dest_zone"], registry=r)
+        self.prefetches = Counter("azsidecar_notify_prefetches", "Prefetch requests answered, by status",
+                                  ["dest_zone", "status"], registry=r)
         self.rtt = Histogram("azsidecar_notify_rtt_seconds", "Notification round trip, retries included",
                              ["dest_zone"], buckets=LATENCY_BUCKETS_S, registry=r)
 

@@ -50,6 +50,7 @@ HELLO_FRAME_BYTES = FRAME_OVERHEAD_BYTES + CHALLENGE_BYTES  # the only frame siz
 # MAC contexts: a HELLO is signed on its own; every later frame also covers both challenges.
 _HELLO_CONTEXT = b"azsidecar-notify-v2 hello\x00"
 _SESSION_CONTEXT = b"azsidecar-notify-v2 session\x00"
+_U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 # request fields after the strings: epoch i64, zone_offset u64, zone_length u64
@@ -60,6 +61,7 @@ _ENTRY = struct.Struct(">iQIIiqhi")
 # per result: error_code i16, base_offset i64, flags u8
 _RESULT = struct.Struct(">hqB")
 _FLAG_DUPLICATE = 0x01
+_REQUEST_FLAG_PREFETCH = 0x01
 
 
 class MessageType(enum.IntEnum):
@@ -147,6 +149,9 @@ class NotifyRequest:
     # The share of the zone this request covers, for a zone with several agents
     # (wal_s3/agent_shares.py): the agent checkpoints the object under it. "" = the whole zone.
     share: str = ""
+    # Read the range into the agent's cache and append nothing (answered OK, no results): the
+    # proxy sends it for object k+1 while object k's notification is being applied.
+    prefetch: bool = False
 
 
 @dataclass(frozen=True)
@@ -433,6 +438,7 @@ def encode_request(req: NotifyRequest) -> bytes:
     out = bytearray(struct.pack(">Q", req.request_id))
     for s in (req.source_zone, req.dest_zone, req.proxy_id, req.bucket, req.key, req.share):
         _put_str(out, s)
+    out.append(_REQUEST_FLAG_PREFETCH if req.prefetch else 0)
     out += _REQ_TAIL.pack(req.epoch, req.zone_offset, req.zone_length)
     out += _U32.pack(len(req.entries))
     for e in req.entries:
@@ -447,6 +453,9 @@ def decode_request(payload: bytes) -> NotifyRequest:
     r = _Reader(payload)
     (request_id,) = r.take(struct.Struct(">Q"))
     source_zone, dest_zone, proxy_id, bucket, key, share = (r.string() for _ in range(6))
+    (flags,) = r.take(_U8)
+    if flags & ~_REQUEST_FLAG_PREFETCH:
+        raise ProtocolError(f"unknown request flags {flags:#x}")
     epoch, zone_offset, zone_length = r.take(_REQ_TAIL)
     n = r.count(_U16.size + _ENTRY.size)
     entries = []
@@ -455,7 +464,7 @@ def decode_request(payload: bytes) -> NotifyRequest:
         entries.append(NotifyEntry(topic, *r.take(_ENTRY)))
     r.end()
     return NotifyRequest(request_id, source_zone, dest_zone, proxy_id, epoch, bucket, key,
-                         zone_offset, zone_length, tuple(entries), share)
+                         zone_offset, zone_length, tuple(entries), share, bool(flags & _REQUEST_FLAG_PREFETCH))
 
 
 def encode_response(resp: NotifyResponse) -> bytes:

@@ -32,6 +32,7 @@ notification of the zone is queued or in flight may use it (ZoneNotifier does).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -158,6 +159,29 @@ class NotifySender:
         started = Started(request, payload, conn, len(frame), frame[written:], at)
         self._started.add(started)
         return started
+
+    @property
+    def prefetch_depth(self) -> int:
+        return self._config.prefetch_depth
+
+    async def prefetch(self, flushed: Any, dest_zone: str, agent: int = 0) -> bool:
+        """Ask `agent` of `dest_zone` to read its part of `flushed` into its cache, appending
+        nothing (one attempt): its notification, sent once the one before it is answered,
+        then finds the read done or under way. True if the agent answered OK; never raises
+        (a prefetch that fails costs nothing but the cache hit)."""
+        if self._closed or not 0 <= agent < self.agents.count(dest_zone):
+            return False
+        try:
+            request, _ = self._encode(flushed, dest_zone, agent)
+            request = dataclasses.replace(request, prefetch=True)
+            payload = p.encode_request(request)
+            response, _, _ = await self._round_trip(self.agents.agents(dest_zone)[agent], request.request_id, payload)
+        except (NotifyError, ValueError, OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                trio.TooSlowError, p.ProtocolError, _ClosedByPeer) as exc:
+            log.debug("prefetch %s -> %s/%d: %r", flushed.key, dest_zone, agent, exc)
+            return False
+        self.metrics.prefetches.labels(dest_zone=dest_zone, status=response.status.name.lower()).inc()
+        return response.status == p.RequestStatus.OK
 
     async def notify(self, flushed: Any, dest_zone: str, *, agent: int | None = None, started: Started | None = None,
                      on_answer: Callable[[list[p.EntryResult]], None] | None = None) -> list[p.EntryResult]:

@@ -140,6 +140,9 @@ class ZoneNotifier:
         self.agent = agent
         self._sender = sender
         self._acked_topic = acked_topic
+        self._nursery = nursery
+        self._prefetch_depth = getattr(sender, "prefetch_depth", 0)
+        self._prefetching = 0
         self._send, self._receive = trio.open_memory_channel[Any](MAX_NOTIFY_QUEUE)
         self._results: dict[str, _ZoneResult] = {}
         self._unfinished = 0  # announced objects not yet notified (re-sends included)
@@ -156,11 +159,22 @@ class ZoneNotifier:
         the answer).
         """
         started = self._sender.start(flushed, self.zone, self.agent) if self._unfinished == 0 else None
+        if started is None and self._unfinished and self._prefetching < self._prefetch_depth:
+            # An earlier object of this agent is being applied: have the agent read this one
+            # now, so its notification finds the bytes in the agent's cache (appends stay in order).
+            self._prefetching += 1
+            self._nursery.start_soon(self._prefetch, flushed)
         end = len(flushed.zones[self.zone].entries) if end is None else end
         self._results[flushed.key] = _ZoneResult(end - first, first=first)
         self._unfinished += 1
         self._idle = trio.Event() if self._unfinished == 1 else self._idle
         self._send.send_nowait((flushed, started))
+
+    async def _prefetch(self, flushed: Any) -> None:
+        try:
+            await self._sender.prefetch(flushed, self.zone, self.agent)
+        finally:
+            self._prefetching -= 1
 
     async def wait_idle(self) -> None:
         """Until every object announced so far has been notified (and re-sent where owed)."""

@@ -297,3 +297,19 @@ async def test_objects_from_real_wal_writer_are_applied_with_matching_offsets(en
     assert offsets == [0, 0, 1, 1, 2, 2]  # partition 0 gets entries 0,2,4; partition 1 gets 1,3,5
     assert consume(tansu.bootstrap, topic, 0) == [(0, b"w0"), (1, b"w2"), (2, b"w4")]
     assert consume(tansu.bootstrap, topic, 1) == [(0, b"w1"), (1, b"w3"), (2, b"w5")]
+
+
+@pytest.mark.trio
+async def test_prefetch_reads_into_the_cache_and_appends_nothing(env, tansu):
+    s3, bucket, topic, config, agent, audit = env
+    obj = put_object(s3, bucket, "wal/pf/obj-1", {"az2": [wal_entry(topic, 0, values("pf", 2))]})
+    sender = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
+    assert await sender.prefetch(obj, "az2")
+    assert consume(tansu.bootstrap, topic, 0) == []  # read, not appended
+    results = await sender.notify(obj, "az2")
+    await sender.aclose()
+    assert [(r.error_code, r.base_offset) for r in results] == [(0, 0)]
+    reads = [(r["key"], r["cache_hits"], r["cache_misses"]) for r in audit.of("agent_read")]
+    assert reads == [("wal/pf/obj-1", 0, 1), ("wal/pf/obj-1", 1, 0)]  # the notification found it cached
+    assert [r["key"] for r in audit.of("agent_apply")] == ["wal/pf/obj-1"]  # the prefetch applied nothing
+    assert consume(tansu.bootstrap, topic, 0) == [(0, b"pf-0"), (1, b"pf-1")]

@@ -52,6 +52,7 @@ REQUEST_PAYLOAD = bytes.fromhex(
     "0001" "62"  # bucket "b"
     "0005" "77616c2f6b"  # key "wal/k"
     "0008" "617a322e316f6632"  # share "az2.1of2"
+    "00"  # flags u8: bit 0 = prefetch
     "0000000000000003"  # epoch i64 = 3
     "0000000000000064"  # zone_offset u64 = 100
     "0000000000000032"  # zone_length u64 = 50
@@ -248,7 +249,7 @@ requests = st.builds(
     NotifyRequest, request_id=st.integers(0, 2**64 - 1), source_zone=names, dest_zone=names,
     proxy_id=names, epoch=st.integers(-(2**63), 2**63 - 1), bucket=names, key=names,
     zone_offset=st.integers(0, 2**64 - 1), zone_length=st.integers(0, 2**64 - 1),
-    entries=st.lists(entries, max_size=5).map(tuple), share=names)
+    entries=st.lists(entries, max_size=5).map(tuple), share=names, prefetch=st.booleans())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
