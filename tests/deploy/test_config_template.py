@@ -40,9 +40,10 @@ def sidecar_settings(**changes):
                 "max_in_flight_puts": 4, "max_attempts": 6, "cache_bytes": 268435456,
                 "checkpoint_prefix": "_checkpoints", "epoch_prefix": "_epochs", "gc_interval_s": 300,
                 "gc_metrics_port": 9465, "gc_metrics_host": "0.0.0.0"},
-        "notify": {"agents": {"use1-az1": "use1-az1.azsidecar.internal:9400",
-                              "use1-az2": "use1-az2.azsidecar.internal:9400",
-                              "use1-az4": "use1-az4.azsidecar.internal:9400"},
+        "notify": {"agents": {"use1-az1": ["use1-az1-a0.azsidecar.internal:9400"],
+                              "use1-az2": ["use1-az2-a0.azsidecar.internal:9400"],
+                              "use1-az4": ["use1-az4-a0.azsidecar.internal:9400",
+                                           "use1-az4-a1.azsidecar.internal:9400"]},
                    "timeout_s": 10, "max_in_flight_per_zone": 64, "max_attempts": 3},
         "agent": {"listen_host": "127.0.0.1", "listen_port": 9400, "max_concurrent_reads": 8,
                   "max_in_flight_appends": 64, "metrics_port": 0, "checkpoint_interval_ms": 2500,
@@ -77,7 +78,8 @@ def test_rendered_sidecar_config_loads_with_the_values_given(tmp_path):
     assert (config.wal.bucket, config.wal.prefix, config.wal.max_bytes, config.wal.linger_ms) == (
         "demo-wal-123456789012", "wal/", 8 * 1024 * 1024, 250)
     assert (config.wal.checkpoint_prefix, config.wal.epoch_prefix) == ("_checkpoints", "_epochs")
-    assert dict(config.notify.agents)["use1-az4"] == "use1-az4.azsidecar.internal:9400"
+    assert dict(config.notify.agents)["use1-az4"] == ("use1-az4-a0.azsidecar.internal:9400",
+                                                      "use1-az4-a1.azsidecar.internal:9400")
     assert config.notify.hmac_keys == ()  # secrets never go through the template
     assert config.audit.output == "s3://demo-wal-123456789012/audit/"
     assert config.agent.listen_port == 9400

@@ -255,7 +255,7 @@ module "agents" {
   region             = var.region
   vpc_id             = aws_vpc.this.id
   ecs_cluster_arn    = aws_ecs_cluster.this.arn
-  zones              = { for z in local.zone_ids : z => { subnet_ids = [aws_subnet.private[z].id] } }
+  zones              = { for z in local.zone_ids : z => { subnet_ids = [aws_subnet.private[z].id], agents = var.agents_per_zone } }
   image              = var.image
   task_role_arn      = module.iam.agent_role_arn
   gc_role_arn        = module.iam.gc_role_arn
@@ -290,7 +290,7 @@ module "sidecar" {
   }
   # MSK reports broker.rack = AZ id, so no broker_zones override is needed.
   router          = { ack_modes = var.ack_modes }
-  agent_endpoints = module.agents.agent_endpoints
+  agent_endpoints = module.agents.agent_endpoints # every agent of every zone: no load balancer in between
   audit_output    = module.wal_bucket.audit_output
   image           = var.image
   hmac_secret_arn = aws_secretsmanager_secret.hmac.arn

@@ -4,7 +4,7 @@ output "producer_bootstrap_servers" {
 }
 
 output "agent_endpoints" {
-  description = "Agent address per AZ id (notify.agents of the sidecars)."
+  description = "Agent addresses per AZ id, in agent order (notify.agents of the sidecars)."
   value       = module.agents.agent_endpoints
 }
 

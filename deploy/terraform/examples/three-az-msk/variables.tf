@@ -140,3 +140,13 @@ variable "ack_modes" {
     error_message = "ack_modes values are leader or wal."
   }
 }
+
+variable "agents_per_zone" {
+  description = "Agents in each zone, each with its own address; the sidecars spread the zone's partitions over them (append capacity grows with them)."
+  type        = number
+  default     = 2
+  validation {
+    condition     = var.agents_per_zone >= 1 && var.agents_per_zone <= 20 && floor(var.agents_per_zone) == var.agents_per_zone
+    error_message = "agents_per_zone must be a whole number within 1..20."
+  }
+}

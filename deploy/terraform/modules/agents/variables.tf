@@ -37,12 +37,14 @@ variable "ecs_cluster_arn" {
 variable "zones" {
   description = <<-EOT
     One entry per availability zone, keyed by AZ id (use1-az1; ids name the same physical zone
-    in every account, names do not). Each zone gets its own agent service pinned to
-    subnet_ids, which must all be in that zone (checked at plan time).
+    in every account, names do not). Each zone gets `agents` agents, each its own one-task
+    service with its own Cloud Map name (<zone id>-a<i>), pinned to subnet_ids, which must
+    all be in that zone (checked at plan time). The proxies spread the zone's partitions over
+    them (rendezvous hashing, docs/routing.md); changing `agents` moves about 1/n of them.
   EOT
   type = map(object({
-    subnet_ids    = list(string)
-    desired_count = optional(number, 2)
+    subnet_ids = list(string)
+    agents     = optional(number, 2)
   }))
   validation {
     condition     = length(var.zones) >= 2 && length(var.zones) <= 6
@@ -57,8 +59,8 @@ variable "zones" {
     error_message = "every zone needs at least one subnet id (subnet-...)."
   }
   validation {
-    condition     = alltrue([for z in values(var.zones) : z.desired_count >= 1 && z.desired_count <= 20 && floor(z.desired_count) == z.desired_count])
-    error_message = "desired_count must be a whole number within 1..20."
+    condition     = alltrue([for z in values(var.zones) : z.agents >= 1 && z.agents <= 20 && floor(z.agents) == z.agents])
+    error_message = "agents must be a whole number within 1..20."
   }
 }
 

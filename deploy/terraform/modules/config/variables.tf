@@ -54,7 +54,8 @@ variable "settings" {
       gc_metrics_host    = optional(string, "127.0.0.1")
     })
     notify = optional(object({
-      agents                 = optional(map(string), {})
+      # AZ id => the zone's agents, host:port each (partitions are spread over them by owner).
+      agents                 = optional(map(list(string)), {})
       timeout_s              = optional(number, 10)
       max_in_flight_per_zone = optional(number, 64)
       max_attempts           = optional(number, 3)
@@ -146,8 +147,8 @@ variable "settings" {
     error_message = "wal.checkpoint_prefix and wal.epoch_prefix are single segments starting with '_' (the bucket lifecycle expires only hex-led keys); wal.gc_interval_s > 0."
   }
   validation {
-    condition     = alltrue([for z, hp in var.settings.notify.agents : can(regex("^[a-z]{2,4}[0-9]-az[0-9]+$", z)) && can(regex("^[^:\\s]+:[0-9]+$", hp))])
-    error_message = "notify.agents maps AZ ids (use1-az1) to host:port."
+    condition     = alltrue([for z, hps in var.settings.notify.agents : can(regex("^[a-z]{2,4}[0-9]-az[0-9]+$", z)) && length(hps) >= 1 && length(hps) <= 64 && length(distinct(hps)) == length(hps) && alltrue([for hp in hps : can(regex("^[^:\\s]+:[0-9]+$", hp))])])
+    error_message = "notify.agents maps AZ ids (use1-az1) to 1..64 distinct host:port addresses."
   }
   validation {
     condition = alltrue([
