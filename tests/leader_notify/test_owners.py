@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from azsidecar._configload import ConfigError
+from azsidecar.config import load_config
 from leader_notify.owners import AgentMap, agent_lists, owner_index, score
 from wal_s3.agent_shares import share_name, zone_of_share
 
@@ -89,3 +91,19 @@ def test_share_name_edges():
         share_name("z", 3, 3)
     assert zone_of_share("z.4of3") == "z.4of3"  # not a share name: a zone's own name
     assert zone_of_share("z.0of3") == "z.0of3"
+
+
+@pytest.mark.parametrize(("agents", "problem"), [
+    ({"az2": []}, "1..64 agent addresses"),
+    ({"az2": ["h:1", "h:1"]}, "listed twice"),
+    ({"az2": ["h:1", "nohost"]}, "not host:port"),
+    ({"az2": "h:0"}, "not host:port"),
+])
+def test_notify_agents_validation(agents, problem):
+    with pytest.raises(ConfigError, match=problem):
+        load_config(None, {"notify.agents": agents})
+
+
+def test_notify_agents_single_address_and_list_forms():
+    config = load_config(None, {"notify.agents": {"az1": "h:1", "az2": ["a:1", "b:2"]}})
+    assert agent_lists(config.notify.agents) == {"az1": ("h:1",), "az2": ("a:1", "b:2")}
