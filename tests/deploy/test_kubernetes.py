@@ -53,7 +53,8 @@ def test_sidecar_is_a_native_sidecar_with_a_real_command_and_the_hmac_env(tmp_pa
     config = load_config(path, {"zone": args.zone})
     assert config.zone == "use1-az1"
     assert config.proxy.listen_host == "127.0.0.1" and config.proxy.listen_port == 9092
-    assert dict(config.notify.agents)["use1-az2"] == "use1-az2.azsidecar.internal:9400"
+    assert dict(config.notify.agents)["use1-az2"] == ("use1-az2-a0.azsidecar.internal:9400",
+                                                      "use1-az2-a1.azsidecar.internal:9400")
     assert config.wal.prefix == "wal/"
     mounts = {m["name"]: m["mountPath"] for m in sidecar["volumeMounts"]}
     assert mounts["azsidecar-config"] + "/azsidecar.toml" == args.config
