@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from azsidecar._configload import ConfigError, build, require
+from core.configload import ConfigError, build, require
 from leader_notify.config import AgentConfig, NotifyConfig
 from proxy.config import ProxyConfig, UpstreamConfig
 from router.config import RouterConfig

@@ -33,7 +33,7 @@ from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition
 
-from proxy.duplicates import TailSearch, Verdict, batch_headers, covered_until
+from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 
 log = logging.getLogger(__name__)
 

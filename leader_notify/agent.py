@@ -39,7 +39,7 @@ import crc32c
 from leader_notify import protocol as p
 from leader_notify._kafka import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify.metrics import AgentMetrics
-from spark_audit.records import AuditSink, NullAuditSink
+from core.audit import AuditSink, NullAuditSink
 
 log = logging.getLogger(__name__)
 

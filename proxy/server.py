@@ -44,9 +44,9 @@ from proxy.kafka_codec import (
     encode_response,
 )
 from proxy.metadata import MetadataCache, build_client_metadata
+from core.produce import ProduceBackend
 from proxy.produce import (
     DirectBackend,
-    ProduceBackend,
     encode_produce_answer,
     produce_answers,
     validate_produce,
@@ -160,8 +160,7 @@ class RequestHandler:
             answer = functools.partial(self._answer_produce, slot, validated, frame, started)
             # A completion that can call back (every partition on the WAL path) answers in the
             # step where its last result arrives; others are awaited by a task.
-            on_results = getattr(completion, "on_results", None)
-            if on_results is not None and on_results(answer):
+            if completion is not None and completion.on_results(answer):
                 return slot
 
             async def finish_produce() -> None:
@@ -283,7 +282,7 @@ class RequestHandler:
                                               producer_id=upstream.producer_id, producer_epoch=upstream.producer_epoch)
         except UpstreamError as exc:
             log.warning("InitProducerId upstream failed: %s", exc)
-            from proxy.errors import COORDINATOR_NOT_AVAILABLE  # noqa: PLC0415
+            from core.errors import COORDINATOR_NOT_AVAILABLE  # noqa: PLC0415
 
             response = InitProducerIdResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE,
                                               producer_id=-1, producer_epoch=-1)
@@ -453,7 +452,7 @@ class ProxyServer:
 
 async def _tls_handshake(stream: trio.SSLStream) -> bool:
     """Finish the server side of a TLS handshake; False (logged) if the client failed it."""
-    from proxy.tls import HANDSHAKE_TIMEOUT_S  # noqa: PLC0415
+    from core.tls import HANDSHAKE_TIMEOUT_S  # noqa: PLC0415
 
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
@@ -470,9 +469,9 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 
     Raises ConfigError when a file cannot be read or parsed.
     """
-    from azsidecar._configload import ConfigError  # noqa: PLC0415
+    from core.configload import ConfigError  # noqa: PLC0415
     from proxy.sasl import CredentialsError, load_credentials  # noqa: PLC0415
-    from proxy.tls import server_context  # noqa: PLC0415
+    from core.tls import server_context  # noqa: PLC0415
 
     context = server_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
     credentials = None

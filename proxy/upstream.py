@@ -229,7 +229,7 @@ class UpstreamCluster:
 
     def __init__(self, config: UpstreamConfig, nursery: trio.Nursery) -> None:
         """Raises ConfigError if the TLS CA file cannot be loaded."""
-        from proxy.tls import client_context  # noqa: PLC0415
+        from core.tls import client_context  # noqa: PLC0415
 
         self.config = config
         self._nursery = nursery

@@ -29,17 +29,18 @@ from typing import Any
 
 import trio
 
-from proxy import errors
+from core import errors
 from proxy import metrics as proxy_metrics
 from router import metrics as router_metrics
 from proxy.metadata import MetadataCache
-from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
+from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
+from proxy.produce import DirectBackend
 from router.breaker import Breaker
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
 from router.rates import ZoneRates
 from router.zones import leader_zone
-from spark_audit.records import AuditSink, NullAuditSink
+from core.audit import AuditSink, NullAuditSink
 from wal_s3.config import WalConfig
 from wal_s3.format import WalEntry
 
@@ -123,7 +124,7 @@ class ZoneNotifier:
     notifier then re-sends the share with backoff until the agent applied every such entry,
     before it notifies any later object of the zone (so a partition's later batches cannot
     overtake it). A non-retriable refusal ends the re-drive with an error log; the object
-    stays in S3 for router/recovery.py.
+    stays in S3 for leader_notify/recovery.py.
     """
 
     def __init__(self, zone: str, sender: Any, nursery: trio.Nursery,
@@ -540,7 +541,7 @@ class RoutingBackend:
             return type(route)(Path.DIRECT_CROSS, "no WAL configured")
         return route
 
-    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> Completion:
+    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceCompletion:
         started = time.perf_counter()
         direct_items: dict[Any, list[PartitionBatches]] = defaultdict(list)
         wal_items: list[tuple[PartitionBatches, str, Any]] = []

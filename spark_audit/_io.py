@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from spark_audit.records import KINDS, SCHEMA_VERSION
+from core.audit import KINDS, SCHEMA_VERSION
 from spark_audit import jobs
 from spark_audit.jobs import STATUS_COLUMN
 from spark_audit.schemas import CORRUPT_COLUMN, input_schema

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from router.config import Prices
+from core.prices import Prices
 from spark_audit._io import InputSummary, Table
 
 

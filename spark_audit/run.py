@@ -15,8 +15,8 @@ import tomllib
 from pathlib import Path
 from typing import TextIO
 
-from azsidecar._configload import ConfigError, build
-from router.config import Prices
+from core.configload import ConfigError, build
+from core.prices import Prices
 
 JOBS = ("savings", "cache", "latency", "report", "all")
 TABLES_OF_JOB = {

@@ -1,4 +1,4 @@
-"""Explicit Spark schemas built from the record contract in `spark_audit.records`.
+"""Explicit Spark schemas built from the record contract in `core.audit`.
 
 Only the Spark jobs import this module (it imports pyspark); writers use `records`.
 One StructType per kind, and one "all records" union that the jobs read every file with:
@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_audit.records import COMMON_FIELDS, KINDS, fields_of
+from core.audit import COMMON_FIELDS, KINDS, fields_of
 
 CORRUPT_COLUMN = "_corrupt_record"  # the PERMISSIVE reader puts unparseable lines here
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from spark_audit._jsonline import LineEncoder
 from spark_audit.config import AuditConfig
-from spark_audit.records import COMMON_FIELDS, KINDS, SCHEMA_VERSION
+from core.audit import COMMON_FIELDS, KINDS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -139,7 +139,7 @@ def recorder(monkeypatch, tmp_path):
 
 @pytest.mark.trio
 async def test_every_s3_request_of_each_role_is_allowed_by_its_policy(s3_bucket, recorder, tmp_path):
-    from router.recovery import recover_acknowledged
+    from leader_notify.recovery import recover_acknowledged
     from spark_audit._io import stage_s3
     from spark_audit.config import AuditConfig
     from spark_audit.writer import AuditWriter

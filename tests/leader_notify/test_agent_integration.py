@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from leader_notify.sender import NotifySender
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 from wal_s3.checkpoint_manifest import decode_manifest
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import (

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from leader_notify import protocol as p
 from leader_notify._kafka import AppendResult
 from leader_notify.agent import Agent, AgentSettings, AppliedEntries
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 
 KEY = b"unit-test-key-0123456789"
 

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from leader_notify.sender import NotifySender
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import KEYS, config_for, consume, put_object, wal_entry
 

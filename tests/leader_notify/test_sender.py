@@ -12,7 +12,7 @@ import trio
 from azsidecar.config import load_config
 from leader_notify import protocol as p
 from leader_notify.sender import NotifyError, NotifySender
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 
 KEY = "sender-test-key-0123456789"
 

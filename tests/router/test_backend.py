@@ -12,8 +12,8 @@ import pytest
 import trio
 
 from proxy.metadata import PartitionInfo
-from proxy.produce import PartitionBatches, PartitionResult, ProduceContext
-from proxy.record_batch import RecordBatch
+from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
+from core.record_batch import RecordBatch
 from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
@@ -54,7 +54,7 @@ class FakeDirect:
 
         async def complete():
             return {(it.topic, it.partition): PartitionResult(0, 100) for it in items}
-        return complete
+        return AwaitedCompletion(complete)
 
 
 class FakePending:
@@ -519,7 +519,7 @@ async def test_a_notification_is_started_ahead_only_when_its_zone_is_idle(autoju
 
 @pytest.mark.trio
 async def test_on_results_answers_a_wal_only_request_by_callback_before_its_audit(autojump_clock):
-    from spark_audit.records import MemoryAuditSink
+    from core.audit import MemoryAuditSink
 
     log: list = []
     audit = MemoryAuditSink()
@@ -565,7 +565,7 @@ class NotLeaderOnceSender(SenderFake):
 async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are_counted(autojump_clock):
     from prometheus_client import REGISTRY
 
-    from spark_audit.records import MemoryAuditSink
+    from core.audit import MemoryAuditSink
 
     def lookups(cache: str) -> float:
         return REGISTRY.get_sample_value("azsidecar_router_metadata_lookups_total", {"cache": cache}) or 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.breaker import Breaker
-from router.config import Prices
+from core.prices import Prices
 from router.decide import (
     ObjectShape,
     Path,

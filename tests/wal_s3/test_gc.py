@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from azsidecar.cli import main as azsidecar_main
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 from wal_s3.gc import Checkpoints, checkpoint_key, run_gc
 from wal_s3.checkpoint_manifest import MANIFEST_DIR, decode_manifest
 from wal_s3.format import WalEntry

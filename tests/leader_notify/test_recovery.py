@@ -1,11 +1,11 @@
-"""router/recovery.py: which objects a restarted proxy re-sends, and delivery through a real agent."""
+"""leader_notify/recovery.py: which objects a restarted proxy re-sends, and delivery through a real agent."""
 
 from __future__ import annotations
 
 import pytest
 import trio
 
-from router.recovery import earlier_objects, recover_acknowledged, zone_shares
+from leader_notify.recovery import earlier_objects, recover_acknowledged, zone_shares
 from wal_s3.format import WalEntry, encode_object, parse_object
 from wal_s3.writer import object_key
 
@@ -35,7 +35,7 @@ def test_zone_shares_of_a_parsed_object_are_the_encoders_own():
 @pytest.mark.trio
 async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_bucket, tansu, monkeypatch):
     from leader_notify.sender import NotifySender
-    from spark_audit.records import MemoryAuditSink
+    from core.audit import MemoryAuditSink
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, new_producer_id, wal_entry
     from wal_s3 import WalWriter, make_s3_client

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import trio
 
+from core import errors
+from leader_notify.sender import NotifyError
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3NotFound, S3Store
 from wal_s3.config import WalConfig
@@ -142,9 +144,6 @@ async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: 
 
 async def _deliver(sender, obj: _Recovered, zone: str) -> str | None:
     """None once every entry of the share is in Kafka; otherwise why not."""
-    from leader_notify.sender import NotifyError  # noqa: PLC0415
-    from proxy import errors  # noqa: PLC0415
-
     try:
         results = await sender.notify(obj, zone)
     except NotifyError as exc:
