@@ -20,6 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.prices import Prices
+from deploy.local.scenario import Workload, router_overrides, run_baseline, run_sidecar
+from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
+from deploy.local.zones import cleanup_leftovers, netns_available, three_zones
+from spark_audit.run import run as run_audit
+
 GB = 1_000_000_000
 MB = 1_000_000
 
@@ -56,10 +62,6 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     Raises SystemExit when a run fails verification, ScenarioError/ZoneSetupError when the
     environment cannot be set up.
     """
-    from deploy.local.scenario import Workload, router_overrides, run_baseline, run_sidecar  # noqa: PLC0415
-    from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter  # noqa: PLC0415
-    from deploy.local.zones import cleanup_leftovers, netns_available, three_zones  # noqa: PLC0415
-
     progress = progress or say
     mode = mode if mode != "auto" else ("netns" if netns_available() else "loopback")
     if mode == "loopback":
@@ -83,9 +85,6 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     result = DemoResult(mode, baseline, sidecar, run_dir=run_dir)
     if audit:
         progress("running the Spark audit (local[*]) over the sidecar run's audit records")
-        from core.prices import Prices  # noqa: PLC0415
-        from spark_audit.run import run as run_audit  # noqa: PLC0415
-
         code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout)
         if code != 0:
             raise SystemExit(f"the audit failed with exit code {code}")
@@ -94,8 +93,6 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
 
 
 def main(args: argparse.Namespace) -> int:
-    from deploy.local.zones import netns_available  # noqa: PLC0415
-
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.mode == "netns" and not netns_available():

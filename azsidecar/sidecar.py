@@ -23,8 +23,8 @@ from proxy.produce import DirectBackend
 from proxy.server import run_proxy
 from proxy.upstream import UpstreamCluster, open_upstream
 from router.backend import RoutingBackend, WalPath
-from wal_s3 import WalWriter, make_s3_client
-from wal_s3._s3 import S3Error
+from wal_s3._s3 import S3Error, make_s3_client
+from wal_s3.writer import WalWriter
 
 log = logging.getLogger(__name__)
 

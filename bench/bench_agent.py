@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import trio  # noqa: E402
 
 from azsidecar.config import load_config  # noqa: E402
-from deploy.local.processes import DUMMY_CREDENTIALS, start_moto, start_tansu  # noqa: E402
 from core.audit import NullAuditSink  # noqa: E402
+from deploy.local.processes import DUMMY_CREDENTIALS, start_moto, start_tansu  # noqa: E402
 from wal_s3.format import WalEntry, encode_object  # noqa: E402
 
 MiB = 1024 * 1024

@@ -36,10 +36,10 @@ from typing import Protocol
 
 import crc32c
 
+from core.audit import AuditSink, NullAuditSink
 from leader_notify import protocol as p
 from leader_notify._kafka import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify.metrics import AgentMetrics
-from core.audit import AuditSink, NullAuditSink
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +124,8 @@ class _Ticket:
     def _finish(self) -> None:
         if not self._mine.done():
             self._mine.set_result(None)
-        if self._seq._tails.get(self._tp) is self._mine:
-            del self._seq._tails[self._tp]
+        if self._seq._tails.get(self._tp) is self._mine:  # noqa: SLF001
+            del self._seq._tails[self._tp]  # noqa: SLF001
 
 
 class AppliedEntries:
@@ -206,7 +206,7 @@ class Agent:
             try:
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
                     await self._server.wait_closed()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("agent for zone %s: connections still open after %.0f s", self._s.zone, CLOSE_TIMEOUT_S)
             self._server = None
 
@@ -243,7 +243,7 @@ class Agent:
                     # that arrives as drain completes, and close() would then wait forever.
                     async with asyncio.timeout(WRITE_DRAIN_TIMEOUT_S):
                         await writer.drain()
-        except (ConnectionError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, ConnectionError) as exc:
             log.info("notification connection %s: %r", peer, exc)
         finally:
             self._conn_tasks.discard(task)

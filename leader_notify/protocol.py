@@ -24,6 +24,7 @@ import struct
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # ~250k entries of short topics; the payload itself travels via S3
@@ -309,7 +310,7 @@ class _Reader:
         self._data = data
         self._pos = 0
 
-    def take(self, st: struct.Struct) -> tuple:
+    def take(self, st: struct.Struct) -> tuple[Any, ...]:
         if self._pos + st.size > len(self._data):
             raise ProtocolError("message truncated")
         values = st.unpack_from(self._data, self._pos)
@@ -328,6 +329,7 @@ class _Reader:
             raise ProtocolError("string is not UTF-8") from exc
 
     def count(self, per_item_min: int) -> int:
+        n: int
         (n,) = self.take(_U32)
         # Checked against the bytes actually left before any list is built: a forged
         # count can not make us allocate more than the frame already holds.

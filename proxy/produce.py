@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from core import errors
+from core.duplicates import Verdict
 from core.produce import (
     AwaitedCompletion,
     PartitionBatches,
@@ -23,7 +24,7 @@ from core.produce import (
     ProduceContext,
     TopicPartition,
 )
-from core.duplicates import Verdict
+from core.record_batch import InvalidBatch, split_batches
 from proxy.kafka_codec import (
     PartitionProduceData,
     ProduceRequestData,
@@ -37,7 +38,6 @@ from proxy.produce_response_codec import (
     ProduceAnswer,
     encode_produce_response,
 )
-from core.record_batch import InvalidBatch, split_batches
 from proxy.tail_read import verify_duplicate
 from proxy.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
 from proxy.versions import MIN_ACCEPTED_PRODUCE_VERSION

@@ -26,6 +26,10 @@ from typing import Any
 import trio
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
+from core.configload import ConfigError
+from core.errors import COORDINATOR_NOT_AVAILABLE
+from core.produce import ProduceBackend
+from core.tls import HANDSHAKE_TIMEOUT_S, server_context
 from proxy import metrics
 from proxy.config import ProxyConfig, UpstreamConfig
 from proxy.kafka_codec import (
@@ -44,14 +48,20 @@ from proxy.kafka_codec import (
     encode_response,
 )
 from proxy.metadata import MetadataCache, build_client_metadata
-from core.produce import ProduceBackend
 from proxy.produce import (
     DirectBackend,
     encode_produce_answer,
     produce_answers,
     validate_produce,
 )
-from proxy.sasl import SASL_AUTHENTICATION_FAILED, AuthenticationFailed, Credentials, SaslSession
+from proxy.sasl import (
+    SASL_AUTHENTICATION_FAILED,
+    AuthenticationFailed,
+    Credentials,
+    CredentialsError,
+    SaslSession,
+    load_credentials,
+)
 from proxy.upstream import UpstreamCluster, UpstreamError, open_upstream
 from proxy.versions import (
     FEATURE_MARKERS,
@@ -282,8 +292,6 @@ class RequestHandler:
                                               producer_id=upstream.producer_id, producer_epoch=upstream.producer_epoch)
         except UpstreamError as exc:
             log.warning("InitProducerId upstream failed: %s", exc)
-            from core.errors import COORDINATOR_NOT_AVAILABLE  # noqa: PLC0415
-
             response = InitProducerIdResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE,
                                               producer_id=-1, producer_epoch=-1)
         self._finish(slot, response, frame, started)
@@ -452,8 +460,6 @@ class ProxyServer:
 
 async def _tls_handshake(stream: trio.SSLStream) -> bool:
     """Finish the server side of a TLS handshake; False (logged) if the client failed it."""
-    from core.tls import HANDSHAKE_TIMEOUT_S  # noqa: PLC0415
-
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
             await stream.do_handshake()
@@ -469,10 +475,6 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 
     Raises ConfigError when a file cannot be read or parsed.
     """
-    from core.configload import ConfigError  # noqa: PLC0415
-    from proxy.sasl import CredentialsError, load_credentials  # noqa: PLC0415
-    from core.tls import server_context  # noqa: PLC0415
-
     context = server_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
     credentials = None
     if config.sasl_mechanisms:

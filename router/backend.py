@@ -30,17 +30,17 @@ from typing import Any
 import trio
 
 from core import errors
+from core.audit import AuditSink, NullAuditSink
+from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext
 from proxy import metrics as proxy_metrics
-from router import metrics as router_metrics
 from proxy.metadata import MetadataCache
-from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
 from proxy.produce import DirectBackend
+from router import metrics as router_metrics
 from router.breaker import Breaker
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
 from router.rates import ZoneRates
 from router.zones import leader_zone
-from core.audit import AuditSink, NullAuditSink
 from wal_s3.config import WalConfig
 from wal_s3.format import WalEntry
 
@@ -191,7 +191,7 @@ class ZoneNotifier:
                       on_answer: Callable[[Any], None] | None = None) -> Any:
         try:
             return await self._sender.notify(flushed, self.zone, started=started, on_answer=on_answer)
-        except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
+        except Exception as exc:  # noqa: BLE001 - NotifyError and anything unexpected: every waiter gets it
             return exc
 
     async def _run(self) -> None:
@@ -312,7 +312,7 @@ class WalPath:
                              batch.base_sequence, batch.record_count, batch.data)
             try:
                 pending = await self._writer.buffer(entry, dest_zone)
-            except Exception as exc:  # WalWriteError and friends: the batch fails retriably
+            except Exception as exc:  # noqa: BLE001 - WalWriteError and friends: the batch fails retriably
                 outcome.set(index, PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {exc}"))
                 continue
             pending.add_done_callback(functools.partial(self._durable, outcome, index, dest_zone, ack_mode))
@@ -397,7 +397,7 @@ class _RoutedCompletion:
         for item, _dest, outcome in self._wal_items:
             await outcome.done.wait()
             self._finished_at[(item.topic, item.partition)] = time.perf_counter()
-        results = self._backend._settle(self._items, self._held_back, self._wal_items, results)
+        results = self._backend._settle(self._items, self._held_back, self._wal_items, results)  # noqa: SLF001
         self._account(results)
         return results
 
@@ -422,14 +422,14 @@ class _RoutedCompletion:
 
     def _deliver(self) -> None:
         assert self._consumer is not None
-        results = self._backend._settle(self._items, self._held_back, self._wal_items, {})
+        results = self._backend._settle(self._items, self._held_back, self._wal_items, {})  # noqa: SLF001
         try:
             self._consumer(results)
         finally:
             self._account(results)
 
     def _account(self, results: dict[tuple[str, int], PartitionResult]) -> None:
-        self._backend._account(self._items, self._routes, self._held_back, self._wal_items, results,
+        self._backend._account(self._items, self._routes, self._held_back, self._wal_items, results,  # noqa: SLF001
                                self._started, self._finished_at)
 
 
@@ -659,7 +659,3 @@ class RoutingBackend:
         else:
             record["leader_append_ms"] = (finished - started) * 1000
         self._audit.emit("produce_batch", record)
-
-
-def route_summary(backend: RoutingBackend) -> Mapping[str, int]:
-    return dict(backend.route_counts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from spark_audit.run import JOBS, TABLE_FORMATS
+from spark_audit.catalog import JOBS, TABLE_FORMATS
 
 
 def table_formats(text: str) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from core.audit import COMMON_FIELDS, KINDS, fields_of
+from core.audit import COMMON_FIELDS, KINDS
 
 CORRUPT_COLUMN = "_corrupt_record"  # the PERMISSIVE reader puts unparseable lines here
 
@@ -28,11 +28,6 @@ _SPARK_TYPES: dict[str, DataType] = {
     "double": DoubleType(),
     "boolean": BooleanType(),
 }
-
-
-def kind_schema(kind: str) -> StructType:
-    """Schema of one kind, common fields first. Raises KeyError for an unknown kind."""
-    return StructType([StructField(name, _SPARK_TYPES[t], nullable=True) for name, t in fields_of(kind)])
 
 
 def all_records_schema() -> StructType:

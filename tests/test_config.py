@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.configload import ConfigError
 from azsidecar.config import load_config
+from core.configload import ConfigError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -98,13 +98,16 @@ def classify_error(status: int, code: str, message: str, what: str) -> S3Error:
 
 
 def _map_exception(exc: BaseException, what: str) -> S3Error:
-    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
     from botocore.exceptions import (  # noqa: PLC0415
-        ConnectionError as BotoConnectionError,
+        BotoCoreError,
+        ClientError,
         FlexibleChecksumError,
         HTTPClientError,
         IncompleteReadError,
         ResponseStreamingError,
+    )
+    from botocore.exceptions import (  # noqa: PLC0415
+        ConnectionError as BotoConnectionError,
     )
     from urllib3.exceptions import HTTPError as Urllib3Error  # noqa: PLC0415
 

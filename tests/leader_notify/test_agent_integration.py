@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from leader_notify.sender import NotifySender
 from core.audit import MemoryAuditSink
-from wal_s3.checkpoint_manifest import decode_manifest
+from leader_notify.sender import NotifySender
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import (
     AgentThread,
@@ -17,6 +16,7 @@ from tests.leader_notify.helpers import (
     put_object,
     wal_entry,
 )
+from wal_s3.checkpoint_manifest import decode_manifest
 
 pytestmark = [pytest.mark.integration]
 

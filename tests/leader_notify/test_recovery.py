@@ -34,11 +34,12 @@ def test_zone_shares_of_a_parsed_object_are_the_encoders_own():
 @pytest.mark.integration
 @pytest.mark.trio
 async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_bucket, tansu, monkeypatch):
-    from leader_notify.sender import NotifySender
     from core.audit import MemoryAuditSink
+    from leader_notify.sender import NotifySender
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, new_producer_id, wal_entry
-    from wal_s3 import WalWriter, make_s3_client
+    from wal_s3._s3 import make_s3_client
+    from wal_s3.writer import WalWriter
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")

@@ -10,9 +10,9 @@ import pytest
 import trio
 
 from azsidecar.config import load_config
+from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
 from leader_notify.sender import NotifyError, NotifySender
-from core.audit import MemoryAuditSink
 
 KEY = "sender-test-key-0123456789"
 

@@ -11,9 +11,9 @@ import types
 import pytest
 import trio
 
-from proxy.metadata import PartitionInfo
 from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
 from core.record_batch import RecordBatch
+from proxy.metadata import PartitionInfo
 from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig

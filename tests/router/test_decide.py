@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from router.breaker import Breaker
 from core.prices import Prices
+from router.breaker import Breaker
 from router.decide import (
     ObjectShape,
     Path,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.configload import ConfigError
 from azsidecar.config import load_config
 from azsidecar.secrets import apply_secrets
+from core.configload import ConfigError
 from proxy.config import UpstreamConfig
 
 

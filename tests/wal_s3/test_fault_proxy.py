@@ -23,7 +23,7 @@ import trio
 from core.audit import MemoryAuditSink
 from wal_s3.format import WalEntry, parse_object
 from wal_s3.reader import WalReader, WalReadError
-from wal_s3.writer import WalWriter, WalWriteError
+from wal_s3.writer import WalWriteError, WalWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.trio]
 
