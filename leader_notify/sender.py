@@ -28,18 +28,31 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import trio
 
+from core.audit import AuditSink
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
+from wal_s3.format import ZoneShare
 
 log = logging.getLogger(__name__)
 
 RECEIVE_CHUNK_BYTES = 64 * 1024
+
+
+class AnnouncedObject(Protocol):
+    """What a notification says of a WAL object: its key and each zone's share (a wal_s3
+    FlushedObject as it is released, or a recovered object's shares re-read from S3)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def zones(self) -> Mapping[str, ZoneShare]: ...
 
 
 class NotifyError(Exception):
@@ -73,7 +86,7 @@ class Started:
 class NotifySender:
     """Sends notifications to the agents of other zones. Close with `aclose()`."""
 
-    def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: Any, *,
+    def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: AuditSink, *,
                  bucket: str, metrics: SenderMetrics | None = None) -> None:
         """Raises ValueError if config.hmac_keys is empty or a key is too short."""
         self._config = config
@@ -100,7 +113,7 @@ class NotifySender:
             started.conn.stream.socket.close()
         self._started.clear()
 
-    def start(self, flushed: Any, dest_zone: str) -> Started | None:
+    def start(self, flushed: AnnouncedObject, dest_zone: str) -> Started | None:
         """Write the first attempt's frame for `flushed` -> `dest_zone` now, if that needs no
         waiting: a free slot, an idle connection, a socket that takes the frame. Returns what
         to pass to `notify(..., started=)`, or None (notify then does it all). Never raises.
@@ -137,7 +150,7 @@ class NotifySender:
         self._started.add(started)
         return started
 
-    async def notify(self, flushed: Any, dest_zone: str, *, started: Started | None = None,
+    async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, started: Started | None = None,
                      on_answer: Callable[[list[p.EntryResult]], None] | None = None) -> list[p.EntryResult]:
         """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
 
@@ -214,7 +227,7 @@ class NotifySender:
                 "status": status, "attempts": attempt,
             })
 
-    def _encode(self, flushed: Any, dest_zone: str) -> tuple[p.NotifyRequest, bytes]:
+    def _encode(self, flushed: AnnouncedObject, dest_zone: str) -> tuple[p.NotifyRequest, bytes]:
         """The request for `dest_zone`'s share of `flushed` and its encoding. Raises NotifyError."""
         share = flushed.zones[dest_zone]
         request = p.NotifyRequest(
