@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
-from kafka.protocol.producer.transaction import InitProducerIdRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
@@ -203,8 +204,6 @@ class RequestHandler:
             return slot, False
         if frame.api_key not in (API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE):
             raise ProtocolError(f"api_key {frame.api_key} before SASL authentication (client_id={frame.client_id})")
-        from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse  # noqa: PLC0415
-
         started = time.perf_counter()
         metrics.REQUESTS.labels(frame.api_key, frame.api_version).inc()
         request = decode_request(frame, self.max_versions())
@@ -277,8 +276,6 @@ class RequestHandler:
     async def _init_producer_id(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
         # Forwarded at the highest version both sides speak (Tansu 0.6 fails v0/v1), then
         # answered at the client's version.
-        from kafka.protocol.producer.transaction import InitProducerIdResponse  # noqa: PLC0415
-
         try:
             version = self.cluster.version_for(API_INIT_PRODUCER_ID, HIGHEST_INIT_PRODUCER_ID_VERSION)
             forwarded = InitProducerIdRequest(

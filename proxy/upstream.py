@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
+from kafka.net.sasl import get_sasl_mechanism
+from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from core.tls import client_context
 from proxy.config import UpstreamConfig
@@ -209,8 +212,6 @@ class UpstreamConnection:
 
 
 def _response_class(request: Any) -> Any:
-    from kafka.protocol.api_header import ResponseClassRegistry  # noqa: PLC0415
-
     return ResponseClassRegistry._response_class_registry[request.API_KEY][None]  # noqa: SLF001
 
 
@@ -312,9 +313,6 @@ class UpstreamCluster:
 
     async def _authenticate(self, conn: UpstreamConnection) -> None:
         """SaslHandshake v1, then SaslAuthenticate until the mechanism is done. Raises UpstreamError."""
-        from kafka.net.sasl import get_sasl_mechanism  # noqa: PLC0415
-        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest  # noqa: PLC0415
-
         timeout_s = self.config.request_timeout_s
         mechanism_name = self.config.sasl_mechanism
         handshake = await conn.request(SaslHandshakeRequest(mechanism=mechanism_name), 1, timeout_s)
