@@ -37,6 +37,7 @@ from core.audit import AuditSink
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
+from leader_notify.outcome import Answered, Refused, classify_answer
 from wal_s3.format import ZoneShare
 
 log = logging.getLogger(__name__)
@@ -190,25 +191,19 @@ class NotifySender:
                         p.ProtocolError, _ClosedByPeer) as exc:
                     last_problem = f"{type(exc).__name__}: {exc}"
                 else:
-                    if response.status == p.RequestStatus.OK:
-                        if len(response.results) != len(request.entries):
-                            last_problem = f"{len(response.results)} results for {len(request.entries)} entries"
-                        else:
-                            retriable = [r for r in response.results if r.error_code in p.RETRIABLE_ENTRY_CODES]
-                            if not retriable or attempt == self._config.max_attempts:
-                                status = "ok" if p.results_all_ok(response.results) else "entry_errors"
-                                results = list(response.results)
-                                answered = time.monotonic()  # the round trip ends here, not after on_answer
-                                if on_answer is not None:
-                                    on_answer(results)
-                                return results
-                            last_problem = f"{len(retriable)} entries with retriable errors"
-                    elif response.status in p.RETRIABLE_STATUSES:
-                        last_problem = f"agent answered {response.status.name}: {response.message}"
-                    else:
-                        status = response.status.name.lower()
-                        raise NotifyError(f"agent of {dest_zone} refused {flushed.key}: {response.status.name} "
-                                          f"{response.message}", retriable=False)
+                    verdict = classify_answer(response, len(request.entries), attempt == self._config.max_attempts)
+                    if isinstance(verdict, Answered):
+                        status = verdict.status
+                        results = list(verdict.results)
+                        answered = time.monotonic()  # the round trip ends here, not after on_answer
+                        if on_answer is not None:
+                            on_answer(results)
+                        return results
+                    if isinstance(verdict, Refused):
+                        status = verdict.status
+                        raise NotifyError(f"agent of {dest_zone} refused {flushed.key}: {verdict.message}",
+                                          retriable=False)
+                    last_problem = verdict.problem
                 log.info("notify %s -> %s attempt %d/%d: %s", flushed.key, dest_zone, attempt,
                          self._config.max_attempts, last_problem)
                 if attempt < self._config.max_attempts:
