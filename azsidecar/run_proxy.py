@@ -15,7 +15,7 @@ import trio
 from prometheus_client import start_http_server
 
 from azsidecar.config import Config, load_config
-from azsidecar.secrets import apply_secrets
+from azsidecar.secrets import apply_secrets, read_hmac_keys
 from azsidecar.sidecar import run_sidecar
 from core.audit import AuditSink
 from core.configload import ConfigError
@@ -65,10 +65,9 @@ def main(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, zone=resolve_zone(config.zone, config.imds_endpoint))
     except ZoneUnknown as exc:
         raise ConfigError(str(exc)) from exc
-    keys = os.environ.get("AZSIDECAR_NOTIFY_HMAC_KEYS")  # secrets come from the environment or files
+    keys = read_hmac_keys(None, os.environ)  # secrets come from the environment or files
     if keys and not config.notify.hmac_keys:
-        config = dataclasses.replace(config, notify=dataclasses.replace(
-            config.notify, hmac_keys=tuple(k for k in keys.split(",") if k)))
+        config = dataclasses.replace(config, notify=dataclasses.replace(config.notify, hmac_keys=keys))
     config = apply_secrets(config, os.environ)
     listener_security(config.proxy)  # unreadable TLS or users files stop start-up here, with the key named
     if config.proxy.listen_host not in ("127.0.0.1", "::1", "localhost") and not config.proxy.sasl_mechanisms:
