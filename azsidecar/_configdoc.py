@@ -13,7 +13,7 @@ import sys
 import typing
 
 from azsidecar.config import Config
-from router.config import Prices
+from core.prices import Prices
 
 PREAMBLE = """# Configuration reference
 

@@ -2,7 +2,8 @@
 
 Each package owns the dataclass of its section; this module composes them. Sources, in
 order of precedence: command-line flags, then a TOML file. Environment variables are
-read only by `azsidecar.cli` (secrets), never by library code.
+read only by the runners of `azsidecar/` (secrets through `azsidecar/secrets.py`), never by
+library code.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from azsidecar._configload import ConfigError, build, require
+from core.configload import ConfigError, build, require
 from leader_notify.config import AgentConfig, NotifyConfig
 from proxy.config import ProxyConfig, UpstreamConfig
 from router.config import RouterConfig

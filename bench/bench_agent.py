@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import trio  # noqa: E402
 
 from azsidecar.config import load_config  # noqa: E402
+from core.audit import NullAuditSink  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
 from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
 from leader_notify.owners import AgentMap  # noqa: E402
-from spark_audit.records import NullAuditSink  # noqa: E402
 from wal_s3.format import WalEntry, encode_object  # noqa: E402
 
 MiB = 1024 * 1024
@@ -151,8 +151,8 @@ class AgentProcesses:
 
 async def run_agent_phase(config, objs, bucket: str) -> float:
     """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do."""
+    from leader_notify.notifier import ZoneNotifier
     from leader_notify.sender import NotifySender
-    from router.backend import ZoneNotifier
 
     sender = NotifySender(config.notify, "az1", "bench", 1, NullAuditSink(), bucket=bucket)
     failures: list[str] = []

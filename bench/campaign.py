@@ -54,8 +54,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deploy.local.scenario import TopicSpec, Workload, router_overrides  # noqa: E402
 from deploy.local.sidecar_stack import SidecarSettings  # noqa: E402
 from deploy.local.zones import three_zones  # noqa: E402
-from tests.reliability.harness import (CampaignResult, TickContext, fault_counts, fault_proxy,  # noqa: E402
-                                       notify_fault_proxy, run_campaign)
+from tests.reliability.harness import (  # noqa: E402
+    CampaignResult,
+    TickContext,
+    fault_counts,
+    fault_proxy,
+    notify_fault_proxy,
+    run_campaign,
+)
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
 SCENARIOS = ("proxy-kill", "agent-kill", "broker-kill", "broker-term", "agent-down", "agent-pause", "s3-faults",

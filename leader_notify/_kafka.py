@@ -33,7 +33,7 @@ from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition
 
-from proxy.duplicates import TailSearch, Verdict, batch_headers, covered_until
+from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ class KafkaAppender:
                         search.failed()
                         break
                     search.feed(searched, found)
-        except (KafkaError, asyncio.TimeoutError, _TailUnreadable) as exc:
+        except (TimeoutError, KafkaError, _TailUnreadable) as exc:
             log.info("verifying a duplicate in %s-%d: %r", tp.topic, tp.partition, exc)
             return Verdict.UNKNOWN, -1
         log.info("duplicate of producer %d seq %d in %s-%d: %s", wanted.producer_id, wanted.base_sequence,
@@ -342,7 +342,7 @@ class KafkaAppender:
         try:
             async with asyncio.timeout(self._request_timeout_ms / 1000):  # not wait_for: see agent.py
                 await client.force_metadata_update()
-        except (KafkaError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, KafkaError) as exc:
             log.info("metadata refresh failed: %r", exc)
 
 

@@ -43,12 +43,12 @@ from typing import Protocol
 
 import crc32c
 
+from core.audit import AuditSink, NullAuditSink
 from leader_notify import protocol as p
 from leader_notify._kafka import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify._limits import ListenerLimits, LogLimiter, admit, is_loopback, read_deadline
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share
-from spark_audit.records import AuditSink, NullAuditSink
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +132,8 @@ class _Ticket:
     def _finish(self) -> None:
         if not self._mine.done():
             self._mine.set_result(None)
-        if self._seq._tails.get(self._tp) is self._mine:
-            del self._seq._tails[self._tp]
+        if self._seq._tails.get(self._tp) is self._mine:  # noqa: SLF001
+            del self._seq._tails[self._tp]  # noqa: SLF001
 
 
 class AppliedEntries:
@@ -216,7 +216,7 @@ class Agent:
             try:
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
                     await self._server.wait_closed()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("agent for zone %s: connections still open after %.0f s", self._s.zone, CLOSE_TIMEOUT_S)
             self._server = None
 
@@ -289,7 +289,7 @@ class Agent:
                     async with asyncio.timeout(WRITE_DRAIN_TIMEOUT_S):
                         await writer.drain()
                 frame_started_at = time.monotonic() if channel.buffered_bytes else None
-        except (ConnectionError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, ConnectionError) as exc:
             log.info("notification connection %s: %r", peer, exc)
         finally:
             self._conn_tasks.discard(task)

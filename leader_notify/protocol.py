@@ -30,6 +30,7 @@ import hmac
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 PROTOCOL_VERSION = 2  # 2: per-connection challenges and sequence numbers under the MAC (1: timestamp + nonce)
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # ~250k entries of short topics; the payload itself travels via S3
@@ -337,12 +338,6 @@ class Channel:
     def receive_data(self, data: bytes) -> None:
         self._buf += data
 
-    def declared_frame_bytes(self) -> int | None:
-        """The length the next frame announces (prefix included), None before 4 bytes are in."""
-        if len(self._buf) < _LEN.size:
-            return None
-        return _LEN.size + _LEN.unpack_from(self._buf, 0)[0]
-
     def next_frame(self) -> Frame | None:
         while True:
             if len(self._buf) < _LEN.size:
@@ -400,7 +395,7 @@ class _Reader:
         self._data = data
         self._pos = 0
 
-    def take(self, st: struct.Struct) -> tuple:
+    def take(self, st: struct.Struct) -> tuple[Any, ...]:
         if self._pos + st.size > len(self._data):
             raise ProtocolError("message truncated")
         values = st.unpack_from(self._data, self._pos)
@@ -419,6 +414,7 @@ class _Reader:
             raise ProtocolError("string is not UTF-8") from exc
 
     def count(self, per_item_min: int) -> int:
+        n: int
         (n,) = self.take(_U32)
         # Checked against the bytes actually left before any list is built: a forged
         # count can not make us allocate more than the frame already holds.

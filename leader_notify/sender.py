@@ -37,21 +37,34 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import trio
 
+from core.audit import AuditSink
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
+from leader_notify.outcome import Answered, Refused, classify_answer
 from leader_notify.owners import AgentMap
 from wal_s3.agent_shares import share_name
-from wal_s3.format import entry_head_size
+from wal_s3.format import ZoneShare, entry_head_size
 
 log = logging.getLogger(__name__)
 
 RECEIVE_CHUNK_BYTES = 64 * 1024
+
+
+class AnnouncedObject(Protocol):
+    """What a notification says of a WAL object: its key and each zone's share (a wal_s3
+    FlushedObject as it is released, or a recovered object's shares re-read from S3)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def zones(self) -> Mapping[str, ZoneShare]: ...
 
 
 class NotifyError(Exception):
@@ -86,7 +99,7 @@ class Started:
 class NotifySender:
     """Sends notifications to the agents of other zones. Close with `aclose()`."""
 
-    def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: Any, *,
+    def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: AuditSink, *,
                  bucket: str, metrics: SenderMetrics | None = None) -> None:
         """Raises ValueError if config.hmac_keys is empty or a key is too short."""
         self._config = config
@@ -118,7 +131,7 @@ class NotifySender:
         """The share (owning agent) of topic-partition in `zone`: what the WAL writer groups by."""
         return self.agents.share_of(zone, topic, partition)
 
-    def start(self, flushed: Any, dest_zone: str, agent: int = 0) -> Started | None:
+    def start(self, flushed: AnnouncedObject, dest_zone: str, agent: int = 0) -> Started | None:
         """Write the first attempt's frame for `flushed` -> `dest_zone` now, if that needs no
         waiting: a free slot, an idle connection, a socket that takes the frame. Returns what
         to pass to `notify(..., started=)`, or None (notify then does it all). Never raises.
@@ -164,7 +177,7 @@ class NotifySender:
     def prefetch_depth(self) -> int:
         return self._config.prefetch_depth
 
-    async def prefetch(self, flushed: Any, dest_zone: str, agent: int = 0) -> bool:
+    async def prefetch(self, flushed: AnnouncedObject, dest_zone: str, agent: int = 0) -> bool:
         """Ask `agent` of `dest_zone` to read its part of `flushed` into its cache, appending
         nothing (one attempt): its notification, sent once the one before it is answered,
         then finds the read done or under way. True if the agent answered OK; never raises
@@ -183,7 +196,7 @@ class NotifySender:
         self.metrics.prefetches.labels(dest_zone=dest_zone, status=response.status.name.lower()).inc()
         return response.status == p.RequestStatus.OK
 
-    async def notify(self, flushed: Any, dest_zone: str, *, agent: int | None = None, started: Started | None = None,
+    async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, agent: int | None = None, started: Started | None = None,
                      on_answer: Callable[[list[p.EntryResult]], None] | None = None) -> list[p.EntryResult]:
         """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
 
@@ -240,25 +253,19 @@ class NotifySender:
                         p.ProtocolError, _ClosedByPeer) as exc:
                     last_problem = f"{type(exc).__name__}: {exc}"
                 else:
-                    if response.status == p.RequestStatus.OK:
-                        if len(response.results) != len(request.entries):
-                            last_problem = f"{len(response.results)} results for {len(request.entries)} entries"
-                        else:
-                            retriable = [r for r in response.results if r.error_code in p.RETRIABLE_ENTRY_CODES]
-                            if not retriable or attempt == self._config.max_attempts:
-                                status = "ok" if p.results_all_ok(response.results) else "entry_errors"
-                                results = list(response.results)
-                                answered = time.monotonic()  # the round trip ends here, not after on_answer
-                                if on_answer is not None:
-                                    on_answer(results)
-                                return results
-                            last_problem = f"{len(retriable)} entries with retriable errors"
-                    elif response.status in p.RETRIABLE_STATUSES:
-                        last_problem = f"agent answered {response.status.name}: {response.message}"
-                    else:
-                        status = response.status.name.lower()
-                        raise NotifyError(f"agent of {dest_zone} refused {flushed.key}: {response.status.name} "
-                                          f"{response.message}", retriable=False)
+                    verdict = classify_answer(response, len(request.entries), attempt == self._config.max_attempts)
+                    if isinstance(verdict, Answered):
+                        status = verdict.status
+                        results = list(verdict.results)
+                        answered = time.monotonic()  # the round trip ends here, not after on_answer
+                        if on_answer is not None:
+                            on_answer(results)
+                        return results
+                    if isinstance(verdict, Refused):
+                        status = verdict.status
+                        raise NotifyError(f"agent of {dest_zone} refused {flushed.key}: {verdict.message}",
+                                          retriable=False)
+                    last_problem = verdict.problem
                 log.info("notify %s -> %s attempt %d/%d: %s", flushed.key, dest_zone, attempt,
                          self._config.max_attempts, last_problem)
                 if attempt < self._config.max_attempts:
@@ -277,14 +284,14 @@ class NotifySender:
                 "status": status, "attempts": attempt,
             })
 
-    def _slices(self, flushed: Any, dest_zone: str) -> list[tuple[int, int, int]]:
+    def _slices(self, flushed: AnnouncedObject, dest_zone: str) -> list[tuple[int, int, int]]:
         """(agent, first entry, end entry) per owner of the zone share. Raises NotifyError."""
         try:
             return self.agents.slices(dest_zone, flushed.zones[dest_zone].entries)
         except ValueError as exc:  # a writer not laying out by owner: our wiring is wrong
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
 
-    def _encode(self, flushed: Any, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]:
+    def _encode(self, flushed: AnnouncedObject, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]:
         """The request for `agent`'s part of `dest_zone`'s share of `flushed` and its encoding.
         Raises NotifyError."""
         share = flushed.zones[dest_zone]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import trio
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from proxy.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
+from core.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
 from proxy.upstream import BrokerAddress, UpstreamCluster
 
 log = logging.getLogger(__name__)

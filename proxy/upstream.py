@@ -21,8 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.net.sasl import get_sasl_mechanism
+from kafka.protocol.api_header import ResponseClassRegistry
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from core.tls import client_context
 from proxy.config import UpstreamConfig
 from proxy.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS, ProduceRequestData, encode_produce_request_parts
 from proxy.produce_response_codec import decode_produce_response
@@ -191,7 +195,7 @@ class UpstreamConnection:
             return
         try:
             pending.response = pending.decode(frame)
-        except Exception as exc:  # ProtocolError, or the library's decode errors: the broker sent garbage
+        except Exception as exc:  # noqa: BLE001 - ProtocolError, or the library's decode errors: the broker sent garbage
             pending.error = UpstreamError(f"cannot decode response from {self.address}: {exc}")
         pending.event.set()
 
@@ -208,9 +212,7 @@ class UpstreamConnection:
 
 
 def _response_class(request: Any) -> Any:
-    from kafka.protocol.api_header import ResponseClassRegistry  # noqa: PLC0415
-
-    return ResponseClassRegistry._response_class_registry[request.API_KEY][None]
+    return ResponseClassRegistry._response_class_registry[request.API_KEY][None]  # noqa: SLF001
 
 
 @dataclass(frozen=True)
@@ -229,8 +231,6 @@ class UpstreamCluster:
 
     def __init__(self, config: UpstreamConfig, nursery: trio.Nursery) -> None:
         """Raises ConfigError if the TLS CA file cannot be loaded."""
-        from proxy.tls import client_context  # noqa: PLC0415
-
         self.config = config
         self._nursery = nursery
         self._ssl_context = client_context(config.tls_ca_file, config.tls_check_hostname) if config.tls else None
@@ -313,9 +313,6 @@ class UpstreamCluster:
 
     async def _authenticate(self, conn: UpstreamConnection) -> None:
         """SaslHandshake v1, then SaslAuthenticate until the mechanism is done. Raises UpstreamError."""
-        from kafka.net.sasl import get_sasl_mechanism  # noqa: PLC0415
-        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest  # noqa: PLC0415
-
         timeout_s = self.config.request_timeout_s
         mechanism_name = self.config.sasl_mechanism
         handshake = await conn.request(SaslHandshakeRequest(mechanism=mechanism_name), 1, timeout_s)

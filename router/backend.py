@@ -29,32 +29,32 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import trio
 
-from proxy import errors
+from core import errors
+from core.audit import AuditSink, NullAuditSink
+from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
+from leader_notify.notifier import NotifySink, ZoneAnswer, ZoneNotifier
 from proxy import metrics as proxy_metrics
-from router import metrics as router_metrics
 from proxy.metadata import MetadataCache
-from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
+from proxy.produce import DirectBackend
+from router import metrics as router_metrics
 from router.breaker import Breaker
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
 from router.rates import ZoneRates
+from router.seams import WalSink, ZoneAnswers
 from router.zones import leader_zone
-from spark_audit.records import AuditSink, NullAuditSink
 from wal_s3.config import WalConfig
 from wal_s3.format import WalEntry
+from wal_s3.writer import FlushedObject, WalPlacement
 
 log = logging.getLogger(__name__)
 
-MAX_NOTIFY_QUEUE = 1024  # objects waiting for their notification per zone; the writer's buffer bound comes first
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
-REDRIVE_BACKOFF_INITIAL_S = 0.5  # re-sending acknowledged (ack_mode wal) entries after a failed delivery
-REDRIVE_BACKOFF_MAX_S = 10.0
 SEQUENCE_GAP_TTL_S = 120.0  # a producer that never retries its failed batch stops being held back after this
 LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE,
                            errors.UNKNOWN_TOPIC_OR_PARTITION})
@@ -116,210 +116,30 @@ class _WalOutcome:
             callback()
 
 
-class ZoneNotifier:
-    """Sends one notification per (object, zone agent), in object sequence order, one at a time.
-
-    `agent`: which agent of the zone (its index in `notify.agents`); its entries of each
-    share are one run `[first, end)` of the share's entries (the writer's layout), and the
-    results it gets are that run's.
-
-    Every entry of the zone's share asks for its result exactly once (the writer releases
-    every entry of a durable object), so the results are dropped after the last one asks.
-
-    A share holding entries of ack_mode=wal topics (`acked_topic`) was already answered to
-    its producers: if the notification fails, the waiters get the failure at once, and the
-    notifier then re-sends the share with backoff until the agent applied every such entry,
-    before it notifies any later object of the zone (so a partition's later batches cannot
-    overtake it). A non-retriable refusal ends the re-drive with an error log; the object
-    stays in S3 for router/recovery.py.
-    """
-
-    def __init__(self, zone: str, sender: Any, nursery: trio.Nursery,
-                 acked_topic: Callable[[str], bool] | None = None, agent: int = 0) -> None:
-        self.zone = zone
-        self.agent = agent
-        self._sender = sender
-        self._acked_topic = acked_topic
-        self._nursery = nursery
-        self._prefetch_depth = getattr(sender, "prefetch_depth", 0)
-        self._prefetching = 0
-        self._send, self._receive = trio.open_memory_channel[Any](MAX_NOTIFY_QUEUE)
-        self._results: dict[str, _ZoneResult] = {}
-        self._unfinished = 0  # announced objects not yet notified (re-sends included)
-        self._idle = trio.Event()
-        self._idle.set()
-        nursery.start_soon(self._run)
-
-    def announce(self, flushed: Any, first: int = 0, end: int | None = None) -> None:
-        """Called synchronously, in sequence order, as each object becomes durable.
-
-        With nothing of this zone queued or in flight, the notification's frame is written
-        right here (`sender.start`), in the step that learnt of the object's durability,
-        instead of one scheduler pass later in this notifier's task (which then only awaits
-        the answer).
-        """
-        started = self._sender.start(flushed, self.zone, self.agent) if self._unfinished == 0 else None
-        if started is None and self._unfinished and self._prefetching < self._prefetch_depth:
-            # An earlier object of this agent is being applied: have the agent read this one
-            # now, so its notification finds the bytes in the agent's cache (appends stay in order).
-            self._prefetching += 1
-            self._nursery.start_soon(self._prefetch, flushed)
-        end = len(flushed.zones[self.zone].entries) if end is None else end
-        self._results[flushed.key] = _ZoneResult(end - first, first=first)
-        self._unfinished += 1
-        self._idle = trio.Event() if self._unfinished == 1 else self._idle
-        self._send.send_nowait((flushed, started))
-
-    async def _prefetch(self, flushed: Any) -> None:
-        try:
-            await self._sender.prefetch(flushed, self.zone, self.agent)
-        finally:
-            self._prefetching -= 1
-
-    async def wait_idle(self) -> None:
-        """Until every object announced so far has been notified (and re-sent where owed)."""
-        await self._idle.wait()
-
-    @property
-    def pending_objects(self) -> int:
-        return len(self._results)
-
-    def first_index(self, key: str) -> int:
-        """The zone-share index of this agent's first entry of `key` (its result 0)."""
-        return self._results[key].first
-
-    def on_result(self, key: str, callback: Callable[[Any], None]) -> None:
-        """Call `callback` with the agent's results for `key`'s share of this zone (or the
-        exception the notification raised) once they are in: at once if they already are.
-        Every entry of an announced share asks exactly once."""
-        slot = self._results[key]
-        if slot.done:
-            self._hand_over(key, slot, callback)
-        else:
-            slot.callbacks.append(callback)
-
-    def _answered(self, key: str, slot: _ZoneResult, value: Any) -> None:
-        slot.value = value
-        slot.done = True
-        callbacks, slot.callbacks = slot.callbacks, []
-        for callback in callbacks:
-            self._hand_over(key, slot, callback)
-
-    def _hand_over(self, key: str, slot: _ZoneResult, callback: Callable[[Any], None]) -> None:
-        slot.waiters_left -= 1
-        if slot.waiters_left == 0:
-            del self._results[key]
-        try:
-            callback(slot.value)
-        except Exception:  # one waiter's bug must not keep the others from their results
-            log.exception("a notification result callback failed")
-
-    async def _notify(self, flushed: Any, started: Any = None,
-                      on_answer: Callable[[Any], None] | None = None) -> Any:
-        try:
-            return await self._sender.notify(flushed, self.zone, agent=self.agent, started=started,
-                                             on_answer=on_answer)
-        except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
-            return exc
-
-    async def _run(self) -> None:
-        async for flushed, started in self._receive:
-            try:
-                await self._deliver(flushed, started)
-            finally:
-                self._unfinished -= 1
-                if self._unfinished == 0:
-                    self._idle.set()
-
-    async def _deliver(self, flushed: Any, started: Any) -> None:
-        slot = self._results[flushed.key]
-        # The waiters get an agent's answer as the sender decodes it (on_answer), before the
-        # sender's own metrics and audit record; failures when notify gives up.
-        value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot))
-        if not slot.done:
-            self._answered(flushed.key, slot, value)
-        if self._acked_topic is None:
-            return  # no ack_mode wal topic: nothing is owed beyond the first answer
-        refs = flushed.zones[self.zone].entries[slot.first:slot.first + slot.waiters_total]
-        acked = [i for i, ref in enumerate(refs) if self._acked_topic(ref.topic)]
-        if acked and not acked_entries_applied(slot.value, acked):
-            await self._redrive(flushed, acked, slot.value)
-
-    async def _redrive(self, flushed: Any, acked: list[int], value: Any) -> None:
-        router_metrics.REDRIVE_PENDING.labels(self.zone).set(1)
-        backoff_s = REDRIVE_BACKOFF_INITIAL_S
-        attempts = 1
-        try:
-            while not acked_entries_applied(value, acked):
-                final = (not getattr(value, "retriable", True) if isinstance(value, Exception)
-                         else not any(errors.is_retriable(value[i].error_code) for i in acked
-                                      if not acked_entries_applied(value, [i])))
-                if final:  # refused for good (keys, foreign object), or the leader can never take the batch
-                    log.error("acknowledged (ack_mode wal) entries of %s for %s not appended: %s; the object stays "
-                              "in S3 (GC holds it; azsidecar recover)", flushed.key, self.zone,
-                              value if isinstance(value, Exception) else
-                              [value[i].error_code for i in acked if not acked_entries_applied(value, [i])])
-                    return
-                log.warning("re-sending %s to %s (acknowledged entries, attempt %d): %s", flushed.key, self.zone,
-                            attempts + 1, value if isinstance(value, Exception) else "entries failed")
-                await trio.sleep(backoff_s)  # backoff between deliveries, not synchronization
-                backoff_s = min(2 * backoff_s, REDRIVE_BACKOFF_MAX_S)
-                value = await self._notify(flushed)
-                attempts += 1
-                router_metrics.REDRIVES.labels(self.zone).inc()
-            log.info("acknowledged entries of %s applied in %s after %d notifications", flushed.key, self.zone,
-                     attempts)
-        finally:
-            router_metrics.REDRIVE_PENDING.labels(self.zone).set(0)
-
-
-def acked_entries_applied(value: Any, indexes: list[int]) -> bool:
-    """Did the agent's answer (`value`: entry results, or the exception) apply each entry of `indexes`?"""
-    if isinstance(value, Exception):
-        return False
-    return all(value[i].error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER) or value[i].duplicate
-               for i in indexes)
-
-
-@dataclass
-class _ZoneResult:
-    waiters_left: int
-    first: int = 0  # the agent's first entry in the zone share: result i is entry first + i
-    waiters_total: int = -1
-    done: bool = False
-    value: Any = None
-    callbacks: list[Callable[[Any], None]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.waiters_total < 0:
-            self.waiters_total = self.waiters_left
-
-
 class WalPath:
     """Buffers WAL-routed batches in the writer and resolves them through the agents."""
 
-    def __init__(self, writer: Any, sender: Any, nursery: trio.Nursery,
+    def __init__(self, writer: WalSink, sender: NotifySink, nursery: trio.Nursery,
                  acked_topic: Callable[[str], bool] | None = None) -> None:
         """acked_topic(topic): True for ack_mode=wal topics (their entries are re-driven until applied)."""
         self._writer = writer
         self._sender = sender
         self._nursery = nursery
         self._acked_topic = acked_topic
-        self._notifiers: dict[tuple[str, int], ZoneNotifier] = {}  # per (zone, agent)
+        self._notifiers: dict[tuple[str, int], ZoneAnswers] = {}  # per (zone, agent)
         self.observed = ObjectShape(0.0, 0.0)
         self.observed_at: float | None = None  # trio time of the last flush seen
         writer.on_released = self._on_released
-        self._agents = getattr(sender, "agents", None)  # leader_notify.owners.AgentMap
-        if self._agents is not None:
-            writer.share_of = sender.share_of  # lay each zone's share out by owning agent
+        self._agents = sender.agents
+        writer.share_of = sender.share_of  # lay each zone's share out by owning agent
 
     def agent_of(self, zone: str, topic: str, partition: int) -> int:
         """Index of the agent of `zone` that owns topic-partition (0 with one agent)."""
-        return 0 if self._agents is None else self._agents.owner(zone, topic, partition)
+        return self._agents.owner(zone, topic, partition)
 
     def breaker_key(self, zone: str, topic: str, partition: int) -> str:
         """What health is tracked by: the zone, or `zone/agent address` when it has several."""
-        if self._agents is None or self._agents.count(zone) <= 1:
+        if self._agents.count(zone) <= 1:
             return zone
         return f"{zone}/{self._agents.agents(zone)[self._agents.owner(zone, topic, partition)]}"
 
@@ -329,16 +149,16 @@ class WalPath:
         for notifier in list(self._notifiers.values()):
             await notifier.wait_idle()
 
-    def _notifier(self, zone: str, agent: int = 0) -> ZoneNotifier:
+    def _notifier(self, zone: str, agent: int = 0) -> ZoneAnswers:
         notifier = self._notifiers.get((zone, agent))
         if notifier is None:
             notifier = self._notifiers[(zone, agent)] = ZoneNotifier(zone, self._sender, self._nursery,
                                                                       self._acked_topic, agent)
         return notifier
 
-    def _on_released(self, flushed: Any) -> None:
+    def _on_released(self, flushed: FlushedObject) -> None:
         for zone, share in flushed.zones.items():
-            if self._agents is None or self._agents.count(zone) <= 1:
+            if self._agents.count(zone) <= 1:
                 self._notifier(zone).announce(flushed)
             else:
                 try:
@@ -371,7 +191,7 @@ class WalPath:
                              batch.base_sequence, batch.record_count, batch.data)
             try:
                 pending = await self._writer.buffer(entry, dest_zone)
-            except Exception as exc:  # WalWriteError and friends: the batch fails retriably
+            except Exception as exc:  # noqa: BLE001 - WalWriteError and friends: the batch fails retriably
                 outcome.set(index, PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {exc}"))
                 continue
             pending.add_done_callback(functools.partial(self._durable, outcome, index, dest_zone, ack_mode))
@@ -379,41 +199,41 @@ class WalPath:
         outcome.submitted()
         return outcome
 
-    def _durable(self, outcome: _WalOutcome, index: int, zone: str, ack_mode: str, placement: Any,
+    def _durable(self, outcome: _WalOutcome, index: int, zone: str, ack_mode: str, placement: WalPlacement | None,
                  error: Exception | None) -> None:
         """The writer's callback: the batch's object was released (durable and announced) or failed."""
-        if error is not None:
+        if error is not None or placement is None:
             outcome.set(index, PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {error}"))
             return
         outcome.durable_at = time.perf_counter()
-        outcome.sealed_at, outcome.key = getattr(placement.flushed, "sealed_at", 0.0), placement.key
+        outcome.sealed_at, outcome.key = placement.flushed.sealed_at, placement.key
         agent = 0
-        if self._agents is not None and self._agents.count(zone) > 1:
+        if self._agents.count(zone) > 1:
             ref = placement.flushed.zones[zone].entries[placement.entry_index_in_zone]
             agent = self._agents.owner(zone, ref.topic, ref.partition)
         notifier = self._notifier(zone, agent)
+        first = notifier.first_index(placement.key)
         if ack_mode == "wal":
             # The producer is answered on durability; the append must still happen. A failed
             # first delivery is re-sent by the zone's notifier (ZoneNotifier._redrive).
             outcome.set(index, PartitionResult(errors.NONE, -1))
-            notifier.on_result(placement.key, functools.partial(self._late_result, placement, zone,
-                                                                notifier.first_index(placement.key)))
+            notifier.on_result(placement.key, functools.partial(self._late_result, placement, zone, first))
             return
-        notifier.on_result(placement.key, functools.partial(self._applied, outcome, index, placement,
-                                                            notifier.first_index(placement.key)))
+        notifier.on_result(placement.key, functools.partial(self._applied, outcome, index, placement, first))
 
-    def _applied(self, outcome: _WalOutcome, index: int, placement: Any, first: int, got: Any) -> None:
+    def _applied(self, outcome: _WalOutcome, index: int, placement: WalPlacement, first: int,
+                 got: ZoneAnswer) -> None:
         outcome.notified_at = time.perf_counter()
         outcome.set(index, _entry_result(got, placement.entry_index_in_zone - first))
 
-    def _late_result(self, placement: Any, zone: str, first: int, got: Any) -> None:
+    def _late_result(self, placement: WalPlacement, zone: str, first: int, got: ZoneAnswer) -> None:
         result = _entry_result(got, placement.entry_index_in_zone - first)
         if result.error_code != errors.NONE:
             log.warning("ack_mode=wal entry of %s for %s: first delivery failed (%s); re-sending",
                         placement.key, zone, result.error_message or result.error_code)
 
 
-def _entry_result(got: Any, entry_index: int) -> PartitionResult:
+def _entry_result(got: ZoneAnswer, entry_index: int) -> PartitionResult:
     """The partition result of one entry from the agent's answer (or the notification's exception)."""
     if isinstance(got, Exception):
         code = errors.REQUEST_TIMED_OUT if getattr(got, "retriable", True) else errors.UNKNOWN_SERVER_ERROR
@@ -451,9 +271,9 @@ class _RoutedCompletion:
         self._started = started
         self._finished_at: dict[tuple[str, int], float] = {}  # per partition: its own path's latency
         self._waiting = 0
-        self._consumer: Callable[[dict[tuple[str, int], PartitionResult]], None] | None = None
+        self._consumer: ResultsConsumer | None = None
 
-    async def __call__(self) -> dict[tuple[str, int], PartitionResult]:
+    async def __call__(self) -> Results:
         results: dict[tuple[str, int], PartitionResult] = {}
         for direct_completion, group in self._direct:
             results.update(await direct_completion())
@@ -462,11 +282,11 @@ class _RoutedCompletion:
         for item, _dest, outcome in self._wal_items:
             await outcome.done.wait()
             self._finished_at[(item.topic, item.partition)] = time.perf_counter()
-        results = self._backend._settle(self._items, self._held_back, self._wal_items, results)
+        results = self._backend._settle(self._items, self._held_back, self._wal_items, results)  # noqa: SLF001
         self._account(results)
         return results
 
-    def on_results(self, consumer: Callable[[dict[tuple[str, int], PartitionResult]], None]) -> bool:
+    def on_results(self, consumer: ResultsConsumer) -> bool:
         """Have consumer(results) called once every partition has its result (at once if all
         do). False, registering nothing, if a partition took a direct path: await instead."""
         if self._direct:
@@ -487,14 +307,14 @@ class _RoutedCompletion:
 
     def _deliver(self) -> None:
         assert self._consumer is not None
-        results = self._backend._settle(self._items, self._held_back, self._wal_items, {})
+        results = self._backend._settle(self._items, self._held_back, self._wal_items, {})  # noqa: SLF001
         try:
             self._consumer(results)
         finally:
             self._account(results)
 
     def _account(self, results: dict[tuple[str, int], PartitionResult]) -> None:
-        self._backend._account(self._items, self._routes, self._held_back, self._wal_items, results,
+        self._backend._account(self._items, self._routes, self._held_back, self._wal_items, results,  # noqa: SLF001
                                self._started, self._finished_at)
 
 
@@ -541,7 +361,7 @@ class RoutingBackend:
         return zone, cached
 
     def _count_submit(self, lookups: list[tuple[PartitionBatches, str | None, bool]],
-                      routed: list[tuple[PartitionBatches, Any]]) -> None:
+                      routed: list[tuple[PartitionBatches, Route]]) -> None:
         """Metrics and audit records of what submit looked up and decided. Called once the
         batches are handed on: a WAL batch then waits for its object's linger anyway."""
         for item, zone, cached in lookups:
@@ -610,14 +430,14 @@ class RoutingBackend:
             return type(route)(Path.DIRECT_CROSS, "no WAL configured")
         return route
 
-    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> Completion:
+    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceCompletion:
         started = time.perf_counter()
-        direct_items: dict[Any, list[PartitionBatches]] = defaultdict(list)
-        wal_items: list[tuple[PartitionBatches, str, Any]] = []
-        routes: dict[tuple[str, int], tuple[Any, str | None]] = {}
+        direct_items: dict[DirectBackend, list[PartitionBatches]] = defaultdict(list)
+        wal_items: list[tuple[PartitionBatches, str, _WalOutcome]] = []
+        routes: dict[tuple[str, int], tuple[Route, str | None]] = {}
         held_back: dict[tuple[str, int], PartitionResult] = {}
         lookups: list[tuple[PartitionBatches, str | None, bool]] = []
-        routed: list[tuple[PartitionBatches, Any]] = []
+        routed: list[tuple[PartitionBatches, Route]] = []
         for item in items:
             tp = (item.topic, item.partition)
             dest, cached = await self._leader_zone(item)
@@ -729,7 +549,3 @@ class RoutingBackend:
         else:
             record["leader_append_ms"] = (finished - started) * 1000
         self._audit.emit("produce_batch", record)
-
-
-def route_summary(backend: RoutingBackend) -> Mapping[str, int]:
-    return dict(backend.route_counts)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from azsidecar._configload import ConfigError
 from azsidecar.config import load_config
+from core.configload import ConfigError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -68,7 +68,7 @@ def test_every_setting_is_documented():
     import typing
 
     from azsidecar.config import Config
-    from router.config import Prices
+    from core.prices import Prices
 
     doc = (README.parent / "docs" / "configuration.md").read_text()
     missing = []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from crc32c import crc32c as _crc32c
 
@@ -248,6 +248,7 @@ def header_length(prefix: bytes | memoryview) -> int:
     """
     if len(prefix) < _PREFIX.size:
         raise WalFormatError(f"object prefix is {len(prefix)} bytes, need {_PREFIX.size}")
+    hlen: int
     magic, version, flags, hlen = _PREFIX.unpack_from(prefix, 0)
     if magic != MAGIC:
         raise WalFormatError(f"bad magic {bytes(magic)!r}, expected {MAGIC!r}")
@@ -275,7 +276,7 @@ class _Cursor:
         self.pos += n
         return out
 
-    def unpack(self, st: struct.Struct, what: str) -> tuple:
+    def unpack(self, st: struct.Struct, what: str) -> tuple[Any, ...]:
         return st.unpack(self.take(st.size, what))
 
     def text(self, what: str, max_bytes: int) -> str:

@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import trio
 
-from spark_audit.records import AuditSink
+from core.audit import AuditSink
 from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3PreconditionFailed, S3Store

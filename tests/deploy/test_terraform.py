@@ -120,8 +120,8 @@ def test_lifecycle_expires_wal_objects_by_hex_digit_and_moves_audit_to_ia():
 
 def test_hex_digit_rules_match_wal_s3_key_layout():
     """The lifecycle rules must hit WAL objects and miss epoch markers and checkpoints."""
-    from wal_s3.config import WalConfig
     from wal_s3.checkpoint_manifest import manifest_key
+    from wal_s3.config import WalConfig
     from wal_s3.gc import checkpoint_key
     from wal_s3.writer import epoch_marker_prefix, object_key
 

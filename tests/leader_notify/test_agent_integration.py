@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import trio
 
+from core.audit import MemoryAuditSink
 from leader_notify.sender import NotifySender
-from spark_audit.records import MemoryAuditSink
-from wal_s3.checkpoint_manifest import decode_manifest
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import (
     AgentThread,
@@ -17,6 +16,7 @@ from tests.leader_notify.helpers import (
     put_object,
     wal_entry,
 )
+from wal_s3.checkpoint_manifest import decode_manifest
 
 pytestmark = [pytest.mark.integration]
 
@@ -309,6 +309,7 @@ async def test_prefetch_reads_into_the_cache_and_appends_nothing(env, tansu):
     results = await sender.notify(obj, "az2")
     await sender.aclose()
     assert [(r.error_code, r.base_offset) for r in results] == [(0, 0)]
+    agent.stop()  # its agent_apply record follows the answer: stopped, the agent has written it
     reads = [(r["key"], r["cache_hits"], r["cache_misses"]) for r in audit.of("agent_read")]
     assert reads == [("wal/pf/obj-1", 0, 1), ("wal/pf/obj-1", 1, 0)]  # the notification found it cached
     assert [r["key"] for r in audit.of("agent_apply")] == ["wal/pf/obj-1"]  # the prefetch applied nothing

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from azsidecar._configload import ConfigError
 from azsidecar.config import load_config
+from core.configload import ConfigError
 from leader_notify.owners import AgentMap, agent_lists, owner_index, score
 from wal_s3.agent_shares import share_name, zone_of_share
 

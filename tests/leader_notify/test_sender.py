@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 
 import pytest
 import trio
 
 from azsidecar.config import load_config
+from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
 from leader_notify.sender import NotifyError, NotifySender
-from spark_audit.records import MemoryAuditSink
 
 KEY = "sender-test-key-0123456789"
 

@@ -40,7 +40,7 @@ class EntryWriter(FakeWriter):
                 ref = types.SimpleNamespace(topic=entry.topic, partition=entry.partition, length=len(entry.batch))
                 share = types.SimpleNamespace(offset=0, length=len(entry.batch), entries=(ref,))
                 flushed = types.SimpleNamespace(key=f"obj-{self.sequence}", sequence=self.sequence,
-                                                bytes=len(entry.batch), zones={zone: share})
+                                                bytes=len(entry.batch), zones={zone: share}, sealed_at=0.0)
                 self.on_released(flushed)
                 pending.finish(types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed), None)
 

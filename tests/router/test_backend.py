@@ -11,9 +11,10 @@ import types
 import pytest
 import trio
 
+from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
+from core.record_batch import RecordBatch
+from leader_notify.owners import AgentMap
 from proxy.metadata import PartitionInfo
-from proxy.produce import PartitionBatches, PartitionResult, ProduceContext
-from proxy.record_batch import RecordBatch
 from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
@@ -54,7 +55,7 @@ class FakeDirect:
 
         async def complete():
             return {(it.topic, it.partition): PartitionResult(0, 100) for it in items}
-        return complete
+        return AwaitedCompletion(complete)
 
 
 class FakePending:
@@ -118,14 +119,23 @@ class FakeWriter:
                 ref = types.SimpleNamespace(length=len(entry.batch))
                 share = types.SimpleNamespace(offset=0, length=len(entry.batch), entries=(ref,))
                 flushed = types.SimpleNamespace(key=f"obj-{self.sequence}", sequence=self.sequence,
-                                                bytes=len(entry.batch), zones={zone: share})
+                                                bytes=len(entry.batch), zones={zone: share}, sealed_at=0.0)
                 self.on_released(flushed)
                 pending.finish(types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed), None)
 
 
 class SenderFake:
+    agents = AgentMap({})  # one agent per zone (tests/router/test_agents_per_zone.py has several)
+    prefetch_depth = 0
+
+    def share_of(self, zone, topic, partition):
+        return zone
+
     def start(self, flushed, zone, agent=0):
         return None  # never writes ahead: notify() does all (the real sender's start has its own tests)
+
+    async def prefetch(self, flushed, zone, agent=0):
+        return False
 
 
 class FakeSender(SenderFake):
@@ -519,7 +529,7 @@ async def test_a_notification_is_started_ahead_only_when_its_zone_is_idle(autoju
 
 @pytest.mark.trio
 async def test_on_results_answers_a_wal_only_request_by_callback_before_its_audit(autojump_clock):
-    from spark_audit.records import MemoryAuditSink
+    from core.audit import MemoryAuditSink
 
     log: list = []
     audit = MemoryAuditSink()
@@ -565,7 +575,7 @@ class NotLeaderOnceSender(SenderFake):
 async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are_counted(autojump_clock):
     from prometheus_client import REGISTRY
 
-    from spark_audit.records import MemoryAuditSink
+    from core.audit import MemoryAuditSink
 
     def lookups(cache: str) -> float:
         return REGISTRY.get_sample_value("azsidecar_router_metadata_lookups_total", {"cache": cache}) or 0.0

@@ -28,7 +28,7 @@ def _name(common_name: str) -> x509.Name:
 
 def make_certs(directory: Path, common_name: str = "azsidecar test CA") -> CertFiles:
     """Write ca.pem, server.pem and server-key.pem (SANs 127.0.0.1 and localhost) to `directory`."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
         x509.CertificateBuilder()

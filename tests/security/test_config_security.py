@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from azsidecar._configload import ConfigError
 from azsidecar.config import load_config
-from proxy.cli import apply_secrets
+from azsidecar.secrets import apply_secrets
+from core.configload import ConfigError
 from proxy.config import UpstreamConfig
 
 

@@ -11,10 +11,10 @@ import pytest
 import trio
 
 from azsidecar.cli import main as azsidecar_main
-from spark_audit.records import MemoryAuditSink
-from wal_s3.gc import Checkpoints, checkpoint_key, run_gc
+from core.audit import MemoryAuditSink
 from wal_s3.checkpoint_manifest import MANIFEST_DIR, decode_manifest
 from wal_s3.format import WalEntry
+from wal_s3.gc import Checkpoints, checkpoint_key, run_gc
 from wal_s3.writer import WalWriter
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_audit.records import KINDS, MemoryAuditSink
+from core.audit import KINDS, MemoryAuditSink
 from tests.wal_s3.conftest import Faults
 from wal_s3._s3 import S3PreconditionFailed, S3Store
 from wal_s3.format import WalEntry, entry_encoded_size, parse_object

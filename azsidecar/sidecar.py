@@ -14,11 +14,17 @@ import logging
 import trio
 
 from azsidecar.config import Config
+from core.audit import AuditSink, NullAuditSink
+from leader_notify.metrics import process_sender_metrics
+from leader_notify.recovery import recover_acknowledged
+from leader_notify.sender import NotifySender
 from proxy.metadata import MetadataCache
 from proxy.produce import DirectBackend
 from proxy.server import run_proxy
 from proxy.upstream import UpstreamCluster, open_upstream
-from spark_audit.records import AuditSink, NullAuditSink
+from router.backend import RoutingBackend, WalPath
+from wal_s3._s3 import S3Error, make_s3_client
+from wal_s3.writer import WalWriter
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +33,9 @@ def wal_enabled(config: Config) -> bool:
     return bool(config.zone) and any(z != config.zone for z in config.notify.agents)
 
 
-async def recover_before_serving(config: Config, epoch: int, sender) -> None:
+async def recover_before_serving(config: Config, epoch: int, sender: NotifySender) -> None:
     """Deliver acknowledged (ack_mode wal) entries of this proxy's earlier epochs that no
     agent applied, before new batches can overtake them; bounded by router.recovery_timeout_s."""
-    from router.recovery import recover_acknowledged  # noqa: PLC0415
-    from wal_s3 import make_s3_client  # noqa: PLC0415
-    from wal_s3._s3 import S3Error  # noqa: PLC0415
-
     with trio.move_on_after(config.router.recovery_timeout_s) as scope:
         try:
             await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, config.proxy.proxy_id, epoch,
@@ -53,15 +55,10 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
     given, receives the RoutingBackend (tests and the demo switch policies through it).
     Raises WalWriteError if the WAL epoch cannot be registered.
     """
-    from router.backend import RoutingBackend, WalPath  # noqa: PLC0415
-
     audit = audit or NullAuditSink()
     async with trio.open_nursery() as nursery, contextlib.AsyncExitStack() as stack:
         wal_path = None
         if wal_enabled(config):
-            from leader_notify.metrics import process_sender_metrics  # noqa: PLC0415
-            from leader_notify.sender import NotifySender  # noqa: PLC0415
-            from wal_s3 import WalWriter, make_s3_client  # noqa: PLC0415
 
             writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit)
             await stack.enter_async_context(writer.running())

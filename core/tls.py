@@ -14,7 +14,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 
-from azsidecar._configload import ConfigError
+from core.configload import ConfigError
 
 TLS_MIN_VERSION = ssl.TLSVersion.TLSv1_2  # MSK and Kafka 3.x accept 1.2 and 1.3
 HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TCP and never finishes TLS is dropped

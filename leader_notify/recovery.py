@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 
 import trio
 
+from core import errors
+from leader_notify.sender import NotifyError
 from wal_s3._retry import with_retries
-from wal_s3.agent_shares import share_name
 from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3.agent_shares import share_name
 from wal_s3.config import WalConfig
-from wal_s3.format import EntryRef, ParsedObject, WalFormatError, entry_encoded_size, parse_object
-from wal_s3.format import ZoneShare
+from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, entry_encoded_size, parse_object
 from wal_s3.gc import CheckpointError, Checkpoints
 from wal_s3.writer import OBJECT_KEY_RE
 
@@ -162,9 +163,6 @@ async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: 
 
 async def _deliver(sender, obj: _Recovered, zone: str, agent: int | None = None) -> str | None:
     """None once every entry of the share is in Kafka; otherwise why not."""
-    from leader_notify.sender import NotifyError  # noqa: PLC0415
-    from proxy import errors  # noqa: PLC0415
-
     try:
         results = await sender.notify(obj, zone) if agent is None else await sender.notify(obj, zone, agent=agent)
     except NotifyError as exc:

@@ -1,11 +1,11 @@
-"""router/recovery.py: which objects a restarted proxy re-sends, and delivery through a real agent."""
+"""leader_notify/recovery.py: which objects a restarted proxy re-sends, and delivery through a real agent."""
 
 from __future__ import annotations
 
 import pytest
 import trio
 
-from router.recovery import earlier_objects, recover_acknowledged, zone_shares
+from leader_notify.recovery import earlier_objects, recover_acknowledged, zone_shares
 from wal_s3.format import WalEntry, encode_object, parse_object
 from wal_s3.writer import object_key
 
@@ -34,11 +34,12 @@ def test_zone_shares_of_a_parsed_object_are_the_encoders_own():
 @pytest.mark.integration
 @pytest.mark.trio
 async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_bucket, tansu, monkeypatch):
+    from core.audit import MemoryAuditSink
     from leader_notify.sender import NotifySender
-    from spark_audit.records import MemoryAuditSink
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, new_producer_id, wal_entry
-    from wal_s3 import WalWriter, make_s3_client
+    from wal_s3._s3 import make_s3_client
+    from wal_s3.writer import WalWriter
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
@@ -96,12 +97,13 @@ def test_recover_cli_says_why_there_is_nothing_to_do(tmp_path, capsys, monkeypat
 @pytest.mark.trio
 async def test_recovery_with_two_agents_resends_only_the_run_whose_agent_did_not_apply_it(s3_bucket, tansu,
                                                                                          monkeypatch):
+    from core.audit import MemoryAuditSink
     from leader_notify.owners import AgentMap
     from leader_notify.sender import NotifySender
-    from spark_audit.records import MemoryAuditSink
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, wal_entry
-    from wal_s3 import WalWriter, make_s3_client
+    from wal_s3._s3 import make_s3_client
+    from wal_s3.writer import WalWriter
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")

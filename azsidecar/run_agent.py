@@ -1,0 +1,80 @@
+"""`azsidecar agent`: run the zone agent that appends WAL entries to the partition leaders.
+
+HMAC keys come from AZSIDECAR_NOTIFY_HMAC_KEYS (comma-separated) or --hmac-key-file (one key
+per line), read by `azsidecar/secrets.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from typing import Any
+
+from prometheus_client import start_http_server
+
+from azsidecar.commands import HMAC_ENV
+from azsidecar.config import Config, load_config
+from azsidecar.secrets import apply_secrets, read_hmac_keys
+from core.audit import AuditSink, NullAuditSink
+from core.configload import ConfigError
+from leader_notify._kafka import KafkaAppendUnavailable
+from leader_notify._run import running_agent
+from leader_notify.metrics import process_agent_metrics
+from spark_audit.writer import AuditWriter
+
+log = logging.getLogger("azsidecar.agent")
+
+
+def overrides_from_args(args: argparse.Namespace, keys: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"zone": args.zone, "log_format": args.log_format, "log_level": args.log_level,
+                           "agent.metrics_port": args.metrics_port}
+    if args.listen:
+        host, _, port = args.listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"--listen: expected HOST:PORT, got {args.listen!r}")
+        out["agent.listen_host"], out["agent.listen_port"] = host, int(port)
+    if args.bootstrap_servers:
+        out["upstream.bootstrap_servers"] = [s.strip() for s in args.bootstrap_servers.split(",") if s.strip()]
+    if keys:
+        out["notify.hmac_keys"] = list(keys)
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    keys = read_hmac_keys(args.hmac_key_file, os.environ)
+    config = apply_secrets(load_config(args.config, overrides_from_args(args, keys)), os.environ)
+    if not config.zone:
+        raise ConfigError("zone: the agent needs --zone (or zone in the config file)")
+    if not config.notify.hmac_keys:
+        raise ConfigError(f"notify.hmac_keys: none given (set ${HMAC_ENV} or --hmac-key-file)")
+    return asyncio.run(_serve_until_signal(config, config.zone))
+
+
+async def _serve_until_signal(config: Config, zone: str) -> int:
+    metrics = process_agent_metrics()
+    if config.agent.metrics_port:
+        # The default registry: the agent's own counters and the WAL reader's block cache.
+        start_http_server(config.agent.metrics_port, addr=config.agent.listen_host)
+    writer = AuditWriter(config.audit, zone, "agent") if config.audit.enabled else None
+    audit: AuditSink = writer if writer is not None else NullAuditSink()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    keys = tuple(k.encode() for k in config.notify.hmac_keys)
+    try:
+        async with running_agent(config, zone, keys, audit=audit, metrics=metrics) as (_agent, port):
+            # The line tests and scripts wait for; the port matters when --listen ends in :0.
+            print(f"agent zone={zone} listening={config.agent.listen_host}:{port}", flush=True)
+            await stop.wait()
+            log.info("agent for zone %s shutting down", zone)
+    except KafkaAppendUnavailable as exc:
+        log.error("%s", exc)
+        return 1
+    finally:
+        if writer is not None:
+            writer.close()
+    return 0
