@@ -9,7 +9,7 @@ Setup: one moto server and one memory-backed Tansu broker on loopback. The recor
 Phase "agent xN" (N from --agents): N agent processes (`azsidecar agent`) serve the zone.
 The batches sit in WAL objects of ~8 MiB (wal_s3 format, each zone share laid out by owning
 agent as the proxy's writer does, PUT before the clock starts). The proxy's own
-ZoneNotifier per agent (router/backend.py, with the real NotifySender: a notification
+ZoneNotifier per agent (leader_notify/notifier.py, with the real NotifySender: a notification
 written ahead when the agent is idle, the next objects prefetched) notifies each agent of
 its range of every object, agents in parallel, each in object order; an agent does one
 ranged GET per object, verifies CRCs and appends every raw batch with one ProduceRequest

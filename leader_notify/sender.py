@@ -27,7 +27,7 @@ the agent keeps per-partition order in arrival order.
 callback) when a slot and an idle connection are at hand and the socket takes the whole
 frame: the agent then starts on it before the proxy's event loop gets to the task that
 awaits the answer (`notify(..., started=...)`). Only the caller that knows no other
-notification of the zone is queued or in flight may use it (ZoneNotifier does).
+notification of the agent is queued or in flight may use it (ZoneNotifier does).
 """
 
 from __future__ import annotations
