@@ -30,7 +30,7 @@ from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.produce import ProduceBackend
-from core.tls import HANDSHAKE_TIMEOUT_S, server_context
+from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
 from proxy import metrics
 from proxy.config import ProxyConfig, UpstreamConfig
 from proxy.kafka_codec import (
@@ -475,6 +475,7 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
     context = server_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
     credentials = None
     if config.sasl_mechanisms:
+        check_private(config.sasl_users_file, "proxy.sasl_users_file")
         try:
             credentials = load_credentials(config.sasl_users_file)
         except CredentialsError as exc:
