@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import os
 import signal
 from typing import Any
 
-from prometheus_client import start_http_server
-
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
 from azsidecar.failures import StartupFailure
+from azsidecar.monitor import AgentHealth, monitor_agent
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.secrets import resolve_secrets
+from azsidecar.status import StatusServer
 from core.audit import AuditSink, NullAuditSink
 from core.configload import ConfigError
 from leader_notify._kafka import KafkaAppendUnavailable
@@ -56,9 +58,10 @@ def main(args: argparse.Namespace) -> int:
 
 async def _serve_until_signal(config: Config, zone: str) -> int:
     metrics = process_agent_metrics()
-    if config.agent.metrics_port:
-        # The default registry: the agent's own counters and the WAL reader's block cache.
-        start_http_server(config.agent.metrics_port, addr=config.agent.listen_host)
+    health = AgentHealth()
+    # The default registry: the agent's own counters and the WAL reader's block cache.
+    status = (StatusServer(config.agent.listen_host, config.agent.metrics_port, health.live, health.checks)
+              if config.agent.metrics_port else None)
     writer = AuditWriter(config.audit, zone, "agent") if config.audit.enabled else None
     audit: AuditSink = writer if writer is not None else NullAuditSink()
     stop = asyncio.Event()
@@ -67,14 +70,23 @@ async def _serve_until_signal(config: Config, zone: str) -> int:
         loop.add_signal_handler(sig, stop.set)
     keys = tuple(k.encode() for k in config.notify.hmac_keys)
     try:
-        async with running_agent(config, zone, keys, audit=audit, metrics=metrics) as (_agent, port):
+        async with running_agent(config, zone, keys, audit=audit, metrics=metrics) as (agent, port):
+            monitor = asyncio.create_task(monitor_agent(health, agent.probe_brokers, stop.is_set))
             # The line tests and scripts wait for; the port matters when --listen ends in :0.
             print(f"agent zone={zone} listening={config.agent.listen_host}:{port}", flush=True)
-            await stop.wait()
-            log.info("agent for zone %s shutting down", zone)
+            try:
+                await stop.wait()
+                health.facts = dataclasses.replace(health.facts, draining=True)
+                log.info("agent for zone %s shutting down", zone)
+            finally:
+                monitor.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await monitor
     except KafkaAppendUnavailable as exc:
         raise StartupFailure(f"upstream.bootstrap_servers: {exc}") from exc
     finally:
         if writer is not None:
             writer.close()
+        if status is not None:
+            status.close()
     return 0

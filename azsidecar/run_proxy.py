@@ -12,13 +12,14 @@ import sys
 from typing import Any
 
 import trio
-from prometheus_client import start_http_server
 
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
+from azsidecar.monitor import ProxyHealth
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.secrets import resolve_secrets
 from azsidecar.sidecar import run_sidecar, wal_enabled
+from azsidecar.status import StatusServer
 from core.audit import AuditSink
 from core.configload import ConfigError
 from proxy.sasl import format_credential, scram_credential
@@ -77,27 +78,32 @@ def main(args: argparse.Namespace) -> int:
     if config.proxy.listen_host not in ("127.0.0.1", "::1", "localhost") and not config.proxy.sasl_mechanisms:
         log.warning("proxy listens on %s without SASL: anyone who reaches it can produce as this sidecar",
                     config.proxy.listen_host)
-    if config.proxy.metrics_port:
-        start_http_server(config.proxy.metrics_port, addr=config.proxy.metrics_host)
-    with startup_errors():
-        trio.run(_serve_until_signal, config, args.config)
+    health = ProxyHealth(config.router.fallback)
+    status = (StatusServer(config.proxy.metrics_host, config.proxy.metrics_port, health.live, health.checks)
+              if config.proxy.metrics_port else None)
+    try:
+        with startup_errors():
+            trio.run(_serve_until_signal, config, args.config, health)
+    finally:
+        if status is not None:
+            status.close()
     return 0
 
 
-async def _serve_until_signal(config: Config, config_path: str | None) -> None:
+async def _serve_until_signal(config: Config, config_path: str | None, health: ProxyHealth) -> None:
     audit = AuditWriter(config.audit, config.zone or "", "proxy") if config.audit.enabled else None
     try:
-        await _serve(config, audit, config_path)
+        await _serve(config, audit, config_path, health)
     finally:
         if audit is not None:
             audit.close()
 
 
-async def _serve(config: Config, audit: AuditSink | None, config_path: str | None) -> None:
+async def _serve(config: Config, audit: AuditSink | None, config_path: str | None, health: ProxyHealth) -> None:
     backends: list[RoutingBackend] = []
     async with trio.open_nursery() as nursery:
         server, port = await nursery.start(
-            functools.partial(run_sidecar, config, audit, on_backend=backends.append))
+            functools.partial(run_sidecar, config, audit, on_backend=backends.append, health=health))
         log.info("proxy %s listening on %s:%d (zone %s)", config.proxy.proxy_id, config.proxy.listen_host,
                  port, config.zone)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:

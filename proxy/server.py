@@ -320,6 +320,11 @@ class ProxyServer:
         # (the router's WAL path: deliveries already acknowledged to producers).
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
 
+    @property
+    def draining(self) -> bool:
+        """True from the start of `shutdown()`: no new connections, in-flight work finishing."""
+        return self._stopping
+
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             with trio.CancelScope() as self._listen_scope:

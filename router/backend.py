@@ -313,6 +313,11 @@ class RoutingBackend:
         self.policy = config.policy
         self.route_counts: dict[str, int] = defaultdict(int)
 
+    def zone_circuits(self) -> dict[str, str]:
+        """Each destination zone's circuit as of now: closed, open or half_open (zones seen so far)."""
+        now = trio.current_time()
+        return {zone: "open" if not breaker.allows(now) else breaker.state for zone, breaker in self._breakers.items()}
+
     def set_policy(self, policy: str) -> None:
         """Switch policy at run time (ordering is kept by the drain-before-switch rule)."""
         if policy not in ("cost", "wal", "direct"):
