@@ -17,6 +17,7 @@ from typing import Any
 
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
+from azsidecar.exposition import LabelledRegistry
 from azsidecar.failures import StartupFailure
 from azsidecar.monitor import AgentHealth, monitor_agent
 from azsidecar.preflight import check_wal_store, startup_errors
@@ -60,7 +61,8 @@ async def _serve_until_signal(config: Config, zone: str) -> int:
     metrics = process_agent_metrics()
     health = AgentHealth()
     # The default registry: the agent's own counters and the WAL reader's block cache.
-    status = (StatusServer(config.agent.listen_host, config.agent.metrics_port, health.live, health.checks)
+    status = (StatusServer(config.agent.listen_host, config.agent.metrics_port, health.live, health.checks,
+                           LabelledRegistry({"zone": zone, "component": "agent"}))
               if config.agent.metrics_port else None)
     writer = AuditWriter(config.audit, zone, "agent") if config.audit.enabled else None
     audit: AuditSink = writer if writer is not None else NullAuditSink()

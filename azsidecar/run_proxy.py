@@ -15,6 +15,7 @@ import trio
 
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
+from azsidecar.exposition import LabelledRegistry
 from azsidecar.monitor import ProxyHealth
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.secrets import resolve_secrets
@@ -79,7 +80,8 @@ def main(args: argparse.Namespace) -> int:
         log.warning("proxy listens on %s without SASL: anyone who reaches it can produce as this sidecar",
                     config.proxy.listen_host)
     health = ProxyHealth(config.router.fallback)
-    status = (StatusServer(config.proxy.metrics_host, config.proxy.metrics_port, health.live, health.checks)
+    status = (StatusServer(config.proxy.metrics_host, config.proxy.metrics_port, health.live, health.checks,
+                           LabelledRegistry({"zone": config.zone or "", "component": "proxy"}))
               if config.proxy.metrics_port else None)
     try:
         with startup_errors():

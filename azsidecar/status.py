@@ -10,21 +10,27 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from azsidecar.readiness import Check, ready
 
 ChecksFn = Callable[[], Mapping[str, Check]]
 
 
+class Collector(Protocol):
+    def collect(self) -> Iterable[Metric]: ...
+
+
 class StatusServer:
     """Serves the status port until `close()`; `port` is the bound port (0 asks the OS)."""
 
     def __init__(self, host: str, port: int, live: Callable[[], Check], readiness: ChecksFn,
-                 registry: CollectorRegistry = REGISTRY) -> None:
+                 registry: Collector = REGISTRY) -> None:
         status = self
 
         class Handler(BaseHTTPRequestHandler):

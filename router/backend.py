@@ -489,6 +489,7 @@ class RoutingBackend:
             result = results[tp]
             if result.error_code == errors.NONE:
                 proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
+                proxy_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
                               outcomes.get(id(item)))
 
