@@ -51,6 +51,19 @@ def agent_lists(agents: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[st
     return {zone: (a,) if isinstance(a, str) else tuple(a) for zone, a in agents.items()}
 
 
+def health_key(zone: str, agents: Sequence[str], index: int) -> str:
+    """The name health is tracked by (circuit breakers, readiness): the zone for a one-agent
+    zone, `<zone>/<address>` for each agent of a zone with several."""
+    return zone if len(agents) <= 1 else f"{zone}/{agents[index]}"
+
+
+def probe_targets(agents: Mapping[str, str | Sequence[str]], skip_zone: str | None = None) -> dict[str, str]:
+    """Every agent to probe, by health key, except those of `skip_zone` (the proxy's own)."""
+    return {health_key(zone, addresses, i): address
+            for zone, addresses in agent_lists(agents).items() if zone != skip_zone
+            for i, address in enumerate(addresses)}
+
+
 class AgentMap:
     """The agents of each zone and who owns what. Caches owners (a proxy asks per batch)."""
 

@@ -36,6 +36,7 @@ from core import errors
 from core.audit import AuditSink, NullAuditSink
 from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
 from leader_notify.notifier import NotifySink, ZoneAnswer, ZoneNotifier
+from leader_notify.owners import health_key
 from proxy import metrics as proxy_metrics
 from proxy.metadata import MetadataCache
 from proxy.produce import DirectBackend
@@ -139,9 +140,8 @@ class WalPath:
 
     def breaker_key(self, zone: str, topic: str, partition: int) -> str:
         """What health is tracked by: the zone, or `zone/agent address` when it has several."""
-        if self._agents.count(zone) <= 1:
-            return zone
-        return f"{zone}/{self._agents.agents(zone)[self._agents.owner(zone, topic, partition)]}"
+        agents = self._agents.agents(zone)
+        return health_key(zone, agents, self._agents.owner(zone, topic, partition)) if len(agents) > 1 else zone
 
     async def drain(self) -> None:
         """Until every durable object has been notified to every zone (acknowledged entries
@@ -346,6 +346,11 @@ class RoutingBackend:
         self.policy = config.policy
         self.route_counts: dict[str, int] = defaultdict(int)
 
+    def zone_circuits(self) -> dict[str, str]:
+        """Each destination zone's circuit as of now: closed, open or half_open (zones seen so far)."""
+        now = trio.current_time()
+        return {zone: "open" if not breaker.allows(now) else breaker.state for zone, breaker in self._breakers.items()}
+
     def set_policy(self, policy: str) -> None:
         """Switch policy at run time (ordering is kept by the drain-before-switch rule)."""
         if policy not in ("cost", "wal", "direct"):
@@ -522,6 +527,7 @@ class RoutingBackend:
             result = results[tp]
             if result.error_code == errors.NONE:
                 proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
+                proxy_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
                               outcomes.get(id(item)))
 

@@ -8,6 +8,7 @@ import socket
 import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local.processes import free_port
 from leader_notify import protocol as p
@@ -59,14 +60,15 @@ def test_log_limiter_once_per_source_per_interval_and_bounded():
 # ---------------------------------------------------------------- an agent process
 
 
-def scrape(port: int) -> dict[str, float]:
+def scrape(port: int):
+    """value(name, **labels): the sum of the agent's samples of `name` carrying those labels."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("azsidecar_agent_") and " " in line:
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+    def value(name: str, **labels: str) -> float:
+        return sum(s.value for s in samples
+                   if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+    return value
 
 
 def closed_by_peer(sock: socket.socket) -> bool:
@@ -115,8 +117,8 @@ def test_flood_of_largest_frame_announcements_keeps_memory_bounded(agent, tansu)
     m = scrape(a.metrics_port)
     # Every one was refused at accept (64 unauthenticated at most) or closed at its 4-byte prefix.
     assert closed == 1000
-    assert (m.get('azsidecar_agent_connections_refused_total{reason="max_unauthenticated"}', 0)
-            + m.get('azsidecar_agent_auth_failures_total{reason="bad_frame"}', 0)) == 1000
+    assert (m("azsidecar_agent_connections_refused_total", reason="max_unauthenticated")
+            + m("azsidecar_agent_auth_failures_total", reason="bad_frame")) == 1000
     # 1000 x 16 MiB was announced; the agent buffered at most a HELLO's worth of each.
     assert rss_during - rss_before < 20 * 1024, (rss_before, rss_during, rss_after)
     assert rss_after - rss_before < 20 * 1024, (rss_before, rss_during, rss_after)
@@ -155,9 +157,9 @@ def test_silent_slow_and_idle_connections_are_closed_and_counted(agent):
         for s in (silent, slow, idle):
             s.close()
     m = scrape(a.metrics_port)
-    assert m.get('azsidecar_agent_connections_timed_out_total{reason="request_deadline"}') == 2
-    assert m.get('azsidecar_agent_connections_timed_out_total{reason="idle"}') == 1
-    assert m.get('azsidecar_agent_connections{state="authenticated"}') == 0
-    assert m.get('azsidecar_agent_connections{state="unauthenticated"}') == 0
+    assert m("azsidecar_agent_connections_timed_out_total", reason="request_deadline") == 2
+    assert m("azsidecar_agent_connections_timed_out_total", reason="idle") == 1
+    assert m("azsidecar_agent_connections", state="authenticated") == 0
+    assert m("azsidecar_agent_connections", state="unauthenticated") == 0
     # Logged once per source per minute: both deadlines hit 127.0.0.1, so one line for them.
     assert a.log_text().count("closed: request_deadline") + a.log_text().count("closed: idle") == 1

@@ -9,7 +9,7 @@ import pytest
 
 from azsidecar.config import load_config
 from core.configload import ConfigError
-from leader_notify.owners import AgentMap, agent_lists, owner_index, score
+from leader_notify.owners import AgentMap, agent_lists, health_key, owner_index, probe_targets, score
 from wal_s3.agent_shares import share_name, zone_of_share
 
 A = ("10.0.1.5:9400", "10.0.1.6:9400", "10.0.1.7:9400")
@@ -107,3 +107,9 @@ def test_notify_agents_validation(agents, problem):
 def test_notify_agents_single_address_and_list_forms():
     config = load_config(None, {"notify.agents": {"az1": "h:1", "az2": ["a:1", "b:2"]}})
     assert agent_lists(config.notify.agents) == {"az1": ("h:1",), "az2": ("a:1", "b:2")}
+
+
+def test_probe_targets_are_keyed_like_the_circuits():
+    agents = {"az1": "h:1", "az2": ["a:1", "b:2"], "az3": ["c:3"]}
+    assert probe_targets(agents, skip_zone="az1") == {"az2/a:1": "a:1", "az2/b:2": "b:2", "az3": "c:3"}
+    assert health_key("az2", ("a:1", "b:2"), 1) == "az2/b:2" and health_key("az3", ("c:3",), 0) == "az3"
