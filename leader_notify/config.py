@@ -17,7 +17,7 @@ class NotifyConfig:
     hmac_key_file: str = ""  # the notification keys, one per line (mode 600); else $AZSIDECAR_NOTIFY_HMAC_KEYS
     hmac_keys: tuple[str, ...] = field(default=(), repr=False)  # not a file setting (refused there): filled from hmac_key_file or the environment
     timeout_s: float = 10.0
-    max_in_flight_per_zone: int = 64
+    max_in_flight_per_zone: int = 64  # per agent address (the name predates several agents per zone)
     max_attempts: int = 3
     connect_timeout_s: float = 3.0
     backoff_initial_s: float = 0.2  # doubled per attempt up to backoff_max_s

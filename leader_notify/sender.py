@@ -1,8 +1,8 @@
 """The proxy side of the notification protocol (trio).
 
-Strategy: one pool of TCP connections per destination zone; a connection carries one
-request at a time, so `max_in_flight_per_zone` (a semaphore) bounds both the open
-connections and the requests in flight. A new connection first exchanges HELLOs (one
+Strategy: one pool of TCP connections per destination agent; a connection carries one
+request at a time, so `max_in_flight_per_zone` (a semaphore per agent address) bounds both
+the open connections and the requests in flight. A new connection first exchanges HELLOs (one
 round trip: each side's challenge, protocol.Channel); every frame on it is then bound to
 the connection. Each attempt builds a fresh signed frame around the same request id,
 waits for the response within `timeout_s`, and checks its MAC and request id. Idle
