@@ -3,7 +3,6 @@ protocol client that records the bytes it sends (for replays)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -132,7 +131,3 @@ def replay(address: str, captured: bytes) -> tuple[bool, bytes]:
         else:
             raise TimeoutError("the agent neither answered nor closed")
     return len(received) > p.HELLO_FRAME_BYTES, received
-
-
-def dump(obj: object) -> str:
-    return json.dumps(obj, default=str)
