@@ -300,7 +300,9 @@ class Agent:
                         await writer.drain()
                 frame_started_at = time.monotonic() if channel.buffered_bytes else None
         except (TimeoutError, ConnectionError) as exc:
-            log.info("notification connection %s: %r", peer, exc)
+            # Before its HELLO a peer is a health probe or a scanner more often than a proxy.
+            log.log(logging.INFO if channel.established else logging.DEBUG, "notification connection %s: %r",
+                    peer, exc)
         finally:
             self._conn_tasks.discard(task)
             self._writers.discard(writer)
