@@ -10,8 +10,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from core.msk_iam import MskIamTokens
 from core.tls import client_context, upstream_sasl_password
 from leader_notify._kafka import KafkaAppender
+from leader_notify._msk_iam import AiokafkaMskIamTokens
 from leader_notify._wal_bridge import WalZoneReader, wal_checkpoint
 from leader_notify.agent import Agent, AgentSettings, Checkpoint
 from leader_notify.metrics import AgentMetrics
@@ -20,16 +22,21 @@ from wal_s3.gc import Checkpoints
 from wal_s3.reader import WalReader
 
 
-def aiokafka_security(upstream: Any) -> dict[str, Any]:
+def aiokafka_security(upstream: Any, msk_tokens: MskIamTokens | None = None) -> dict[str, Any]:
     """AIOKafkaClient arguments for `upstream`'s TLS and SASL settings (the agent's own identity).
 
     The password is `upstream.sasl_password` (filled by the CLI) or the first line of
-    `upstream.sasl_password_file`. Raises ConfigError if a file cannot be read.
+    `upstream.sasl_password_file`. With OAUTHBEARER the tokens are MSK IAM tokens signed by
+    `msk_tokens` (default: the config's region and role, AWS credential chain).
+    Raises ConfigError if a file cannot be read.
     """
     out: dict[str, Any] = {"security_protocol": upstream.security_protocol}
     if upstream.tls:
         out["ssl_context"] = client_context(upstream.tls_ca_file, upstream.tls_check_hostname)
-    if upstream.sasl_mechanism:
+    if upstream.msk_iam:
+        tokens = msk_tokens or MskIamTokens(upstream.aws_msk_iam_region, role_arn=upstream.aws_msk_iam_role_arn)
+        out.update(sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=AiokafkaMskIamTokens(tokens))
+    elif upstream.sasl_mechanism:
         out.update(sasl_mechanism=upstream.sasl_mechanism, sasl_plain_username=upstream.sasl_username,
                    sasl_plain_password=upstream.sasl_password or upstream_sasl_password(upstream, {}))
     return out

@@ -31,6 +31,7 @@ from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from proxy.kafka_codec import (
     API_API_VERSIONS,
     API_METADATA,
+    API_PRODUCE,
     API_SASL_AUTHENTICATE,
     API_SASL_HANDSHAKE,
     NEED_DATA,
@@ -38,6 +39,7 @@ from proxy.kafka_codec import (
     decode_request,
     encode_response,
 )
+from proxy.produce_response_codec import PartitionAnswer, encode_produce_response
 
 ACCESS_KEY = "AKIDEXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"  # AWS's documentation example key
@@ -45,7 +47,8 @@ SESSION_TOKEN = "FQoGZXIvYXdzE/example+session=token"
 REGION = "eu-west-1"
 UNSUPPORTED_SASL_MECHANISM = 33
 SASL_AUTHENTICATION_FAILED = 58
-VERSIONS = {API_API_VERSIONS: 3, API_METADATA: 8, API_SASL_HANDSHAKE: 1, API_SASL_AUTHENTICATE: 2}
+VERSIONS = {API_PRODUCE: 8, API_API_VERSIONS: 3, API_METADATA: 8, API_SASL_HANDSHAKE: 1, API_SASL_AUTHENTICATE: 2}
+TOPIC = "orders"  # the one topic the double leads (one partition, node 1)
 
 
 class FixedCredentials(CredentialProvider):
@@ -118,7 +121,13 @@ class MskBrokerDouble:
         self.connections: list[Seen] = []
         self.tokens: list[str] = []
         self.authentications = 0
+        self.generation = 0  # sessions of an older generation are expired (expire_sessions)
+        self.appended: list[bytes] = []  # record batches of every Produce applied, in order
         self.changed = trio.Event()  # set (and replaced) whenever something is recorded
+
+    def expire_sessions(self) -> None:
+        """End every current session now, as if its lifetime had passed (thread-safe: one int)."""
+        self.generation += 1
 
     def _note(self) -> None:
         self.changed.set()
@@ -142,6 +151,7 @@ class MskBrokerDouble:
         self.connections.append(seen)
         codec = ServerCodec(1024 * 1024)
         session_ends_at: float | None = None  # trio time; None = not authenticated
+        session_generation = 0
         mechanism_chosen = False
         error_challenge_sent = False
         try:
@@ -172,21 +182,30 @@ class MskBrokerDouble:
                         return
                     response, session_ends_at, error_challenge_sent = self._authenticate(
                         seen, bytes(request.auth_bytes), version, error_challenge_sent)
+                    session_generation = self.generation
                     mechanism_chosen = error_challenge_sent  # one handshake per authentication
                 else:
-                    name = "Metadata" if key == API_METADATA else f"api_key {key}"
+                    name = {API_METADATA: "Metadata", API_PRODUCE: "Produce"}.get(key, f"api_key {key}")
                     if mechanism_chosen:  # a broker reads the bytes after SaslHandshake as SASL, not a request
                         seen.closed_by_broker = f"{name} during authentication"
                         return
-                    if session_ends_at is None or trio.current_time() >= session_ends_at:
+                    expired = session_ends_at is not None and (
+                        trio.current_time() >= session_ends_at or session_generation != self.generation)
+                    if session_ends_at is None or expired:
                         # Kafka's SocketServer: an expired (or never started) session gets the connection closed.
                         seen.closed_by_broker = f"{name} on an expired session" if session_ends_at else name
                         return
                     seen.events.append((name, f"v{version}"))
-                    response = MetadataResponse(
-                        throttle_time_ms=0, cluster_id="msk-double", controller_id=1, topics=[],
-                        brokers=[MetadataResponse.MetadataResponseBroker(node_id=1, host="127.0.0.1",
-                                                                         port=self.port, rack="use1-az1")])
+                    if key == API_PRODUCE:
+                        answers = []
+                        for topic in request.topic_data:
+                            for p in topic.partition_data:
+                                answers.append(PartitionAnswer(topic.name, p.index, 0, len(self.appended)))
+                                self.appended.append(bytes(p.records or b""))
+                        self._note()
+                        await stream.send_all(encode_produce_response(answers, cid, version))
+                        continue
+                    response = self._metadata(request)
                 self._note()
                 await stream.send_all(encode_response(response, cid, version))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -195,6 +214,18 @@ class MskBrokerDouble:
             self._note()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
+
+    def _metadata(self, request: object) -> MetadataResponse:
+        M = MetadataResponse
+        partition = M.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=0, partition_index=0, leader_id=1, leader_epoch=0, replica_nodes=[1], isr_nodes=[1],
+            offline_replicas=[])
+        requested = getattr(request, "topics", None)
+        names = [TOPIC] if requested is None else [t.name for t in requested]
+        topics = [M.MetadataResponseTopic(error_code=0 if n == TOPIC else 3, name=n, is_internal=False,
+                                          partitions=[partition] if n == TOPIC else []) for n in names]
+        return M(throttle_time_ms=0, cluster_id="msk-double", controller_id=1, topics=topics,
+                 brokers=[M.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=self.port, rack="use1-az1")])
 
     def _authenticate(self, seen: Seen, auth_bytes: bytes, version: int,
                       error_challenge_sent: bool) -> tuple[SaslAuthenticateResponse, float | None, bool]:

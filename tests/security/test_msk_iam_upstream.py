@@ -1,0 +1,208 @@
+"""SASL/OAUTHBEARER with MSK IAM tokens at socket level: the proxy's upstream client (trio,
+kafka-python's OAUTHBEARER messages) and the agent's aiokafka client, against the TLS broker
+double of msk_iam_double.py, which checks each token with botocore's signer.
+
+No broker installable here validates MSK IAM tokens (see docs/security.md): MSK's IAM
+listener is AWS's own; Tansu 0.6 validates OAUTHBEARER only as a JWT from an OpenID issuer
+and its TLS listener does not work here; librdkafka's mock cluster has no SASL at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import threading
+from collections.abc import Iterator
+
+import pytest
+import trio
+import trio.testing
+from kafka.protocol.metadata import MetadataRequest
+
+from core.msk_iam import MskIamTokens
+from leader_notify._kafka import AppendResult, KafkaAppender
+from leader_notify._run import aiokafka_security
+from proxy.config import UpstreamConfig
+from proxy.kafka_codec import encode_response
+from proxy.upstream import UpstreamConnection, UpstreamError, open_upstream
+from tests.proxy.kafka_wire import record_batch
+from tests.security.msk_iam_double import (
+    REGION,
+    TOPIC,
+    FixedCredentials,
+    MetadataResponse,
+    MskBrokerDouble,
+    token_is_valid,
+)
+
+pytestmark = pytest.mark.integration
+TIMEOUT_S = 10.0
+
+
+def iam_upstream(port: int, ca_file) -> UpstreamConfig:
+    return UpstreamConfig(bootstrap_servers=(f"127.0.0.1:{port}",), security_protocol="SASL_SSL",
+                          tls_ca_file=str(ca_file), sasl_mechanism="OAUTHBEARER", aws_msk_iam_region=REGION,
+                          connect_timeout_s=5, request_timeout_s=5)
+
+
+def server_ssl(certs) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(certs.cert_file), str(certs.key_file))
+    return context
+
+
+async def start_double(nursery, certs, credentials: FixedCredentials, **kwargs) -> MskBrokerDouble:
+    double = MskBrokerDouble(server_ssl(certs), credentials=credentials.credentials, **kwargs)
+    await nursery.start(double.serve)
+    return double
+
+
+async def metadata(conn) -> object:
+    return await conn.request(MetadataRequest[1](topics=[]), 1, TIMEOUT_S)
+
+
+@pytest.mark.trio
+async def test_proxy_authenticates_with_a_valid_token_then_talks(nursery, certs):
+    credentials = FixedCredentials()
+    double = await start_double(nursery, certs, credentials, session_lifetime_ms=0)
+    async with open_upstream(iam_upstream(double.port, certs.ca_file),
+                             MskIamTokens(REGION, credentials=credentials)) as cluster:
+        conn = await cluster.connection()
+        response = await metadata(conn)
+    assert [b.node_id for b in response.brokers] == [1]
+    assert double.connections[0].events == [
+        ("ApiVersions", "v0"), ("SaslHandshake", "OAUTHBEARER"), ("SaslAuthenticate", "v2 ok"), ("Metadata", "v1")]
+    assert len(double.tokens) == 1 and token_is_valid(double.tokens[0], credentials.credentials, REGION)
+
+
+@pytest.mark.trio
+async def test_proxy_reauthenticates_on_the_same_connection_before_the_session_ends(nursery, certs):
+    credentials = FixedCredentials()
+    # 1.2 s sessions: re-authentication is due at 1.02 s (85%), well before the broker would close.
+    double = await start_double(nursery, certs, credentials, session_lifetime_ms=1_200)
+    async with open_upstream(iam_upstream(double.port, certs.ca_file),
+                             MskIamTokens(REGION, credentials=credentials)) as cluster:
+        conn = await cluster.connection()
+        await metadata(conn)
+        await double.wait_for(lambda: double.authentications >= 3, timeout_s=TIMEOUT_S)
+        await metadata(conn)  # after two re-authentications, on the first connection, still served
+        assert await cluster.connection() is conn
+        assert conn.reauthentications >= 2
+    events = double.connections[0].events
+    assert len(double.connections) == 1 and double.connections[0].closed_by_broker == ""
+    assert events[:4] == [("ApiVersions", "v0"), ("SaslHandshake", "OAUTHBEARER"), ("SaslAuthenticate", "v2 ok"),
+                          ("Metadata", "v1")]
+    assert events[4:8] == [("SaslHandshake", "OAUTHBEARER"), ("SaslAuthenticate", "v2 ok")] * 2
+    assert events[-1] == ("Metadata", "v1")
+    assert all(token_is_valid(t, credentials.credentials, REGION) for t in double.tokens)
+
+
+@pytest.mark.trio
+async def test_refused_reauthentication_closes_the_connection_and_the_next_request_reconnects(nursery, certs):
+    credentials = FixedCredentials()
+    double = await start_double(nursery, certs, credentials, session_lifetime_ms=1_200,
+                                refuse_authentication=lambda n: n == 2)
+    async with open_upstream(iam_upstream(double.port, certs.ca_file),
+                             MskIamTokens(REGION, credentials=credentials)) as cluster:
+        first = await cluster.connection()
+        with trio.fail_after(TIMEOUT_S):
+            await first.wait_closed()
+        second = await cluster.connection()
+        assert second is not first
+        await metadata(second)
+    assert double.connections[0].events[3:] == [("SaslHandshake", "OAUTHBEARER"), ("SaslAuthenticate", "refused"),
+                                                ("SaslAuthenticate", "failure acknowledged")]
+    assert double.connections[1].events[-1] == ("Metadata", "v1")
+
+
+@pytest.mark.trio
+async def test_invalid_token_fails_with_the_brokers_message_and_no_token_in_it(nursery, certs):
+    signer = FixedCredentials(secret_key="not-the-secret-the-broker-knows")
+    double = await start_double(nursery, certs, FixedCredentials(), session_lifetime_ms=0)
+    async with open_upstream(iam_upstream(double.port, certs.ca_file),
+                             MskIamTokens(REGION, credentials=signer)) as cluster:
+        with pytest.raises(UpstreamError, match="OAUTHBEARER authentication as the IAM role failed") as info:
+            await cluster.connection()
+    assert "invalid MSK IAM token" in str(info.value)
+    assert double.tokens[0] not in str(info.value)
+
+
+@pytest.mark.trio
+async def test_quiesced_waits_for_pending_responses_before_the_sasl_exchange():
+    client, broker = trio.testing.memory_stream_pair()
+    conn = UpstreamConnection(client, 1, "double:9098", "azsidecar")
+    entered = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run_reader)
+        pending = await conn.submit(MetadataRequest[1](topics=[]), 1)
+        request_bytes = await broker.receive_some(65536)
+
+        async def reauthenticate() -> None:
+            async with conn.quiesced(TIMEOUT_S):
+                entered.set()
+
+        nursery.start_soon(reauthenticate)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not entered.is_set()  # a Metadata answer is still owed
+        correlation_id = int.from_bytes(request_bytes[8:12], "big")
+        await broker.send_all(encode_response(MetadataResponse(throttle_time_ms=0, brokers=[], controller_id=1,
+                                                               topics=[]), correlation_id, 1))
+        with trio.fail_after(TIMEOUT_S):
+            await entered.wait()
+            await pending.wait(TIMEOUT_S)
+        await conn.aclose()
+
+
+@contextlib.contextmanager
+def double_in_a_thread(certs, credentials: FixedCredentials, **kwargs) -> Iterator[MskBrokerDouble]:
+    """The trio broker double on its own thread, for the agent's asyncio client; stopped on exit."""
+    ready = threading.Event()
+    started: dict[str, object] = {}
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            started["double"] = await start_double(nursery, certs, credentials, **kwargs)
+            started["token"] = trio.lowlevel.current_trio_token()
+            started["scope"] = nursery.cancel_scope
+            ready.set()
+
+    thread = threading.Thread(target=trio.run, args=(run,), daemon=True)
+    thread.start()
+    assert ready.wait(TIMEOUT_S), "broker double did not start"
+    try:
+        yield started["double"]  # type: ignore[misc]
+    finally:
+        trio.from_thread.run_sync(started["scope"].cancel, trio_token=started["token"])  # type: ignore[attr-defined]
+        thread.join(TIMEOUT_S)
+        assert not thread.is_alive()
+
+
+def test_agent_appends_with_msk_iam_and_reconnects_with_a_fresh_token_when_the_session_ends(certs):
+    """aiokafka has no KIP-368 re-authentication: the broker closes the connection at the first
+    request after the session's end (before handling it), the appender retries, and aiokafka's
+    new connection authenticates with a token from the same provider."""
+    credentials = FixedCredentials()
+    one, two = record_batch([b"one"]), record_batch([b"two"])
+    with double_in_a_thread(certs, credentials, session_lifetime_ms=900_000) as double:
+        config = iam_upstream(double.port, certs.ca_file)
+        security = aiokafka_security(config, msk_tokens=MskIamTokens(REGION, credentials=credentials))
+        assert security["security_protocol"] == "SASL_SSL" and security["sasl_mechanism"] == "OAUTHBEARER"
+
+        async def appends() -> tuple[AppendResult, AppendResult]:
+            async with KafkaAppender(config.bootstrap_servers, security=security, max_attempts=3,
+                                     request_timeout_ms=5_000) as appender:
+                first = await asyncio.wait_for(appender.append(TOPIC, 0, one), TIMEOUT_S)
+                double.expire_sessions()
+                second = await asyncio.wait_for(appender.append(TOPIC, 0, two), TIMEOUT_S)
+                return first, second
+
+        first, second = asyncio.run(appends())
+    assert (first.error_code, first.base_offset, first.attempts) == (0, 0, 1)
+    assert (second.error_code, second.base_offset) == (0, 1) and second.attempts >= 2
+    assert double.appended == [one, two]  # each once
+    closed = [c.closed_by_broker for c in double.connections if c.closed_by_broker]
+    assert closed and all("on an expired session" in reason for reason in closed)
+    authenticated = [c for c in double.connections if ("SaslHandshake", "OAUTHBEARER") in c.events]
+    assert len(authenticated) >= 2
+    assert all(token_is_valid(t, credentials.credentials, REGION) for t in double.tokens)
