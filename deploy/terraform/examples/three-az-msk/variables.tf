@@ -140,3 +140,15 @@ variable "ack_modes" {
     error_message = "ack_modes values are leader or wal."
   }
 }
+
+variable "kafka_topics" {
+  description = <<-EOT
+    Topics the producers write through the sidecars (names, or prefixes ending in *): the
+    sidecar and agent roles may describe, write and read these topics of the cluster only.
+  EOT
+  type        = list(string)
+  validation {
+    condition     = length(var.kafka_topics) > 0 && alltrue([for t in var.kafka_topics : can(regex("^[A-Za-z0-9._-]+\\*?$", t))])
+    error_message = "kafka_topics: one or more topic names or prefixes ending in * (not * alone)."
+  }
+}
