@@ -4,8 +4,8 @@ The composition root: nothing imports this package. `azsidecar/commands.py` defi
 arguments; the chosen subcommand's runner module (`azsidecar/run_*.py`, `demo.py`) is
 imported only then, wires the components from the one validated Config and runs them.
 The runners and `azsidecar/secrets.py` are the only code that reads the environment
-(secrets such as HMAC keys). Here logging is set up and ConfigError becomes a readable
-message and exit code 2.
+(secrets such as HMAC keys). Here logging is set up, and a failed start becomes one line
+on stderr: ConfigError exit code 2, StartupFailure (credentials, bucket, brokers) 1.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 
 from azsidecar import __version__
 from azsidecar.commands import RUNNERS, register_all
+from azsidecar.failures import EXIT_CONFIG, EXIT_ENVIRONMENT, StartupFailure
 from azsidecar.logs import setup_logging
 from azsidecar.runtime import tune_gc
 from core.configload import ConfigError
@@ -46,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(run(args) or 0)
     except ConfigError as exc:
         print(f"azsidecar: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
+    except StartupFailure as exc:
+        print(f"azsidecar: cannot start: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except KeyboardInterrupt:
         return 130
 

@@ -57,6 +57,8 @@ def _proxy(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]", help="upstream Kafka cluster")
     p.add_argument("--proxy-id", help="this sidecar's id in WAL keys and audit records")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port (0 = off)")
+    p.add_argument("--hmac-key-file", metavar="FILE",
+                   help=f"notification HMAC keys, one per line, mode 600 (else notify.hmac_key_file, ${HMAC_ENV})")
 
 
 def _proxy_user(sub: argparse._SubParsersAction) -> None:

@@ -9,6 +9,7 @@ import trio
 from prometheus_client import start_http_server
 
 from azsidecar.config import load_config
+from azsidecar.preflight import check_wal_store, startup_errors
 from wal_s3._s3 import make_s3_client
 from wal_s3.gc import GcError, run_gc
 
@@ -21,6 +22,7 @@ def main(args: argparse.Namespace) -> int:
     config = full.wal
     # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
     acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
+    check_wal_store(config)
     client = make_s3_client(config)
     interval_s = args.interval_s if args.interval_s is not None else config.gc_interval_s
     if config.gc_metrics_port and not args.once:
@@ -40,4 +42,5 @@ def main(args: argparse.Namespace) -> int:
                 return 0
             await trio.sleep(interval_s)
 
-    return trio.run(loop)
+    with startup_errors():
+        return trio.run(loop)

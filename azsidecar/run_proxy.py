@@ -12,11 +12,15 @@ import sys
 from typing import Any
 
 import trio
-from prometheus_client import start_http_server
 
+from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
-from azsidecar.secrets import apply_secrets, read_hmac_keys
-from azsidecar.sidecar import run_sidecar
+from azsidecar.exposition import LabelledRegistry
+from azsidecar.monitor import ProxyHealth
+from azsidecar.preflight import check_wal_store, startup_errors
+from azsidecar.secrets import resolve_secrets
+from azsidecar.sidecar import run_sidecar, wal_enabled
+from azsidecar.status import StatusServer
 from core.audit import AuditSink
 from core.configload import ConfigError
 from proxy.sasl import format_credential, scram_credential
@@ -65,34 +69,43 @@ def main(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, zone=resolve_zone(config.zone, config.imds_endpoint))
     except ZoneUnknown as exc:
         raise ConfigError(str(exc)) from exc
-    keys = read_hmac_keys(None, os.environ)  # secrets come from the environment or files
-    if keys and not config.notify.hmac_keys:
-        config = dataclasses.replace(config, notify=dataclasses.replace(config.notify, hmac_keys=keys))
-    config = apply_secrets(config, os.environ)
+    config = resolve_secrets(config, os.environ, args.hmac_key_file)
+    if wal_enabled(config) and not config.notify.hmac_keys:
+        raise ConfigError(f"notify.hmac_keys: none given, and the WAL path (notify.agents of other zones) needs "
+                          f"them: set ${HMAC_ENV} or notify.hmac_key_file, the same keys as the agents'")
     listener_security(config.proxy)  # unreadable TLS or users files stop start-up here, with the key named
+    if wal_enabled(config):
+        check_wal_store(config.wal)
     if config.proxy.listen_host not in ("127.0.0.1", "::1", "localhost") and not config.proxy.sasl_mechanisms:
         log.warning("proxy listens on %s without SASL: anyone who reaches it can produce as this sidecar",
                     config.proxy.listen_host)
-    if config.proxy.metrics_port:
-        start_http_server(config.proxy.metrics_port, addr=config.proxy.metrics_host)
-    trio.run(_serve_until_signal, config, args.config)
+    health = ProxyHealth(config.router.fallback)
+    status = (StatusServer(config.proxy.metrics_host, config.proxy.metrics_port, health.live, health.checks,
+                           LabelledRegistry({"zone": config.zone or "", "component": "proxy"}))
+              if config.proxy.metrics_port else None)
+    try:
+        with startup_errors():
+            trio.run(_serve_until_signal, config, args.config, health)
+    finally:
+        if status is not None:
+            status.close()
     return 0
 
 
-async def _serve_until_signal(config: Config, config_path: str | None) -> None:
+async def _serve_until_signal(config: Config, config_path: str | None, health: ProxyHealth) -> None:
     audit = AuditWriter(config.audit, config.zone or "", "proxy") if config.audit.enabled else None
     try:
-        await _serve(config, audit, config_path)
+        await _serve(config, audit, config_path, health)
     finally:
         if audit is not None:
             audit.close()
 
 
-async def _serve(config: Config, audit: AuditSink | None, config_path: str | None) -> None:
+async def _serve(config: Config, audit: AuditSink | None, config_path: str | None, health: ProxyHealth) -> None:
     backends: list[RoutingBackend] = []
     async with trio.open_nursery() as nursery:
         server, port = await nursery.start(
-            functools.partial(run_sidecar, config, audit, on_backend=backends.append))
+            functools.partial(run_sidecar, config, audit, on_backend=backends.append, health=health))
         log.info("proxy %s listening on %s:%d (zone %s)", config.proxy.proxy_id, config.proxy.listen_host,
                  port, config.zone)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:

@@ -12,8 +12,10 @@ import sys
 
 import trio
 
+from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
-from azsidecar.secrets import read_hmac_keys
+from azsidecar.preflight import check_wal_store, startup_errors
+from azsidecar.secrets import resolve_secrets
 from core.audit import NullAuditSink
 from core.configload import ConfigError
 from leader_notify.recovery import recover_acknowledged
@@ -24,19 +26,19 @@ ALL_EPOCHS = 10**10  # above any registered epoch: every object of the writer is
 
 
 def main(args: argparse.Namespace) -> int:
-    keys = read_hmac_keys(args.hmac_key_file, os.environ)
-    overrides = {"zone": args.zone, "notify.hmac_keys": list(keys) if keys else None}
-    config = load_config(args.config, overrides)
+    config = resolve_secrets(load_config(args.config, {"zone": args.zone}), os.environ, args.hmac_key_file)
     writer_id = args.writer_id or config.proxy.proxy_id
     if not config.zone:
         raise ConfigError("zone: recover needs the writer's zone (--zone or zone in the config file)")
     if not config.notify.hmac_keys:
-        raise ConfigError("notify.hmac_keys: none given (set $AZSIDECAR_NOTIFY_HMAC_KEYS or --hmac-key-file)")
+        raise ConfigError(f"notify.hmac_keys: none given (set ${HMAC_ENV}, notify.hmac_key_file or --hmac-key-file)")
     if "wal" not in config.router.ack_modes.values():
         print("azsidecar recover: no topic has router.ack_modes 'wal'; nothing was acknowledged before its "
               "append, so there is nothing to recover", file=sys.stderr)
         return 0
-    return trio.run(_recover, config, config.zone, writer_id)
+    check_wal_store(config.wal)
+    with startup_errors():
+        return trio.run(_recover, config, config.zone, writer_id)
 
 
 async def _recover(config: Config, zone: str, writer_id: str) -> int:

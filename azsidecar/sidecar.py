@@ -14,6 +14,7 @@ import logging
 import trio
 
 from azsidecar.config import Config
+from azsidecar.monitor import ProxyHealth, monitor_proxy
 from core.audit import AuditSink, NullAuditSink
 from leader_notify.metrics import process_sender_metrics
 from leader_notify.recovery import recover_acknowledged
@@ -48,11 +49,12 @@ async def recover_before_serving(config: Config, epoch: int, sender: NotifySende
 
 
 async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_backend=None,
-                      task_status=trio.TASK_STATUS_IGNORED) -> None:
+                      health: ProxyHealth | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the proxy; `task_status.started((server, port))` once it listens.
 
     `config.zone` must be resolved (see router.placement.resolve_zone). `on_backend`, if
     given, receives the RoutingBackend (tests and the demo switch policies through it).
+    `health`, if given, is kept current for /livez and /readyz by a monitor task.
     Raises WalWriteError if the WAL epoch cannot be registered.
     """
     audit = audit or NullAuditSink()
@@ -82,15 +84,24 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             zone_metadata = MetadataCache(zone_cluster, zone_upstream.metadata_ttl_s, zone_upstream.request_timeout_s)
             direct_by_zone[zone] = DirectBackend(zone_cluster, zone_metadata, zone_upstream.request_timeout_s)
 
+        built: list[tuple[RoutingBackend, MetadataCache]] = []
+
         async def backend_factory(cluster: UpstreamCluster, metadata: MetadataCache):
             direct = DirectBackend(cluster, metadata, config.upstream.request_timeout_s)
             backend = RoutingBackend(config.zone or "", config.router, config.wal, direct, metadata, wal_path,
                                      nursery, audit, config.proxy.proxy_id, direct_by_zone)
+            built.append((backend, metadata))
             if on_backend is not None:
                 on_backend(backend)
             return backend
 
         started = await nursery.start(run_proxy, config.proxy, config.upstream, backend_factory)
+        if health is not None:
+            server = started[0]
+            health.draining = lambda: server.draining
+            backend, metadata = built[0]
+            agents = {z: a for z, a in config.notify.agents.items() if z != config.zone} if wal_path else {}
+            nursery.start_soon(monitor_proxy, health, metadata.probe, agents, backend.zone_circuits)
         if wal_path is not None:
             started[0].on_shutdown.append(wal_path.drain)  # deliver what producers were already told
         task_status.started(started)

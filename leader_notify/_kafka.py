@@ -116,6 +116,15 @@ class KafkaAppender:
             self._client = None
             raise KafkaAppendUnavailable(f"no broker of {self._bootstrap} answered: {exc}") from exc
 
+    async def probe(self) -> None:
+        """One Metadata request for the whole cluster (readiness). Raises KafkaAppendUnavailable."""
+        if self._client is None:
+            raise KafkaAppendUnavailable("the appender is not started")
+        try:
+            await self._client.fetch_all_metadata()
+        except KafkaError as exc:
+            raise KafkaAppendUnavailable(f"no answer to Metadata: {exc}") from exc
+
     async def close(self) -> None:
         drains = list(self._drains.values())
         for task in drains:

@@ -67,6 +67,10 @@ class ZoneReader(Protocol):
 class Appender(Protocol):
     async def append(self, topic: str, partition: int, batch: bytes) -> AppendResult: ...
 
+    async def probe(self) -> None:
+        """One Metadata request to the cluster (readiness). Raises when it does not answer."""
+        ...
+
 
 Checkpoint = Callable[[Sequence[str], str], Awaitable[None]]  # (object keys, zone) -> None: one manifest
 
@@ -189,6 +193,12 @@ class Agent:
         addr = self._server.sockets[0].getsockname()
         log.info("agent for zone %s listening on %s:%d", self._s.zone, addr[0], addr[1])
         return addr[0], addr[1]
+
+    async def probe_brokers(self) -> None:
+        """Readiness: one Metadata request to the zone's brokers (the appender's client).
+
+        Raises what the appender raises (KafkaAppendUnavailable)."""
+        await self._appender.probe()
 
     async def close(self) -> None:
         """Stop listening and cancel open connections (their pending requests get no answer;

@@ -11,8 +11,10 @@ from core.configload import require
 class NotifyConfig:
     # Agent address per zone: {"use1-az1": "10.0.1.5:9400"}.
     agents: dict[str, str] = field(default_factory=dict)
-    # HMAC-SHA256 keys; the first signs, all verify (rotation). Given as files or env in main.
-    hmac_keys: tuple[str, ...] = ()
+    # File with the HMAC-SHA256 keys, one per line, the first signs, all verify (rotation);
+    # owner-readable only. Without it: $AZSIDECAR_NOTIFY_HMAC_KEYS (comma-separated).
+    hmac_key_file: str = ""  # the notification keys, one per line (mode 600); else $AZSIDECAR_NOTIFY_HMAC_KEYS
+    hmac_keys: tuple[str, ...] = field(default=(), repr=False)  # not a file setting (refused there): filled from hmac_key_file or the environment
     timeout_s: float = 10.0
     max_in_flight_per_zone: int = 64
     max_attempts: int = 3

@@ -84,6 +84,10 @@ class MetadataCache:
             await self._refresh(None, allow_auto_create)
         return self.view
 
+    async def probe(self) -> None:
+        """One Metadata request naming no topic (the brokers only), for readiness. Raises UpstreamError."""
+        await self._refresh([], False)
+
     async def leader(self, topic: str, partition: int) -> tuple[PartitionInfo | None, BrokerAddress | None, int]:
         """(partition info, leader broker, topic error) for one partition, refreshing if stale."""
         view = await self.topics([topic])

@@ -30,8 +30,9 @@ from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.produce import ProduceBackend
-from core.tls import HANDSHAKE_TIMEOUT_S, server_context
+from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
 from proxy import metrics
+from proxy.api_names import api_name
 from proxy.config import ProxyConfig, UpstreamConfig
 from proxy.kafka_codec import (
     API_API_VERSIONS,
@@ -152,7 +153,7 @@ class RequestHandler:
         Raises ProtocolError (close the connection) for undecodable or unsupported requests.
         """
         started = time.perf_counter()
-        metrics.REQUESTS.labels(frame.api_key, frame.api_version).inc()
+        metrics.REQUESTS.labels(api_name(frame.api_key), frame.api_version).inc()
         try:
             request = decode_request(frame, self.max_versions())
         except UnsupportedRequest:
@@ -205,7 +206,7 @@ class RequestHandler:
         if frame.api_key not in (API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE):
             raise ProtocolError(f"api_key {frame.api_key} before SASL authentication (client_id={frame.client_id})")
         started = time.perf_counter()
-        metrics.REQUESTS.labels(frame.api_key, frame.api_version).inc()
+        metrics.REQUESTS.labels(api_name(frame.api_key), frame.api_version).inc()
         request = decode_request(frame, self.max_versions())
         slot = ResponseSlot(trio.Event())
         if frame.api_key == API_SASL_HANDSHAKE:
@@ -258,7 +259,7 @@ class RequestHandler:
     def _finish_encoded(self, slot: ResponseSlot, data: bytes, frame: RequestFrame, started: float) -> None:
         elapsed_s = time.perf_counter() - started
         slot.fill(data)
-        metrics.REQUEST_LATENCY.labels(frame.api_key).observe(elapsed_s)  # after the answer is on its way
+        metrics.REQUEST_LATENCY.labels(api_name(frame.api_key)).observe(elapsed_s)  # after the answer is on its way
 
     async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
         names = None if request.topics is None else [t.name for t in request.topics]
@@ -319,6 +320,11 @@ class ProxyServer:
         # Awaited by shutdown() after the in-flight requests, within the same grace period
         # (the router's WAL path: deliveries already acknowledged to producers).
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
+
+    @property
+    def draining(self) -> bool:
+        """True from the start of `shutdown()`: no new connections, in-flight work finishing."""
+        return self._stopping
 
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -475,6 +481,7 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
     context = server_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
     credentials = None
     if config.sasl_mechanisms:
+        check_private(config.sasl_users_file, "proxy.sasl_users_file")
         try:
             credentials = load_credentials(config.sasl_users_file)
         except CredentialsError as exc:

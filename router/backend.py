@@ -313,6 +313,11 @@ class RoutingBackend:
         self.policy = config.policy
         self.route_counts: dict[str, int] = defaultdict(int)
 
+    def zone_circuits(self) -> dict[str, str]:
+        """Each destination zone's circuit as of now: closed, open or half_open (zones seen so far)."""
+        now = trio.current_time()
+        return {zone: "open" if not breaker.allows(now) else breaker.state for zone, breaker in self._breakers.items()}
+
     def set_policy(self, policy: str) -> None:
         """Switch policy at run time (ordering is kept by the drain-before-switch rule)."""
         if policy not in ("cost", "wal", "direct"):
@@ -484,6 +489,7 @@ class RoutingBackend:
             result = results[tp]
             if result.error_code == errors.NONE:
                 proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
+                proxy_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
                               outcomes.get(id(item)))
 

@@ -40,8 +40,9 @@ def test_sidecar_is_a_native_sidecar_with_a_real_command_and_the_hmac_env(tmp_pa
     assert env["AZSIDECAR_NOTIFY_HMAC_KEYS"]["valueFrom"]["secretKeyRef"] == {"name": "azsidecar-notify-hmac", "key": "keys"}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True
-    probe = sidecar["startupProbe"]["exec"]["command"]
-    assert "('127.0.0.1', 9092)" in probe[-1]
+    config_port = 9464  # proxy.metrics_port in the ConfigMap
+    for name, path in (("startupProbe", "/livez"), ("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        assert f"'http://127.0.0.1:{config_port}{path}'" in sidecar[name]["exec"]["command"][-1]
 
     (producer,) = pod["containers"]
     assert {e["name"]: e.get("value") for e in producer["env"]}["KAFKA_BOOTSTRAP_SERVERS"] == "localhost:9092"

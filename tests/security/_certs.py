@@ -61,4 +61,5 @@ def make_certs(directory: Path, common_name: str = "azsidecar test CA") -> CertF
     files.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     files.key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                  serialization.NoEncryption()))
+    files.key_file.chmod(0o600)  # a private key: the proxy refuses one others can read
     return files

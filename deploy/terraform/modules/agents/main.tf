@@ -133,6 +133,18 @@ resource "aws_ecs_task_definition" "agent" {
     ]
     mountPoints = [{ sourceVolume = "azsidecar-run", containerPath = local.run_dir, readOnly = false }]
     ulimits     = [{ name = "nofile", softLimit = 65536, hardLimit = 65536 }]
+    # /livez: ECS replaces an agent whose event loop is wedged. Not /readyz: a broker outage
+    # would otherwise restart every agent of the zone while they could not help anyway.
+    healthCheck = {
+      command = [
+        "CMD", "python3", "-c",
+        "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:${var.metrics_port}/livez', timeout=2).status != 200)"
+      ]
+      interval    = 10
+      timeout     = 3
+      retries     = 3
+      startPeriod = 20
+    }
     # Matches the proxy's shutdown grace: in-flight appends finish before SIGKILL.
     stopTimeout = 30
     logConfiguration = {
