@@ -14,7 +14,8 @@ import asyncio
 
 from aiokafka.abc import AbstractTokenProvider
 
-from core.msk_iam import MskIamTokens
+from core.msk_iam import MskIamError, MskIamTokens
+from leader_notify._kafka import KafkaAppendUnavailable
 
 
 class AiokafkaMskIamTokens(AbstractTokenProvider):
@@ -24,3 +25,14 @@ class AiokafkaMskIamTokens(AbstractTokenProvider):
     async def token(self) -> str:
         """The current token. Raises core.msk_iam.MskIamError when none can be signed."""
         return (await asyncio.to_thread(self._tokens.token)).value
+
+    async def check(self) -> None:
+        """Sign a token before the first connection, so missing credentials are one clear error.
+
+        Raises KafkaAppendUnavailable naming the cause (aiokafka would log it per broker and
+        report only that no broker answered).
+        """
+        try:
+            await self.token()
+        except MskIamError as exc:
+            raise KafkaAppendUnavailable(f"upstream.aws_msk_iam_region {self._tokens.region}: {exc}") from exc

@@ -65,11 +65,14 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
         checkpoint_max_keys=config.agent.checkpoint_max_keys)
     if checkpoint is True:
         checkpoint = wal_checkpoint(Checkpoints(config.wal, s3))
+    security = aiokafka_security(config.upstream)
+    if isinstance(security.get("sasl_oauth_token_provider"), AiokafkaMskIamTokens):
+        await security["sasl_oauth_token_provider"].check()  # no credentials: one line, before any connection
     async with KafkaAppender(config.upstream.bootstrap_servers, client_id=f"azsidecar-agent-{zone}",
                              max_attempts=config.agent.max_append_attempts,
                              produce_timeout_ms=config.agent.produce_timeout_ms,
                              request_timeout_ms=int(config.upstream.request_timeout_s * 1000),
-                             home_zone=zone, security=aiokafka_security(config.upstream)) as appender:
+                             home_zone=zone, security=security) as appender:
         agent = Agent(settings, reader, appender, checkpoint=checkpoint or None, metrics=metrics, audit=audit)
         _, bound = await agent.start(config.agent.listen_host if host is None else host,
                                      config.agent.listen_port if port is None else port)

@@ -20,8 +20,9 @@ import trio
 import trio.testing
 from kafka.protocol.metadata import MetadataRequest
 
-from core.msk_iam import MskIamTokens
-from leader_notify._kafka import AppendResult, KafkaAppender
+from core.msk_iam import MskIamError, MskIamTokens
+from leader_notify._kafka import AppendResult, KafkaAppender, KafkaAppendUnavailable
+from leader_notify._msk_iam import AiokafkaMskIamTokens
 from leader_notify._run import aiokafka_security
 from proxy.config import UpstreamConfig
 from proxy.kafka_codec import encode_response
@@ -206,3 +207,19 @@ def test_agent_appends_with_msk_iam_and_reconnects_with_a_fresh_token_when_the_s
     authenticated = [c for c in double.connections if ("SaslHandshake", "OAUTHBEARER") in c.events]
     assert len(authenticated) >= 2
     assert all(token_is_valid(t, credentials.credentials, REGION) for t in double.tokens)
+
+
+def test_agent_without_aws_credentials_fails_before_connecting_with_one_clear_error():
+    class NoCredentials(FixedCredentials):
+        def load(self):
+            raise MskIamError("no AWS credentials for MSK IAM: give the task or instance a role")
+
+    config = iam_upstream(9098, "")
+    security = aiokafka_security(config, msk_tokens=MskIamTokens(REGION, credentials=NoCredentials()))
+    provider = security["sasl_oauth_token_provider"]
+    assert isinstance(provider, AiokafkaMskIamTokens)
+    with pytest.raises(KafkaAppendUnavailable) as info:
+        asyncio.run(provider.check())
+    assert str(info.value) == ("upstream.aws_msk_iam_region eu-west-1: no AWS credentials for MSK IAM: "
+                               "give the task or instance a role")
+    asyncio.run(AiokafkaMskIamTokens(MskIamTokens(REGION, credentials=FixedCredentials())).check())  # signs fine
