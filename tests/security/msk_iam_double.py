@@ -16,9 +16,12 @@ SaslHandshake after its session has expired. Everything it sees is recorded for 
 from __future__ import annotations
 
 import base64
+import contextlib
 import ssl
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import trio
@@ -48,7 +51,15 @@ REGION = "eu-west-1"
 UNSUPPORTED_SASL_MECHANISM = 33
 SASL_AUTHENTICATION_FAILED = 58
 VERSIONS = {API_PRODUCE: 8, API_API_VERSIONS: 3, API_METADATA: 8, API_SASL_HANDSHAKE: 1, API_SASL_AUTHENTICATE: 2}
+START_TIMEOUT_S = 10.0
 TOPIC = "orders"  # the one topic the double leads (one partition, node 1)
+
+
+def server_ssl(certs: Any) -> ssl.SSLContext:
+    """The double's TLS context, from tests/security/_certs.py's CertFiles (127.0.0.1 in the SANs)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(certs.cert_file), str(certs.key_file))
+    return context
 
 
 class FixedCredentials(CredentialProvider):
@@ -252,3 +263,30 @@ class MskBrokerDouble:
         ends_at = trio.current_time() + self.session_lifetime_ms / 1000 if self.session_lifetime_ms else float("inf")
         return (SaslAuthenticateResponse(error_code=0, auth_bytes=b"", error_message=None,
                                          session_lifetime_ms=lifetime_ms), ends_at, False)
+
+
+@contextlib.contextmanager
+def double_in_a_thread(ssl_context: ssl.SSLContext, credentials: FixedCredentials,
+                       **kwargs: Any) -> Iterator[MskBrokerDouble]:
+    """The trio broker double on its own thread, for the agent's asyncio client; stopped on exit."""
+    ready = threading.Event()
+    started: dict[str, object] = {}
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            double = MskBrokerDouble(ssl_context, credentials=credentials.credentials, **kwargs)
+            await nursery.start(double.serve)
+            started["double"] = double
+            started["token"] = trio.lowlevel.current_trio_token()
+            started["scope"] = nursery.cancel_scope
+            ready.set()
+
+    thread = threading.Thread(target=trio.run, args=(run,), daemon=True)
+    thread.start()
+    assert ready.wait(START_TIMEOUT_S), "broker double did not start"
+    try:
+        yield started["double"]  # type: ignore[misc]
+    finally:
+        trio.from_thread.run_sync(started["scope"].cancel, trio_token=started["token"])  # type: ignore[attr-defined]
+        thread.join(START_TIMEOUT_S)
+        assert not thread.is_alive()

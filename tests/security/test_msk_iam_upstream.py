@@ -10,10 +10,6 @@ and its TLS listener does not work here; librdkafka's mock cluster has no SASL a
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ssl
-import threading
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -34,6 +30,8 @@ from tests.security.msk_iam_double import (
     FixedCredentials,
     MetadataResponse,
     MskBrokerDouble,
+    double_in_a_thread,
+    server_ssl,
     token_is_valid,
 )
 
@@ -45,12 +43,6 @@ def iam_upstream(port: int, ca_file) -> UpstreamConfig:
     return UpstreamConfig(bootstrap_servers=(f"127.0.0.1:{port}",), security_protocol="SASL_SSL",
                           tls_ca_file=str(ca_file), sasl_mechanism="OAUTHBEARER", aws_msk_iam_region=REGION,
                           connect_timeout_s=5, request_timeout_s=5)
-
-
-def server_ssl(certs) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(str(certs.cert_file), str(certs.key_file))
-    return context
 
 
 async def start_double(nursery, certs, credentials: FixedCredentials, **kwargs) -> MskBrokerDouble:
@@ -155,37 +147,13 @@ async def test_quiesced_waits_for_pending_responses_before_the_sasl_exchange():
         await conn.aclose()
 
 
-@contextlib.contextmanager
-def double_in_a_thread(certs, credentials: FixedCredentials, **kwargs) -> Iterator[MskBrokerDouble]:
-    """The trio broker double on its own thread, for the agent's asyncio client; stopped on exit."""
-    ready = threading.Event()
-    started: dict[str, object] = {}
-
-    async def run() -> None:
-        async with trio.open_nursery() as nursery:
-            started["double"] = await start_double(nursery, certs, credentials, **kwargs)
-            started["token"] = trio.lowlevel.current_trio_token()
-            started["scope"] = nursery.cancel_scope
-            ready.set()
-
-    thread = threading.Thread(target=trio.run, args=(run,), daemon=True)
-    thread.start()
-    assert ready.wait(TIMEOUT_S), "broker double did not start"
-    try:
-        yield started["double"]  # type: ignore[misc]
-    finally:
-        trio.from_thread.run_sync(started["scope"].cancel, trio_token=started["token"])  # type: ignore[attr-defined]
-        thread.join(TIMEOUT_S)
-        assert not thread.is_alive()
-
-
 def test_agent_appends_with_msk_iam_and_reconnects_with_a_fresh_token_when_the_session_ends(certs):
     """aiokafka has no KIP-368 re-authentication: the broker closes the connection at the first
     request after the session's end (before handling it), the appender retries, and aiokafka's
     new connection authenticates with a token from the same provider."""
     credentials = FixedCredentials()
     one, two = record_batch([b"one"]), record_batch([b"two"])
-    with double_in_a_thread(certs, credentials, session_lifetime_ms=900_000) as double:
+    with double_in_a_thread(server_ssl(certs), credentials, session_lifetime_ms=900_000) as double:
         config = iam_upstream(double.port, certs.ca_file)
         security = aiokafka_security(config, msk_tokens=MskIamTokens(REGION, credentials=credentials))
         assert security["security_protocol"] == "SASL_SSL" and security["sasl_mechanism"] == "OAUTHBEARER"
