@@ -151,21 +151,29 @@ class UpstreamConnection:
                 request.with_header(correlation_id=correlation_id, client_id=self._client_id)
                 data = [request.encode(version=version, header=True, framed=True)]
             decode = functools.partial(_response_class(request).decode, version=version, header=True)
-        pending = None
-        if expect_response:
-            pending = _Pending(decode)
-            self._pending[correlation_id] = pending
-            self._idle = trio.Event() if self._idle.is_set() else self._idle
+        pending = _Pending(decode) if expect_response else None
         try:
             if holding_lock:
-                await send_buffers(self._stream, data)
+                await self._send(correlation_id, pending, data)
             else:
                 async with self._send_lock:
-                    await send_buffers(self._stream, data)
+                    await self._send(correlation_id, pending, data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._fail_all(UpstreamError(f"send to {self.address} failed: {exc}"))
             raise UpstreamError(f"send to {self.address} failed: {exc}") from exc
         return pending
+
+    async def _send(self, correlation_id: int, pending: _Pending | None, data: list[bytes | memoryview]) -> None:
+        # Under the send lock: a request counts as pending only once it is being sent, so
+        # quiesced() (which holds the lock) waits for what is on the wire, not for requests
+        # queued behind it. Raises UpstreamError if the connection closed while it waited.
+        if self.closed:
+            raise UpstreamError(f"connection to {self.address} is closed")
+        if pending is not None:
+            self._pending[correlation_id] = pending
+            if self._idle.is_set():
+                self._idle = trio.Event()
+        await send_buffers(self._stream, data)
 
     async def request(self, request: Any, version: int, timeout_s: float, *, holding_lock: bool = False) -> Any:
         pending = await self.submit(request, version, holding_lock=holding_lock)

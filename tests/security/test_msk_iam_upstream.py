@@ -121,29 +121,48 @@ async def test_invalid_token_fails_with_the_brokers_message_and_no_token_in_it(n
     assert double.tokens[0] not in str(info.value)
 
 
+def _metadata_answer(request_bytes: bytes) -> bytes:
+    correlation_id = int.from_bytes(request_bytes[8:12], "big")  # size, api_key, api_version, correlation_id
+    return encode_response(MetadataResponse(throttle_time_ms=0, brokers=[], controller_id=1, topics=[]),
+                           correlation_id, 1)
+
+
 @pytest.mark.trio
-async def test_quiesced_waits_for_pending_responses_before_the_sasl_exchange():
+async def test_quiesced_waits_for_responses_on_the_wire_and_holds_back_requests_queued_behind_it():
     client, broker = trio.testing.memory_stream_pair()
     conn = UpstreamConnection(client, 1, "double:9098", "azsidecar")
-    entered = trio.Event()
+    entered, release = trio.Event(), trio.Event()
+    later: list[object] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(conn.run_reader)
-        pending = await conn.submit(MetadataRequest[1](topics=[]), 1)
-        request_bytes = await broker.receive_some(65536)
+        first = await conn.submit(MetadataRequest[1](topics=[]), 1)
+        first_bytes = await broker.receive_some(65536)
 
         async def reauthenticate() -> None:
             async with conn.quiesced(TIMEOUT_S):
                 entered.set()
+                await release.wait()  # the SASL exchange would run here
+
+        async def submit_later() -> None:
+            later.append(await conn.submit(MetadataRequest[1](topics=[]), 1))
 
         nursery.start_soon(reauthenticate)
         await trio.testing.wait_all_tasks_blocked()
-        assert not entered.is_set()  # a Metadata answer is still owed
-        correlation_id = int.from_bytes(request_bytes[8:12], "big")
-        await broker.send_all(encode_response(MetadataResponse(throttle_time_ms=0, brokers=[], controller_id=1,
-                                                               topics=[]), correlation_id, 1))
+        nursery.start_soon(submit_later)  # queued behind the quiescing task on the send lock
+        await trio.testing.wait_all_tasks_blocked()
+        assert not entered.is_set()  # the first Metadata answer is still owed
+        await broker.send_all(_metadata_answer(first_bytes))
         with trio.fail_after(TIMEOUT_S):
-            await entered.wait()
-            await pending.wait(TIMEOUT_S)
+            await entered.wait()  # entered although a request waits behind it: only sent ones count
+            await first.wait(TIMEOUT_S)
+        await trio.testing.wait_all_tasks_blocked()
+        assert later == []  # not sent while the connection is quiesced
+        release.set()
+        with trio.fail_after(TIMEOUT_S):
+            second_bytes = await broker.receive_some(65536)
+            await broker.send_all(_metadata_answer(second_bytes))
+            await trio.testing.wait_all_tasks_blocked()
+            await later[0].wait(TIMEOUT_S)
         await conn.aclose()
 
 
