@@ -81,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
                     config.proxy.listen_host)
     health = ProxyHealth(config.router.fallback)
     status = (StatusServer(config.proxy.metrics_host, config.proxy.metrics_port, health.live, health.checks,
-                           LabelledRegistry({"zone": config.zone or "", "component": "proxy"}))
+                           LabelledRegistry("proxy", {"zone": config.zone or ""}))
               if config.proxy.metrics_port else None)
     try:
         with startup_errors():
