@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from azsidecar.failures import StartupFailure
 from core.configload import ConfigError
+from core.msk_iam import MskIamError
 from leader_notify._kafka import KafkaAppendUnavailable
 from proxy.upstream import UpstreamError
 from wal_s3._s3 import S3Error, make_s3_client
@@ -89,6 +90,8 @@ def startup_errors() -> Iterator[None]:
                 raise StartupFailure(str(leaf)) from exc
             if isinstance(leaf, (S3Error, WalWriteError)):
                 raise StartupFailure(f"WAL store (wal.bucket, wal.endpoint_url): {leaf}") from exc
+            if isinstance(leaf, MskIamError):
+                raise StartupFailure(f"upstream MSK IAM (upstream.aws_msk_iam_region): {leaf}") from exc
             if isinstance(leaf, NoCredentialsError):
                 raise StartupFailure(f"no AWS credentials found: {leaf}") from exc
         raise

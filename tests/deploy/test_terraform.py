@@ -227,6 +227,13 @@ def test_iam_actions_are_exactly_the_intended_ones():
             "ReadNotifyHmacKeysOnHost": (["secretsmanager:GetSecretValue", "ssm:GetParameter"], ["${var.hmac_secret_arn}"]),
             "DecryptNotifyHmacKeysOnHost": (["kms:Decrypt"], ["${statement.value}"]),
         },
+        "msk_client": {
+            "KafkaClusterConnect": (["kafka-cluster:Connect", "kafka-cluster:DescribeCluster",
+                                     "kafka-cluster:WriteDataIdempotently"],
+                                    "${var.msk == None ? [] : ['${var.msk.cluster_arn}']}"),
+            "KafkaTopicsDescribeWriteRead": (["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData",
+                                              "kafka-cluster:WriteData"], "${local.msk_topic_arns}"),
+        },
         "assume_ecs_tasks": {None: (["sts:AssumeRole"], None)},
         "assume_proxy": {None: (["sts:AssumeRole"], None)},
     }

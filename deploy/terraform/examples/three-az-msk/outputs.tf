@@ -9,8 +9,13 @@ output "agent_endpoints" {
 }
 
 output "msk_bootstrap_brokers" {
-  description = "MSK plaintext bootstrap brokers the sidecars and agents connect to."
-  value       = aws_msk_cluster.this.bootstrap_brokers
+  description = "MSK bootstrap brokers (SASL/IAM over TLS, port 9098) the sidecars and agents connect to."
+  value       = aws_msk_cluster.this.bootstrap_brokers_sasl_iam
+}
+
+output "msk_client_policy_arn" {
+  description = "Kafka (MSK IAM) policy to attach to your own producers' roles with proxy_policy_arn."
+  value       = module.iam.msk_client_policy_arn
 }
 
 output "wal_bucket" {

@@ -48,7 +48,7 @@ locals {
   common_settings = {
     log_format = "json"
     log_level  = var.log_level
-    upstream   = { bootstrap_servers = var.bootstrap_servers }
+    upstream   = merge(var.upstream_security, { bootstrap_servers = var.bootstrap_servers })
     wal = {
       bucket      = var.wal.bucket
       prefix      = var.wal.prefix

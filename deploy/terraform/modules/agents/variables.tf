@@ -246,3 +246,31 @@ variable "tags" {
     error_message = "Tag keys are at most 128 characters."
   }
 }
+
+variable "upstream_security" {
+  description = <<-EOT
+    How the process reaches the brokers (the [upstream] keys of proxy/config.py). For MSK
+    with IAM access control: { security_protocol = "SASL_SSL", sasl_mechanism = "OAUTHBEARER",
+    aws_msk_iam_region = <region> } and the bootstrap_brokers_sasl_iam addresses (port 9098);
+    the task role signs the tokens, so it needs the kafka-cluster actions (modules/iam msk).
+  EOT
+  type = object({
+    security_protocol    = optional(string, "PLAINTEXT")
+    tls_ca_file          = optional(string, "")
+    tls_check_hostname   = optional(bool, true)
+    sasl_mechanism       = optional(string, "")
+    sasl_username        = optional(string, "")
+    sasl_password_file   = optional(string, "")
+    aws_msk_iam_region   = optional(string, "")
+    aws_msk_iam_role_arn = optional(string, "")
+  })
+  default = {}
+  validation {
+    condition     = contains(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], var.upstream_security.security_protocol) && startswith(var.upstream_security.security_protocol, "SASL_") == (var.upstream_security.sasl_mechanism != "")
+    error_message = "upstream_security.security_protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; sasl_mechanism is set exactly when it is SASL_*."
+  }
+  validation {
+    condition     = var.upstream_security.sasl_mechanism != "OAUTHBEARER" || (var.upstream_security.security_protocol == "SASL_SSL" && can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]+$", var.upstream_security.aws_msk_iam_region)))
+    error_message = "upstream_security: OAUTHBEARER (MSK IAM) needs security_protocol SASL_SSL and aws_msk_iam_region."
+  }
+}
