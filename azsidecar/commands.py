@@ -22,6 +22,7 @@ RUNNERS = {
     "recover": "azsidecar.run_recover:main",
     "audit": "azsidecar.run_audit:main",
     "demo": "azsidecar.demo:main",
+    "status": "azsidecar.run_status:main",
 }
 
 
@@ -46,6 +47,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     _recover(sub)
     _audit(sub)
     _demo(sub)
+    _status(sub)
 
 
 def _proxy(sub: argparse._SubParsersAction) -> None:
@@ -137,3 +139,14 @@ def _demo(sub: argparse._SubParsersAction) -> None:
                    help="netns (root: metered bridge) or loopback (unmetered); auto picks netns when root")
     p.add_argument("--out", default="demo-out", help="directory for logs, audit records and the report")
     p.add_argument("--skip-audit", action="store_true", help="do not run the Spark audit")
+
+
+def _status(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="ask a running proxy or agent whether it is live or ready (probes, scripts)",
+                       description="GET /livez or /readyz on a status port (proxy.metrics_port, agent.metrics_port); "
+                                   "prints the answer; exit code 0 when live/ready, 1 otherwise.")
+    p.add_argument("--host", default="127.0.0.1", help="where the status port listens (default 127.0.0.1)")
+    p.add_argument("--port", type=int, required=True, help="the status port")
+    p.add_argument("--check", choices=("live", "ready"), default="ready", help="which endpoint (default ready)")
+    p.add_argument("--wait-s", type=float, default=0.0,
+                   help="keep asking once a second until the answer is yes or this many seconds passed (default: once)")
