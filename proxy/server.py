@@ -277,8 +277,7 @@ class RequestHandler:
                 transaction_timeout_ms=request.transaction_timeout_ms,
                 producer_id=getattr(request, "producer_id", -1),
                 producer_epoch=getattr(request, "producer_epoch", -1))
-            conn = await self.cluster.connection()
-            upstream = await conn.request(forwarded, version, self.upstream_config.request_timeout_s)
+            upstream = await self.metadata.ask_any_broker(forwarded, version)  # any healthy broker
             response = InitProducerIdResponse(throttle_time_ms=0, error_code=upstream.error_code,
                                               producer_id=upstream.producer_id, producer_epoch=upstream.producer_epoch)
         except UpstreamError as exc:
@@ -493,7 +492,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
     """
     ssl_context, credentials = listener_security(proxy_config)
     async with open_upstream(upstream_config) as cluster:
-        metadata = MetadataCache(cluster, upstream_config.metadata_ttl_s, upstream_config.request_timeout_s)
+        metadata = MetadataCache(cluster, upstream_config.metadata_ttl_s, upstream_config.metadata_timeout_s)
         if backend_factory is None:
             backend: ProduceBackend = DirectBackend(cluster, metadata, upstream_config.request_timeout_s)
         else:

@@ -83,10 +83,17 @@ def produce(p: confluent_kafka.Producer, topic: str, values: Iterable[tuple[int,
 
 def read_back(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 30.0) -> dict[int, list[int]]:
     """Every record of the topic, per partition in log order, read from the cluster itself."""
+    return read_partitions(bootstrap, topic, list(range(partitions)), expected, timeout_s)
+
+
+def read_partitions(bootstrap: str, topic: str, partitions: list[int], expected: int,
+                    timeout_s: float = 30.0) -> dict[int, list[int]]:
+    """Every committed record of these partitions, in log order: `expected` of them, then on
+    to each partition's log end (so a duplicate after them shows too), within timeout_s."""
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{topic}",
                                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
-                     for p in range(partitions)])
+                     for p in partitions])
     got: dict[int, list[int]] = {}
     deadline = time.monotonic() + timeout_s
     try:
@@ -96,9 +103,9 @@ def read_back(bootstrap: str, topic: str, partitions: int, expected: int, timeou
                 got.setdefault(msg.partition(), []).append(int(msg.value()))
         # then on to each partition's log end, so a duplicate after the expected records shows too
         ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
-                for p in range(partitions)}
+                for p in partitions}
         while time.monotonic() < deadline:
-            positions = consumer.position([confluent_kafka.TopicPartition(topic, p) for p in range(partitions)])
+            positions = consumer.position([confluent_kafka.TopicPartition(topic, p) for p in partitions])
             if all(tp.offset >= ends[tp.partition] or (tp.offset < 0 and ends[tp.partition] == 0) for tp in positions):
                 break
             msg = consumer.poll(0.2)
