@@ -34,6 +34,7 @@ from proxy import metrics as proxy_metrics
 from router import metrics as router_metrics
 from proxy.metadata import MetadataCache
 from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
+from proxy.upstream import UpstreamError
 from router.breaker import Breaker
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
@@ -550,7 +551,14 @@ class RoutingBackend:
         routed: list[tuple[PartitionBatches, Any]] = []
         for item in items:
             tp = (item.topic, item.partition)
-            dest, cached = await self._leader_zone(item)
+            try:
+                dest, cached = await self._leader_zone(item)
+            except UpstreamError as exc:
+                # No broker answered Metadata: this partition fails retriably, the connection
+                # and the other partitions go on; later batches wait for this one's retry.
+                held_back[tp] = PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"no metadata: {exc}")
+                self._note_failure(item, held_back[tp])
+                continue
             lookups.append((item, dest, cached))
             state = self._partitions[tp]
             route = self._route(item, dest, state)
