@@ -148,3 +148,22 @@ def test_first_bootstrap_address_hung(cluster, tmp_path):
         assert proxy.proc.poll() is None
     cluster.set_rtt(1, 0)
     assert_exactly_once_in_order(cluster, "first-hung", records, delivery)
+
+
+def test_a_leader_whose_broker_is_down_is_looked_up_again(cluster, tmp_path):
+    """B4: a failed connection to a leader refreshes the proxy's metadata (TTL 60 s here)."""
+    spread_leaders(cluster, "failover", PARTITIONS)
+    warm = [(p, p) for p in range(PARTITIONS)]
+    later = [(1, 100), (4, 101)]  # partitions led by broker 2
+    delivery = Delivery()
+    with proxy_on(cluster, tmp_path, settings={"upstream": {"metadata_ttl_s": 60.0}}) as proxy:
+        p = producer(proxy.bootstrap, **{"message.timeout.ms": 15_000})
+        produce(p, "failover", warm, delivery)
+        assert p.flush(30) == 0
+        cluster.set_down(2)
+        for partition in (1, 4, 7, 10):  # failover: broker 2's partitions move to broker 3
+            cluster.set_leader("failover", partition, 3)
+        produce(p, "failover", later, delivery)
+        assert p.flush(20) == 0
+    assert not delivery.failed, delivery.failed
+    assert_exactly_once_in_order(cluster, "failover", warm + later, delivery)
