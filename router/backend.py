@@ -602,7 +602,9 @@ class RoutingBackend:
             breaker = self._breakers[dest]
             if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
                 breaker.record_success()
-            elif errors.is_retriable(outcome.result.error_code):
+            elif errors.is_retriable(outcome.result.error_code) and outcome.result.error_code not in LEADER_ERRORS:
+                # A leader error came from a working agent (the leader moved): the zone's path is
+                # fine, so it does not count against it (B3: it used to open the circuit).
                 breaker.record_failure(trio.current_time())
         results.update(held_back)
         for item in items:

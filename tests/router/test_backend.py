@@ -611,3 +611,20 @@ async def test_no_metadata_fails_the_partition_retriably_and_holds_back_later_ba
         assert retried.error_code == 0
         nursery.cancel_scope.cancel()
     assert [entry[0] for entry in log] == ["wal"]  # only the retry was handed on
+
+
+class NotLeaderSender(SenderFake):
+    async def notify(self, flushed, zone, started=None, on_answer=None):
+        return [types.SimpleNamespace(error_code=6, base_offset=-1, duplicate=False)]
+
+
+@pytest.mark.trio
+async def test_leader_errors_from_a_working_agent_do_not_open_its_zones_circuit(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend = wal_backend(nursery, NotLeaderSender(), log)
+        codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(5)]
+        assert codes == [6] * 5  # retriable for the producer, every time
+        assert backend._breakers["az2"].state == "closed"
+        nursery.cancel_scope.cancel()
+    assert [entry[0] for entry in log] == ["wal"] * 5  # never sent across zones directly
