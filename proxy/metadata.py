@@ -84,6 +84,11 @@ class MetadataCache:
         return (info is not None and info.error_code == NONE and topic not in self._invalidated
                 and now - info.fetched_at < self._ttl_s)
 
+    def cached(self, topic: str) -> bool:
+        """Whether a lookup of `topic` is answered from the cache (fresh, or aged while a
+        background refresh runs), not after a refresh."""
+        return self._usable(topic)
+
     def _usable(self, topic: str) -> bool:
         """Cached without error and not invalidated: good enough while a refresh runs."""
         info = self.view.topics.get(topic)

@@ -469,7 +469,7 @@ class RoutingBackend:
 
     async def _leader_zone(self, item: PartitionBatches) -> tuple[str | None, bool]:
         """(the leader's zone, whether the topic's metadata was cached)."""
-        cached = item.topic in self._metadata.view.topics
+        cached = self._metadata.cached(item.topic)
         info, broker, _err = await self._metadata.leader(item.topic, item.partition)
         zone = leader_zone(item.topic, item.partition, info.leader_id if info else None,
                            broker.rack if broker else None, self.config.partition_zones, self.config.broker_zones)

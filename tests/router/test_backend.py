@@ -43,6 +43,9 @@ class FakeMetadata:
         self.invalidated.append(topic)
         self.view.topics.pop(topic, None)
 
+    def cached(self, topic):
+        return topic in self.view.topics
+
 
 class FakeDirect:
     def __init__(self, log: list) -> None:
