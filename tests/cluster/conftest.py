@@ -9,6 +9,10 @@ leaders, set brokers down and hang them.
 from __future__ import annotations
 
 import contextlib
+import os
+import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -18,10 +22,13 @@ import confluent_kafka
 import pytest
 
 from deploy.local.mock_cluster import MockCluster, start_mock_cluster
+from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process, wait_for_port
 from deploy.local.sidecar_stack import to_toml
 from tests.proxy.conftest import ProxyProcess, start_proxy
 
 ZONES = {1: "use1-az1", 2: "use1-az2", 3: "use1-az3"}  # broker id -> rack; the proxy runs in use1-az1
+SIDECAR_START_S = 30.0  # interpreter start, imports, WAL epoch registration
+SIDECAR_STOP_S = 15.0  # the proxy drains, the WAL writer flushes
 
 
 @pytest.fixture
@@ -114,3 +121,49 @@ def read_partitions(bootstrap: str, topic: str, partitions: list[int], expected:
     finally:
         consumer.close()
     return got
+
+
+@dataclass
+class WalSidecars:
+    proxy: str  # the zone-1 proxy's bootstrap
+    audit_dir: Path
+    logs: dict[str, Path]
+
+
+@contextlib.contextmanager
+def wal_sidecars(cluster: MockCluster, moto, bucket: str, log_dir: Path, policy: str = "wal") -> Iterator[WalSidecars]:
+    """A proxy in use1-az1 and agents in use1-az2 and use1-az3, as `azsidecar` processes in
+    front of the cluster; the WAL in `bucket` on the moto server."""
+    agents = {ZONES[b]: f"127.0.0.1:{free_port()}" for b in (2, 3)}
+    proxy_port = free_port()
+    audit_dir = log_dir / "audit"
+    env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": secrets.token_hex(24),
+           "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def config(zone: str) -> dict:
+        host, _, port = agents.get(zone, "127.0.0.1:0").rpartition(":")
+        return {"zone": zone,
+                "proxy": {"listen_host": "127.0.0.1", "listen_port": proxy_port, "proxy_id": f"proxy-{zone}"},
+                "upstream": {"bootstrap_servers": list(cluster.bootstraps)},
+                "router": {"policy": policy},
+                "wal": {"bucket": bucket, "endpoint_url": moto.endpoint_url, "linger_ms": 20},
+                "notify": {"agents": agents},
+                "agent": {"listen_host": host, "listen_port": int(port)},
+                "audit": {"output": str(audit_dir)}}
+
+    logs: dict[str, Path] = {}
+    with contextlib.ExitStack() as stack:
+        def launch(role: str, zone: str, port: int) -> None:
+            path = log_dir / f"{zone}.toml"
+            path.write_text(to_toml(config(zone)))
+            logs[f"{role}-{zone}"] = log_path = log_dir / f"{role}-{zone}.log"
+            with open(log_path, "wb") as out:
+                proc = subprocess.Popen([sys.executable, "-m", "azsidecar", role, "--config", str(path)],
+                                        stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            stack.callback(stop_process, proc, SIDECAR_STOP_S)
+            wait_for_port("127.0.0.1", port, proc, SIDECAR_START_S, f"azsidecar {role} {zone}", log_path)
+
+        for zone, address in agents.items():
+            launch("agent", zone, int(address.rpartition(":")[2]))
+        launch("proxy", ZONES[1], proxy_port)
+        yield WalSidecars(f"127.0.0.1:{proxy_port}", audit_dir, logs)
