@@ -119,6 +119,12 @@ class MetadataCache:
             log.warning("metadata refresh of %s failed (%s); using the cached entries", missing, exc)
         return self.view
 
+    async def ensure_broker(self, node_id: int) -> None:
+        """Learn the brokers' addresses if `node_id` is not among them (a coordinator named
+        before any Metadata request). Raises UpstreamError."""
+        if node_id not in self.view.brokers:
+            await self._refresh([], False)  # no topics: the broker list only
+
     def _refresh_in_background(self, names: list[str]) -> None:
         wanted = [n for n in names if n not in self._refreshing]
         if not wanted:

@@ -28,8 +28,10 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from proxy import metrics
 from proxy.config import ProxyConfig, UpstreamConfig
+from proxy.coordinators import FORWARDED, Coordinators, coordinator_key, error_response
 from proxy.kafka_codec import (
     API_API_VERSIONS,
+    API_FIND_COORDINATOR,
     API_INIT_PRODUCER_ID,
     API_METADATA,
     API_PRODUCE,
@@ -124,6 +126,7 @@ class RequestHandler:
         self.advertise_host = advertise_host
         self.advertise_port = advertise_port
         self.advertised: dict[int, tuple[int, int]] = {}
+        self.coordinators = Coordinators(cluster, metadata, upstream.request_timeout_s)
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
 
     async def start(self) -> None:
@@ -177,6 +180,12 @@ class RequestHandler:
             return slot
         if frame.api_key == API_INIT_PRODUCER_ID:
             nursery.start_soon(self._init_producer_id, request, frame, slot, started)
+            return slot
+        if frame.api_key == API_FIND_COORDINATOR:
+            nursery.start_soon(self._find_coordinator, request, frame, slot, started)
+            return slot
+        if frame.api_key in FORWARDED:
+            nursery.start_soon(self._forward_to_coordinator, request, frame, slot, started)
             return slot
         raise ProtocolError(f"api_key {frame.api_key} is decodable but not served")
 
@@ -277,7 +286,10 @@ class RequestHandler:
                 transaction_timeout_ms=request.transaction_timeout_ms,
                 producer_id=getattr(request, "producer_id", -1),
                 producer_epoch=getattr(request, "producer_epoch", -1))
-            upstream = await self.metadata.ask_any_broker(forwarded, version)  # any healthy broker
+            if request.transactional_id:
+                upstream = await self.coordinators.init_producer_id(forwarded, version)
+            else:
+                upstream = await self.metadata.ask_any_broker(forwarded, version)  # any healthy broker
             response = InitProducerIdResponse(throttle_time_ms=0, error_code=upstream.error_code,
                                               producer_id=upstream.producer_id, producer_epoch=upstream.producer_epoch)
         except UpstreamError as exc:
@@ -287,6 +299,20 @@ class RequestHandler:
             response = InitProducerIdResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE,
                                               producer_id=-1, producer_epoch=-1)
         self._finish(slot, response, frame, started)
+
+
+    async def _find_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
+        response = await self.coordinators.find_coordinator(request, frame.api_version, PROXY_NODE_ID,
+                                                            self.advertise_host, self.advertise_port)
+        self._finish(slot, response, frame, started)
+
+    async def _forward_to_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot,
+                                      started: float) -> None:
+        answer = await self.coordinators.forward(frame, *coordinator_key(frame.api_key, request))
+        if isinstance(answer, int):
+            self._finish(slot, error_response(frame.api_key, request, answer), frame, started)
+        else:
+            self._finish_encoded(slot, answer, frame, started)
 
 
 def _ready(data: bytes | None) -> ResponseSlot:

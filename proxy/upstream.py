@@ -42,6 +42,24 @@ class UpstreamTimeout(UpstreamError):
     """The upstream broker did not answer in time."""
 
 
+@dataclass(frozen=True)
+class RawRequest:
+    """A request forwarded as the client sent it: header fields and body bytes. Its answer
+    is the raw response frame (size prefix removed), correlation id first."""
+
+    api_key: int
+    api_version: int
+    body: bytes
+    flexible: bool  # request header v2 (tagged fields) rather than v1
+
+    def frame(self, correlation_id: int, client_id: str) -> bytes:
+        client = client_id.encode()
+        header = struct.pack(">hhih", self.api_key, self.api_version, correlation_id, len(client)) + client
+        if self.flexible:
+            header += b"\x00"  # no tagged fields
+        return _SIZE.pack(len(header) + len(self.body)) + header + self.body
+
+
 class _Pending:
     __slots__ = ("event", "response", "error", "decode")
 
@@ -112,14 +130,16 @@ class UpstreamConnection:
             raise UpstreamError(f"connection to {self.address} is closed")
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         fast_produce = FAST_PRODUCE_VERSIONS[0] <= version <= FAST_PRODUCE_VERSIONS[1]
-        if isinstance(request, ProduceRequestData):
+        if isinstance(request, RawRequest):
+            data: list[bytes | memoryview] = [request.frame(correlation_id, self._client_id)]
+            decode: Callable[[bytes], Any] = bytes
+        elif isinstance(request, ProduceRequestData):
             if not fast_produce:
                 raise UpstreamError(f"Produce v{version} cannot carry v2 record batches")
             # Record sets go out as the client sent them, by one vectored send: no copy; the
             # answer is read by the hand-written decoder (a ProduceAnswer).
-            data: list[bytes | memoryview] = encode_produce_request_parts(request, version, correlation_id,
-                                                                          self._client_id)
-            decode: Callable[[bytes], Any] = functools.partial(decode_produce_response, api_version=version)
+            data = encode_produce_request_parts(request, version, correlation_id, self._client_id)
+            decode = functools.partial(decode_produce_response, api_version=version)
         else:
             if request.API_KEY == API_PRODUCE and fast_produce:
                 data = encode_produce_request_parts(request, version, correlation_id, self._client_id)

@@ -78,6 +78,11 @@ class _Native:
             "rd_kafka_mock_broker_set_up": ([vp, i32], ctypes.c_int),
             "rd_kafka_mock_broker_set_rtt": ([vp, i32, ctypes.c_int], ctypes.c_int),
             "rd_kafka_mock_coordinator_set": ([vp, cp, cp, i32], ctypes.c_int),
+            "rd_kafka_mock_start_request_tracking": ([vp], None),
+            "rd_kafka_mock_get_requests": ([vp, ctypes.POINTER(ctypes.c_size_t)], ctypes.POINTER(vp)),
+            "rd_kafka_mock_request_api_key": ([vp], ctypes.c_int16),
+            "rd_kafka_mock_request_id": ([vp], i32),
+            "rd_kafka_mock_request_destroy_array": ([ctypes.POINTER(vp), ctypes.c_size_t], None),
             "rd_kafka_err2str": ([ctypes.c_int], cp),
         }
         for name, (args, res) in sigs.items():
@@ -107,6 +112,18 @@ class _Native:
         lib, c = self._lib, self._cluster
         if op == "bootstraps":
             return {"bootstraps": self.bootstraps()}
+        if op == "track_requests":
+            lib.rd_kafka_mock_start_request_tracking(c)
+            return True
+        if op == "requests":
+            count = ctypes.c_size_t(0)
+            array = lib.rd_kafka_mock_get_requests(c, ctypes.byref(count))
+            try:
+                return [[lib.rd_kafka_mock_request_id(array[i]), lib.rd_kafka_mock_request_api_key(array[i])]
+                        for i in range(count.value)]
+            finally:
+                if array:
+                    lib.rd_kafka_mock_request_destroy_array(array, count.value)
         if op == "topic_create":
             self._check(lib.rd_kafka_mock_topic_create(c, args["topic"].encode(), args["partitions"],
                                                        args.get("replication", 1)), op)
@@ -208,6 +225,14 @@ class MockCluster:
     def set_rtt(self, broker_id: int, rtt_ms: int) -> None:
         """Delay every answer of the broker by rtt_ms (HUNG_RTT_MS: a broker that hangs)."""
         self.command("rtt", broker=broker_id, rtt_ms=rtt_ms)
+
+    def track_requests(self) -> None:
+        """From now on, remember every request the brokers receive (see `requests`)."""
+        self.command("track_requests")
+
+    def requests(self) -> list[tuple[int, int]]:
+        """(broker id, api key) of every request received since `track_requests`, in order."""
+        return [tuple(r) for r in self.command("requests")]
 
     def pause(self) -> None:
         """Freeze the whole cluster (SIGSTOP): sockets stay open, nothing answers."""
