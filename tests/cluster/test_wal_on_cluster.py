@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import confluent_kafka
 import pytest
 
 from tests.cluster.conftest import ZONES, Delivery, produce, producer, read_back, spread_leaders, wal_sidecars
@@ -56,3 +57,35 @@ def test_wal_path_with_leaders_moving_between_zones(cluster, moto_server, tmp_pa
         assert b["route"] == ("local" if zone == ZONES[1] else "wal"), b
     assert {b["partition"] for b in ok if b["leader_zone"] == moved[b["partition"]]} == set(range(PARTITIONS))
     assert not [b for b in ok if b["route"] == "direct_cross"]  # no fallback across zones
+
+
+def test_transactional_batches_go_direct_even_with_policy_wal(cluster, moto_server, tmp_path):
+    """Transactional batches never take the WAL (docs/routing.md, "Transactions"): with
+    policy wal, a transaction over partitions led in three zones commits, its batches to
+    other zones go direct_cross, and idempotent batches beside it still take the WAL."""
+    bucket = unique_name("wal")
+    moto_server.create_bucket(bucket)
+    leaders = spread_leaders(cluster, "txn", PARTITIONS)
+    spread_leaders(cluster, "plain", PARTITIONS)
+    records = [(i % PARTITIONS, i) for i in range(120)]
+    delivery, plain = Delivery(), Delivery()
+    with wal_sidecars(cluster, moto_server, bucket, tmp_path) as sidecars:
+        p = confluent_kafka.Producer({"bootstrap.servers": sidecars.proxy, "transactional.id": "wal-txn",
+                                      "linger.ms": 5})
+        p.init_transactions(30)
+        p.begin_transaction()
+        produce(p, "txn", records, delivery)
+        p.commit_transaction(30)
+        q = producer(sidecars.proxy)
+        produce(q, "plain", records, plain)
+        assert q.flush(60) == 0
+    assert not delivery.failed and not plain.failed
+    want: dict[int, list[int]] = {}
+    for partition, value in records:
+        want.setdefault(partition, []).append(value)
+    assert read_back(cluster.bootstrap, "txn", PARTITIONS, 120) == want
+    routes = {(b["topic"], b["route"]) for b in batches(sidecars.audit_dir) if b["error_code"] == 0}
+    assert routes == {("txn", "local"), ("txn", "direct_cross"), ("plain", "local"), ("plain", "wal")}
+    for b in batches(sidecars.audit_dir):
+        if b["topic"] == "txn":
+            assert b["route"] == ("local" if leaders[b["partition"]] == 1 else "direct_cross"), b
