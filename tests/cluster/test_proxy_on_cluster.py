@@ -167,3 +167,30 @@ def test_a_leader_whose_broker_is_down_is_looked_up_again(cluster, tmp_path):
         assert p.flush(20) == 0
     assert not delivery.failed, delivery.failed
     assert_exactly_once_in_order(cluster, "failover", warm + later, delivery)
+
+
+def test_the_whole_cluster_frozen_and_thawed(cluster, tmp_path):
+    """Every broker stops answering at once (the cluster's process is SIGSTOPped) while
+    records are in flight, with metadata refreshes due; after SIGCONT everything is
+    delivered once, in order, and the proxy logged no internal error."""
+    spread_leaders(cluster, "frozen", PARTITIONS)
+    first = [(i % PARTITIONS, i) for i in range(120)]
+    second = [(i % PARTITIONS, i) for i in range(120, 240)]
+    delivery = Delivery()
+    with proxy_on(cluster, tmp_path, settings={"upstream": {"metadata_ttl_s": 1.0}}) as proxy:
+        p = producer(proxy.bootstrap)
+        produce(p, "frozen", first, delivery)
+        assert p.flush(30) == 0
+        cluster.pause()
+        try:
+            produce(p, "frozen", second, delivery)
+            deadline = time.monotonic() + 3  # a frozen cluster for 3 s, producing into it
+            while time.monotonic() < deadline:
+                p.poll(0.1)
+            assert not any(v in delivery.acked_at for _part, v in second)  # nothing can be acknowledged
+        finally:
+            cluster.resume()
+        assert p.flush(60) == 0
+        log = proxy.log_text()
+    assert "internal error" not in log
+    assert_exactly_once_in_order(cluster, "frozen", first + second, delivery)

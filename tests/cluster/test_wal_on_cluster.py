@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 
 import confluent_kafka
 import pytest
@@ -89,3 +90,34 @@ def test_transactional_batches_go_direct_even_with_policy_wal(cluster, moto_serv
     for b in batches(sidecars.audit_dir):
         if b["topic"] == "txn":
             assert b["route"] == ("local" if leaders[b["partition"]] == 1 else "direct_cross"), b
+
+
+def test_wal_path_with_a_broker_down_mid_run(cluster, moto_server, tmp_path):
+    """Broker 2 (use1-az2, the agent's zone) goes down mid-run and comes back: its
+    partitions wait (retriable errors, the producer retries), the others go on; in the end
+    every record is in the log once, in order."""
+    bucket = unique_name("wal")
+    moto_server.create_bucket(bucket)
+    leaders = spread_leaders(cluster, "down", PARTITIONS)
+    first = [(i % PARTITIONS, i) for i in range(120)]
+    second = [(i % PARTITIONS, i) for i in range(120, 240)]
+    delivery = Delivery()
+    with wal_sidecars(cluster, moto_server, bucket, tmp_path) as sidecars:
+        p = producer(sidecars.proxy)
+        produce(p, "down", first, delivery)
+        assert p.flush(60) == 0
+        cluster.set_down(2)
+        produce(p, "down", second, delivery)
+        healthy = [v for part, v in second if leaders[part] != 2]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(v in delivery.acked_at for v in healthy):
+            p.poll(0.1)
+        assert [v for v in healthy if v not in delivery.acked_at] == []
+        cluster.set_up(2)
+        assert p.flush(90) == 0
+    assert not delivery.failed, delivery.failed[:5]
+    want: dict[int, list[int]] = {}
+    for partition, value in first + second:
+        want.setdefault(partition, []).append(value)
+    assert delivery.acked == want
+    assert read_back(cluster.bootstrap, "down", PARTITIONS, 240) == want
