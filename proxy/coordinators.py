@@ -3,7 +3,8 @@
 Strategy: a transactional producer asks FindCoordinator (key type transaction, and group
 for sendOffsetsToTransaction); the proxy asks any healthy upstream broker, remembers the
 real coordinator per (key type, key) and answers that the coordinator is the proxy itself
-(the client knows no other broker). InitProducerId with a transactional id,
+(the client knows no other broker), or - with proxy.broker_listeners - the listener that
+stands for the coordinator (proxy/passthrough.py). InitProducerId with a transactional id,
 AddPartitionsToTxn, AddOffsetsToTxn and EndTxn then go to the transaction coordinator of
 their transactional id, TxnOffsetCommit to the group coordinator of its group id. They
 are forwarded verbatim: the client's header (with the proxy's correlation id) and body
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -136,25 +138,24 @@ class Coordinators:
             self._known.pop((key_type, key), None)
         return code, node, message
 
-    async def find_coordinator(self, request: Any, version: int, proxy_node_id: int, host: str,
-                               port: int) -> FindCoordinatorResponse:
-        """The client's answer: the proxy is the coordinator of every key it asked about."""
+    async def find_coordinator(self, request: Any, version: int,
+                               endpoint: Callable[[int], Awaitable[tuple[int, str, int]]]) -> FindCoordinatorResponse:
+        """The client's answer: for each key, where the client reaches its coordinator -
+        `endpoint(upstream node id)` gives (node id, host, port) as the client sees them."""
         keys = list(request.coordinator_keys) if version >= FIRST_BATCHED_FIND_COORDINATOR_VERSION else [request.key]
         answers = []
         for key in keys:
-            code, _node, message = await self.lookup(request.key_type, key)
-            answers.append((key, code, message))
+            code, node, message = await self.lookup(request.key_type, key)
+            where = await endpoint(node) if code == errors.NONE else (-1, "", -1)
+            answers.append((key, code, message, where))
         if version >= FIRST_BATCHED_FIND_COORDINATOR_VERSION:
             coordinators = [FindCoordinatorResponse.Coordinator(
-                key=key, node_id=proxy_node_id if code == errors.NONE else -1, host=host if code == errors.NONE else "",
-                port=port if code == errors.NONE else -1, error_code=code, error_message=message)
-                for key, code, message in answers]
+                key=key, node_id=where[0], host=where[1], port=where[2], error_code=code, error_message=message)
+                for key, code, message, where in answers]
             return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-        _key, code, message = answers[0]
-        ok = code == errors.NONE
+        _key, code, message, where = answers[0]
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
-                                       node_id=proxy_node_id if ok else -1, host=host if ok else "",
-                                       port=port if ok else -1)
+                                       node_id=where[0], host=where[1], port=where[2])
 
     async def forward(self, frame: RequestFrame, key_type: int, key: str) -> bytes | int:
         """The coordinator's framed answer for the client, or an error code to answer with

@@ -31,6 +31,8 @@ class PartitionInfo:
     error_code: int
     leader_id: int
     leader_epoch: int
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class TopicInfo:
 @dataclass
 class MetadataView:
     cluster_id: str | None = None
+    controller_id: int = -1
     brokers: dict[int, BrokerAddress] = field(default_factory=dict)
     topics: dict[str, TopicInfo] = field(default_factory=dict)
 
@@ -121,7 +124,8 @@ class MetadataCache:
 
     async def ensure_broker(self, node_id: int) -> None:
         """Learn the brokers' addresses if `node_id` is not among them (a coordinator named
-        before any Metadata request). Raises UpstreamError."""
+        before any Metadata request; -1: whichever, to learn the brokers at all). Raises
+        UpstreamError."""
         if node_id not in self.view.brokers:
             await self._refresh([], False)  # no topics: the broker list only
 
@@ -204,8 +208,11 @@ class MetadataCache:
         self.view.brokers = brokers
         self._cluster.set_brokers(brokers)
         self.view.cluster_id = getattr(response, "cluster_id", None)
+        self.view.controller_id = getattr(response, "controller_id", -1)
         for t in response.topics:
-            parts = {p.partition_index: PartitionInfo(p.error_code, p.leader_id, p.leader_epoch) for p in t.partitions}
+            parts = {p.partition_index: PartitionInfo(p.error_code, p.leader_id, p.leader_epoch,
+                                                      tuple(p.replica_nodes), tuple(p.isr_nodes))
+                     for p in t.partitions}
             topic_id = t.topic_id if isinstance(getattr(t, "topic_id", None), uuid.UUID) else uuid.UUID(int=0)
             self.view.topics[t.name] = TopicInfo(t.name, t.error_code, topic_id, bool(t.is_internal), parts, now)
 

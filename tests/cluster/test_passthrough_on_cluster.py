@@ -1,0 +1,100 @@
+"""One bootstrap for the whole application (proxy.broker_listeners = true): consumers and
+admin clients through the sidecar, each request reaching the broker it addresses.
+
+kafka-python is not among the clients: 3.0.12 cannot use this mock cluster even directly
+(it cannot decode the mock's ApiVersions fallback answer), and through the sidecar the mock
+closes the connection on its flexible-version group requests (JoinGroup v6), which the
+librdkafka clients do not send.
+
+Three brokers in three zones (librdkafka's mock cluster); records are produced through the
+same sidecar, so an application needs only the sidecar's address.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.cluster.conftest import Delivery, produce, producer, proxy_on, spread_leaders
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+PARTITIONS = 6
+SETTINGS = {"proxy": {"broker_listeners": True}}
+
+
+def produced(proxy_bootstrap: str, topic: str, count: int) -> dict[int, list[int]]:
+    records = [(i % PARTITIONS, i) for i in range(count)]
+    delivery = Delivery()
+    p = producer(proxy_bootstrap)
+    produce(p, topic, records, delivery)
+    assert p.flush(30) == 0 and not delivery.failed
+    want: dict[int, list[int]] = {}
+    for partition, value in records:
+        want.setdefault(partition, []).append(value)
+    return want
+
+
+def test_metadata_names_every_broker_at_its_own_listener(cluster, tmp_path):
+    leaders = spread_leaders(cluster, "meta", PARTITIONS)
+    with proxy_on(cluster, tmp_path, settings=SETTINGS) as proxy:
+        md = AdminClient({"bootstrap.servers": proxy.bootstrap}).list_topics(timeout=10)
+    upstream_ports = {int(a.rpartition(":")[2]) for a in cluster.bootstraps}
+    assert sorted(md.brokers) == [1, 2, 3]
+    for broker in md.brokers.values():
+        assert broker.host == "127.0.0.1" and broker.port not in upstream_ports  # the proxy's listeners
+    assert len({b.port for b in md.brokers.values()} | {proxy.port}) == 4
+    assert {p.id: p.leader for p in md.topics["meta"].partitions.values()} == leaders
+
+
+def test_group_consumer_and_producer_through_one_bootstrap(cluster, tmp_path):
+    spread_leaders(cluster, "app", PARTITIONS)
+    with proxy_on(cluster, tmp_path, settings=SETTINGS) as proxy:
+        want = produced(proxy.bootstrap, "app", 120)
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "app-readers",
+                                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(["app"])
+        got: dict[int, list[int]] = {}
+        deadline = time.monotonic() + 30
+        try:
+            while sum(map(len, got.values())) < 120 and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and not msg.error():
+                    got.setdefault(msg.partition(), []).append(int(msg.value()))
+            consumer.commit(asynchronous=False)
+            committed = consumer.committed([confluent_kafka.TopicPartition("app", p) for p in range(PARTITIONS)],
+                                           timeout=10)
+        finally:
+            consumer.close()
+        log = proxy.log_text()
+    assert got == want
+    assert {tp.partition: tp.offset for tp in committed} == {p: len(want[p]) for p in range(PARTITIONS)}
+    assert "internal error" not in log and "closing connection" not in log
+
+
+def test_kcat_reads_through_the_sidecar(cluster, tmp_path):
+    spread_leaders(cluster, "kc", PARTITIONS)
+    with proxy_on(cluster, tmp_path, settings=SETTINGS) as proxy:
+        want = produced(proxy.bootstrap, "kc", 30)
+        out = subprocess.run(["kcat", "-C", "-b", proxy.bootstrap, "-t", "kc", "-o", "beginning", "-e",
+                              "-f", "%p %s\\n"], capture_output=True, text=True, timeout=60, check=True).stdout
+    got: dict[int, list[int]] = {}
+    for line in out.splitlines():
+        partition, value = line.split()
+        got.setdefault(int(partition), []).append(int(value))
+    assert got == want
+
+
+def test_admin_lists_offsets_through_the_sidecar(cluster, tmp_path):
+    spread_leaders(cluster, "adm", PARTITIONS)
+    with proxy_on(cluster, tmp_path, settings=SETTINGS) as proxy:
+        want = produced(proxy.bootstrap, "adm", 30)
+        admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+        futures = admin.list_offsets({confluent_kafka.TopicPartition("adm", p): confluent_kafka.admin.OffsetSpec.latest()
+                                      for p in range(PARTITIONS)}, request_timeout=15)
+        ends = {tp.partition: f.result(timeout=20).offset for tp, f in futures.items()}
+    assert ends == {p: len(want[p]) for p in range(PARTITIONS)}
