@@ -16,6 +16,11 @@ Not passed through: the inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMeta
 ControlledShutdown) and DescribeCluster (its answer names the brokers' real endpoints; a
 client falls back to Metadata). Fetch is offered up to v12: from v16 a Fetch answer may
 carry KIP-951 leader endpoints, which would lead the client past the proxy.
+
+A Fetch (v11+) without a rack_id gets `proxy.consumer_rack` (this zone's AZ id) put in
+(KIP-392), so a cluster with broker.rack and the rack-aware replica selector names a
+replica in this zone as the preferred read replica; the client then fetches from that
+broker's listener, and the proxy forwards there.
 """
 
 from __future__ import annotations
@@ -24,14 +29,17 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
 import trio
+from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata import MetadataResponse
 
 from proxy.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
 from proxy.metadata import MetadataView
+from proxy.upstream import RawRequest
 
 API_FETCH = 1
 API_DESCRIBE_CLUSTER = 60
 HIGHEST_FETCH_VERSION = 12  # v16 answers may name leader endpoints (KIP-951)
+FIRST_RACK_FETCH_VERSION = 11  # KIP-392: Fetch carries the consumer's rack_id
 NOT_PASSED = frozenset({4, 5, 6, 7, API_DESCRIBE_CLUSTER})  # inter-broker; DescribeCluster names endpoints
 
 
@@ -108,3 +116,31 @@ class BrokerListeners:
                     self.ports[node_id] = port
                     self.nodes[port] = node_id
         return self.ports
+
+
+def fetch_with_rack(body: bytes, api_version: int, rack: str) -> RawRequest | None:
+    """The Fetch to forward with `rack` as its rack_id, or None to forward it unchanged: no
+    rack configured, a version without rack_id, the client's own rack_id, or header tagged
+    fields (flexible versions) other than none (pure). Raises nothing: a body that does not
+    decode is forwarded unchanged, for the broker to judge.
+
+    `body` is what the proxy's codec cut after the client id: for flexible versions it
+    still starts with the request header's tagged fields (Fetch is not decoded locally).
+    """
+    if not rack or api_version < FIRST_RACK_FETCH_VERSION:
+        return None
+    flexible = FetchRequest.flexible_version_q(api_version)
+    if flexible:
+        if not body or body[0] != 0:
+            return None
+        body = body[1:]
+    try:
+        request = FetchRequest.decode(body, version=api_version)
+    except Exception:  # the library raises a variety of errors on bad bytes
+        return None
+    if request.rack_id:
+        return None
+    # A new request from the decoded fields (a decoded one cannot be encoded again).
+    fields = {name: getattr(request, name) for name in FetchRequest.fields}
+    forwarded = FetchRequest(**{**fields, "rack_id": rack})
+    return RawRequest(API_FETCH, api_version, bytes(forwarded.encode(version=api_version)), flexible)

@@ -48,7 +48,7 @@ from proxy.kafka_codec import (
     is_flexible,
 )
 from proxy.metadata import MetadataCache, build_client_metadata
-from proxy.passthrough import BrokerListeners, build_broker_metadata, passthrough_versions
+from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.produce import (
     DirectBackend,
     ProduceBackend,
@@ -352,6 +352,8 @@ class RequestHandler:
         cannot be reached the connection is closed, as it would be to that broker."""
         raw = RawRequest(frame.api_key, frame.api_version, bytes(frame.body), is_flexible(frame.api_key,
                                                                                           frame.api_version))
+        if frame.api_key == API_FETCH:
+            raw = fetch_with_rack(raw.body, frame.api_version, self.config.consumer_rack) or raw
         try:
             if node_id is None:
                 response = await self.metadata.ask_any_broker(raw, frame.api_version)

@@ -98,3 +98,36 @@ def test_admin_lists_offsets_through_the_sidecar(cluster, tmp_path):
                                       for p in range(PARTITIONS)}, request_timeout=15)
         ends = {tp.partition: f.result(timeout=20).offset for tp, f in futures.items()}
     assert ends == {p: len(want[p]) for p in range(PARTITIONS)}
+
+
+def test_a_consumer_follows_the_preferred_read_replica_through_the_sidecar(cluster, tmp_path):
+    """Leader broker 2 (use1-az2), preferred read replica broker 1 (use1-az1, this zone):
+    the consumer's Fetches after the first go to broker 1's listener, and the proxy forwards
+    them to broker 1. (The mock names its preferred replica whatever the rack_id, so the
+    rack the proxy puts in, consumer_rack, is checked byte for byte in
+    tests/proxy/test_passthrough.py instead.)"""
+    cluster.create_topic("near", 1, 3)
+    cluster.set_leader("near", 0, 2)
+    cluster.command("set_follower", topic="near", partition=0, broker=1)
+    settings = {"proxy": {"broker_listeners": True, "consumer_rack": "use1-az1"}}
+    with proxy_on(cluster, tmp_path, settings=settings) as proxy:
+        delivery = Delivery()
+        p = producer(proxy.bootstrap)
+        produce(p, "near", [(0, i) for i in range(20)], delivery)
+        assert p.flush(30) == 0
+        cluster.track_requests()
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "near",
+                                             "auto.offset.reset": "earliest"})
+        consumer.assign([confluent_kafka.TopicPartition("near", 0, 0)])
+        got: list[int] = []
+        deadline = time.monotonic() + 20
+        try:
+            while len(got) < 20 and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and not msg.error():
+                    got.append(int(msg.value()))
+        finally:
+            consumer.close()
+    assert got == list(range(20))
+    fetches = [broker for broker, api_key in cluster.requests() if api_key == 1]
+    assert fetches and fetches[0] == 2 and 1 in fetches  # first the leader, then the replica in this zone

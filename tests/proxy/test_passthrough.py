@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import uuid
 
+from kafka.protocol.consumer.fetch import FetchRequest
+
 from proxy.metadata import MetadataView, PartitionInfo, TopicInfo
-from proxy.passthrough import build_broker_metadata, passthrough_versions
+from proxy.passthrough import build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.upstream import BrokerAddress
 
 
@@ -46,3 +48,35 @@ def test_versions_pass_through_all_but_inter_broker_apis_and_describe_cluster():
         1: (0, 12),  # Fetch capped below KIP-951's leader endpoints
         2: (0, 8), 11: (0, 9),  # ListOffsets, JoinGroup: the broker's range
     }  # 4 (LeaderAndIsr) and 60 (DescribeCluster) are not offered
+
+
+def fetch_body(version: int, rack: str) -> bytes:
+    """A Fetch body as the proxy's codec cuts it: flexible versions still start with the
+    request header's tagged fields (none: one 0 byte)."""
+    topic = FetchRequest.FetchTopic(topic="t", partitions=[FetchRequest.FetchTopic.FetchPartition(
+        partition=3, current_leader_epoch=-1, fetch_offset=42, last_fetched_epoch=-1, log_start_offset=-1,
+        partition_max_bytes=1 << 20)])
+    request = FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, isolation_level=1,
+                           session_id=0, session_epoch=-1, topics=[topic], forgotten_topics_data=[], rack_id=rack)
+    body = bytes(request.encode(version=version))
+    return (b"\x00" + body) if FetchRequest.flexible_version_q(version) else body
+
+
+def test_a_consumers_fetch_gets_this_zones_rack_when_it_sent_none():
+    for version in (11, 12):
+        raw = fetch_with_rack(fetch_body(version, ""), version, "use1-az2")
+        assert (raw.api_key, raw.api_version, raw.flexible) == (1, version, version >= 12)
+        expected = fetch_body(version, "use1-az2")  # the same request, written with the rack by the library
+        assert raw.body == (expected[1:] if version >= 12 else expected)  # byte for byte
+        forwarded = FetchRequest.decode(raw.body, version=version)
+        assert forwarded.rack_id == "use1-az2"
+        assert (forwarded.isolation_level, forwarded.topics[0].topic, forwarded.topics[0].partitions[0].fetch_offset) \
+            == (1, "t", 42)  # the rest as the client sent it
+
+
+def test_the_clients_own_rack_an_old_version_or_no_rack_leave_the_fetch_alone():
+    assert fetch_with_rack(fetch_body(11, "use1-az3"), 11, "use1-az2") is None
+    assert fetch_with_rack(fetch_body(10, ""), 10, "use1-az2") is None  # no rack_id before v11
+    assert fetch_with_rack(fetch_body(12, ""), 12, "") is None  # no consumer_rack configured
+    assert fetch_with_rack(b"\x01\x02garbage", 12, "use1-az2") is None  # header tags we do not read
+    assert fetch_with_rack(b"\x00garbage", 12, "use1-az2") is None  # the broker judges what does not decode
