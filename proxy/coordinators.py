@@ -71,10 +71,10 @@ def coordinator_key(api_key: int, request: Any) -> tuple[int, str]:
 
 
 def forwarded_frame(frame: RequestFrame) -> RawRequest:
-    """The client's request as it goes upstream: same header fields but the correlation id
-    (the upstream connection sets its own), same body bytes (pure)."""
+    """The client's request as it goes upstream: same header fields (client id included)
+    but the correlation id (the upstream connection sets its own), same body bytes (pure)."""
     return RawRequest(frame.api_key, frame.api_version, bytes(frame.body),
-                      is_flexible(frame.api_key, frame.api_version))
+                      is_flexible(frame.api_key, frame.api_version), frame.client_id)
 
 
 def with_correlation_id(response_frame: bytes, correlation_id: int) -> bytes:

@@ -118,7 +118,7 @@ class BrokerListeners:
         return self.ports
 
 
-def fetch_with_rack(body: bytes, api_version: int, rack: str) -> RawRequest | None:
+def fetch_with_rack(body: bytes, api_version: int, rack: str, client_id: str | None) -> RawRequest | None:
     """The Fetch to forward with `rack` as its rack_id, or None to forward it unchanged: no
     rack configured, a version without rack_id, the client's own rack_id, or header tagged
     fields (flexible versions) other than none (pure). Raises nothing: a body that does not
@@ -143,4 +143,4 @@ def fetch_with_rack(body: bytes, api_version: int, rack: str) -> RawRequest | No
     # A new request from the decoded fields (a decoded one cannot be encoded again).
     fields = {name: getattr(request, name) for name in FetchRequest.fields}
     forwarded = FetchRequest(**{**fields, "rack_id": rack})
-    return RawRequest(API_FETCH, api_version, bytes(forwarded.encode(version=api_version)), flexible)
+    return RawRequest(API_FETCH, api_version, bytes(forwarded.encode(version=api_version)), flexible, client_id)

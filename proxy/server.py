@@ -28,7 +28,14 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from proxy import metrics
 from proxy.config import ProxyConfig, UpstreamConfig
-from proxy.coordinators import FORWARDED, Coordinators, coordinator_key, error_response, with_correlation_id
+from proxy.coordinators import (
+    FORWARDED,
+    Coordinators,
+    coordinator_key,
+    error_response,
+    forwarded_frame,
+    with_correlation_id,
+)
 from proxy.kafka_codec import (
     API_API_VERSIONS,
     API_FIND_COORDINATOR,
@@ -45,7 +52,6 @@ from proxy.kafka_codec import (
     UnsupportedRequest,
     decode_request,
     encode_response,
-    is_flexible,
 )
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
@@ -57,7 +63,7 @@ from proxy.produce import (
     validate_produce,
 )
 from proxy.sasl import SASL_AUTHENTICATION_FAILED, AuthenticationFailed, Credentials, SaslSession
-from proxy.upstream import RawRequest, UpstreamCluster, UpstreamError, open_upstream
+from proxy.upstream import UpstreamCluster, UpstreamError, open_upstream
 from proxy.versions import (
     FEATURE_MARKERS,
     api_versions_response,
@@ -350,10 +356,9 @@ class RequestHandler:
         """Forward `frame` verbatim to the broker whose listener it came in on (the bootstrap
         listener: any healthy broker) and answer with the broker's bytes. If the broker
         cannot be reached the connection is closed, as it would be to that broker."""
-        raw = RawRequest(frame.api_key, frame.api_version, bytes(frame.body), is_flexible(frame.api_key,
-                                                                                          frame.api_version))
+        raw = forwarded_frame(frame)
         if frame.api_key == API_FETCH:
-            raw = fetch_with_rack(raw.body, frame.api_version, self.config.consumer_rack) or raw
+            raw = fetch_with_rack(raw.body, frame.api_version, self.config.consumer_rack, frame.client_id) or raw
         try:
             if node_id is None:
                 response = await self.metadata.ask_any_broker(raw, frame.api_version)

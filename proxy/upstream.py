@@ -44,17 +44,20 @@ class UpstreamTimeout(UpstreamError):
 
 @dataclass(frozen=True)
 class RawRequest:
-    """A request forwarded as the client sent it: header fields and body bytes. Its answer
-    is the raw response frame (size prefix removed), correlation id first."""
+    """A request forwarded as the client sent it: header fields (its client id too) and
+    body bytes; only the correlation id is the connection's. Its answer is the raw
+    response frame (size prefix removed), correlation id first."""
 
     api_key: int
     api_version: int
     body: bytes
     flexible: bool  # request header v2 (tagged fields) rather than v1
+    client_id: str | None  # the client's own (None: null)
 
-    def frame(self, correlation_id: int, client_id: str) -> bytes:
-        client = client_id.encode()
-        header = struct.pack(">hhih", self.api_key, self.api_version, correlation_id, len(client)) + client
+    def frame(self, correlation_id: int) -> bytes:
+        client = b"" if self.client_id is None else self.client_id.encode()
+        length = -1 if self.client_id is None else len(client)
+        header = struct.pack(">hhih", self.api_key, self.api_version, correlation_id, length) + client
         if self.flexible:
             header += b"\x00"  # no tagged fields
         return _SIZE.pack(len(header) + len(self.body)) + header + self.body
@@ -131,7 +134,7 @@ class UpstreamConnection:
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         fast_produce = FAST_PRODUCE_VERSIONS[0] <= version <= FAST_PRODUCE_VERSIONS[1]
         if isinstance(request, RawRequest):
-            data: list[bytes | memoryview] = [request.frame(correlation_id, self._client_id)]
+            data: list[bytes | memoryview] = [request.frame(correlation_id)]
             decode: Callable[[bytes], Any] = bytes
         elif isinstance(request, ProduceRequestData):
             if not fast_produce:

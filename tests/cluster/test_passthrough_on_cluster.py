@@ -1,10 +1,10 @@
 """One bootstrap for the whole application (proxy.broker_listeners = true): consumers and
 admin clients through the sidecar, each request reaching the broker it addresses.
 
-kafka-python is not among the clients: 3.0.12 cannot use this mock cluster even directly
-(it cannot decode the mock's ApiVersions fallback answer), and through the sidecar the mock
-closes the connection on its flexible-version group requests (JoinGroup v6), which the
-librdkafka clients do not send.
+kafka-python 3.0.12 cannot use this mock cluster even directly (it cannot decode the
+mock's ApiVersions fallback answer), and through the sidecar the mock closes the
+connection on its flexible-version group requests (JoinGroup v6), which the librdkafka
+clients do not send; its group consumer is tested through the sidecar against Tansu.
 
 Three brokers in three zones (librdkafka's mock cluster); records are produced through the
 same sidecar, so an application needs only the sidecar's address.
@@ -18,8 +18,11 @@ import time
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer
 
 from tests.cluster.conftest import Delivery, produce, producer, proxy_on, spread_leaders
+from tests.conftest import create_topics, unique_name
+from tests.proxy.conftest import start_proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -131,3 +134,35 @@ def test_a_consumer_follows_the_preferred_read_replica_through_the_sidecar(clust
     assert got == list(range(20))
     fetches = [broker for broker, api_key in cluster.requests() if api_key == 1]
     assert fetches and fetches[0] == 2 and 1 in fetches  # first the leader, then the replica in this zone
+
+
+def test_kafka_python_group_consumer_through_the_sidecar(tansu, tmp_path):
+    """Against Tansu (one broker): FindCoordinator answered with the broker's listener,
+    JoinGroup/SyncGroup/Heartbeat/OffsetCommit/Fetch forwarded there."""
+    topic = unique_name("kp")
+    create_topics(tansu.bootstrap, {topic: 3})
+    config = tmp_path / "proxy.toml"
+    config.write_text(f'[proxy]\nbroker_listeners = true\n[audit]\noutput = "{tmp_path / "audit"}"\n')
+    with start_proxy(tansu.bootstrap, tmp_path, config_file=config) as proxy:
+        delivery = Delivery()
+        p = producer(proxy.bootstrap)
+        produce(p, topic, [(i % 3, i) for i in range(30)], delivery)
+        assert p.flush(30) == 0
+        # Tansu holds the first JoinGroup for a while (its rebalance wait): a long timeout.
+        consumer = KafkaConsumer(topic, bootstrap_servers=proxy.bootstrap, group_id=f"{topic}-g",
+                                 client_id="kp-app", auto_offset_reset="earliest", enable_auto_commit=False,
+                                 consumer_timeout_ms=60_000)
+        got: dict[int, list[int]] = {}
+        try:
+            for msg in consumer:
+                got.setdefault(msg.partition, []).append(int(msg.value))
+                if sum(map(len, got.values())) == 30:
+                    break
+            consumer.commit()
+            committed = {p: consumer.committed(p) for p in consumer.assignment()}
+        finally:
+            consumer.close()
+        log = proxy.log_text()
+    assert got == {p: list(range(p, 30, 3)) for p in range(3)}
+    assert {tp.partition: offset for tp, offset in committed.items()} == {0: 10, 1: 10, 2: 10}
+    assert "closing connection" not in log

@@ -28,14 +28,15 @@ def test_the_key_that_names_the_coordinator():
     assert coordinator_key(24, add) == (1, "t4")
 
 
-def test_raw_request_frame_keeps_the_body_and_sets_our_header():
-    raw = RawRequest(api_key=26, api_version=3, body=b"BODY", flexible=True)
-    assert raw.frame(7, "az") == (
+def test_raw_request_frame_keeps_the_body_and_the_clients_header_but_the_correlation_id():
+    raw = RawRequest(api_key=26, api_version=3, body=b"BODY", flexible=True, client_id="az")
+    assert raw.frame(7) == (
         struct.pack(">i", 2 + 2 + 4 + 2 + 2 + 1 + 4)  # size: key, version, correlation, client id, tags, body
         + struct.pack(">hhih", 26, 3, 7, 2) + b"az"  # header v2: api_key, api_version, correlation_id, client_id
         + b"\x00"  # no tagged fields
         + b"BODY")
-    assert RawRequest(26, 1, b"B", False).frame(7, "") == struct.pack(">ihhih", 11, 26, 1, 7, 0) + b"B"
+    assert RawRequest(26, 1, b"B", False, "").frame(7) == struct.pack(">ihhih", 11, 26, 1, 7, 0) + b"B"
+    assert RawRequest(26, 1, b"B", False, None).frame(7) == struct.pack(">ihhih", 11, 26, 1, 7, -1) + b"B"  # null
 
 
 def test_the_clients_correlation_id_goes_back_in():

@@ -64,8 +64,8 @@ def fetch_body(version: int, rack: str) -> bytes:
 
 def test_a_consumers_fetch_gets_this_zones_rack_when_it_sent_none():
     for version in (11, 12):
-        raw = fetch_with_rack(fetch_body(version, ""), version, "use1-az2")
-        assert (raw.api_key, raw.api_version, raw.flexible) == (1, version, version >= 12)
+        raw = fetch_with_rack(fetch_body(version, ""), version, "use1-az2", "app-1")
+        assert (raw.api_key, raw.api_version, raw.flexible, raw.client_id) == (1, version, version >= 12, "app-1")
         expected = fetch_body(version, "use1-az2")  # the same request, written with the rack by the library
         assert raw.body == (expected[1:] if version >= 12 else expected)  # byte for byte
         forwarded = FetchRequest.decode(raw.body, version=version)
@@ -75,8 +75,8 @@ def test_a_consumers_fetch_gets_this_zones_rack_when_it_sent_none():
 
 
 def test_the_clients_own_rack_an_old_version_or_no_rack_leave_the_fetch_alone():
-    assert fetch_with_rack(fetch_body(11, "use1-az3"), 11, "use1-az2") is None
-    assert fetch_with_rack(fetch_body(10, ""), 10, "use1-az2") is None  # no rack_id before v11
-    assert fetch_with_rack(fetch_body(12, ""), 12, "") is None  # no consumer_rack configured
-    assert fetch_with_rack(b"\x01\x02garbage", 12, "use1-az2") is None  # header tags we do not read
-    assert fetch_with_rack(b"\x00garbage", 12, "use1-az2") is None  # the broker judges what does not decode
+    assert fetch_with_rack(fetch_body(11, "use1-az3"), 11, "use1-az2", "app-1") is None
+    assert fetch_with_rack(fetch_body(10, ""), 10, "use1-az2", "app-1") is None  # no rack_id before v11
+    assert fetch_with_rack(fetch_body(12, ""), 12, "", "app-1") is None  # no consumer_rack configured
+    assert fetch_with_rack(b"\x01\x02garbage", 12, "use1-az2", "app-1") is None  # header tags we do not read
+    assert fetch_with_rack(b"\x00garbage", 12, "use1-az2", "app-1") is None  # the broker judges what does not decode
