@@ -82,7 +82,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
                 continue
             zone_upstream = dataclasses.replace(config.upstream, bootstrap_servers=(bootstrap,))
             zone_cluster = await stack.enter_async_context(open_upstream(zone_upstream))
-            zone_metadata = MetadataCache(zone_cluster, zone_upstream.metadata_ttl_s, zone_upstream.request_timeout_s)
+            zone_metadata = MetadataCache(zone_cluster, zone_upstream.metadata_ttl_s, zone_upstream.metadata_timeout_s)
             direct_by_zone[zone] = DirectBackend(zone_cluster, zone_metadata, zone_upstream.request_timeout_s)
 
         built: list[tuple[RoutingBackend, MetadataCache]] = []

@@ -77,7 +77,8 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
                              max_attempts=config.agent.max_append_attempts,
                              produce_timeout_ms=config.agent.produce_timeout_ms,
                              request_timeout_ms=int(config.upstream.request_timeout_s * 1000),
-                             home_zone=zone, security=security) as appender:
+                             home_zone=zone, broker_zones=config.router.broker_zones,
+                             security=security) as appender:
         agent = Agent(settings, reader, appender, checkpoint=checkpoint or None, metrics=metrics, audit=audit)
         _, bound = await agent.start(config.agent.listen_host if host is None else host,
                                      config.agent.listen_port if port is None else port)

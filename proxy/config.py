@@ -30,6 +30,8 @@ class ProxyConfig:
     tls_key_file: str = ""  # PEM private key of tls_cert_file
     sasl_mechanisms: tuple[str, ...] = ()  # SASL required on the client listener: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; () = none
     sasl_users_file: str = ""  # users and their SCRAM keys (TOML, see docs/security.md); required with sasl_mechanisms
+    broker_listeners: bool = False  # one local listener per upstream broker; every API passes through (consumers, admin)
+    consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
 
     def __post_init__(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),
@@ -54,7 +56,8 @@ class UpstreamConfig:
     client_id: str = "azsidecar"
     metadata_ttl_s: float = 30.0  # how long a cached upstream Metadata view is trusted
     request_timeout_s: float = 30.0
-    connect_timeout_s: float = 5.0
+    connect_timeout_s: float = 5.0  # TCP, TLS and the first ApiVersions of one address; then the next address
+    metadata_timeout_s: float = 5.0  # one Metadata request to one broker; then the next broker is asked
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"  # to the brokers and agents' appends (MSK: SSL or SASL_SSL)
     tls_ca_file: str = ""  # PEM CA bundle that signed the brokers' certificates; "" = the system's CAs
     tls_check_hostname: bool = True  # verify the broker's certificate names the host we dialled
@@ -93,6 +96,7 @@ class UpstreamConfig:
         require(self.metadata_ttl_s > 0, "upstream.metadata_ttl_s: must be > 0")
         require(self.request_timeout_s > 0, "upstream.request_timeout_s: must be > 0")
         require(self.connect_timeout_s > 0, "upstream.connect_timeout_s: must be > 0")
+        require(self.metadata_timeout_s > 0, "upstream.metadata_timeout_s: must be > 0")
 
     @property
     def msk_iam(self) -> bool:
