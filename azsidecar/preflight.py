@@ -19,10 +19,10 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from azsidecar.failures import StartupFailure
 from core.configload import ConfigError
 from core.msk_iam import MskIamError
-from leader_notify._kafka import KafkaAppendUnavailable
+from leader_notify.appender import KafkaAppendUnavailable
 from proxy.upstream import UpstreamError
-from wal_s3._s3 import S3Error, make_s3_client
 from wal_s3.config import WalConfig
+from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriteError
 
 CHECK_ATTEMPTS = 4  # S3 answers 503 SlowDown or drops a connection now and then: not a reason to exit

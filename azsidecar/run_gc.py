@@ -10,8 +10,8 @@ from prometheus_client import start_http_server
 
 from azsidecar.config import load_config
 from azsidecar.preflight import check_wal_store, startup_errors
-from wal_s3._s3 import make_s3_client
 from wal_s3.gc import GcError, run_gc
+from wal_s3.s3 import make_s3_client
 
 
 def main(args: argparse.Namespace) -> int:

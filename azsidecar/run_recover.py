@@ -20,7 +20,7 @@ from core.audit import NullAuditSink
 from core.configload import ConfigError
 from leader_notify.recovery import recover_acknowledged
 from leader_notify.sender import NotifySender
-from wal_s3._s3 import make_s3_client
+from wal_s3.s3 import make_s3_client
 
 ALL_EPOCHS = 10**10  # above any registered epoch: every object of the writer is "earlier"
 

@@ -25,7 +25,7 @@ from proxy.produce import DirectBackend
 from proxy.server import run_proxy
 from proxy.upstream import UpstreamCluster, open_upstream
 from router.backend import RoutingBackend, WalPath
-from wal_s3._s3 import S3Error, make_s3_client
+from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriter
 
 log = logging.getLogger(__name__)

@@ -36,12 +36,12 @@ import trio
 
 from core import errors
 from leader_notify.sender import NotifyError
-from wal_s3._retry import with_retries
-from wal_s3._s3 import S3Error, S3NotFound, S3Store
 from wal_s3.agent_shares import share_name
 from wal_s3.config import WalConfig
 from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, entry_encoded_size, parse_object
 from wal_s3.gc import CheckpointError, Checkpoints
+from wal_s3.retry import with_retries
+from wal_s3.s3 import S3Error, S3NotFound, S3Store
 from wal_s3.writer import OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)

@@ -48,9 +48,9 @@ from botocore.awsrequest import AWSResponse
 from botocore.httpsession import get_cert_path
 
 from wal_s3._http11 import END, NEED_DATA, ProtocolError, ResponseHead, ResponseReader, encode_request_head
-from wal_s3._s3 import S3Error, S3PermanentError, S3TransientError, classify_error
 from wal_s3._sigv4 import SigV4Signer
 from wal_s3.config import WalConfig
+from wal_s3.s3 import S3Error, S3PermanentError, S3TransientError, classify_error
 
 log = logging.getLogger(__name__)
 

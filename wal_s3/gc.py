@@ -36,8 +36,6 @@ import anyio
 import anyio.abc
 
 from wal_s3 import metrics
-from wal_s3._retry import with_retries
-from wal_s3._s3 import S3Error, S3NotFound, S3Store
 from wal_s3.agent_shares import zone_of_share
 from wal_s3.checkpoint_manifest import (
     ManifestError,
@@ -50,6 +48,8 @@ from wal_s3.checkpoint_manifest import (
 from wal_s3.config import WalConfig
 from wal_s3.format import WalFormatError, parse_object
 from wal_s3.gc_plan import Ages, ManifestView, ObjectFate, checkpoints_to_delete, needs_head, object_fate
+from wal_s3.retry import with_retries
+from wal_s3.s3 import S3Error, S3NotFound, S3Store
 from wal_s3.writer import NAME_RE, OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)

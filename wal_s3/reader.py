@@ -25,8 +25,6 @@ import anyio
 
 from core.audit import AuditSink
 from wal_s3 import metrics
-from wal_s3._retry import with_retries
-from wal_s3._s3 import S3Error, S3NotFound, S3Store
 from wal_s3._s3_http import http_transport
 from wal_s3.config import WalConfig
 from wal_s3.format import (
@@ -37,6 +35,8 @@ from wal_s3.format import (
     parse_header,
     parse_zone_range,
 )
+from wal_s3.retry import with_retries
+from wal_s3.s3 import S3Error, S3NotFound, S3Store
 
 HEADER_PROBE_BYTES = 4096  # one GET covers the header of any object with a few zones
 

@@ -47,8 +47,6 @@ import trio
 
 from core.audit import AuditSink
 from wal_s3 import metrics
-from wal_s3._retry import with_retries
-from wal_s3._s3 import S3Error, S3PreconditionFailed, S3Store
 from wal_s3._s3_http import http_transport
 from wal_s3.config import WalConfig
 from wal_s3.format import (
@@ -60,6 +58,8 @@ from wal_s3.format import (
     encode_object,
     entry_encoded_size,
 )
+from wal_s3.retry import with_retries
+from wal_s3.s3 import S3Error, S3PreconditionFailed, S3Store
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,12 @@ locals {
   msk_topic_arns = var.msk == null ? [] : [
     for t in var.msk.topics : "${replace(var.msk.cluster_arn, ":cluster/", ":topic/")}/${t}"
   ]
+  # Transactional producers and consumer groups through the sidecar: their coordinator lookups
+  # (FindCoordinator) and forwarded transaction/group requests run under the sidecar's role.
+  msk_transaction_and_group_arns = var.msk == null ? [] : [
+    "${replace(var.msk.cluster_arn, ":cluster/", ":transactional-id/")}/*",
+    "${replace(var.msk.cluster_arn, ":cluster/", ":group/")}/*",
+  ]
   msk_policies = var.msk == null ? toset([]) : toset(["msk"])
 }
 
@@ -175,6 +181,14 @@ data "aws_iam_policy_document" "msk_client" {
     sid       = "KafkaTopicsDescribeWriteRead"
     actions   = ["kafka-cluster:DescribeTopic", "kafka-cluster:WriteData", "kafka-cluster:ReadData"]
     resources = local.msk_topic_arns
+  }
+  statement {
+    sid = "KafkaTransactionsAndGroups"
+    actions = [
+      "kafka-cluster:DescribeTransactionalId", "kafka-cluster:AlterTransactionalId",
+      "kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup",
+    ]
+    resources = local.msk_transaction_and_group_arns
   }
 }
 

@@ -12,15 +12,15 @@ from typing import Any
 
 from core.msk_iam import MskIamTokens
 from core.tls import client_context, upstream_sasl_password
-from leader_notify._kafka import KafkaAppender
 from leader_notify._limits import ListenerLimits
 from leader_notify._msk_iam import AiokafkaMskIamTokens
 from leader_notify._wal_bridge import WalZoneReader, wal_checkpoint
 from leader_notify.agent import Agent, AgentSettings, Checkpoint
+from leader_notify.appender import KafkaAppender
 from leader_notify.metrics import AgentMetrics
-from wal_s3._s3 import make_s3_client as wal_make_s3_client
 from wal_s3.gc import Checkpoints
 from wal_s3.reader import WalReader
+from wal_s3.s3 import make_s3_client as wal_make_s3_client
 
 
 def aiokafka_security(upstream: Any, msk_tokens: MskIamTokens | None = None) -> dict[str, Any]:
