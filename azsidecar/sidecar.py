@@ -63,10 +63,11 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
         wal_path = None
         if wal_enabled(config):
 
-            writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit)
+            writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit,
+                               prices=config.router.prices)
             await stack.enter_async_context(writer.running())
             sender = NotifySender(config.notify, config.zone, config.proxy.proxy_id, writer.epoch, audit,
-                                  bucket=config.wal.bucket, metrics=process_sender_metrics())
+                                  bucket=writer.bucket, metrics=process_sender_metrics())
             stack.push_async_callback(sender.aclose)
             acked = (lambda topic: config.router.ack_mode(topic) == "wal") if "wal" in config.router.ack_modes.values() \
                 else None
