@@ -1,0 +1,161 @@
+"""The S3 Express One Zone front for moto (deploy/local/s3_express.py): CreateSession, the
+session token on every request, directory bucket names, expired sessions; botocore's own
+S3 Express support talks to it unchanged."""
+
+from __future__ import annotations
+
+import http.client
+import re
+
+import boto3
+import pytest
+import trio
+from botocore.exceptions import ClientError
+
+from deploy.local.processes import DUMMY_CREDENTIALS
+from deploy.local.s3_express import ExpressFront, bucket_of, create_directory_bucket, is_directory_bucket, serve
+from tests.conftest import unique_name
+
+pytestmark = pytest.mark.integration
+
+SIGNED_FOR = "AWS4-HMAC-SHA256 Credential={key}/20261126/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=00"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def directory_bucket(moto_server) -> str:
+    name = f"{unique_name('wal').lower().replace('_', '-')}--use1-az1--x-s3"
+    create_directory_bucket(("127.0.0.1", moto_server.port), name)
+    return name
+
+
+def request(port: int, method: str, target: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, target, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def create_session(port: int, bucket: str, mode: str = "ReadWrite") -> tuple[str, str]:
+    status, body = request(port, "GET", f"/{bucket}?session", {
+        "Authorization": SIGNED_FOR.format(key="AKIDBASE", service="s3express"), "x-amz-create-session-mode": mode})
+    assert status == 200, body
+    token = re.search(rb"<SessionToken>([^<]+)</SessionToken>", body)
+    key = re.search(rb"<AccessKeyId>([^<]+)</AccessKeyId>", body)
+    assert token and key
+    return token.group(1).decode(), key.group(1).decode()
+
+
+def with_session(token: str, key: str) -> dict[str, str]:
+    return {"x-amz-s3session-token": token, "Authorization": SIGNED_FOR.format(key=key, service="s3express")}
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("wal--use1-az1--x-s3", True),
+    ("wal-a--usw2-lax1-az1--x-s3", True),
+    ("wal", False),                      # a general purpose bucket
+    ("wal--x-s3", False),                # no AZ id
+    ("Wal--use1-az1--x-s3", False),      # upper case
+    ("w--al--use1-az1--x-s3", False),    # "--" inside the base name
+])
+def test_directory_bucket_names(name, expected):
+    assert is_directory_bucket(name) is expected
+
+
+def test_bucket_of_path_and_virtual_host_style():
+    assert bucket_of(b"/wal--use1-az1--x-s3?session", b"127.0.0.1:1") == ("wal--use1-az1--x-s3", True)
+    assert bucket_of(b"/wal--use1-az1--x-s3/k/1?session", b"h") == ("wal--use1-az1--x-s3", False)
+    assert bucket_of(b"/?session", b"wal--use1-az1--x-s3.s3express-use1-az1.us-east-1.amazonaws.com") == \
+        ("wal--use1-az1--x-s3", True)
+
+
+@pytest.mark.trio
+async def test_botocore_writes_reads_lists_and_deletes_through_sessions(moto_server):
+    bucket = directory_bucket(moto_server)
+    front = ExpressFront()
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), front)
+
+        def work() -> tuple[bytes, list[str], int]:
+            s3 = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                              aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                              aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+            s3.put_object(Bucket=bucket, Key="a/1", Body=b"one", IfNoneMatch="*")
+            with pytest.raises(ClientError) as taken:  # conditional writes reach moto unchanged
+                s3.put_object(Bucket=bucket, Key="a/1", Body=b"two", IfNoneMatch="*")
+            body = s3.get_object(Bucket=bucket, Key="a/1")["Body"].read()
+            keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="a/")["Contents"]]
+            s3.delete_object(Bucket=bucket, Key="a/1")
+            return body, keys, taken.value.response["ResponseMetadata"]["HTTPStatusCode"]
+
+        with trio.fail_after(30):
+            body, keys, taken_status = await trio.to_thread.run_sync(work)
+        nursery.cancel_scope.cancel()
+    assert (body, keys, taken_status) == (b"one", ["a/1"], 412)
+    # one CreateSession (botocore caches the session), then PUT, PUT (412), GET, LIST, DELETE passed on
+    assert front.counts == {"session": 1, "passed": 5}
+    assert len(front.sessions) == 1
+
+
+@pytest.mark.trio
+async def test_every_request_needs_a_live_session_of_its_bucket(moto_server):
+    bucket, other = directory_bucket(moto_server), directory_bucket(moto_server)
+    clock = Clock()
+    front = ExpressFront(session_ttl_s=300, clock=clock)
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), front)
+
+        def scenario() -> list[tuple[int, bytes]]:
+            token, key = create_session(port, bucket)
+            ro_token, ro_key = create_session(port, bucket, "ReadOnly")
+            out = [
+                request(port, "PUT", f"/{bucket}/k", {}, b"x"),                                  # no token
+                request(port, "PUT", f"/{bucket}/k", with_session("forged", key), b"x"),         # unknown
+                request(port, "PUT", f"/{other}/k", with_session(token, key), b"x"),             # other bucket
+                request(port, "PUT", f"/{bucket}/k", with_session(token, "AKIDBASE"), b"x"),     # wrong key id
+                request(port, "PUT", f"/{bucket}/k", with_session(ro_token, ro_key), b"x"),      # ReadOnly
+                request(port, "PUT", f"/{bucket}/k", with_session(token, key), b"x"),            # fine
+                request(port, "GET", f"/{bucket}/k", with_session(ro_token, ro_key)),            # ReadOnly reads
+            ]
+            clock.now += 300  # the session's five minutes are up
+            out.append(request(port, "GET", f"/{bucket}/k", with_session(token, key)))
+            return out
+
+        with trio.fail_after(30):
+            answers = await trio.to_thread.run_sync(scenario)
+        nursery.cancel_scope.cancel()
+    codes = [(status, code.group(1) if (code := re.search(rb"<Code>([^<]+)</Code>", body)) else body)
+             for status, body in answers]
+    assert codes == [(403, b"AccessDenied"), (403, b"InvalidToken"), (403, b"AccessDenied"), (403, b"AccessDenied"),
+                     (403, b"AccessDenied"), (200, b""), (200, b"x"), (400, b"ExpiredToken")]
+
+
+@pytest.mark.trio
+async def test_create_session_refusals(moto_server):
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port))
+
+        def scenario() -> list[tuple[int, bytes]]:
+            signed = {"Authorization": SIGNED_FOR.format(key="AKIDBASE", service="s3express")}
+            return [
+                request(port, "GET", "/plain-bucket?session", signed),                       # not a directory bucket
+                request(port, "GET", "/absent--use1-az1--x-s3?session", signed),            # moto lacks it
+                request(port, "GET", "/absent--use1-az1--x-s3?session", {}),                # unsigned
+                request(port, "GET", "/absent--use1-az1--x-s3?session",
+                        {"Authorization": SIGNED_FOR.format(key="AKIDBASE", service="s3")}),  # wrong service
+            ]
+
+        with trio.fail_after(30):
+            answers = await trio.to_thread.run_sync(scenario)
+        nursery.cancel_scope.cancel()
+    assert [(s, re.search(rb"<Code>([^<]+)</Code>", b).group(1)) for s, b in answers] == [
+        (400, b"InvalidBucketName"), (404, b"NoSuchBucket"), (403, b"AccessDenied"), (403, b"AccessDenied")]
