@@ -272,7 +272,7 @@ class WalWriter:
         self._prices = prices or Prices()
         self._seal_bytes: dict[int, float] = {}  # cost-bound object size by number of zones
         self._store = S3Store(s3_client, self.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads),
-                              http=http_transport(s3_client, config))
+                              http=http_transport(s3_client, config, self.bucket))
         self._put_limiter = trio.CapacityLimiter(config.max_in_flight_puts)
         self._rng = rng or random.Random()
         self._state = "new"  # new -> running -> closing -> closed, or -> fenced

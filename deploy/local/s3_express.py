@@ -12,10 +12,11 @@ What it enforces, as S3 Express does:
   and answers temporary credentials (access key id, secret, session token, expiry
   `session_ttl_s` ahead; mode `ReadWrite`, or `ReadOnly` by `x-amz-create-session-mode`);
   a bucket that moto does not have is `404 NoSuchBucket`;
-- every other request carries `x-amz-s3session-token` of a live session for that bucket, signed
-  with that session's access key id: none is `403 AccessDenied`, an unknown one `403 InvalidToken`,
-  an expired one `400 ExpiredToken`, another bucket's `403 AccessDenied`, a write with a
-  ReadOnly session `403 AccessDenied`.
+- every other request carries `x-amz-s3session-token` of a live session for that bucket, with a
+  SigV4 signature (service `s3express`) by that session's access key id and secret, verified
+  here: no token is `403 AccessDenied`, an unknown one `403 InvalidToken`, an expired one
+  `400 ExpiredToken`, another bucket's `403 AccessDenied`, a wrong key id `403 AccessDenied`, a
+  wrong signature `403 SignatureDoesNotMatch`, a write with a ReadOnly session `403 AccessDenied`.
 
 Buckets are created in moto directly (`create_directory_bucket`: botocore itself would ask for
 a session first); the front does not take CreateBucket.
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
+import hmac
 import http.client
 import re
 import secrets
@@ -51,6 +54,8 @@ SESSION_TTL_S = 300.0  # S3 Express session credentials last five minutes
 TOKEN_HEADER = b"x-amz-s3session-token"
 MODE_HEADER = b"x-amz-create-session-mode"
 _CREDENTIAL_RE = re.compile(rb"Credential=([^/,\s]+)/\d{8}/[^/]+/([^/]+)/aws4_request")
+_AUTH_RE = re.compile(rb"^AWS4-HMAC-SHA256 Credential=([^/,\s]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,\s*"
+                      rb"SignedHeaders=([^,\s]+),\s*Signature=([0-9a-f]{64})$")
 _WRITES = frozenset({b"PUT", b"POST", b"DELETE"})
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
@@ -155,7 +160,8 @@ class ExpressFront:
                 f"<Expiration>{expiration}</Expiration></Credentials></CreateSessionResult>").encode()
         return Answer(200, body)
 
-    def check(self, method: bytes, bucket: str, headers: dict[bytes, bytes]) -> Answer | None:
+    def check(self, method: bytes, bucket: str, headers: dict[bytes, bytes], target: bytes = b"/",
+              raw_headers: list[tuple[bytes, bytes]] | None = None) -> Answer | None:
         """None if the request may go on to moto, else the error to answer."""
         token = headers.get(TOKEN_HEADER)
         if token is None:
@@ -170,6 +176,8 @@ class ExpressFront:
         credential = _CREDENTIAL_RE.search(headers.get(b"authorization", b""))
         if credential is None or credential.group(1).decode("latin-1") != session.access_key_id:
             return _error(403, "AccessDenied", "the request is not signed with the session's access key id")
+        if raw_headers is not None and not signature_ok(method, target, raw_headers, session.secret_access_key):
+            return _error(403, "SignatureDoesNotMatch", "The request signature we calculated does not match")
         if session.read_only and method in _WRITES:
             return _error(403, "AccessDenied", "a ReadOnly session cannot write")
         return None
@@ -178,6 +186,37 @@ class ExpressFront:
         now = self.clock()
         for token in [t for t, s in self.sessions.items() if now >= s.expires_at + self.session_ttl_s]:
             del self.sessions[token]  # kept one more ttl, so a late request still reads "expired"
+
+
+def signature_ok(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], secret_key: str) -> bool:
+    """Verify a request's SigV4 Authorization (header form, S3 rules: the path as sent, the
+    payload hash from x-amz-content-sha256) under `secret_key`."""
+    by_name: dict[bytes, list[bytes]] = {}
+    for name, value in headers:
+        by_name.setdefault(name.lower(), []).append(value)
+    match = _AUTH_RE.match(b"".join(by_name.get(b"authorization", [b""])[:1]))
+    amz_date = by_name.get(b"x-amz-date", [b""])[0].decode("latin-1")
+    if match is None or not amz_date:
+        return False
+    _key, day, region, service, signed_names, signature = (g.decode("latin-1") for g in match.groups())
+    path, _, query = target.decode("latin-1").partition("?")
+    pairs = []
+    for part in query.split("&") if query else []:
+        name, _, value = part.partition("=")
+        pairs.append((urllib.parse.quote(urllib.parse.unquote(name), safe="-_.~"),
+                      urllib.parse.quote(urllib.parse.unquote(value), safe="-_.~")))
+    canonical_headers = "".join(
+        f"{name}:{','.join(' '.join(v.decode('latin-1').split()) for v in by_name.get(name.encode(), []))}\n"
+        for name in signed_names.split(";"))
+    payload = by_name.get(b"x-amz-content-sha256", [b"UNSIGNED-PAYLOAD"])[0].decode("latin-1")
+    canonical = "\n".join((method.decode("ascii"), path, "&".join(f"{k}={v}" for k, v in sorted(pairs)),
+                           canonical_headers, signed_names, payload))
+    scope = f"{day}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(("AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()))
+    key = f"AWS4{secret_key}".encode()
+    for part in (day, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return hmac.compare_digest(hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest(), signature)
 
 
 async def _drain_body(conn: h11.Connection, stream: trio.SocketStream) -> None:
@@ -210,7 +249,7 @@ async def _serve_client(front: ExpressFront, client: trio.SocketStream, upstream
                 elif is_session and request.method == b"GET":
                     answer = front.create_session(bucket, headers)
                 else:
-                    answer = front.check(request.method, bucket, headers)
+                    answer = front.check(request.method, bucket, headers, request.target, list(request.headers))
                 if answer is None:
                     front.counts["passed"] += 1
                     await _forward(request, conn, client, upstream)
