@@ -41,7 +41,8 @@ async def recover_before_serving(config: Config, epoch: int, sender: NotifySende
     with trio.move_on_after(config.router.recovery_timeout_s) as scope:
         try:
             await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, config.proxy.proxy_id, epoch,
-                                       lambda topic: config.router.ack_mode(topic) == "wal")
+                                       lambda topic: config.router.ack_mode(topic) == "wal",
+                                       bucket=config.wal.bucket_for(config.zone))
         except S3Error as exc:
             log.error("recovery of earlier epochs failed: %s; serving anyway (run `azsidecar recover`)", exc)
     if scope.cancelled_caught:

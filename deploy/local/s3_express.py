@@ -29,17 +29,20 @@ Run: `python -m deploy.local.s3_express --upstream 127.0.0.1:4566 [--listen 127.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import hashlib
 import hmac
 import http.client
 import re
 import secrets
+import select
+import subprocess
 import sys
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,10 +50,12 @@ import h11
 import trio
 
 from deploy.local.fault_common import hostport, keep_writing_counts, until_sigint_or_sigterm
+from deploy.local.processes import stop_process
 from deploy.local.s3_delay import _forward, _next_event
 from wal_s3.config import DIRECTORY_BUCKET_SUFFIX, directory_bucket_name
 
 SESSION_TTL_S = 300.0  # S3 Express session credentials last five minutes
+READY_TIMEOUT_S = 30.0  # for `running_front`'s process to print its address
 TOKEN_HEADER = b"x-amz-s3session-token"
 MODE_HEADER = b"x-amz-create-session-mode"
 _CREDENTIAL_RE = re.compile(rb"Credential=([^/,\s]+)/\d{8}/[^/]+/([^/]+)/aws4_request")
@@ -290,6 +295,31 @@ async def serve(listen: tuple[str, int], upstream: tuple[str, int], front: Expre
         await _serve_client(front, stream, upstream)
 
     await trio.serve_listeners(handler, listeners)
+
+
+@contextlib.contextmanager
+def running_front(upstream: str, log_path: Path, session_ttl_s: float = SESSION_TTL_S) -> Iterator[str]:
+    """This front as a process in front of `upstream` (HOST:PORT of moto or the latency
+    injector); yields its endpoint URL, stops it on exit. Raises RuntimeError if it does not
+    come up within READY_TIMEOUT_S (its stderr is in `log_path`)."""
+    argv = [sys.executable, "-m", "deploy.local.s3_express", "--upstream", upstream, "--listen", "127.0.0.1:0",
+            "--session-ttl-s", str(session_ttl_s)]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        line = b""
+        while not line.startswith(b"listening="):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([proc.stdout], [], [], remaining)[0]:
+                raise RuntimeError(f"S3 Express front did not start within {READY_TIMEOUT_S:g} s (see {log_path})")
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"S3 Express front exited with {proc.wait()} (see {log_path})")
+        yield "http://" + line.decode().strip().removeprefix("listening=")
+    finally:
+        stop_process(proc)
 
 
 async def _main(args: argparse.Namespace) -> None:
