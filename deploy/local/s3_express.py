@@ -36,8 +36,6 @@ import hmac
 import http.client
 import re
 import secrets
-import select
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -49,8 +47,7 @@ from pathlib import Path
 import h11
 import trio
 
-from deploy.local.fault_common import hostport, keep_writing_counts, until_sigint_or_sigterm
-from deploy.local.processes import stop_process
+from deploy.local.fault_common import hostport, keep_writing_counts, running_listener, until_sigint_or_sigterm
 from deploy.local.s3_delay import _forward, _next_event
 from wal_s3.config import DIRECTORY_BUCKET_SUFFIX, directory_bucket_name
 
@@ -304,22 +301,8 @@ def running_front(upstream: str, log_path: Path, session_ttl_s: float = SESSION_
     come up within READY_TIMEOUT_S (its stderr is in `log_path`)."""
     argv = [sys.executable, "-m", "deploy.local.s3_express", "--upstream", upstream, "--listen", "127.0.0.1:0",
             "--session-ttl-s", str(session_ttl_s)]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        line = b""
-        while not line.startswith(b"listening="):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([proc.stdout], [], [], remaining)[0]:
-                raise RuntimeError(f"S3 Express front did not start within {READY_TIMEOUT_S:g} s (see {log_path})")
-            line = proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"S3 Express front exited with {proc.wait()} (see {log_path})")
-        yield "http://" + line.decode().strip().removeprefix("listening=")
-    finally:
-        stop_process(proc)
+    with running_listener(argv, log_path, "S3 Express front", READY_TIMEOUT_S) as address:
+        yield "http://" + address
 
 
 async def _main(args: argparse.Namespace) -> None:
