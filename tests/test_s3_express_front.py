@@ -168,3 +168,26 @@ async def test_create_session_refusals(moto_server):
         nursery.cancel_scope.cancel()
     assert [(s, re.search(rb"<Code>([^<]+)</Code>", b).group(1)) for s, b in answers] == [
         (400, b"InvalidBucketName"), (404, b"NoSuchBucket"), (403, b"AccessDenied"), (403, b"AccessDenied")]
+
+
+@pytest.mark.trio
+async def test_botocore_renews_a_session_before_it_expires(moto_server):
+    # botocore renews S3 Express sessions inside 45 s of their expiry (its advisory window;
+    # 10 s is mandatory). With 30 s sessions every call is inside that window: each request
+    # gets a fresh session first, and none is ever refused as expired.
+    bucket = directory_bucket(moto_server)
+    front = ExpressFront(session_ttl_s=30)
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), front)
+
+        def work() -> None:
+            s3 = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+            for i in range(3):
+                s3.put_object(Bucket=bucket, Key=f"k{i}", Body=b"x")
+
+        with trio.fail_after(30):
+            await trio.to_thread.run_sync(work)
+        nursery.cancel_scope.cancel()
+    # the first call's session, then one renewal per call (3), three PUTs passed, nothing refused
+    assert front.counts == {"session": 4, "passed": 3}
