@@ -5,8 +5,9 @@ Three triggers, in this order: the object reached `max_bytes` ("size"); its olde
 most `max_request_cost_share` of the cross-zone transfer it replaces ("cost"). A bigger
 object would save a little more on requests but make every entry in it wait longer.
 
-An object's requests: its PUT, and per destination zone one ranged GET and (at most) one GC
-checkpoint PUT, priced in the class of the WAL bucket (core/prices.py). The transfer it
+An object's requests: its PUT, and per share (a destination zone's, or with several agents in
+a zone each owning agent's) one ranged GET and (at most) one GC checkpoint PUT, priced in the
+class of the WAL bucket (core/prices.py). `zones` below counts those shares. The transfer it
 replaces: its bytes billed out of one zone and into the other. S3 Express One Zone's
 per-byte upload and retrieval charges grow with the object, so no size lowers their share;
 they are not part of the bound (the router's cost policy counts them).

@@ -423,8 +423,10 @@ class WalWriter:
         obj.nbytes += size
         obj.count += 1
         # age 0: linger is the flush loop's (it also waits for a free PUT slot)
+        # each share (a zone's, or with several agents in a zone each owner's) is one GET and one checkpoint
+        shares = sum(len(by_share) for by_share in obj.shares.values())
         reason = seal_reason(obj.nbytes, 0.0, max_bytes=self.config.max_bytes, linger_s=float("inf"),
-                             cost_bound_bytes=self._cost_seal_bytes(len(obj.entries_by_zone)))
+                             cost_bound_bytes=self._cost_seal_bytes(shares))
         if reason is not None:
             self._seal(reason)
         return PendingEntry(obj, index, dest_zone, share)
