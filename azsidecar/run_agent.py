@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("zone: the agent needs --zone (or zone in the config file)")
     if not config.notify.hmac_keys:
         raise ConfigError(f"notify.hmac_keys: none given (set ${HMAC_ENV}, notify.hmac_key_file or --hmac-key-file)")
-    check_wal_store(config.wal)
+    check_wal_store(config.wal, config.wal.bucket_for(config.zone))
     with startup_errors():
         return asyncio.run(_serve_until_signal(config, config.zone))
 

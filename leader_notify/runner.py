@@ -67,7 +67,8 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
             max_connections=config.agent.max_connections,
             max_connections_per_source=config.agent.max_connections_per_source,
             max_unauthenticated_connections=config.agent.max_unauthenticated_connections,
-            request_timeout_s=config.agent.request_timeout_s, idle_timeout_s=config.agent.idle_timeout_s))
+            request_timeout_s=config.agent.request_timeout_s, idle_timeout_s=config.agent.idle_timeout_s),
+        bucket_for_zone=config.wal.bucket_for if config.wal.storage_class == "express" else None)
     if checkpoint is True:
         checkpoint = wal_checkpoint(Checkpoints(config.wal, s3))
     security = aiokafka_security(config.upstream)

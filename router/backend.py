@@ -431,7 +431,8 @@ class RoutingBackend:
             # notifier is still re-sending, so these topics never leave the WAL path.
             return Route(Path.WAL, "ack_mode wal")
         view = ZoneView(self.zone, dest, healthy, self.config.fallback)
-        route = decide(self.policy, view, state.path, shape, self.config.prices, transactional)
+        route = decide(self.policy, view, state.path, shape, self.config.prices, transactional,
+                       self._wal_config.storage_class)
         if route.path is Path.WAL and self._wal is None:
             return type(route)(Path.DIRECT_CROSS, "no WAL configured")
         return route

@@ -60,6 +60,16 @@ data "aws_iam_policy_document" "proxy" {
     actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
     resources = [var.kms_key_arn]
   }
+  # S3 Express One Zone (wal.storage_class "express"): a directory bucket authorizes at the
+  # bucket, by CreateSession; a ReadWrite session then allows every object call on it.
+  dynamic "statement" {
+    for_each = length(var.directory_bucket_arns) > 0 ? [var.directory_bucket_arns] : []
+    content {
+      sid       = "ExpressSessions"
+      actions   = ["s3express:CreateSession"]
+      resources = statement.value
+    }
+  }
 }
 
 data "aws_iam_policy_document" "agent" {
@@ -83,6 +93,16 @@ data "aws_iam_policy_document" "agent" {
     sid       = "BucketKeyUse"
     actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
     resources = [var.kms_key_arn]
+  }
+  # S3 Express One Zone (wal.storage_class "express"): a directory bucket authorizes at the
+  # bucket, by CreateSession; a ReadWrite session then allows every object call on it.
+  dynamic "statement" {
+    for_each = length(var.directory_bucket_arns) > 0 ? [var.directory_bucket_arns] : []
+    content {
+      sid       = "ExpressSessions"
+      actions   = ["s3express:CreateSession"]
+      resources = statement.value
+    }
   }
 }
 
@@ -108,6 +128,16 @@ data "aws_iam_policy_document" "gc" {
     sid       = "BucketKeyDecrypt"
     actions   = ["kms:Decrypt"]
     resources = [var.kms_key_arn]
+  }
+  # S3 Express One Zone (wal.storage_class "express"): a directory bucket authorizes at the
+  # bucket, by CreateSession; a ReadWrite session then allows every object call on it.
+  dynamic "statement" {
+    for_each = length(var.directory_bucket_arns) > 0 ? [var.directory_bucket_arns] : []
+    content {
+      sid       = "ExpressSessions"
+      actions   = ["s3express:CreateSession"]
+      resources = statement.value
+    }
   }
 }
 
