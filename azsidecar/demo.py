@@ -20,8 +20,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_audit.framing import Framing
+
 GB = 1_000_000_000
 MB = 1_000_000
+# The demo's meter counts Ethernet frames on the bridge ports; with offloads on, the veths
+# carry GSO packets of up to 64 KB (one header each), with them off MTU-sized packets.
+METER_LINK_HEADER_BYTES = 14
+GSO_PACKET_BYTES = 65_535
+VETH_MTU = 1500
+
+
+def meter_framing(offloads: bool) -> Framing:
+    """The path the demo's metered links are: what the audit estimates bytes on the wire for."""
+    return Framing(path_mtu=GSO_PACKET_BYTES if offloads else VETH_MTU, link_header_bytes=METER_LINK_HEADER_BYTES)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="router policy of the sidecar run (default wal: every cross-zone batch via S3)")
     p.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto",
                    help="netns (root: metered bridge) or loopback (unmetered); auto picks netns when root")
+    p.add_argument("--offloads", choices=("on", "off"), default="on",
+                   help="segmentation/receive offloads of the metered links (netns): off carries 1,500-byte "
+                        "packets with their own headers and ACKs, as a real network does (needs ethtool)")
     p.add_argument("--out", default="demo-out", help="directory for logs, audit records and the report")
     p.add_argument("--skip-audit", action="store_true", help="do not run the Spark audit")
     p.set_defaults(func=main)
@@ -64,7 +79,7 @@ class DemoResult:
 
 
 def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal", mode: str = "auto",
-             audit: bool = True, progress=None) -> DemoResult:
+             audit: bool = True, progress=None, offloads: bool = True) -> DemoResult:
     """Baseline and sidecar runs of the same workload, verified, and (optionally) audited.
 
     Raises SystemExit when a run fails verification, ScenarioError/ZoneSetupError when the
@@ -84,7 +99,7 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     workload = Workload(total_bytes=int(mb * MB), record_bytes=record_bytes)
     run_dir = out / time.strftime("run-%Y%m%d-%H%M%S")
     progress(f"starting three zones ({mode}); logs in {run_dir}")
-    with three_zones(mode=mode, log_dir=run_dir / "logs") as env:
+    with three_zones(mode=mode, log_dir=run_dir / "logs", offloads=offloads) as env:
         wal_bucket = "azsidecar-wal"
         env.create_bucket(wal_bucket)
         progress(f"zones up: {', '.join(f'{z.name}@{z.address}' for z in env.zones)}")
@@ -100,7 +115,8 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
         from router.config import Prices  # noqa: PLC0415
         from spark_audit.run import run as run_audit  # noqa: PLC0415
 
-        code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout)
+        code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout,
+                         framing=meter_framing(offloads))
         if code != 0:
             raise SystemExit(f"the audit failed with exit code {code}")
         result.audit_tables = {p.stem: list(csv.DictReader(p.open())) for p in (run_dir / "report").glob("*.csv")}
@@ -115,7 +131,8 @@ def main(args: argparse.Namespace) -> int:
     if args.mode == "netns" and not netns_available():
         print("azsidecar demo: --mode netns needs root and the `ip` tool", file=sys.stderr)
         return 2
-    result = run_demo(out, args.mb, args.record_bytes, args.policy, args.mode, audit=not args.skip_audit)
+    result = run_demo(out, args.mb, args.record_bytes, args.policy, args.mode, audit=not args.skip_audit,
+                      offloads=args.offloads == "on")
     table = result_table(result.baseline, result.sidecar, result.audit_tables)
     print(table)
     (result.run_dir / "result.txt").write_text(table)

@@ -31,6 +31,7 @@ from pyspark.sql.types import StructType
 
 from spark_audit.records import KINDS, SCHEMA_VERSION
 from spark_audit import jobs
+from spark_audit.framing import Framing
 from spark_audit.jobs import STATUS_COLUMN
 from spark_audit.schemas import CORRUPT_COLUMN, input_schema
 
@@ -224,9 +225,10 @@ def read_lines(spark: SparkSession, path: str, columns: Iterable[str] | None = N
 
 
 def load(spark: SparkSession, path: str, source: str | None = None,
-         extra_columns: Iterable[str] = ()) -> tuple[DataFrame, InputSummary]:
+         extra_columns: Iterable[str] = (), framing: Framing | None = None) -> tuple[DataFrame, InputSummary]:
     """Read the input once into the persisted rollup (`jobs.rollup`); returns it and the summary.
 
+    `framing`: the path the notification bytes on the wire are counted for (`jobs.rollup`).
     `extra_columns` are parsed too, so that lines a later pass would find corrupt (the
     latency pass reads latency_ms) are already counted here. Call `unpersist()` on the
     rollup when done. Raises InputError when there are no files or no valid record at
@@ -237,7 +239,7 @@ def load(spark: SparkSession, path: str, source: str | None = None,
     # A cached plan keeps its partitioning (AQE does not coalesce it): without this, every
     # query over the small rollup would run spark.sql.shuffle.partitions (200) tasks.
     partitions = max(2, spark.sparkContext.defaultParallelism)
-    rolled = jobs.rollup(lines).coalesce(partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    rolled = jobs.rollup(lines, framing).coalesce(partitions).persist(StorageLevel.MEMORY_AND_DISK)
     counts = rolled.groupBy(STATUS_COLUMN, "kind", "schema_version").agg(F.sum("n").alias("n")).collect()
     by_kind: dict[str, int] = {}
     versions: dict[int, int] = {}

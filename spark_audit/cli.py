@@ -23,6 +23,11 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, metavar="URI", help="where tables go: a local directory or s3://bucket/prefix")
     parser.add_argument("--prices", metavar="FILE", help="TOML with s3_put_per_1000, s3_get_per_1000, cross_az_per_gb_each_way")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint (moto, MinIO) for s3:// input/output")
+    parser.add_argument("--path-mtu", type=int, metavar="BYTES",
+                        help="path MTU of the cross-zone links, for TCP/IP framing (default audit.path_mtu of the "
+                             "--prices config file, else 9001; 1500 for peered or transit paths)")
+    parser.add_argument("--link-header-bytes", type=int, metavar="BYTES",
+                        help="link-layer header per packet to count (default 0: IP bytes, as AWS bills; 14: Ethernet)")
     parser.add_argument("--tables", type=table_formats, default=("csv",), metavar="FORMATS",
                         help="table file formats: csv (default), parquet, or csv,parquet")
 
@@ -36,7 +41,8 @@ def register(subparsers) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from spark_audit.run import load_prices, run
+    from spark_audit.run import load_framing, load_prices, run
 
     return run(args.job, args.input, args.output, load_prices(args.prices),
-               master=args.master, s3_endpoint_url=args.s3_endpoint_url, table_formats=args.tables)
+               master=args.master, s3_endpoint_url=args.s3_endpoint_url, table_formats=args.tables,
+               framing=load_framing(args.prices, args.path_mtu, args.link_header_bytes))

@@ -9,14 +9,18 @@ caches it and every table except latency is a small query over it. Latency needs
 raw values for its percentiles and is the one table computed from the records.
 
 Money model (docs/audit-records.md, "How the savings are computed"):
-- a direct produce of a cross-zone batch would have put `bytes + PRODUCE_OVERHEAD_BYTES`
-  on the zone boundary;
-- what did cross is the wire bytes of batches routed direct_cross plus every
-  notification request and response;
+- bytes are bytes on the wire, TCP/IP framing and ACKs included, for the configured path
+  MTU (`spark_audit.framing`): a direct produce of a cross-zone batch would have put
+  `stream(bytes + PRODUCE_OVERHEAD_BYTES)` across; a notification round trip whole
+  packets each way and their ACKs;
+- what did cross is the direct_cross batches (the same estimate as their direct
+  equivalent, so they save nothing) plus every notification;
 - a byte that crosses costs `2 * cross_az_per_gb_each_way / BYTES_PER_GB` (billed on
   both sides); S3 requests cost their list price per 1,000; same-region S3 bytes are free.
 WAL PUT requests are shared equally among the destination zones named in the flush
-record (an object holds one contiguous range per zone); GETs belong to the agent's zone.
+record (an object holds one contiguous range per zone); GETs belong to the agent's zone;
+the product's other S3 requests (epochs, GC, recovery: `s3_request` records) belong to
+the zone that made them, under leader zone SHARED_ZONE.
 """
 
 from __future__ import annotations
@@ -25,14 +29,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from router.config import Prices
+from spark_audit.framing import ACKS_PER_MESSAGE, PRODUCE_OVERHEAD_BYTES, Framing
 
-# Kafka Produce overhead per partition batch a direct produce would add on top of the raw
-# batch, counting only the per-partition entries (ProduceRequest v9: partition_index 4 +
-# records length varint <= 3 + tagged fields 1 = 8; ProduceResponse v9: partition_index 4
-# + error_code 2 + base_offset 8 + log_append_time_ms 8 + log_start_offset 8 + empty
-# record_errors 1 + null error_message 1 + tagged fields 1 = 33). Topic entries, headers
-# and TCP/IP framing are left out, so this is a lower bound and never overstates savings.
-PRODUCE_OVERHEAD_BYTES = 41
 BYTES_PER_GB = 10**9  # AWS data-transfer "GB" as in docs/ARCHITECTURE's break-even (270 KB)
 ROUTES = ("local", "direct_cross", "wal")
 LATENCY_ACCURACY = 10_000  # percentile_approx: rank error <= n/10000; exact for n <= 10000
@@ -43,13 +41,22 @@ STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
 # Rollup keys: what any table groups or joins by. `key` only for the kinds that name a WAL
 # object, `drop_reason` only for audit_drop (other kinds' `reason` would split groups).
 ROLLUP_KEYS = ("_status", "kind", "schema_version", "hour_ms", "zone", "leader_zone", "dest_zone",
-               "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason")
+               "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason", "operation",
+               "purpose")
 ROLLUP_SUMS = ("records", "bytes", "wire_bytes", "request_bytes", "response_bytes", "put_requests", "gets",
-               "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped")
+               "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped", "requests")
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
-                  "dropped_kind", "reason", "status", "wal_keys") + ROLLUP_SUMS
+                  "dropped_kind", "reason", "status", "wal_keys", "operation", "purpose") + ROLLUP_SUMS
+# Notification bytes on the wire (framing.round_trip_wire_bytes), summed per line in the rollup
+# because whole packets are counted per message.
+NOTIFICATION_WIRE = "notification_wire_bytes"
+# Leader zone of S3 requests that serve no single zone pair (epochs, GC, recovery).
+SHARED_ZONE = "(shared)"
+# S3 request classes (list prices): LIST is billed as a PUT, HEAD as a GET, DELETE is free.
+PUT_PRICED_OPERATIONS = ("PUT", "LIST", "POST", "COPY")
+GET_PRICED_OPERATIONS = ("GET", "HEAD")
 LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms")
 _OBJECT_KINDS = ("wal_flush", "agent_read", "notification", "agent_apply")
 # GC checkpoint PUTs, billed like the WAL PUT itself. Schema v4: one checkpoint_write record
@@ -62,13 +69,28 @@ FIRST_MANIFEST_SCHEMA_VERSION = 4
 _SOURCE_ZONE_IN_KEY = r"(?:^|/)[0-9a-f]{4}/wal/([A-Za-z0-9._-]+)/"
 
 
-def rollup(records: DataFrame) -> DataFrame:
+def _message_packets(column: str, framing: Framing) -> Column:
+    size = _long(column)
+    return F.when(size > 0, F.ceil(size / F.lit(framing.mss))).otherwise(0)
+
+
+def notification_wire(framing: Framing) -> Column:
+    """framing.round_trip_wire_bytes of one notification line, as a Spark expression."""
+    request, response = _long("request_bytes"), _long("response_bytes")
+    packets = (_message_packets("request_bytes", framing) + _message_packets("response_bytes", framing)
+               + F.lit(ACKS_PER_MESSAGE) * ((request > 0).cast("long") + (response > 0).cast("long")))
+    return request + response + packets * F.lit(framing.packet_header_bytes)
+
+
+def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
     """Lines grouped by ROLLUP_KEYS with `n` (line count) and every ROLLUP_SUMS summed.
 
     `records` is the reader's output: the union schema plus STATUS_COLUMN. Corrupt and
     unknown-kind lines are kept (under their status) so the input summary comes from the
-    same single scan. Missing counts (older schema versions) add 0.
+    same single scan. Missing counts (older schema versions) add 0. NOTIFICATION_WIRE sums
+    each notification's bytes on the wire for `framing` (default: `Framing()`).
     """
+    framing = framing or Framing()
     kind = F.col("kind")
     ts = F.col("ts_ms")
     manifest = kind == "checkpoint_write"
@@ -91,13 +113,15 @@ def rollup(records: DataFrame) -> DataFrame:
         F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("_named_key")).alias("key"),
         "dropped_kind",
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
+        "operation", "purpose",
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
         checkpoint_puts.cast("double").alias(CHECKPOINT_PUTS),
+        F.when(kind == "notification", notification_wire(framing)).otherwise(0).cast("long").alias(NOTIFICATION_WIRE),
         # `n` counts input lines: a manifest's line once, not once per object it names
         F.when(F.coalesce(F.col("_named_pos"), F.lit(0)) == 0, 1).otherwise(0).alias("_line"),
     )
     return keyed.groupBy(*ROLLUP_KEYS).agg(
-        F.sum("_line").cast("long").alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS)])
+        F.sum("_line").cast("long").alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS, NOTIFICATION_WIRE)])
 
 
 def cross_byte_usd(prices: Prices) -> float:
@@ -129,32 +153,41 @@ def _ratio(num: Column, den: Column) -> Column:
 
 _SAVINGS_SUMS = (
     [f"batches_{r}" for r in ROUTES] + [f"records_{r}" for r in ROUTES] + [f"bytes_{r}" for r in ROUTES]
-    + ["direct_equivalent_bytes", "direct_cross_wire_bytes", "notification_bytes",
-       "s3_put_requests", "s3_get_requests"]
+    + ["_wal_wire", "_direct_cross_wire", "notification_bytes", "s3_put_requests", "s3_get_requests"]
 )
+_DOUBLE_SUMS = {"s3_put_requests", "_wal_wire", "_direct_cross_wire"}
 
 
 def _zero_except(**columns: Column) -> list[Column]:
-    double_sums = {"s3_put_requests"}
     out = []
     for name in _SAVINGS_SUMS:
         value = columns.get(name, F.lit(0))
-        out.append(value.cast("double" if name in double_sums else "long").alias(name))
+        out.append(value.cast("double" if name in _DOUBLE_SUMS else "long").alias(name))
     return out
 
 
-def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
+def _direct_produce_wire(route: str, framing: Framing) -> Column:
+    """framing.direct_produce_wire_bytes of the rollup row's batches on `route` (else 0)."""
+    payload = F.col("bytes") + F.col("n") * PRODUCE_OVERHEAD_BYTES
+    return F.when(F.col("route") == route, payload * F.lit(framing.stream_factor)).otherwise(0.0)
+
+
+def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None) -> DataFrame:
     """Per hour x source zone x leader zone: traffic per route, bytes and dollars saved.
 
-    `rolled` is `rollup(records)`. Columns: hour, source_zone, leader_zone,
-    batches_/records_/bytes_<route> for local, direct_cross and wal,
-    direct_equivalent_bytes, direct_cross_wire_bytes, notification_bytes, s3_put_requests
-    (the WAL PUT, fractional: shared among an object's zones, plus each zone's checkpoint
-    PUT), s3_get_requests, crossed_bytes,
-    cross_bytes_avoided, direct_transfer_usd, transfer_avoided_usd, s3_put_usd,
-    s3_get_usd, net_savings_usd, savings_ratio (net savings over what direct produce
-    would have cost; null when nothing would have crossed).
+    `rolled` is `rollup(records, framing)`, with the same `framing` (default `Framing()`).
+    Columns: hour, source_zone, leader_zone, batches_/records_/bytes_<route> for local,
+    direct_cross and wal; then bytes on the wire (TCP/IP framing and ACKs included):
+    direct_equivalent_bytes (what a direct produce of every cross-zone batch puts across,
+    rounded down), direct_cross_wire_bytes (the direct_cross batches' share of it: they
+    crossed, so they save nothing), notification_bytes; s3_put_requests (the WAL PUT,
+    fractional: shared among an object's zones, plus its checkpoint PUTs; under leader zone
+    SHARED_ZONE the product's other PUT-priced requests: epochs, GC LISTs), s3_get_requests,
+    crossed_bytes, cross_bytes_avoided, direct_transfer_usd, transfer_avoided_usd,
+    s3_put_usd, s3_get_usd, net_savings_usd, savings_ratio (net savings over what direct
+    produce would have cost; null when nothing would have crossed).
     """
+    framing = framing or Framing()
     byte_usd = cross_byte_usd(prices)
     keys = ("hour_ms", "source_zone", "leader_zone")
     route = F.col("route")
@@ -166,15 +199,12 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
         per_route[f"bytes_{r}"] = F.when(route == r, bytes_).otherwise(0)
     produce = _kind(rolled, "produce_batch").select(
         "hour_ms", F.col("zone").alias("source_zone"), F.col("leader_zone"),
-        *_zero_except(
-            **per_route,
-            direct_equivalent_bytes=F.when(route != "local", bytes_ + n * PRODUCE_OVERHEAD_BYTES).otherwise(0),
-            direct_cross_wire_bytes=F.when(route == "direct_cross", F.col("wire_bytes")).otherwise(0),
-        ),
+        *_zero_except(**per_route, _wal_wire=_direct_produce_wire("wal", framing),
+                      _direct_cross_wire=_direct_produce_wire("direct_cross", framing)),
     )
     notifications = _kind(rolled, "notification").select(
         "hour_ms", F.col("zone").alias("source_zone"), F.col("dest_zone").alias("leader_zone"),
-        *_zero_except(notification_bytes=F.col("request_bytes") + F.col("response_bytes")),
+        *_zero_except(notification_bytes=F.col(NOTIFICATION_WIRE)),
     )
     # zones: the destination zones of one WAL object, comma separated ("use1-az2,use1-az3").
     flushes = (
@@ -195,13 +225,26 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
         "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
         *_zero_except(s3_put_requests=F.col(CHECKPOINT_PUTS)),
     )
+    operation = F.upper(F.coalesce(F.col("operation"), F.lit("")))
+    others = _kind(rolled, "s3_request").select(
+        "hour_ms", F.col("zone").alias("source_zone"), F.lit(SHARED_ZONE).alias("leader_zone"),
+        *_zero_except(
+            s3_put_requests=F.when(operation.isin(*PUT_PRICED_OPERATIONS), F.col("requests")).otherwise(0),
+            s3_get_requests=F.when(operation.isin(*GET_PRICED_OPERATIONS), F.col("requests")).otherwise(0)),
+    )
     grouped = (
         produce.unionByName(notifications).unionByName(flushes).unionByName(reads).unionByName(checkpoints)
+        .unionByName(others)
         .groupBy(*keys)
         .agg(*[F.sum(name).alias(name) for name in _SAVINGS_SUMS])
     )
+    wal_equivalent = F.floor(F.col("_wal_wire"))
     return (
         grouped
+        .withColumn("direct_equivalent_bytes",
+                    F.floor(F.col("_wal_wire") + F.col("_direct_cross_wire")).cast("long"))
+        # the direct_cross batches' share: exactly what they add to the direct equivalent
+        .withColumn("direct_cross_wire_bytes", (F.col("direct_equivalent_bytes") - wal_equivalent).cast("long"))
         .withColumn("crossed_bytes", F.col("direct_cross_wire_bytes") + F.col("notification_bytes"))
         .withColumn("cross_bytes_avoided", F.col("direct_equivalent_bytes") - F.col("crossed_bytes"))
         .withColumn("direct_transfer_usd", F.col("direct_equivalent_bytes") * F.lit(byte_usd))
@@ -212,25 +255,30 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
                     F.col("transfer_avoided_usd") - F.col("s3_put_usd") - F.col("s3_get_usd"))
         .withColumn("savings_ratio", _ratio(F.col("net_savings_usd"), F.col("direct_transfer_usd")))
         .orderBy(*keys)
-        .select(_hour_text().alias("hour"), *[c for c in grouped.columns if c != "hour_ms"],
+        .select(_hour_text().alias("hour"), "source_zone", "leader_zone",
+                *[c for c in grouped.columns if c.startswith(("batches_", "records_", "bytes_"))],
+                "direct_equivalent_bytes", "direct_cross_wire_bytes", "notification_bytes",
+                "s3_put_requests", "s3_get_requests",
                 "crossed_bytes", "cross_bytes_avoided", "direct_transfer_usd", "transfer_avoided_usd",
                 "s3_put_usd", "s3_get_usd", "net_savings_usd", "savings_ratio")
     )
 
 
-def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
+def break_even(rolled: DataFrame, prices: Prices, framing: Framing | None = None) -> DataFrame:
     """Net savings of WAL objects by object size (power-of-two buckets).
 
-    `rolled` is `rollup(records)`. Each wal_flush is joined by `key` to the GETs of its
-    agent reads, the checkpoint PUTs of its agents (counted in put_requests) and the bytes of
-    its notifications. Per object: transfer avoided =
-    (bytes + entries * PRODUCE_OVERHEAD_BYTES - notification bytes) * byte price; request
-    cost = PUTs and GETs at list price. Columns: size_bucket_bytes (lower bound), objects,
-    mean_object_bytes, entries, put_requests, get_requests, notification_bytes,
-    transfer_avoided_usd, request_usd, net_savings_usd, net_savings_usd_per_object,
-    break_even_object_bytes (object size at which this bucket's per-object requests and
-    notifications cost what they save).
+    `rolled` is `rollup(records, framing)`, with the same `framing` (default `Framing()`).
+    Each wal_flush is joined by `key` to the GETs of its agent reads, the checkpoint PUTs of
+    its agents (counted in put_requests) and its notifications. Per object, on the wire:
+    transfer avoided = (stream(bytes + entries * PRODUCE_OVERHEAD_BYTES) - notification
+    bytes on the wire) * byte price; request cost = PUTs and GETs at list price. Columns:
+    size_bucket_bytes (lower bound), objects, mean_object_bytes, entries, put_requests,
+    get_requests, notification_bytes (on the wire), transfer_avoided_usd, request_usd,
+    net_savings_usd, net_savings_usd_per_object, break_even_object_bytes (object size at
+    which this bucket's per-object requests and notifications cost what they save).
     """
+    framing = framing or Framing()
+    factor = F.lit(framing.stream_factor)
     byte_usd = cross_byte_usd(prices)
     put_usd = prices.s3_put_per_1000 / 1000
     get_usd = prices.s3_get_per_1000 / 1000
@@ -238,7 +286,7 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
     checkpoints = (_kinds(rolled, _CHECKPOINT_KINDS).groupBy("key")
                    .agg(F.sum(CHECKPOINT_PUTS).alias("checkpoint_puts")))
     notes = (_kind(rolled, "notification").groupBy("key")
-             .agg(F.sum(F.col("request_bytes") + F.col("response_bytes")).alias("notification_bytes")))
+             .agg(F.sum(NOTIFICATION_WIRE).alias("notification_bytes")))
     objects = (
         _kind(rolled, "wal_flush").groupBy("key")
         .agg(F.sum("bytes").alias("object_bytes"), F.sum("entries").alias("entries"),
@@ -253,7 +301,7 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
                            F.pow(F.lit(2), F.floor(F.log2(F.col("object_bytes") + 0.5))).cast("long"))
                     .otherwise(F.lit(0)))
     )
-    per_object_avoided = (F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES
+    per_object_avoided = ((F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES) * factor
                           - F.col("notification_bytes")) * F.lit(byte_usd)
     per_object_requests = F.col("put_requests") * F.lit(put_usd) + F.col("get_requests") * F.lit(get_usd)
     return (
@@ -269,8 +317,9 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
         )
         .withColumn("net_savings_usd", F.col("transfer_avoided_usd") - F.col("request_usd"))
         .withColumn("net_savings_usd_per_object", F.col("net_savings_usd") / F.col("objects"))
+        # solve (size + entries * 41) * factor - notifications = requests / byte price for size
         .withColumn("break_even_object_bytes",
-                    (F.col("request_usd") / F.lit(byte_usd) + F.col("notification_bytes")
+                    ((F.col("request_usd") / F.lit(byte_usd) + F.col("notification_bytes")) / factor
                      - F.col("entries") * PRODUCE_OVERHEAD_BYTES) / F.col("objects"))
         .orderBy("size_bucket_bytes")
     )

@@ -17,6 +17,8 @@ from typing import TextIO
 
 from azsidecar._configload import ConfigError, build
 from router.config import Prices
+from spark_audit.config import AuditConfig
+from spark_audit.framing import Framing
 
 JOBS = ("savings", "cache", "latency", "report", "all")
 TABLES_OF_JOB = {
@@ -51,14 +53,38 @@ def load_prices(path: str | None) -> Prices:
     return build(Prices, data, "prices")
 
 
+def load_framing(path: str | None, path_mtu: int | None = None, link_header_bytes: int | None = None) -> Framing:
+    """The network path of the bytes-on-the-wire estimate.
+
+    From the flags when given, else `[audit] path_mtu` / `link_header_bytes` of the TOML
+    file at `path` (a full config file), else the defaults (`spark_audit.config.AuditConfig`).
+    Raises ConfigError naming the key.
+    """
+    audit: dict = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"prices file {path}: {exc}") from exc
+        section = data.get("audit", {})
+        audit = {k: section[k] for k in ("path_mtu", "link_header_bytes") if isinstance(section, dict) and k in section}
+    if path_mtu is not None:
+        audit["path_mtu"] = path_mtu
+    if link_header_bytes is not None:
+        audit["link_header_bytes"] = link_header_bytes
+    return build(AuditConfig, audit, "audit").framing
+
+
 def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
         s3_endpoint_url: str | None = None, spark=None, out: TextIO | None = None,
-        table_formats: tuple[str, ...] = ("csv",)) -> int:
+        table_formats: tuple[str, ...] = ("csv",), framing: Framing | None = None) -> int:
     """Run `job`; returns the process exit code (0, or EXIT_INPUT with a message on stderr).
 
     `spark`: an existing session (tests); otherwise one is created for `master`
     (None: whatever spark-submit configured) and stopped at the end.
     `table_formats`: any of TABLE_FORMATS; each table is written once per format.
+    `framing`: the network path bytes on the wire are estimated for (default `Framing()`:
+    path MTU 9001, IP bytes as AWS bills them).
     Raises ValueError for an unknown job or table format.
     """
     from spark_audit import jobs
@@ -81,14 +107,15 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     if unknown or not table_formats:
         raise ValueError(f"unknown table format {unknown or table_formats!r} (known: {', '.join(TABLE_FORMATS)})")
     out = out or sys.stdout
+    framing = framing or Framing()
     own_session = spark is None
     if own_session:
         spark = spark_session(master)
     else:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     builders = {
-        "savings": lambda r: jobs.savings(r, prices),
-        "break_even": lambda r: jobs.break_even(r, prices),
+        "savings": lambda r: jobs.savings(r, prices, framing),
+        "break_even": lambda r: jobs.break_even(r, prices, framing),
         "writer_drops": jobs.writer_drops,
         "cache_agent": jobs.agent_cache,
         "cache_metadata": jobs.metadata_cache,
@@ -100,7 +127,7 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
             path = resolve_input(spark, input_uri, s3_endpoint_url, Path(stage))
             wants_latency = "latency" in TABLES_OF_JOB[job]
             rolled, summary = load(spark, path, source=input_uri,
-                                   extra_columns=jobs.LATENCY_COLUMNS if wants_latency else ())
+                                   extra_columns=jobs.LATENCY_COLUMNS if wants_latency else (), framing=framing)
             print(summary.message(), file=sys.stderr)
             tables = {}
             for name in TABLES_OF_JOB[job]:
