@@ -31,6 +31,7 @@ import trio
 
 from proxy import errors
 from proxy import metrics as proxy_metrics
+from router import audit_fields
 from router import metrics as router_metrics
 from proxy.metadata import MetadataCache
 from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
@@ -639,22 +640,15 @@ class RoutingBackend:
         record = {
             "proxy_id": self._proxy_id, "leader_zone": dest or "", "topic": item.topic,
             "partition": item.partition, "route": route.path.value, "reason": route.reason,
-            "bytes": size, "records": item.records,
-            "wire_bytes": size if route.path is Path.DIRECT_CROSS else 0,
+            "bytes": size, "records": item.records, "wire_bytes": audit_fields.wire_bytes(route.path.value, size),
             "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
             "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
             "wal_key": "", "linger_wait_ms": -1.0,
         }
         if outcome is not None:
-            record["queue_ms"] = (outcome.buffered_at - started) * 1000
             record["wal_key"] = outcome.key
-            if outcome.sealed_at:
-                # buffered -> sealed: the wait for the flush trigger (linger or size), part of s3_put_ms
-                record["linger_wait_ms"] = max(0.0, outcome.sealed_at - outcome.buffered_at) * 1000
-            if outcome.durable_at:
-                record["s3_put_ms"] = (outcome.durable_at - outcome.buffered_at) * 1000
-            if outcome.notified_at and outcome.durable_at:
-                record["notify_rtt_ms"] = (outcome.notified_at - outcome.durable_at) * 1000
+            record.update(audit_fields.wal_timing_fields(started, outcome.buffered_at, outcome.sealed_at,
+                                                         outcome.durable_at, outcome.notified_at))
         else:
             record["leader_append_ms"] = (finished - started) * 1000
         self._audit.emit("produce_batch", record)

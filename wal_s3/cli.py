@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from spark_audit.writer import AuditWriter
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("gc", help="delete applied WAL objects and old orphans",
@@ -41,6 +43,8 @@ def main(args: argparse.Namespace) -> int:
     # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
     acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
     client = make_s3_client(config)
+    # The GC's S3 requests are billed in the audit (s3_request records) when the zone is configured.
+    audit = AuditWriter(full.audit, full.zone, "gc") if full.audit.enabled and full.zone else None
     interval_s = args.interval_s if args.interval_s is not None else config.gc_interval_s
     if config.gc_metrics_port and not args.once:
         from prometheus_client import start_http_server  # noqa: PLC0415
@@ -50,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     async def loop() -> int:
         while True:
             try:
-                report = await run_gc(config, client, dry_run=args.dry_run, acked_topic=acked)
+                report = await run_gc(config, client, dry_run=args.dry_run, acked_topic=acked, audit=audit)
                 for line in report.lines():
                     print(line, flush=True)
             except GcError as exc:
@@ -61,4 +65,8 @@ def main(args: argparse.Namespace) -> int:
                 return 0
             await trio.sleep(interval_s)
 
-    return trio.run(loop)
+    try:
+        return trio.run(loop)
+    finally:
+        if audit is not None:
+            audit.close()

@@ -2,7 +2,7 @@
 
 Per packet: IPv4 20 + TCP 20 + timestamps 12 = 52 bytes (+ the link header when counted).
 MSS = MTU - 52: 1500 -> 1448, 9001 -> 8949. A busy stream adds one data packet's
-header per MSS of payload and a quarter of one for the ACKs (one per 4 segments).
+header per MSS of payload and half of one for the ACKs (one per 2 segments).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ def test_mss_and_header_per_packet(framing, mss, per_packet):
 
 
 @pytest.mark.parametrize(("payload", "framing", "wire"), [
-    # one MSS of payload: its data packet's 52 header bytes and a quarter ACK (13)
-    (1448, PEERED, 1448 + 52 + 13),
-    (8949, VPC, 8949 + 52 + 13),
-    # ten MSS: ten headers and 2.5 ACKs
-    (14_480, PEERED, 14_480 + 520 + 130),
-    # Ethernet counted too: 66 per packet, 16.5 per ACK share
-    (1448, ETHERNET_1500, 1448 + 66 + 16.5),
+    # one MSS of payload: its data packet's 52 header bytes and half an ACK (26)
+    (1448, PEERED, 1448 + 52 + 26),
+    (8949, VPC, 8949 + 52 + 26),
+    # ten MSS: ten headers and 5 ACKs
+    (14_480, PEERED, 14_480 + 520 + 260),
+    # Ethernet counted too: 66 per packet, 33 per ACK share
+    (1448, ETHERNET_1500, 1448 + 66 + 33),
     (0, PEERED, 0),
 ])
 def test_stream_adds_headers_and_acks_in_proportion(payload, framing, wire):
@@ -45,8 +45,8 @@ def test_stream_adds_headers_and_acks_in_proportion(payload, framing, wire):
 
 
 def test_direct_produce_counts_the_produce_overhead_per_batch_then_frames_it():
-    # two batches of 1_407 + 41 = 1_448 each: 2_896 payload = two MSS -> + 2 * 65 = 3_026
-    assert direct_produce_wire_bytes(2 * 1_407, 2, PEERED) == pytest.approx(3_026, rel=1e-12)
+    # two batches of 1_407 + 41 = 1_448 each: 2_896 payload = two MSS -> + 2 * 78 = 3_052
+    assert direct_produce_wire_bytes(2 * 1_407, 2, PEERED) == pytest.approx(3_052, rel=1e-12)
 
 
 @pytest.mark.parametrize(("size", "packets"), [(0, 0), (1, 1), (1448, 1), (1449, 2), (2896, 2), (2897, 3)])
