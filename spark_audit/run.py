@@ -19,6 +19,7 @@ from azsidecar._configload import ConfigError, build
 from router.config import Prices
 from spark_audit.config import AuditConfig
 from spark_audit.framing import Framing
+from spark_audit.progress import DEFAULT_INTERVAL_S, ProgressReporter, active_stages
 
 JOBS = ("savings", "cache", "latency", "report", "all")
 TABLES_OF_JOB = {
@@ -77,7 +78,8 @@ def load_framing(path: str | None, path_mtu: int | None = None, link_header_byte
 
 def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
         s3_endpoint_url: str | None = None, spark=None, out: TextIO | None = None,
-        table_formats: tuple[str, ...] = ("csv",), framing: Framing | None = None) -> int:
+        table_formats: tuple[str, ...] = ("csv",), framing: Framing | None = None,
+        progress: TextIO | None = None, progress_interval_s: float = DEFAULT_INTERVAL_S) -> int:
     """Run `job`; returns the process exit code (0, or EXIT_INPUT with a message on stderr).
 
     `spark`: an existing session (tests); otherwise one is created for `master`
@@ -85,6 +87,8 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     `table_formats`: any of TABLE_FORMATS; each table is written once per format.
     `framing`: the network path bytes on the wire are estimated for (default `Framing()`:
     path MTU 9001, IP bytes as AWS bills them).
+    `progress` (default stderr) gets a line per step and, every `progress_interval_s`
+    while one runs, the step and Spark's active stages (spark_audit.progress).
     Raises ValueError for an unknown job or table format.
     """
     from spark_audit import jobs
@@ -107,9 +111,11 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     if unknown or not table_formats:
         raise ValueError(f"unknown table format {unknown or table_formats!r} (known: {', '.join(TABLE_FORMATS)})")
     out = out or sys.stdout
+    progress = progress or sys.stderr
     framing = framing or Framing()
     own_session = spark is None
     if own_session:
+        print(f"audit {job}: starting Spark ({master or 'spark-submit master'})", file=progress, flush=True)
         spark = spark_session(master)
     else:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -121,32 +127,38 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         "cache_metadata": jobs.metadata_cache,
     }
     rolled = None
+    reporter = ProgressReporter(job, progress, lambda: active_stages(spark.sparkContext), progress_interval_s)
     try:
-        with tempfile.TemporaryDirectory(prefix="azsidecar-audit-in-") as stage:
+        with reporter, tempfile.TemporaryDirectory(prefix="azsidecar-audit-in-") as stage:
             output = Output(output_uri, s3_endpoint_url)
+            reporter.step(f"finding the input {input_uri}")
             path = resolve_input(spark, input_uri, s3_endpoint_url, Path(stage))
             wants_latency = "latency" in TABLES_OF_JOB[job]
+            reporter.step("reading every record once into the rollup (the long step)")
             rolled, summary = load(spark, path, source=input_uri,
                                    extra_columns=jobs.LATENCY_COLUMNS if wants_latency else (), framing=framing)
             print(summary.message(), file=sys.stderr)
             tables = {}
             for name in TABLES_OF_JOB[job]:
                 if name == "latency":  # percentiles need every value: a second scan of the lines
+                    reporter.step("table latency: reading the produce records again for percentiles")
                     lines, _ = read_lines(spark, path, jobs.LATENCY_COLUMNS, input_uri)
                     tables[name] = Table.of(name, jobs.latency(lines))
                 else:
+                    reporter.step(f"table {name}")
                     tables[name] = Table.of(name, builders[name](rolled))
-        written = []
-        for table in tables.values():
-            if "csv" in table_formats:
-                write_csv(table, output.dir / f"{table.name}.csv")
-                written.append(f"{table.name}.csv")
-            if "parquet" in table_formats:
-                write_parquet(spark, table, output.dir / f"{table.name}.parquet")
-                written.append(f"{table.name}.parquet")
-        (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
-        if job in ("report", "all"):
-            (output.dir / "report.html").write_text(render_html(tables, summary, prices))
+            reporter.step("writing the tables" + (" and report.html" if job in ("report", "all") else ""))
+            written = []
+            for table in tables.values():
+                if "csv" in table_formats:
+                    write_csv(table, output.dir / f"{table.name}.csv")
+                    written.append(f"{table.name}.csv")
+                if "parquet" in table_formats:
+                    write_parquet(spark, table, output.dir / f"{table.name}.parquet")
+                    written.append(f"{table.name}.parquet")
+            (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+            if job in ("report", "all"):
+                (output.dir / "report.html").write_text(render_html(tables, summary, prices))
         output.finish()
         print(summary_text(tables, summary, prices), file=out)
         print(f"tables written to {output_uri}: " + ", ".join(written)
