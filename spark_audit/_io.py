@@ -83,6 +83,8 @@ class InputSummary:
     newer_version_lines: int
     versions: dict[int, int]
     corrupt_samples: tuple[str, ...] = field(default=())
+    first_ts_ms: int | None = None  # the earliest and latest ts_ms of a valid record
+    last_ts_ms: int | None = None
 
     @property
     def valid_records(self) -> int:
@@ -110,6 +112,7 @@ class InputSummary:
             "unknown_kind_lines": self.unknown_kind_lines, "newer_version_lines": self.newer_version_lines,
             "versions": {str(k): v for k, v in self.versions.items()},
             "corrupt_samples": list(self.corrupt_samples),
+            "first_ts_ms": self.first_ts_ms, "last_ts_ms": self.last_ts_ms,
         }
 
 
@@ -240,7 +243,10 @@ def load(spark: SparkSession, path: str, source: str | None = None,
     # query over the small rollup would run spark.sql.shuffle.partitions (200) tasks.
     partitions = max(2, spark.sparkContext.defaultParallelism)
     rolled = jobs.rollup(lines, framing).coalesce(partitions).persist(StorageLevel.MEMORY_AND_DISK)
-    counts = rolled.groupBy(STATUS_COLUMN, "kind", "schema_version").agg(F.sum("n").alias("n")).collect()
+    counts = rolled.groupBy(STATUS_COLUMN, "kind", "schema_version").agg(
+        F.sum("n").alias("n"), F.min("first_ts_ms").alias("first"), F.max("last_ts_ms").alias("last")).collect()
+    first_ts: list[int] = []
+    last_ts: list[int] = []
     by_kind: dict[str, int] = {}
     versions: dict[int, int] = {}
     corrupt = unknown = newer = total = 0
@@ -257,6 +263,9 @@ def load(spark: SparkSession, path: str, source: str | None = None,
             versions[version] = versions.get(version, 0) + n
             if version > SCHEMA_VERSION:
                 newer += n
+            if row["first"] is not None:
+                first_ts.append(row["first"])
+                last_ts.append(row["last"])
     samples: tuple[str, ...] = ()
     if corrupt:  # a second, short scan that stops after a few lines
         samples = tuple(
@@ -264,7 +273,8 @@ def load(spark: SparkSession, path: str, source: str | None = None,
             for r in lines.filter(F.col(STATUS_COLUMN) == "corrupt")
             .select(CORRUPT_COLUMN, STATUS_COLUMN).limit(CORRUPT_SAMPLES).collect()
         )
-    summary = InputSummary(source, files, total, by_kind, corrupt, unknown, newer, versions, samples)
+    summary = InputSummary(source, files, total, by_kind, corrupt, unknown, newer, versions, samples,
+                           min(first_ts, default=None), max(last_ts, default=None))
     if summary.valid_records == 0:
         rolled.unpersist()
         raise InputError(f"no valid audit records\n{summary.message()}")

@@ -37,8 +37,8 @@ PRODUCE_OVERHEAD_BYTES = 41
 IP_TCP_HEADER_BYTES = 52
 # Pure ACKs per data segment on a busy produce connection: a receiver acknowledges at least
 # every second full-sized segment (RFC 1122 4.2.3.2, RFC 5681 4.2); Linux sometimes
-# stretches that when it reads in bursts. On the demo's links with offloads off the meter
-# read -0.7 % to +0.9 % around this estimate (one ACK per 1.7 to 3.6 segments, run to run).
+# stretches that when it reads in bursts. On the demo's links with offloads off this estimate
+# was +0.7 %, -0.9 % and +0.6 % off the meter in three runs (one ACK per 1.7 to 3.6 segments).
 ACK_EVERY_SEGMENTS = 2
 # Pure ACKs per notification message, at most (the answer usually carries the request's).
 ACKS_PER_MESSAGE = 1

@@ -113,7 +113,7 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
         F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("_named_key")).alias("key"),
         "dropped_kind",
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
-        "operation", "purpose",
+        "operation", "purpose", "ts_ms",
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
         checkpoint_puts.cast("double").alias(CHECKPOINT_PUTS),
         F.when(kind == "notification", notification_wire(framing)).otherwise(0).cast("long").alias(NOTIFICATION_WIRE),
@@ -121,7 +121,8 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
         F.when(F.coalesce(F.col("_named_pos"), F.lit(0)) == 0, 1).otherwise(0).alias("_line"),
     )
     return keyed.groupBy(*ROLLUP_KEYS).agg(
-        F.sum("_line").cast("long").alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS, NOTIFICATION_WIRE)])
+        F.sum("_line").cast("long").alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS, NOTIFICATION_WIRE)],
+        F.min("ts_ms").alias("first_ts_ms"), F.max("ts_ms").alias("last_ts_ms"))
 
 
 def cross_byte_usd(prices: Prices) -> float:

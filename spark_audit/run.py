@@ -158,9 +158,9 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
                     written.append(f"{table.name}.parquet")
             (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
             if job in ("report", "all"):
-                (output.dir / "report.html").write_text(render_html(tables, summary, prices))
+                (output.dir / "report.html").write_text(render_html(tables, summary, prices, framing))
         output.finish()
-        print(summary_text(tables, summary, prices), file=out)
+        print(summary_text(tables, summary, prices, framing), file=out)
         print(f"tables written to {output_uri}: " + ", ".join(written)
               + (", report.html" if job in ("report", "all") else ""), file=out)
         return 0
