@@ -37,6 +37,7 @@ from spark_audit.schemas import CORRUPT_COLUMN, input_schema
 
 log = logging.getLogger(__name__)
 
+INPUT_PARTITIONS_PER_CORE = 4  # local mode: input tasks per core, so no core idles at the end
 CORRUPT_SAMPLES = 3  # corrupt lines quoted in the input report
 SAMPLE_CHARS = 120  # each quoted line cut to this length
 
@@ -132,6 +133,13 @@ def spark_session(master: str | None = "local[*]", app_name: str = "azsidecar-au
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
+    if master:
+        # gzip files cannot be split, and Spark packs small files together into ~ one input
+        # partition per core: the last, longest one then runs alone (10 M records: 5 tasks on
+        # 2 cores, one core idle for the last fifth). Four input partitions per core at least
+        # keep both cores busy to the end.
+        spark.conf.set("spark.sql.files.minPartitionNum", str(INPUT_PARTITIONS_PER_CORE
+                                                              * spark.sparkContext.defaultParallelism))
     return spark
 
 

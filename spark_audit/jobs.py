@@ -43,7 +43,7 @@ STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
 ROLLUP_KEYS = ("_status", "kind", "schema_version", "hour_ms", "zone", "leader_zone", "dest_zone",
                "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason", "operation",
                "purpose")
-ROLLUP_SUMS = ("records", "bytes", "wire_bytes", "request_bytes", "response_bytes", "put_requests", "gets",
+ROLLUP_SUMS = ("records", "bytes", "request_bytes", "response_bytes", "put_requests", "gets",
                "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped", "requests")
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
@@ -89,40 +89,68 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
     unknown-kind lines are kept (under their status) so the input summary comes from the
     same single scan. Missing counts (older schema versions) add 0. NOTIFICATION_WIRE sums
     each notification's bytes on the wire for `framing` (default: `Framing()`).
+
+    Every line goes through plain column expressions only (no generator, no lambda: those
+    stop Spark's code generation and cost per line); the checkpoint manifests, a handful of
+    lines, are grouped by their whole `wal_keys` and shared among the objects they name
+    after the grouping (`_share_manifests`).
     """
     framing = framing or Framing()
     kind = F.col("kind")
     ts = F.col("ts_ms")
     manifest = kind == "checkpoint_write"
-    named = F.filter(F.split(F.coalesce(F.col("wal_keys"), F.lit("")), ","), lambda k: k != "")
-    # A manifest becomes one row per object it names (null keys: one row, as every other line).
-    exploded = (records.withColumn("_named", F.when(manifest & (F.size(named) > 0), named))
-                .select("*", F.posexplode_outer("_named").alias("_named_pos", "_named_key")))
     checkpoint_puts = (
-        F.when(manifest, F.when(F.col("_named").isNotNull(), 1.0 / F.size("_named")).otherwise(1.0))
+        F.when(manifest, 1.0)
         .when((kind == "agent_apply") & (F.col("status") == "ok")
               & (F.coalesce(F.col("schema_version"), F.lit(1)) < FIRST_MANIFEST_SCHEMA_VERSION), 1.0)
         .otherwise(0.0))
-    keyed = exploded.select(
+    keyed = records.select(
         F.col(STATUS_COLUMN).alias("_status"), kind, "schema_version",
         (ts - F.pmod(ts, F.lit(HOUR_MS))).alias("hour_ms"),
-        "zone", "leader_zone", "dest_zone",
-        F.when(manifest, F.regexp_extract(F.col("_named_key"), _SOURCE_ZONE_IN_KEY, 1))
-        .otherwise(F.col("source_zone")).alias("source_zone"),
-        "zones", "route", "cache",
-        F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("_named_key")).alias("key"),
+        "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache",
+        F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("wal_keys")).alias("key"),
         "dropped_kind",
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
         "operation", "purpose", "ts_ms",
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
-        checkpoint_puts.cast("double").alias(CHECKPOINT_PUTS),
+        checkpoint_puts.alias(CHECKPOINT_PUTS),
         F.when(kind == "notification", notification_wire(framing)).otherwise(0).cast("long").alias(NOTIFICATION_WIRE),
-        # `n` counts input lines: a manifest's line once, not once per object it names
-        F.when(F.coalesce(F.col("_named_pos"), F.lit(0)) == 0, 1).otherwise(0).alias("_line"),
     )
-    return keyed.groupBy(*ROLLUP_KEYS).agg(
-        F.sum("_line").cast("long").alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS, NOTIFICATION_WIRE)],
+    grouped = keyed.groupBy(*ROLLUP_KEYS).agg(
+        F.count(F.lit(1)).alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS, NOTIFICATION_WIRE)],
         F.min("ts_ms").alias("first_ts_ms"), F.max("ts_ms").alias("last_ts_ms"))
+    return _share_manifests(grouped)
+
+
+def _share_manifests(grouped: DataFrame) -> DataFrame:
+    """Rollup rows of checkpoint manifests (`key` = the comma-separated WAL keys they name)
+    become one row per named object: its key, its source zone (read from the key) and an
+    equal share of the manifests' PUTs; the line count and other sums stay on the first.
+    A manifest naming nothing keeps one row with a null key; other rows pass unchanged.
+
+    One generator over the grouped rows, not a filter and a union: Spark pushes a filter on
+    a grouping key below the aggregation, which would read the input twice.
+    """
+    is_manifest = F.coalesce(F.col("kind") == "checkpoint_write", F.lit(False))
+    named = F.array_remove(F.split(F.coalesce(F.col("key"), F.lit("")), ","), "")
+    exploded = (grouped.withColumn("_named", F.when(is_manifest & (F.size(named) > 0), named))
+                .select("*", F.posexplode_outer("_named").alias("_pos", "_one")))
+    first = F.coalesce(F.col("_pos"), F.lit(0)) == 0
+    columns = []
+    for c in grouped.columns:
+        if c == "key":
+            columns.append(F.when(is_manifest, F.col("_one")).otherwise(F.col(c)).alias(c))
+        elif c == "source_zone":
+            columns.append(F.when(F.col("_one").isNotNull(), F.regexp_extract(F.col("_one"), _SOURCE_ZONE_IN_KEY, 1))
+                           .otherwise(F.col(c)).alias(c))
+        elif c == CHECKPOINT_PUTS:
+            columns.append(F.when(F.col("_named").isNotNull(), F.col(c) / F.size("_named"))
+                           .otherwise(F.col(c)).alias(c))
+        elif c == "n" or c in ROLLUP_SUMS or c == NOTIFICATION_WIRE:
+            columns.append(F.when(first, F.col(c)).otherwise(F.lit(0).cast(grouped.schema[c].dataType)).alias(c))
+        else:
+            columns.append(F.col(c))
+    return exploded.select(*columns)
 
 
 def cross_byte_usd(prices: Prices) -> float:
@@ -146,6 +174,12 @@ def _kind(frame: DataFrame, kind: str) -> DataFrame:
 
 def _kinds(frame: DataFrame, kinds: tuple[str, ...]) -> DataFrame:
     return frame.filter((F.col(STATUS_COLUMN) == "ok") & F.col("kind").isin(*kinds))
+
+
+def _sorted(frame: DataFrame, *columns: str) -> DataFrame:
+    """`frame` in one partition, sorted by `columns`: result tables are small, and a global
+    `orderBy` would run a sampling job of its own to range-partition a few hundred rows."""
+    return frame.coalesce(1).sortWithinPartitions(*columns)
 
 
 def _ratio(num: Column, den: Column) -> Column:
@@ -255,7 +289,7 @@ def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None) -
         .withColumn("net_savings_usd",
                     F.col("transfer_avoided_usd") - F.col("s3_put_usd") - F.col("s3_get_usd"))
         .withColumn("savings_ratio", _ratio(F.col("net_savings_usd"), F.col("direct_transfer_usd")))
-        .orderBy(*keys)
+        .transform(lambda f: _sorted(f, *keys))
         .select(_hour_text().alias("hour"), "source_zone", "leader_zone",
                 *[c for c in grouped.columns if c.startswith(("batches_", "records_", "bytes_"))],
                 "direct_equivalent_bytes", "direct_cross_wire_bytes", "notification_bytes",
@@ -283,18 +317,21 @@ def break_even(rolled: DataFrame, prices: Prices, framing: Framing | None = None
     byte_usd = cross_byte_usd(prices)
     put_usd = prices.s3_put_per_1000 / 1000
     get_usd = prices.s3_get_per_1000 / 1000
-    gets = _kind(rolled, "agent_read").groupBy("key").agg(F.sum("gets").alias("get_requests"))
-    checkpoints = (_kinds(rolled, _CHECKPOINT_KINDS).groupBy("key")
-                   .agg(F.sum(CHECKPOINT_PUTS).alias("checkpoint_puts")))
-    notes = (_kind(rolled, "notification").groupBy("key")
-             .agg(F.sum(NOTIFICATION_WIRE).alias("notification_bytes")))
+    # One aggregation by object key over every kind that names one (not one per kind and
+    # three joins): what each object cost and carried. Keys without a wal_flush are left out.
+    kind = F.col("kind")
+
+    def of(kinds: tuple[str, ...], column: str) -> Column:
+        return F.coalesce(F.sum(F.when(kind.isin(*kinds), F.col(column))), F.lit(0))
+
     objects = (
-        _kind(rolled, "wal_flush").groupBy("key")
-        .agg(F.sum("bytes").alias("object_bytes"), F.sum("entries").alias("entries"),
-             F.sum("put_requests").alias("put_requests"))
-        .join(gets, "key", "left").join(notes, "key", "left").join(checkpoints, "key", "left")
-        .fillna(0, subset=["get_requests", "notification_bytes", "checkpoint_puts"])
-        .withColumn("put_requests", F.col("put_requests") + F.col("checkpoint_puts"))
+        _kinds(rolled, ("wal_flush", "agent_read", "notification") + _CHECKPOINT_KINDS).groupBy("key")
+        .agg(of(("wal_flush",), "n").alias("_flushes"),
+             of(("wal_flush",), "bytes").alias("object_bytes"), of(("wal_flush",), "entries").alias("entries"),
+             (of(("wal_flush",), "put_requests") + of(_CHECKPOINT_KINDS, CHECKPOINT_PUTS)).alias("put_requests"),
+             of(("agent_read",), "gets").alias("get_requests"),
+             of(("notification",), NOTIFICATION_WIRE).alias("notification_bytes"))
+        .filter(F.col("_flushes") > 0)
         # log2(bytes + 0.5): keeps exact powers of two in their own bucket despite
         # floating-point log (log2(8) may come out as 2.9999999999999996).
         .withColumn("size_bucket_bytes",
@@ -322,7 +359,7 @@ def break_even(rolled: DataFrame, prices: Prices, framing: Framing | None = None
         .withColumn("break_even_object_bytes",
                     ((F.col("request_usd") / F.lit(byte_usd) + F.col("notification_bytes")) / factor
                      - F.col("entries") * PRODUCE_OVERHEAD_BYTES) / F.col("objects"))
-        .orderBy("size_bucket_bytes")
+        .transform(lambda f: _sorted(f, "size_bucket_bytes"))
     )
 
 
@@ -341,7 +378,7 @@ def agent_cache(rolled: DataFrame) -> DataFrame:
         .withColumn("lookups", F.col("cache_hits") + F.col("cache_misses"))
         .withColumn("hit_rate", _ratio(F.col("cache_hits"), F.col("lookups")))
         .withColumn("byte_hit_rate", _ratio(F.col("bytes_from_cache"), F.col("bytes")))
-        .orderBy("hour_ms", "zone")
+        .transform(lambda f: _sorted(f, "hour_ms", "zone"))
         .select(_hour_text().alias("hour"), "zone", "reads", "cache_hits", "cache_misses", "lookups", "hit_rate",
                 "bytes", "bytes_from_cache", "byte_hit_rate", "gets")
     )
@@ -360,7 +397,7 @@ def metadata_cache(rolled: DataFrame) -> DataFrame:
             F.sum(F.when(cache == "hit", F.col("n")).otherwise(0)).alias("hits"),
             F.sum(F.when(cache == "miss", F.col("n")).otherwise(0)).alias("misses"))
         .withColumn("hit_rate", _ratio(F.col("hits"), F.col("lookups")))
-        .orderBy("hour_ms", "zone")
+        .transform(lambda f: _sorted(f, "hour_ms", "zone"))
         .select(_hour_text().alias("hour"), "zone", "lookups", "hits", "misses", "hit_rate")
     )
 
@@ -375,7 +412,7 @@ def writer_drops(rolled: DataFrame) -> DataFrame:
         _kind(rolled, "audit_drop")
         .groupBy("zone", "dropped_kind", F.col("drop_reason").alias("reason"))
         .agg(F.sum("dropped").alias("dropped"))
-        .orderBy("zone", "dropped_kind", "reason")
+        .transform(lambda f: _sorted(f, "zone", "dropped_kind", "reason"))
     )
 
 
@@ -403,5 +440,5 @@ def latency(records: DataFrame) -> DataFrame:
         .select("route", "source_zone", "leader_zone", "batches", "errors",
                 F.col("_p")[0].alias("p50_ms"), F.col("_p")[1].alias("p95_ms"), F.col("_p")[2].alias("p99_ms"),
                 "mean_ms", "max_ms")
-        .orderBy("route", "source_zone", "leader_zone")
+        .transform(lambda f: _sorted(f, "route", "source_zone", "leader_zone"))
     )
