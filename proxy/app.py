@@ -27,7 +27,7 @@ def wal_enabled(config: Config) -> bool:
     return bool(config.zone) and any(z != config.zone for z in config.notify.agents)
 
 
-async def recover_before_serving(config: Config, epoch: int, sender) -> None:
+async def recover_before_serving(config: Config, epoch: int, sender, audit: AuditSink | None = None) -> None:
     """Deliver acknowledged (ack_mode wal) entries of this proxy's earlier epochs that no
     agent applied, before new batches can overtake them; bounded by router.recovery_timeout_s."""
     from router.recovery import recover_acknowledged  # noqa: PLC0415
@@ -37,7 +37,7 @@ async def recover_before_serving(config: Config, epoch: int, sender) -> None:
     with trio.move_on_after(config.router.recovery_timeout_s) as scope:
         try:
             await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, config.proxy.proxy_id, epoch,
-                                       lambda topic: config.router.ack_mode(topic) == "wal")
+                                       lambda topic: config.router.ack_mode(topic) == "wal", audit=audit)
         except S3Error as exc:
             log.error("recovery of earlier epochs failed: %s; serving anyway (run `azsidecar recover`)", exc)
     if scope.cancelled_caught:
@@ -74,7 +74,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             log.info("WAL path on: writer %s epoch %d, agents %s", config.proxy.proxy_id, writer.epoch,
                      dict(config.notify.agents))
             if "wal" in config.router.ack_modes.values():
-                await recover_before_serving(config, writer.epoch, sender)
+                await recover_before_serving(config, writer.epoch, sender, audit)
 
         direct_by_zone = {}
         for zone, bootstrap in config.router.zone_brokers.items():

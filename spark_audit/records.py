@@ -79,7 +79,7 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     # S3 requests not counted by another kind (epoch markers, GC, recovery), per call site
     # and outcome: operation PUT | LIST | GET | HEAD | DELETE; requests = attempts sent
-    # (each billed, failed ones too); purpose epoch | gc | recovery.
+    # (each billed, failed ones too); purpose epoch | epoch_check | gc | recovery.
     "s3_request": (
         ("operation", "string"), ("purpose", "string"), ("requests", "long"),
     ),

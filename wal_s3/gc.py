@@ -108,15 +108,18 @@ class Checkpoints:
         except S3Error as exc:
             raise CheckpointError(f"checkpoint manifest {ck}: {exc}") from exc
 
-    async def applied_index(self) -> dict[str, set[str]]:
+    async def applied_index(self, tally: S3RequestTally | None = None) -> dict[str, set[str]]:
         """WAL key (without prefix) -> zones that applied it, from every checkpoint and manifest.
 
-        One LIST and one GET per manifest. Raises CheckpointError.
+        One LIST (per 1,000 keys) and one GET per manifest, counted in `tally`. Raises CheckpointError.
         """
+        tally = tally or S3RequestTally()
         prefix = f"{self.config.prefix}{self.config.checkpoint_prefix}/"
         try:
-            listed = await with_retries(lambda _n: self._store.list_objects(prefix), **self._retry_args())
-            found = await read_checkpoints(self.config, self._store, listed, self._retry_args(), {})
+            listed = await with_retries(tally.each_attempt("LIST", lambda _n: self._store.list_objects(prefix)),
+                                        **self._retry_args())
+            tally.listed(len(listed))
+            found = await read_checkpoints(self.config, self._store, listed, self._retry_args(), {}, tally)
         except S3Error as exc:
             raise CheckpointError(f"reading checkpoints under {prefix}: {exc}") from exc
         return {rel: {zone for zone, _ in zs} for rel, zs in found.applied.items()}
