@@ -51,6 +51,16 @@ class NotifyError(Exception):
         self.retriable = retriable
 
 
+class Answer(list):
+    """The agent's per-entry results (a list of EntryResult), with the bytes the round trip
+    put on the wire each way, all attempts together (before TCP/IP framing)."""
+
+    def __init__(self, results, request_bytes: int, response_bytes: int) -> None:
+        super().__init__(results)
+        self.request_bytes = request_bytes
+        self.response_bytes = response_bytes
+
+
 class _Conn:
     def __init__(self, stream: trio.SocketStream, keyring: p.Keyring) -> None:
         self.stream = stream
@@ -184,7 +194,7 @@ class NotifySender:
                             retriable = [r for r in response.results if r.error_code in p.RETRIABLE_ENTRY_CODES]
                             if not retriable or attempt == self._config.max_attempts:
                                 status = "ok" if p.results_all_ok(response.results) else "entry_errors"
-                                results = list(response.results)
+                                results = Answer(response.results, sent_bytes, received_bytes)
                                 answered = time.monotonic()  # the round trip ends here, not after on_answer
                                 if on_answer is not None:
                                     on_answer(results)

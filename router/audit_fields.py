@@ -1,5 +1,8 @@
 """What a produce_batch audit record says about a batch's time and bytes: pure functions.
 
+wire_bytes: direct_cross the batch and its Produce entries; wal its equal share of its
+notification round trip (from the sender's answer); local 0.
+
 The backend measures instants with `time.perf_counter()`; these functions turn them into
 the record's fields so each field's interval is defined in one place and table-tested
 (docs/audit-records.md, "produce_batch" lists them):
@@ -21,14 +24,22 @@ from spark_audit.framing import PRODUCE_OVERHEAD_BYTES
 NOT_APPLICABLE = -1.0
 
 
-def wire_bytes(route: str, batch_bytes: int) -> int:
+def wire_bytes(route: str, batch_bytes: int, notification_share: int = 0) -> int:
     """produce_batch.wire_bytes: the batch's own bytes on a cross-zone link, before TCP/IP.
 
     direct_cross: the batch plus its per-partition share of the Produce request and
-    response (framing.PRODUCE_OVERHEAD_BYTES); local and wal: 0 (a WAL batch's
-    notification bytes are in the notification record).
+    response (framing.PRODUCE_OVERHEAD_BYTES); wal: its share of its notification round
+    trip (`notification_share`, 0 when the answer did not say); local: 0.
     """
-    return batch_bytes + PRODUCE_OVERHEAD_BYTES if route == "direct_cross" else 0
+    if route == "direct_cross":
+        return batch_bytes + PRODUCE_OVERHEAD_BYTES
+    return notification_share if route == "wal" else 0
+
+
+def notification_share(request_bytes: int, response_bytes: int, entries: int) -> int:
+    """One entry's share of a notification round trip: equal per entry (each entry is a
+    fixed-size record plus its topic name each way), rounded to the nearest byte, halves up."""
+    return (request_bytes + response_bytes + entries // 2) // entries if entries > 0 else 0
 
 
 def wal_timing_fields(started: float, buffered_at: float, sealed_at: float, durable_at: float,

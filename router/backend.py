@@ -75,6 +75,7 @@ class _WalOutcome:
         self.notified_at = 0.0
         self.sealed_at = 0.0  # when the object holding the (last) batch was sealed
         self.key = ""  # that object's key
+        self.wire_bytes = 0  # its batches' shares of their notification round trips, when the sender said
         self._results: list[PartitionResult | None] = [None] * batches
         self._missing = batches
         self._submitted = False
@@ -339,6 +340,8 @@ class WalPath:
 
     def _applied(self, outcome: _WalOutcome, index: int, placement: Any, got: Any) -> None:
         outcome.notified_at = time.perf_counter()
+        if hasattr(got, "request_bytes"):  # leader_notify.sender.Answer
+            outcome.wire_bytes += audit_fields.notification_share(got.request_bytes, got.response_bytes, len(got))
         outcome.set(index, _entry_result(got, placement.entry_index_in_zone))
 
     def _late_result(self, placement: Any, zone: str, got: Any) -> None:
@@ -640,7 +643,8 @@ class RoutingBackend:
         record = {
             "proxy_id": self._proxy_id, "leader_zone": dest or "", "topic": item.topic,
             "partition": item.partition, "route": route.path.value, "reason": route.reason,
-            "bytes": size, "records": item.records, "wire_bytes": audit_fields.wire_bytes(route.path.value, size),
+            "bytes": size, "records": item.records,
+            "wire_bytes": audit_fields.wire_bytes(route.path.value, size, outcome.wire_bytes if outcome else 0),
             "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
             "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
             "wal_key": "", "linger_wait_ms": -1.0,

@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import pytest
 
-from router.audit_fields import NOT_APPLICABLE, wal_timing_fields, wire_bytes
+from router.audit_fields import NOT_APPLICABLE, notification_share, wal_timing_fields, wire_bytes
 
 
-@pytest.mark.parametrize(("route", "size", "expected"), [
+@pytest.mark.parametrize(("route", "size", "share", "expected"), [
     # a direct cross-zone batch puts itself and its 8 + 33 bytes of Produce entries across
-    ("direct_cross", 1_000, 1_041),
-    ("local", 1_000, 0),
-    ("wal", 1_000, 0),
+    ("direct_cross", 1_000, 0, 1_041),
+    ("local", 1_000, 0, 0),
+    # a WAL batch: its share of the notification round trip, when the sender said
+    ("wal", 1_000, 100, 100),
+    ("wal", 1_000, 0, 0),
 ])
-def test_wire_bytes(route, size, expected):
-    assert wire_bytes(route, size) == expected
+def test_wire_bytes(route, size, share, expected):
+    assert wire_bytes(route, size, share) == expected
+
+
+@pytest.mark.parametrize(("request_bytes", "response_bytes", "entries", "share"), [
+    (300, 100, 4, 100),  # 400 / 4
+    (301, 100, 2, 201),  # 200.5 rounds up
+    (300, 100, 3, 133),  # 133.3
+    (300, 100, 0, 0),
+])
+def test_notification_share_is_equal_per_entry(request_bytes, response_bytes, entries, share):
+    assert notification_share(request_bytes, response_bytes, entries) == share
 
 
 @pytest.mark.parametrize(("instants", "expected"), [

@@ -11,12 +11,14 @@ import types
 import pytest
 import trio
 
+from leader_notify.sender import Answer
 from proxy.metadata import PartitionInfo
 from proxy.produce import PartitionBatches, PartitionResult, ProduceContext
 from proxy.record_batch import RecordBatch
 from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
+from spark_audit.records import MemoryAuditSink
 from wal_s3.config import WalConfig
 
 CTX = ProduceContext(acks=-1, timeout_ms=30_000, transactional_id=None, client_version=9)
@@ -585,3 +587,22 @@ async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are
         nursery.cancel_scope.cancel()
     assert [r["cache"] for r in audit.of("metadata_lookup")] == ["miss", "miss", "hit"]
     assert (lookups("hit") - before["hit"], lookups("miss") - before["miss"]) == (1.0, 2.0)
+
+
+class AnswerSender(SenderFake):
+    """The real sender's answer: results and the round trip's bytes each way."""
+
+    async def notify(self, flushed, zone, started=None, on_answer=None):
+        return Answer([types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)], 300, 101)
+
+
+@pytest.mark.trio
+async def test_a_wal_batch_record_carries_its_share_of_the_notification_bytes(autojump_clock):
+    audit = MemoryAuditSink()
+    async with trio.open_nursery() as nursery:
+        backend = wal_backend(nursery, AnswerSender(), [], audit=audit)
+        await send(backend, item("t", 0, 100))
+        nursery.cancel_scope.cancel()
+    (record,) = audit.of("produce_batch")
+    # one entry in its notification: the whole round trip, 300 + 101 bytes
+    assert (record["route"], record["wire_bytes"], record["leader_append_ms"]) == ("wal", 401, -1.0)
