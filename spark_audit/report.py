@@ -16,12 +16,10 @@ from typing import Any
 
 from router.config import Prices
 from spark_audit import charts as ch
-from spark_audit.formatting import duration, iec_bytes, pct, si_bytes, usd
 from spark_audit import report_data as rd
 from spark_audit._io import InputSummary, Table
+from spark_audit.formatting import duration, iec_bytes, pct, si_bytes, usd
 from spark_audit.framing import Framing
-
-GB = 1e9
 
 
 # -- words and numbers -------------------------------------------------------------------
