@@ -232,44 +232,47 @@ def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None) -
         per_route[f"batches_{r}"] = F.when(route == r, n).otherwise(0)
         per_route[f"records_{r}"] = F.when(route == r, records_).otherwise(0)
         per_route[f"bytes_{r}"] = F.when(route == r, bytes_).otherwise(0)
-    produce = _kind(rolled, "produce_batch").select(
-        "hour_ms", F.col("zone").alias("source_zone"), F.col("leader_zone"),
-        *_zero_except(**per_route, _wal_wire=_direct_produce_wire("wal", framing),
-                      _direct_cross_wire=_direct_produce_wire("direct_cross", framing)),
-    )
-    notifications = _kind(rolled, "notification").select(
-        "hour_ms", F.col("zone").alias("source_zone"), F.col("dest_zone").alias("leader_zone"),
-        *_zero_except(notification_bytes=F.col(NOTIFICATION_WIRE)),
-    )
+    # One pass over the rollup: each row is attributed to its (source zone, leader zone)
+    # pair(s) - a WAL object to each destination zone it names, with an equal share of its
+    # PUT - and every sum is a CASE on the kind (rather than a union of one scan per kind).
+    kind = F.col("kind")
+    agent_kinds = ("agent_read", *_CHECKPOINT_KINDS)
     # zones: the destination zones of one WAL object, comma separated ("use1-az2,use1-az3").
-    flushes = (
-        _kind(rolled, "wal_flush")
-        .withColumn("_zones", F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"),
-                                       lambda z: z != ""))
-        .withColumn("_zones", F.when(F.size("_zones") > 0, F.col("_zones")).otherwise(F.array(F.lit("unknown"))))
-        .select(
-            "hour_ms", F.col("zone").alias("source_zone"), F.explode("_zones").alias("leader_zone"),
-            *_zero_except(s3_put_requests=F.col("put_requests") / F.size("_zones")),
-        )
-    )
-    reads = _kind(rolled, "agent_read").select(
-        "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
-        *_zero_except(s3_get_requests=F.col("gets")),
-    )
-    checkpoints = _kinds(rolled, _CHECKPOINT_KINDS).select(
-        "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
-        *_zero_except(s3_put_requests=F.col(CHECKPOINT_PUTS)),
-    )
+    zones = F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"), lambda z: z != "")
+    leader_zones = (
+        F.when(kind == "produce_batch", F.array(F.col("leader_zone")))
+        .when(kind == "notification", F.array(F.col("dest_zone")))
+        .when(kind == "wal_flush", F.when(F.size(zones) > 0, zones).otherwise(F.array(F.lit("unknown"))))
+        .when(kind.isin(*agent_kinds), F.array(F.col("zone")))
+        .otherwise(F.array(F.lit(SHARED_ZONE))))  # s3_request: epochs, GC, recovery
     operation = F.upper(F.coalesce(F.col("operation"), F.lit("")))
-    others = _kind(rolled, "s3_request").select(
-        "hour_ms", F.col("zone").alias("source_zone"), F.lit(SHARED_ZONE).alias("leader_zone"),
-        *_zero_except(
-            s3_put_requests=F.when(operation.isin(*PUT_PRICED_OPERATIONS), F.col("requests")).otherwise(0),
-            s3_get_requests=F.when(operation.isin(*GET_PRICED_OPERATIONS), F.col("requests")).otherwise(0)),
+    is_request = kind == "s3_request"
+    attributed = (
+        _kinds(rolled, ("produce_batch", "notification", "wal_flush", "s3_request", *agent_kinds))
+        .withColumn("_leaders", leader_zones)
+        .select("*", F.explode("_leaders").alias("_leader"))
     )
     grouped = (
-        produce.unionByName(notifications).unionByName(flushes).unionByName(reads).unionByName(checkpoints)
-        .unionByName(others)
+        attributed.select(
+            "hour_ms",
+            F.when(kind.isin(*agent_kinds), F.col("source_zone")).otherwise(F.col("zone")).alias("source_zone"),
+            F.col("_leader").alias("leader_zone"),
+            *_zero_except(
+                **per_route,
+                _wal_wire=_direct_produce_wire("wal", framing),
+                _direct_cross_wire=_direct_produce_wire("direct_cross", framing),
+                notification_bytes=F.when(kind == "notification", F.col(NOTIFICATION_WIRE)).otherwise(0),
+                s3_put_requests=(
+                    F.when(kind == "wal_flush", F.col("put_requests") / F.size("_leaders"))
+                    .when(kind.isin(*_CHECKPOINT_KINDS), F.col(CHECKPOINT_PUTS))
+                    .when(is_request & operation.isin(*PUT_PRICED_OPERATIONS), F.col("requests"))
+                    .otherwise(0)),
+                s3_get_requests=(
+                    F.when(kind == "agent_read", F.col("gets"))
+                    .when(is_request & operation.isin(*GET_PRICED_OPERATIONS), F.col("requests"))
+                    .otherwise(0)),
+            ),
+        )
         .groupBy(*keys)
         .agg(*[F.sum(name).alias(name) for name in _SAVINGS_SUMS])
     )
