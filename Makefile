@@ -12,13 +12,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
-# kcat is a Debian package; install it when we can (root) and it is missing.
+# kcat, ethtool (the demo's links with offloads off) and chromium + poppler-utils (the
+# report's print check) are Debian packages; install the missing ones when we can (root).
+SYSTEM_PACKAGES := kcat:kcat ethtool:ethtool chromium:chromium pdftoppm:poppler-utils
 system-packages:
-	@if ! command -v kcat >/dev/null 2>&1; then \
+	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing kcat (Debian package)"; \
-	    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
-	  else echo "kcat missing and not root: kcat tests will fail; install kcat"; fi; \
+	    echo "installing$$missing (Debian packages)"; \
+	    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing and not root:$$missing; the tests that need them will skip or fail"; fi; \
 	fi
 
 setup: $(STAMP) system-packages

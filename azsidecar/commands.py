@@ -137,6 +137,9 @@ def _demo(sub: argparse._SubParsersAction) -> None:
                    help="router policy of the sidecar run (default wal: every cross-zone batch via S3)")
     p.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto",
                    help="netns (root: metered bridge) or loopback (unmetered); auto picks netns when root")
+    p.add_argument("--offloads", choices=("on", "off"), default="on",
+                   help="segmentation/receive offloads of the metered links (netns): off carries 1,500-byte "
+                        "packets with their own headers and ACKs, as a real network does (needs ethtool)")
     p.add_argument("--out", default="demo-out", help="directory for logs, audit records and the report")
     p.add_argument("--skip-audit", action="store_true", help="do not run the Spark audit")
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.framing import Framing
 from core.prices import Prices
 from deploy.local.scenario import Workload, router_overrides, run_baseline, run_sidecar
 from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
@@ -28,6 +29,16 @@ from spark_audit.run import run as run_audit
 
 GB = 1_000_000_000
 MB = 1_000_000
+# The demo's meter counts Ethernet frames on the bridge ports; with offloads on, the veths
+# carry GSO packets of up to 64 KB (one header each), with them off MTU-sized packets.
+METER_LINK_HEADER_BYTES = 14
+GSO_PACKET_BYTES = 65_535
+VETH_MTU = 1500
+
+
+def meter_framing(offloads: bool) -> Framing:
+    """The path the demo's metered links are: what the audit estimates bytes on the wire for."""
+    return Framing(path_mtu=GSO_PACKET_BYTES if offloads else VETH_MTU, link_header_bytes=METER_LINK_HEADER_BYTES)
 
 
 def say(message: str) -> None:
@@ -56,7 +67,7 @@ class DemoResult:
 
 
 def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal", mode: str = "auto",
-             audit: bool = True, progress=None) -> DemoResult:
+             audit: bool = True, progress=None, offloads: bool = True) -> DemoResult:
     """Baseline and sidecar runs of the same workload, verified, and (optionally) audited.
 
     Raises SystemExit when a run fails verification, ScenarioError/ZoneSetupError when the
@@ -72,7 +83,7 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     workload = Workload(total_bytes=int(mb * MB), record_bytes=record_bytes)
     run_dir = out / time.strftime("run-%Y%m%d-%H%M%S")
     progress(f"starting three zones ({mode}); logs in {run_dir}")
-    with three_zones(mode=mode, log_dir=run_dir / "logs") as env:
+    with three_zones(mode=mode, log_dir=run_dir / "logs", offloads=offloads) as env:
         wal_bucket = "azsidecar-wal"
         env.create_bucket(wal_bucket)
         progress(f"zones up: {', '.join(f'{z.name}@{z.address}' for z in env.zones)}")
@@ -85,7 +96,8 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     result = DemoResult(mode, baseline, sidecar, run_dir=run_dir)
     if audit:
         progress("running the Spark audit (local[*]) over the sidecar run's audit records")
-        code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout)
+        code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout,
+                         framing=meter_framing(offloads))
         if code != 0:
             raise SystemExit(f"the audit failed with exit code {code}")
         result.audit_tables = {p.stem: list(csv.DictReader(p.open())) for p in (run_dir / "report").glob("*.csv")}
@@ -98,7 +110,8 @@ def main(args: argparse.Namespace) -> int:
     if args.mode == "netns" and not netns_available():
         print("azsidecar demo: --mode netns needs root and the `ip` tool", file=sys.stderr)
         return 2
-    result = run_demo(out, args.mb, args.record_bytes, args.policy, args.mode, audit=not args.skip_audit)
+    result = run_demo(out, args.mb, args.record_bytes, args.policy, args.mode, audit=not args.skip_audit,
+                      offloads=args.offloads == "on")
     table = result_table(result.baseline, result.sidecar, result.audit_tables)
     print(table)
     (result.run_dir / "result.txt").write_text(table)

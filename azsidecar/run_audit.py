@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from spark_audit.run import load_prices, run
+from spark_audit.run import load_framing, load_prices, run
 
 
 def main(args: argparse.Namespace) -> int:
     return run(args.job, args.input, args.output, load_prices(args.prices),
                master=args.master, s3_endpoint_url=args.s3_endpoint_url, table_formats=args.tables,
-               storage_class=args.storage_class)
+               storage_class=args.storage_class,
+               framing=load_framing(args.prices, args.path_mtu, args.link_header_bytes))

@@ -11,6 +11,7 @@ from prometheus_client import start_http_server
 from azsidecar.config import load_config
 from azsidecar.preflight import check_wal_store, startup_errors
 from core.configload import ConfigError
+from spark_audit.writer import AuditWriter
 from wal_s3.gc import GcError, run_gc
 from wal_s3.s3 import make_s3_client
 
@@ -31,6 +32,8 @@ def main(args: argparse.Namespace) -> int:
     for bucket in buckets:
         check_wal_store(config, bucket)
     client = make_s3_client(config)
+    # The GC's S3 requests are billed in the audit (s3_request records) when the zone is configured.
+    audit = AuditWriter(full.audit, full.zone, "gc") if full.audit.enabled and full.zone else None
     interval_s = args.interval_s if args.interval_s is not None else config.gc_interval_s
     if config.gc_metrics_port and not args.once:
         start_http_server(config.gc_metrics_port, addr=config.gc_metrics_host)  # GC deletions and orphans
@@ -40,7 +43,8 @@ def main(args: argparse.Namespace) -> int:
             failed = False
             for bucket in buckets:
                 try:
-                    report = await run_gc(config, client, dry_run=args.dry_run, acked_topic=acked, bucket=bucket)
+                    report = await run_gc(config, client, dry_run=args.dry_run, acked_topic=acked, bucket=bucket,
+                                          audit=audit)
                     for line in report.lines():
                         print(line, flush=True)
                 except GcError as exc:
@@ -52,5 +56,9 @@ def main(args: argparse.Namespace) -> int:
                 return 0
             await trio.sleep(interval_s)
 
-    with startup_errors():
-        return trio.run(loop)
+    try:
+        with startup_errors():
+            return trio.run(loop)
+    finally:
+        if audit is not None:
+            audit.close()

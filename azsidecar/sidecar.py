@@ -35,14 +35,15 @@ def wal_enabled(config: Config) -> bool:
     return bool(config.zone) and any(z != config.zone for z in config.notify.agents)
 
 
-async def recover_before_serving(config: Config, epoch: int, sender: NotifySender) -> None:
+async def recover_before_serving(config: Config, epoch: int, sender: NotifySender,
+                                 audit: AuditSink | None = None) -> None:
     """Deliver acknowledged (ack_mode wal) entries of this proxy's earlier epochs that no
     agent applied, before new batches can overtake them; bounded by router.recovery_timeout_s."""
     with trio.move_on_after(config.router.recovery_timeout_s) as scope:
         try:
             await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, config.proxy.proxy_id, epoch,
                                        lambda topic: config.router.ack_mode(topic) == "wal",
-                                       bucket=config.wal.bucket_for(config.zone))
+                                       bucket=config.wal.bucket_for(config.zone), audit=audit)
         except S3Error as exc:
             log.error("recovery of earlier epochs failed: %s; serving anyway (run `azsidecar recover`)", exc)
     if scope.cancelled_caught:
@@ -76,7 +77,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             log.info("WAL path on: writer %s epoch %d, agents %s", config.proxy.proxy_id, writer.epoch,
                      dict(config.notify.agents))
             if "wal" in config.router.ack_modes.values():
-                await recover_before_serving(config, writer.epoch, sender)
+                await recover_before_serving(config, writer.epoch, sender, audit)
 
         direct_by_zone = {}
         for zone, bootstrap in config.router.zone_brokers.items():

@@ -320,6 +320,8 @@ def decompose(e2e: list[float], audit_dir: Path, records: int, linger_ms: float,
         f, n, a = flush[k], notes[k], applies[k]
         get = reads[k]
         linger = min(b["linger_wait_ms"], linger_ms)
+        # seal -> durable and released; before schema v5 s3_put_ms also held the linger wait
+        put_from_seal = b["s3_put_ms"] if b["schema_version"] >= 5 else b["s3_put_ms"] - b["linger_wait_ms"]
         row = {
             "end-to-end": total, "PUT (S3 request)": f["s3_request_ms"], "GET (S3 request)": get,
             "linger (configured wait)": linger,
@@ -332,13 +334,14 @@ def decompose(e2e: list[float], audit_dir: Path, records: int, linger_ms: float,
             # objects in sequence order, waiting behind earlier objects' notifications, and
             # the task wake-ups in between (one row: the notification may leave before the
             # batch's own task notices its object is durable).
-            "* release, notification queue, wake-ups": (b["s3_put_ms"] + b["notify_rtt_ms"] - b["linger_wait_ms"]
+            "* release, notification queue, wake-ups": (put_from_seal + b["notify_rtt_ms"]
                                                         - f["put_wait_ms"] - f["put_ms"] - n["rtt_ms"]),
             "* network + framing + HMAC": n["rtt_ms"] - a["handle_ms"],
             "* agent: read - GET (sign, cache, parse)": a["read_ms"] - get,
             "* agent: other": a["handle_ms"] - a["read_ms"] - a["append_ms"],
             "* agent append - p50(direct, paced)": a["append_ms"] - direct50,
-            "* proxy: result -> response": b["latency_ms"] - b["queue_ms"] - b["s3_put_ms"] - b["notify_rtt_ms"],
+            "* proxy: result -> response": (b["latency_ms"] - b["queue_ms"] - b["linger_wait_ms"] - put_from_seal
+                                            - b["notify_rtt_ms"]),
         }
         row["overhead"] = total - f["s3_request_ms"] - get - linger - direct50
         for part, value in row.items():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -23,6 +23,9 @@ SCHEMA_HISTORY: dict[int, str] = {
        "agent_read.get_ms, kind agent_apply",
     4: "kind checkpoint_write (one per checkpoint manifest PUT); from v4 an ok agent_apply no longer "
        "implies its own checkpoint PUT",
+    5: "kind s3_request (the product's S3 requests outside WAL PUTs, agent GETs and manifests: epochs, "
+       "GC, recovery); produce_batch.s3_put_ms no longer includes linger_wait_ms, direct_cross wire_bytes "
+       "includes the per-partition Produce overhead, wal wire_bytes is the batch's share of its notification",
 }
 
 # Field types: "string", "long", "double", "boolean".
@@ -73,6 +76,12 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("dest_zone", "string"), ("key", "string"), ("entries", "long"),
         ("request_bytes", "long"), ("response_bytes", "long"), ("rtt_ms", "double"),
         ("status", "string"), ("attempts", "long"),
+    ),
+    # S3 requests not counted by another kind (epoch markers, GC, recovery), per call site
+    # and outcome: operation PUT | LIST | GET | HEAD | DELETE; requests = attempts sent
+    # (each billed, failed ones too); purpose epoch | epoch_check | gc | recovery.
+    "s3_request": (
+        ("operation", "string"), ("purpose", "string"), ("requests", "long"),
     ),
     # One per router leader-zone lookup. cache: hit | miss.
     "metadata_lookup": (

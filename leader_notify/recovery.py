@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 import trio
 
 from core import errors
+from core.audit import AuditSink
 from leader_notify.sender import NotifyError
 from wal_s3.agent_shares import share_name
+from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
 from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, entry_encoded_size, parse_object
 from wal_s3.gc import CheckpointError, Checkpoints
@@ -106,19 +108,32 @@ def holds_acknowledged(share: ZoneShare, acked_topic: Callable[[str], bool]) -> 
 
 async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: str, current_epoch: int,
                                acked_topic: Callable[[str], bool], *,
-                               limiter: trio.CapacityLimiter | None = None, bucket: str | None = None) -> RecoveryReport:
+                               limiter: trio.CapacityLimiter | None = None, bucket: str | None = None,
+                               audit: AuditSink | None = None) -> RecoveryReport:
     """Re-send every unapplied share holding an ack_mode=wal entry of `writer_id`'s earlier epochs.
 
-    `sender`: a leader_notify NotifySender. Never raises for one object's trouble (it is
+    `sender`: a leader_notify NotifySender. `audit` gets the S3 requests (LIST, GET) as
+    s3_request records (purpose recovery). Never raises for one object's trouble (it is
     reported in `failed`); raises S3Error only if the listing itself keeps failing. `bucket`:
     where the writer wrote (default wal.bucket; with S3 Express its zone's directory bucket).
     """
+    tally = S3RequestTally()
+    try:
+        return await _recover(config, s3_client, sender, writer_id, current_epoch, acked_topic, limiter, tally,
+                              bucket or config.bucket)
+    finally:
+        tally.emit(audit, "recovery")
+
+
+async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current_epoch: int,
+                   acked_topic: Callable[[str], bool], limiter: trio.CapacityLimiter | None,
+                   tally: S3RequestTally, bucket: str) -> RecoveryReport:
     limiter = limiter or trio.CapacityLimiter(config.max_s3_threads)
-    bucket = bucket or config.bucket
     store = S3Store(s3_client, bucket, limiter)
     checkpoints = Checkpoints(config, s3_client, limiter=limiter, bucket=bucket)
     retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms, "max_ms": config.retry_max_ms}
-    listed = await with_retries(lambda _n: store.list_objects(config.prefix), **retry)
+    listed = await with_retries(tally.each_attempt("LIST", lambda _n: store.list_objects(config.prefix)), **retry)
+    tally.listed(len(listed))
     keys = earlier_objects((o.key for o in listed), config.prefix, writer_id, current_epoch)
     delivered: list[tuple[str, str]] = []
     failed: list[tuple[str, str, str]] = []
@@ -127,9 +142,10 @@ async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: 
     for key in keys:
         try:
             if index is None:
-                index = await checkpoints.applied_index()
+                index = await checkpoints.applied_index(tally)
             applied = index.get(key[len(config.prefix):], set())
-            parsed = parse_object(await with_retries(lambda _n, key=key: store.get(key), **retry))
+            parsed = parse_object(await with_retries(tally.each_attempt("GET", lambda _n, key=key: store.get(key)),
+                                                     **retry))
         except S3NotFound:
             continue  # GC removed it since the listing: every zone had applied it
         except (S3Error, CheckpointError, WalFormatError) as exc:

@@ -76,6 +76,16 @@ class NotifyError(Exception):
         self.retriable = retriable
 
 
+class Answer(list):
+    """The agent's per-entry results (a list of EntryResult), with the bytes the round trip
+    put on the wire each way, all attempts together (before TCP/IP framing)."""
+
+    def __init__(self, results, request_bytes: int, response_bytes: int) -> None:
+        super().__init__(results)
+        self.request_bytes = request_bytes
+        self.response_bytes = response_bytes
+
+
 class _Conn:
     def __init__(self, stream: trio.SocketStream, channel: p.Channel) -> None:
         self.stream = stream
@@ -256,7 +266,7 @@ class NotifySender:
                     verdict = classify_answer(response, len(request.entries), attempt == self._config.max_attempts)
                     if isinstance(verdict, Answered):
                         status = verdict.status
-                        results = list(verdict.results)
+                        results = Answer(verdict.results, sent_bytes, received_bytes)
                         answered = time.monotonic()  # the round trip ends here, not after on_answer
                         if on_answer is not None:
                             on_answer(results)

@@ -38,10 +38,12 @@ from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, P
 from core.zones import leader_zone
 from leader_notify.notifier import NotifySink, ZoneAnswer, ZoneNotifier
 from leader_notify.owners import health_key
+from leader_notify.sender import Answer
 from proxy import metrics as proxy_metrics
 from proxy.metadata import MetadataCache
 from proxy.produce import DirectBackend
 from proxy.upstream import UpstreamError
+from router import audit_fields
 from router import metrics as router_metrics
 from router.breaker import Breaker
 from router.config import RouterConfig
@@ -80,6 +82,7 @@ class _WalOutcome:
         self.notified_at = 0.0
         self.sealed_at = 0.0  # when the object holding the (last) batch was sealed
         self.key = ""  # that object's key
+        self.wire_bytes = 0  # its batches' shares of their notification round trips, when the sender said
         self._results: list[PartitionResult | None] = [None] * batches
         self._missing = batches
         self._submitted = False
@@ -225,6 +228,8 @@ class WalPath:
     def _applied(self, outcome: _WalOutcome, index: int, placement: WalPlacement, first: int,
                  got: ZoneAnswer) -> None:
         outcome.notified_at = time.perf_counter()
+        if isinstance(got, Answer):  # the round trip's bytes, shared among its entries
+            outcome.wire_bytes += audit_fields.notification_share(got.request_bytes, got.response_bytes, len(got))
         outcome.set(index, _entry_result(got, placement.entry_index_in_zone - first))
 
     def _late_result(self, placement: WalPlacement, zone: str, first: int, got: ZoneAnswer) -> None:
@@ -548,21 +553,15 @@ class RoutingBackend:
             "proxy_id": self._proxy_id, "leader_zone": dest or "", "topic": item.topic,
             "partition": item.partition, "route": route.path.value, "reason": route.reason,
             "bytes": size, "records": item.records,
-            "wire_bytes": size if route.path is Path.DIRECT_CROSS else 0,
+            "wire_bytes": audit_fields.wire_bytes(route.path.value, size, outcome.wire_bytes if outcome else 0),
             "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
             "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
             "wal_key": "", "linger_wait_ms": -1.0,
         }
         if outcome is not None:
-            record["queue_ms"] = (outcome.buffered_at - started) * 1000
             record["wal_key"] = outcome.key
-            if outcome.sealed_at:
-                # buffered -> sealed: the wait for the flush trigger (linger or size), part of s3_put_ms
-                record["linger_wait_ms"] = max(0.0, outcome.sealed_at - outcome.buffered_at) * 1000
-            if outcome.durable_at:
-                record["s3_put_ms"] = (outcome.durable_at - outcome.buffered_at) * 1000
-            if outcome.notified_at and outcome.durable_at:
-                record["notify_rtt_ms"] = (outcome.notified_at - outcome.durable_at) * 1000
+            record.update(audit_fields.wal_timing_fields(started, outcome.buffered_at, outcome.sealed_at,
+                                                         outcome.durable_at, outcome.notified_at))
         else:
             record["leader_append_ms"] = (finished - started) * 1000
         self._audit.emit("produce_batch", record)

@@ -32,12 +32,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from core.audit import KINDS, SCHEMA_VERSION
+from core.framing import Framing
 from spark_audit import jobs
 from spark_audit.jobs import STATUS_COLUMN
 from spark_audit.schemas import CORRUPT_COLUMN, input_schema
 
 log = logging.getLogger(__name__)
 
+INPUT_PARTITIONS_PER_CORE = 4  # local mode: input tasks per core, so no core idles at the end
 CORRUPT_SAMPLES = 3  # corrupt lines quoted in the input report
 SAMPLE_CHARS = 120  # each quoted line cut to this length
 
@@ -84,6 +86,8 @@ class InputSummary:
     newer_version_lines: int
     versions: dict[int, int]
     corrupt_samples: tuple[str, ...] = field(default=())
+    first_ts_ms: int | None = None  # the earliest and latest ts_ms of a valid record
+    last_ts_ms: int | None = None
 
     @property
     def valid_records(self) -> int:
@@ -111,6 +115,7 @@ class InputSummary:
             "unknown_kind_lines": self.unknown_kind_lines, "newer_version_lines": self.newer_version_lines,
             "versions": {str(k): v for k, v in self.versions.items()},
             "corrupt_samples": list(self.corrupt_samples),
+            "first_ts_ms": self.first_ts_ms, "last_ts_ms": self.last_ts_ms,
         }
 
 
@@ -130,6 +135,13 @@ def spark_session(master: str | None = "local[*]", app_name: str = "azsidecar-au
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
+    if master:
+        # gzip files cannot be split, and Spark packs small files together into ~ one input
+        # partition per core: the last, longest one then runs alone (10 M records: 5 tasks on
+        # 2 cores, one core idle for the last fifth). Four input partitions per core at least
+        # keep both cores busy to the end.
+        spark.conf.set("spark.sql.files.minPartitionNum", str(INPUT_PARTITIONS_PER_CORE
+                                                              * spark.sparkContext.defaultParallelism))
     return spark
 
 
@@ -223,9 +235,10 @@ def read_lines(spark: SparkSession, path: str, columns: Iterable[str] | None = N
 
 
 def load(spark: SparkSession, path: str, source: str | None = None,
-         extra_columns: Iterable[str] = ()) -> tuple[DataFrame, InputSummary]:
+         extra_columns: Iterable[str] = (), framing: Framing | None = None) -> tuple[DataFrame, InputSummary]:
     """Read the input once into the persisted rollup (`jobs.rollup`); returns it and the summary.
 
+    `framing`: the path the notification bytes on the wire are counted for (`jobs.rollup`).
     `extra_columns` are parsed too, so that lines a later pass would find corrupt (the
     latency pass reads latency_ms) are already counted here. Call `unpersist()` on the
     rollup when done. Raises InputError when there are no files or no valid record at
@@ -236,8 +249,11 @@ def load(spark: SparkSession, path: str, source: str | None = None,
     # A cached plan keeps its partitioning (AQE does not coalesce it): without this, every
     # query over the small rollup would run spark.sql.shuffle.partitions (200) tasks.
     partitions = max(2, spark.sparkContext.defaultParallelism)
-    rolled = jobs.rollup(lines).coalesce(partitions).persist(StorageLevel.MEMORY_AND_DISK)
-    counts = rolled.groupBy(STATUS_COLUMN, "kind", "schema_version").agg(F.sum("n").alias("n")).collect()
+    rolled = jobs.rollup(lines, framing).coalesce(partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = rolled.groupBy(STATUS_COLUMN, "kind", "schema_version").agg(
+        F.sum("n").alias("n"), F.min("first_ts_ms").alias("first"), F.max("last_ts_ms").alias("last")).collect()
+    first_ts: list[int] = []
+    last_ts: list[int] = []
     by_kind: dict[str, int] = {}
     versions: dict[int, int] = {}
     corrupt = unknown = newer = total = 0
@@ -254,6 +270,9 @@ def load(spark: SparkSession, path: str, source: str | None = None,
             versions[version] = versions.get(version, 0) + n
             if version > SCHEMA_VERSION:
                 newer += n
+            if row["first"] is not None:
+                first_ts.append(row["first"])
+                last_ts.append(row["last"])
     samples: tuple[str, ...] = ()
     if corrupt:  # a second, short scan that stops after a few lines
         samples = tuple(
@@ -261,7 +280,8 @@ def load(spark: SparkSession, path: str, source: str | None = None,
             for r in lines.filter(F.col(STATUS_COLUMN) == "corrupt")
             .select(CORRUPT_COLUMN, STATUS_COLUMN).limit(CORRUPT_SAMPLES).collect()
         )
-    summary = InputSummary(source, files, total, by_kind, corrupt, unknown, newer, versions, samples)
+    summary = InputSummary(source, files, total, by_kind, corrupt, unknown, newer, versions, samples,
+                           min(first_ts, default=None), max(last_ts, default=None))
     if summary.valid_records == 0:
         rolled.unpersist()
         raise InputError(f"no valid audit records\n{summary.message()}")

@@ -25,5 +25,10 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage-class", choices=("standard", "express"), default="standard",
                         help="the WAL's S3 storage class (wal.storage_class): which prices apply to its requests")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint (moto, MinIO) for s3:// input/output")
+    parser.add_argument("--path-mtu", type=int, metavar="BYTES",
+                        help="path MTU of the cross-zone links, for TCP/IP framing (default audit.path_mtu of the "
+                             "--prices config file, else 9001; 1500 for peered or transit paths)")
+    parser.add_argument("--link-header-bytes", type=int, metavar="BYTES",
+                        help="link-layer header per packet to count (default 0: IP bytes, as AWS bills; 14: Ethernet)")
     parser.add_argument("--tables", type=table_formats, default=("csv",), metavar="FORMATS",
                         help="table file formats: csv (default), parquet, or csv,parquet")

@@ -9,14 +9,18 @@ caches it and every table except latency is a small query over it. Latency needs
 raw values for its percentiles and is the one table computed from the records.
 
 Money model (docs/audit-records.md, "How the savings are computed"):
-- a direct produce of a cross-zone batch would have put `bytes + PRODUCE_OVERHEAD_BYTES`
-  on the zone boundary;
-- what did cross is the wire bytes of batches routed direct_cross plus every
-  notification request and response;
+- bytes are bytes on the wire, TCP/IP framing and ACKs included, for the configured path
+  MTU (`core.framing`): a direct produce of a cross-zone batch would have put
+  `stream(bytes + PRODUCE_OVERHEAD_BYTES)` across; a notification round trip whole
+  packets each way and their ACKs;
+- what did cross is the direct_cross batches (the same estimate as their direct
+  equivalent, so they save nothing) plus every notification;
 - a byte that crosses costs `2 * cross_az_per_gb_each_way / BYTES_PER_GB` (billed on
   both sides); S3 requests cost their list price per 1,000; same-region S3 bytes are free.
 WAL PUT requests are shared equally among the destination zones named in the flush
-record (an object holds one contiguous range per zone); GETs belong to the agent's zone.
+record (an object holds one contiguous range per zone); GETs belong to the agent's zone;
+the product's other S3 requests (epochs, GC, recovery: `s3_request` records) belong to
+the zone that made them, under leader zone SHARED_ZONE.
 """
 
 from __future__ import annotations
@@ -24,15 +28,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from core.framing import ACKS_PER_MESSAGE, PRODUCE_OVERHEAD_BYTES, Framing
 from core.prices import Prices
 
-# Kafka Produce overhead per partition batch a direct produce would add on top of the raw
-# batch, counting only the per-partition entries (ProduceRequest v9: partition_index 4 +
-# records length varint <= 3 + tagged fields 1 = 8; ProduceResponse v9: partition_index 4
-# + error_code 2 + base_offset 8 + log_append_time_ms 8 + log_start_offset 8 + empty
-# record_errors 1 + null error_message 1 + tagged fields 1 = 33). Topic entries, headers
-# and TCP/IP framing are left out, so this is a lower bound and never overstates savings.
-PRODUCE_OVERHEAD_BYTES = 41
 BYTES_PER_GB = 10**9  # AWS data-transfer "GB" as in docs/ARCHITECTURE's break-even (270 KB)
 ROUTES = ("local", "direct_cross", "wal")
 LATENCY_ACCURACY = 10_000  # percentile_approx: rank error <= n/10000; exact for n <= 10000
@@ -43,13 +41,22 @@ STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
 # Rollup keys: what any table groups or joins by. `key` only for the kinds that name a WAL
 # object, `drop_reason` only for audit_drop (other kinds' `reason` would split groups).
 ROLLUP_KEYS = ("_status", "kind", "schema_version", "hour_ms", "zone", "leader_zone", "dest_zone",
-               "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason")
-ROLLUP_SUMS = ("records", "bytes", "wire_bytes", "request_bytes", "response_bytes", "put_requests", "gets",
-               "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped")
+               "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason", "operation",
+               "purpose")
+ROLLUP_SUMS = ("records", "bytes", "request_bytes", "response_bytes", "put_requests", "gets",
+               "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped", "requests")
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
-                  "dropped_kind", "reason", "status", "wal_keys") + ROLLUP_SUMS
+                  "dropped_kind", "reason", "status", "wal_keys", "operation", "purpose") + ROLLUP_SUMS
+# Notification bytes on the wire (framing.round_trip_wire_bytes), summed per line in the rollup
+# because whole packets are counted per message.
+NOTIFICATION_WIRE = "notification_wire_bytes"
+# Leader zone of S3 requests that serve no single zone pair (epochs, GC, recovery).
+SHARED_ZONE = "(shared)"
+# S3 request classes (list prices): LIST is billed as a PUT, HEAD as a GET, DELETE is free.
+PUT_PRICED_OPERATIONS = ("PUT", "LIST", "POST", "COPY")
+GET_PRICED_OPERATIONS = ("GET", "HEAD")
 LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms")
 _OBJECT_KINDS = ("wal_flush", "agent_read", "notification", "agent_apply")
 # GC checkpoint PUTs, billed like the WAL PUT itself. Schema v4: one checkpoint_write record
@@ -62,42 +69,88 @@ FIRST_MANIFEST_SCHEMA_VERSION = 4
 _SOURCE_ZONE_IN_KEY = r"(?:^|/)[0-9a-f]{4}/wal/([A-Za-z0-9._-]+)/"
 
 
-def rollup(records: DataFrame) -> DataFrame:
+def _message_packets(column: str, framing: Framing) -> Column:
+    size = _long(column)
+    return F.when(size > 0, F.ceil(size / F.lit(framing.mss))).otherwise(0)
+
+
+def notification_wire(framing: Framing) -> Column:
+    """framing.round_trip_wire_bytes of one notification line, as a Spark expression."""
+    request, response = _long("request_bytes"), _long("response_bytes")
+    packets = (_message_packets("request_bytes", framing) + _message_packets("response_bytes", framing)
+               + F.lit(ACKS_PER_MESSAGE) * ((request > 0).cast("long") + (response > 0).cast("long")))
+    return request + response + packets * F.lit(framing.packet_header_bytes)
+
+
+def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
     """Lines grouped by ROLLUP_KEYS with `n` (line count) and every ROLLUP_SUMS summed.
 
     `records` is the reader's output: the union schema plus STATUS_COLUMN. Corrupt and
     unknown-kind lines are kept (under their status) so the input summary comes from the
-    same single scan. Missing counts (older schema versions) add 0.
+    same single scan. Missing counts (older schema versions) add 0. NOTIFICATION_WIRE sums
+    each notification's bytes on the wire for `framing` (default: `Framing()`).
+
+    Every line goes through plain column expressions only (no generator, no lambda: those
+    stop Spark's code generation and cost per line); the checkpoint manifests, a handful of
+    lines, are grouped by their whole `wal_keys` and shared among the objects they name
+    after the grouping (`_share_manifests`).
     """
+    framing = framing or Framing()
     kind = F.col("kind")
     ts = F.col("ts_ms")
     manifest = kind == "checkpoint_write"
-    named = F.filter(F.split(F.coalesce(F.col("wal_keys"), F.lit("")), ","), lambda k: k != "")
-    # A manifest becomes one row per object it names (null keys: one row, as every other line).
-    exploded = (records.withColumn("_named", F.when(manifest & (F.size(named) > 0), named))
-                .select("*", F.posexplode_outer("_named").alias("_named_pos", "_named_key")))
     checkpoint_puts = (
-        F.when(manifest, F.when(F.col("_named").isNotNull(), 1.0 / F.size("_named")).otherwise(1.0))
+        F.when(manifest, 1.0)
         .when((kind == "agent_apply") & (F.col("status") == "ok")
               & (F.coalesce(F.col("schema_version"), F.lit(1)) < FIRST_MANIFEST_SCHEMA_VERSION), 1.0)
         .otherwise(0.0))
-    keyed = exploded.select(
+    keyed = records.select(
         F.col(STATUS_COLUMN).alias("_status"), kind, "schema_version",
         (ts - F.pmod(ts, F.lit(HOUR_MS))).alias("hour_ms"),
-        "zone", "leader_zone", "dest_zone",
-        F.when(manifest, F.regexp_extract(F.col("_named_key"), _SOURCE_ZONE_IN_KEY, 1))
-        .otherwise(F.col("source_zone")).alias("source_zone"),
-        "zones", "route", "cache",
-        F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("_named_key")).alias("key"),
+        "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache",
+        F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("wal_keys")).alias("key"),
         "dropped_kind",
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
+        "operation", "purpose", "ts_ms",
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
-        checkpoint_puts.cast("double").alias(CHECKPOINT_PUTS),
-        # `n` counts input lines: a manifest's line once, not once per object it names
-        F.when(F.coalesce(F.col("_named_pos"), F.lit(0)) == 0, 1).otherwise(0).alias("_line"),
+        checkpoint_puts.alias(CHECKPOINT_PUTS),
+        F.when(kind == "notification", notification_wire(framing)).otherwise(0).cast("long").alias(NOTIFICATION_WIRE),
     )
-    return keyed.groupBy(*ROLLUP_KEYS).agg(
-        F.sum("_line").cast("long").alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS)])
+    grouped = keyed.groupBy(*ROLLUP_KEYS).agg(
+        F.count(F.lit(1)).alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS, NOTIFICATION_WIRE)],
+        F.min("ts_ms").alias("first_ts_ms"), F.max("ts_ms").alias("last_ts_ms"))
+    return _share_manifests(grouped)
+
+
+def _share_manifests(grouped: DataFrame) -> DataFrame:
+    """Rollup rows of checkpoint manifests (`key` = the comma-separated WAL keys they name)
+    become one row per named object: its key, its source zone (read from the key) and an
+    equal share of the manifests' PUTs; the line count and other sums stay on the first.
+    A manifest naming nothing keeps one row with a null key; other rows pass unchanged.
+
+    One generator over the grouped rows, not a filter and a union: Spark pushes a filter on
+    a grouping key below the aggregation, which would read the input twice.
+    """
+    is_manifest = F.coalesce(F.col("kind") == "checkpoint_write", F.lit(False))
+    named = F.array_remove(F.split(F.coalesce(F.col("key"), F.lit("")), ","), "")
+    exploded = (grouped.withColumn("_named", F.when(is_manifest & (F.size(named) > 0), named))
+                .select("*", F.posexplode_outer("_named").alias("_pos", "_one")))
+    first = F.coalesce(F.col("_pos"), F.lit(0)) == 0
+    columns = []
+    for c in grouped.columns:
+        if c == "key":
+            columns.append(F.when(is_manifest, F.col("_one")).otherwise(F.col(c)).alias(c))
+        elif c == "source_zone":
+            columns.append(F.when(F.col("_one").isNotNull(), F.regexp_extract(F.col("_one"), _SOURCE_ZONE_IN_KEY, 1))
+                           .otherwise(F.col(c)).alias(c))
+        elif c == CHECKPOINT_PUTS:
+            columns.append(F.when(F.col("_named").isNotNull(), F.col(c) / F.size("_named"))
+                           .otherwise(F.col(c)).alias(c))
+        elif c == "n" or c in ROLLUP_SUMS or c == NOTIFICATION_WIRE:
+            columns.append(F.when(first, F.col(c)).otherwise(F.lit(0).cast(grouped.schema[c].dataType)).alias(c))
+        else:
+            columns.append(F.col(c))
+    return exploded.select(*columns)
 
 
 def cross_byte_usd(prices: Prices) -> float:
@@ -123,41 +176,57 @@ def _kinds(frame: DataFrame, kinds: tuple[str, ...]) -> DataFrame:
     return frame.filter((F.col(STATUS_COLUMN) == "ok") & F.col("kind").isin(*kinds))
 
 
+def _sorted(frame: DataFrame, *columns: str) -> DataFrame:
+    """`frame` in one partition, sorted by `columns`: result tables are small, and a global
+    `orderBy` would run a sampling job of its own to range-partition a few hundred rows."""
+    return frame.coalesce(1).sortWithinPartitions(*columns)
+
+
 def _ratio(num: Column, den: Column) -> Column:
     return F.when(den != 0, num / den)
 
 
 _SAVINGS_SUMS = (
     [f"batches_{r}" for r in ROUTES] + [f"records_{r}" for r in ROUTES] + [f"bytes_{r}" for r in ROUTES]
-    + ["direct_equivalent_bytes", "direct_cross_wire_bytes", "notification_bytes",
-       "s3_put_requests", "s3_get_requests"]
+    + ["_wal_wire", "_direct_cross_wire", "notification_bytes", "s3_put_requests", "s3_get_requests"]
 )
+_DOUBLE_SUMS = {"s3_put_requests", "_wal_wire", "_direct_cross_wire"}
 
 
 def _zero_except(**columns: Column) -> list[Column]:
-    double_sums = {"s3_put_requests"}
     out = []
     for name in _SAVINGS_SUMS:
         value = columns.get(name, F.lit(0))
-        out.append(value.cast("double" if name in double_sums else "long").alias(name))
+        out.append(value.cast("double" if name in _DOUBLE_SUMS else "long").alias(name))
     return out
 
 
-def savings(rolled: DataFrame, prices: Prices, storage_class: str = "standard") -> DataFrame:
+def _direct_produce_wire(route: str, framing: Framing) -> Column:
+    """framing.direct_produce_wire_bytes of the rollup row's batches on `route` (else 0)."""
+    payload = F.col("bytes") + F.col("n") * PRODUCE_OVERHEAD_BYTES
+    return F.when(F.col("route") == route, payload * F.lit(framing.stream_factor)).otherwise(0.0)
+
+
+def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
+            storage_class: str = "standard") -> DataFrame:
     """Per hour x source zone x leader zone: traffic per route, bytes and dollars saved.
 
-    `rolled` is `rollup(records)`. Columns: hour, source_zone, leader_zone,
-    batches_/records_/bytes_<route> for local, direct_cross and wal,
-    direct_equivalent_bytes, direct_cross_wire_bytes, notification_bytes, s3_put_requests
-    (the WAL PUT, fractional: shared among an object's zones, plus each zone's checkpoint
-    PUT), s3_get_requests, crossed_bytes,
-    cross_bytes_avoided, direct_transfer_usd, transfer_avoided_usd, s3_put_usd,
-    s3_get_usd, net_savings_usd, savings_ratio (net savings over what direct produce
-    would have cost; null when nothing would have crossed).
+    `rolled` is `rollup(records, framing)`, with the same `framing` (default `Framing()`).
+    Columns: hour, source_zone, leader_zone, batches_/records_/bytes_<route> for local,
+    direct_cross and wal; then bytes on the wire (TCP/IP framing and ACKs included):
+    direct_equivalent_bytes (what a direct produce of every cross-zone batch puts across,
+    rounded down), direct_cross_wire_bytes (the direct_cross batches' share of it: they
+    crossed, so they save nothing), notification_bytes; s3_put_requests (the WAL PUT,
+    fractional: shared among an object's zones, plus its checkpoint PUTs; under leader zone
+    SHARED_ZONE the product's other PUT-priced requests: epochs, GC LISTs), s3_get_requests,
+    crossed_bytes, cross_bytes_avoided, direct_transfer_usd, transfer_avoided_usd,
+    s3_put_usd, s3_get_usd, net_savings_usd, savings_ratio (net savings over what direct
+    produce would have cost; null when nothing would have crossed).
     Requests are priced in `storage_class`; with S3 Express its per-byte charges are added,
     upload to s3_put_usd and retrieval to s3_get_usd, on bytes_wal (each WAL byte is
     uploaded once and read once, by its zone's agent; agent cache hits are not subtracted).
     """
+    framing = framing or Framing()
     byte_usd = cross_byte_usd(prices)
     store = prices.store(storage_class)
     keys = ("hour_ms", "source_zone", "leader_zone")
@@ -168,44 +237,57 @@ def savings(rolled: DataFrame, prices: Prices, storage_class: str = "standard") 
         per_route[f"batches_{r}"] = F.when(route == r, n).otherwise(0)
         per_route[f"records_{r}"] = F.when(route == r, records_).otherwise(0)
         per_route[f"bytes_{r}"] = F.when(route == r, bytes_).otherwise(0)
-    produce = _kind(rolled, "produce_batch").select(
-        "hour_ms", F.col("zone").alias("source_zone"), F.col("leader_zone"),
-        *_zero_except(
-            **per_route,
-            direct_equivalent_bytes=F.when(route != "local", bytes_ + n * PRODUCE_OVERHEAD_BYTES).otherwise(0),
-            direct_cross_wire_bytes=F.when(route == "direct_cross", F.col("wire_bytes")).otherwise(0),
-        ),
-    )
-    notifications = _kind(rolled, "notification").select(
-        "hour_ms", F.col("zone").alias("source_zone"), F.col("dest_zone").alias("leader_zone"),
-        *_zero_except(notification_bytes=F.col("request_bytes") + F.col("response_bytes")),
-    )
+    # One pass over the rollup: each row is attributed to its (source zone, leader zone)
+    # pair(s) - a WAL object to each destination zone it names, with an equal share of its
+    # PUT - and every sum is a CASE on the kind (rather than a union of one scan per kind).
+    kind = F.col("kind")
+    agent_kinds = ("agent_read", *_CHECKPOINT_KINDS)
     # zones: the destination zones of one WAL object, comma separated ("use1-az2,use1-az3").
-    flushes = (
-        _kind(rolled, "wal_flush")
-        .withColumn("_zones", F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"),
-                                       lambda z: z != ""))
-        .withColumn("_zones", F.when(F.size("_zones") > 0, F.col("_zones")).otherwise(F.array(F.lit("unknown"))))
-        .select(
-            "hour_ms", F.col("zone").alias("source_zone"), F.explode("_zones").alias("leader_zone"),
-            *_zero_except(s3_put_requests=F.col("put_requests") / F.size("_zones")),
-        )
-    )
-    reads = _kind(rolled, "agent_read").select(
-        "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
-        *_zero_except(s3_get_requests=F.col("gets")),
-    )
-    checkpoints = _kinds(rolled, _CHECKPOINT_KINDS).select(
-        "hour_ms", F.col("source_zone"), F.col("zone").alias("leader_zone"),
-        *_zero_except(s3_put_requests=F.col(CHECKPOINT_PUTS)),
+    zones = F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"), lambda z: z != "")
+    leader_zones = (
+        F.when(kind == "produce_batch", F.array(F.col("leader_zone")))
+        .when(kind == "notification", F.array(F.col("dest_zone")))
+        .when(kind == "wal_flush", F.when(F.size(zones) > 0, zones).otherwise(F.array(F.lit("unknown"))))
+        .when(kind.isin(*agent_kinds), F.array(F.col("zone")))
+        .otherwise(F.array(F.lit(SHARED_ZONE))))  # s3_request: epochs, GC, recovery
+    operation = F.upper(F.coalesce(F.col("operation"), F.lit("")))
+    is_request = kind == "s3_request"
+    attributed = (
+        _kinds(rolled, ("produce_batch", "notification", "wal_flush", "s3_request", *agent_kinds))
+        .withColumn("_leaders", leader_zones)
+        .select("*", F.explode("_leaders").alias("_leader"))
     )
     grouped = (
-        produce.unionByName(notifications).unionByName(flushes).unionByName(reads).unionByName(checkpoints)
+        attributed.select(
+            "hour_ms",
+            F.when(kind.isin(*agent_kinds), F.col("source_zone")).otherwise(F.col("zone")).alias("source_zone"),
+            F.col("_leader").alias("leader_zone"),
+            *_zero_except(
+                **per_route,
+                _wal_wire=_direct_produce_wire("wal", framing),
+                _direct_cross_wire=_direct_produce_wire("direct_cross", framing),
+                notification_bytes=F.when(kind == "notification", F.col(NOTIFICATION_WIRE)).otherwise(0),
+                s3_put_requests=(
+                    F.when(kind == "wal_flush", F.col("put_requests") / F.size("_leaders"))
+                    .when(kind.isin(*_CHECKPOINT_KINDS), F.col(CHECKPOINT_PUTS))
+                    .when(is_request & operation.isin(*PUT_PRICED_OPERATIONS), F.col("requests"))
+                    .otherwise(0)),
+                s3_get_requests=(
+                    F.when(kind == "agent_read", F.col("gets"))
+                    .when(is_request & operation.isin(*GET_PRICED_OPERATIONS), F.col("requests"))
+                    .otherwise(0)),
+            ),
+        )
         .groupBy(*keys)
         .agg(*[F.sum(name).alias(name) for name in _SAVINGS_SUMS])
     )
+    wal_equivalent = F.floor(F.col("_wal_wire"))
     return (
         grouped
+        .withColumn("direct_equivalent_bytes",
+                    F.floor(F.col("_wal_wire") + F.col("_direct_cross_wire")).cast("long"))
+        # the direct_cross batches' share: exactly what they add to the direct equivalent
+        .withColumn("direct_cross_wire_bytes", (F.col("direct_equivalent_bytes") - wal_equivalent).cast("long"))
         .withColumn("crossed_bytes", F.col("direct_cross_wire_bytes") + F.col("notification_bytes"))
         .withColumn("cross_bytes_avoided", F.col("direct_equivalent_bytes") - F.col("crossed_bytes"))
         .withColumn("direct_transfer_usd", F.col("direct_equivalent_bytes") * F.lit(byte_usd))
@@ -217,48 +299,58 @@ def savings(rolled: DataFrame, prices: Prices, storage_class: str = "standard") 
         .withColumn("net_savings_usd",
                     F.col("transfer_avoided_usd") - F.col("s3_put_usd") - F.col("s3_get_usd"))
         .withColumn("savings_ratio", _ratio(F.col("net_savings_usd"), F.col("direct_transfer_usd")))
-        .orderBy(*keys)
-        .select(_hour_text().alias("hour"), *[c for c in grouped.columns if c != "hour_ms"],
+        .transform(lambda f: _sorted(f, *keys))
+        .select(_hour_text().alias("hour"), "source_zone", "leader_zone",
+                *[c for c in grouped.columns if c.startswith(("batches_", "records_", "bytes_"))],
+                "direct_equivalent_bytes", "direct_cross_wire_bytes", "notification_bytes",
+                "s3_put_requests", "s3_get_requests",
                 "crossed_bytes", "cross_bytes_avoided", "direct_transfer_usd", "transfer_avoided_usd",
                 "s3_put_usd", "s3_get_usd", "net_savings_usd", "savings_ratio")
     )
 
 
-def break_even(rolled: DataFrame, prices: Prices, storage_class: str = "standard") -> DataFrame:
+def break_even(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
+               storage_class: str = "standard") -> DataFrame:
     """Net savings of WAL objects by object size (power-of-two buckets).
 
-    `rolled` is `rollup(records)`. Each wal_flush is joined by `key` to the GETs of its
-    agent reads, the checkpoint PUTs of its agents (counted in put_requests) and the bytes of
-    its notifications. Per object: transfer avoided =
-    (bytes + entries * PRODUCE_OVERHEAD_BYTES - notification bytes) * byte price; request
-    cost = PUTs and GETs at list price. Columns: size_bucket_bytes (lower bound), objects,
-    mean_object_bytes, entries, put_requests, get_requests, notification_bytes,
-    transfer_avoided_usd, request_usd, net_savings_usd, net_savings_usd_per_object,
-    break_even_object_bytes (object size at which this bucket's per-object requests and
-    notifications cost what they save).
+    `rolled` is `rollup(records, framing)`, with the same `framing` (default `Framing()`).
+    Each wal_flush is joined by `key` to the GETs of its agent reads, the checkpoint PUTs of
+    its agents (counted in put_requests) and its notifications. Per object, on the wire:
+    transfer avoided = (stream(bytes + entries * PRODUCE_OVERHEAD_BYTES) - notification
+    bytes on the wire) * byte price; request cost = PUTs and GETs at list price. Columns:
+    size_bucket_bytes (lower bound), objects, mean_object_bytes, entries, put_requests,
+    get_requests, notification_bytes (on the wire), transfer_avoided_usd, request_usd,
+    net_savings_usd, net_savings_usd_per_object, break_even_object_bytes (object size at
+    which this bucket's per-object requests and notifications cost what they save).
     Requests are priced in `storage_class`; with S3 Express request_usd also holds the
     per-byte upload and retrieval of the object's bytes (each read once), and the break-even
-    size solves fixed + size * per_byte = (size + overhead - notifications) * byte price
-    (null when the per-byte charges alone exceed the transfer price).
+    size solves fixed + size * per_byte = (stream(size + overhead) - notifications) * byte
+    price (null when the per-byte charges alone exceed what a byte saves on the wire).
     """
+    framing = framing or Framing()
+    factor = F.lit(framing.stream_factor)
     byte_usd = cross_byte_usd(prices)
     store = prices.store(storage_class)
     put_usd = store.put_per_1000 / 1000
     get_usd = store.get_per_1000 / 1000
     per_byte_usd = store.upload_per_byte + store.retrieval_per_byte
-    margin_usd = max(byte_usd - per_byte_usd, 1e-300)  # what a byte saves beyond its own S3 charges
-    gets = _kind(rolled, "agent_read").groupBy("key").agg(F.sum("gets").alias("get_requests"))
-    checkpoints = (_kinds(rolled, _CHECKPOINT_KINDS).groupBy("key")
-                   .agg(F.sum(CHECKPOINT_PUTS).alias("checkpoint_puts")))
-    notes = (_kind(rolled, "notification").groupBy("key")
-             .agg(F.sum(F.col("request_bytes") + F.col("response_bytes")).alias("notification_bytes")))
+    saved_per_byte_usd = framing.stream_factor * byte_usd  # one payload byte's transfer, on the wire
+    margin_usd = max(saved_per_byte_usd - per_byte_usd, 1e-300)  # beyond its own S3 charges
+    # One aggregation by object key over every kind that names one (not one per kind and
+    # three joins): what each object cost and carried. Keys without a wal_flush are left out.
+    kind = F.col("kind")
+
+    def of(kinds: tuple[str, ...], column: str) -> Column:
+        return F.coalesce(F.sum(F.when(kind.isin(*kinds), F.col(column))), F.lit(0))
+
     objects = (
-        _kind(rolled, "wal_flush").groupBy("key")
-        .agg(F.sum("bytes").alias("object_bytes"), F.sum("entries").alias("entries"),
-             F.sum("put_requests").alias("put_requests"))
-        .join(gets, "key", "left").join(notes, "key", "left").join(checkpoints, "key", "left")
-        .fillna(0, subset=["get_requests", "notification_bytes", "checkpoint_puts"])
-        .withColumn("put_requests", F.col("put_requests") + F.col("checkpoint_puts"))
+        _kinds(rolled, ("wal_flush", "agent_read", "notification") + _CHECKPOINT_KINDS).groupBy("key")
+        .agg(of(("wal_flush",), "n").alias("_flushes"),
+             of(("wal_flush",), "bytes").alias("object_bytes"), of(("wal_flush",), "entries").alias("entries"),
+             (of(("wal_flush",), "put_requests") + of(_CHECKPOINT_KINDS, CHECKPOINT_PUTS)).alias("put_requests"),
+             of(("agent_read",), "gets").alias("get_requests"),
+             of(("notification",), NOTIFICATION_WIRE).alias("notification_bytes"))
+        .filter(F.col("_flushes") > 0)
         # log2(bytes + 0.5): keeps exact powers of two in their own bucket despite
         # floating-point log (log2(8) may come out as 2.9999999999999996).
         .withColumn("size_bucket_bytes",
@@ -266,7 +358,7 @@ def break_even(rolled: DataFrame, prices: Prices, storage_class: str = "standard
                            F.pow(F.lit(2), F.floor(F.log2(F.col("object_bytes") + 0.5))).cast("long"))
                     .otherwise(F.lit(0)))
     )
-    per_object_avoided = (F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES
+    per_object_avoided = ((F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES) * factor
                           - F.col("notification_bytes")) * F.lit(byte_usd)
     per_object_fixed = F.col("put_requests") * F.lit(put_usd) + F.col("get_requests") * F.lit(get_usd)
     per_object_requests = per_object_fixed + F.col("object_bytes") * F.lit(per_byte_usd)
@@ -284,13 +376,15 @@ def break_even(rolled: DataFrame, prices: Prices, storage_class: str = "standard
         )
         .withColumn("net_savings_usd", F.col("transfer_avoided_usd") - F.col("request_usd"))
         .withColumn("net_savings_usd_per_object", F.col("net_savings_usd") / F.col("objects"))
+        # solve fixed + size * per_byte = ((size + entries * 41) * factor - notifications) * byte price
         .withColumn("break_even_object_bytes",
-                    F.when(F.lit(byte_usd > per_byte_usd),
+                    F.when(F.lit(saved_per_byte_usd > per_byte_usd),
                            (F.col("_fixed_usd") / F.lit(margin_usd)
-                            + (F.col("notification_bytes") - F.col("entries") * PRODUCE_OVERHEAD_BYTES)
-                            * F.lit(byte_usd / margin_usd)) / F.col("objects")))
+                            + (F.col("notification_bytes")
+                               - F.col("entries") * PRODUCE_OVERHEAD_BYTES * factor) * F.lit(byte_usd / margin_usd))
+                           / F.col("objects")))
         .drop("_fixed_usd")
-        .orderBy("size_bucket_bytes")
+        .transform(lambda f: _sorted(f, "size_bucket_bytes"))
     )
 
 
@@ -309,7 +403,7 @@ def agent_cache(rolled: DataFrame) -> DataFrame:
         .withColumn("lookups", F.col("cache_hits") + F.col("cache_misses"))
         .withColumn("hit_rate", _ratio(F.col("cache_hits"), F.col("lookups")))
         .withColumn("byte_hit_rate", _ratio(F.col("bytes_from_cache"), F.col("bytes")))
-        .orderBy("hour_ms", "zone")
+        .transform(lambda f: _sorted(f, "hour_ms", "zone"))
         .select(_hour_text().alias("hour"), "zone", "reads", "cache_hits", "cache_misses", "lookups", "hit_rate",
                 "bytes", "bytes_from_cache", "byte_hit_rate", "gets")
     )
@@ -328,7 +422,7 @@ def metadata_cache(rolled: DataFrame) -> DataFrame:
             F.sum(F.when(cache == "hit", F.col("n")).otherwise(0)).alias("hits"),
             F.sum(F.when(cache == "miss", F.col("n")).otherwise(0)).alias("misses"))
         .withColumn("hit_rate", _ratio(F.col("hits"), F.col("lookups")))
-        .orderBy("hour_ms", "zone")
+        .transform(lambda f: _sorted(f, "hour_ms", "zone"))
         .select(_hour_text().alias("hour"), "zone", "lookups", "hits", "misses", "hit_rate")
     )
 
@@ -343,7 +437,7 @@ def writer_drops(rolled: DataFrame) -> DataFrame:
         _kind(rolled, "audit_drop")
         .groupBy("zone", "dropped_kind", F.col("drop_reason").alias("reason"))
         .agg(F.sum("dropped").alias("dropped"))
-        .orderBy("zone", "dropped_kind", "reason")
+        .transform(lambda f: _sorted(f, "zone", "dropped_kind", "reason"))
     )
 
 
@@ -371,5 +465,5 @@ def latency(records: DataFrame) -> DataFrame:
         .select("route", "source_zone", "leader_zone", "batches", "errors",
                 F.col("_p")[0].alias("p50_ms"), F.col("_p")[1].alias("p95_ms"), F.col("_p")[2].alias("p99_ms"),
                 "mean_ms", "max_ms")
-        .orderBy("route", "source_zone", "leader_zone")
+        .transform(lambda f: _sorted(f, "route", "source_zone", "leader_zone"))
     )

@@ -1,206 +1,287 @@
-"""The audit report: a one-screen text summary and a self-contained HTML page.
+"""The audit report for the people who pay: a one-screen text summary and one HTML page.
 
-Pure Python over the small tables the jobs collected (no Spark here). Charts are drawn
-with matplotlib's Agg backend into PNG bytes and embedded as base64 data URIs, so the
-page is one file that can be mailed or stored next to the CSV tables.
+Pure Python over the small tables the jobs collected (no Spark here). What the report
+says is computed by `spark_audit.report_data` (pure, tested by hand); this module words
+it, `spark_audit.charts` draws it. Charts are PNGs embedded as base64 data URIs, so the
+page is one file that can be mailed, stored next to the CSV tables, opened offline and
+printed (A4 or Letter: print CSS keeps figures and table rows whole).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-from collections import defaultdict
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from core.framing import Framing
 from core.prices import Prices
+from spark_audit import charts as ch
+from spark_audit import report_data as rd
 from spark_audit._io import InputSummary, Table
+from spark_audit.formatting import duration, iec_bytes, pct, si_bytes, usd
+
+# -- words and numbers -------------------------------------------------------------------
+
+def _utc(ms: int | None) -> str:
+    return "?" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + " UTC"
 
 
-def _sum(table: Table | None, column: str) -> float:
-    if table is None:
-        return 0
-    return sum(r[column] or 0 for r in table.dicts())
+def _rows(tables: Mapping[str, Table], name: str) -> list[dict[str, Any]]:
+    table = tables.get(name)
+    return table.dicts() if table is not None else []
 
 
-def _usd(x: float) -> str:
-    return f"${x:,.2f}" if abs(x) >= 100 or x == 0 else f"${x:.4g}"
+def report_headline(tables: Mapping[str, Table], summary: InputSummary) -> rd.Headline | None:
+    savings = _rows(tables, "savings")
+    if "savings" not in tables:
+        return None
+    hours = len({r["hour"] for r in savings})
+    period = rd.period_seconds(summary.first_ts_ms, summary.last_ts_ms, hours)
+    return rd.headline(savings, _rows(tables, "break_even"), period)
 
 
-def _pct(num: float, den: float) -> str:
-    return f"{100 * num / den:.1f}%" if den else "n/a"
+def prices_text(prices: Prices, framing: Framing | None = None) -> str:
+    text = (f"Cross-zone transfer ${prices.cross_az_per_gb_each_way:g} per GB in each direction, so "
+            f"${2 * prices.cross_az_per_gb_each_way:g} per GB that crosses (both sides are billed); "
+            f"S3 PUT, LIST ${prices.s3_put_per_1000:g} and GET, HEAD ${prices.s3_get_per_1000:g} per 1,000 "
+            f"requests, DELETE free; 1 GB = 10^9 bytes.")
+    if framing is not None:
+        text += (f" Bytes on the wire include TCP/IP headers and ACKs for a path MTU of {framing.path_mtu:,} "
+                 f"bytes" + (f" and {framing.link_header_bytes}-byte link headers" if framing.link_header_bytes
+                             else "") + ".")
+    return text
 
 
-def _bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1000
-    return f"{n}"
-
-
-def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Prices) -> str:
+def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Prices,
+                 framing: Framing | None = None) -> str:
     """At most one screen (about 20 lines) of headline numbers."""
-    s = tables.get("savings")
-    be = tables.get("break_even")
     lines = [f"azsidecar audit of {summary.source}"]
-    drops = _sum(tables.get("writer_drops"), "dropped")
+    drops = sum(r["dropped"] or 0 for r in _rows(tables, "writer_drops"))
     lines.append(f"records {summary.valid_records:,} from {summary.files} files; corrupt lines "
                  f"{summary.corrupt_lines:,}; unknown kind {summary.unknown_kind_lines:,}; "
                  f"dropped by writers {drops:,.0f}")
-    if s is not None:
-        batches = {r: _sum(s, f"batches_{r}") for r in ("local", "direct_cross", "wal")}
-        moved = {r: _sum(s, f"bytes_{r}") for r in ("local", "direct_cross", "wal")}
-        lines.append("produce batches  " + "  ".join(f"{r} {int(n):,} ({_bytes(moved[r])})"
+    h = report_headline(tables, summary)
+    if h is not None:
+        s = _rows(tables, "savings")
+        lines.append(f"period {_utc(summary.first_ts_ms)} to {_utc(summary.last_ts_ms)} ({duration(h.period_s)})")
+        batches = {r: sum(x.get(f"batches_{r}") or 0 for x in s) for r in ("local", "direct_cross", "wal")}
+        moved = {r: sum(x.get(f"bytes_{r}") or 0 for x in s) for r in ("local", "direct_cross", "wal")}
+        lines.append("produce batches  " + "  ".join(f"{r} {int(n):,} ({si_bytes(moved[r])})"
                                                      for r, n in batches.items()))
-        equiv, crossed = _sum(s, "direct_equivalent_bytes"), _sum(s, "crossed_bytes")
-        lines.append(f"cross-zone bytes  direct produce would send {_bytes(equiv)}; crossed "
-                     f"{_bytes(crossed)}; avoided {_bytes(equiv - crossed)} ({_pct(equiv - crossed, equiv)})")
-        avoided = _sum(s, "transfer_avoided_usd")
-        put_usd, get_usd = _sum(s, "s3_put_usd"), _sum(s, "s3_get_usd")
-        net = _sum(s, "net_savings_usd")
-        lines.append(f"transfer avoided {_usd(avoided)}  S3 PUT {_sum(s, 's3_put_requests'):,.0f} "
-                     f"({_usd(put_usd)})  GET {_sum(s, 's3_get_requests'):,.0f} ({_usd(get_usd)})")
-        lines.append(f"NET SAVINGS {_usd(net)}  = {_pct(net, _sum(s, 'direct_transfer_usd'))} of the "
-                     f"cross-zone transfer bill (${2 * prices.cross_az_per_gb_each_way:.3f}/GB crossing)")
-    if be is not None and be.rows:
-        rows = be.dicts()
-        losing = [r for r in rows if (r["net_savings_usd"] or 0) < 0]
-        objects = sum(r["objects"] for r in rows)
-        lost = sum(r["objects"] for r in losing)
-        lines.append(f"WAL objects {objects:,}; {lost:,} in size buckets that cost more than they save"
-                     + (f" (up to {_bytes(max(r['size_bucket_bytes'] for r in losing) * 2)})" if losing else ""))
-    ac, mc = tables.get("cache_agent"), tables.get("cache_metadata")
-    if ac is not None:
-        lines.append(f"agent block cache hit rate {_pct(_sum(ac, 'cache_hits'), _sum(ac, 'lookups'))}, "
-                     f"bytes from cache {_pct(_sum(ac, 'bytes_from_cache'), _sum(ac, 'bytes'))}")
-    if mc is not None:
-        lines.append(f"router metadata cache hit rate {_pct(_sum(mc, 'hits'), _sum(mc, 'lookups'))}")
-    lat = tables.get("latency")
-    if lat is not None and lat.rows:
-        worst: dict[str, dict[str, Any]] = {}
-        for r in lat.dicts():
-            if r["p99_ms"] is not None and (r["route"] not in worst or r["p99_ms"] > worst[r["route"]]["p99_ms"]):
-                worst[r["route"]] = r
-        lines.append("latency (worst zone pair) " + "  ".join(
-            f"{route} p50 {r['p50_ms']:.1f} / p99 {r['p99_ms']:.1f} ms" for route, r in sorted(worst.items())))
+        equiv = sum(x.get("direct_equivalent_bytes") or 0 for x in s)
+        crossed = sum(x.get("crossed_bytes") or 0 for x in s)
+        lines.append(f"cross-zone bytes on the wire  direct produce {si_bytes(equiv)}; crossed {si_bytes(crossed)}; "
+                     f"avoided {si_bytes(equiv - crossed)} ({pct((equiv - crossed) / equiv if equiv else None)})")
+        lines.append(f"transfer bill  direct produce {usd(h.direct_transfer_usd)}; with azsidecar "
+                     f"{usd(h.crossed_transfer_usd)} + S3 requests {usd(h.s3_usd)}")
+        lines.append(f"NET SAVINGS {usd(h.net_savings_usd)} = {pct(h.share_of_transfer_bill)} of the cross-zone "
+                     f"transfer bill; at this rate {usd(h.per_month_usd)} per month, {usd(h.per_year_usd)} per year")
+        if h.break_even_object_bytes is not None:
+            lines.append(f"break-even WAL object size {iec_bytes(h.break_even_object_bytes)}; "
+                         f"{h.objects_below_break_even:,} of {h.wal_objects:,} objects "
+                         f"({si_bytes(h.bytes_below_break_even)}) sat in size classes that lost money "
+                         f"({usd(h.loss_below_break_even_usd)})")
+    caches = rd.cache_by_zone(_rows(tables, "cache_agent"))
+    if caches:
+        lines.append("agent block cache hit rate " + ", ".join(f"{c.zone} {pct(c.hit_rate)}" for c in caches))
+    mc = _rows(tables, "cache_metadata")
+    if mc:
+        hits, lookups = sum(r["hits"] or 0 for r in mc), sum(r["lookups"] or 0 for r in mc)
+        lines.append(f"router metadata cache hit rate {pct(hits / lookups if lookups else None)}")
+    for lat in rd.latency_by_route(_rows(tables, "latency")):
+        lines.append(f"latency {lat.route:12s} worst pair {lat.pair}: p50 {lat.p50_ms:.1f} ms, "
+                     f"p99 {lat.p99_ms:.1f} ms")
+    lines.append(prices_text(prices, framing))
     return "\n".join(lines)
 
 
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def charts(tables: Mapping[str, Table]) -> dict[str, str]:
+def charts(tables: Mapping[str, Table], headline: rd.Headline | None = None) -> dict[str, str]:
     """Chart title -> base64 PNG, for the tables that have rows."""
-    import matplotlib  # noqa: PLC0415 - the backend must be chosen before pyplot loads, and only charts need it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    out: dict[str, str] = {}
-    s = tables.get("savings")
-    if s is not None and s.rows:
-        pairs: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-        hours: dict[str, float] = defaultdict(float)
-        for r in s.dicts():
-            hours[r["hour"]] += r["net_savings_usd"] or 0
-            if r["source_zone"] == r["leader_zone"]:
-                continue
-            p = pairs[f"{r['source_zone']}\n-> {r['leader_zone']}"]
-            p[0] += r["transfer_avoided_usd"] or 0
-            p[1] += (r["s3_put_usd"] or 0) + (r["s3_get_usd"] or 0)
-            p[2] += r["net_savings_usd"] or 0
-        if pairs:
-            fig, ax = plt.subplots(figsize=(8, 3.5))
-            names = list(pairs)
-            width = 0.27
-            for i, label in enumerate(("transfer avoided", "S3 requests", "net savings")):
-                ax.bar([x + (i - 1) * width for x in range(len(names))], [pairs[n][i] for n in names], width, label=label)
-            ax.set_xticks(range(len(names)), names, fontsize=7)
-            ax.axhline(0, color="black", linewidth=0.6)
-            ax.set_ylabel("USD")
-            ax.legend(fontsize=7)
-            out["Savings by zone pair"] = _png(fig)
-            plt.close(fig)
-        fig, ax = plt.subplots(figsize=(8, 3))
-        keys = sorted(hours)
-        ax.plot(range(len(keys)), [hours[k] for k in keys], marker="o")
-        ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right", fontsize=7)
-        ax.set_ylabel("net savings, USD")
-        out["Net savings per hour"] = _png(fig)
-        plt.close(fig)
-    be = tables.get("break_even")
-    if be is not None and be.rows:
-        rows = be.dicts()
-        fig, ax = plt.subplots(figsize=(8, 3))
-        ax.plot([r["mean_object_bytes"] for r in rows], [r["net_savings_usd_per_object"] for r in rows], marker="o")
-        ax.axhline(0, color="black", linewidth=0.6)
-        ax.set_xscale("log")
-        ax.set_xlabel("WAL object size, bytes (bucket mean)")
-        ax.set_ylabel("net savings per object, USD")
-        out["Break-even: object size vs savings"] = _png(fig)
-        plt.close(fig)
-    lat = tables.get("latency")
-    if lat is not None and lat.rows:
-        rows = [r for r in lat.dicts() if r["p50_ms"] is not None]
-        fig, ax = plt.subplots(figsize=(8, 3.5))
-        names = [f"{r['route']}\n{r['source_zone']}->{r['leader_zone']}" for r in rows]
-        width = 0.27
-        for i, q in enumerate(("p50_ms", "p95_ms", "p99_ms")):
-            ax.bar([x + (i - 1) * width for x in range(len(rows))], [r[q] for r in rows], width, label=q)
-        ax.set_xticks(range(len(names)), names, fontsize=6)
-        ax.set_ylabel("ms")
-        ax.legend(fontsize=7)
-        out["Produce latency by route and zone pair"] = _png(fig)
-        plt.close(fig)
-    ac = tables.get("cache_agent")
-    if ac is not None and ac.rows:
-        fig, ax = plt.subplots(figsize=(8, 3))
-        by_zone: dict[str, list[tuple[str, float]]] = defaultdict(list)
-        for r in ac.dicts():
-            if r["hit_rate"] is not None:
-                by_zone[r["zone"]].append((r["hour"], r["hit_rate"]))
-        hours_all = sorted({h for pts in by_zone.values() for h, _ in pts})
-        index = {h: i for i, h in enumerate(hours_all)}
-        for zone, pts in sorted(by_zone.items()):
-            ax.plot([index[h] for h, _ in pts], [v for _, v in pts], marker="o", label=zone)
-        ax.set_xticks(range(len(hours_all)), hours_all, rotation=45, ha="right", fontsize=7)
-        ax.set_ylim(0, 1.05)
-        ax.set_ylabel("agent block cache hit rate")
-        ax.legend(fontsize=7)
-        out["Agent block cache hit rate"] = _png(fig)
-        plt.close(fig)
-    return out
+    drawings: list[tuple[str, Callable[[], Any]]] = []
+    pairs = rd.pair_savings(_rows(tables, "savings"))
+    if pairs:
+        drawings.append(("Savings by zone pair", lambda: ch.chart_pairs(pairs)))
+    hours = rd.savings_by_hour(_rows(tables, "savings"))
+    if len(hours) > 1:
+        drawings.append(("Net savings over time", lambda: ch.chart_cumulative(hours)))
+    classes = rd.size_classes(_rows(tables, "break_even"))
+    if classes:
+        be = headline.break_even_object_bytes if headline else None
+        drawings.append(("Net savings per WAL object by object size", lambda: ch.chart_break_even(classes, be)))
+    routes = rd.latency_by_route(_rows(tables, "latency"))
+    if routes:
+        drawings.append(("Produce latency by route", lambda: ch.chart_latency(routes)))
+    return {title: ch.png_base64(draw) for title, draw in drawings}
 
 
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return html.escape("" if value is None else str(value))
+# -- HTML --------------------------------------------------------------------------------
+
+CSS = """
+:root{--ink:#1b1b1b;--muted:#5f6368;--line:#d0d4da;--good:#2e7d32;--bad:#c0392b;--accent:#1f4e79}
+*{box-sizing:border-box}
+body{font-family:"Liberation Sans",Arial,Helvetica,sans-serif;color:var(--ink);margin:0 auto;
+     max-width:1100px;padding:24px 32px;line-height:1.4;font-size:14px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid var(--line);
+   padding-bottom:4px}
+p.sub{color:var(--muted);margin:0 0 16px}
+.cards{display:grid;grid-template-columns:repeat(3,1fr);gap:12px;margin:16px 0}
+.card{border:1px solid var(--line);border-radius:6px;padding:10px 14px}
+.card .label{color:var(--muted);font-size:12px}.card .value{font-size:22px;font-weight:bold}
+.card .note{color:var(--muted);font-size:12px}
+.good{color:var(--good)}.bad{color:var(--bad)}
+table{border-collapse:collapse;width:100%;font-size:12.5px;margin:6px 0 4px}
+th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f3f5f7;font-weight:bold}th:first-child,td:first-child{text-align:left}
+td.text{text-align:left}
+figure{margin:8px 0 16px}figure img{width:100%;height:auto}
+figcaption{color:var(--muted);font-size:12px}
+.small{color:var(--muted);font-size:12px}
+@media print{
+  @page{size:A4;margin:14mm 12mm}
+  body{max-width:none;padding:0;font-size:10pt}
+  .cards{grid-template-columns:repeat(3,1fr)}
+  h2{break-after:avoid}
+  figure,.card,tr{break-inside:avoid}
+  thead{display:table-header-group}
+}
+"""
 
 
-def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Prices) -> str:
-    """The whole report as one HTML document (charts inline)."""
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int = 1) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(
+        f"<td class='text'>{html.escape(v)}</td>" if i < text_columns else f"<td>{html.escape(v)}</td>"
+        for i, v in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _card(label: str, value: str, note: str = "", tone: str = "") -> str:
+    return (f"<div class='card'><div class='label'>{html.escape(label)}</div>"
+            f"<div class='value {tone}'>{html.escape(value)}</div><div class='note'>{html.escape(note)}</div></div>")
+
+
+def _tone(x: float | None) -> str:
+    return "" if x is None else ("good" if x >= 0 else "bad")
+
+
+def _headline_html(h: rd.Headline) -> list[str]:
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>azsidecar audit</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
-        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}pre{background:#f4f4f4;padding:1em}</style>",
-        "</head><body><h1>azsidecar audit</h1>",
-        f"<pre>{html.escape(summary_text(tables, summary, prices))}</pre>",
-        "<h2>Input</h2>", f"<pre>{html.escape(summary.message())}</pre>",
-        f"<p>Prices: PUT ${prices.s3_put_per_1000}/1000, GET ${prices.s3_get_per_1000}/1000, "
-        f"cross-AZ ${prices.cross_az_per_gb_each_way}/GB each way.</p>",
+        "<div class='cards'>",
+        _card("Net savings in the period", usd(h.net_savings_usd), f"over {duration(h.period_s)}",
+              _tone(h.net_savings_usd)),
+        _card("Projected per month", usd(h.per_month_usd), f"at the rate of these {duration(h.period_s)}",
+              _tone(h.per_month_usd)),
+        _card("Projected per year", usd(h.per_year_usd), f"at the rate of these {duration(h.period_s)}",
+              _tone(h.per_year_usd)),
+        _card("Share of the transfer bill saved", pct(h.share_of_transfer_bill),
+              f"of {usd(h.direct_transfer_usd)} a direct produce would cost", _tone(h.share_of_transfer_bill)),
+        _card("S3 request cost", usd(h.s3_usd), "every PUT, LIST, GET, HEAD the product made"),
+        _card("Break-even WAL object size",
+              iec_bytes(h.break_even_object_bytes) if h.break_even_object_bytes is not None else "no WAL objects",
+              "smaller objects cost more in requests than they save"),
+        "</div>",
     ]
-    for title, png in charts(tables).items():
-        parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
-    for name, table in tables.items():
-        parts.append(f"<h2>{html.escape(name)}</h2><table><tr>"
-                     + "".join(f"<th>{html.escape(c)}</th>" for c in table.columns) + "</tr>")
-        parts.extend("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in table.rows)
-        parts.append("</table>")
+    if h.wal_objects:
+        share = h.objects_below_break_even / h.wal_objects
+        byte_share = h.bytes_below_break_even / h.wal_object_bytes if h.wal_object_bytes else None
+        parts.append(f"<p>Below break-even: <b>{h.objects_below_break_even:,}</b> of {h.wal_objects:,} WAL objects "
+                     f"({pct(share)}), {si_bytes(h.bytes_below_break_even)} ({pct(byte_share)} of WAL bytes), sat "
+                     f"in size classes that lost money: {usd(h.loss_below_break_even_usd)} in the period.</p>")
+    parts.append(_table(
+        ["Cross-zone bill", "Transfer", "S3 requests", "Total"],
+        [["Direct produce (no azsidecar)", usd(h.direct_transfer_usd), usd(0), usd(h.direct_transfer_usd)],
+         ["With azsidecar", usd(h.crossed_transfer_usd), usd(h.s3_usd), usd(h.crossed_transfer_usd + h.s3_usd)],
+         ["Saved", usd(h.transfer_avoided_usd), usd(-h.s3_usd), usd(h.net_savings_usd)]]))
+    return parts
+
+
+def _pair_rows(pairs: Sequence[rd.PairSavings]) -> list[list[str]]:
+    return [[p.label, si_bytes(p.wal_bytes), si_bytes(p.direct_cross_bytes), usd(p.direct_transfer_usd),
+             usd(p.transfer_avoided_usd), usd(p.s3_usd), usd(p.net_savings_usd),
+             pct(p.net_savings_usd / p.direct_transfer_usd if p.direct_transfer_usd else None)] for p in pairs]
+
+
+def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Prices,
+                framing: Framing | None = None) -> str:
+    """The whole report as one HTML document (charts inline, print styles included)."""
+    h = report_headline(tables, summary)
+    period = f"{_utc(summary.first_ts_ms)} to {_utc(summary.last_ts_ms)}"
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        "<title>azsidecar: cross-zone savings report</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>Cross-zone transfer savings</h1>",
+        f"<p class='sub'>{html.escape(period)} &middot; {summary.valid_records:,} audit records from "
+        f"{summary.files:,} files &middot; {html.escape(summary.source)}</p>",
+    ]
+    if h is not None:
+        parts += _headline_html(h)
+    images = charts(tables, h)
+    captions = {
+        "Savings by zone pair": "Per producer zone → partition-leader zone over the period. Net = transfer "
+                                "avoided − S3 request cost.",
+        "Net savings over time": "Running total of net savings, hour by hour (UTC).",
+        "Net savings per WAL object by object size": "WAL objects grouped by size (powers of two). Objects "
+                                                     "smaller than the break-even size lose money.",
+        "Produce latency by route": "Time from receiving a batch to having its result, successful batches; "
+                                    "for each route the zone pair with the highest p99.",
+    }
+
+    def figure(title: str) -> None:
+        if title in images:
+            parts.append(f"<figure><img alt='{html.escape(title)}' src='data:image/png;base64,{images[title]}'>"
+                         f"<figcaption>{html.escape(captions[title])}</figcaption></figure>")
+
+    savings = _rows(tables, "savings")
+    if savings:
+        parts.append("<h2>Where the savings come from</h2>")
+        figure("Savings by zone pair")
+        parts.append(_table(["Zone pair", "Via S3 (WAL)", "Sent across directly", "Direct-produce transfer",
+                             "Transfer avoided", "S3 requests", "Net savings", "Share saved"],
+                            _pair_rows(rd.pair_savings(savings))))
+        hours = rd.savings_by_hour(savings)
+        figure("Net savings over time")
+        shown = hours[-rd.MAX_HOURS_LISTED:]
+        parts.append("<h2>Savings by hour</h2>")
+        if len(hours) > len(shown):
+            parts.append(f"<p class='small'>The last {len(shown)} of {len(hours)} hours; every hour and zone "
+                         "pair is in savings.csv.</p>")
+        parts.append(_table(["Hour (UTC)", "Direct-produce transfer", "Net savings", "Net savings so far"],
+                            [[x.hour.replace("T", " ").replace("Z", ""), usd(x.direct_transfer_usd),
+                              usd(x.net_savings_usd), usd(x.cumulative_usd)] for x in shown]))
+    classes = rd.size_classes(_rows(tables, "break_even"))
+    if classes:
+        parts.append("<h2>WAL object size and break-even</h2>")
+        figure("Net savings per WAL object by object size")
+        parts.append(_table(["Object size class", "Objects", "Average object", "Net savings per object",
+                             "Net savings"],
+                            [[f"{iec_bytes(c.lower_bytes)} – {iec_bytes(2 * c.lower_bytes)}", f"{c.objects:,}",
+                              iec_bytes(c.mean_object_bytes), usd(c.net_per_object_usd), usd(c.net_savings_usd)]
+                             for c in classes]))
+    routes = rd.latency_by_route(_rows(tables, "latency"))
+    if routes:
+        parts.append("<h2>Produce latency</h2>")
+        figure("Produce latency by route")
+        parts.append(_table(["Route", "Worst zone pair", "Batches", "p50", "p95", "p99"],
+                            [[r.route, r.pair, f"{r.batches:,}", f"{r.p50_ms:.1f} ms", f"{r.p95_ms:.1f} ms",
+                              f"{r.p99_ms:.1f} ms"] for r in routes], text_columns=2))
+    caches = rd.cache_by_zone(_rows(tables, "cache_agent"))
+    if caches:
+        parts.append("<h2>Agents' block cache</h2>")
+        parts.append(_table(["Agent zone", "Reads", "Lookups hit", "Bytes from cache"],
+                            [[c.zone, f"{c.reads:,}", pct(c.hit_rate), pct(c.byte_hit_rate)] for c in caches]))
+    parts.append("<h2>Data quality and method</h2>")
+    drops = _rows(tables, "writer_drops")
+    quality = [["Records read", f"{summary.valid_records:,}"], ["Files", f"{summary.files:,}"],
+               ["Corrupt lines (counted, left out)", f"{summary.corrupt_lines:,}"],
+               ["Lines of an unknown kind", f"{summary.unknown_kind_lines:,}"],
+               ["Records the writers dropped", f"{sum(r['dropped'] or 0 for r in drops):,}"],
+               ["Schema versions", ", ".join(f"v{v}: {n:,}" for v, n in sorted(summary.versions.items()))]]
+    parts.append(_table(["Check", "Count"], quality))
+    parts.append(f"<p class='small'>{html.escape(prices_text(prices, framing))} The projections scale the "
+                 "period's net savings to a month (30.4 days) and a year (365.25 days) at the observed rate. "
+                 "Method: docs/audit-records.md. Every table in full: the CSV files next to this page.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.configload import ConfigError, build
+from core.framing import Framing
 from core.prices import Prices
 from spark_audit import jobs
 from spark_audit._io import (
@@ -30,6 +31,8 @@ from spark_audit._io import (
     write_parquet,
 )
 from spark_audit.catalog import JOBS, TABLE_FORMATS, TABLES_OF_JOB
+from spark_audit.config import AuditConfig
+from spark_audit.progress import DEFAULT_INTERVAL_S, ProgressReporter, active_stages
 from spark_audit.report import render_html, summary_text
 
 EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
@@ -55,15 +58,42 @@ def load_prices(path: str | None) -> Prices:
     return build(Prices, data, "prices")
 
 
+def load_framing(path: str | None, path_mtu: int | None = None, link_header_bytes: int | None = None) -> Framing:
+    """The network path of the bytes-on-the-wire estimate.
+
+    From the flags when given, else `[audit] path_mtu` / `link_header_bytes` of the TOML
+    file at `path` (a full config file), else the defaults (`spark_audit.config.AuditConfig`).
+    Raises ConfigError naming the key.
+    """
+    audit: dict = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"prices file {path}: {exc}") from exc
+        section = data.get("audit", {})
+        audit = {k: section[k] for k in ("path_mtu", "link_header_bytes") if isinstance(section, dict) and k in section}
+    if path_mtu is not None:
+        audit["path_mtu"] = path_mtu
+    if link_header_bytes is not None:
+        audit["link_header_bytes"] = link_header_bytes
+    return build(AuditConfig, audit, "audit").framing
+
+
 def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
         s3_endpoint_url: str | None = None, spark=None, out: TextIO | None = None,
-        table_formats: tuple[str, ...] = ("csv",), storage_class: str = "standard") -> int:
+        table_formats: tuple[str, ...] = ("csv",), storage_class: str = "standard", framing: Framing | None = None,
+        progress: TextIO | None = None, progress_interval_s: float = DEFAULT_INTERVAL_S) -> int:
     """Run `job`; returns the process exit code (0, or EXIT_INPUT with a message on stderr).
 
     `spark`: an existing session (tests); otherwise one is created for `master`
     (None: whatever spark-submit configured) and stopped at the end.
     `table_formats`: any of TABLE_FORMATS; each table is written once per format.
     `storage_class`: the WAL's (wal.storage_class), pricing its requests in savings and break_even.
+    `framing`: the network path bytes on the wire are estimated for (default `Framing()`:
+    path MTU 9001, IP bytes as AWS bills them).
+    `progress` (default stderr) gets a line per step and, every `progress_interval_s`
+    while one runs, the step and Spark's active stages (spark_audit.progress).
     Raises ValueError for an unknown job or table format.
     """
     if job not in TABLES_OF_JOB:
@@ -72,47 +102,56 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     if unknown or not table_formats:
         raise ValueError(f"unknown table format {unknown or table_formats!r} (known: {', '.join(TABLE_FORMATS)})")
     out = out or sys.stdout
+    progress = progress or sys.stderr
+    framing = framing or Framing()
     own_session = spark is None
     if own_session:
+        print(f"audit {job}: starting Spark ({master or 'spark-submit master'})", file=progress, flush=True)
         spark = spark_session(master)
     else:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     builders = {
-        "savings": lambda r: jobs.savings(r, prices, storage_class),
-        "break_even": lambda r: jobs.break_even(r, prices, storage_class),
+        "savings": lambda r: jobs.savings(r, prices, framing, storage_class),
+        "break_even": lambda r: jobs.break_even(r, prices, framing, storage_class),
         "writer_drops": jobs.writer_drops,
         "cache_agent": jobs.agent_cache,
         "cache_metadata": jobs.metadata_cache,
     }
     rolled = None
+    reporter = ProgressReporter(job, progress, lambda: active_stages(spark.sparkContext), progress_interval_s)
     try:
-        with tempfile.TemporaryDirectory(prefix="azsidecar-audit-in-") as stage:
+        with reporter, tempfile.TemporaryDirectory(prefix="azsidecar-audit-in-") as stage:
             output = Output(output_uri, s3_endpoint_url)
+            reporter.step(f"finding the input {input_uri}")
             path = resolve_input(spark, input_uri, s3_endpoint_url, Path(stage))
             wants_latency = "latency" in TABLES_OF_JOB[job]
+            reporter.step("reading every record once into the rollup (the long step)")
             rolled, summary = load(spark, path, source=input_uri,
-                                   extra_columns=jobs.LATENCY_COLUMNS if wants_latency else ())
+                                   extra_columns=jobs.LATENCY_COLUMNS if wants_latency else (), framing=framing)
             print(summary.message(), file=sys.stderr)
             tables = {}
             for name in TABLES_OF_JOB[job]:
                 if name == "latency":  # percentiles need every value: a second scan of the lines
+                    reporter.step("table latency: reading the produce records again for percentiles")
                     lines, _ = read_lines(spark, path, jobs.LATENCY_COLUMNS, input_uri)
                     tables[name] = Table.of(name, jobs.latency(lines))
                 else:
+                    reporter.step(f"table {name}")
                     tables[name] = Table.of(name, builders[name](rolled))
-        written = []
-        for table in tables.values():
-            if "csv" in table_formats:
-                write_csv(table, output.dir / f"{table.name}.csv")
-                written.append(f"{table.name}.csv")
-            if "parquet" in table_formats:
-                write_parquet(spark, table, output.dir / f"{table.name}.parquet")
-                written.append(f"{table.name}.parquet")
-        (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
-        if job in ("report", "all"):
-            (output.dir / "report.html").write_text(render_html(tables, summary, prices))
+            reporter.step("writing the tables" + (" and report.html" if job in ("report", "all") else ""))
+            written = []
+            for table in tables.values():
+                if "csv" in table_formats:
+                    write_csv(table, output.dir / f"{table.name}.csv")
+                    written.append(f"{table.name}.csv")
+                if "parquet" in table_formats:
+                    write_parquet(spark, table, output.dir / f"{table.name}.parquet")
+                    written.append(f"{table.name}.parquet")
+            (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+            if job in ("report", "all"):
+                (output.dir / "report.html").write_text(render_html(tables, summary, prices, framing))
         output.finish()
-        print(summary_text(tables, summary, prices), file=out)
+        print(summary_text(tables, summary, prices, framing), file=out)
         print(f"tables written to {output_uri}: " + ", ".join(written)
               + (", report.html" if job in ("report", "all") else ""), file=out)
         return 0

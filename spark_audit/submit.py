@@ -15,7 +15,7 @@ import sys
 
 from core.configload import ConfigError
 from spark_audit.cli import add_job_arguments
-from spark_audit.run import load_prices, run
+from spark_audit.run import load_framing, load_prices, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,11 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     try:
         prices = load_prices(args.prices)
+        framing = load_framing(args.prices, args.path_mtu, args.link_header_bytes)
     except ConfigError as exc:
         print(f"submit.py: configuration error: {exc}", file=sys.stderr)
         return 2
     return run(args.job, args.input, args.output, prices, master=None, s3_endpoint_url=args.s3_endpoint_url,
-               table_formats=args.tables, storage_class=args.storage_class)
+               table_formats=args.tables, storage_class=args.storage_class, framing=framing)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,10 @@ from dataclasses import dataclass
 import anyio
 import anyio.abc
 
+from core.audit import AuditSink
 from wal_s3 import metrics
 from wal_s3.agent_shares import zone_of_share
+from wal_s3.billing import S3RequestTally, delete_requests
 from wal_s3.checkpoint_manifest import (
     ManifestError,
     decode_manifest,
@@ -140,15 +142,18 @@ class Checkpoints:
             except S3Error as exc:
                 raise CheckpointError(f"checkpoint manifest {bucket}/{ck}: {exc}") from exc
 
-    async def applied_index(self) -> dict[str, set[str]]:
+    async def applied_index(self, tally: S3RequestTally | None = None) -> dict[str, set[str]]:
         """WAL key (without prefix) -> zones that applied it, from every checkpoint and manifest.
 
-        One LIST and one GET per manifest. Raises CheckpointError.
+        One LIST (per 1,000 keys) and one GET per manifest, counted in `tally`. Raises CheckpointError.
         """
+        tally = tally or S3RequestTally()
         prefix = f"{self.config.prefix}{self.config.checkpoint_prefix}/"
         try:
-            listed = await with_retries(lambda _n: self._store.list_objects(prefix), **self._retry_args())
-            found = await read_checkpoints(self.config, self._store, listed, self._retry_args(), {})
+            listed = await with_retries(tally.each_attempt("LIST", lambda _n: self._store.list_objects(prefix)),
+                                        **self._retry_args())
+            tally.listed(len(listed))
+            found = await read_checkpoints(self.config, self._store, listed, self._retry_args(), {}, tally)
         except S3Error as exc:
             raise CheckpointError(f"reading checkpoints under {prefix}: {exc}") from exc
         return {rel: {zone for zone, _ in zs} for rel, zs in found.applied.items()}
@@ -175,13 +180,16 @@ class FoundCheckpoints:
 
 
 async def read_checkpoints(config: WalConfig, store: S3Store, listed, retry: dict,
-                           cache: dict[str, tuple[str, tuple[str, ...]]]) -> FoundCheckpoints:
+                           cache: dict[str, tuple[str, tuple[str, ...]]],
+                           tally: S3RequestTally | None = None) -> FoundCheckpoints:
     """Checkpoints among `listed` (objects under the WAL prefix, or under the checkpoint prefix).
 
     Manifests are read with one GET each unless `cache` has them (it is filled, and pruned to
     the manifests listed). A manifest that is not ours or unreadable is logged and skipped;
-    one deleted since the listing is skipped. Raises S3Error if S3 keeps failing.
+    one deleted since the listing is skipped. `tally` counts the GETs. Raises S3Error if S3
+    keeps failing.
     """
+    tally = tally or S3RequestTally()
     cp_root = f"{config.prefix}{config.checkpoint_prefix}/"
     found = FoundCheckpoints({}, {}, [])
     listed_manifests: set[str] = set()
@@ -198,7 +206,8 @@ async def read_checkpoints(config: WalConfig, store: S3Store, listed, retry: dic
             content = cache.get(o.key)
             if content is None:
                 try:
-                    data = await with_retries(lambda _n, key=o.key: store.get(key), **retry)
+                    data = await with_retries(tally.each_attempt("GET", lambda _n, key=o.key: store.get(key)),
+                                              **retry)
                     content = decode_manifest(data)
                 except S3NotFound:
                     continue  # deleted since the listing (another GC pass)
@@ -255,16 +264,30 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
                  limiter: anyio.CapacityLimiter | None = None,
                  acked_topic: Callable[[str], bool] | None = None,
                  manifest_cache: dict[str, tuple[str, tuple[str, ...]]] | None = None,
-                 bucket: str | None = None) -> GcReport:
+                 bucket: str | None = None, audit: AuditSink | None = None) -> GcReport:
     """One GC pass over `bucket` (default config.bucket; with S3 Express one zone's directory
     bucket, config.bucket_for(zone)) under config.prefix. Raises GcError if S3 keeps failing.
+
+    audit: gets the pass's S3 requests (LIST, GET, HEAD, DELETE) as s3_request records
+    (purpose gc), failed passes too.
 
     acked_topic(topic) -> True for topics acknowledged on durability (ack_mode wal): an old
     orphan with such an entry in an unapplied zone is held instead of deleted.
     manifest_cache: checkpoint manifests read by earlier passes (manifests are immutable);
     pass the same dict to every pass to read each manifest once.
     """
-    bucket = bucket or config.bucket
+    tally = S3RequestTally()
+    try:
+        return await _gc_pass(config, s3_client, dry_run, now_s, limiter, acked_topic, manifest_cache, tally,
+                              bucket or config.bucket)
+    finally:
+        tally.emit(audit, "gc")
+
+
+async def _gc_pass(config: WalConfig, s3_client, dry_run: bool, now_s: float | None,
+                   limiter: anyio.CapacityLimiter | None, acked_topic: Callable[[str], bool] | None,
+                   manifest_cache: dict[str, tuple[str, tuple[str, ...]]] | None,
+                   tally: S3RequestTally, bucket: str) -> GcReport:
     store = S3Store(s3_client, bucket, limiter, default_threads=config.max_s3_threads)
     rng = random.Random()
     retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms,
@@ -272,9 +295,11 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
     now_s = time.time() if now_s is None else now_s
     ages = Ages.of(config.orphan_report_age_s, config.max_orphan_age_s)
     try:
-        listed = await with_retries(lambda _n: store.list_objects(config.prefix), **retry)
+        listed = await with_retries(tally.each_attempt("LIST", lambda _n: store.list_objects(config.prefix)),
+                                    **retry)
     except S3Error as exc:
         raise GcError(f"listing {bucket}/{config.prefix}: {exc}") from exc
+    tally.listed(len(listed))
 
     wal: dict[str, float] = {}  # relative key -> last modified
     for o in listed:
@@ -282,7 +307,8 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
         if OBJECT_KEY_RE.match(rel):
             wal[rel] = o.last_modified_s
     try:
-        found = await read_checkpoints(config, store, listed, retry, {} if manifest_cache is None else manifest_cache)
+        found = await read_checkpoints(config, store, listed, retry, {} if manifest_cache is None else manifest_cache,
+                                       tally)
     except S3Error as exc:
         raise GcError(f"reading checkpoint manifests in {bucket}/{config.prefix}: {exc}") from exc
 
@@ -300,7 +326,8 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
                 pending += 1
                 continue
             try:
-                meta = await with_retries(lambda _n, key=key: store.head_metadata(key), **retry)
+                meta = await with_retries(tally.each_attempt("HEAD", lambda _n, key=key: store.head_metadata(key)),
+                                          **retry)
             except S3NotFound:
                 continue  # deleted since the listing (another GC, lifecycle)
             zones = [z for z in meta.get("zones", "").split(",") if z]
@@ -313,7 +340,7 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
                 orphans.append(Orphan(key, age_s, unapplied))
                 if fate is ObjectFate.EXPIRED:
                     if acked_topic is not None and await _holds_acknowledged(store, key, unapplied, acked_topic,
-                                                                             retry):
+                                                                             retry, tally):
                         held.append(key)
                     else:
                         orphans_deleted.append(key)
@@ -325,9 +352,11 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
         if not dry_run:
             # Objects first, checkpoints after: a crash in between leaves only checkpoints.
             if to_delete:
-                await with_retries(lambda _n: store.delete_many(to_delete), **retry)
+                await with_retries(tally.each_attempt("DELETE", lambda _n: store.delete_many(to_delete),
+                                                      delete_requests(len(to_delete))), **retry)
             if cp_delete:
-                await with_retries(lambda _n: store.delete_many(cp_delete), **retry)
+                await with_retries(tally.each_attempt("DELETE", lambda _n: store.delete_many(cp_delete),
+                                                      delete_requests(len(cp_delete))), **retry)
     except S3Error as exc:
         raise GcError(f"gc pass on {bucket}/{config.prefix}: {exc}") from exc
 
@@ -342,13 +371,13 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
 
 
 async def _holds_acknowledged(store: S3Store, key: str, unapplied: tuple[str, ...],
-                              acked_topic: Callable[[str], bool], retry: dict) -> bool:
+                              acked_topic: Callable[[str], bool], retry: dict, tally: S3RequestTally) -> bool:
     """Does an unapplied zone of `key` (all zones, if unknown) hold an acknowledged entry?
 
     An object that cannot be parsed holds nothing deliverable; it goes like any orphan.
     """
     try:
-        parsed = parse_object(await with_retries(lambda _n: store.get(key), **retry))
+        parsed = parse_object(await with_retries(tally.each_attempt("GET", lambda _n: store.get(key)), **retry))
     except S3NotFound:
         return False
     except WalFormatError:
@@ -363,6 +392,7 @@ async def _holds_acknowledged(store: S3Store, key: str, unapplied: tuple[str, ..
 async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float | None = None,
                               dry_run: bool = False, passes: float = math.inf,
                               acked_topic: Callable[[str], bool] | None = None,
+                              audit: AuditSink | None = None,
                               task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Run GC every interval_s (default config.gc_interval_s) inside the caller's nursery.
 
@@ -376,7 +406,7 @@ async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float
     while done < passes:
         try:
             report = await run_gc(config, s3_client, dry_run=dry_run, limiter=limiter, acked_topic=acked_topic,
-                                  manifest_cache=manifests)
+                                  manifest_cache=manifests, audit=audit)
             for line in report.lines():
                 log.info("%s", line)
         except GcError as exc:

@@ -50,6 +50,7 @@ from core.audit import AuditSink
 from core.prices import Prices
 from wal_s3 import metrics
 from wal_s3._s3_http import http_transport
+from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
 from wal_s3.flush_policy import cost_seal_bytes, seal_reason
 from wal_s3.format import (
@@ -346,25 +347,33 @@ class WalWriter:
         Raises WalWriteError (retriable) on S3 failure, WalFencedError after MAX_EPOCH_RACES lost races.
         """
         prefix = epoch_marker_prefix(self.config, self.writer_id)
+        tally = S3RequestTally()  # billed as s3_request records (purpose epoch)
         try:
             for _ in range(MAX_EPOCH_RACES):
-                candidate = max(await self._list_epochs(), default=0) + 1
+                candidate = max(await self._list_epochs(tally), default=0) + 1
                 body = json.dumps({"writer_id": self.writer_id, "zone": self.zone, "epoch": candidate,
                                    "created_ms": int(time.time() * 1000), "nonce": uuid.uuid4().hex}).encode()
+                attempts = [0]
                 try:
-                    await self._put_conditional(f"{prefix}{candidate:0{EPOCH_DIGITS}d}", body, None)
+                    await self._put_conditional(f"{prefix}{candidate:0{EPOCH_DIGITS}d}", body, None, attempts)
                 except _Collision:
                     continue
+                finally:
+                    tally.add("PUT", attempts[0])
                 self.epoch = candidate
                 log.info("WAL writer %s registered epoch %d", self.writer_id, candidate)
                 return candidate
         except S3Error as exc:
             raise WalWriteError(f"registering an epoch for {self.writer_id}: {exc}", retriable=True) from exc
+        finally:
+            tally.emit(self.audit, "epoch")
         raise WalFencedError(f"{self.writer_id}: lost the epoch marker race {MAX_EPOCH_RACES} times")
 
-    async def _list_epochs(self) -> list[int]:
+    async def _list_epochs(self, tally: S3RequestTally) -> list[int]:
         prefix = epoch_marker_prefix(self.config, self.writer_id)
-        listed = await with_retries(lambda _n: self._store.list_objects(prefix), **self._retry_args())
+        listed = await with_retries(tally.each_attempt("LIST", lambda _n: self._store.list_objects(prefix)),
+                                    **self._retry_args())
+        tally.listed(len(listed))
         return [int(o.key[len(prefix):]) for o in listed
                 if len(o.key) == len(prefix) + EPOCH_DIGITS and o.key[len(prefix):].isdigit()]
 
@@ -555,11 +564,14 @@ class WalWriter:
         Returns True if the writer is (now) fenced. The flush loop calls this every
         epoch_check_interval_s; S3 errors are logged and leave the writer running.
         """
+        tally = S3RequestTally()
         try:
-            newest = max(await self._list_epochs(), default=0)
+            newest = max(await self._list_epochs(tally), default=0)
         except S3Error as exc:
             log.warning("WAL writer %s: epoch check failed, will retry: %s", self.writer_id, exc)
             newest = 0
+        finally:
+            tally.emit(self.audit, "epoch_check")
         if self.epoch is not None and newest > self.epoch and self._fence_error is None:
             self._fence(f"{self.writer_id}: epoch {self.epoch} superseded by epoch {newest}")
         return self._fence_error is not None

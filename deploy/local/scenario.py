@@ -272,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto")
     parser.add_argument("--segment-per-packet", action="store_true",
                         help="no GSO on the bridge links: header bytes as on a real wire")
+    parser.add_argument("--offloads", choices=("on", "off"), default="on",
+                        help="off: TSO, GSO and GRO off on both ends of the bridge links (ethtool): 1,500-byte "
+                             "packets and their ACKs each way, as a real network carries them")
     parser.add_argument("--cleanup", action="store_true", help="only remove leftovers of dead runs, then exit")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -281,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     workload = Workload(total_bytes=int(args.mb * MB), record_bytes=args.record_bytes,
                         producers_per_zone=args.producers_per_zone)
-    with three_zones(mode=args.mode, segment_per_packet=args.segment_per_packet) as env:
+    with three_zones(mode=args.mode, segment_per_packet=args.segment_per_packet,
+                     offloads=args.offloads == "on") as env:
         result = run_baseline(env, workload, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(json.dumps(result.as_dict(), indent=1))
     return 0 if result.ok else 1

@@ -62,6 +62,9 @@ SIDECAR_PORT = 9092  # what producers use as bootstrap.servers inside a zone
 ZONE_IF = "xzone"  # the zone's end of the bridge link, inside its namespace
 S3_IF = "s3link"  # the zone's end of the S3 link, inside its namespace
 IP_TIMEOUT_S = 10.0  # one `ip` invocation; they take milliseconds
+# Segmentation and receive offloads of a veth: off, every packet on the metered bridge is at
+# most MTU-sized with its own headers and ACKs, as on a real network (ethtool features).
+OFFLOAD_FEATURES = ("tso", "gso", "gro")
 STATE_DIR = Path("/run/azsidecar-zones") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir()) / "azsidecar-zones"
 
 
@@ -324,6 +327,21 @@ def _sysctl_in(netns: str, *settings: str) -> None:
         raise ZoneSetupError(f"sysctl in {netns}: {done.stderr.strip()}")
 
 
+def _offloads_off(netns: str | None, ifname: str) -> None:
+    """`ethtool -K ifname tso off gso off gro off` (inside netns when given).
+
+    Raises ZoneSetupError when ethtool is missing or refuses.
+    """
+    if shutil.which("ethtool") is None:
+        raise ZoneSetupError("offloads off needs ethtool (Debian package `ethtool`; `make setup` installs it)")
+    argv = _netns_prefix(netns) + ["ethtool", "-K", ifname]
+    for feature in OFFLOAD_FEATURES:
+        argv += [feature, "off"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=IP_TIMEOUT_S)
+    if done.returncode != 0:
+        raise ZoneSetupError(f"ethtool -K {ifname}: {done.stderr.strip()}")
+
+
 def _disable_ipv6_root(ifname: str) -> None:
     # IPv6 router/neighbour solicitations would put stray bytes on the metered ports.
     path = Path("/proc/sys/net/ipv6/conf") / ifname / "disable_ipv6"
@@ -421,7 +439,8 @@ def cleanup_leftovers(prefix: str = PREFIX) -> list[str]:
 
 # -- the context manager ----------------------------------------------------------------
 
-def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool) -> tuple[list[Zone], str]:
+def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool,
+                 offloads: bool = True) -> tuple[list[Zone], str]:
     base = f"{PREFIX}{run_id}"
     s3_ns = f"{base}-s3"
     bridge = f"{base}-br"
@@ -451,6 +470,9 @@ def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool) ->
             # as a real wire does, instead of one per 64 KB GSO super-packet.
             _ip("-n", ns, "link", "set", "dev", ZONE_IF, "gso_max_segs", "1")
             _ip("link", "set", "dev", port, "gso_max_segs", "1")
+        if not offloads:
+            _offloads_off(ns, ZONE_IF)
+            _offloads_off(None, port)
         _ip("-n", ns, "link", "set", ZONE_IF, "up")
         # S3 link: a point-to-point veth into the s3 namespace, never via the bridge.
         s3_peer = f"z{i}"
@@ -501,7 +523,8 @@ def _sigterm_raises() -> Iterator[None]:
 @contextlib.contextmanager
 def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", start_s3: bool = True,
                 start_brokers: bool = True, log_dir: Path | str | None = None,
-                cleanup_first: bool = True, segment_per_packet: bool = False) -> Iterator[ZoneEnv]:
+                cleanup_first: bool = True, segment_per_packet: bool = False,
+                offloads: bool = True) -> Iterator[ZoneEnv]:
     """Zones, S3 (moto) and one Tansu broker per zone sharing one bucket; all torn down on exit.
 
     mode: "netns" (root: namespaces, metered), "loopback" (127.0.0.1, unmetered) or
@@ -509,7 +532,10 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
     log to a temporary directory, removed when the block ends cleanly and kept (its path
     logged) when it ends with an error. segment_per_packet makes the
     bridge links carry MTU-sized packets (no GSO), so metered header bytes match a real
-    network; by default the kernel's 64 KB GSO packets carry one header each. Raises ZoneSetupError when
+    network; by default the kernel's 64 KB GSO packets carry one header each. offloads=False
+    turns TSO, GSO and GRO off on both ends of every bridge link (`ethtool -K`): 1,500-byte
+    packets each way and one ACK per packet pair or so, as a real network carries them (netns
+    mode only; loopback ignores it). Raises ZoneSetupError when
     the network cannot be built, RuntimeError when moto or a broker does not start, and
     ValueError on bad arguments. On SIGTERM inside the block the environment is torn
     down and ZonesTerminated (a BaseException) propagates.
@@ -537,7 +563,7 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                         log.info("removed leftover %s", line)
                 _write_state(run_id)
                 stack.callback(_remove_run, run_id)
-                zone_list, s3_ns = _build_netns(run_id, names, segment_per_packet)
+                zone_list, s3_ns = _build_netns(run_id, names, segment_per_packet, offloads)
             else:
                 s3_ns = None
                 zone_list = [Zone(name=name, index=i, netns=None, address="127.0.0.1", s3_endpoint="",

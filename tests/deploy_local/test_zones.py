@@ -309,3 +309,21 @@ def test_run_sidecar_plumbing_with_an_in_zone_relay():
     assert result.verification["problems"] == []
     assert result.records == 600
     assert result.reading.total_bytes == 0  # nothing left its zone
+
+
+@pytest.mark.skipif(shutil.which("ethtool") is None, reason="needs ethtool (make setup installs it)")
+def test_offloads_off_turns_segmentation_and_receive_offloads_off_on_both_ends():
+    def features(prefix: list[str], dev: str) -> dict[str, str]:
+        out = subprocess.run(prefix + ["ethtool", "-k", dev], capture_output=True, text=True, timeout=10,
+                             check=True).stdout
+        return dict(line.strip().split(": ", 1)[0:2] for line in out.splitlines() if ": " in line)
+
+    with three_zones(start_s3=False, start_brokers=False, offloads=False) as env:
+        for zone in env.zones:
+            inside = features(["ip", "netns", "exec", zone.netns], "xzone")
+            bridge_port = features([], zone.bridge_port)
+            for name in ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload"):
+                assert inside[name].startswith("off"), (zone.name, name, inside[name])
+                assert bridge_port[name].startswith("off"), (zone.name, name, bridge_port[name])
+    with three_zones(start_s3=False, start_brokers=False) as env:  # the default keeps them on
+        assert features([], env.zones[0].bridge_port)["generic-segmentation-offload"].startswith("on")

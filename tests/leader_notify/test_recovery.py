@@ -46,7 +46,7 @@ async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_b
     server, bucket = s3_bucket
     acked, plain = unique_name("acked"), unique_name("plain")
     create_topics(tansu.bootstrap, {acked: 1, plain: 1})
-    audit = MemoryAuditSink()
+    audit, recovery_audit = MemoryAuditSink(), MemoryAuditSink()
     agent = AgentThread(config_for(server.endpoint_url, bucket, tansu.bootstrap), "az2", audit).start()
     config = config_for(server.endpoint_url, bucket, tansu.bootstrap, agents={"az2": agent.address})
     pid, ep = new_producer_id(tansu.bootstrap)
@@ -64,7 +64,7 @@ async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_b
         try:
             with trio.fail_after(60):
                 report = await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, "proxy-a", 2,
-                                                    lambda topic: topic == acked)
+                                                    lambda topic: topic == acked, audit=recovery_audit)
                 again = await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, "proxy-a", 2,
                                                    lambda topic: topic == acked)
         finally:
@@ -72,6 +72,10 @@ async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_b
     finally:
         agent.stop()
     assert report.scanned == 3 and report.failed == () and report.skipped == 1
+    # The first recovery's billed S3 requests: a LIST of the WAL prefix, a LIST of the
+    # checkpoints (no manifest yet: nothing applied), a GET of each of the 3 earlier objects.
+    assert sorted((r["purpose"], r["operation"], r["requests"]) for r in recovery_audit.of("s3_request")) == [
+        ("recovery", "GET", 3), ("recovery", "LIST", 2)]
     assert [zone for _, zone in report.delivered] == ["az2", "az2"]
     assert again.failed == ()
     # Each acknowledged record exactly once and in order, the re-run appended nothing; the

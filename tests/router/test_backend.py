@@ -11,9 +11,11 @@ import types
 import pytest
 import trio
 
+from core.audit import MemoryAuditSink
 from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
 from core.record_batch import RecordBatch
 from leader_notify.owners import AgentMap
+from leader_notify.sender import Answer
 from proxy.metadata import PartitionInfo
 from proxy.upstream import BrokerAddress, UpstreamTimeout
 from router.backend import RoutingBackend, WalPath
@@ -641,3 +643,22 @@ async def test_leader_errors_from_a_working_agent_do_not_open_its_zones_circuit(
         assert backend._breakers["az2"].state == "closed"
         nursery.cancel_scope.cancel()
     assert [entry[0] for entry in log] == ["wal"] * 5  # never sent across zones directly
+
+
+class AnswerSender(SenderFake):
+    """The real sender's answer: results and the round trip's bytes each way."""
+
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
+        return Answer([types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)], 300, 101)
+
+
+@pytest.mark.trio
+async def test_a_wal_batch_record_carries_its_share_of_the_notification_bytes(autojump_clock):
+    audit = MemoryAuditSink()
+    async with trio.open_nursery() as nursery:
+        backend = wal_backend(nursery, AnswerSender(), [], audit=audit)
+        await send(backend, item("t", 0, 100))
+        nursery.cancel_scope.cancel()
+    (record,) = audit.of("produce_batch")
+    # one entry in its notification: the whole round trip, 300 + 101 bytes
+    assert (record["route"], record["wire_bytes"], record["leader_append_ms"]) == ("wal", 401, -1.0)

@@ -48,14 +48,16 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def check_round_trip_savings(rows: list[dict[str, str]]) -> None:
     (row,) = rows
-    # direct equivalent = 2 * (1_000_000 + 41) = 2_000_082; crossed = 300 + 100 = 400;
-    # avoided 1_999_682 bytes * 2e-11 = 3.999364e-5 $; 1 PUT 5e-6 + 1 GET 4e-7 = 5.4e-6;
-    # net = 3.999364e-5 - 5.4e-6 = 3.459364e-5.
+    # On the wire at the default path MTU 9001 (MSS 8949, 52 header bytes per packet, an ACK
+    # per 2 segments): direct equivalent = 2 * (1_000_000 + 41) = 2_000_082 payload
+    # * (1 + 78/8949) = 2_000_082 + 17_432.83 -> 2_017_514; crossed = the notification
+    # 300 + 100 + 4 packets * 52 = 608; avoided 2_016_906 bytes * 2e-11 = 4.033812e-5 $;
+    # 1 PUT 5e-6 + 1 GET 4e-7 = 5.4e-6; net = 4.033812e-5 - 5.4e-6 = 3.493812e-5.
     assert (row["hour"], row["source_zone"], row["leader_zone"]) == ("2026-01-01T00:00Z", "az1", "az2")
     assert (int(row["batches_wal"]), int(row["bytes_wal"])) == (2, 2_000_000)
-    assert int(row["direct_equivalent_bytes"]) == 2_000_082
-    assert int(row["cross_bytes_avoided"]) == 1_999_682
-    assert float(row["net_savings_usd"]) == pytest.approx(3.459364e-5, rel=1e-9)
+    assert int(row["direct_equivalent_bytes"]) == 2_017_514
+    assert int(row["cross_bytes_avoided"]) == 2_016_906
+    assert float(row["net_savings_usd"]) == pytest.approx(3.493812e-5, rel=1e-9)
 
 
 def test_round_trip_writer_to_report(spark, tmp_path):
@@ -73,7 +75,7 @@ def test_round_trip_writer_to_report(spark, tmp_path):
     summary = json.loads((tmp_path / "out" / "input_summary.json").read_text())
     assert summary["records_by_kind"] == {"produce_batch": 2, "wal_flush": 1, "notification": 1, "agent_read": 1}
     text = out.getvalue()
-    assert "NET SAVINGS $3.459e-05" in text
+    assert "NET SAVINGS $0.0000349 = " in text  # 3.493812e-5, three significant digits
     assert len(text.splitlines()) <= 24  # one screen
 
 

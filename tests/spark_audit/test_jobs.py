@@ -2,7 +2,12 @@
 
 Prices are the defaults (router.config.Prices): a byte that crosses costs
 2 * $0.01 / 1e9 = $2e-11; a PUT $0.005/1000 = $5e-6; a GET $0.0004/1000 = $4e-7.
-Produce overhead per batch a direct produce would add: 41 bytes (jobs.PRODUCE_OVERHEAD_BYTES).
+Produce overhead per batch a direct produce would add: 41 bytes (framing.PRODUCE_OVERHEAD_BYTES).
+
+Bytes on the wire (core.framing) for a path MTU of 1612 chosen to make the sums easy:
+MSS = 1612 - 52 = 1560; a produce stream costs 1 + 52/1560 * (1 + 1/2) = 1.05 wire bytes
+per byte; a notification round trip of Q and R bytes (both < 1560) costs Q + R + 4 * 52
+(one packet each way and one ACK each) = Q + R + 208.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
+from core.framing import Framing
 from core.prices import Prices
 from spark_audit import jobs
 from spark_audit._io import InputError, load, read_lines
@@ -19,6 +25,7 @@ from tests.spark_audit.conftest import H0_MS, HOUR_MS, rec, write_jsonl
 H0 = "2026-01-01T00:00Z"
 H1 = "2026-01-01T01:00Z"
 MONEY = {"rtol": 1e-9, "atol": 1e-15}  # dollars here are 1e-8..1e-4: compare relatively
+EASY = Framing(path_mtu=1612)  # stream factor 1.05, notification round trip + 208 bytes
 
 
 def scenario() -> list[dict]:
@@ -83,7 +90,7 @@ def read_for(spark):
     def read(path: str, table: str):
         if table == "latency":
             return read_lines(spark, path, jobs.LATENCY_COLUMNS)[0]
-        rolled, _ = load(spark, path)
+        rolled, _ = load(spark, path, framing=EASY)
         frames.append(rolled)
         return rolled
 
@@ -110,45 +117,87 @@ def row(columns, *values):
 
 
 def test_savings_per_hour_and_zone_pair(scenario_dir, read_for):
-    actual = jobs.savings(read_for(scenario_dir, "savings"), Prices())
+    actual = jobs.savings(read_for(scenario_dir, "savings"), Prices(), EASY)
     assert actual.columns == SAVINGS_COLUMNS
     expected = [
         # az1 -> az1: one local batch; nothing would cross, nothing crossed, nothing saved.
         row(SAVINGS_COLUMNS, H0, "az1", "az1", 1, 0, 0, 5, 0, 0, 500_000, 0, 0,
             0, 0, 0, 0.0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, None),
-        # az1 -> az2: direct equivalent = (4_000_000+41) + (6_000_000+41) + (1_000_000+41) = 11_000_123;
-        # crossed = direct_cross wire 1_000_200 + notification 300+100 = 1_000_600;
-        # avoided = 11_000_123 - 1_000_600 = 9_999_523.
-        # $: direct 11_000_123 * 2e-11 = 2.2000246e-4; avoided 9_999_523 * 2e-11 = 1.9999046e-4;
+        # az1 -> az2: WAL (4_000_041 + 6_000_041) * 1.05 = 10_500_086.1; direct_cross
+        # 1_000_041 * 1.05 = 1_050_043.05; direct equivalent floor(11_550_129.15) = 11_550_129,
+        # of which direct_cross 11_550_129 - 10_500_086 = 1_050_043 (it crossed: no savings);
+        # notification 300 + 100 + 208 = 608; crossed 1_050_651; avoided 10_499_478
+        # (= the WAL batches' 10_500_086 - 608).
+        # $: direct 11_550_129 * 2e-11 = 2.3100258e-4; avoided 2.0998956e-4;
         # PUTs: k1 names two zones, 1 PUT / 2 = 0.5 -> 2.5e-6; GETs 2 + 0 -> 8e-7;
-        # net = 1.9999046e-4 - 2.5e-6 - 8e-7 = 1.9669046e-4; ratio = net / 2.2000246e-4.
+        # net = 2.0998956e-4 - 3.3e-6 = 2.0668956e-4.
         row(SAVINGS_COLUMNS, H0, "az1", "az2", 0, 1, 2, 0, 10, 300, 0, 1_000_000, 10_000_000,
-            11_000_123, 1_000_200, 400, 0.5, 2, 1_000_600, 9_999_523,
-            2.2000246e-4, 1.9999046e-4, 2.5e-6, 8e-7, 1.9669046e-4, 1.9669046e-4 / 2.2000246e-4),
-        # az1 -> az3: direct equivalent 2_000_000 + 41 = 2_000_041; crossed = notification 250;
-        # avoided 1_999_791; $ direct 4.000082e-5, avoided 3.999582e-5; PUT 0.5 -> 2.5e-6;
-        # GET 1 -> 4e-7; net = 3.999582e-5 - 2.9e-6 = 3.709582e-5.
+            11_550_129, 1_050_043, 608, 0.5, 2, 1_050_651, 10_499_478,
+            2.3100258e-4, 2.0998956e-4, 2.5e-6, 8e-7, 2.0668956e-4, 2.0668956e-4 / 2.3100258e-4),
+        # az1 -> az3: 2_000_041 * 1.05 = 2_100_043.05 -> 2_100_043; notification 200 + 50 + 208
+        # = 458; avoided 2_099_585; $ direct 4.200086e-5, avoided 4.199170e-5; PUT 0.5 -> 2.5e-6;
+        # GET 1 -> 4e-7; net = 4.199170e-5 - 2.9e-6 = 3.909170e-5.
         row(SAVINGS_COLUMNS, H0, "az1", "az3", 0, 0, 1, 0, 0, 50, 0, 0, 2_000_000,
-            2_000_041, 0, 250, 0.5, 1, 250, 1_999_791,
-            4.000082e-5, 3.999582e-5, 2.5e-6, 4e-7, 3.709582e-5, 3.709582e-5 / 4.000082e-5),
-        # az2 -> az1, the WAL losing money: direct equivalent 1_041 + 3_041 = 4_082; crossed 280;
-        # avoided 3_802 -> $7.604e-8 (direct $8.164e-8); 2 PUTs (a retry) $1e-5; 1 GET $4e-7;
-        # net = 7.604e-8 - 1e-5 - 4e-7 = -1.032396e-5; ratio -1.032396e-5 / 8.164e-8 = -126.5.
+            2_100_043, 0, 458, 0.5, 1, 458, 2_099_585,
+            4.200086e-5, 4.199170e-5, 2.5e-6, 4e-7, 3.909170e-5, 3.909170e-5 / 4.200086e-5),
+        # az2 -> az1, the WAL losing money: (1_041 + 3_041) * 1.05 = 4_286.1 -> 4_286;
+        # notification 200 + 80 + 208 = 488; avoided 3_798 -> $7.596e-8 (direct $8.572e-8);
+        # 2 PUTs (a retry) $1e-5; 1 GET $4e-7; net = 7.596e-8 - 1.04e-5 = -1.032404e-5.
         row(SAVINGS_COLUMNS, H1, "az2", "az1", 0, 0, 2, 0, 0, 2, 0, 0, 4_000,
-            4_082, 0, 280, 2.0, 1, 280, 3_802,
-            8.164e-8, 7.604e-8, 1e-5, 4e-7, -1.032396e-5, -1.032396e-5 / 8.164e-8),
+            4_286, 0, 488, 2.0, 1, 488, 3_798,
+            8.572e-8, 7.596e-8, 1e-5, 4e-7, -1.032404e-5, -1.032404e-5 / 8.572e-8),
     ]
     assertDataFrameEqual(actual, expected, checkRowOrder=True, **MONEY)
 
 
 def test_savings_uses_prices_given(scenario_dir, read_for):
     # Cross-AZ at $0.05/GB each way: a crossing byte costs 1e-10. az1 -> az3 avoided
-    # 1_999_791 bytes -> 1.999791e-4; PUT $0.01/1000 * 0.5 = 5e-6; GET $0.001/1000 * 1 = 1e-6.
+    # 2_099_585 bytes -> 2.099585e-4; PUT $0.01/1000 * 0.5 = 5e-6; GET $0.001/1000 * 1 = 1e-6.
     prices = Prices(s3_put_per_1000=0.01, s3_get_per_1000=0.001, cross_az_per_gb_each_way=0.05)
-    actual = (jobs.savings(read_for(scenario_dir, "savings"), prices).filter("leader_zone = 'az3'")
+    actual = (jobs.savings(read_for(scenario_dir, "savings"), prices, EASY).filter("leader_zone = 'az3'")
               .select("transfer_avoided_usd", "s3_put_usd", "s3_get_usd", "net_savings_usd"))
-    assertDataFrameEqual(actual, [Row(transfer_avoided_usd=1.999791e-4, s3_put_usd=5e-6, s3_get_usd=1e-6,
-                                      net_savings_usd=1.999791e-4 - 6e-6)], **MONEY)
+    assertDataFrameEqual(actual, [Row(transfer_avoided_usd=2.099585e-4, s3_put_usd=5e-6, s3_get_usd=1e-6,
+                                      net_savings_usd=2.099585e-4 - 6e-6)], **MONEY)
+
+
+def test_direct_cross_batches_save_nothing(spark, tmp_path):
+    # An older (v4) proxy wrote wire_bytes = the batch size for direct_cross batches; the
+    # estimate of what they put across is the direct equivalent itself, whatever the record
+    # says: 3 batches of 1_000 B -> (3_000 + 3 * 41) * 1.05 = 3_279.15 -> 3_279 both ways.
+    batches = [rec("produce_batch", "az1", version=4, leader_zone="az2", route="direct_cross", bytes=1_000,
+                   records=1, wire_bytes=1_000, error_code=0, latency_ms=1.0) for _ in range(3)]
+    rolled, _ = load(spark, str(write_jsonl(tmp_path / "dc.jsonl.gz", batches)), framing=EASY)
+    try:
+        actual = jobs.savings(rolled, Prices(), EASY).select(
+            "direct_equivalent_bytes", "direct_cross_wire_bytes", "crossed_bytes", "cross_bytes_avoided",
+            "transfer_avoided_usd", "net_savings_usd")
+        assertDataFrameEqual(actual, [Row(direct_equivalent_bytes=3_279, direct_cross_wire_bytes=3_279,
+                                          crossed_bytes=3_279, cross_bytes_avoided=0, transfer_avoided_usd=0.0,
+                                          net_savings_usd=0.0)], **MONEY)
+    finally:
+        rolled.unpersist()
+
+
+def test_the_products_other_s3_requests_are_billed(spark, tmp_path):
+    # Proxy az1 at start: LIST the epoch markers (2 attempts: one failed, billed too), PUT one;
+    # GC in az1: LIST 3, GET 4 manifests, HEAD 5 objects, DELETE 6 (free).
+    requests = [("LIST", "epoch", 2), ("PUT", "epoch", 1), ("LIST", "gc", 3), ("GET", "gc", 4),
+                ("HEAD", "gc", 5), ("DELETE", "gc", 6)]
+    lines = [rec("s3_request", "az1", version=5, operation=op, purpose=purpose, requests=n)
+             for op, purpose, n in requests]
+    rolled, summary = load(spark, str(write_jsonl(tmp_path / "s3.jsonl.gz", lines)), framing=EASY)
+    try:
+        actual = jobs.savings(rolled, Prices(), EASY).select(
+            "source_zone", "leader_zone", "s3_put_requests", "s3_get_requests", "s3_put_usd", "s3_get_usd",
+            "net_savings_usd", "savings_ratio")
+        # PUT-priced: LIST 2 + PUT 1 + LIST 3 = 6 -> 6 * 5e-6 = 3e-5; GET-priced: GET 4 + HEAD 5
+        # = 9 -> 9 * 4e-7 = 3.6e-6; net = -3.36e-5; nothing would have crossed: no ratio.
+        assertDataFrameEqual(actual, [Row(source_zone="az1", leader_zone=jobs.SHARED_ZONE, s3_put_requests=6.0,
+                                          s3_get_requests=9, s3_put_usd=3e-5, s3_get_usd=3.6e-6,
+                                          net_savings_usd=-3.36e-5, savings_ratio=None)], **MONEY)
+    finally:
+        rolled.unpersist()
+    assert summary.records_by_kind == {"s3_request": 6}
 
 
 BREAK_EVEN_COLUMNS = [
@@ -159,21 +208,22 @@ BREAK_EVEN_COLUMNS = [
 
 
 def test_break_even_by_object_size(scenario_dir, read_for):
-    actual = jobs.break_even(read_for(scenario_dir, "break_even"), Prices())
+    actual = jobs.break_even(read_for(scenario_dir, "break_even"), Prices(), EASY)
     assert actual.columns == BREAK_EVEN_COLUMNS
     expected = [
-        # k2: 4_100 bytes -> bucket 2^12 = 4_096. GETs 1, notifications 200+80 = 280.
-        # avoided = (4_100 + 2*41 - 280) * 2e-11 = 3_902 * 2e-11 = 7.804e-8;
-        # requests = 2 * 5e-6 + 1 * 4e-7 = 1.04e-5; net = 7.804e-8 - 1.04e-5 = -1.032196e-5;
-        # break-even = 1.04e-5 / 2e-11 + 280 - 82 = 520_000 + 198 = 520_198 bytes.
-        row(BREAK_EVEN_COLUMNS, 4_096, 1, 4_100.0, 2, 2, 1, 280,
-            7.804e-8, 1.04e-5, -1.032196e-5, -1.032196e-5, 520_198.0),
-        # k1: 12_000_200 bytes -> bucket 2^23 = 8_388_608. GETs 2 + 0 + 1 = 3; notifications 400 + 250 = 650.
-        # avoided = (12_000_200 + 3*41 - 650) * 2e-11 = 11_999_673 * 2e-11 = 2.3999346e-4;
-        # requests = 5e-6 + 3 * 4e-7 = 6.2e-6; net = 2.3379346e-4;
-        # break-even = 6.2e-6 / 2e-11 + 650 - 123 = 310_000 + 527 = 310_527 bytes.
-        row(BREAK_EVEN_COLUMNS, 8_388_608, 1, 12_000_200.0, 3, 1, 3, 650,
-            2.3999346e-4, 6.2e-6, 2.3379346e-4, 2.3379346e-4, 310_527.0),
+        # k2: 4_100 bytes -> bucket 2^12 = 4_096. GETs 1, notification on the wire 488.
+        # avoided = ((4_100 + 2*41) * 1.05 - 488) * 2e-11 = (4_391.1 - 488) * 2e-11 = 7.8062e-8;
+        # requests = 2 * 5e-6 + 1 * 4e-7 = 1.04e-5; net = 7.8062e-8 - 1.04e-5 = -1.0321938e-5;
+        # break-even: (s + 82) * 1.05 - 488 = 1.04e-5 / 2e-11 = 520_000
+        # -> s = 520_488 / 1.05 - 82 = 495_702.857... - 82 = 495_620.857...
+        row(BREAK_EVEN_COLUMNS, 4_096, 1, 4_100.0, 2, 2, 1, 488,
+            7.8062e-8, 1.04e-5, -1.0321938e-5, -1.0321938e-5, 520_488 / 1.05 - 82),
+        # k1: 12_000_200 bytes -> bucket 2^23 = 8_388_608. GETs 2 + 0 + 1 = 3; notifications
+        # 608 + 458 = 1_066. avoided = ((12_000_200 + 3*41) * 1.05 - 1_066) * 2e-11
+        # = (12_600_339.15 - 1_066) * 2e-11 = 2.51985463e-4; requests = 5e-6 + 3 * 4e-7 = 6.2e-6;
+        # net = 2.45785463e-4; break-even = (310_000 + 1_066) / 1.05 - 123 = 296_253.333... - 123.
+        row(BREAK_EVEN_COLUMNS, 8_388_608, 1, 12_000_200.0, 3, 1, 3, 1_066,
+            2.51985463e-4, 6.2e-6, 2.45785463e-4, 2.45785463e-4, 311_066 / 1.05 - 123),
     ]
     assertDataFrameEqual(actual, expected, checkRowOrder=True, **MONEY)
 
@@ -239,10 +289,12 @@ def test_older_schema_version_still_reads(spark, tmp_path):
     df, summary = load(spark, str(write_jsonl(tmp_path / "old.jsonl.gz", old)))
     assert summary.versions == {1: 2, 2: 1}
     assert summary.corrupt_lines == 0
-    # 10_000 + 41 = 10_041 bytes would have crossed; nothing crossed (no notification record).
+    # 10_000 + 41 = 10_041 bytes would have crossed, on the wire at the default path MTU 9001
+    # (MSS 8949): 10_041 * (1 + 52/8949 * 1.5) = 10_041 + 783_198/8949 = 10_041 + 87.52 -> 10_128;
+    # nothing crossed (no notification record).
     assertDataFrameEqual(
         jobs.savings(df, Prices()).select("bytes_wal", "direct_equivalent_bytes", "cross_bytes_avoided"),
-        [Row(bytes_wal=10_000, direct_equivalent_bytes=10_041, cross_bytes_avoided=10_041)])
+        [Row(bytes_wal=10_000, direct_equivalent_bytes=10_128, cross_bytes_avoided=10_128)])
     # A v1 drop record means the queue was full.
     assertDataFrameEqual(jobs.writer_drops(df), [
         Row(zone="az1", dropped_kind="produce_batch", reason="queue_full", dropped=7),
@@ -307,11 +359,12 @@ def test_checkpoint_puts_of_the_agents_are_billed(spark, tmp_path):
     finally:
         rolled.unpersist()
     # PUTs: the WAL object's 1 + 2 checkpoints = 3 -> 3 * 5e-6 = 1.5e-5; 1 GET -> 4e-7.
-    # avoided = (1_000_000 + 41) - (300 + 100) = 999_641 bytes -> 1.999282e-5;
-    # net = 1.999282e-5 - 1.5e-5 - 4e-7 = 4.59282e-6.
+    # On the wire at the default MTU 9001 (MSS 8949): direct 1_000_041 * (1 + 78/8949)
+    # = 1_000_041 + 8_716.41 -> 1_008_757; notification 300 + 100 + 4 * 52 = 608;
+    # avoided 1_008_149 bytes -> 2.016298e-5; net = 2.016298e-5 - 1.5e-5 - 4e-7 = 4.76298e-6.
     assert (saving["s3_put_requests"], saving["s3_get_requests"]) == (3.0, 1)
     assert saving["s3_put_usd"] == pytest.approx(1.5e-5, rel=1e-9)
-    assert saving["net_savings_usd"] == pytest.approx(4.59282e-6, rel=1e-9)
+    assert saving["net_savings_usd"] == pytest.approx(4.76298e-6, rel=1e-9)
     assert (bucket["put_requests"], bucket["get_requests"]) == (3, 1)
 
 

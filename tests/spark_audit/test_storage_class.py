@@ -7,8 +7,11 @@ import pytest
 
 from core.prices import Prices
 from spark_audit import jobs
+from core.framing import Framing
 from spark_audit._io import load
 from tests.spark_audit.conftest import rec, write_jsonl
+
+EASY = Framing(path_mtu=1612)  # stream factor 1.05, a notification round trip + 208 bytes
 
 
 def one_object(tmp_path):
@@ -29,31 +32,36 @@ def one_object(tmp_path):
 
 def test_express_prices_the_requests_and_every_byte(spark, tmp_path):
     one_object(tmp_path)
-    rolled, _ = load(spark, str(tmp_path / "in"))
+    rolled, _ = load(spark, str(tmp_path / "in"), framing=EASY)
     try:
-        (saving,) = jobs.savings(rolled, Prices(), "express").collect()
-        (bucket,) = jobs.break_even(rolled, Prices(), "express").collect()
-        (standard,) = jobs.break_even(rolled, Prices()).collect()
+        (saving,) = jobs.savings(rolled, Prices(), EASY, storage_class="express").collect()
+        (bucket,) = jobs.break_even(rolled, Prices(), EASY, storage_class="express").collect()
+        (standard,) = jobs.break_even(rolled, Prices(), EASY).collect()
     finally:
         rolled.unpersist()
+    # On the wire with EASY framing (stream factor 1.05, a notification's round trip + 208 bytes):
+    # the direct equivalent of the 1 MB batch is floor((1_000_000 + 41) * 1.05) = 1_050_043 bytes,
+    # the notification 300 + 100 + 208 = 608.
     # Express per byte: upload 0.0032 / 2**30 = 2.98023e-12, retrieval 0.0006 / 2**30 = 5.58794e-13.
     # savings on bytes_wal = 1_000_000: PUTs 3 * 1.13e-6 + 2.98023e-6 = 6.37023e-6;
-    # GET 3e-8 + 5.58794e-7 = 5.88794e-7; avoided (1_000_000 + 41 - 400) * 2e-11 = 1.999282e-5;
-    # net 1.999282e-5 - 6.37023e-6 - 5.88794e-7 = 1.303379e-5.
+    # GET 3e-8 + 5.58794e-7 = 5.88794e-7; avoided (1_050_043 - 608) * 2e-11 = 2.098870e-5;
+    # net 2.098870e-5 - 6.37023e-6 - 5.88794e-7 = 1.402967e-5.
     assert saving["s3_put_usd"] == pytest.approx(6.37023e-6, rel=1e-5)
     assert saving["s3_get_usd"] == pytest.approx(5.88794e-7, rel=1e-5)
-    assert saving["net_savings_usd"] == pytest.approx(1.303379e-5, rel=1e-5)
+    assert saving["net_savings_usd"] == pytest.approx(1.402967e-5, rel=1e-5)
     # break-even on object_bytes = 1_000_100: fixed 3 * 1.13e-6 + 3e-8 = 3.42e-6, per byte
     # 1_000_100 * 3.53903e-12 = 3.53938e-6 -> request_usd 6.95938e-6; avoided
-    # (1_000_100 + 41 - 400) * 2e-11 = 1.999482e-5; net 1.303544e-5. Size where a byte's margin
-    # (2e-11 - 3.53903e-12 = 1.646097e-11) pays the fixed part: 3.42e-6 / 1.646097e-11 = 207_764.1,
-    # plus (400 - 41) notification bytes net * 2e-11 / 1.646097e-11 = 436.2 -> 208_200.3.
+    # ((1_000_100 + 41) * 1.05 - 608) * 2e-11 = 2.099080e-5; net 1.403142e-5. A payload byte
+    # saves 1.05 * 2e-11 = 2.1e-11 on the wire, 1.746097e-11 beyond its Express charges: the
+    # fixed part pays off at 3.42e-6 / 1.746097e-11 = 195_865.4 bytes, plus the notification's
+    # wire bytes less the entry's overhead, (608 - 41 * 1.05) * 2e-11 / 1.746097e-11 = 647.1.
     assert bucket["request_usd"] == pytest.approx(6.95938e-6, rel=1e-5)
-    assert bucket["net_savings_usd"] == pytest.approx(1.303544e-5, rel=1e-5)
-    assert bucket["break_even_object_bytes"] == pytest.approx(208_200.3, rel=1e-6)
-    # Standard, same input: requests 3 * 5e-6 + 4e-7 = 1.54e-5; break-even 1.54e-5 / 2e-11 + 359 = 770_359.
+    assert bucket["net_savings_usd"] == pytest.approx(1.403142e-5, rel=1e-5)
+    assert bucket["break_even_object_bytes"] == pytest.approx(196_512.5, rel=1e-5)
+    # Standard, same input: requests 3 * 5e-6 + 4e-7 = 1.54e-5; break-even
+    # (1.54e-5 / 2e-11 + 608) / 1.05 - 41 = 733_871.4.
     assert standard["request_usd"] == pytest.approx(1.54e-5, rel=1e-9)
-    assert standard["break_even_object_bytes"] == pytest.approx(770_359.0, rel=1e-9)
+    assert standard["break_even_object_bytes"] == pytest.approx(733_871.4, rel=1e-6)
 
 
 def test_express_never_breaks_even_when_its_byte_charges_exceed_the_transfer(spark, tmp_path):
@@ -61,7 +69,7 @@ def test_express_never_breaks_even_when_its_byte_charges_exceed_the_transfer(spa
     rolled, _ = load(spark, str(tmp_path / "in"))
     try:
         # $0.001/GB each way: 2e-12 a byte crossing, less than Express's 3.539e-12 per byte.
-        (bucket,) = jobs.break_even(rolled, Prices(cross_az_per_gb_each_way=0.001), "express").collect()
+        (bucket,) = jobs.break_even(rolled, Prices(cross_az_per_gb_each_way=0.001), storage_class="express").collect()
     finally:
         rolled.unpersist()
     assert bucket["break_even_object_bytes"] is None

@@ -56,11 +56,21 @@ def test_gc_deletes_exactly_the_fully_applied_objects(wal_env):
                 await Checkpoints(config, client).mark_applied(key, z)
             objects[key] = applied
         assert await Checkpoints(config, client).applied_zones(key) == set(ZONES)
-        dry = await run_gc(config, client, dry_run=True)
-        report = await run_gc(config, client)
+        dry = await run_gc(config, client, dry_run=True, audit=dry_audit)
+        report = await run_gc(config, client, audit=audit)
         return objects, dry, report
 
+    dry_audit, audit = MemoryAuditSink(), MemoryAuditSink()
     objects, dry, report = trio.run(main)
+    # Billed S3 requests of each pass, by hand: one LIST (fewer than 1,000 keys); a GET for
+    # each of the 0*1 + 1*3 + 2*3 + 3*1 = 12 manifests (one per mark_applied; no cache across
+    # these passes); a HEAD for each of the 7 objects with a checkpoint (the one without is
+    # young: skipped); then one DeleteObjects for the object and one for its 3 manifests (not
+    # in the dry run).
+    assert sorted((r["operation"], r["purpose"], r["requests"]) for r in dry_audit.of("s3_request")) == [
+        ("GET", "gc", 12), ("HEAD", "gc", 7), ("LIST", "gc", 1)]
+    assert sorted((r["operation"], r["purpose"], r["requests"]) for r in audit.of("s3_request")) == [
+        ("DELETE", "gc", 2), ("GET", "gc", 12), ("HEAD", "gc", 7), ("LIST", "gc", 1)]
     full = [k for k, a in objects.items() if a == set(ZONES)]
     assert len(full) == 1
     assert dry.deleted == tuple(full) and dry.dry_run

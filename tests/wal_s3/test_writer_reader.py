@@ -213,8 +213,9 @@ async def test_second_writer_with_same_id_takes_new_epoch_and_fences_the_first(w
     make_config, make_client = wal_env
     config = make_config(linger_ms=10, epoch_check_interval_s=0)
     client = make_client(config)
-    old = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
-    new = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    old_audit, new_audit = MemoryAuditSink(), MemoryAuditSink()
+    old = WalWriter(config, "az1", "p1", client, old_audit)
+    new = WalWriter(config, "az1", "p1", client, new_audit)
     with pytest.RaisesGroup(WalFencedError, flatten_subgroups=True, allow_unwrapped=True):
         async with old.running():
             p_old = await old.append(entry(1, 10), "az2")
@@ -226,6 +227,13 @@ async def test_second_writer_with_same_id_takes_new_epoch_and_fences_the_first(w
         p_new = await new.append(entry(3, 10), "az2")
     assert p_old.key.endswith("/p1/0000000001/000000000000")
     assert p_new.key.endswith("/p1/0000000002/000000000000")
+
+    def billed(audit):
+        return sorted((r["purpose"], r["operation"], r["requests"]) for r in audit.of("s3_request"))
+    # Each epoch cost one LIST of the markers and one conditional PUT; the old writer's
+    # explicit check one more LIST (periodic checks are off: interval 0).
+    assert billed(old_audit) == [("epoch", "LIST", 1), ("epoch", "PUT", 1), ("epoch_check", "LIST", 1)]
+    assert billed(new_audit) == [("epoch", "LIST", 1), ("epoch", "PUT", 1)]
 
 
 @pytest.mark.trio

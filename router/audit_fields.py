@@ -1,0 +1,57 @@
+"""What a produce_batch audit record says about a batch's time and bytes: pure functions.
+
+wire_bytes: direct_cross the batch and its Produce entries; wal its equal share of its
+notification round trip (from the sender's answer); local 0.
+
+The backend measures instants with `time.perf_counter()`; these functions turn them into
+the record's fields so each field's interval is defined in one place and table-tested
+(docs/audit-records.md, "produce_batch" lists them):
+
+- queue_ms:         received -> in the WAL buffer
+- linger_wait_ms:   in the buffer -> its object sealed (the wait for size or linger)
+- s3_put_ms:        sealed -> durable and released in sequence order (PUT slot wait, the
+                    PUT with its retries, waiting for earlier objects); no linger in it
+- notify_rtt_ms:    released -> the agent's result (queueing behind earlier notifications,
+                    the agent's read and the leader's append included)
+- leader_append_ms: direct routes: received -> the leader's answer; WAL: not known at the
+                    proxy (the agent's agent_apply.append_ms has it per notification): -1
+"""
+
+from __future__ import annotations
+
+from core.framing import PRODUCE_OVERHEAD_BYTES
+
+NOT_APPLICABLE = -1.0
+
+
+def wire_bytes(route: str, batch_bytes: int, notification_share: int = 0) -> int:
+    """produce_batch.wire_bytes: the batch's own bytes on a cross-zone link, before TCP/IP.
+
+    direct_cross: the batch plus its per-partition share of the Produce request and
+    response (framing.PRODUCE_OVERHEAD_BYTES); wal: its share of its notification round
+    trip (`notification_share`, 0 when the answer did not say); local: 0.
+    """
+    if route == "direct_cross":
+        return batch_bytes + PRODUCE_OVERHEAD_BYTES
+    return notification_share if route == "wal" else 0
+
+
+def notification_share(request_bytes: int, response_bytes: int, entries: int) -> int:
+    """One entry's share of a notification round trip: equal per entry (each entry is a
+    fixed-size record plus its topic name each way), rounded to the nearest byte, halves up."""
+    return (request_bytes + response_bytes + entries // 2) // entries if entries > 0 else 0
+
+
+def wal_timing_fields(started: float, buffered_at: float, sealed_at: float, durable_at: float,
+                      notified_at: float) -> dict[str, float]:
+    """The WAL route's timing fields in ms from perf_counter instants (0.0 = did not happen)."""
+    fields = {"queue_ms": (buffered_at - started) * 1000, "linger_wait_ms": NOT_APPLICABLE,
+              "s3_put_ms": NOT_APPLICABLE, "notify_rtt_ms": NOT_APPLICABLE}
+    if sealed_at:
+        fields["linger_wait_ms"] = max(0.0, sealed_at - buffered_at) * 1000
+    if durable_at:
+        put_from = max(sealed_at, buffered_at) if sealed_at else buffered_at
+        fields["s3_put_ms"] = max(0.0, durable_at - put_from) * 1000
+        if notified_at:
+            fields["notify_rtt_ms"] = (notified_at - durable_at) * 1000
+    return fields
