@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.framing import Framing
 from core.prices import Prices
 from spark_audit import jobs
-from core.framing import Framing
 from spark_audit._io import load
 from tests.spark_audit.conftest import rec, write_jsonl
 
