@@ -10,6 +10,14 @@ from core.configload import require
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # served and spoken upstream (proxy/sasl.py)
 
 MiB = 1024 * 1024
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # noqa: S104 - names the wildcard addresses, binds nothing
+MAX_WORKERS = 256
+
+
+def is_loopback(host: str) -> bool:
+    """True for a listener only this host can reach (127.0.0.0/8, ::1, localhost)."""
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,13 @@ class ProxyConfig:
     tls_key_file: str = ""  # PEM private key of tls_cert_file
     sasl_mechanisms: tuple[str, ...] = ()  # SASL required on the client listener: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; () = none
     sasl_users_file: str = ""  # users and their SCRAM keys (TOML, see docs/security.md); required with sasl_mechanisms
+    # Zone gateway (docs/deploy.md): the address Metadata answers tell clients to connect to, when it differs
+    # from the bind address (a load balancer's zonal DNS name, a Kubernetes Service). "" / 0 = listen_host / bound port.
+    advertised_host: str = ""
+    advertised_port: int = 0
+    workers: int = 1  # processes sharing the listener (SO_REUSEPORT), each its own proxy_id "-w<i>" and WAL epoch
+    # A listener other hosts can reach requires TLS and SASL; true lets it start without (a private test network only).
+    insecure_listener: bool = False
 
     def __post_init__(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),
@@ -43,6 +58,21 @@ class ProxyConfig:
         require(1 <= self.max_batch_bytes <= self.max_frame_bytes, "proxy.max_batch_bytes: 1..max_frame_bytes")
         require(self.shutdown_grace_s >= 0, "proxy.shutdown_grace_s: must be >= 0")
         require(bool(self.proxy_id) and "/" not in self.proxy_id, "proxy.proxy_id: non-empty, no '/'")
+        require(0 <= self.advertised_port <= 65535, f"proxy.advertised_port: {self.advertised_port} is not a port")
+        require(1 <= self.workers <= MAX_WORKERS, f"proxy.workers: 1..{MAX_WORKERS}")
+        require(self.listen_host not in WILDCARD_HOSTS or bool(self.advertised_host),
+                f"proxy.advertised_host: required when proxy.listen_host is {self.listen_host!r} "
+                "(clients cannot connect to a wildcard address: give the name they reach this proxy by)")
+        require(is_loopback(self.listen_host) or self.insecure_listener
+                or (bool(self.tls_cert_file) and bool(self.sasl_mechanisms)),
+                f"proxy.listen_host: {self.listen_host!r} is reachable from other hosts, so the listener needs TLS "
+                "(proxy.tls_cert_file, proxy.tls_key_file) and SASL (proxy.sasl_mechanisms, proxy.sasl_users_file); "
+                "set proxy.insecure_listener = true only on a private test network")
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """(host, port) for Metadata answers; port 0 means the port the listener bound."""
+        return (self.advertised_host or self.listen_host, self.advertised_port)
 
 
 @dataclass(frozen=True)
