@@ -35,13 +35,11 @@ class ProxyConfig:
     tls_key_file: str = ""  # PEM private key of tls_cert_file
     sasl_mechanisms: tuple[str, ...] = ()  # SASL required on the client listener: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; () = none
     sasl_users_file: str = ""  # users and their SCRAM keys (TOML, see docs/security.md); required with sasl_mechanisms
-    # Zone gateway (docs/deploy.md): the address Metadata answers tell clients to connect to, when it differs
-    # from the bind address (a load balancer's zonal DNS name, a Kubernetes Service). "" / 0 = listen_host / bound port.
-    advertised_host: str = ""
-    advertised_port: int = 0
-    workers: int = 1  # processes sharing the listener (SO_REUSEPORT), each its own proxy_id "-w<i>" and WAL epoch
-    # A listener other hosts can reach requires TLS and SASL; true lets it start without (a private test network only).
-    insecure_listener: bool = False
+    # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
+    advertised_host: str = ""  # host clients connect to (a load balancer's zonal DNS name, a Service); "" = listen_host
+    advertised_port: int = 0  # port clients connect to; 0 = the port the listener bound
+    workers: int = 1  # processes sharing the listener (SO_REUSEPORT), worker i: proxy_id "-w<i>", own WAL epoch, status port metrics_port + i
+    insecure_listener: bool = False  # let a listener other hosts can reach start without TLS and SASL (private test networks only)
 
     def __post_init__(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),
