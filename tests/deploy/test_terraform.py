@@ -25,7 +25,7 @@ from tests.deploy._hcl import (
     variables,
 )
 
-MODULE_NAMES = ("agents", "config", "iam", "network", "sidecar", "wal-bucket")
+MODULE_NAMES = ("agents", "config", "gateway", "iam", "network", "sidecar", "wal-bucket")
 ALL_DIRS = [MODULES / m for m in MODULE_NAMES] + [EXAMPLE]
 
 
