@@ -139,6 +139,14 @@ def _demo(sub: argparse._SubParsersAction) -> None:
                    help="netns (root: metered bridge) or loopback (unmetered); auto picks netns when root")
     p.add_argument("--out", default="demo-out", help="directory for logs, audit records and the report")
     p.add_argument("--skip-audit", action="store_true", help="do not run the Spark audit")
+    fleet = p.add_argument_group("fleet (--fleet): many small producers and a few heavy ones, "
+                                 "per-host sidecars vs one gateway per zone (router policy: --policy)")
+    fleet.add_argument("--fleet", action="store_true", help="run the fleet demo instead (deploy/local/fleet.py)")
+    fleet.add_argument("--small-per-zone", type=int, default=3, help="small producers per zone (default 3)")
+    fleet.add_argument("--small-kbps", type=float, default=200.0, help="KB/s of each small producer (default 200)")
+    fleet.add_argument("--heavy", type=int, default=2, help="heavy producers (default 2)")
+    fleet.add_argument("--heavy-mbps", type=float, default=1.0, help="MB/s of each heavy producer (default 1)")
+    fleet.add_argument("--duration-s", type=float, default=15.0, help="seconds each run produces (default 15)")
 
 
 def _plan(sub: argparse._SubParsersAction) -> None:

@@ -24,13 +24,16 @@ from router.plan import (
     Bill,
     Flow,
     PlanError,
+    Usage,
     WalSettings,
+    arrivals_from_produce_batches,
     audited_totals,
     cross_byte_usd,
     flow_from_row,
     flows_from_produce_batches,
     host_verdicts,
     plan,
+    replay_usage,
     storage_classes,
 )
 from spark_audit.run import load_prices
@@ -75,26 +78,30 @@ def main(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise ConfigError(str(exc)) from exc
     audited: Audited | None = None
+    replayed: dict[str, Usage] = {}
     if args.from_audit:
         root = Path(args.from_audit)
         try:
             flows, window_s = flows_from_produce_batches(audit_records(root))
             if args.compare:
                 audited = audited_totals(audit_records(root))
+                arrivals = arrivals_from_produce_batches(audit_records(root))
+                replayed = {mode: replay_usage(arrivals, mode, wal)[0] for mode in ("sidecar", "gateway")}
         except PlanError as exc:
             raise ConfigError(f"{root}: {exc}") from exc
     else:
         flows = read_profile_csv(Path(args.profile), args.batch_bytes)
     bills = plan(flows, wal, prices)
     if args.format == "json":
-        json.dump(as_json(flows, bills, wal, prices, audited), sys.stdout, indent=1)
+        json.dump(as_json(flows, bills, wal, prices, audited, replayed), sys.stdout, indent=1)
         print()
     else:
-        print_text(flows, bills, wal, prices, audited, sys.stdout)
+        print_text(flows, bills, wal, prices, audited, replayed, sys.stdout)
     return 0
 
 
-def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audited: Audited | None) -> dict:
+def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audited: Audited | None,
+            replayed: dict[str, Usage]) -> dict:
     cls = storage_classes(prices)[0]
     out = {
         "bills": [{"mode": b.mode, "storage_class": b.storage_class, "writers": b.writers,
@@ -108,12 +115,13 @@ def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audi
                   for v in host_verdicts(flows, wal, cls, prices)],
     }
     if audited is not None:
-        out["compare"] = compare_rows(bills, audited, prices)
+        out["compare"] = compare_rows(bills, audited, prices, replayed.get("sidecar"))
     return out
 
 
-def compare_rows(bills: list[Bill], audited: Audited, prices) -> list[dict]:
-    """Predicted (the sidecar bill on Standard, scaled to the audited window) against audited."""
+def compare_rows(bills: list[Bill], audited: Audited, prices, replay: Usage | None = None) -> list[dict]:
+    """Predicted against audited: the mean-rate model (the sidecar bill on Standard, scaled to the
+    audited window) and, if given, the replay of the run's own arrivals (totals)."""
     cls = storage_classes(prices)[0]
     sidecar = next(b for b in bills if b.mode == "sidecar" and b.storage_class == cls.name)
     u, w = sidecar.usage, audited.window_s
@@ -124,7 +132,7 @@ def compare_rows(bills: list[Bill], audited: Audited, prices) -> list[dict]:
     p_transfer = u.crossed_bytes * w * byte_usd
     p_requests = predicted_puts * cls.put + predicted_gets * cls.get
     p_net = u.direct_equivalent_bytes * w * byte_usd - p_transfer - p_requests
-    return [
+    rows = [
         {"figure": "WAL objects", "predicted": u.objects * w, "audited": audited.wal_objects},
         {"figure": "S3 PUT requests", "predicted": predicted_puts, "audited": audited.put_requests},
         {"figure": "S3 GET requests", "predicted": predicted_gets, "audited": audited.get_requests},
@@ -135,6 +143,19 @@ def compare_rows(bills: list[Bill], audited: Audited, prices) -> list[dict]:
         {"figure": "S3 request USD", "predicted": p_requests, "audited": requests},
         {"figure": "net savings USD", "predicted": p_net, "audited": net},
     ]
+    if replay is not None:
+        r_transfer = replay.crossed_bytes * byte_usd
+        r_requests = (replay.objects + replay.checkpoints) * cls.put + replay.shares * cls.get
+        rows += [
+            {"figure": "replay: WAL objects", "predicted": replay.objects, "audited": audited.wal_objects},
+            {"figure": "replay: S3 PUT requests", "predicted": replay.objects + replay.checkpoints,
+             "audited": audited.put_requests},
+            {"figure": "replay: S3 GET requests", "predicted": replay.shares, "audited": audited.get_requests},
+            {"figure": "replay: cross-zone bytes", "predicted": replay.crossed_bytes, "audited": audited.crossed_bytes},
+            {"figure": "replay: net savings USD",
+             "predicted": replay.direct_equivalent_bytes * byte_usd - r_transfer - r_requests, "audited": net},
+        ]
+    return rows
 
 
 def _usd(x: float) -> str:
@@ -148,7 +169,7 @@ def _rate(bps: float | None) -> str:
 
 
 def print_text(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audited: Audited | None,
-               out: TextIO) -> None:
+               replayed: dict[str, Usage], out: TextIO) -> None:
     hosts = {(f.host, f.zone) for f in flows}
     cross = sum(f.bytes_per_s for f in flows if f.cross)
     print(f"profile: {len(hosts)} producer hosts, {sum(f.bytes_per_s for f in flows) / 1e6:.3f} MB/s "
@@ -171,7 +192,11 @@ def print_text(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, a
               f"break-even {_rate(v.break_even_bytes_per_s):>14s}  -> {verdict}", file=out)
     if audited is not None:
         print(f"prediction for the audited run ({audited.window_s:.1f} s window, sidecar mode) vs audit:", file=out)
-        for row in compare_rows(bills, audited, prices):
+        for row in compare_rows(bills, audited, prices, replayed.get("sidecar")):
             p, a = row["predicted"], row["audited"]
             diff = f"{100.0 * (p / a - 1):+8.1f} %" if a else "       -"
             print(f"  {row['figure']:30s} predicted {p:16,.6g}  audited {a:16,.6g}  {diff}", file=out)
+        g = replayed.get("gateway")
+        if g is not None:
+            print(f"replay of these arrivals through one gateway per zone (policy wal): {g.objects:.0f} WAL objects, "
+                  f"{g.objects + g.checkpoints:.0f} PUTs, {g.shares:.0f} GETs", file=out)

@@ -13,8 +13,8 @@ collects for W = min(linger, max_bytes / r) and the next one opens with the next
 average 1/lam later: objects per second = 1 / (W + 1/lam). An object holds a share for
 zone z (one ranged GET, one notification) unless none of its batches went there:
 P(share) = 1 - (1 - lam_z/lam) * exp(-lam_z * W). Each agent writes a checkpoint
-manifest (one PUT) per interval in which it applied anything, and at once every
-`checkpoint_max_keys` objects. The money model is the audit's (spark_audit/jobs.py): a
+manifest (one PUT) `checkpoint_interval_ms` after the first object it applied since its
+last one (a timer, like the writer's linger), and at once every `checkpoint_max_keys`. The money model is the audit's (spark_audit/jobs.py): a
 byte across zones costs 2 x the per-GB price, a direct produce of a batch puts
 `bytes + PRODUCE_OVERHEAD_BYTES` across, notifications cross in both directions.
 
@@ -274,7 +274,9 @@ def checkpoints_per_s(shares_per_s: float, wal: WalSettings) -> float:
         return 0.0
     per_agent = shares_per_s / wal.agents_per_zone
     interval_s = wal.checkpoint_interval_ms / 1000.0
-    timed = (1.0 - math.exp(-per_agent * interval_s)) / interval_s
+    # the first applied object starts the interval's timer; the next manifest's timer starts with
+    # the next object after it, on average 1/per_agent later (leader_notify/agent.py)
+    timed = 1.0 / (interval_s + 1.0 / per_agent)
     return wal.agents_per_zone * max(timed, per_agent / wal.checkpoint_max_keys)
 
 
@@ -474,3 +476,109 @@ def audited_totals(records: Iterable[Mapping[str, object]]) -> Audited:
     if first is None or last is None:
         raise PlanError("no successful produce_batch records in the audit input")
     return Audited(max((last - first) / 1000.0, 0.001), direct_eq, crossed, objects, puts, gets)
+
+
+# ---- replay of measured arrivals -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Arrival:
+    """One partition batch as a proxy received it (audit produce_batch: ts_ms - latency_ms)."""
+
+    t_s: float
+    host: str
+    zone: str
+    leader_zone: str
+    nbytes: int
+
+
+def arrivals_from_produce_batches(records: Iterable[Mapping[str, object]]) -> list[Arrival]:
+    """Successful produce_batch records as arrivals, in time order."""
+    out = []
+    for r in records:
+        if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
+            continue
+        latency = float(r.get("latency_ms") or 0)  # type: ignore[arg-type]
+        out.append(Arrival((int(r["ts_ms"]) - max(latency, 0.0)) / 1000.0,  # type: ignore[call-overload]
+                           str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")),
+                           str(r.get("leader_zone") or r.get("zone")), int(r.get("bytes") or 0)))  # type: ignore[call-overload]
+    out.sort(key=lambda a: a.t_s)
+    return out
+
+
+@dataclass(frozen=True)
+class ReplayedObject:
+    sealed_s: float
+    nbytes: int
+    entries_by_zone: dict[str, int]
+
+
+def replay_writer(arrivals: Sequence[Arrival], linger_ms: int, max_bytes: int) -> list[ReplayedObject]:
+    """The objects one WAL writer makes of these cross-zone arrivals (time order), flushing as
+    wal_s3/writer.py does: an object opens with its first entry and is sealed `linger_ms` later,
+    or before an entry that would take it past `max_bytes`, or once it reaches `max_bytes`."""
+    linger_s = linger_ms / 1000.0
+    objects: list[ReplayedObject] = []
+    opened = 0.0
+    nbytes = 0
+    entries: dict[str, int] = {}
+
+    def seal(at: float) -> None:
+        nonlocal nbytes, entries
+        if entries:
+            objects.append(ReplayedObject(at, nbytes, entries))
+        nbytes, entries = 0, {}
+
+    for a in arrivals:
+        if entries and a.t_s > opened + linger_s:
+            seal(opened + linger_s)
+        if entries and nbytes + a.nbytes > max_bytes:
+            seal(a.t_s)
+        if not entries:
+            opened = a.t_s
+        nbytes += a.nbytes
+        entries[a.leader_zone] = entries.get(a.leader_zone, 0) + 1
+        if nbytes >= max_bytes:
+            seal(a.t_s)
+    if entries:
+        seal(opened + linger_s)
+    return objects
+
+
+def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings) -> tuple[Usage, float]:
+    """Usage totals (not rates) and the window in seconds if these arrivals had been served in
+    `mode` ("sidecar": a writer per host; "gateway": `writers_per_zone` per zone, hosts
+    assigned round robin) with every cross-zone batch through the WAL (policy wal).
+    Raises PlanError for an unknown mode or no arrivals."""
+    if mode not in ("sidecar", "gateway"):
+        raise PlanError(f"replay mode: sidecar or gateway, got {mode!r}")
+    if not arrivals:
+        raise PlanError("no arrivals to replay")
+    window_s = max(arrivals[-1].t_s - arrivals[0].t_s, 0.001)
+    hosts = sorted({(a.zone, a.host) for a in arrivals})
+    writer_of = {}
+    for i, (zone, host) in enumerate(hosts):
+        writer_of[(zone, host)] = (zone, host) if mode == "sidecar" else (zone, str(i % wal.writers_per_zone))
+    streams: dict[tuple[str, str], list[Arrival]] = {}
+    direct_eq = 0.0
+    for a in arrivals:
+        if a.zone == a.leader_zone:
+            continue
+        direct_eq += a.nbytes + PRODUCE_OVERHEAD_BYTES
+        streams.setdefault(writer_of[(a.zone, a.host)], []).append(a)
+    objects: list[ReplayedObject] = []
+    for stream in streams.values():
+        objects += replay_writer(stream, wal.linger_ms, wal.max_bytes)
+    shares = sum(len(o.entries_by_zone) for o in objects)
+    entries = sum(sum(o.entries_by_zone.values()) for o in objects)
+    # each zone's agent (agents_per_zone 1) batches applied objects into manifests the way the
+    # writer batches entries: a timer of checkpoint_interval_ms from the first, or checkpoint_max_keys
+    applied: dict[str, list[Arrival]] = {}
+    for o in sorted(objects, key=lambda o: o.sealed_s):
+        for z in o.entries_by_zone:
+            applied.setdefault(z, []).append(Arrival(o.sealed_s, "agent", z, z, 1))
+    checkpoints = sum(len(replay_writer(keys, wal.checkpoint_interval_ms, wal.checkpoint_max_keys))
+                      for keys in applied.values())
+    wal_bytes = sum(o.nbytes for o in objects)
+    crossed = shares * NOTIFY_BYTES_PER_SHARE + entries * NOTIFY_BYTES_PER_ENTRY
+    return Usage(crossed_bytes=crossed, direct_equivalent_bytes=direct_eq, wal_bytes=wal_bytes,
+                 objects=len(objects), shares=shares, checkpoints=checkpoints, share_bytes=wal_bytes), window_s

@@ -40,23 +40,23 @@ def test_direct_bills_bytes_plus_produce_overhead_of_cross_zone_flows_only():
     assert bill.net_savings_usd == pytest.approx(0)
 
 
-def test_one_megabyte_per_second_to_one_zone_just_fails_to_pay():
+def test_one_megabyte_per_second_to_one_zone_just_pays():
     flows = [Flow("h1", "az1", "az2", 1_000_000, 10)]
     bill = plan_mode(flows, "sidecar", WAL, STANDARD, LIST)
     # linger-bound: an object every 0.25 s + 1/10 s -> 2.857142857 objects/s, each with an az2 share
     assert bill.usage.objects == pytest.approx(2.857142857)
     assert bill.usage.shares == pytest.approx(2.857142857)
-    # one agent: a manifest in each 1 s interval with any share: 1 - e^-2.857142857 = 0.942567381 /s
-    assert bill.usage.checkpoints == pytest.approx(0.942567381)
-    # PUTs (2.857142857 + 0.942567381) x 2,628,000 = 9,985,638.5; GETs 7,508,571.4
-    assert bill.s3_put_requests == pytest.approx(9_985_638.5)
+    # one agent: a manifest 1 s after the first share, the next with the share after: 1/(1 + 0.35) /s
+    assert bill.usage.checkpoints == pytest.approx(0.740740741)
+    # PUTs (2.857142857 + 0.740740741) x 2,628,000 = 9,455,238.1; GETs 7,508,571.4
+    assert bill.s3_put_requests == pytest.approx(9_455_238.1)
     assert bill.s3_get_requests == pytest.approx(7_508_571.4)
-    # $49.928193 + $3.003429
-    assert bill.s3_request_usd == pytest.approx(52.931621, rel=1e-6)
+    # $47.276190 + $3.003429
+    assert bill.s3_request_usd == pytest.approx(50.279619, rel=1e-6)
     # notifications: 2.857142857 x 320 + 10 x 61 = 1,524.2857 B/s across -> $0.08011646 a month
     assert bill.transfer_usd == pytest.approx(0.08011646, rel=1e-6)
-    assert bill.net_savings_usd == pytest.approx(52.5815496 - 52.931621 - 0.08011646, rel=1e-5)  # -$0.43
-    assert bill.net_savings_usd < 0
+    assert bill.net_savings_usd == pytest.approx(52.5815496 - 50.279619 - 0.08011646, rel=1e-5)  # $2.22
+    assert bill.net_savings_usd > 0
 
 
 def test_cost_policy_keeps_a_losing_zone_direct():
@@ -77,8 +77,8 @@ def test_a_gateway_fills_objects_ten_small_hosts_could_not():
     # the gateway sees 1,000,000 B/s in 10 batches/s: 1/(0.25 + 0.1) = 2.857142857/s
     assert gateway.usage.objects == pytest.approx(2.857142857)
     assert gateway.writers == 1
-    # shares into az2: 8/s -> manifests 1 - e^-8 = 0.999664537 /s (vs 0.942567381 for the gateway)
-    assert sidecars.usage.checkpoints == pytest.approx(0.999664537)
+    # shares into az2: 8/s -> manifests 1/(1 + 1/8) = 0.888888889 /s (vs 0.740740741 for the gateway)
+    assert sidecars.usage.checkpoints == pytest.approx(0.888888889)
     assert gateway.net_savings_usd > sidecars.net_savings_usd
 
 
@@ -108,8 +108,8 @@ def test_objects_are_size_bound_above_max_bytes_per_linger():
 def test_checkpoints_bounded_by_max_keys_when_busy():
     # 5,000 shares/s into one agent: 5 manifests/s by checkpoint_max_keys 1000, not 1/s
     assert checkpoints_per_s(5_000, WAL) == pytest.approx(5.0)
-    # two agents share 10 shares/s: each 1 - e^-5 = 0.993262053 /s
-    assert checkpoints_per_s(10, WalSettings(agents_per_zone=2)) == pytest.approx(2 * 0.993262053)
+    # two agents share 10 shares/s: each 1/(1 + 1/5) = 0.833333333 /s
+    assert checkpoints_per_s(10, WalSettings(agents_per_zone=2)) == pytest.approx(2 * 0.833333333)
     assert checkpoints_per_s(0, WAL) == 0
 
 
@@ -119,8 +119,8 @@ def test_express_prices_charge_bytes_written_and_read():
     bill = plan_mode(flows, "sidecar", WAL, express, LIST)
     # 1e6 B/s x 2,628,000 s = 2,628 GB written and read: 2,628 x (0.0032 + 0.0006) = $9.9864
     assert bill.s3_data_usd == pytest.approx(9.9864)
-    # requests: 9,985,638.5 PUTs x 1.13e-6 + 7,508,571.4 GETs x 3e-8 = $11.28377 + $0.22526
-    assert bill.s3_request_usd == pytest.approx(11.28377 + 0.22526, rel=1e-5)
+    # requests: 9,455,238.1 PUTs x 1.13e-6 + 7,508,571.4 GETs x 3e-8 = $10.68442 + $0.22526
+    assert bill.s3_request_usd == pytest.approx(10.68442 + 0.22526, rel=1e-5)
 
 
 def test_plan_lists_direct_then_each_mode_per_class():
@@ -210,3 +210,43 @@ def test_audited_totals_count_like_the_savings_job():
     assert transfer == pytest.approx(3440 * 2e-11)
     assert requests == pytest.approx(3 * 5e-6 + 1 * 4e-7)
     assert net == pytest.approx(13123 * 2e-11 - 3440 * 2e-11 - 3 * 5e-6 - 4e-7)
+
+
+def _arr(t, nbytes, leader="az2", host="h1", zone="az1"):
+    from router.plan import Arrival
+    return Arrival(t, host, zone, leader, nbytes)
+
+
+def test_replay_writer_seals_at_linger_and_size():
+    from router.plan import replay_writer
+    arrivals = [_arr(0.0, 100), _arr(0.1, 100, "az3"), _arr(0.3, 100),  # 0.3 > 0 + 0.25: new object
+                _arr(0.31, 900), _arr(0.32, 50)]  # 100 + 900 = 1000 reaches max_bytes: sealed; 50 opens a third
+    objects = replay_writer(arrivals, linger_ms=250, max_bytes=1000)
+    assert [(o.sealed_s, o.nbytes, o.entries_by_zone) for o in objects] == [
+        (0.25, 200, {"az2": 1, "az3": 1}), (0.31, 1000, {"az2": 2}), (0.32 + 0.25, 50, {"az2": 1})]
+
+
+def test_replay_writer_seals_before_an_entry_that_would_overflow():
+    from router.plan import replay_writer
+    objects = replay_writer([_arr(0.0, 600), _arr(0.1, 600)], linger_ms=250, max_bytes=1000)
+    assert [(o.sealed_s, o.nbytes) for o in objects] == [(0.1, 600), (0.35, 600)]
+
+
+def test_replay_sidecars_vs_gateway():
+    from router.plan import replay_usage
+    # two hosts of az1, each a batch every 0.2 s for 1 s to az2, offset by 0.1 s; and local traffic
+    arrivals = sorted([_arr(round(0.2 * i, 3), 1000, host="a") for i in range(5)]
+                      + [_arr(round(0.1 + 0.2 * i, 3), 1000, host="b") for i in range(5)]
+                      + [_arr(0.05, 5000, leader="az1", host="a")], key=lambda a: a.t_s)
+    sidecar, window = replay_usage(arrivals, "sidecar", WalSettings(policy="wal"))
+    # host a: 0.0,0.2 | 0.4,0.6 | 0.8 -> 3 objects; host b: 0.1,0.3 | 0.5,0.7 | 0.9 -> 3
+    assert (sidecar.objects, sidecar.shares) == (6, 6)
+    assert window == pytest.approx(0.9)
+    # gateway: 0.0..0.2 | 0.3..0.5 | 0.6..0.8 | 0.9 -> 4 objects
+    gateway, _ = replay_usage(arrivals, "gateway", WalSettings(policy="wal"))
+    assert (gateway.objects, gateway.shares) == (4, 4)
+    # 10 cross-zone batches: (1000 + 41) each; notifications 4 x 320 + 10 x 61
+    assert gateway.direct_equivalent_bytes == 10 * 1041
+    assert gateway.crossed_bytes == 4 * 320 + 10 * 61
+    # objects sealed at 0.25, 0.55, 0.85, 1.15: a manifest timer from 0.25 to 1.25 takes all four
+    assert gateway.checkpoints == 1
