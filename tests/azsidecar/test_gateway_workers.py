@@ -185,3 +185,15 @@ def test_workers_die_with_a_killed_supervisor(tansu, tmp_path):
         for pid in pids:
             if not gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("listen, extra, message", [
+    ("10.255.255.1:9094", [], "needs TLS"),
+    ("0.0.0.0:9094", [], "proxy.advertised_host: required"),
+])
+def test_reachable_listener_without_tls_and_sasl_refuses_to_start(listen, extra, message):
+    done = subprocess.run([sys.executable, "-m", "azsidecar", "proxy", "--listen", listen, "--zone", "use1-az1",
+                           "--bootstrap-servers", "127.0.0.1:9", *extra], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr, done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
