@@ -100,6 +100,8 @@ def supervise(config: Config, target: Callable[[Config, int], None]) -> int:
     except _Stop:
         log.info("stopping %d workers", len(procs))
     finally:
+        for s in previous:  # a second signal must not cut the drain short
+            signal.signal(s, signal.SIG_IGN)
         for proc in procs.values():
             if proc.is_alive():
                 proc.terminate()  # SIGTERM: each drains like a single proxy

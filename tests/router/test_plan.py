@@ -250,3 +250,22 @@ def test_replay_sidecars_vs_gateway():
     assert gateway.crossed_bytes == 4 * 320 + 10 * 61
     # objects sealed at 0.25, 0.55, 0.85, 1.15: a manifest timer from 0.25 to 1.25 takes all four
     assert gateway.checkpoints == 1
+
+
+def test_express_is_planned_once_prices_carry_it():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class WithExpress(Prices):  # the field names of issue 19's core/prices.py
+        express_put_per_1000: float = 0.00113
+        express_get_per_1000: float = 0.00003
+        express_upload_per_gb: float = 0.0032
+        express_retrieval_per_gb: float = 0.0006
+
+    classes = storage_classes(WithExpress())
+    assert [c.name for c in classes] == ["standard", "express"]
+    assert classes[1] == ClassPrices("express", 0.00113, 0.00003, 0.0032, 0.0006)
+    bills = plan([Flow("h1", "az1", "az2", 1_000_000, 10)], WAL, WithExpress())
+    assert [(b.mode, b.storage_class) for b in bills] == [
+        ("direct", "-"), ("sidecar", "standard"), ("gateway", "standard"), ("sidecar", "express"),
+        ("gateway", "express")]
