@@ -58,6 +58,8 @@ def test_gateway_service_is_pinned_to_its_zone_and_registered_in_its_target_grou
     assert attr(net, "subnets") == "${each.value.subnet_ids}" and attr(net, "assign_public_ip") is False
     lb = blocks(service, "load_balancer")[0]
     assert attr(lb, "target_group_arn") == "${aws_lb_target_group.gateway[each.key].arn}"
+    task = resources(GATEWAY)[("aws_ecs_task_definition", "gateway")]
+    assert "--proxy-id gw-${each.key}-$(hostname)" in attr(task, "container_definitions")  # unique per task
 
 
 def test_at_least_two_instances_per_zone_and_whole_vcpus():

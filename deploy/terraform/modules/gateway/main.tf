@@ -175,7 +175,8 @@ resource "aws_ecs_task_definition" "gateway" {
     essential              = true
     readonlyRootFilesystem = true
     entryPoint             = ["/bin/sh", "-c"]
-    command                = ["${local.write_files} && exec azsidecar proxy --config ${local.config_file}"]
+    # Unique per task: two live WAL writers with one id fence each other (workers add -w<i>).
+    command = ["${local.write_files} && exec azsidecar proxy --config ${local.config_file} --proxy-id gw-${each.key}-$(hostname)"]
     environment = [
       { name = "TMPDIR", value = "${local.run_dir}/tmp" },
       { name = "AWS_REGION", value = var.region },
