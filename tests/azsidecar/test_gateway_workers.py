@@ -197,3 +197,29 @@ def test_reachable_listener_without_tls_and_sasl_refuses_to_start(listen, extra,
     assert done.returncode == 2
     assert message in done.stderr, done.stderr
     assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
+
+
+def test_a_killed_worker_is_started_again_and_serves(tansu, tmp_path):
+    from confluent_kafka import Producer
+
+    topic = unique_name("gw-restart")
+    create_topics(tansu.bootstrap, {topic: PARTITIONS})
+    proc, log, port, _metrics, pids = start_gateway(tmp_path, tansu.bootstrap)
+    try:
+        os.kill(pids[1], signal.SIGKILL)
+        wait_for_log(log, rf"worker 1 \(pid {pids[1]}\) exited with -9; starting it again", 1, proc, START_TIMEOUT_S)
+        restarted = wait_for_log(log, r"worker 1 started \(pid (\d+)", 2, proc, START_TIMEOUT_S)
+        new_pid = int(restarted[-1])
+        assert new_pid != pids[1]
+        wait_for_log(log, r"proxy gw-az1-w1 listening", 2, proc, START_TIMEOUT_S)  # same id: a new epoch fences the old
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "enable.idempotence": True, "acks": "all"})
+        for i in range(50):
+            producer.produce(topic, value=f"{i:03d}".encode())
+        assert producer.flush(30) == 0
+        assert sorted(v for records in consume(tansu.bootstrap, topic, 50).values() for _, v in records) == [
+            f"{i:03d}".encode() for i in range(50)]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=STOP_TIMEOUT_S) == 0
+        wait_gone([pids[0], new_pid], 5)
+    finally:
+        stop_process(proc)
