@@ -23,6 +23,7 @@ RUNNERS = {
     "audit": "azsidecar.run_audit:main",
     "demo": "azsidecar.demo:main",
     "plan": "azsidecar.run_plan:main",
+    "status": "azsidecar.run_status:main",
 }
 
 
@@ -48,6 +49,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     _audit(sub)
     _demo(sub)
     _plan(sub)
+    _status(sub)
 
 
 def _proxy(sub: argparse._SubParsersAction) -> None:
@@ -172,3 +174,14 @@ def _plan(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-bytes", type=int, default=16384,
                    help="mean partition batch size for CSV rows without batches_per_s (default 16384)")
     p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def _status(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="ask a running proxy or agent whether it is live or ready (probes, scripts)",
+                       description="GET /livez or /readyz on a status port (proxy.metrics_port, agent.metrics_port); "
+                                   "prints the answer; exit code 0 when live/ready, 1 otherwise.")
+    p.add_argument("--host", default="127.0.0.1", help="where the status port listens (default 127.0.0.1)")
+    p.add_argument("--port", type=int, required=True, help="the status port")
+    p.add_argument("--check", choices=("live", "ready"), default="ready", help="which endpoint (default ready)")
+    p.add_argument("--wait-s", type=float, default=0.0,
+                   help="keep asking once a second until the answer is yes or this many seconds passed (default: once)")

@@ -1,10 +1,11 @@
-"""What the status port's /metrics serves: every collector of the process, labelled with the
-process's zone and component, empty families left out, and `azsidecar_build_info`.
+"""What the status port's /metrics serves: the process's own collectors, labelled with its
+zone and component, and `azsidecar_build_info`.
 
 Prometheus users filter by `zone` (the dashboard does); a zone a metric is *about* is
-`dest_zone` (router, sender), so `zone` stays the scrape target's own. A family with no
-sample (a labelled metric nobody has touched, a feature that is off) is not served: a
-series that stays empty forever is noise in every query that lists names.
+`dest_zone` (router, sender), so `zone` stays the scrape target's own. A process imports
+modules that declare another component's metrics (the agent imports proxy and WAL writer
+modules at start-up, the proxy the WAL reader's): those would only ever serve zeros, so
+each component serves the `azsidecar_*` families it owns (OWNED_BY) and drops the rest.
 """
 
 from __future__ import annotations
@@ -17,20 +18,30 @@ from prometheus_client.metrics_core import Metric
 
 from azsidecar import __version__
 
+# Metric name prefixes each component updates (the Grafana dashboard's panels follow them).
+OWNED_BY: dict[str, tuple[str, ...]] = {
+    "proxy": ("azsidecar_proxy_", "azsidecar_router_", "azsidecar_notify_", "azsidecar_wal_flush",
+              "azsidecar_wal_put_", "azsidecar_wal_buffered_"),
+    "agent": ("azsidecar_agent_", "azsidecar_wal_cache_"),
+}
+SHARED = ("azsidecar_build_info",)
+
 BUILD_INFO = Gauge("azsidecar_build_info", "1, labelled with the running build", ["version", "python"])
 
 
 class LabelledRegistry:
-    """A registry's collectors as one collector whose samples carry `labels` too."""
+    """A registry's collectors as one collector whose samples carry `labels` too, keeping the
+    `azsidecar_*` families `component` owns (and every non-azsidecar one: process, Python)."""
 
-    def __init__(self, labels: Mapping[str, str], registry: CollectorRegistry = REGISTRY) -> None:
-        self._labels = dict(labels)
+    def __init__(self, component: str, labels: Mapping[str, str], registry: CollectorRegistry = REGISTRY) -> None:
+        self._labels = {**labels, "component": component}
+        self._own = OWNED_BY[component] + SHARED
         self._registry = registry
         BUILD_INFO.labels(__version__, platform.python_version()).set(1)
 
     def collect(self) -> Iterator[Metric]:
         for family in self._registry.collect():
-            if not family.samples:
+            if family.name.startswith("azsidecar_") and not family.name.startswith(self._own):
                 continue
             out = Metric(family.name, family.documentation, family.type, family.unit)
             for s in family.samples:

@@ -10,6 +10,7 @@ components' own exceptions to one line naming the setting or resource and what t
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 
 import boto3
@@ -17,11 +18,15 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from azsidecar.failures import StartupFailure
 from core.configload import ConfigError
+from core.msk_iam import MskIamError
 from leader_notify._kafka import KafkaAppendUnavailable
 from proxy.upstream import UpstreamError
 from wal_s3._s3 import S3Error, make_s3_client
 from wal_s3.config import WalConfig
 from wal_s3.writer import WalWriteError
+
+CHECK_ATTEMPTS = 4  # S3 answers 503 SlowDown or drops a connection now and then: not a reason to exit
+CHECK_BACKOFF_S = 0.5  # 0.5 + 1 + 1.5 s between the attempts
 
 
 def check_wal_store(wal: WalConfig) -> None:
@@ -34,21 +39,28 @@ def check_wal_store(wal: WalConfig) -> None:
         raise StartupFailure("no AWS credentials found (environment, shared config, web identity or instance "
                              "profile): give the process an IAM role or set AWS_PROFILE")
     where = wal.endpoint_url or f"S3 in {wal.region}"
-    try:
-        make_s3_client(wal).list_objects_v2(Bucket=wal.bucket, Prefix=wal.prefix, MaxKeys=1)
-    except ClientError as exc:
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        if status == 404:
-            raise StartupFailure(f"wal.bucket: bucket {wal.bucket!r} does not exist at {where}; create it "
-                                 "(deploy/terraform/modules/wal-bucket) or fix wal.bucket / wal.region") from exc
-        if status == 403:
-            raise StartupFailure(f"wal.bucket: access to {wal.bucket!r} denied at {where}; the process's IAM "
-                                 "policy needs s3:ListBucket on it for the prefix wal.prefix (deploy/terraform/modules/iam)") from exc
-        raise StartupFailure(f"wal.bucket: {wal.bucket!r} at {where} answered {status}: {exc}") from exc
-    except NoCredentialsError as exc:
-        raise StartupFailure(f"no AWS credentials found: {exc}") from exc
-    except BotoCoreError as exc:
-        raise StartupFailure(f"wal.endpoint_url / wal.region: cannot reach {where}: {exc}") from exc
+    client = make_s3_client(wal)
+    for attempt in range(1, CHECK_ATTEMPTS + 1):
+        try:
+            client.list_objects_v2(Bucket=wal.bucket, Prefix=wal.prefix, MaxKeys=1)
+            return
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if status == 404:
+                raise StartupFailure(f"wal.bucket: bucket {wal.bucket!r} does not exist at {where}; create it "
+                                     "(deploy/terraform/modules/wal-bucket) or fix wal.bucket / wal.region") from exc
+            if status == 403:
+                raise StartupFailure(f"wal.bucket: access to {wal.bucket!r} denied at {where}; the process's IAM "
+                                     "policy needs s3:ListBucket on it for the prefix wal.prefix "
+                                     "(deploy/terraform/modules/iam)") from exc
+            if status < 500 or attempt == CHECK_ATTEMPTS:
+                raise StartupFailure(f"wal.bucket: {wal.bucket!r} at {where} answered {status}: {exc}") from exc
+        except NoCredentialsError as exc:
+            raise StartupFailure(f"no AWS credentials found: {exc}") from exc
+        except BotoCoreError as exc:
+            if attempt == CHECK_ATTEMPTS:
+                raise StartupFailure(f"wal.endpoint_url / wal.region: cannot reach {where}: {exc}") from exc
+        time.sleep(CHECK_BACKOFF_S * attempt)  # backoff between attempts of a blocking start-up check
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -78,6 +90,8 @@ def startup_errors() -> Iterator[None]:
                 raise StartupFailure(str(leaf)) from exc
             if isinstance(leaf, (S3Error, WalWriteError)):
                 raise StartupFailure(f"WAL store (wal.bucket, wal.endpoint_url): {leaf}") from exc
+            if isinstance(leaf, MskIamError):
+                raise StartupFailure(f"upstream MSK IAM (upstream.aws_msk_iam_region): {leaf}") from exc
             if isinstance(leaf, NoCredentialsError):
                 raise StartupFailure(f"no AWS credentials found: {leaf}") from exc
         raise

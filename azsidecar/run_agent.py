@@ -62,7 +62,7 @@ async def _serve_until_signal(config: Config, zone: str) -> int:
     health = AgentHealth()
     # The default registry: the agent's own counters and the WAL reader's block cache.
     status = (StatusServer(config.agent.listen_host, config.agent.metrics_port, health.live, health.checks,
-                           LabelledRegistry({"zone": zone, "component": "agent"}))
+                           LabelledRegistry("agent", {"zone": zone}))
               if config.agent.metrics_port else None)
     writer = AuditWriter(config.audit, zone, "agent") if config.audit.enabled else None
     audit: AuditSink = writer if writer is not None else NullAuditSink()

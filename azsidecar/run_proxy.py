@@ -111,7 +111,7 @@ def serve(config: Config, config_path: str | None) -> int:
     """Serve until SIGTERM/SIGINT (status server and audit writer included); returns the exit code."""
     health = ProxyHealth(config.router.fallback)
     status = (StatusServer(config.proxy.metrics_host, config.proxy.metrics_port, health.live, health.checks,
-                           LabelledRegistry({"zone": config.zone or "", "component": "proxy"}))
+                           LabelledRegistry("proxy", {"zone": config.zone or ""}))
               if config.proxy.metrics_port else None)
     try:
         with startup_errors():

@@ -17,6 +17,7 @@ from azsidecar.config import Config
 from azsidecar.monitor import ProxyHealth, monitor_proxy
 from core.audit import AuditSink, NullAuditSink
 from leader_notify.metrics import process_sender_metrics
+from leader_notify.owners import probe_targets
 from leader_notify.recovery import recover_acknowledged
 from leader_notify.sender import NotifySender
 from proxy.metadata import MetadataCache
@@ -100,7 +101,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             server = started[0]
             health.draining = lambda: server.draining
             backend, metadata = built[0]
-            agents = {z: a for z, a in config.notify.agents.items() if z != config.zone} if wal_path else {}
+            agents = probe_targets(config.notify.agents, config.zone) if wal_path else {}  # keyed like the circuits
             nursery.start_soon(monitor_proxy, health, metadata.probe, agents, backend.zone_circuits)
         if wal_path is not None:
             started[0].on_shutdown.append(wal_path.drain)  # deliver what producers were already told

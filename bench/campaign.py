@@ -353,11 +353,18 @@ def _notify_targets():
                                                       base_sequence=5 * i) for i in range(3)))
     resp = p.NotifyResponse(request_id=7, status=p.RequestStatus.OK, message="",
                             results=(p.EntryResult(0, 10), p.EntryResult(0, 15, duplicate=True), p.EntryResult(6)))
-    frames = [p.encode_frame(keyring, p.MessageType.REQUEST, p.encode_request(req), 1_700_000_000_000, b"n" * 16),
-              p.encode_frame(keyring, p.MessageType.RESPONSE, p.encode_response(resp), 1_700_000_000_001, b"m" * 16)]
+    # What an agent receives on one connection: the proxy's HELLO, then signed requests. The
+    # challenges are fixed so the seeds replay; a mutated byte must fail cleanly.
+    agent_c, proxy_c = b"a" * p.CHALLENGE_BYTES, b"p" * p.CHALLENGE_BYTES
+    proxy = p.Channel(keyring, p.Role.PROXY, proxy_c)
+    proxy.receive_data(p.Channel(keyring, p.Role.AGENT, agent_c).hello())
+    hello = proxy.hello()
+    proxy.next_frame()
+    frames = [hello + proxy.send(p.MessageType.REQUEST, p.encode_request(req)),
+              hello + proxy.send(p.MessageType.REQUEST, p.encode_request(req))]
 
     def run_frames(data: bytes) -> None:
-        decoder = p.FrameDecoder(keyring)
+        decoder = p.Channel(keyring, p.Role.AGENT, agent_c)
         decoder.receive_data(data)
         while decoder.next_frame() is not None:
             pass
@@ -368,7 +375,7 @@ def _notify_targets():
     def run_response(data: bytes) -> None:
         p.decode_response(data)
 
-    return [("leader_notify.protocol FrameDecoder", frames, run_frames, (p.ProtocolError,)),
+    return [("leader_notify.protocol Channel", frames, run_frames, (p.ProtocolError,)),
             ("leader_notify.protocol decode_request (behind the MAC)", [p.encode_request(req)], run_request,
              (p.ProtocolError,)),
             ("leader_notify.protocol decode_response (behind the MAC)", [p.encode_response(resp)], run_response,

@@ -7,5 +7,6 @@
 - `audit`: the audit record contract (kinds, fields, schema version) and the AuditSink seam.
 - `prices`: the list-price table of the cost policy and the audit.
 - `tls`: TLS contexts and secret files shared by the proxy's and the agent's connections.
+- `msk_iam`: MSK IAM tokens for SASL/OAUTHBEARER, and when to refresh them and re-authenticate (KIP-368).
 - `duplicates`: sans-IO search of a partition's tail for a batch the leader called a duplicate.
 """

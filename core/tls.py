@@ -82,10 +82,10 @@ def read_secret_file(path: str, key: str) -> str:
 def upstream_sasl_password(upstream: object, environ: Mapping[str, str]) -> str:
     """The upstream SASL password: `sasl_password_file` if set, else $AZSIDECAR_UPSTREAM_SASL_PASSWORD.
 
-    `upstream` is an UpstreamConfig. Returns "" when SASL is off. Raises ConfigError when
+    `upstream` is an UpstreamConfig. Returns "" when SASL is off or uses MSK IAM tokens. Raises ConfigError when
     SASL is on and neither source gives a password.
     """
-    if not getattr(upstream, "sasl_mechanism", ""):
+    if getattr(upstream, "sasl_mechanism", "") in ("", "OAUTHBEARER"):  # OAUTHBEARER: MSK IAM, no password
         return ""
     path = getattr(upstream, "sasl_password_file", "")
     if path:

@@ -1,5 +1,7 @@
-"""One notifier per destination zone: each WAL object's share announced to the zone's agent
-exactly once, in object sequence order, one at a time; acknowledged shares re-sent.
+"""One notifier per destination agent: each WAL object's share (or, in a zone with several
+agents, the agent's run of it) announced to the agent exactly once, in object sequence
+order, one at a time; objects queued behind the one in flight prefetched; acknowledged
+shares re-sent.
 
 The router's WAL path (`router/backend.py` WalPath) announces every released object here
 and asks for each entry's answer with `on_result`; this module and the sender
@@ -18,6 +20,7 @@ import trio
 
 from core import errors
 from leader_notify import metrics
+from leader_notify.owners import AgentMap
 from leader_notify.protocol import EntryResult
 from leader_notify.sender import AnnouncedObject, Started
 
@@ -35,14 +38,31 @@ AnswerCallback = Callable[[ZoneAnswer], None]
 class NotifySink(Protocol):
     """What a notifier needs of the sender (NotifySender; fakes in unit tests)."""
 
-    def start(self, flushed: AnnouncedObject, dest_zone: str) -> Started | None: ...
+    @property
+    def agents(self) -> AgentMap: ...
 
-    async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, started: Started | None = None,
+    @property
+    def prefetch_depth(self) -> int: ...
+
+    def share_of(self, zone: str, topic: str, partition: int) -> str: ...
+
+    def start(self, flushed: AnnouncedObject, dest_zone: str, agent: int = 0) -> Started | None: ...
+
+    async def prefetch(self, flushed: AnnouncedObject, dest_zone: str, agent: int = 0) -> bool: ...
+
+    async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, agent: int | None = None,
+                     started: Started | None = None,
                      on_answer: Callable[[list[EntryResult]], None] | None = None) -> list[EntryResult]: ...
 
 
 class ZoneNotifier:
-    """Sends one notification per (object, zone), in object sequence order, one at a time.
+    """Sends one notification per (object, zone agent), in object sequence order, one at a time.
+
+    `agent`: which agent of the zone (its index in `notify.agents`); its entries of each
+    share are one run `[first, end)` of the share's entries (the writer's layout), and the
+    results it gets are that run's. While an object is in flight, up to
+    `sender.prefetch_depth` objects announced behind it are prefetched (the agent reads
+    them into its cache; appends stay one notification at a time).
 
     Every entry of the zone's share asks for its result exactly once (the writer releases
     every entry of a durable object), so the results are dropped after the last one asks.
@@ -56,9 +76,13 @@ class ZoneNotifier:
     """
 
     def __init__(self, zone: str, sender: NotifySink, nursery: trio.Nursery,
-                 acked_topic: Callable[[str], bool] | None = None) -> None:
+                 acked_topic: Callable[[str], bool] | None = None, agent: int = 0) -> None:
         self.zone = zone
+        self.agent = agent
         self._sender = sender
+        self._nursery = nursery
+        self._prefetch_depth = sender.prefetch_depth
+        self._prefetching = 0
         self._acked_topic = acked_topic
         self._send, self._receive = trio.open_memory_channel[tuple[AnnouncedObject, Started | None]](MAX_NOTIFY_QUEUE)
         self._results: dict[str, _ZoneResult] = {}
@@ -67,7 +91,7 @@ class ZoneNotifier:
         self._idle.set()
         nursery.start_soon(self._run)
 
-    def announce(self, flushed: AnnouncedObject) -> None:
+    def announce(self, flushed: AnnouncedObject, first: int = 0, end: int | None = None) -> None:
         """Called synchronously, in sequence order, as each object becomes durable.
 
         With nothing of this zone queued or in flight, the notification's frame is written
@@ -75,11 +99,27 @@ class ZoneNotifier:
         instead of one scheduler pass later in this notifier's task (which then only awaits
         the answer).
         """
-        started = self._sender.start(flushed, self.zone) if self._unfinished == 0 else None
-        self._results[flushed.key] = _ZoneResult(len(flushed.zones[self.zone].entries))
+        started = self._sender.start(flushed, self.zone, self.agent) if self._unfinished == 0 else None
+        if started is None and self._unfinished and self._prefetching < self._prefetch_depth:
+            # An earlier object of this agent is being applied: have the agent read this one
+            # now, so its notification finds the bytes in the agent's cache (appends stay in order).
+            self._prefetching += 1
+            self._nursery.start_soon(self._prefetch, flushed)
+        end = len(flushed.zones[self.zone].entries) if end is None else end
+        self._results[flushed.key] = _ZoneResult(end - first, first=first)
         self._unfinished += 1
         self._idle = trio.Event() if self._unfinished == 1 else self._idle
         self._send.send_nowait((flushed, started))
+
+    async def _prefetch(self, flushed: AnnouncedObject) -> None:
+        try:
+            await self._sender.prefetch(flushed, self.zone, self.agent)
+        finally:
+            self._prefetching -= 1
+
+    def first_index(self, key: str) -> int:
+        """The zone-share index of this agent's first entry of `key` (its result 0)."""
+        return self._results[key].first
 
     async def wait_idle(self) -> None:
         """Until every object announced so far has been notified (and re-sent where owed)."""
@@ -118,7 +158,8 @@ class ZoneNotifier:
     async def _notify(self, flushed: AnnouncedObject, started: Started | None = None,
                       on_answer: Callable[[list[EntryResult]], None] | None = None) -> ZoneAnswer:
         try:
-            return await self._sender.notify(flushed, self.zone, started=started, on_answer=on_answer)
+            return await self._sender.notify(flushed, self.zone, agent=self.agent, started=started,
+                                             on_answer=on_answer)
         except Exception as exc:  # noqa: BLE001 - NotifyError and anything unexpected: every waiter gets it
             return exc
 
@@ -140,7 +181,8 @@ class ZoneNotifier:
             self._answered(flushed.key, slot, value)
         if self._acked_topic is None:
             return  # no ack_mode wal topic: nothing is owed beyond the first answer
-        acked = [i for i, ref in enumerate(flushed.zones[self.zone].entries) if self._acked_topic(ref.topic)]
+        refs = flushed.zones[self.zone].entries[slot.first:slot.first + slot.waiters_total]
+        acked = [i for i, ref in enumerate(refs) if self._acked_topic(ref.topic)]
         if acked and not acked_entries_applied(slot.value, acked):
             await self._redrive(flushed, acked, slot.value)
 
@@ -183,6 +225,12 @@ def acked_entries_applied(value: ZoneAnswer, indexes: list[int]) -> bool:
 @dataclass
 class _ZoneResult:
     waiters_left: int
+    first: int = 0  # the agent's first entry in the zone share: result i is entry first + i
+    waiters_total: int = -1
     done: bool = False
     value: ZoneAnswer | None = None
     callbacks: list[AnswerCallback] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.waiters_total < 0:
+            self.waiters_total = self.waiters_left

@@ -8,7 +8,11 @@ the log in the order received whatever path each takes. Direct batches are hande
 DirectBackend in one go; WAL batches are buffered in the WalWriter before `submit`
 returns (so their order in WAL objects is the request order). Each WAL object is
 announced to each destination zone's agent by one notification, sent per zone strictly in
-object sequence order (the writer releases objects in that order).
+object sequence order (the writer releases objects in that order). A zone with several
+agents: each agent owns some of the zone's partitions (leader_notify/owners.py) and gets
+its own notifications, in object order, in parallel with the zone's other agents; each
+agent has its own breaker, so an agent that is down sends only its own partitions to
+`router.fallback` (after they drain, as on any path switch).
 
 A WAL batch's result is reached by callbacks, not by a task per batch: the writer calls
 back when the batch's object is released, the zone notifier when the agent answered, and
@@ -32,6 +36,7 @@ from core import errors
 from core.audit import AuditSink, NullAuditSink
 from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
 from leader_notify.notifier import NotifySink, ZoneAnswer, ZoneNotifier
+from leader_notify.owners import health_key
 from proxy import metrics as proxy_metrics
 from proxy.metadata import MetadataCache
 from proxy.produce import DirectBackend
@@ -122,10 +127,21 @@ class WalPath:
         self._sender = sender
         self._nursery = nursery
         self._acked_topic = acked_topic
-        self._notifiers: dict[str, ZoneAnswers] = {}
+        self._notifiers: dict[tuple[str, int], ZoneAnswers] = {}  # per (zone, agent)
         self.observed = ObjectShape(0.0, 0.0)
         self.observed_at: float | None = None  # trio time of the last flush seen
         writer.on_released = self._on_released
+        self._agents = sender.agents
+        writer.share_of = sender.share_of  # lay each zone's share out by owning agent
+
+    def agent_of(self, zone: str, topic: str, partition: int) -> int:
+        """Index of the agent of `zone` that owns topic-partition (0 with one agent)."""
+        return self._agents.owner(zone, topic, partition)
+
+    def breaker_key(self, zone: str, topic: str, partition: int) -> str:
+        """What health is tracked by: the zone, or `zone/agent address` when it has several."""
+        agents = self._agents.agents(zone)
+        return health_key(zone, agents, self._agents.owner(zone, topic, partition)) if len(agents) > 1 else zone
 
     async def drain(self) -> None:
         """Until every durable object has been notified to every zone (acknowledged entries
@@ -133,14 +149,25 @@ class WalPath:
         for notifier in list(self._notifiers.values()):
             await notifier.wait_idle()
 
-    def _notifier(self, zone: str) -> ZoneAnswers:
-        if zone not in self._notifiers:
-            self._notifiers[zone] = ZoneNotifier(zone, self._sender, self._nursery, self._acked_topic)
-        return self._notifiers[zone]
+    def _notifier(self, zone: str, agent: int = 0) -> ZoneAnswers:
+        notifier = self._notifiers.get((zone, agent))
+        if notifier is None:
+            notifier = self._notifiers[(zone, agent)] = ZoneNotifier(zone, self._sender, self._nursery,
+                                                                      self._acked_topic, agent)
+        return notifier
 
     def _on_released(self, flushed: FlushedObject) -> None:
         for zone, share in flushed.zones.items():
-            self._notifier(zone).announce(flushed)
+            if self._agents.count(zone) <= 1:
+                self._notifier(zone).announce(flushed)
+            else:
+                try:
+                    runs = self._agents.slices(zone, share.entries)
+                except ValueError:  # not laid out by owner (cannot happen with share_of set): one notifier
+                    log.exception("WAL object %s is not laid out by agent for %s", flushed.key, zone)
+                    runs = [(0, 0, len(share.entries))]
+                for agent, first, end in runs:
+                    self._notifier(zone, agent).announce(flushed, first, end)
             if self.observed_at is None:  # the first flush seeds the average
                 self.observed = ObjectShape(float(flushed.bytes), float(share.length))
             else:
@@ -180,21 +207,27 @@ class WalPath:
             return
         outcome.durable_at = time.perf_counter()
         outcome.sealed_at, outcome.key = placement.flushed.sealed_at, placement.key
-        notifier = self._notifier(zone)
+        agent = 0
+        if self._agents.count(zone) > 1:
+            ref = placement.flushed.zones[zone].entries[placement.entry_index_in_zone]
+            agent = self._agents.owner(zone, ref.topic, ref.partition)
+        notifier = self._notifier(zone, agent)
+        first = notifier.first_index(placement.key)
         if ack_mode == "wal":
             # The producer is answered on durability; the append must still happen. A failed
             # first delivery is re-sent by the zone's notifier (ZoneNotifier._redrive).
             outcome.set(index, PartitionResult(errors.NONE, -1))
-            notifier.on_result(placement.key, functools.partial(self._late_result, placement, zone))
+            notifier.on_result(placement.key, functools.partial(self._late_result, placement, zone, first))
             return
-        notifier.on_result(placement.key, functools.partial(self._applied, outcome, index, placement))
+        notifier.on_result(placement.key, functools.partial(self._applied, outcome, index, placement, first))
 
-    def _applied(self, outcome: _WalOutcome, index: int, placement: WalPlacement, got: ZoneAnswer) -> None:
+    def _applied(self, outcome: _WalOutcome, index: int, placement: WalPlacement, first: int,
+                 got: ZoneAnswer) -> None:
         outcome.notified_at = time.perf_counter()
-        outcome.set(index, _entry_result(got, placement.entry_index_in_zone))
+        outcome.set(index, _entry_result(got, placement.entry_index_in_zone - first))
 
-    def _late_result(self, placement: WalPlacement, zone: str, got: ZoneAnswer) -> None:
-        result = _entry_result(got, placement.entry_index_in_zone)
+    def _late_result(self, placement: WalPlacement, zone: str, first: int, got: ZoneAnswer) -> None:
+        result = _entry_result(got, placement.entry_index_in_zone - first)
         if result.error_code != errors.NONE:
             log.warning("ack_mode=wal entry of %s for %s: first delivery failed (%s); re-sending",
                         placement.key, zone, result.error_message or result.error_code)
@@ -371,6 +404,10 @@ class RoutingBackend:
         if known is None or sequence < known[0]:
             self._sequence_gaps[key] = (sequence, trio.current_time())
 
+    def _breaker_key(self, dest: str, item: PartitionBatches) -> str:
+        """Health is per agent: one of a zone's agents down opens only its partitions' breaker."""
+        return dest if self._wal is None else self._wal.breaker_key(dest, item.topic, item.partition)
+
     def _ack_mode(self, topic: str) -> str:
         return self.config.ack_mode(topic)
 
@@ -379,7 +416,7 @@ class RoutingBackend:
         healthy = True
         shape = ObjectShape(0, 0)
         if dest is not None and dest != self.zone:
-            healthy = self._wal is not None and self._breakers[dest].allows(now)
+            healthy = self._wal is not None and self._breakers[self._breaker_key(dest, item)].allows(now)
             # Observed flush sizes while the WAL is in use; predicted from byte rates otherwise.
             fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * self._wal_config.linger_ms / 1000)
             observed = self._wal.observed_shape(now, fresh_s) if self._wal else None
@@ -449,7 +486,7 @@ class RoutingBackend:
             results[(item.topic, item.partition)] = outcome.result
             if outcome.result.error_code in LEADER_ERRORS:
                 self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
-            breaker = self._breakers[dest]
+            breaker = self._breakers[self._breaker_key(dest, item)]
             if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
                 breaker.record_success()
             elif errors.is_retriable(outcome.result.error_code):
@@ -477,8 +514,9 @@ class RoutingBackend:
                  results: dict[tuple[str, int], PartitionResult], started: float,
                  finished_at: dict[tuple[str, int], float]) -> None:
         """Metrics and audit records of a finished submit (after the producer's answer when it can be)."""
-        for _item, dest, _outcome in wal_items:
-            router_metrics.ZONE_OPEN.labels(dest).set(1 if self._breakers[dest].state == "open" else 0)
+        for item, dest, _outcome in wal_items:
+            key = self._breaker_key(dest, item)
+            router_metrics.ZONE_OPEN.labels(key).set(1 if self._breakers[key].state == "open" else 0)
         finished = time.perf_counter()
         outcomes = {id(item): outcome for item, _dest, outcome in wal_items}
         for item in items:

@@ -30,6 +30,8 @@ class WalSink(Protocol):
     """Where WAL-routed batches are buffered (wal_s3.writer.WalWriter)."""
 
     on_released: Callable[[FlushedObject], None] | None
+    # (zone, topic, partition) -> share name: lays each zone's share out by owning agent.
+    share_of: Callable[[str, str, int], str] | None
 
     async def buffer(self, entry: WalEntry, dest_zone: str) -> PendingWal:
         """Put `entry` into the open object for `dest_zone`. Raises WalWriteError."""
@@ -37,9 +39,11 @@ class WalSink(Protocol):
 
 
 class ZoneAnswers(Protocol):
-    """One destination zone's notifier, as the WAL path uses it."""
+    """One destination agent's notifier, as the WAL path uses it."""
 
-    def announce(self, flushed: FlushedObject) -> None: ...
+    def announce(self, flushed: FlushedObject, first: int = 0, end: int | None = None) -> None: ...
+
+    def first_index(self, key: str) -> int: ...
 
     def on_result(self, key: str, callback: AnswerCallback) -> None: ...
 

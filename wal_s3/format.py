@@ -136,6 +136,11 @@ def entry_encoded_size(entry: WalEntry) -> int:
     return 2 + len(entry.topic.encode()) + _ENTRY_FIXED.size + 4 + len(entry.batch)
 
 
+def entry_head_size(topic: str) -> int:
+    """Bytes of an entry before its batch: an entry starts this far before its batch offset."""
+    return 2 + len(topic.encode()) + _ENTRY_FIXED.size + 4
+
+
 def _header_size(writer_id_b: bytes, zone_names: Sequence[bytes]) -> int:
     return (_PREFIX.size + _HEADER_FIXED.size + 2 + len(writer_id_b) + 2
             + sum(2 + len(z) + _ZONE_FIXED.size for z in zone_names) + 4)

@@ -10,7 +10,8 @@ prefix once, reads the manifests it has not read before (one GET each; a looping
 them), groups checkpoints by object, reads each
 candidate object's zone list from its S3 user metadata (`x-amz-meta-zones`, set by the
 writer) with one HEAD, and deletes an object only when every zone in it has a
-checkpoint. An object with an unapplied zone is kept; it is reported as an orphan once
+checkpoint (for a zone with several agents: every share listed, wal_s3/agent_shares.py).
+An object with an unapplied zone is kept; it is reported as an orphan once
 older than `orphan_report_age_s` and deleted once older than `max_orphan_age_s` (an
 agent that has not applied it by then never will: the producer got an error or a
 timeout long ago) - unless `acked_topic` says an unapplied zone holds an entry whose
@@ -37,6 +38,7 @@ import anyio.abc
 from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3.agent_shares import zone_of_share
 from wal_s3.checkpoint_manifest import (
     ManifestError,
     decode_manifest,
@@ -319,7 +321,9 @@ async def _holds_acknowledged(store: S3Store, key: str, unapplied: tuple[str, ..
     except WalFormatError:
         log.error("GC: %s is not a valid WAL object; deleting it as an orphan", key)
         return False
-    zones = unapplied or tuple(parsed.zones)
+    # A share of a zone with several agents names the zone it is part of (agent_shares.py);
+    # the whole zone range is checked for it: holding a little long is the safe side.
+    zones = {zone_of_share(z) for z in unapplied} if unapplied else set(parsed.zones)
     return any(acked_topic(e.topic) for zone in zones for e in parsed.zones.get(zone, ()))
 
 

@@ -13,6 +13,7 @@ import trio
 
 from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
 from core.record_batch import RecordBatch
+from leader_notify.owners import AgentMap
 from proxy.metadata import PartitionInfo
 from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
@@ -124,12 +125,21 @@ class FakeWriter:
 
 
 class SenderFake:
-    def start(self, flushed, zone):
+    agents = AgentMap({})  # one agent per zone (tests/router/test_agents_per_zone.py has several)
+    prefetch_depth = 0
+
+    def share_of(self, zone, topic, partition):
+        return zone
+
+    def start(self, flushed, zone, agent=0):
         return None  # never writes ahead: notify() does all (the real sender's start has its own tests)
+
+    async def prefetch(self, flushed, zone, agent=0):
+        return False
 
 
 class FakeSender(SenderFake):
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         return [types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)]
 
 
@@ -242,7 +252,7 @@ class BlockingSender(SenderFake):
         self.release = trio.Event()
         self.notified: list[str] = []
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         await self.release.wait()
         self.notified.append(flushed.key)
         return [types.SimpleNamespace(error_code=0, base_offset=900, duplicate=False)]
@@ -278,7 +288,7 @@ class FailingSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
         from leader_notify.sender import NotifyError
 
@@ -363,7 +373,7 @@ class FailFirstSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
         if self.calls == 1:
             from leader_notify.sender import NotifyError
@@ -402,7 +412,7 @@ class FlakySender(SenderFake):
         self.failures = failures
         self.sent: list[tuple[str, float]] = []
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.sent.append((flushed.key, trio.current_time()))
         if flushed.key == "obj-1" and self.failures > 0:
             self.failures -= 1
@@ -451,7 +461,7 @@ class RefusingSender(SenderFake):
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.sent.append(flushed.key)
         code = -1 if flushed.key == "obj-1" else 0
         return [types.SimpleNamespace(error_code=code, base_offset=-1, duplicate=False)]
@@ -490,11 +500,11 @@ class StartRecordingSender(BlockingSender):
         self.start_asked: list[str] = []
         self.started_passed: list = []
 
-    def start(self, flushed, zone):
+    def start(self, flushed, zone, agent=0):
         self.start_asked.append(flushed.key)
         return f"started-{flushed.key}"
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.started_passed.append((flushed.key, started))
         return await super().notify(flushed, zone, started, on_answer)
 
@@ -555,7 +565,7 @@ class NotLeaderOnceSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
         code = 6 if self.calls == 1 else 0
         return [types.SimpleNamespace(error_code=code, base_offset=-1 if code else 77, duplicate=False)]

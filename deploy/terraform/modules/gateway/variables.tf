@@ -223,11 +223,11 @@ variable "wal" {
 }
 
 variable "agent_endpoints" {
-  description = "Agents by zone id, host:port (modules/agents output agent_endpoints); notify.agents of the gateways."
-  type        = map(string)
+  description = "notify.agents of the gateways: AZ id => host:port of each of that zone's agents, in order (modules/agents output agent_endpoints)."
+  type        = map(list(string))
   validation {
-    condition     = length(var.agent_endpoints) >= 2 && length(var.agent_endpoints) <= 6 && alltrue([for hp in values(var.agent_endpoints) : can(regex("^[^:\\s]+:[0-9]+$", hp))])
-    error_message = "agent_endpoints must map 2..6 zone ids to host:port."
+    condition     = length(var.agent_endpoints) >= 2 && length(var.agent_endpoints) <= 6 && alltrue([for z, hps in var.agent_endpoints : can(regex("^[a-z]{2,4}[0-9]-az[0-9]+$", z)) && length(hps) >= 1 && length(hps) <= 20 && length(distinct(hps)) == length(hps) && alltrue([for hp in hps : can(regex("^[^:\\s]+:[0-9]+$", hp))])])
+    error_message = "agent_endpoints maps 2..6 AZ ids to 1..20 distinct host:port addresses each."
   }
 }
 

@@ -24,7 +24,7 @@ locals {
       metrics_port = var.metrics_port
       metrics_host = var.metrics_host
     }
-    upstream = { bootstrap_servers = var.bootstrap_servers }
+    upstream = merge(var.upstream_security, { bootstrap_servers = var.bootstrap_servers })
     router   = var.router
     wal = {
       bucket             = var.wal.bucket
