@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.configload import ConfigError
+from core.prices_file import load_prices
 from router.plan import (
     Audited,
     Bill,
@@ -36,7 +37,6 @@ from router.plan import (
     replay_usage,
     storage_classes,
 )
-from spark_audit.run import load_prices
 
 REQUIRED_COLUMNS = ("host", "zone", "leader_zone", "bytes_per_s")
 

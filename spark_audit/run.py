@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import TextIO
 
-from core.configload import ConfigError, build
 from core.prices import Prices
+from core.prices_file import load_prices  # noqa: F401 - re-exported: `from spark_audit.run import load_prices`
 from spark_audit import jobs
 from spark_audit._io import (
     AuditJobError,
@@ -33,26 +32,6 @@ from spark_audit.catalog import JOBS, TABLE_FORMATS, TABLES_OF_JOB
 from spark_audit.report import render_html, summary_text
 
 EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
-
-
-def load_prices(path: str | None) -> Prices:
-    """Prices from a TOML file: top-level keys, a [prices] table, or [router.prices].
-
-    None gives the defaults of router.config.Prices. Raises ConfigError naming the key.
-    """
-    if path is None:
-        return Prices()
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"prices file {path}: not found") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"prices file {path}: {exc}") from exc
-    if "router" in data and isinstance(data["router"], dict) and "prices" in data["router"]:
-        return build(Prices, data["router"]["prices"], "router.prices")
-    if "prices" in data:
-        return build(Prices, data["prices"], "prices")
-    return build(Prices, data, "prices")
 
 
 def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
