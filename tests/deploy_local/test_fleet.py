@@ -8,7 +8,7 @@ import pytest
 from deploy.local.fleet import Fleet, FleetProducer, audit_lines, run_fleet
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import three_zones
-from router.plan import audited_totals
+from router.plan import WalSettings, arrivals_from_produce_batches, audited_totals, replay_usage
 
 
 def test_fleet_producers_spread_small_ones_per_zone_and_heavy_ones_round_robin():
@@ -42,8 +42,15 @@ def test_sidecars_and_gateways_on_loopback(tmp_path):
         assert run.ok, (mode, run.verification.get("problems"))
         assert run.records == 1800
     assert (runs["sidecars"].proxies, runs["gateways"].proxies) == (4, 3)
-    totals = {mode: audited_totals(list(audit_lines(run.audit_dir))) for mode, run in runs.items()}
-    # policy wal: every batch led in another zone went through an object; the gateway run's
-    # objects carry the zone's producers together, so it writes no more of them than the sidecars
-    assert all(t.wal_objects > 0 for t in totals.values())
-    assert totals["gateways"].wal_objects <= totals["sidecars"].wal_objects
+    records = {mode: list(audit_lines(run.audit_dir)) for mode, run in runs.items()}
+    wal = WalSettings(policy="wal", linger_ms=250)
+    for mode, recs in records.items():
+        # policy wal: every batch led in another zone went through an object, and the planner's
+        # replay of the run's own arrivals (one writer per proxy) finds the objects it audited
+        audited = audited_totals(recs).wal_objects
+        replayed = replay_usage(arrivals_from_produce_batches(recs), "sidecar", wal)[0].objects
+        assert audited > 0
+        assert abs(replayed - audited) <= max(1, 0.1 * audited), (mode, replayed, audited)
+    # the same arrivals through one writer per zone never need more objects than one per host
+    arrivals = arrivals_from_produce_batches(records["sidecars"])
+    assert replay_usage(arrivals, "gateway", wal)[0].objects <= replay_usage(arrivals, "sidecar", wal)[0].objects
