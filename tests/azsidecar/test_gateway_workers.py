@@ -31,10 +31,12 @@ STOP_TIMEOUT_S = 30.0
 CONNECTIONS = 16  # all on one worker by chance: 2 x 2^-16
 
 
-def free_port_pair() -> int:
-    """A port p with p + 1 also free (the workers' status ports)."""
+def free_port_pair(avoid: int) -> int:
+    """A port p with p + 1 also free (the workers' status ports), neither of them `avoid`."""
     for _ in range(50):
         p = free_port()
+        if avoid in (p, p + 1):
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", p + 1))
@@ -107,7 +109,8 @@ def open_connections(metrics_port: int) -> float:
 
 
 def start_gateway(tmp_path: Path, bootstrap: str, workers: int = 2) -> tuple[subprocess.Popen, Path, int, int, list[int]]:
-    port, metrics = free_port(), free_port_pair()
+    port = free_port()
+    metrics = free_port_pair(avoid=port)
     config = tmp_path / "gateway.toml"
     config.write_text(
         f'zone = "use1-az1"\n[upstream]\nbootstrap_servers = ["{bootstrap}"]\n'
