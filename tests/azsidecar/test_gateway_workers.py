@@ -226,3 +226,22 @@ def test_a_killed_worker_is_started_again_and_serves(tansu, tmp_path):
         wait_gone([pids[0], new_pid], 5)
     finally:
         stop_process(proc)
+
+
+def test_a_worker_that_keeps_failing_at_start_stops_the_gateway(tansu, tmp_path):
+    # worker 1's status port is taken: it fails at every start; after three quick failures the
+    # supervisor stops worker 0 too and exits 1 (the environment), for the service manager to see
+    port = free_port()
+    metrics = free_port_pair(avoid=port)
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        f'zone = "use1-az1"\n[upstream]\nbootstrap_servers = ["{tansu.bootstrap}"]\n'
+        f'[proxy]\nlisten_host = "127.0.0.1"\nlisten_port = {port}\nproxy_id = "gw-az1"\nworkers = 2\n'
+        f'metrics_port = {metrics}\n[audit]\noutput = "{tmp_path / "audit"}"\n')
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", metrics + 1))
+        taken.listen(1)
+        done = subprocess.run([sys.executable, "-m", "azsidecar", "proxy", "--config", str(config)],
+                              capture_output=True, text=True, timeout=START_TIMEOUT_S * 2)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "worker 1 failed 3 times within 10 s of its start" in done.stderr
