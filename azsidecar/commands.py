@@ -22,6 +22,7 @@ RUNNERS = {
     "recover": "azsidecar.run_recover:main",
     "audit": "azsidecar.run_audit:main",
     "demo": "azsidecar.demo:main",
+    "plan": "azsidecar.run_plan:main",
     "status": "azsidecar.run_status:main",
 }
 
@@ -47,6 +48,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     _recover(sub)
     _audit(sub)
     _demo(sub)
+    _plan(sub)
     _status(sub)
 
 
@@ -142,6 +144,39 @@ def _demo(sub: argparse._SubParsersAction) -> None:
                         "packets with their own headers and ACKs, as a real network does (needs ethtool)")
     p.add_argument("--out", default="demo-out", help="directory for logs, audit records and the report")
     p.add_argument("--skip-audit", action="store_true", help="do not run the Spark audit")
+    fleet = p.add_argument_group("fleet (--fleet): many small producers and a few heavy ones, "
+                                 "per-host sidecars vs one gateway per zone (router policy: --policy)")
+    fleet.add_argument("--fleet", action="store_true", help="run the fleet demo instead (deploy/local/fleet.py)")
+    fleet.add_argument("--small-per-zone", type=int, default=3, help="small producers per zone (default 3)")
+    fleet.add_argument("--small-kbps", type=float, default=200.0, help="KB/s of each small producer (default 200)")
+    fleet.add_argument("--heavy", type=int, default=2, help="heavy producers (default 2)")
+    fleet.add_argument("--heavy-mbps", type=float, default=1.0, help="MB/s of each heavy producer (default 1)")
+    fleet.add_argument("--duration-s", type=float, default=15.0, help="seconds each run produces (default 15)")
+
+
+def _plan(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="predict the monthly bill: direct vs per-host sidecars vs zone gateways",
+                       description="Read a traffic profile (bytes per second per producer host and leader zone) "
+                                   "and prices; print the predicted monthly transfer bill, S3 request bill and net "
+                                   "savings of direct produce, one sidecar per host and one gateway per zone, and "
+                                   "each host's break-even rate (model: router/plan.py, docs/planner.md).")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--profile", metavar="CSV",
+                        help="columns host,zone,leader_zone,bytes_per_s[,batches_per_s], one row per host and leader zone")
+    source.add_argument("--from-audit", metavar="DIR", help="a run's audit records (gzip JSON lines under DIR)")
+    p.add_argument("--compare", action="store_true",
+                   help="with --from-audit: the audited figures beside the prediction for the run's window")
+    p.add_argument("--prices", metavar="FILE", help="prices TOML, as `azsidecar audit --prices` (default list prices)")
+    p.add_argument("--policy", choices=("cost", "wal"), default="cost", help="router policy (default cost)")
+    p.add_argument("--linger-ms", type=int, default=250, help="wal.linger_ms (default 250)")
+    p.add_argument("--max-bytes", type=int, default=8 * 1024 * 1024, help="wal.max_bytes (default 8 MiB)")
+    p.add_argument("--checkpoint-interval-ms", type=int, default=1000, help="agent.checkpoint_interval_ms (default 1000)")
+    p.add_argument("--agents-per-zone", type=int, default=1, help="agents per zone (default 1)")
+    p.add_argument("--writers-per-zone", type=int, default=1,
+                   help="gateway instances x proxy.workers per zone, each its own WAL writer (default 1)")
+    p.add_argument("--batch-bytes", type=int, default=16384,
+                   help="mean partition batch size for CSV rows without batches_per_s (default 16384)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def _status(sub: argparse._SubParsersAction) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from spark_audit.run import load_framing, load_prices, run
+from core.prices_file import load_prices
+from spark_audit.run import load_framing, run
 
 
 def main(args: argparse.Namespace) -> int:

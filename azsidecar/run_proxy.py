@@ -16,13 +16,18 @@ import trio
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
 from azsidecar.exposition import LabelledRegistry
+from azsidecar.failures import EXIT_CONFIG, EXIT_ENVIRONMENT, StartupFailure
+from azsidecar.logs import setup_logging
 from azsidecar.monitor import ProxyHealth
 from azsidecar.preflight import check_wal_store, startup_errors
+from azsidecar.runtime import tune_gc
 from azsidecar.secrets import resolve_secrets
 from azsidecar.sidecar import run_sidecar, wal_enabled
 from azsidecar.status import StatusServer
+from azsidecar.workers import die_with_parent, supervise
 from core.audit import AuditSink
 from core.configload import ConfigError
+from proxy.config import is_loopback
 from proxy.sasl import format_credential, scram_credential
 from proxy.server import listener_security
 from router.backend import RoutingBackend
@@ -76,16 +81,41 @@ def main(args: argparse.Namespace) -> int:
     listener_security(config.proxy)  # unreadable TLS or users files stop start-up here, with the key named
     if wal_enabled(config):
         check_wal_store(config.wal, config.wal.bucket_for(config.zone))
-    if config.proxy.listen_host not in ("127.0.0.1", "::1", "localhost") and not config.proxy.sasl_mechanisms:
-        log.warning("proxy listens on %s without SASL: anyone who reaches it can produce as this sidecar",
-                    config.proxy.listen_host)
+    if config.proxy.insecure_listener and not is_loopback(config.proxy.listen_host):
+        log.warning("proxy listens on %s with proxy.insecure_listener: anyone who reaches it can produce as this "
+                    "proxy, in clear text unless TLS is on", config.proxy.listen_host)
+    if config.proxy.workers > 1:
+        return supervise(config, functools.partial(worker_main, config_path=args.config))
+    return serve(config, args.config)
+
+
+def worker_main(config: Config, index: int, config_path: str | None) -> None:
+    """One of `proxy.workers` processes (azsidecar/workers.py): a whole proxy with its own id."""
+    die_with_parent()
+    setup_logging(config.log_format, config.log_level)
+    tune_gc()
+    try:
+        code = serve(config, config_path)
+    except ConfigError as exc:
+        print(f"azsidecar: worker {index}: configuration error: {exc}", file=sys.stderr)
+        code = EXIT_CONFIG
+    except StartupFailure as exc:
+        print(f"azsidecar: worker {index}: cannot start: {exc}", file=sys.stderr)
+        code = EXIT_ENVIRONMENT
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+def serve(config: Config, config_path: str | None) -> int:
+    """Serve until SIGTERM/SIGINT (status server and audit writer included); returns the exit code."""
     health = ProxyHealth(config.router.fallback)
     status = (StatusServer(config.proxy.metrics_host, config.proxy.metrics_port, health.live, health.checks,
                            LabelledRegistry("proxy", {"zone": config.zone or ""}))
               if config.proxy.metrics_port else None)
     try:
         with startup_errors():
-            trio.run(_serve_until_signal, config, args.config, health)
+            trio.run(_serve_until_signal, config, config_path, health)
     finally:
         if status is not None:
             status.close()

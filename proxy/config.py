@@ -13,6 +13,14 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # served and spok
 UPSTREAM_SASL_MECHANISMS = (*SASL_MECHANISMS, "OAUTHBEARER")
 
 MiB = 1024 * 1024
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # noqa: S104 - names the wildcard addresses, binds nothing
+MAX_WORKERS = 256
+
+
+def is_loopback(host: str) -> bool:
+    """True for a listener only this host can reach (127.0.0.0/8, ::1, localhost)."""
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,11 @@ class ProxyConfig:
     sasl_users_file: str = ""  # users and their SCRAM keys (TOML, see docs/security.md); required with sasl_mechanisms
     broker_listeners: bool = False  # one local listener per upstream broker; every API passes through (consumers, admin)
     consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
+    # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
+    advertised_host: str = ""  # host clients connect to (a load balancer's zonal DNS name, a Service); "" = listen_host
+    advertised_port: int = 0  # port clients connect to; 0 = the port the listener bound
+    workers: int = 1  # processes sharing the listener (SO_REUSEPORT), worker i: proxy_id "-w<i>", own WAL epoch, status port metrics_port + i
+    insecure_listener: bool = False  # let a listener other hosts can reach start without TLS and SASL (private test networks only)
 
     def __post_init__(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),
@@ -48,6 +61,21 @@ class ProxyConfig:
         require(1 <= self.max_batch_bytes <= self.max_frame_bytes, "proxy.max_batch_bytes: 1..max_frame_bytes")
         require(self.shutdown_grace_s >= 0, "proxy.shutdown_grace_s: must be >= 0")
         require(bool(self.proxy_id) and "/" not in self.proxy_id, "proxy.proxy_id: non-empty, no '/'")
+        require(0 <= self.advertised_port <= 65535, f"proxy.advertised_port: {self.advertised_port} is not a port")
+        require(1 <= self.workers <= MAX_WORKERS, f"proxy.workers: 1..{MAX_WORKERS}")
+        require(self.listen_host not in WILDCARD_HOSTS or bool(self.advertised_host),
+                f"proxy.advertised_host: required when proxy.listen_host is {self.listen_host!r} "
+                "(clients cannot connect to a wildcard address: give the name they reach this proxy by)")
+        require(is_loopback(self.listen_host) or self.insecure_listener
+                or (bool(self.tls_cert_file) and bool(self.sasl_mechanisms)),
+                f"proxy.listen_host: {self.listen_host!r} is reachable from other hosts, so the listener needs TLS "
+                "(proxy.tls_cert_file, proxy.tls_key_file) and SASL (proxy.sasl_mechanisms, proxy.sasl_users_file); "
+                "set proxy.insecure_listener = true only on a private test network")
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """(host, port) for Metadata answers; port 0 means the port the listener bound."""
+        return (self.advertised_host or self.listen_host, self.advertised_port)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ from proxy.kafka_codec import (
     decode_request,
     encode_response,
 )
+from proxy.listen import open_listeners
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.produce import (
@@ -613,10 +614,13 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
             backend: ProduceBackend = DirectBackend(cluster, metadata, upstream_config.request_timeout_s)
         else:
             backend = await backend_factory(cluster, metadata)
-        listeners = await trio.open_tcp_listeners(proxy_config.listen_port, host=proxy_config.listen_host)
+        listeners = await open_listeners(proxy_config.listen_host, proxy_config.listen_port,
+                                         reuse_port=proxy_config.workers > 1)
         port = listeners[0].socket.getsockname()[1]
+        advertised_host, advertised_port = proxy_config.advertised
         handler = RequestHandler(proxy_config, upstream_config, cluster, metadata, backend,
-                                 proxy_config.listen_host, port)
+                                 advertised_host, advertised_port or port)
+        await handler.start()
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
         if proxy_config.broker_listeners:
             handler.brokers = BrokerListeners(server.open_broker_listener)

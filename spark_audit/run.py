@@ -38,26 +38,6 @@ from spark_audit.report import render_html, summary_text
 EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
 
 
-def load_prices(path: str | None) -> Prices:
-    """Prices from a TOML file: top-level keys, a [prices] table, or [router.prices].
-
-    None gives the defaults of router.config.Prices. Raises ConfigError naming the key.
-    """
-    if path is None:
-        return Prices()
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"prices file {path}: not found") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"prices file {path}: {exc}") from exc
-    if "router" in data and isinstance(data["router"], dict) and "prices" in data["router"]:
-        return build(Prices, data["router"]["prices"], "router.prices")
-    if "prices" in data:
-        return build(Prices, data["prices"], "prices")
-    return build(Prices, data, "prices")
-
-
 def load_framing(path: str | None, path_mtu: int | None = None, link_header_bytes: int | None = None) -> Framing:
     """The network path of the bytes-on-the-wire estimate.
 

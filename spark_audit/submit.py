@@ -14,8 +14,9 @@ import logging
 import sys
 
 from core.configload import ConfigError
+from core.prices_file import load_prices
 from spark_audit.cli import add_job_arguments
-from spark_audit.run import load_framing, load_prices, run
+from spark_audit.run import load_framing, run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,9 @@ import pytest
 
 from core.configload import ConfigError
 from core.prices import Prices
+from core.prices_file import load_prices
 from spark_audit.config import AuditConfig
-from spark_audit.run import load_prices, run
+from spark_audit.run import run
 from spark_audit.writer import AuditWriter
 from tests.spark_audit.conftest import H0_MS, rec, write_jsonl
 

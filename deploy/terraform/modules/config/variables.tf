@@ -17,6 +17,14 @@ variable "settings" {
       shutdown_grace_s             = optional(number, 10)
       metrics_port                 = optional(number, 0)
       metrics_host                 = optional(string, "127.0.0.1")
+      # zone gateways (modules/gateway): advertised address, worker processes, TLS and SASL files
+      advertised_host = optional(string, "")
+      advertised_port = optional(number, 0)
+      workers         = optional(number, 1)
+      tls_cert_file   = optional(string, "")
+      tls_key_file    = optional(string, "")
+      sasl_mechanisms = optional(list(string), [])
+      sasl_users_file = optional(string, "")
     }), {})
     upstream = object({
       bootstrap_servers  = list(string)

@@ -1,0 +1,575 @@
+"""The savings planner: a month's transfer and S3 request bill per deployment mode (pure).
+
+Input: a traffic profile (one `Flow` per producer host and leader zone, in bytes and
+partition batches per second), the list prices of each WAL storage class, and the WAL
+settings. Output: one `Bill` per mode and storage class - direct produce, one sidecar
+per producer host, one gateway per zone (its traffic spread over `writers_per_zone`
+instances x workers, each with its own WAL writer) - and the break-even rate per host.
+
+How a writer's objects are predicted (wal_s3/writer.py): the first batch opens an object,
+which is sealed at `linger_ms` after that batch or when it reaches `max_bytes`. With
+batches arriving at random (Poisson, rate lam per second, bytes r per second), an object
+collects for W = min(linger, max_bytes / r) and the next one opens with the next batch, on
+average 1/lam later: objects per second = 1 / (W + 1/lam). An object holds a share for
+zone z (one ranged GET, one notification) unless none of its batches went there:
+P(share) = 1 - (1 - lam_z/lam) * exp(-lam_z * W). Each agent writes a checkpoint
+manifest (one PUT) `checkpoint_interval_ms` after the first object it applied since its
+last one (a timer, like the writer's linger), and at once every `checkpoint_max_keys`. The money model is the audit's (spark_audit/jobs.py): a
+byte across zones costs 2 x the per-GB price, a direct produce of a batch puts
+`bytes + PRODUCE_OVERHEAD_BYTES` across, notifications cross in both directions.
+
+`cost` routing is modelled per writer and destination zone as the router does it
+(router/decide.py): a zone whose WAL share would cost more per byte than sending it
+across stays direct (without the router's hysteresis band).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from core.prices import Prices
+
+GB = 1_000_000_000  # AWS bills transfer per decimal GB
+SECONDS_PER_MONTH = 730 * 3600  # AWS's month: 730 hours
+# What a direct produce puts on the link per partition batch beyond its bytes: the audit's
+# lower bound (spark_audit/jobs.py PRODUCE_OVERHEAD_BYTES), so prediction and audit agree.
+PRODUCE_OVERHEAD_BYTES = 41
+# One notification round trip per (object, zone) share (leader_notify/protocol.py): two frames
+# of 66 bytes (length, header, MAC), request 173 bytes with an 80-byte key and short zone,
+# proxy and bucket names, response 15 bytes: ~320; per entry 50 bytes of request (10-character
+# topic) and 11 of response.
+NOTIFY_BYTES_PER_SHARE = 320
+NOTIFY_BYTES_PER_ENTRY = 61
+DEFAULT_BATCH_BYTES = 16_384  # a producer's batch.size default, for profiles without batch counts
+
+MODES = ("direct", "sidecar", "gateway")
+
+
+class PlanError(ValueError):
+    """The profile or the settings cannot be planned (message says which value)."""
+
+
+@dataclass(frozen=True)
+class Flow:
+    """Traffic of one producer host to the partitions led in one zone."""
+
+    host: str
+    zone: str  # the host's zone
+    leader_zone: str
+    bytes_per_s: float
+    batches_per_s: float  # partition batches per second (each is one WAL entry)
+
+    def __post_init__(self) -> None:
+        if not self.host or not self.zone or not self.leader_zone:
+            raise PlanError(f"flow {self!r}: host, zone and leader_zone must be set")
+        if self.bytes_per_s < 0 or self.batches_per_s < 0:
+            raise PlanError(f"flow {self.host}->{self.leader_zone}: rates must be >= 0")
+        if self.bytes_per_s > 0 and self.batches_per_s <= 0:
+            raise PlanError(f"flow {self.host}->{self.leader_zone}: bytes without batches")
+
+    @property
+    def cross(self) -> bool:
+        return self.zone != self.leader_zone
+
+
+@dataclass(frozen=True)
+class ClassPrices:
+    """What one WAL storage class costs: requests, and bytes written or read (S3 Express)."""
+
+    name: str
+    put_per_1000: float
+    get_per_1000: float
+    upload_per_gb: float = 0.0  # per GB PUT (S3 Express One Zone); Standard: free in-region
+    retrieval_per_gb: float = 0.0  # per GB read by GET
+
+    @property
+    def put(self) -> float:
+        return self.put_per_1000 / 1000.0
+
+    @property
+    def get(self) -> float:
+        return self.get_per_1000 / 1000.0
+
+
+def storage_classes(prices: Prices) -> list[ClassPrices]:
+    """The classes to plan for: S3 Standard and S3 Express One Zone, at `prices` (core.prices)."""
+    return [ClassPrices("standard", prices.s3_put_per_1000, prices.s3_get_per_1000),
+            ClassPrices("express", prices.express_put_per_1000, prices.express_get_per_1000,
+                        prices.express_upload_per_gb, prices.express_retrieval_per_gb)]
+
+
+@dataclass(frozen=True)
+class WalSettings:
+    linger_ms: int = 250
+    max_bytes: int = 8 * 1024 * 1024
+    checkpoint_interval_ms: int = 1_000  # agent.checkpoint_interval_ms
+    checkpoint_max_keys: int = 1_000  # agent.checkpoint_max_keys
+    agents_per_zone: int = 1  # each writes its own manifests
+    writers_per_zone: int = 1  # gateway mode: instances x worker processes per zone
+    policy: str = "cost"  # "cost" (per zone, cheaper path) or "wal" (every cross-zone batch)
+
+    def __post_init__(self) -> None:
+        if self.linger_ms < 1 or self.max_bytes < 1 or self.checkpoint_interval_ms < 1:
+            raise PlanError("linger_ms, max_bytes and checkpoint_interval_ms must be >= 1")
+        if self.checkpoint_max_keys < 1 or self.agents_per_zone < 1 or self.writers_per_zone < 1:
+            raise PlanError("checkpoint_max_keys, agents_per_zone and writers_per_zone must be >= 1")
+        if self.policy not in ("cost", "wal"):
+            raise PlanError(f"policy: 'cost' or 'wal', got {self.policy!r}")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Per-second quantities a mode causes; `Bill` prices them."""
+
+    crossed_bytes: float = 0.0  # on cross-zone links: direct batches + notifications
+    direct_equivalent_bytes: float = 0.0  # what direct produce of the same traffic would cross
+    wal_bytes: float = 0.0  # payload through the WAL
+    objects: float = 0.0  # WAL object PUTs
+    shares: float = 0.0  # (object, zone) shares: one ranged GET and one notification each
+    checkpoints: float = 0.0  # checkpoint manifest PUTs
+    share_bytes: float = 0.0  # bytes read by agents
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(*(a + b for a, b in zip(_values(self), _values(other))))
+
+
+def _values(u: Usage) -> tuple[float, ...]:
+    return (u.crossed_bytes, u.direct_equivalent_bytes, u.wal_bytes, u.objects, u.shares, u.checkpoints,
+            u.share_bytes)
+
+
+@dataclass(frozen=True)
+class Bill:
+    """A month of one mode on one storage class, in USD and counts."""
+
+    mode: str
+    storage_class: str
+    usage: Usage  # per second
+    transfer_usd: float
+    s3_put_requests: float
+    s3_get_requests: float
+    s3_request_usd: float
+    s3_data_usd: float
+    direct_transfer_usd: float  # what direct produce would cost (the baseline)
+    writers: int = 0
+
+    @property
+    def total_usd(self) -> float:
+        return self.transfer_usd + self.s3_request_usd + self.s3_data_usd
+
+    @property
+    def net_savings_usd(self) -> float:
+        return self.direct_transfer_usd - self.total_usd
+
+
+def cross_byte_usd(prices: Prices) -> float:
+    return 2 * prices.cross_az_per_gb_each_way / GB
+
+
+@dataclass(frozen=True)
+class _ZoneStream:
+    bytes_per_s: float
+    batches_per_s: float
+
+
+@dataclass(frozen=True)
+class WriterLoad:
+    """One WAL writer's cross-zone traffic by destination zone."""
+
+    zone: str
+    by_dest: dict[str, _ZoneStream] = field(default_factory=dict)
+
+
+def _objects(load: Mapping[str, _ZoneStream], wal: WalSettings) -> tuple[float, dict[str, float]]:
+    """(objects per second, shares per second by zone) of a writer carrying `load` via the WAL."""
+    r = sum(s.bytes_per_s for s in load.values())
+    lam = sum(s.batches_per_s for s in load.values())
+    if r <= 0 or lam <= 0:
+        return 0.0, {z: 0.0 for z in load}
+    window = min(wal.linger_ms / 1000.0, wal.max_bytes / r)
+    per_s = 1.0 / (window + 1.0 / lam)
+    shares = {z: per_s * (1.0 - (1.0 - s.batches_per_s / lam) * math.exp(-s.batches_per_s * window))
+              for z, s in load.items()}
+    return per_s, shares
+
+
+def _wal_zone_cost(load: Mapping[str, _ZoneStream], wal: WalSettings, cls: ClassPrices,
+                   prices: Prices) -> dict[str, float]:
+    """USD per second each destination zone's WAL share costs (PUT split by bytes)."""
+    objects, shares = _objects(load, wal)
+    r = sum(s.bytes_per_s for s in load.values())
+    byte_usd = cross_byte_usd(prices)
+    out = {}
+    for z, s in load.items():
+        put_share = objects * cls.put * (s.bytes_per_s / r if r else 0.0)
+        out[z] = (put_share + shares[z] * (cls.get + cls.put)  # GET and (at most) a checkpoint PUT
+                  + (shares[z] * NOTIFY_BYTES_PER_SHARE + s.batches_per_s * NOTIFY_BYTES_PER_ENTRY) * byte_usd
+                  + s.bytes_per_s * (cls.upload_per_gb + cls.retrieval_per_gb) / GB)
+    return out
+
+
+def _wal_zones(load: Mapping[str, _ZoneStream], wal: WalSettings, cls: ClassPrices, prices: Prices) -> set[str]:
+    """The destination zones a writer sends through the WAL under `wal.policy`."""
+    chosen = {z for z, s in load.items() if s.bytes_per_s > 0}
+    if wal.policy == "wal":
+        return chosen
+    byte_usd = cross_byte_usd(prices)
+    for _ in range(len(load) + 1):
+        costs = _wal_zone_cost({z: load[z] for z in chosen}, wal, cls, prices)
+        keep = {z for z in chosen
+                if costs[z] < (load[z].bytes_per_s + load[z].batches_per_s * PRODUCE_OVERHEAD_BYTES) * byte_usd}
+        if keep == chosen:
+            break
+        chosen = keep
+    return chosen
+
+
+def writer_usage(load: WriterLoad, wal: WalSettings, cls: ClassPrices, prices: Prices) -> Usage:
+    """Per-second usage of one writer (checkpoints are added per zone by `plan_mode`)."""
+    direct = {z: s.bytes_per_s + s.batches_per_s * PRODUCE_OVERHEAD_BYTES for z, s in load.by_dest.items()}
+    via_wal = _wal_zones(load.by_dest, wal, cls, prices)
+    wal_load = {z: load.by_dest[z] for z in via_wal}
+    objects, shares = _objects(wal_load, wal)
+    crossed = sum(b for z, b in direct.items() if z not in via_wal)
+    crossed += sum(shares[z] * NOTIFY_BYTES_PER_SHARE + wal_load[z].batches_per_s * NOTIFY_BYTES_PER_ENTRY
+                   for z in via_wal)
+    wal_bytes = sum(s.bytes_per_s for s in wal_load.values())
+    return Usage(crossed_bytes=crossed, direct_equivalent_bytes=sum(direct.values()), wal_bytes=wal_bytes,
+                 objects=objects, shares=sum(shares.values()), share_bytes=wal_bytes)
+
+
+def writers_of(flows: Sequence[Flow], mode: str, wal: WalSettings) -> list[WriterLoad]:
+    """Who writes WAL objects: one writer per host (sidecar) or `writers_per_zone` per zone
+    (gateway, the zone's traffic spread evenly over them). Same-zone flows are left out."""
+    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for f in flows:
+        if not f.cross or f.bytes_per_s <= 0:
+            continue
+        owner = (f.host, f.zone) if mode == "sidecar" else (f.zone, f.zone)
+        acc = groups.setdefault(owner, {}).setdefault(f.leader_zone, [0.0, 0.0])
+        acc[0] += f.bytes_per_s
+        acc[1] += f.batches_per_s
+    if mode == "sidecar":
+        return [WriterLoad(zone, {z: _ZoneStream(b, n) for z, (b, n) in dests.items()})
+                for (_, zone), dests in sorted(groups.items())]
+    k = wal.writers_per_zone
+    return [WriterLoad(zone, {z: _ZoneStream(b / k, n / k) for z, (b, n) in dests.items()})
+            for (_, zone), dests in sorted(groups.items()) for _ in range(k)]
+
+
+def checkpoints_per_s(shares_per_s: float, wal: WalSettings) -> float:
+    """Manifest PUTs per second of one zone's agents, which receive `shares_per_s` in all."""
+    if shares_per_s <= 0:
+        return 0.0
+    per_agent = shares_per_s / wal.agents_per_zone
+    interval_s = wal.checkpoint_interval_ms / 1000.0
+    # the first applied object starts the interval's timer; the next manifest's timer starts with
+    # the next object after it, on average 1/per_agent later (leader_notify/agent.py)
+    timed = 1.0 / (interval_s + 1.0 / per_agent)
+    return wal.agents_per_zone * max(timed, per_agent / wal.checkpoint_max_keys)
+
+
+def plan_mode(flows: Sequence[Flow], mode: str, wal: WalSettings, cls: ClassPrices, prices: Prices) -> Bill:
+    """The bill of one mode on one storage class. Raises PlanError for an unknown mode."""
+    if mode not in MODES:
+        raise PlanError(f"mode: one of {', '.join(MODES)}, got {mode!r}")
+    byte_usd = cross_byte_usd(prices)
+    direct_bytes = sum(f.bytes_per_s + f.batches_per_s * PRODUCE_OVERHEAD_BYTES for f in flows if f.cross)
+    if mode == "direct":
+        usage = Usage(crossed_bytes=direct_bytes, direct_equivalent_bytes=direct_bytes)
+        writers: list[WriterLoad] = []
+    else:
+        writers = writers_of(flows, mode, wal)
+        usage = Usage()
+        shares_into: dict[str, float] = {}
+        for w in writers:
+            u = writer_usage(w, wal, cls, prices)
+            usage += u
+            via_wal = _wal_zones(w.by_dest, wal, cls, prices)
+            for z, s in _objects({z: w.by_dest[z] for z in via_wal}, wal)[1].items():
+                shares_into[z] = shares_into.get(z, 0.0) + s
+        usage = replace(usage, checkpoints=sum(checkpoints_per_s(s, wal) for s in shares_into.values()))
+    m = SECONDS_PER_MONTH
+    puts = (usage.objects + usage.checkpoints) * m
+    gets = usage.shares * m
+    return Bill(
+        mode=mode, storage_class=cls.name if mode != "direct" else "-", usage=usage,
+        transfer_usd=usage.crossed_bytes * m * byte_usd,
+        s3_put_requests=puts, s3_get_requests=gets,
+        s3_request_usd=puts * cls.put + gets * cls.get if mode != "direct" else 0.0,
+        s3_data_usd=(usage.wal_bytes * m * cls.upload_per_gb + usage.share_bytes * m * cls.retrieval_per_gb) / GB,
+        direct_transfer_usd=direct_bytes * m * byte_usd, writers=len(writers),
+    )
+
+
+def plan(flows: Sequence[Flow], wal: WalSettings, prices: Prices,
+         classes: Sequence[ClassPrices] | None = None) -> list[Bill]:
+    """Direct, then sidecar and gateway on every storage class."""
+    classes = list(classes) if classes is not None else storage_classes(prices)
+    bills = [plan_mode(flows, "direct", wal, classes[0], prices)]
+    for cls in classes:
+        bills += [plan_mode(flows, mode, wal, cls, prices) for mode in ("sidecar", "gateway")]
+    return bills
+
+
+def break_even_bytes_per_s(flows: Sequence[Flow], wal: WalSettings, cls: ClassPrices, prices: Prices) -> float | None:
+    """The cross-zone byte rate at which one writer carrying `flows`' mix (zones, batch size)
+    through the WAL saves exactly nothing; None when it never pays (within 1 B/s..100 GB/s).
+
+    Per host this is the rate its own sidecar needs; a gateway needs it from its zone as a whole.
+    """
+    cross = [f for f in flows if f.cross and f.bytes_per_s > 0]
+    total = sum(f.bytes_per_s for f in cross)
+    if total <= 0:
+        return None
+    wal_all = replace(wal, policy="wal", writers_per_zone=1)
+
+    def net(rate: float) -> float:
+        k = rate / total
+        scaled = [replace(f, host="one", zone="here", bytes_per_s=f.bytes_per_s * k,
+                          batches_per_s=f.batches_per_s * k) for f in cross]
+        return plan_mode(scaled, "sidecar", wal_all, cls, prices).net_savings_usd
+
+    lo, hi = 1.0, 1e11
+    if net(hi) <= 0:
+        return None
+    if net(lo) > 0:
+        return lo
+    for _ in range(200):  # bisection on a log scale: the saving grows with the rate
+        mid = math.sqrt(lo * hi)
+        if net(mid) > 0:
+            hi = mid
+        else:
+            lo = mid
+        if hi / lo < 1.0001:
+            break
+    return hi
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    host: str
+    zone: str
+    cross_bytes_per_s: float
+    break_even_bytes_per_s: float | None
+
+    @property
+    def sidecar_pays(self) -> bool:
+        return self.break_even_bytes_per_s is not None and self.cross_bytes_per_s >= self.break_even_bytes_per_s
+
+
+def host_verdicts(flows: Sequence[Flow], wal: WalSettings, cls: ClassPrices, prices: Prices) -> list[HostVerdict]:
+    """Per producer host: its cross-zone rate and the rate at which its own sidecar breaks even."""
+    by_host: dict[tuple[str, str], list[Flow]] = {}
+    for f in flows:
+        by_host.setdefault((f.host, f.zone), []).append(f)
+    return [HostVerdict(host, zone, sum(f.bytes_per_s for f in fs if f.cross),
+                        break_even_bytes_per_s(fs, wal, cls, prices))
+            for (host, zone), fs in sorted(by_host.items())]
+
+
+# ---- profiles ----------------------------------------------------------------------------------
+
+def flow_from_row(row: Mapping[str, str], default_batch_bytes: int = DEFAULT_BATCH_BYTES,
+                  where: str = "") -> Flow:
+    """One CSV row: host, zone, leader_zone, bytes_per_s and optionally batches_per_s.
+
+    Raises PlanError naming the row and column.
+    """
+    def number(column: str) -> float:
+        text = (row.get(column) or "").strip()
+        try:
+            value = float(text)
+        except ValueError as exc:
+            raise PlanError(f"{where}{column}: {text!r} is not a number") from exc
+        if not math.isfinite(value) or value < 0:
+            raise PlanError(f"{where}{column}: {text!r} must be a finite number >= 0")
+        return value
+
+    for column in ("host", "zone", "leader_zone", "bytes_per_s"):
+        if not (row.get(column) or "").strip():
+            raise PlanError(f"{where}{column}: missing")
+    rate = number("bytes_per_s")
+    batches = number("batches_per_s") if (row.get("batches_per_s") or "").strip() else rate / default_batch_bytes
+    return Flow(row["host"].strip(), row["zone"].strip(), row["leader_zone"].strip(), rate, batches)
+
+
+def flows_from_produce_batches(records: Iterable[Mapping[str, object]]) -> tuple[list[Flow], float]:
+    """A profile from audit `produce_batch` records (core/audit.py): per proxy (host) and leader
+    zone, bytes and batches over the window from the first to the last record. Returns the
+    flows and the window in seconds. Raises PlanError when there is nothing to measure."""
+    sums: dict[tuple[str, str, str], list[float]] = {}
+    first = last = None
+    for r in records:
+        if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
+            continue
+        ts = int(r["ts_ms"])  # type: ignore[call-overload]
+        first = ts if first is None else min(first, ts)
+        last = ts if last is None else max(last, ts)
+        leader = str(r.get("leader_zone") or r.get("zone"))
+        key = (str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")), leader)
+        acc = sums.setdefault(key, [0.0, 0.0])
+        acc[0] += float(r.get("bytes") or 0)  # type: ignore[arg-type]
+        acc[1] += 1
+    if first is None or last is None:
+        raise PlanError("no successful produce_batch records in the audit input")
+    window_s = max((last - first) / 1000.0, 0.001)
+    return [Flow(h, z, lz, b / window_s, n / window_s) for (h, z, lz), (b, n) in sorted(sums.items())], window_s
+
+
+@dataclass(frozen=True)
+class Audited:
+    """What a run's audit records say, counted the way spark_audit/jobs.py `savings` does."""
+
+    window_s: float
+    direct_equivalent_bytes: float
+    crossed_bytes: float  # direct_cross wire bytes + notification bytes
+    wal_objects: int
+    put_requests: float  # WAL PUTs + checkpoint manifest PUTs
+    get_requests: float
+
+    def bill(self, prices: Prices, cls: ClassPrices) -> tuple[float, float, float]:
+        """(transfer USD, S3 request USD, net savings USD) of the audited run."""
+        byte_usd = cross_byte_usd(prices)
+        transfer = self.crossed_bytes * byte_usd
+        requests = self.put_requests * cls.put + self.get_requests * cls.get
+        return transfer, requests, self.direct_equivalent_bytes * byte_usd - transfer - requests
+
+
+def audited_totals(records: Iterable[Mapping[str, object]]) -> Audited:
+    """Totals of one run's audit records (any order). Raises PlanError without produce_batch records."""
+    direct_eq = crossed = puts = gets = 0.0
+    objects = 0
+    first = last = None
+    for r in records:
+        kind = r.get("kind")
+        if kind == "produce_batch":
+            if r.get("error_code", 0) not in (0, None):
+                continue
+            ts = int(r["ts_ms"])  # type: ignore[call-overload]
+            first = ts if first is None else min(first, ts)
+            last = ts if last is None else max(last, ts)
+            if r.get("route") != "local":
+                direct_eq += float(r.get("bytes") or 0) + PRODUCE_OVERHEAD_BYTES  # type: ignore[arg-type]
+            if r.get("route") == "direct_cross":
+                crossed += float(r.get("wire_bytes") or 0)  # type: ignore[arg-type]
+        elif kind == "notification":
+            crossed += float(r.get("request_bytes") or 0) + float(r.get("response_bytes") or 0)  # type: ignore[arg-type]
+        elif kind == "wal_flush":
+            objects += 1
+            puts += float(r.get("put_requests") or 0)  # type: ignore[arg-type]
+        elif kind == "checkpoint_write":
+            puts += 1
+        elif kind == "agent_read":
+            gets += float(r.get("gets") or 0)  # type: ignore[arg-type]
+    if first is None or last is None:
+        raise PlanError("no successful produce_batch records in the audit input")
+    return Audited(max((last - first) / 1000.0, 0.001), direct_eq, crossed, objects, puts, gets)
+
+
+# ---- replay of measured arrivals -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Arrival:
+    """One partition batch as a proxy received it (audit produce_batch: ts_ms - latency_ms)."""
+
+    t_s: float
+    host: str
+    zone: str
+    leader_zone: str
+    nbytes: int
+
+
+def arrivals_from_produce_batches(records: Iterable[Mapping[str, object]]) -> list[Arrival]:
+    """Successful produce_batch records as arrivals, in time order."""
+    out = []
+    for r in records:
+        if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
+            continue
+        latency = float(r.get("latency_ms") or 0)  # type: ignore[arg-type]
+        out.append(Arrival((int(r["ts_ms"]) - max(latency, 0.0)) / 1000.0,  # type: ignore[call-overload]
+                           str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")),
+                           str(r.get("leader_zone") or r.get("zone")), int(r.get("bytes") or 0)))  # type: ignore[call-overload]
+    out.sort(key=lambda a: a.t_s)
+    return out
+
+
+@dataclass(frozen=True)
+class ReplayedObject:
+    sealed_s: float
+    nbytes: int
+    entries_by_zone: dict[str, int]
+
+
+def replay_writer(arrivals: Sequence[Arrival], linger_ms: int, max_bytes: int) -> list[ReplayedObject]:
+    """The objects one WAL writer makes of these cross-zone arrivals (time order), flushing as
+    wal_s3/writer.py does: an object opens with its first entry and is sealed `linger_ms` later,
+    or before an entry that would take it past `max_bytes`, or once it reaches `max_bytes`."""
+    linger_s = linger_ms / 1000.0
+    objects: list[ReplayedObject] = []
+    opened = 0.0
+    nbytes = 0
+    entries: dict[str, int] = {}
+
+    def seal(at: float) -> None:
+        nonlocal nbytes, entries
+        if entries:
+            objects.append(ReplayedObject(at, nbytes, entries))
+        nbytes, entries = 0, {}
+
+    for a in arrivals:
+        if entries and a.t_s > opened + linger_s:
+            seal(opened + linger_s)
+        if entries and nbytes + a.nbytes > max_bytes:
+            seal(a.t_s)
+        if not entries:
+            opened = a.t_s
+        nbytes += a.nbytes
+        entries[a.leader_zone] = entries.get(a.leader_zone, 0) + 1
+        if nbytes >= max_bytes:
+            seal(a.t_s)
+    if entries:
+        seal(opened + linger_s)
+    return objects
+
+
+def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings) -> tuple[Usage, float]:
+    """Usage totals (not rates) and the window in seconds if these arrivals had been served in
+    `mode` ("sidecar": a writer per host; "gateway": `writers_per_zone` per zone, hosts
+    assigned round robin) with every cross-zone batch through the WAL (policy wal).
+    Raises PlanError for an unknown mode or no arrivals."""
+    if mode not in ("sidecar", "gateway"):
+        raise PlanError(f"replay mode: sidecar or gateway, got {mode!r}")
+    if not arrivals:
+        raise PlanError("no arrivals to replay")
+    window_s = max(arrivals[-1].t_s - arrivals[0].t_s, 0.001)
+    hosts = sorted({(a.zone, a.host) for a in arrivals})
+    writer_of = {}
+    for i, (zone, host) in enumerate(hosts):
+        writer_of[(zone, host)] = (zone, host) if mode == "sidecar" else (zone, str(i % wal.writers_per_zone))
+    streams: dict[tuple[str, str], list[Arrival]] = {}
+    direct_eq = 0.0
+    for a in arrivals:
+        if a.zone == a.leader_zone:
+            continue
+        direct_eq += a.nbytes + PRODUCE_OVERHEAD_BYTES
+        streams.setdefault(writer_of[(a.zone, a.host)], []).append(a)
+    objects: list[ReplayedObject] = []
+    for stream in streams.values():
+        objects += replay_writer(stream, wal.linger_ms, wal.max_bytes)
+    shares = sum(len(o.entries_by_zone) for o in objects)
+    entries = sum(sum(o.entries_by_zone.values()) for o in objects)
+    # each zone's agent (agents_per_zone 1) batches applied objects into manifests the way the
+    # writer batches entries: a timer of checkpoint_interval_ms from the first, or checkpoint_max_keys
+    applied: dict[str, list[Arrival]] = {}
+    for o in sorted(objects, key=lambda o: o.sealed_s):
+        for z in o.entries_by_zone:
+            applied.setdefault(z, []).append(Arrival(o.sealed_s, "agent", z, z, 1))
+    checkpoints = sum(len(replay_writer(keys, wal.checkpoint_interval_ms, wal.checkpoint_max_keys))
+                      for keys in applied.values())
+    wal_bytes = sum(o.nbytes for o in objects)
+    crossed = shares * NOTIFY_BYTES_PER_SHARE + entries * NOTIFY_BYTES_PER_ENTRY
+    return Usage(crossed_bytes=crossed, direct_equivalent_bytes=direct_eq, wal_bytes=wal_bytes,
+                 objects=len(objects), shares=shares, checkpoints=checkpoints, share_bytes=wal_bytes), window_s
