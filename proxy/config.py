@@ -27,6 +27,11 @@ class ProxyConfig:
     tls_key_file: str = ""  # PEM private key of tls_cert_file
     sasl_mechanisms: tuple[str, ...] = ()  # SASL required on the client listener: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; () = none
     sasl_users_file: str = ""  # users and their SCRAM keys (TOML, see docs/security.md); required with sasl_mechanisms
+    max_connections: int = 1024  # open client connections; more are accepted and closed at once (a producer needs one or two)
+    max_connections_per_source: int = 64  # open connections per source address, non-loopback sources only (zone gateway)
+    request_receive_timeout_s: float = 30.0  # once a request's first bytes arrived, the rest must within this (slowloris); a 100 MiB frame at 4 MB/s fits
+    idle_timeout_s: float = 600.0  # close a connection with no request for this long: the broker's connections.max.idle.ms default, above Java/kafka-python/aiokafka's 540 s; librdkafka (0 = never) reconnects as it does to brokers
+    max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
 
     def __post_init__(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),
@@ -43,6 +48,14 @@ class ProxyConfig:
         require(1 <= self.max_batch_bytes <= self.max_frame_bytes, "proxy.max_batch_bytes: 1..max_frame_bytes")
         require(self.shutdown_grace_s >= 0, "proxy.shutdown_grace_s: must be >= 0")
         require(bool(self.proxy_id) and "/" not in self.proxy_id, "proxy.proxy_id: non-empty, no '/'")
+        require(1 <= self.max_connections <= 1_000_000, "proxy.max_connections: 1..1000000")
+        require(1 <= self.max_connections_per_source <= self.max_connections,
+                "proxy.max_connections_per_source: 1..max_connections")
+        require(self.request_receive_timeout_s > 0, "proxy.request_receive_timeout_s: must be > 0")
+        require(self.idle_timeout_s > 0, "proxy.idle_timeout_s: must be > 0")
+        # One whole frame must fit, or a client sending the largest allowed frame would wait forever.
+        require(self.max_receive_buffer_bytes >= self.max_frame_bytes + MiB,
+                "proxy.max_receive_buffer_bytes: must be >= proxy.max_frame_bytes + 1 MiB")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from proxy import metrics
 from proxy.config import ProxyConfig, UpstreamConfig
+from proxy import limits
 from proxy.kafka_codec import (
     API_API_VERSIONS,
     API_INIT_PRODUCER_ID,
@@ -43,6 +44,7 @@ from proxy.kafka_codec import (
     decode_request,
     encode_response,
 )
+from proxy.limits import LogLimiter, admit, is_loopback, receive_deadline
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.produce import (
     DirectBackend,
@@ -51,6 +53,7 @@ from proxy.produce import (
     produce_answers,
     validate_produce,
 )
+from proxy.receive_budget import ReceiveBudget
 from proxy.sasl import SASL_AUTHENTICATION_FAILED, AuthenticationFailed, Credentials, SaslSession
 from proxy.upstream import UpstreamCluster, UpstreamError, open_upstream
 from proxy.versions import (
@@ -65,6 +68,7 @@ log = logging.getLogger(__name__)
 
 PROXY_NODE_ID = 1  # the one broker clients see
 RECEIVE_CHUNK_BYTES = 256 * 1024
+MIN_RECEIVE_BYTES = 16 * 1024  # with less room than this in the receive budget, a connection stops reading
 HIGHEST_INIT_PRODUCER_ID_VERSION = 5
 LOGIN_THREADS = 2  # PLAIN logins run PBKDF2 (ms each) off the event loop; a login storm gets two threads
 
@@ -106,6 +110,17 @@ class _ResponseWriter:
         except OSError:
             return data  # the client went away: the writer task meets the error and closes
         return data[written:]
+
+
+@dataclass
+class _ConnectionState:
+    """What the limits of one connection look at (trio times)."""
+
+    source: str  # the peer's address
+    last_activity: float  # bytes in, or a response out
+    partial_since: float | None = None  # first bytes of a request not yet complete arrived then
+    outstanding: int = 0  # requests read whose response is not yet written
+    accounted: int = 0  # bytes its codec holds, as counted in the receive budget
 
 
 ProduceBackendFactory = Callable[[UpstreamCluster, MetadataCache], Awaitable[ProduceBackend]]
@@ -310,6 +325,9 @@ class ProxyServer:
         self._stopping = False
         self._listen_scope: trio.CancelScope | None = None
         self._connections = 0
+        self._open_by_source: dict[str, int] = {}
+        self._budget = ReceiveBudget(config.max_receive_buffer_bytes)
+        self._log_limiter = LogLimiter()
         self._idle = trio.Event()
         self._idle.set()
         # Awaited by shutdown() after the in-flight requests, within the same grace period
@@ -341,38 +359,61 @@ class ProxyServer:
             log.warning("shutdown grace of %ss over with work left (requests or deliveries); a restart recovers "
                         "acknowledged WAL entries", self.config.shutdown_grace_s)
 
+    def _limited(self, reason: str, source: str, what: str) -> None:
+        """Count a limit's refusal or close; log it at most once per reason and source per minute."""
+        metrics.CONNECTIONS_LIMITED.labels(reason).inc()
+        allowed, held_back = self._log_limiter.allow((reason, source), trio.current_time())
+        if allowed:
+            more = f" ({held_back} more like it held back)" if held_back else ""
+            log.warning("%s from %s: %s%s", what, source, reason, more)
+
     async def _handle_connection(self, stream: trio.SocketStream) -> None:
+        source = _peer_host(stream)
+        refused = admit(self._connections, self._open_by_source.get(source, 0), is_loopback(source),
+                        self.config.max_connections, self.config.max_connections_per_source)
+        if refused is not None:
+            self._limited(refused, source, "refused a connection")
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+            return
         metrics.CONNECTIONS.inc()
         self._connections += 1
+        self._open_by_source[source] = self._open_by_source.get(source, 0) + 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
             if self._ssl_context is not None:
                 stream = trio.SSLStream(stream, self._ssl_context, server_side=True)
                 if not await _tls_handshake(stream):
                     return
-            await self._serve_connection(stream)
+            await self._serve_connection(stream, source)
         except Exception:  # a bug handling one client must not take the listener down
             metrics.PROTOCOL_ERRORS.labels("internal").inc()
             log.exception("internal error on a client connection; closing it")
         finally:
             metrics.CONNECTIONS.dec()
             self._connections -= 1
+            left = self._open_by_source[source] - 1
+            if left:
+                self._open_by_source[source] = left
+            else:
+                del self._open_by_source[source]
             if self._connections == 0:
                 self._idle.set()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(self, stream: trio.SocketStream, source: str = "") -> None:
         codec = ServerCodec(self.config.max_frame_bytes)
+        state = _ConnectionState(source, trio.current_time())
         session = None
         if self._credentials is not None:
             session = SaslSession(self.config.sasl_mechanisms, self._credentials)
         send_slots, receive_slots = trio.open_memory_channel[ResponseSlot](self.config.max_in_flight_per_connection)
         writer = _ResponseWriter(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer)
+            nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer, state)
             try:
-                await self._read_requests(stream, codec, send_slots, nursery, session, writer)
+                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -385,17 +426,35 @@ class ProxyServer:
                 nursery.cancel_scope.cancel()
             finally:
                 send_slots.close()
+                self._budget.add(-state.accounted)
+
+    def _account(self, codec: ServerCodec, state: _ConnectionState) -> None:
+        held = codec.held_bytes
+        self._budget.add(held - state.accounted)
+        state.accounted = held
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
-                             session: SaslSession | None = None, writer: _ResponseWriter | None = None) -> None:
+                             session: SaslSession | None = None, writer: _ResponseWriter | None = None,
+                             state: _ConnectionState | None = None) -> None:
         # Plain TCP: large frames are read straight into their own buffer (no joining copy).
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+        state = state or _ConnectionState("", trio.current_time())
+        config = self.config
         while not self._stopping:
-            direct = codec.frame_buffer() if sock is not None else None
-            receiving = trio.CancelScope()
+            deadline = receive_deadline(state.partial_since, state.last_activity, config.request_receive_timeout_s,
+                                        config.idle_timeout_s)
+            receiving = trio.CancelScope(deadline=deadline.at)
             self._reading_scopes.add(receiving)
+            direct = None
+            got = 0
             try:
                 with receiving:
+                    if self._budget.room < MIN_RECEIVE_BYTES:
+                        await self._budget.reserve(0, MIN_RECEIVE_BYTES)  # backpressure: read nothing until room
+                    # The frame buffer grows before its bytes come, so only within the budget's room;
+                    # a chunk read is counted once it arrived (the bound is soft by one read).
+                    direct = codec.frame_buffer(self._budget.room) if sock is not None else None
+                    self._account(codec, state)
                     if direct is not None:
                         got = await sock.recv_into(direct)
                     else:
@@ -405,18 +464,29 @@ class ProxyServer:
                 return
             finally:
                 self._reading_scopes.discard(receiving)
+                if direct is not None:
+                    direct.release()  # the codec may grow the buffer before the next read
             if receiving.cancelled_caught:
-                return  # shutting down
+                if self._stopping:
+                    return  # shutting down
+                if deadline.reason == limits.IDLE_TIMEOUT and state.outstanding:
+                    state.last_activity = trio.current_time()  # waiting for our answers is not idle
+                    continue
+                self._limited(deadline.reason, state.source, "closed a connection")
+                return
             if not got:
                 return  # client closed; pending responses are still written
             if direct is not None:
                 codec.received_into(got)
             else:
                 codec.receive_data(data)
+            completed = False
             while True:
                 frame = codec.next_frame()
                 if frame is NEED_DATA:
                     break
+                completed = True
+                state.outstanding += 1
                 if session is not None and not session.authenticated:
                     slot, close = await self.handler.begin_unauthenticated(frame, session, nursery)
                     slot.writer = writer
@@ -428,9 +498,20 @@ class ProxyServer:
                 if slot is not None:
                     slot.writer = writer
                     await send_slots.send(slot)
+                else:
+                    state.outstanding -= 1
+            self._account(codec, state)
+            # Measured after handing the requests on: time spent waiting for our own room
+            # (max_in_flight_per_connection) is not the client's slowness.
+            now = trio.current_time()
+            state.last_activity = now
+            if not codec.buffered_bytes:
+                state.partial_since = None
+            elif completed or state.partial_since is None:
+                state.partial_since = now
 
     async def _write_responses(self, stream, receive_slots, connection_scope: trio.CancelScope,
-                               writer: _ResponseWriter) -> None:
+                               writer: _ResponseWriter, state: _ConnectionState | None = None) -> None:
         async with receive_slots:
             async for slot in receive_slots:
                 writer.waiting_for = slot  # from here on its filler may write it through
@@ -438,6 +519,9 @@ class ProxyServer:
                     await slot.ready.wait()
                 finally:
                     writer.waiting_for = None
+                if state is not None:
+                    state.outstanding -= 1  # answered (or never to be: acks=0)
+                    state.last_activity = trio.current_time()
                 if slot.broken:
                     metrics.PROTOCOL_ERRORS.labels("internal").inc()
                     connection_scope.cancel()  # the failure is logged where it happened
@@ -449,6 +533,15 @@ class ProxyServer:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     connection_scope.cancel()  # client vanished: drop the rest of its work
                     return
+
+
+def _peer_host(stream: trio.SocketStream) -> str:
+    """The client's address ("" if the socket no longer knows it)."""
+    try:
+        peer = stream.socket.getpeername()
+    except OSError:
+        return ""
+    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
 
 
 async def _tls_handshake(stream: trio.SSLStream) -> bool:
