@@ -49,8 +49,7 @@ class ProxyConfig:
         require(self.shutdown_grace_s >= 0, "proxy.shutdown_grace_s: must be >= 0")
         require(bool(self.proxy_id) and "/" not in self.proxy_id, "proxy.proxy_id: non-empty, no '/'")
         require(1 <= self.max_connections <= 1_000_000, "proxy.max_connections: 1..1000000")
-        require(1 <= self.max_connections_per_source <= self.max_connections,
-                "proxy.max_connections_per_source: 1..max_connections")
+        require(1 <= self.max_connections_per_source <= 1_000_000, "proxy.max_connections_per_source: 1..1000000")
         require(self.request_receive_timeout_s > 0, "proxy.request_receive_timeout_s: must be > 0")
         require(self.idle_timeout_s > 0, "proxy.idle_timeout_s: must be > 0")
         # One whole frame must fit, or a client sending the largest allowed frame would wait forever.

@@ -427,6 +427,7 @@ class ProxyServer:
             finally:
                 send_slots.close()
                 self._budget.add(-state.accounted)
+                self._budget.end_overdraft(state)
 
     def _account(self, codec: ServerCodec, state: _ConnectionState) -> None:
         held = codec.held_bytes
@@ -449,11 +450,16 @@ class ProxyServer:
             got = 0
             try:
                 with receiving:
-                    if self._budget.room < MIN_RECEIVE_BYTES:
-                        await self._budget.reserve(0, MIN_RECEIVE_BYTES)  # backpressure: read nothing until room
-                    # The frame buffer grows before its bytes come, so only within the budget's room;
-                    # a chunk read is counted once it arrived (the bound is soft by one read).
-                    direct = codec.frame_buffer(self._budget.room) if sock is not None else None
+                    room = self._budget.room
+                    if room < MIN_RECEIVE_BYTES or self._budget.overdraft_holder is state:
+                        # Backpressure: read nothing until there is room, unless this connection may
+                        # finish its half-received request on the overdraft (proxy/receive_budget.py).
+                        owner = state if state.partial_since is not None else None
+                        overdraft = await self._budget.wait_for_room(MIN_RECEIVE_BYTES, owner)
+                        room = max(self._budget.room, RECEIVE_CHUNK_BYTES if overdraft else 0)
+                    # The frame buffer grows before its bytes come, so only within the room; a
+                    # chunk read is counted once it arrived (the bound is soft by one read).
+                    direct = codec.frame_buffer(room) if sock is not None else None
                     self._account(codec, state)
                     if direct is not None:
                         got = await sock.recv_into(direct)
@@ -505,6 +511,8 @@ class ProxyServer:
             # (max_in_flight_per_connection) is not the client's slowness.
             now = trio.current_time()
             state.last_activity = now
+            if completed:
+                self._budget.end_overdraft(state)
             if not codec.buffered_bytes:
                 state.partial_since = None
             elif completed or state.partial_since is None:
