@@ -15,6 +15,13 @@ the affected partitions with a retriable Kafka error.
 Order: the caller awaits notifications to one zone one at a time, in WAL object order;
 the agent keeps per-partition order in arrival order.
 
+Gray agents (they hang instead of refusing): each zone keeps the round trips of its recent
+successful attempts (wal_s3/latency.py). An attempt slower than max(gray_factor x p99 of the
+last minute, gray_floor_s) is abandoned at once and reported through `on_gray(zone)` (the
+router's breaker counts it); it is retried once, and while the zone stays gray only one
+attempt at a time goes out (a probe) and every other notification fails at once, so the
+partitions behind a hung agent fail retriably within about one deadline and can fall back.
+
 `start` sends a notification's first frame from synchronous code (the WAL writer's release
 callback) when a slot and an idle connection are at hand and the socket takes the whole
 frame: the agent then starts on it before the proxy's event loop gets to the task that
@@ -36,6 +43,7 @@ import trio
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
+from wal_s3.latency import Attempt, LatencyGuard
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +97,18 @@ class NotifySender:
         self._slots: dict[str, trio.Semaphore] = {}
         self._started: set[Started] = set()  # started and not yet taken over by notify
         self._closed = False
+        self._guards: dict[str, LatencyGuard] = {}
+        # on_gray(zone): an attempt to the zone's agent was abandoned at its gray deadline.
+        self.on_gray: Callable[[str], None] | None = None
+
+    def guard(self, zone: str) -> LatencyGuard:
+        """The zone's recent round trips and gray state."""
+        guard = self._guards.get(zone)
+        if guard is None:
+            guard = self._guards[zone] = LatencyGuard(floor_s=self._config.gray_floor_s,
+                                                       ceiling_s=self._config.timeout_s,
+                                                       factor=self._config.gray_factor)
+        return guard
 
     async def aclose(self) -> None:
         self._closed = True
@@ -105,7 +125,7 @@ class NotifySender:
         waiting: a free slot, an idle connection, a socket that takes the frame. Returns what
         to pass to `notify(..., started=)`, or None (notify then does it all). Never raises.
         """
-        if self._closed or dest_zone not in self._config.agents:
+        if self._closed or dest_zone not in self._config.agents or self.guard(dest_zone).gray:
             return None
         idle = self._idle.get(dest_zone)
         if not idle:
@@ -165,18 +185,46 @@ class NotifySender:
         last_problem = "no attempt"
         status = "failed"
         attempt = 0
+        guard = self.guard(dest_zone)
         try:
             for attempt in range(1, self._config.max_attempts + 1):
+                now = trio.current_time()
+                gate = guard.start(now)
+                if gate is None:
+                    if not (attempt == 1 and started is not None):
+                        self.metrics.gray.labels(dest_zone=dest_zone, outcome="refused").inc()
+                        status = "gray"
+                        raise NotifyError(f"notify {flushed.key} -> {dest_zone}: not sent, the zone's agent is not "
+                                          f"answering in time (a probe is out)", retriable=True)
+                    gate = Attempt(now, probe=False, was_gray=True)  # its frame is on the wire already
+                timeout_s = min(self._config.timeout_s, guard.attempt_timeout_s(now))
                 self.metrics.attempts.labels(dest_zone=dest_zone).inc()
                 try:
                     response, sent, received = await self._round_trip(
-                        dest_zone, address, request.request_id, payload, started if attempt == 1 else None)
+                        dest_zone, address, request.request_id, payload, started if attempt == 1 else None,
+                        timeout_s)
                     sent_bytes += sent
                     received_bytes += received
-                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                except trio.TooSlowError as exc:
+                    gray = " (gray deadline)" if timeout_s < self._config.timeout_s else ""
+                    last_problem = f"TooSlowError: no answer within {timeout_s:.2f} s{gray}"
+                    give_up = guard.failed(gate, trio.current_time(), timed_out=True)
+                    self.metrics.gray.labels(dest_zone=dest_zone, outcome="timed_out").inc()
+                    if self.on_gray is not None:
+                        self.on_gray(dest_zone)
+                    if give_up:
+                        status = "gray"
+                        raise NotifyError(f"notify {flushed.key} -> {dest_zone} abandoned after {attempt} attempts: "
+                                          f"{last_problem}", retriable=True) from exc
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                         p.ProtocolError, _ClosedByPeer) as exc:
+                    guard.failed(gate, trio.current_time(), timed_out=False)
                     last_problem = f"{type(exc).__name__}: {exc}"
+                except BaseException:  # cancelled from outside: says nothing about the agent
+                    guard.failed(gate, trio.current_time(), timed_out=False)
+                    raise
                 else:
+                    guard.succeeded(gate, trio.current_time())  # the agent answered, whatever it said
                     if response.status == p.RequestStatus.OK:
                         if len(response.results) != len(request.entries):
                             last_problem = f"{len(response.results)} results for {len(request.entries)} entries"
@@ -244,8 +292,10 @@ class NotifySender:
         return slots
 
     async def _round_trip(self, zone: str, address: str, request_id: int, payload: bytes,
-                          started: Started | None = None) -> tuple[p.NotifyResponse, int, int]:
-        """One attempt: send a fresh frame (or finish `started`'s), await the answer."""
+                          started: Started | None = None,
+                          timeout_s: float | None = None) -> tuple[p.NotifyResponse, int, int]:
+        """One attempt: send a fresh frame (or finish `started`'s), await the answer within
+        `timeout_s` (default notify.timeout_s). Raises trio.TooSlowError past it."""
         slots = self._zone_slots(zone)
         if started is None:
             try:
@@ -264,7 +314,7 @@ class NotifySender:
                 conn, frame_bytes, unsent = started.conn, started.frame_bytes, started.unsent
             ok = False
             try:
-                with trio.fail_after(self._config.timeout_s):
+                with trio.fail_after(self._config.timeout_s if timeout_s is None else timeout_s):
                     if unsent:
                         await conn.stream.send_all(unsent)
                     received = 0

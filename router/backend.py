@@ -273,6 +273,19 @@ class WalPath:
         self.observed = ObjectShape(0.0, 0.0)
         self.observed_at: float | None = None  # trio time of the last flush seen
         writer.on_released = self._on_released
+        # Gray failures (a PUT or notification abandoned at its deadline) are passed on at
+        # once as on_gray(dest_zone, kind), before the batches they hold fail.
+        self.on_gray: Callable[[str, str], None] | None = None
+        writer.on_gray_put = self._gray_put
+        sender.on_gray = functools.partial(self._gray, kind="notify")
+
+    def _gray_put(self, zones: tuple[str, ...]) -> None:
+        for zone in zones:
+            self._gray(zone, kind="s3_put")
+
+    def _gray(self, zone: str, kind: str) -> None:
+        if self.on_gray is not None:
+            self.on_gray(zone, kind)
 
     async def drain(self) -> None:
         """Until every durable object has been notified to every zone (acknowledged entries
@@ -459,6 +472,16 @@ class RoutingBackend:
         self._sequence_gaps: dict[tuple[str, int, int, int], tuple[int, float]] = {}
         self.policy = config.policy
         self.route_counts: dict[str, int] = defaultdict(int)
+        if wal_path is not None:
+            wal_path.on_gray = self._gray_failure
+
+    def _gray_failure(self, zone: str, kind: str) -> None:
+        """A WAL PUT holding entries for `zone`, or a notification to it, was abandoned at its
+        gray deadline: a failure for the zone's breaker now, not after every retry."""
+        breaker = self._breakers[zone]
+        breaker.record_failure(trio.current_time())
+        router_metrics.GRAY_FAILURES.labels(zone, kind).inc()
+        router_metrics.ZONE_OPEN.labels(zone).set(1 if breaker.state == "open" else 0)
 
     def set_policy(self, policy: str) -> None:
         """Switch policy at run time (ordering is kept by the drain-before-switch rule)."""

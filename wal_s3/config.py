@@ -61,7 +61,7 @@ class WalConfig:
         require(self.cache_bytes >= 0, "wal.cache_bytes: must be >= 0")
         require(1 <= self.retry_base_ms <= self.retry_max_ms <= 60_000, "wal.retry_base_ms/retry_max_ms: 1 <= base <= max <= 60000")
         require(self.connect_timeout_s > 0 and self.request_timeout_s > 0, "wal.connect_timeout_s/request_timeout_s: must be > 0")
-        require(0 < self.gray_floor_s <= self.request_timeout_s, "wal.gray_floor_s: 0 < floor <= wal.request_timeout_s")
+        require(self.gray_floor_s > 0, "wal.gray_floor_s: must be > 0")
         require(self.gray_factor >= 1, "wal.gray_factor: must be >= 1")
         require(self.max_s3_threads >= self.max_in_flight_puts, "wal.max_s3_threads: must be >= wal.max_in_flight_puts")
         require(self.s3_transport in ("auto", "http", "boto3"), "wal.s3_transport: auto, http or boto3")

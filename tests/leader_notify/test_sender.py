@@ -211,3 +211,43 @@ async def test_on_answer_gets_the_results_before_the_sender_records_the_notifica
     await sender.aclose()
     assert seen == [(results, 0)] and [(r.error_code, r.base_offset) for r in results] == [(0, 1)]
     assert len(audit.of("notification")) == 1
+
+
+@pytest.mark.trio
+async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nursery):
+    # 20 quick answers give the zone its history; then the agent stops answering (as when it
+    # is SIGSTOPped: connected, silent). With notify.timeout_s 5 s and 3 attempts the old
+    # sender waited 15 s; now an attempt is abandoned at the floor (0.3 s), hedged once, and
+    # while the zone stays gray other notifications fail at once. The agent recovers: the
+    # next probe succeeds and the zone is no longer gray.
+    state = {"hang": False}
+
+    def answer(req, n):
+        if state["hang"]:
+            return b""
+        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(0, n),))))
+
+    port, requests = await nursery.start(serve, answer)
+    sender = NotifySender(notify_config(port, **{"notify.gray_floor_s": 0.3}), "az1", "proxy", 1,
+                          MemoryAuditSink(), bucket="bkt")
+    reported: list[str] = []
+    sender.on_gray = reported.append
+    for _ in range(20):
+        await sender.notify(FLUSHED, "az2")
+    state["hang"] = True
+    started = trio.current_time()
+    with trio.fail_after(5), pytest.raises(NotifyError) as info:
+        await sender.notify(FLUSHED, "az2")
+    assert 0.6 <= trio.current_time() - started < 2.0  # two attempts of 0.3 s and a backoff of 10 ms
+    assert info.value.retriable and "gray deadline" in str(info.value) and len(requests) == 22
+    assert reported == ["az2", "az2"]
+    started = trio.current_time()
+    with pytest.raises(NotifyError) as refused:
+        await sender.notify(FLUSHED, "az2")  # the probe just ended: not sent at all
+    assert "not sent" in str(refused.value) and trio.current_time() - started < 0.1 and len(requests) == 22
+    assert sender.start(FLUSHED, "az2") is None  # nothing is written ahead to a gray zone
+    state["hang"] = False
+    sender.guard("az2").probe_interval_s = 0.0  # the next probe may go now
+    results = await sender.notify(FLUSHED, "az2")
+    assert results[0].error_code == 0 and not sender.guard("az2").gray
+    await sender.aclose()
