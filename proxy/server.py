@@ -45,6 +45,7 @@ from proxy.kafka_codec import (
     encode_response,
 )
 from proxy.limits import LogLimiter, admit, is_loopback, receive_deadline
+from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.produce import (
     DirectBackend,
@@ -328,6 +329,7 @@ class ProxyServer:
         self._open_by_source: dict[str, int] = {}
         self._budget = ReceiveBudget(config.max_receive_buffer_bytes)
         self._log_limiter = LogLimiter()
+        self._burst = BurstTracker()
         self._idle = trio.Event()
         self._idle.set()
         # Awaited by shutdown() after the in-flight requests, within the same grace period
@@ -378,6 +380,7 @@ class ProxyServer:
             return
         metrics.CONNECTIONS.inc()
         self._connections += 1
+        self._burst.peak_connections = max(self._burst.peak_connections, self._connections)
         self._open_by_source[source] = self._open_by_source.get(source, 0) + 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
@@ -401,6 +404,19 @@ class ProxyServer:
                 self._idle.set()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
+            self._after_burst()
+
+    def _after_burst(self) -> None:
+        """Once a burst of connections or bytes is over, give its memory back (proxy/memory.py)."""
+        now = trio.current_time()
+        if should_trim(self._burst, now, self._connections, self._budget.used):
+            started = time.perf_counter()
+            if trim():
+                log.info("a burst of %d connections (peak %d bytes held) is over: free memory returned to the OS "
+                         "in %.1f ms", self._burst.peak_connections, self._burst.peak_held_bytes,
+                         (time.perf_counter() - started) * 1000)
+            self._burst = BurstTracker(last_trim_at=now, baseline_connections=self._connections,
+                                       peak_connections=self._connections)
 
     async def _serve_connection(self, stream: trio.SocketStream, source: str = "") -> None:
         codec = ServerCodec(self.config.max_frame_bytes)
@@ -433,6 +449,8 @@ class ProxyServer:
         held = codec.held_bytes
         self._budget.add(held - state.accounted)
         state.accounted = held
+        if self._budget.used > self._burst.peak_held_bytes:
+            self._burst.peak_held_bytes = self._budget.used
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
                              session: SaslSession | None = None, writer: _ResponseWriter | None = None,

@@ -143,3 +143,46 @@ def test_an_agent_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tm
     assert fell_back_s < FALLBACK_WITHIN_S
     assert worst_ms < HANG_S * 1000
     assert_everything_delivered_in_order(result)
+
+
+FLOOD_BUDGET_MIB = 64
+
+
+def test_a_flood_of_hostile_connections_costs_bounded_memory_that_goes_back_and_loses_nothing(env, tmp_path):
+    # While the producers run, 1,100 connections hit zone 1's proxy: 30 announce 16 MiB
+    # frames and send 8 MiB of them, 70 send 3 bytes of a request, 1,000 send nothing.
+    # Its budget for requests still arriving is 64 MiB: its memory may grow by that, one
+    # 256 KiB read per connection and one 16 MiB frame on the overdraft, and no more; beyond
+    # max_connections (1,024) the flood is refused at once; after the flood it gives the
+    # memory back (proxy/memory.py); the producers lose nothing.
+    from tests.reliability.flood import flood  # noqa: PLC0415 - the flood helper pulls no fixtures
+
+    zone = env.zones[0]
+    workload = Workload(total_bytes=3 * 15_000 * 100, record_bytes=100, topics=TOPICS, linger_ms=20, timeout_s=200)
+    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+                               partition_zones=router_overrides(env, workload)["partition_zones"],
+                               extra={"router": {"fallback": "direct"},
+                                      "proxy": {"max_receive_buffer_bytes": FLOOD_BUDGET_MIB * 1024 * 1024,
+                                                "max_frame_bytes": 16 * 1024 * 1024}})
+    measured: dict = {}
+
+    def attack(ctx: TickContext) -> None:
+        if "flood" not in measured and ctx.acked_fraction >= 0.3:
+            host, port = zone.sidecar_bootstrap.rsplit(":", 1)
+            measured["flood"] = flood(host, int(port), ctx.fleet.proxies[zone.name].pid, hold_s=4.0)
+
+    result = run_campaign(env, workload, settings, attack, name="flood", records_per_s=RATE_PER_PRODUCER)
+    f = measured["flood"]
+    print("flood:", f.as_dict())
+    assert f.opened == 1100
+    assert f.refused >= f.opened - 1024  # beyond max_connections: closed at once
+    # The budget, one 256 KiB read per big connection, one 16 MiB frame on the overdraft, and
+    # 32 MiB for the 1,100 connections' own tasks, sockets and codecs.
+    bound_kib = (FLOOD_BUDGET_MIB + 30 // 4 + 16 + 32) * 1024
+    assert f.rss_peak_kib - f.rss_before_kib < bound_kib, f.as_dict()
+    assert f.rss_after_kib - f.rss_before_kib < 32 * 1024, f.as_dict()
+    v = result.verification
+    for key in ("lost", "duplicates", "reordered", "corrupt", "foreign"):
+        assert v[key] == 0, (key, v["problems"])
+    assert not result.producer_fatal and v["ok"], (v["problems"], result.producer_errors)
+    assert v["acknowledged"] == 45_000, result.producer_errors
