@@ -30,11 +30,11 @@ class BurstTracker:
 
 def should_trim(burst: BurstTracker, now: float, open_connections: int, held_bytes: int) -> bool:
     """Trim when a burst happened (many connections, or many bytes held for arriving
-    requests), it is over (nothing held, and open connections back within a sixteenth of
-    the burst above the baseline), and the last trim was at least TRIM_MIN_INTERVAL_S ago."""
+    requests), it is over (nothing held, and open connections back within 1/64 of the burst
+    above the baseline, at least 2), and the last trim was at least TRIM_MIN_INTERVAL_S ago."""
     burst_size = burst.peak_connections - burst.baseline_connections
     big = burst_size >= BURST_CONNECTIONS or burst.peak_held_bytes >= BURST_BYTES
-    over = held_bytes == 0 and open_connections <= burst.baseline_connections + max(burst_size, 0) // 16
+    over = held_bytes == 0 and open_connections <= burst.baseline_connections + max(2, max(burst_size, 0) // 64)
     return big and over and now - burst.last_trim_at >= TRIM_MIN_INTERVAL_S
 
 

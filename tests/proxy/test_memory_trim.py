@@ -12,13 +12,14 @@ MiB = 1024 * 1024
 
 
 @pytest.mark.parametrize(("burst", "now", "open_connections", "held", "expected"), [
-    # 1,024 connections over a baseline of 4; at most 4 + 1020 // 16 = 67 may be left open.
-    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 67, 0, True),
-    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 68, 0, False),   # the burst is not over yet
-    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 10, 4096, False),  # bytes still held for arriving requests
-    (BurstTracker(-5.0, 4, 1024, 0), 0.0, 10, 0, False),     # trimmed 5 s ago (at most every 10 s)
+    # 1,024 connections over a baseline of 4; at most 4 + 1020 // 64 = 19 may be left open.
+    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 19, 0, True),
+    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 20, 0, False),   # the burst is not over yet
+    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 5, 4096, False),  # bytes still held for arriving requests
+    (BurstTracker(-5.0, 4, 1024, 0), 0.0, 5, 0, False),      # trimmed 5 s ago (at most every 10 s)
     (BurstTracker(-100.0, 4, 200, 0), 0.0, 4, 0, False),     # 196 connections: no burst
-    (BurstTracker(-100.0, 4, 10, 64 * MiB), 0.0, 4, 0, True),  # a burst of bytes
+    (BurstTracker(-100.0, 4, 10, 64 * MiB), 0.0, 6, 0, True),  # a burst of bytes: 2 above the baseline is over
+    (BurstTracker(-100.0, 4, 10, 64 * MiB), 0.0, 7, 0, False),
     (BurstTracker(-100.0, 4, 10, 16 * MiB), 0.0, 4, 0, False),
     (BurstTracker(), 0.0, 0, 0, False),                      # nothing happened since start
 ])
