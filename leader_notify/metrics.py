@@ -49,8 +49,8 @@ class SenderMetrics:
                                 ["dest_zone"], registry=r)
         self.rtt = Histogram("azsidecar_notify_rtt_seconds", "Notification round trip, retries included",
                              ["dest_zone"], buckets=LATENCY_BUCKETS_S, registry=r)
-        self.gray = Counter("azsidecar_notify_gray", "Attempts abandoned at the gray deadline (timed_out) or not "
-                            "sent while the zone was gray (refused)", ["dest_zone", "outcome"], registry=r)
+        self.gray = Counter("azsidecar_notify_gray", "Attempts abandoned at the gray deadline or refused while gray",
+                            ["dest_zone", "outcome"], registry=r)
 
     def value(self, name: str, **labels: str) -> float:
         v = self.registry.get_sample_value(name, labels)

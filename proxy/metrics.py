@@ -13,8 +13,7 @@ PROTOCOL_ERRORS = Counter("azsidecar_proxy_protocol_errors_total", "Connections 
 CONNECTIONS = Gauge("azsidecar_proxy_open_connections", "Open client connections")
 CONNECTIONS_LIMITED = Counter(
     "azsidecar_proxy_connections_limited_total",
-    "Connections refused or closed by a listener limit (max_connections, max_connections_per_source, "
-    "request_timeout, idle_timeout)", ["reason"])
+    "Connections refused or closed by a listener limit (proxy/limits.py reasons)", ["reason"])
 RECEIVE_BUFFERED_BYTES = Gauge("azsidecar_proxy_receive_buffered_bytes",
                                "Bytes held for requests still arriving, all connections (proxy.max_receive_buffer_bytes)")
 RECEIVE_BUDGET_WAITS = Counter("azsidecar_proxy_receive_budget_waits_total",

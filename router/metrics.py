@@ -19,5 +19,5 @@ REDRIVE_PENDING = Gauge("azsidecar_router_wal_redrive_pending",
 REDRIVES = Counter("azsidecar_router_wal_redrives_total",
                    "Re-sent notifications of acknowledged (ack_mode wal) entries", ["dest_zone"])
 GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
-                        "WAL PUTs (s3_put) or notifications (notify) abandoned at their gray deadline, counted by "
-                        "the zone's circuit breaker", ["dest_zone", "kind"])
+                        "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
+                        ["dest_zone", "kind"])

@@ -29,6 +29,7 @@ import pytest
 from deploy.local.scenario import TopicSpec, Workload, router_overrides
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import three_zones
+from tests.reliability.flood import flood
 from tests.reliability.harness import TickContext, fault_proxy, run_campaign
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -155,8 +156,6 @@ def test_a_flood_of_hostile_connections_costs_bounded_memory_that_goes_back_and_
     # 256 KiB read per connection and one 16 MiB frame on the overdraft, and no more; beyond
     # max_connections (1,024) the flood is refused at once; after the flood it gives the
     # memory back (proxy/memory.py); the producers lose nothing.
-    from tests.reliability.flood import flood  # noqa: PLC0415 - the flood helper pulls no fixtures
-
     zone = env.zones[0]
     workload = Workload(total_bytes=3 * 15_000 * 100, record_bytes=100, topics=TOPICS, linger_ms=20, timeout_s=200)
     settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
