@@ -27,7 +27,10 @@ from dataclasses import dataclass
 
 WINDOW_S = 60.0  # "recent": successes of the last minute ...
 MIN_SAMPLES = 20  # ... or the last 20 if the minute had fewer; with fewer in all, no deadline below the ceiling
-MAX_SAMPLES = 1024  # bounded memory and cost: a p99 of at most this many values
+# ... and at most the last 256: at tens of requests a second a minute-long window kept the
+# slow first seconds after a start (connections, caches) in the p99 for a whole minute,
+# which pushed the deadline to the ceiling exactly when a hang came early.
+MAX_SAMPLES = 256
 RECOMPUTE_S = 1.0  # the deadline is recomputed at most once a second (a sort of up to MAX_SAMPLES values)
 DEFAULT_FACTOR = 3.0
 PROBE_INTERVAL_S = 1.0  # while gray: at most one probe per second, never two at once

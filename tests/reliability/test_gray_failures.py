@@ -56,6 +56,7 @@ def hang_for(pid_of, at_fraction: float, seconds: float, times: dict):
     SIGCONTs it `seconds` later (on a later tick: sampling goes on during the hang)."""
     def on_tick(ctx: TickContext) -> None:
         if "stopped" not in times and ctx.acked_fraction >= at_fraction:
+            times["started"] = ctx.started  # the producers' start: samples' t_s count from it
             times["pid"] = pid_of(ctx)
             os.kill(times["pid"], signal.SIGSTOP)
             times["stopped"], times["stopped_wall"] = time.monotonic(), time.time()
@@ -81,6 +82,17 @@ def assert_everything_delivered_in_order(result) -> None:
     assert not result.producer_fatal, result.producer_fatal
     assert v["ok"], (v["problems"], result.producer_errors)
     assert v["acknowledged"] == TOTAL, result.producer_errors  # every producer rode through: nothing failed
+
+
+def worst_latency_ms(result, times: dict) -> tuple[float, float]:
+    """(the producers' worst produce->ack latency over records acknowledged from the hang's
+    start to FALLBACK_WITHIN_S after its end, the worst over the whole run). A record held
+    for the whole hang is acknowledged after it ends, so it is in the first figure; the
+    second includes the recovery, when a loaded machine's catch-up can cost retries."""
+    lo = times["stopped"] - times["started"]
+    hi = times["resumed"] - times["started"] + FALLBACK_WITHIN_S
+    during = [s["lat_max_ms"] or 0 for s in result.samples if lo <= s["t_s"] <= hi]
+    return max(during, default=0), max((s["lat_max_ms"] or 0 for s in result.samples), default=0)
 
 
 def fallback_and_return(records: list[dict], times: dict) -> tuple[float, float]:
@@ -110,11 +122,12 @@ def test_s3_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tmp_path
                 os.kill(procs[0].pid, signal.SIGCONT)  # never leave it stopped (stop_process needs it to run)
     assert "resumed" in times, "the run ended before the hang did"
     fell_back_s, returned_s = fallback_and_return(batches(settings.audit_dir), times)
-    worst_ms = max(s["lat_max_ms"] or 0 for s in result.samples)
+    worst_ms, worst_run_ms = worst_latency_ms(result, times)
     print(f"S3 hang {HANG_S:g} s: first direct batch after {fell_back_s:.2f} s; WAL again {returned_s:.2f} s after "
-          f"the hang ended; worst produce->ack latency {worst_ms:.0f} ms")
+          f"the hang ended; worst produce->ack latency {worst_ms:.0f} ms "
+          f"around the hang, {worst_run_ms:.0f} ms in the whole run")
     assert fell_back_s < FALLBACK_WITHIN_S
-    assert worst_ms < HANG_S * 1000  # the producers did not wait out the hang (it was 10.3 s before)
+    assert worst_ms < HANG_S * 1000  # the producers did not wait out the hang (10.3 s before issue 23)
     assert_everything_delivered_in_order(result)
 
 
@@ -138,9 +151,10 @@ def test_an_agent_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tm
             os.kill(times["pid"], signal.SIGCONT)
     assert "resumed" in times, "the run ended before the hang did"
     fell_back_s, returned_s = fallback_and_return(batches(settings.audit_dir, zone.name), times)
-    worst_ms = max(s["lat_max_ms"] or 0 for s in result.samples)
+    worst_ms, worst_run_ms = worst_latency_ms(result, times)
     print(f"agent hang {HANG_S:g} s: first direct batch to {zone.name} after {fell_back_s:.2f} s; WAL again "
-          f"{returned_s:.2f} s after the hang ended; worst produce->ack latency {worst_ms:.0f} ms")
+          f"{returned_s:.2f} s after the hang ended; worst produce->ack latency {worst_ms:.0f} ms "
+          f"around the hang, {worst_run_ms:.0f} ms in the whole run")
     assert fell_back_s < FALLBACK_WITHIN_S
     assert worst_ms < HANG_S * 1000
     assert_everything_delivered_in_order(result)
