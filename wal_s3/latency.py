@@ -26,7 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 WINDOW_S = 60.0  # "recent": successes of the last minute ...
-MIN_SAMPLES = 20  # ... or the last 20 if the minute had fewer; with fewer in all, no deadline below the ceiling
+# ... or the last 5 if the minute had fewer. With fewer in all nothing is known: no deadline
+# below the configured timeout. Five successes set the scale (their p99 is their maximum), so
+# a link where every request is slow is never cut short, and a hang soon after a start
+# (20 were too many: a proxy with little WAL traffic had not made them 6 s in) is caught.
+MIN_SAMPLES = 5
 # ... and at most the last 256: at tens of requests a second a minute-long window kept the
 # slow first seconds after a start (connections, caches) in the p99 for a whole minute,
 # which pushed the deadline to the ceiling exactly when a hang came early.

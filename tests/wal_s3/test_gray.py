@@ -19,7 +19,7 @@ from wal_s3.writer import WalWriter, WalWriteError
 
 pytestmark = [pytest.mark.integration, pytest.mark.trio]
 
-HISTORY = 20  # latency.MIN_SAMPLES: with fewer, no deadline below the configured timeout
+HISTORY = 20  # more than latency.MIN_SAMPLES (5): with fewer, no deadline below the configured timeout
 FLOOR_S = 0.3
 
 

@@ -77,3 +77,12 @@ def test_attempt_timeout_is_unbounded_until_there_is_history():
     guard.observe(0.1, 0.2)
     guard.observe(0.2, 0.2)
     assert guard.attempt_timeout_s(1.5) == 1.0
+
+
+@pytest.mark.parametrize(("latencies", "expected"), [
+    ([0.1] * 4, 30.0),             # four successes: nothing known yet
+    ([0.1] * 5, 1.0),              # five set the scale: 3 x 0.1 under the floor
+    ([0.5] * 4 + [2.0], 6.0),      # the p99 of five is their maximum
+])
+def test_gray_deadline_with_the_default_minimum_of_five(latencies, expected):
+    assert gray_deadline_s(latencies, floor_s=1.0, ceiling_s=30.0) == pytest.approx(expected)
