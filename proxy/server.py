@@ -26,9 +26,8 @@ from typing import Any
 import trio
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
-from proxy import metrics
+from proxy import limits, metrics
 from proxy.config import ProxyConfig, UpstreamConfig
-from proxy import limits
 from proxy.kafka_codec import (
     API_API_VERSIONS,
     API_INIT_PRODUCER_ID,
@@ -493,9 +492,12 @@ class ProxyServer:
             if receiving.cancelled_caught:
                 if self._stopping:
                     return  # shutting down
-                if deadline.reason == limits.IDLE_TIMEOUT and state.outstanding:
-                    state.last_activity = trio.current_time()  # waiting for our answers is not idle
-                    continue
+                if deadline.reason == limits.IDLE_TIMEOUT:
+                    now = trio.current_time()
+                    if state.outstanding:
+                        state.last_activity = now  # waiting for our answers is not idle
+                    if now < state.last_activity + config.idle_timeout_s:
+                        continue  # an answer went out while this read waited
                 self._limited(deadline.reason, state.source, "closed a connection")
                 return
             if not got:
