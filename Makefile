@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup system-packages clean bench
+.PHONY: demo test check setup system-packages clean bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,7 +23,13 @@ system-packages:
 
 setup: $(STAMP) system-packages
 
-test: setup
+# Static checks first (seconds): lint, the layer contracts, strict types on the core.
+check: setup
+	$(BIN)/ruff check --quiet .
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
+
+test: check
 	$(BIN)/python -m pytest -q tests
 
 demo: setup

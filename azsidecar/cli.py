@@ -1,9 +1,11 @@
-"""`azsidecar` command line: one subcommand per component.
+"""`azsidecar` command line: one subcommand per process the product runs.
 
-Each component package exposes `cli.register(subparsers)` that adds its subcommand and
-sets `func(args) -> int`. This module is the only place that reads the environment
-(secrets such as HMAC keys) and sets up logging; it turns ConfigError into a readable
-message and exit code 2.
+The composition root: nothing imports this package. `azsidecar/commands.py` defines the
+arguments; the chosen subcommand's runner module (`azsidecar/run_*.py`, `demo.py`) is
+imported only then, wires the components from the one validated Config and runs them.
+The runners and `azsidecar/secrets.py` are the only code that reads the environment
+(secrets such as HMAC keys). Here logging is set up, and a failed start becomes one line
+on stderr: ConfigError exit code 2, StartupFailure (credentials, bucket, brokers) 1.
 """
 
 from __future__ import annotations
@@ -13,20 +15,11 @@ import importlib
 import sys
 
 from azsidecar import __version__
-from azsidecar._configload import ConfigError
+from azsidecar.commands import RUNNERS, register_all
+from azsidecar.failures import EXIT_CONFIG, EXIT_ENVIRONMENT, StartupFailure
 from azsidecar.logs import setup_logging
 from azsidecar.runtime import tune_gc
-
-# Modules that provide `register(subparsers)`; imported lazily so `azsidecar --help`
-# does not import pyspark or aiokafka.
-SUBCOMMAND_MODULES = (
-    "proxy.cli",
-    "leader_notify.cli",
-    "wal_s3.cli",
-    "router.cli",
-    "spark_audit.cli",
-    "azsidecar.demo",
-)
+from core.configload import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,39 +29,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"azsidecar {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # component not built yet
-                continue
-            raise
-        module.register(sub)
+    register_all(sub)
     return parser
-
-
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags every long-running subcommand shares."""
-    parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
-    parser.add_argument("--zone", help="this host's availability zone id, e.g. use1-az1")
-    parser.add_argument("--log-format", choices=("text", "json"), default=None,
-                        help="stderr log format (default text)")
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
+    if args.command is None:
         parser.print_help()
         return 2
     setup_logging(getattr(args, "log_format", None) or "text", getattr(args, "log_level", None) or "INFO")
     tune_gc()
+    module_name, _, function = RUNNERS[args.command].partition(":")
+    run = getattr(importlib.import_module(module_name), function)
     try:
-        return int(args.func(args) or 0)
+        return int(run(args) or 0)
     except ConfigError as exc:
         print(f"azsidecar: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
+    except StartupFailure as exc:
+        print(f"azsidecar: cannot start: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except KeyboardInterrupt:
         return 130
 

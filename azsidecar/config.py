@@ -2,7 +2,8 @@
 
 Each package owns the dataclass of its section; this module composes them. Sources, in
 order of precedence: command-line flags, then a TOML file. Environment variables are
-read only by `azsidecar.cli` (secrets), never by library code.
+read only by the runners of `azsidecar/` (secrets through `azsidecar/secrets.py`), never by
+library code.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from azsidecar._configload import ConfigError, build, require
+from azsidecar.commands import HMAC_ENV
+from core.configload import ConfigError, build, require
 from leader_notify.config import AgentConfig, NotifyConfig
 from proxy.config import ProxyConfig, UpstreamConfig
 from router.config import RouterConfig
@@ -42,6 +44,21 @@ class Config:
         require(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level: DEBUG|INFO|WARNING|ERROR")
 
 
+# Settings that hold a secret itself; the TOML file may name their files, never the values.
+SECRET_SETTINGS = {
+    ("notify", "hmac_keys"): f"notify.hmac_key_file or ${HMAC_ENV}",
+    ("upstream", "sasl_password"): "upstream.sasl_password_file or $AZSIDECAR_UPSTREAM_SASL_PASSWORD",
+}
+
+
+def refuse_secrets_in_file(data: Mapping[str, Any], path: str) -> None:
+    """Raises ConfigError if the parsed TOML `data` holds a secret's value."""
+    for (section, name), instead in SECRET_SETTINGS.items():
+        table = data.get(section)
+        if isinstance(table, Mapping) and name in table:
+            raise ConfigError(f"{section}.{name} in {path}: secrets are not read from the config file; use {instead}")
+
+
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
     """Read the TOML file (if any), apply dotted-key overrides, validate.
 
@@ -55,6 +72,7 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
             raise ConfigError(f"config file {path}: not found") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path}: {exc}") from exc
+        refuse_secrets_in_file(data, str(path))
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue

@@ -20,22 +20,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.prices import Prices
+from deploy.local.scenario import Workload, router_overrides, run_baseline, run_sidecar
+from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
+from deploy.local.zones import cleanup_leftovers, netns_available, three_zones
+from spark_audit.run import run as run_audit
+
 GB = 1_000_000_000
 MB = 1_000_000
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("demo", help="run the local three-zone system: baseline vs sidecar, audited",
-                              description=__doc__.split("\n\n")[0])
-    p.add_argument("--mb", type=float, default=200.0, help="payload per run in MB (default 200)")
-    p.add_argument("--record-bytes", type=int, default=1000, help="record value size (default 1000)")
-    p.add_argument("--policy", choices=("wal", "cost", "direct"), default="wal",
-                   help="router policy of the sidecar run (default wal: every cross-zone batch via S3)")
-    p.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto",
-                   help="netns (root: metered bridge) or loopback (unmetered); auto picks netns when root")
-    p.add_argument("--out", default="demo-out", help="directory for logs, audit records and the report")
-    p.add_argument("--skip-audit", action="store_true", help="do not run the Spark audit")
-    p.set_defaults(func=main)
 
 
 def say(message: str) -> None:
@@ -70,10 +62,6 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     Raises SystemExit when a run fails verification, ScenarioError/ZoneSetupError when the
     environment cannot be set up.
     """
-    from deploy.local.scenario import Workload, router_overrides, run_baseline, run_sidecar  # noqa: PLC0415
-    from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter  # noqa: PLC0415
-    from deploy.local.zones import cleanup_leftovers, netns_available, three_zones  # noqa: PLC0415
-
     progress = progress or say
     mode = mode if mode != "auto" else ("netns" if netns_available() else "loopback")
     if mode == "loopback":
@@ -97,9 +85,6 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     result = DemoResult(mode, baseline, sidecar, run_dir=run_dir)
     if audit:
         progress("running the Spark audit (local[*]) over the sidecar run's audit records")
-        from router.config import Prices  # noqa: PLC0415
-        from spark_audit.run import run as run_audit  # noqa: PLC0415
-
         code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout)
         if code != 0:
             raise SystemExit(f"the audit failed with exit code {code}")
@@ -108,8 +93,6 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
 
 
 def main(args: argparse.Namespace) -> int:
-    from deploy.local.zones import netns_available  # noqa: PLC0415
-
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.mode == "netns" and not netns_available():

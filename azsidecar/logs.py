@@ -63,3 +63,6 @@ def setup_logging(log_format: str = "text", level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    if level.upper() != "DEBUG":
+        # botocore says "Found credentials in ..." at INFO once per client: noise at start-up.
+        logging.getLogger("botocore.credentials").setLevel(logging.WARNING)

@@ -1,21 +1,25 @@
-"""Agent append throughput (S3 -> Tansu) vs a plain aiokafka producer, same batches, same run.
+"""Agent append throughput (S3 -> Tansu) with 1, 2, 3 agents per zone vs a plain aiokafka producer, same batches, same run.
 
 Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
+                                            [--agents 1,2,3]
 
 Setup: one moto server and one memory-backed Tansu broker on loopback. The record batches
 (`batch-kib` each, 1 KiB records, no producer id) are built once.
 
-Phase "agent": the batches sit in WAL objects of ~8 MiB (wal_s3 format, PUT before the
-clock starts). The trio NotifySender notifies the in-process agent one object after the
-other, as the proxy does for one destination zone; the agent does one ranged GET per
-object (wal_s3.WalReader), verifies CRCs and appends every raw batch with one
-ProduceRequest per batch, partitions in parallel. Timed: first notification sent to last
-response received.
+Phase "agent xN" (N from --agents): N agent processes (`azsidecar agent`) serve the zone.
+The batches sit in WAL objects of ~8 MiB (wal_s3 format, each zone share laid out by owning
+agent as the proxy's writer does, PUT before the clock starts). The proxy's own
+ZoneNotifier per agent (leader_notify/notifier.py, with the real NotifySender: a notification
+written ahead when the agent is idle, the next objects prefetched) notifies each agent of
+its range of every object, agents in parallel, each in object order; an agent does one
+ranged GET per object, verifies CRCs and appends every raw batch with one ProduceRequest
+per batch, partitions in parallel. Timed: first notification sent to last response
+received. CPU: the agent processes' user+system time (/proc), per MiB.
 
 Phase "producer": a plain AIOKafkaProducer (acks=all) sends the same records grouped in the
 same batches (create_batch/send_batch), to a fresh topic. Timed: first send to last ack.
-Also printed: CPU time of this process per batch in each phase (sender + agent threads,
-or the producer), steadier than wall clock on a shared host.
+Also printed: CPU time per MiB of the agents (their processes) and of the producer (this
+process), steadier than wall clock on a shared host.
 
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer.
@@ -26,8 +30,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -39,14 +43,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import trio  # noqa: E402
 
 from azsidecar.config import load_config  # noqa: E402
-from deploy.local.processes import DUMMY_CREDENTIALS, start_moto, start_tansu  # noqa: E402
-from spark_audit.records import NullAuditSink  # noqa: E402
+from core.audit import NullAuditSink  # noqa: E402
+from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
+from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
+from leader_notify.owners import AgentMap  # noqa: E402
 from wal_s3.format import WalEntry, encode_object  # noqa: E402
 
 MiB = 1024 * 1024
 OBJECT_BYTES = 8 * MiB  # the WAL writer's default flush size
 RECORD_BYTES = 1024
 KEYS = ("bench-notify-key-0123456789",)
+AGENT_READY_S = 30.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ def build_batches(total_mib: int, batch_kib: int, partitions: int) -> list[tuple
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     per_batch = max(1, batch_kib * 1024 // RECORD_BYTES)
-    count = total_mib * MiB // (per_batch * RECORD_BYTES)
+    count = max(1, total_mib * MiB // (per_batch * RECORD_BYTES))
     out = []
     now_ms = int(time.time() * 1000)
     for i in range(count):
@@ -72,12 +80,14 @@ def build_batches(total_mib: int, batch_kib: int, partitions: int) -> list[tuple
     return out
 
 
-def put_objects(s3, bucket: str, topic: str, batches) -> list[Flushed]:
+def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap) -> list[Flushed]:
+    """~8 MiB objects; each object's az2 share laid out by owning agent, as WalWriter does."""
     objs, current, size, seq = [], [], 0, 0
     for partition, values, raw in [*batches, (None, None, None)]:
         if raw is None or (size + len(raw) > OBJECT_BYTES and current):
+            laid_out = sorted(current, key=lambda e: agents.share_of("az2", e.topic, e.partition))  # stable
             enc = encode_object(writer_id="bench", epoch=1, sequence=seq, created_ms=int(time.time() * 1000),
-                                entries_by_zone={"az2": current})
+                                entries_by_zone={"az2": laid_out})
             key = f"wal/{uuid.uuid4().hex[:8]}/bench-{seq}"
             s3.put_object(Bucket=bucket, Key=key, Body=enc.data)
             objs.append(Flushed(key, enc.zones))
@@ -88,49 +98,91 @@ def put_objects(s3, bucket: str, topic: str, batches) -> list[Flushed]:
     return objs
 
 
-class AgentThread:
-    def __init__(self, config) -> None:
-        self.config = config
-        self.ready = threading.Event()
-        self.port = 0
-        self.loop = None
-        self.stop_event = None
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+class AgentProcesses:
+    """`count` agent processes of zone az2 on loopback ports."""
 
-    async def _main(self) -> None:
-        from leader_notify._run import running_agent
+    def __init__(self, count: int, base: dict, log_dir: Path) -> None:
+        self.ports = [free_port() for _ in range(count)]
+        self.procs: list[subprocess.Popen] = []
+        self.base, self.log_dir = base, log_dir
 
-        self.loop = asyncio.get_running_loop()
-        self.stop_event = asyncio.Event()
-        async with running_agent(self.config, "az2", tuple(k.encode() for k in KEYS), audit=NullAuditSink(),
-                                 checkpoint=None) as (_agent, port):
-            self.port = port
-            self.ready.set()
-            await self.stop_event.wait()
-
-    def __enter__(self) -> AgentThread:
-        self.thread.start()
-        if not self.ready.wait(30):
-            raise RuntimeError("agent did not start")
+    def __enter__(self) -> AgentProcesses:
+        env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": ",".join(KEYS),
+               "AWS_DEFAULT_REGION": "us-east-1"}
+        try:
+            for i, port in enumerate(self.ports):
+                config = self.log_dir / f"agent{i}.toml"
+                config.write_text(to_toml({"zone": "az2", **self.base,
+                                           "agent": {"listen_host": "127.0.0.1", "listen_port": port,
+                                                     "checkpoint_interval_ms": 600_000}}))
+                log = self.log_dir / f"agent{i}.log"
+                with open(log, "ab") as out:
+                    proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "agent", "--config", str(config)],
+                                            stdout=out, stderr=subprocess.STDOUT, env=env)
+                self.procs.append(proc)
+                _wait_for_log_line(proc, log, "listening=", AGENT_READY_S, f"agent {i}", 0)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.stop_event.set)
-        self.thread.join(30)
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    def addresses(self, n: int) -> list[str]:
+        return [f"127.0.0.1:{port}" for port in self.ports[:n]]
+
+    def cpu_s(self, n: int) -> float:
+        """user + system CPU seconds of the first `n` agent processes so far."""
+        total = 0
+        for proc in self.procs[:n]:
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        return total / CLOCK_TICKS
 
 
 async def run_agent_phase(config, objs, bucket: str) -> float:
+    """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do."""
+    from leader_notify.notifier import ZoneNotifier
     from leader_notify.sender import NotifySender
 
     sender = NotifySender(config.notify, "az1", "bench", 1, NullAuditSink(), bucket=bucket)
+    failures: list[str] = []
+
+    def check(key: str, got: Any) -> None:
+        if isinstance(got, Exception):
+            failures.append(f"{key}: {got}")
+        elif any(r.error_code for r in got):
+            failures.append(f"{key}: {sum(1 for r in got if r.error_code)} entries failed")
+
     try:
-        started = time.perf_counter()
-        for obj in objs:
-            results = await sender.notify(obj, "az2")
-            bad = [r for r in results if r.error_code]
-            if bad:
-                raise RuntimeError(f"{len(bad)} entries failed: {bad[0]}")
-        return time.perf_counter() - started
+        async with trio.open_nursery() as nursery:
+            notifiers: dict[int, ZoneNotifier] = {}
+            started = time.perf_counter()
+            for obj in objs:
+                for agent, first, end in sender.agents.slices("az2", obj.zones["az2"].entries):
+                    notifier = notifiers.get(agent)
+                    if notifier is None:
+                        notifier = notifiers[agent] = ZoneNotifier("az2", sender, nursery, agent=agent)
+                    notifier.announce(obj, first, end)
+                    notifier.on_result(obj.key, lambda got, key=obj.key: check(key, got))
+                    for _ in range(first + 1, end):  # every entry asks once (the proxy's waiters)
+                        notifier.on_result(obj.key, lambda got: None)
+            for notifier in notifiers.values():
+                await notifier.wait_idle()
+            elapsed = time.perf_counter() - started
+            nursery.cancel_scope.cancel()
+        if failures:
+            raise RuntimeError(f"{len(failures)} notifications failed: {failures[0]}")
+        return elapsed
     finally:
         await sender.aclose()
 
@@ -173,46 +225,60 @@ def main() -> int:
     ap.add_argument("--batch-kib", type=int, default=16)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--agents", default="1,2,3", help="agents per zone to compare, comma-separated")
     args = ap.parse_args()
+    counts = [int(n) for n in args.agents.split(",")]
+    if not counts or min(counts) < 1:
+        ap.error("--agents: positive counts")
     os.environ.update(DUMMY_CREDENTIALS)  # boto3 in this process talks to moto
 
     batches = build_batches(args.total_mib, args.batch_kib, args.partitions)
     batch_bytes = sum(len(raw) for _, _, raw in batches)
+    mib = batch_bytes / MiB
     print(f"{len(batches)} batches of ~{args.batch_kib} KiB over {args.partitions} partitions, "
-          f"{batch_bytes / MiB:.1f} MiB per phase, {args.rounds} rounds")
+          f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}")
+    wall = {n: 0.0 for n in counts}
+    cpu = {n: 0.0 for n in counts}
+    t_producer = cpu_producer = 0.0
+    log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
+    log_dir.mkdir(parents=True)
     with start_moto() as moto, start_tansu() as tansu:
         bucket = "bench-agent"
         moto.create_bucket(bucket)
         s3 = moto.client()
-        base = {"wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": moto.endpoint_url,
-                "upstream.bootstrap_servers": [tansu.bootstrap], "agent.listen_port": 0,
-                "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0}
-        with AgentThread(load_config(None, base)) as agent:
-            config = load_config(None, {**base, "notify.agents": {"az2": f"127.0.0.1:{agent.port}"}})
-            t_agent = t_producer = cpu_agent = cpu_producer = 0.0
+        base = {"wal": {"bucket": bucket, "prefix": "wal/", "endpoint_url": moto.endpoint_url},
+                "upstream": {"bootstrap_servers": [tansu.bootstrap]}}
+        with AgentProcesses(max(counts), base, log_dir) as agents:
             for r in range(args.rounds):
-                topic_a, topic_p = f"bench-agent-{r}-{uuid.uuid4().hex[:6]}", f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
-                create_topic(tansu.bootstrap, topic_a, args.partitions)
+                line = [f"round {r}:"]
+                for n in counts:  # side by side in the same round
+                    config = load_config(None, {
+                        "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": moto.endpoint_url,
+                        "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0,
+                        "notify.agents": {"az2": agents.addresses(n)}})
+                    topic = f"bench-agent{n}-{r}-{uuid.uuid4().hex[:6]}"
+                    create_topic(tansu.bootstrap, topic, args.partitions)
+                    objs = put_objects(s3, bucket, topic, batches, AgentMap(config.notify.agents))
+                    c0 = agents.cpu_s(n)
+                    t = trio.run(run_agent_phase, config, objs, bucket)
+                    cpu[n] += agents.cpu_s(n) - c0
+                    wall[n] += t
+                    line.append(f"agents x{n} {mib / t:7.1f} MiB/s")
+                topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
                 create_topic(tansu.bootstrap, topic_p, args.partitions)
-                objs = put_objects(s3, bucket, topic_a, batches)
-                c0 = time.process_time()  # this process: sender + agent threads, or the producer
-                ta = trio.run(run_agent_phase, config, objs, bucket)
                 c1 = time.process_time()
                 tp = asyncio.run(run_producer_phase(tansu.bootstrap, topic_p, batches))
-                cpu_agent += c1 - c0
                 cpu_producer += time.process_time() - c1
-                print(f"round {r}: agent {batch_bytes / MiB / ta:7.1f} MiB/s ({len(objs)} objects)   "
-                      f"producer {batch_bytes / MiB / tp:7.1f} MiB/s")
-                t_agent += ta
                 t_producer += tp
-    total = batch_bytes * args.rounds / MiB
-    agent_rate, producer_rate = total / t_agent, total / t_producer
-    print(f"agent (S3 GET + append):  {agent_rate:7.1f} MiB/s  {len(batches) * args.rounds / t_agent:8.0f} batches/s")
-    print(f"plain aiokafka producer:  {producer_rate:7.1f} MiB/s  {len(batches) * args.rounds / t_producer:8.0f} batches/s")
-    n = len(batches) * args.rounds
-    print(f"ratio agent/producer: {agent_rate / producer_rate:.2f}")
-    print(f"cpu µs per batch (this process): agent+sender {cpu_agent / n * 1e6:.0f}, "
-          f"producer {cpu_producer / n * 1e6:.0f}")
+                line.append(f"producer {mib / tp:7.1f} MiB/s")
+                print("   ".join(line))
+    total = mib * args.rounds
+    producer_rate = total / t_producer
+    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s}")
+    for n in counts:
+        rate = total / wall[n]
+        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f}")
+    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f}")
     return 0
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.gen_audit_records import generate  # noqa: E402
-from router.config import Prices  # noqa: E402
+from core.prices import Prices  # noqa: E402
 from spark_audit._io import spark_session  # noqa: E402
 from spark_audit.run import run  # noqa: E402
 

@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     certs = make_certs(log_dir)
     users = log_dir / "users.toml"
     users.write_text(format_credential(USER, scram_credential(PASSWORD, "SCRAM-SHA-512")))
+    users.chmod(0o600)  # the proxy refuses a users file others can read
     tls = f'tls_cert_file = "{certs.cert_file}"\ntls_key_file = "{certs.key_file}"\n'
     variants = {
         "plaintext": ("", {}),

@@ -64,8 +64,14 @@ from deploy.local.scenario import TopicSpec, Workload, router_overrides  # noqa:
 from deploy.local.sidecar_stack import SidecarSettings  # noqa: E402
 from deploy.local.zones import three_zones  # noqa: E402
 from tests.reliability.flood import flood  # noqa: E402
-from tests.reliability.harness import (CampaignResult, TickContext, fault_counts, fault_proxy,  # noqa: E402
-                                       notify_fault_proxy, run_campaign)
+from tests.reliability.harness import (  # noqa: E402
+    CampaignResult,
+    TickContext,
+    fault_counts,
+    fault_proxy,
+    notify_fault_proxy,
+    run_campaign,
+)
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
 SCENARIOS = ("proxy-kill", "agent-kill", "broker-kill", "broker-term", "agent-down", "agent-pause", "s3-faults",
@@ -218,7 +224,7 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
             procs: list = []
             endpoint, _stats = stack.enter_context(fault_proxy(env, process_out=procs))
             targets["s3"] = procs[0]
-            stack.callback(_resume_if_stopped, procs[0], box)
+            stack.callback(_resume_if_stopped, procs[0])
             extra_settings = {**extra_settings, "wal": {"endpoint_url": endpoint}}
         settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
                                    partition_zones=router_overrides(env, workload)["partition_zones"],
@@ -245,7 +251,7 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
     return summarize(label, result, box.get("done", 0), extra)
 
 
-def _resume_if_stopped(proc, box: dict) -> None:
+def _resume_if_stopped(proc) -> None:
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGCONT)  # harmless if it runs; stop_process needs it running
 
@@ -407,11 +413,18 @@ def _notify_targets():
                                                       base_sequence=5 * i) for i in range(3)))
     resp = p.NotifyResponse(request_id=7, status=p.RequestStatus.OK, message="",
                             results=(p.EntryResult(0, 10), p.EntryResult(0, 15, duplicate=True), p.EntryResult(6)))
-    frames = [p.encode_frame(keyring, p.MessageType.REQUEST, p.encode_request(req), 1_700_000_000_000, b"n" * 16),
-              p.encode_frame(keyring, p.MessageType.RESPONSE, p.encode_response(resp), 1_700_000_000_001, b"m" * 16)]
+    # What an agent receives on one connection: the proxy's HELLO, then signed requests. The
+    # challenges are fixed so the seeds replay; a mutated byte must fail cleanly.
+    agent_c, proxy_c = b"a" * p.CHALLENGE_BYTES, b"p" * p.CHALLENGE_BYTES
+    proxy = p.Channel(keyring, p.Role.PROXY, proxy_c)
+    proxy.receive_data(p.Channel(keyring, p.Role.AGENT, agent_c).hello())
+    hello = proxy.hello()
+    proxy.next_frame()
+    frames = [hello + proxy.send(p.MessageType.REQUEST, p.encode_request(req)),
+              hello + proxy.send(p.MessageType.REQUEST, p.encode_request(req))]
 
     def run_frames(data: bytes) -> None:
-        decoder = p.FrameDecoder(keyring)
+        decoder = p.Channel(keyring, p.Role.AGENT, agent_c)
         decoder.receive_data(data)
         while decoder.next_frame() is not None:
             pass
@@ -422,7 +435,7 @@ def _notify_targets():
     def run_response(data: bytes) -> None:
         p.decode_response(data)
 
-    return [("leader_notify.protocol FrameDecoder", frames, run_frames, (p.ProtocolError,)),
+    return [("leader_notify.protocol Channel", frames, run_frames, (p.ProtocolError,)),
             ("leader_notify.protocol decode_request (behind the MAC)", [p.encode_request(req)], run_request,
              (p.ProtocolError,)),
             ("leader_notify.protocol decode_response (behind the MAC)", [p.encode_response(resp)], run_response,

@@ -33,7 +33,7 @@ from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition
 
-from proxy.duplicates import TailSearch, Verdict, batch_headers, covered_until
+from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,15 @@ class KafkaAppender:
             await self._client.close()
             self._client = None
             raise KafkaAppendUnavailable(f"no broker of {self._bootstrap} answered: {exc}") from exc
+
+    async def probe(self) -> None:
+        """One Metadata request for the whole cluster (readiness). Raises KafkaAppendUnavailable."""
+        if self._client is None:
+            raise KafkaAppendUnavailable("the appender is not started")
+        try:
+            await self._client.fetch_all_metadata()
+        except KafkaError as exc:
+            raise KafkaAppendUnavailable(f"no answer to Metadata: {exc}") from exc
 
     async def close(self) -> None:
         drains = list(self._drains.values())
@@ -272,7 +281,7 @@ class KafkaAppender:
                         search.failed()
                         break
                     search.feed(searched, found)
-        except (KafkaError, asyncio.TimeoutError, _TailUnreadable) as exc:
+        except (TimeoutError, KafkaError, _TailUnreadable) as exc:
             log.info("verifying a duplicate in %s-%d: %r", tp.topic, tp.partition, exc)
             return Verdict.UNKNOWN, -1
         log.info("duplicate of producer %d seq %d in %s-%d: %s", wanted.producer_id, wanted.base_sequence,
@@ -342,7 +351,7 @@ class KafkaAppender:
         try:
             async with asyncio.timeout(self._request_timeout_ms / 1000):  # not wait_for: see agent.py
                 await client.force_metadata_update()
-        except (KafkaError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, KafkaError) as exc:
             log.info("metadata refresh failed: %r", exc)
 
 

@@ -10,6 +10,13 @@ Concurrency model (asyncio, because aiokafka is asyncio):
   concurrently, but appends wait for the previous ticket of the same partition.
 - Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` ProduceRequests, and an
   LRU of applied entries (`applied_cache_entries`), so memory stays bounded.
+- Connections: each opens with a HELLO each way (protocol.Channel: per-connection
+  challenges under every MAC, so no replay cache is kept). Before the peer's HELLO verifies
+  the connection is unauthenticated: it may announce nothing but a HELLO-sized frame and
+  must send it within `request_timeout_s`. Connections in total, per source address and
+  unauthenticated are capped, and an authenticated connection idle for `idle_timeout_s` is
+  closed (_limits.py); refusals and timeouts are counted and logged once per source per
+  minute.
 
 Exactly-once for batches without a producer id holds while the applied entry is in the
 LRU (i.e. for re-sent notifications, the proxy's retries); across an agent restart such
@@ -36,10 +43,12 @@ from typing import Protocol
 
 import crc32c
 
+from core.audit import AuditSink, NullAuditSink
 from leader_notify import protocol as p
 from leader_notify._kafka import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
+from leader_notify._limits import ListenerLimits, LogLimiter, admit, is_loopback, read_deadline
 from leader_notify.metrics import AgentMetrics
-from spark_audit.records import AuditSink, NullAuditSink
+from wal_s3.agent_shares import zone_of_share
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +76,10 @@ class ZoneReader(Protocol):
 class Appender(Protocol):
     async def append(self, topic: str, partition: int, batch: bytes) -> AppendResult: ...
 
+    async def probe(self) -> None:
+        """One Metadata request to the cluster (readiness). Raises when it does not answer."""
+        ...
+
 
 Checkpoint = Callable[[Sequence[str], str], Awaitable[None]]  # (object keys, zone) -> None: one manifest
 
@@ -79,13 +92,12 @@ class AgentSettings:
     bucket: str
     prefix: str
     keys: tuple[bytes, ...]
-    replay_window_s: float = 30.0
-    max_nonces: int = 100_000
     max_concurrent_reads: int = 8
     max_in_flight_appends: int = 64
     applied_cache_entries: int = 100_000
     checkpoint_interval_s: float = 1.0
     checkpoint_max_keys: int = 1_000
+    limits: ListenerLimits = ListenerLimits()
 
 
 class PartitionSequencer:
@@ -124,8 +136,8 @@ class _Ticket:
     def _finish(self) -> None:
         if not self._mine.done():
             self._mine.set_result(None)
-        if self._seq._tails.get(self._tp) is self._mine:
-            del self._seq._tails[self._tp]
+        if self._seq._tails.get(self._tp) is self._mine:  # noqa: SLF001
+            del self._seq._tails[self._tp]  # noqa: SLF001
 
 
 class AppliedEntries:
@@ -157,16 +169,14 @@ class Agent:
 
     def __init__(self, settings: AgentSettings, reader: ZoneReader, appender: Appender, *,
                  checkpoint: Checkpoint | None = None, metrics: AgentMetrics | None = None,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000), audit: AuditSink | None = None) -> None:
+                 audit: AuditSink | None = None) -> None:
         self._s = settings
         self._audit = audit or NullAuditSink()
         self._keyring = p.Keyring(settings.keys)
-        self._guard = p.ReplayGuard(int(settings.replay_window_s * 1000), settings.max_nonces)
         self._reader = reader
         self._appender = appender
         self._checkpoint = checkpoint
         self.metrics = metrics or AgentMetrics()
-        self._clock_ms = clock_ms
         self._reads = asyncio.Semaphore(settings.max_concurrent_reads)
         self._appends = asyncio.Semaphore(settings.max_in_flight_appends)
         self._sequencer = PartitionSequencer()
@@ -174,11 +184,15 @@ class Agent:
         self._server: asyncio.base_events.Server | None = None
         self._conn_tasks: set[asyncio.Task] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._by_source: dict[str, int] = {}  # open connections per peer address
+        self._unauthenticated = 0
+        self._log_limiter = LogLimiter()
         # Checkpoints are written after answering: the proxy's produce latency must not pay
         # for an S3 PUT that only garbage collection reads. Bounded; awaited on close.
         self._checkpoint_tasks: set[asyncio.Task] = set()
         self._checkpoints = asyncio.Semaphore(max(MAX_PENDING_CHECKPOINTS, 2 * settings.checkpoint_max_keys))
-        self._checkpoint_keys: list[str] = []  # applied and answered, not yet in a manifest
+        # Applied and answered, not yet in a manifest: (object key, share name checkpointed).
+        self._checkpoint_keys: list[tuple[str, str]] = []
         self._checkpoint_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------ server
@@ -189,6 +203,12 @@ class Agent:
         addr = self._server.sockets[0].getsockname()
         log.info("agent for zone %s listening on %s:%d", self._s.zone, addr[0], addr[1])
         return addr[0], addr[1]
+
+    async def probe_brokers(self) -> None:
+        """Readiness: one Metadata request to the zone's brokers (the appender's client).
+
+        Raises what the appender raises (KafkaAppendUnavailable)."""
+        await self._appender.probe()
 
     async def close(self) -> None:
         """Stop listening and cancel open connections (their pending requests get no answer;
@@ -206,60 +226,104 @@ class Agent:
             try:
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
                     await self._server.wait_closed()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("agent for zone %s: connections still open after %.0f s", self._s.zone, CLOSE_TIMEOUT_S)
             self._server = None
 
+    def _log_limited(self, source: str, msg: str, *args: object) -> None:
+        if self._log_limiter.allow(source, time.monotonic()):
+            log.warning(msg + " (logged once per source per minute)", *args)
+
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        source = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        limits = self._s.limits
+        refusal = admit(limits, total=len(self._writers), from_source=self._by_source.get(source, 0),
+                        unauthenticated=self._unauthenticated, loopback=is_loopback(source))
+        if refusal is not None:
+            self.metrics.connections_refused.labels(reason=refusal.value).inc()
+            self._log_limited(source, "notification connection from %s refused: %s", source, refusal.value)
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         self._conn_tasks.add(task)
         self._writers.add(writer)
-        peer = writer.get_extra_info("peername")
-        decoder = p.FrameDecoder(self._keyring)
+        self._by_source[source] = self._by_source.get(source, 0) + 1
+        self._unauthenticated += 1
+        self.metrics.connections.labels(state="unauthenticated").inc()
+        channel = p.Channel(self._keyring, p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
+        accepted_at = time.monotonic()
+        frame_started_at: float | None = None
         try:
+            writer.write(channel.hello())
             while True:
-                data = await reader.read(READ_CHUNK_BYTES)
+                deadline, why = read_deadline(limits, now=time.monotonic(), accepted_at=accepted_at,
+                                              established=channel.established, frame_started_at=frame_started_at)
+                try:
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        data = await reader.read(READ_CHUNK_BYTES)
+                except TimeoutError:
+                    self.metrics.connections_closed.labels(reason=why).inc()
+                    self._log_limited(source, "notification connection from %s closed: %s", source, why)
+                    return
                 if not data:
                     return
-                decoder.receive_data(data)
+                if frame_started_at is None:
+                    frame_started_at = time.monotonic()
+                channel.receive_data(data)
                 while True:
+                    was_established = channel.established
                     try:
-                        frame = decoder.next_frame()
+                        frame = channel.next_frame()
                     except p.AuthError:
                         self.metrics.auth_failures.labels(reason="bad_mac").inc()
-                        log.warning("notification from %s: bad MAC or unknown key id; closing", peer)
+                        self._log_limited(source, "notification from %s: bad MAC, replayed frame or unknown key "
+                                          "id; closing", peer)
                         return
                     except p.ProtocolError as exc:
                         self.metrics.auth_failures.labels(reason="bad_frame").inc()
-                        log.warning("notification from %s: %s; closing", peer, exc)
+                        self._log_limited(source, "notification from %s: %s; closing", peer, exc)
                         return
+                    if channel.established and not was_established:
+                        self._unauthenticated -= 1
+                        self.metrics.connections.labels(state="unauthenticated").dec()
+                        self.metrics.connections.labels(state="authenticated").inc()
                     if frame is None:
                         break
-                    response, applied = await self.handle_frame(frame)
-                    writer.write(response)
+                    payload, applied = await self.handle_frame(frame)
+                    writer.write(channel.send(p.MessageType.RESPONSE, payload))
                     if applied is not None:  # audited once the answer is on its way, not before
                         self._audit.emit("agent_apply", applied)
                     # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
                     # that arrives as drain completes, and close() would then wait forever.
                     async with asyncio.timeout(WRITE_DRAIN_TIMEOUT_S):
                         await writer.drain()
-        except (ConnectionError, asyncio.TimeoutError) as exc:
-            log.info("notification connection %s: %r", peer, exc)
+                frame_started_at = time.monotonic() if channel.buffered_bytes else None
+        except (TimeoutError, ConnectionError) as exc:
+            # Before its HELLO a peer is a health probe or a scanner more often than a proxy.
+            log.log(logging.INFO if channel.established else logging.DEBUG, "notification connection %s: %r",
+                    peer, exc)
         finally:
             self._conn_tasks.discard(task)
             self._writers.discard(writer)
+            left = self._by_source.get(source, 1) - 1
+            if left:
+                self._by_source[source] = left
+            else:
+                self._by_source.pop(source, None)
+            if channel.established:
+                self.metrics.connections.labels(state="authenticated").dec()
+            else:
+                self._unauthenticated -= 1
+                self.metrics.connections.labels(state="unauthenticated").dec()
             writer.close()
 
     async def handle_frame(self, frame: p.Frame) -> tuple[bytes, dict | None]:
-        """Answer one authenticated frame: the signed response frame, and the `agent_apply`
-        audit record of a decoded request (None for a refused frame)."""
+        """Answer one authenticated frame: the response payload (the connection signs it), and
+        the `agent_apply` audit record of a decoded request (None for a refused frame)."""
         started = time.perf_counter()
         if frame.type != p.MessageType.REQUEST:
             return self._refuse(0, p.RequestStatus.MALFORMED, "expected a request"), None
-        if not self._guard.check(frame.timestamp_ms, frame.nonce, self._clock_ms()):
-            self.metrics.auth_failures.labels(reason="replay").inc()
-            log.warning("notification refused: replayed or outside the %.0f s window", self._s.replay_window_s)
-            return self._refuse(0, p.RequestStatus.REPLAYED, "replayed frame or clock skew"), None
         try:
             req = p.decode_request(frame.payload)
         except p.ProtocolError as exc:
@@ -272,7 +336,9 @@ class Agent:
         except Exception:  # noqa: BLE001 - our bug: answer retriably rather than drop the connection
             log.exception("notification %d for %s failed inside the agent", req.request_id, req.key)
             return self._refuse(req.request_id, p.RequestStatus.INTERNAL, "agent error"), None
-        out = self._frame(p.encode_response(resp))
+        out = p.encode_response(resp)
+        if req.prefetch:
+            return out, None  # nothing applied: no agent_apply record (the read has its agent_read)
         return out, {
             "source_zone": req.source_zone, "key": req.key, "entries": len(req.entries),
             "status": resp.status.name.lower() if resp.status != p.RequestStatus.OK
@@ -283,10 +349,7 @@ class Agent:
 
     def _refuse(self, request_id: int, status: p.RequestStatus, message: str) -> bytes:
         self.metrics.notifications.labels(status=status.name.lower()).inc()
-        return self._frame(p.encode_response(p.NotifyResponse(request_id, status, message, ())))
-
-    def _frame(self, payload: bytes) -> bytes:
-        return p.encode_frame(self._keyring, p.MessageType.RESPONSE, payload, self._clock_ms(), os.urandom(p.NONCE_BYTES))
+        return p.encode_response(p.NotifyResponse(request_id, status, message, ()))
 
     # ------------------------------------------------------------ one notification
 
@@ -297,13 +360,15 @@ class Agent:
         append, waiting for earlier notifications' appends of the same partitions included).
         """
         times = {} if times is None else times
-        if req.dest_zone != self._s.zone:
+        if req.dest_zone != self._s.zone or (req.share and zone_of_share(req.share) != self._s.zone):
             return self._refused(req, p.RequestStatus.WRONG_ZONE, f"this agent serves {self._s.zone}")
         if not p.key_allowed(req.bucket, req.key, self._s.bucket, self._s.prefix):
             self.metrics.auth_failures.labels(reason="foreign_key").inc()
             log.warning("notification refused: object s3://%s/%s outside s3://%s/%s",
                         req.bucket, req.key, self._s.bucket, self._s.prefix)
             return self._refused(req, p.RequestStatus.FORBIDDEN_KEY, "object outside the WAL bucket/prefix")
+        if req.prefetch:
+            return await self._prefetch(req, times)
         results: list[p.EntryResult | None] = [None] * len(req.entries)
         for i in range(len(req.entries)):
             offset = self.applied.get(req.key, i)
@@ -345,7 +410,7 @@ class Agent:
         status_ok = p.results_all_ok(final)
         if status_ok and self._checkpoint is not None:
             await self._checkpoints.acquire()  # backpressure if S3 falls far behind
-            self._checkpoint_keys.append(req.key)
+            self._checkpoint_keys.append((req.key, req.share or self._s.zone))
             if len(self._checkpoint_keys) >= self._s.checkpoint_max_keys:
                 self._flush_checkpoints()
             elif self._checkpoint_timer is None:
@@ -354,26 +419,45 @@ class Agent:
         self.metrics.notifications.labels(status="ok" if status_ok else "entry_errors").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", final)
 
+    async def _prefetch(self, req: p.NotifyRequest, times: dict[str, float]) -> p.NotifyResponse:
+        """Read the range into the reader's cache (its single-flight joins the notification's own
+        read if that comes first); append nothing. A failure only costs the cache its entry."""
+        started = time.perf_counter()
+        try:
+            async with self._reads:
+                await self._reader.read_zone(req.key, req.zone_offset, req.zone_length, source_zone=req.source_zone,
+                                             expected_entries=len(req.entries))
+        except Exception as exc:  # noqa: BLE001 - the notification itself reads again and reports
+            log.info("prefetch of s3://%s/%s [%d+%d] failed: %r", req.bucket, req.key, req.zone_offset,
+                     req.zone_length, exc)
+            return self._refused(req, p.RequestStatus.INTERNAL, f"prefetch failed: {exc}")
+        times["read_s"] = time.perf_counter() - started
+        self.metrics.notifications.labels(status="prefetch").inc()
+        return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", ())
+
     def _flush_checkpoints(self) -> None:
         """Start writing one manifest of the waiting keys (the writes run as tracked tasks)."""
         if self._checkpoint_timer is not None:
             self._checkpoint_timer.cancel()
             self._checkpoint_timer = None
-        keys, self._checkpoint_keys = self._checkpoint_keys, []
-        if keys:
-            task = asyncio.get_running_loop().create_task(self._write_checkpoints(keys))
+        waiting, self._checkpoint_keys = self._checkpoint_keys, []
+        by_share: dict[str, list[str]] = {}
+        for key, share in waiting:
+            by_share.setdefault(share, []).append(key)
+        for share, keys in by_share.items():  # one manifest per share (one, unless the zone has several agents)
+            task = asyncio.get_running_loop().create_task(self._write_checkpoints(keys, share))
             self._checkpoint_tasks.add(task)
             task.add_done_callback(self._checkpoint_tasks.discard)
 
-    async def _write_checkpoints(self, keys: list[str]) -> None:
+    async def _write_checkpoints(self, keys: list[str], share: str) -> None:
         unique = list(dict.fromkeys(keys))  # a re-sent notification is checkpointed once
         started = time.perf_counter()
         status = "ok"
         try:
-            await self._checkpoint(unique, self._s.zone)
+            await self._checkpoint(unique, share)
         except Exception as exc:  # noqa: BLE001 - GC keeps the objects (orphans later); appends stand
             status = "failed"
-            log.warning("checkpoint manifest of %d objects for zone %s failed: %r", len(unique), self._s.zone, exc)
+            log.warning("checkpoint manifest of %d objects for %s failed: %r", len(unique), share, exc)
         finally:
             for _ in keys:
                 self._checkpoints.release()

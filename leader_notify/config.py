@@ -4,26 +4,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from azsidecar._configload import require
+from core.configload import require
 
 
 @dataclass(frozen=True)
 class NotifyConfig:
-    # Agent address per zone: {"use1-az1": "10.0.1.5:9400"}.
-    agents: dict[str, str] = field(default_factory=dict)
-    # HMAC-SHA256 keys; the first signs, all verify (rotation). Given as files or env in main.
-    hmac_keys: tuple[str, ...] = ()
+    # Agents per zone: {"use1-az1": "10.0.1.5:9400"} or a list, {"use1-az1": ["10.0.1.5:9400",
+    # "10.0.1.6:9400"]}; partitions are spread over a zone's agents (leader_notify/owners.py).
+    agents: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
+    # File with the HMAC-SHA256 keys, one per line, the first signs, all verify (rotation);
+    # owner-readable only. Without it: $AZSIDECAR_NOTIFY_HMAC_KEYS (comma-separated).
+    hmac_key_file: str = ""  # the notification keys, one per line (mode 600); else $AZSIDECAR_NOTIFY_HMAC_KEYS
+    hmac_keys: tuple[str, ...] = field(default=(), repr=False)  # not a file setting (refused there): filled from hmac_key_file or the environment
     timeout_s: float = 10.0  # per attempt; recent answers set a tighter one (gray_factor x p99, at least gray_floor_s)
     gray_floor_s: float = 1.0  # an attempt slower than max(gray_factor x p99 of the last minute, this) is abandoned and counts as a failure
     gray_factor: float = 3.0  # that deadline in multiples of the recent p99 round trip
-    max_in_flight_per_zone: int = 64
+    max_in_flight_per_zone: int = 64  # per agent address (the name predates several agents per zone)
     max_attempts: int = 3
     connect_timeout_s: float = 3.0
     backoff_initial_s: float = 0.2  # doubled per attempt up to backoff_max_s
     backoff_max_s: float = 2.0
-    # Replay defence: frames older/newer than this are refused; clocks must agree within it.
-    replay_window_s: float = 30.0
-    max_nonces: int = 100_000  # nonces remembered per agent (~10 MB); fuller = narrower window
+    # Pooled connections idle longer than this are closed by the proxy, before the agent's
+    # agent.idle_timeout_s closes them under a notification about to be sent.
+    max_idle_s: float = 300.0
+    # Objects of one agent whose read is requested ahead (prefetch) while an earlier object's
+    # notification is being applied; appends stay one notification at a time. 0 = off.
+    prefetch_depth: int = 2
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "notify.timeout_s: must be > 0")
@@ -31,12 +37,20 @@ class NotifyConfig:
         require(self.gray_factor >= 1, "notify.gray_factor: must be >= 1")
         require(self.connect_timeout_s > 0, "notify.connect_timeout_s: must be > 0")
         require(0 < self.backoff_initial_s <= self.backoff_max_s, "notify.backoff_initial_s: 0 < initial <= backoff_max_s")
-        require(self.replay_window_s > 0, "notify.replay_window_s: must be > 0")
-        require(1 <= self.max_nonces <= 10_000_000, "notify.max_nonces: 1..10000000")
+        require(self.max_idle_s > 0, "notify.max_idle_s: must be > 0")
+        require(0 <= self.prefetch_depth <= 16, "notify.prefetch_depth: 0..16")
         for key in self.hmac_keys:
             require(len(key.encode()) >= 16, "notify.hmac_keys: every key must be at least 16 bytes")
         require(1 <= self.max_in_flight_per_zone <= 4096, "notify.max_in_flight_per_zone: 1..4096")
         require(1 <= self.max_attempts <= 20, "notify.max_attempts: 1..20")
+        for zone, given in self.agents.items():
+            addresses = (given,) if isinstance(given, str) else given
+            require(1 <= len(addresses) <= 64, f"notify.agents.{zone}: 1..64 agent addresses")
+            require(len(set(addresses)) == len(addresses), f"notify.agents.{zone}: an address is listed twice")
+            for address in addresses:
+                host, _, port = address.rpartition(":")
+                require(bool(host) and port.isdigit() and 0 < int(port) < 65536,
+                        f"notify.agents.{zone}: {address!r} is not host:port")
 
 
 @dataclass(frozen=True)
@@ -55,8 +69,22 @@ class AgentConfig:
     # fall from one per object to one per interval; GC may delete an object that much later).
     checkpoint_interval_ms: int = 1_000  # one checkpoint manifest per interval (docs/wal-format.md)
     checkpoint_max_keys: int = 1_000  # a manifest is written at once when this many objects wait
+    # Listener limits (leader_notify/_limits.py). Connections from one proxy: at most
+    # notify.max_in_flight_per_zone each; per source does not apply to loopback peers.
+    max_connections: int = 1024
+    max_connections_per_source: int = 256
+    max_unauthenticated_connections: int = 64  # connected, HELLO not yet verified
+    request_timeout_s: float = 10.0  # a frame begun (or the HELLO, from accept) must arrive whole within this
+    idle_timeout_s: float = 900.0  # between frames; above notify.max_idle_s, so proxies close first
 
     def __post_init__(self) -> None:
+        require(1 <= self.max_connections <= 1_000_000, "agent.max_connections: 1..1000000")
+        require(1 <= self.max_connections_per_source <= self.max_connections,
+                "agent.max_connections_per_source: 1..agent.max_connections")
+        require(1 <= self.max_unauthenticated_connections <= self.max_connections,
+                "agent.max_unauthenticated_connections: 1..agent.max_connections")
+        require(self.request_timeout_s > 0, "agent.request_timeout_s: must be > 0")
+        require(self.idle_timeout_s > 0, "agent.idle_timeout_s: must be > 0")
         require(1 <= self.checkpoint_interval_ms <= 600_000, "agent.checkpoint_interval_ms: 1..600000")
         require(1 <= self.checkpoint_max_keys <= 10_000, "agent.checkpoint_max_keys: 1..10000")
         require(1 <= self.max_append_attempts <= 50, "agent.max_append_attempts: 1..50")

@@ -1,18 +1,25 @@
-"""The cross-zone notification protocol: frames, messages, HMAC authentication, replay guard.
+"""The cross-zone notification protocol: frames, messages, HMAC authentication, channel binding.
 
 Sans-IO on purpose (h11 style): bytes in, frozen dataclasses out. Nothing here touches a
-socket, a clock, trio or asyncio; the current time is passed in by the caller. The wire
-format is specified byte by byte in docs/notify-protocol.md; this module is its only
-implementation and `tests/leader_notify/test_protocol.py` pins it with golden bytes.
+socket, a clock, trio or asyncio, or draws random numbers: challenges are passed in by the
+caller. The wire format is specified byte by byte in docs/notify-protocol.md; this module
+is its only implementation and `tests/leader_notify/test_protocol.py` pins it with golden
+bytes.
 
-Strategy: a frame is `u32 length | header | payload | HMAC-SHA256`. The MAC covers the
-length prefix, the header (with key id, timestamp and nonce) and the payload, so a frame
-cannot be cut, extended, re-keyed or re-timed without the key. Verification happens
-before the payload is decoded: an unauthenticated peer never reaches the message parser.
-The receiver then checks the timestamp window and the nonce cache (`ReplayGuard`), so a
-captured frame cannot be played back. Every attempt of the sender builds a new frame (new
-nonce) around the same request id; the agent's applied-entries map, not the nonce, makes
-a retried request idempotent.
+Strategy (version 2): a frame is `u32 length | header | payload | HMAC-SHA256`. A
+connection opens with one HELLO frame each way carrying a fresh 16-byte random challenge
+(the agent's and the proxy's). Every later frame's MAC covers both challenges, the
+frame's direction (its type) and its sequence number on the connection, besides the
+length, header and payload: a frame is valid on exactly one connection, at exactly one
+place in it, so a captured frame is useless on another connection, at another agent of
+the zone, or at the same agent after a restart (its new connections have new
+challenges). No clock and no nonce cache are involved, so nothing has to survive a
+restart or be shared between agents. Before the peer's HELLO verified, the only length
+accepted is a HELLO's: an unauthenticated peer can make the receiver buffer at most
+HELLO_FRAME_BYTES. The MAC is verified before the payload is decoded: an unauthenticated
+peer never reaches the message parser. The agent's applied-entries map, not the
+protocol, makes a retried request (a new frame on a new or the same connection)
+idempotent.
 """
 
 from __future__ import annotations
@@ -21,25 +28,30 @@ import enum
 import hashlib
 import hmac
 import struct
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: per-connection challenges and sequence numbers under the MAC (1: timestamp + nonce)
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # ~250k entries of short topics; the payload itself travels via S3
 # Entries per notification: an 8 MiB zone share of minimal batches (61-byte v2 header plus one
 # tiny record) holds ~120k; twice that leaves room for larger wal.max_bytes.
 MAX_ENTRIES = 262_144
 MAX_STRING_BYTES = 1024  # object keys (S3 allows 1024 bytes), topic names (Kafka allows 249)
 MAC_BYTES = 32  # HMAC-SHA256 digest size
-NONCE_BYTES = 16  # 128 random bits: collisions are not a practical concern inside the window
+CHALLENGE_BYTES = 16  # 128 random bits per side and connection: never repeats in practice
 KEY_ID_BYTES = 4
 
 _LEN = struct.Struct(">I")
-# version u8 | type u8 | key_id 4s | timestamp_ms i64 | nonce 16s
-_HEADER = struct.Struct(">BB4sq16s")
+# version u8 | type u8 | key_id 4s | sequence u64
+_HEADER = struct.Struct(">BB4sQ")
 _MIN_FRAME_BODY = _HEADER.size + MAC_BYTES
 FRAME_OVERHEAD_BYTES = _LEN.size + _MIN_FRAME_BODY  # frame bytes around a payload
+HELLO_FRAME_BYTES = FRAME_OVERHEAD_BYTES + CHALLENGE_BYTES  # the only frame size accepted before authentication
+# MAC contexts: a HELLO is signed on its own; every later frame also covers both challenges.
+_HELLO_CONTEXT = b"azsidecar-notify-v2 hello\x00"
+_SESSION_CONTEXT = b"azsidecar-notify-v2 session\x00"
+_U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 # request fields after the strings: epoch i64, zone_offset u64, zone_length u64
@@ -50,11 +62,21 @@ _ENTRY = struct.Struct(">iQIIiqhi")
 # per result: error_code i16, base_offset i64, flags u8
 _RESULT = struct.Struct(">hqB")
 _FLAG_DUPLICATE = 0x01
+_REQUEST_FLAG_PREFETCH = 0x01
 
 
 class MessageType(enum.IntEnum):
-    REQUEST = 1
-    RESPONSE = 2
+    REQUEST = 1  # proxy -> agent
+    RESPONSE = 2  # agent -> proxy
+    HELLO_PROXY = 3  # proxy -> agent, first frame of a connection: the proxy's challenge
+    HELLO_AGENT = 4  # agent -> proxy, first frame of a connection: the agent's challenge
+
+
+class Role(enum.Enum):
+    """Which end of a connection a Channel is: it fixes the types it sends and accepts."""
+
+    PROXY = "proxy"
+    AGENT = "agent"
 
 
 class RequestStatus(enum.IntEnum):
@@ -62,7 +84,7 @@ class RequestStatus(enum.IntEnum):
 
     OK = 0
     MALFORMED = 1  # authenticated, but the payload does not decode
-    REPLAYED = 2  # timestamp outside the window, or nonce already seen
+    REPLAYED = 2  # reserved (version 1's timestamp/nonce refusal; version 2 closes the connection instead)
     FORBIDDEN_KEY = 3  # bucket or object key outside the agent's configured bucket/prefix
     WRONG_ZONE = 4  # the notification is addressed to another zone's agent
     UNSUPPORTED_VERSION = 5
@@ -92,7 +114,10 @@ class ProtocolError(ValueError):
 
 
 class AuthError(ProtocolError):
-    """The frame's MAC does not verify under any configured key, or its key id is unknown."""
+    """The frame's MAC does not verify under any configured key, or its key id is unknown.
+
+    Also what a frame captured elsewhere gets: its MAC was made for other challenges or
+    another place in the stream."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +147,12 @@ class NotifyRequest:
     zone_offset: int
     zone_length: int
     entries: tuple[NotifyEntry, ...]
+    # The share of the zone this request covers, for a zone with several agents
+    # (wal_s3/agent_shares.py): the agent checkpoints the object under it. "" = the whole zone.
+    share: str = ""
+    # Read the range into the agent's cache and append nothing (answered OK, no results): the
+    # proxy sends it for object k+1 while object k's notification is being applied.
+    prefetch: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,8 +187,7 @@ class Frame:
     version: int
     type: MessageType
     key_id: bytes
-    timestamp_ms: int
-    nonce: bytes
+    sequence: int
     payload: bytes
 
 
@@ -201,96 +231,152 @@ class Keyring:
 # ---------------------------------------------------------------- frames
 
 
-def encode_frame(keyring: Keyring, type_: MessageType, payload: bytes, timestamp_ms: int, nonce: bytes) -> bytes:
-    """Wrap an encoded message in a signed frame. Raises ValueError if it would exceed MAX_FRAME_BYTES."""
-    if len(nonce) != NONCE_BYTES:
-        raise ValueError(f"nonce must be {NONCE_BYTES} bytes")
+def _context(type_: MessageType, agent_challenge: bytes, proxy_challenge: bytes) -> bytes:
+    if type_ in (MessageType.HELLO_PROXY, MessageType.HELLO_AGENT):
+        return _HELLO_CONTEXT
+    return _SESSION_CONTEXT + agent_challenge + proxy_challenge
+
+
+def encode_frame(keyring: Keyring, type_: MessageType, payload: bytes, sequence: int, *,
+                 agent_challenge: bytes = b"", proxy_challenge: bytes = b"") -> bytes:
+    """Wrap an encoded message in a signed frame (Channel.send is the usual way in).
+
+    The MAC is HMAC-SHA256(key, context | frame bytes before the MAC), the context being a
+    fixed string for HELLO frames and that string plus both challenges for the others.
+    Raises ValueError if it would exceed MAX_FRAME_BYTES or a challenge has the wrong size.
+    """
+    hello = type_ in (MessageType.HELLO_PROXY, MessageType.HELLO_AGENT)
+    if not hello and (len(agent_challenge) != CHALLENGE_BYTES or len(proxy_challenge) != CHALLENGE_BYTES):
+        raise ValueError(f"challenges must be {CHALLENGE_BYTES} bytes each")
     body_len = _HEADER.size + len(payload) + MAC_BYTES
     if _LEN.size + body_len > MAX_FRAME_BYTES:
         raise ValueError(f"frame of {_LEN.size + body_len} bytes exceeds MAX_FRAME_BYTES")
-    signed = _LEN.pack(body_len) + _HEADER.pack(PROTOCOL_VERSION, type_, keyring.signing_key_id,
-                                                 timestamp_ms, nonce) + payload
-    return signed + keyring.mac(signed)
+    signed = _LEN.pack(body_len) + _HEADER.pack(PROTOCOL_VERSION, type_, keyring.signing_key_id, sequence) + payload
+    return signed + keyring.mac(_context(type_, agent_challenge, proxy_challenge) + signed)
 
 
-class FrameDecoder:
-    """Incremental frame reader: feed bytes with `receive_data`, pull frames with `next_frame`.
+class Channel:
+    """One end of one connection: signs what it sends, verifies what it receives.
+
+    `hello()` is the first thing to send. Feed received bytes with `receive_data` and pull
+    frames with `next_frame`: the peer's HELLO is consumed there (after it `established`
+    is True) and only REQUEST frames (agent side) or RESPONSE frames (proxy side) come
+    out, each verified against both challenges and the next expected sequence number.
+    `send(type, payload)` signs a frame once established.
 
     `next_frame` returns None when more bytes are needed. It raises ProtocolError for a
-    length outside the limits and AuthError when the MAC does not verify; after either the
-    connection must be closed (the stream position can no longer be trusted). Memory is
-    bounded: at most one frame of MAX_FRAME_BYTES is buffered.
+    length outside the limits (before the HELLO: any length but a HELLO's), an unknown
+    version, a type this end must not receive or a sequence out of order, and AuthError
+    when the MAC does not verify; after either the connection must be closed (the stream
+    position can no longer be trusted). Memory: at most HELLO_FRAME_BYTES are buffered
+    before the peer is authenticated, at most `max_frame_bytes` after, and the buffer
+    grows only with bytes received.
     """
 
-    def __init__(self, keyring: Keyring) -> None:
+    def __init__(self, keyring: Keyring, role: Role, challenge: bytes, *,
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        """Raises ValueError for a challenge of the wrong size."""
+        if len(challenge) != CHALLENGE_BYTES:
+            raise ValueError(f"challenge must be {CHALLENGE_BYTES} bytes")
+        if not HELLO_FRAME_BYTES <= max_frame_bytes <= MAX_FRAME_BYTES:
+            raise ValueError(f"max_frame_bytes must be {HELLO_FRAME_BYTES}..{MAX_FRAME_BYTES}")
         self._keyring = keyring
+        self.role = role
+        self._challenge = challenge
+        self._peer_challenge: bytes | None = None
+        self._max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
+        self._send_seq = 0
+        self._recv_seq = 0
+        if role is Role.AGENT:
+            self._my_hello, self._peer_hello, self._accepts = (
+                MessageType.HELLO_AGENT, MessageType.HELLO_PROXY, MessageType.REQUEST)
+        else:
+            self._my_hello, self._peer_hello, self._accepts = (
+                MessageType.HELLO_PROXY, MessageType.HELLO_AGENT, MessageType.RESPONSE)
 
-    def receive_data(self, data: bytes) -> None:
-        self._buf += data
+    @property
+    def established(self) -> bool:
+        """True once the peer's HELLO verified (the peer holds a configured key)."""
+        return self._peer_challenge is not None
 
     @property
     def buffered_bytes(self) -> int:
         return len(self._buf)
 
+    @property
+    def challenges(self) -> tuple[bytes, bytes]:
+        """(agent's challenge, proxy's challenge) once established (tests sign odd frames with them)."""
+        return self._challenges()
+
+    def _challenges(self) -> tuple[bytes, bytes]:
+        assert self._peer_challenge is not None
+        if self.role is Role.AGENT:
+            return self._challenge, self._peer_challenge
+        return self._peer_challenge, self._challenge
+
+    def hello(self) -> bytes:
+        """Our HELLO frame (sequence 0). Raises RuntimeError if called twice (our bug)."""
+        if self._send_seq != 0:
+            raise RuntimeError("hello() must be sent once, first")
+        self._send_seq = 1
+        return encode_frame(self._keyring, self._my_hello, self._challenge, 0)
+
+    def send(self, type_: MessageType, payload: bytes) -> bytes:
+        """A signed frame with the next sequence number. Raises RuntimeError before the peer's
+        HELLO or before our own (our bug), ValueError if the frame would be too large."""
+        if not self.established or self._send_seq == 0:
+            raise RuntimeError("send() before both HELLOs")
+        if type_ in (MessageType.HELLO_PROXY, MessageType.HELLO_AGENT):
+            raise RuntimeError("HELLO frames are sent by hello()")
+        agent_c, proxy_c = self._challenges()
+        frame = encode_frame(self._keyring, type_, payload, self._send_seq,
+                             agent_challenge=agent_c, proxy_challenge=proxy_c)
+        self._send_seq += 1
+        return frame
+
+    def receive_data(self, data: bytes) -> None:
+        self._buf += data
+
     def next_frame(self) -> Frame | None:
-        if len(self._buf) < _LEN.size:
-            return None
-        (body_len,) = _LEN.unpack_from(self._buf, 0)
-        if body_len < _MIN_FRAME_BODY or _LEN.size + body_len > MAX_FRAME_BYTES:
-            raise ProtocolError(f"frame length {body_len} outside {_MIN_FRAME_BODY}..{MAX_FRAME_BYTES}")
-        end = _LEN.size + body_len
-        if len(self._buf) < end:
-            return None
-        raw = bytes(self._buf[:end])
-        del self._buf[:end]
-        signed, mac = raw[:-MAC_BYTES], raw[-MAC_BYTES:]
-        version, type_, key_id, timestamp_ms, nonce = _HEADER.unpack_from(signed, _LEN.size)
-        if not self._keyring.verify(key_id, signed, mac):
-            raise AuthError("frame MAC does not verify under any configured key")
+        while True:
+            if len(self._buf) < _LEN.size:
+                return None
+            (body_len,) = _LEN.unpack_from(self._buf, 0)
+            end = _LEN.size + body_len
+            if not self.established:
+                if end != HELLO_FRAME_BYTES:
+                    raise ProtocolError(f"frame of {end} bytes before the HELLO ({HELLO_FRAME_BYTES} bytes)")
+            elif body_len < _MIN_FRAME_BODY or end > self._max_frame_bytes:
+                raise ProtocolError(f"frame length {body_len} outside {_MIN_FRAME_BODY}..{self._max_frame_bytes}")
+            if len(self._buf) < end:
+                return None
+            raw = bytes(self._buf[:end])
+            del self._buf[:end]
+            signed, mac = raw[:-MAC_BYTES], raw[-MAC_BYTES:]
+            version, type_, key_id, sequence = _HEADER.unpack_from(signed, _LEN.size)
+            payload = signed[_LEN.size + _HEADER.size:]
+            if not self.established:
+                if not self._keyring.verify(key_id, _HELLO_CONTEXT + signed, mac):
+                    raise AuthError("HELLO MAC does not verify under any configured key")
+                self._check_header(version, type_, sequence, self._peer_hello)
+                self._peer_challenge = payload  # HELLO_FRAME_BYTES leaves exactly CHALLENGE_BYTES
+                self._recv_seq = 1
+                continue
+            agent_c, proxy_c = self._challenges()
+            if not self._keyring.verify(key_id, _SESSION_CONTEXT + agent_c + proxy_c + signed, mac):
+                raise AuthError("frame MAC does not verify for this connection under any configured key")
+            self._check_header(version, type_, sequence, self._accepts)
+            self._recv_seq += 1
+            return Frame(version, MessageType(type_), key_id, sequence, payload)
+
+    def _check_header(self, version: int, type_: int, sequence: int, expected: MessageType) -> None:
         if version != PROTOCOL_VERSION:
             raise ProtocolError(f"unsupported protocol version {version}")
-        try:
-            mtype = MessageType(type_)
-        except ValueError as exc:
-            raise ProtocolError(f"unknown message type {type_}") from exc
-        return Frame(version, mtype, key_id, timestamp_ms, nonce, signed[_LEN.size + _HEADER.size:])
-
-
-class ReplayGuard:
-    """Refuses frames outside a timestamp window or whose nonce was seen inside it.
-
-    Bounded: at most `max_nonces` remembered. When full, the oldest nonces are forgotten
-    and the window start moves up to the timestamp of the newest forgotten one, so a
-    forgotten nonce can never be accepted again.
-    """
-
-    def __init__(self, window_ms: int, max_nonces: int) -> None:
-        if window_ms <= 0 or max_nonces <= 0:
-            raise ValueError("window_ms and max_nonces must be > 0")
-        self._window_ms = window_ms
-        self._max = max_nonces
-        self._seen: OrderedDict[bytes, int] = OrderedDict()  # nonce -> timestamp, insertion order
-        self._floor_ms = -(2**63)
-
-    def check(self, timestamp_ms: int, nonce: bytes, now_ms: int) -> bool:
-        """True if fresh (and remember it); False for a replay or a stale/future timestamp."""
-        if abs(now_ms - timestamp_ms) > self._window_ms or timestamp_ms <= self._floor_ms:
-            return False
-        if nonce in self._seen:
-            return False
-        cutoff = now_ms - self._window_ms
-        while self._seen:
-            oldest_nonce, oldest_ts = next(iter(self._seen.items()))
-            if oldest_ts >= cutoff and len(self._seen) < self._max:
-                break
-            del self._seen[oldest_nonce]
-            if oldest_ts >= cutoff:
-                self._floor_ms = max(self._floor_ms, oldest_ts)
-        if timestamp_ms <= self._floor_ms:
-            return False
-        self._seen[nonce] = timestamp_ms
-        return True
+        if type_ != expected:
+            raise ProtocolError(f"frame type {type_} where {expected.name} was expected")
+        if sequence != self._recv_seq:
+            raise ProtocolError(f"frame sequence {sequence}, expected {self._recv_seq}")
 
 
 # ---------------------------------------------------------------- messages
@@ -309,7 +395,7 @@ class _Reader:
         self._data = data
         self._pos = 0
 
-    def take(self, st: struct.Struct) -> tuple:
+    def take(self, st: struct.Struct) -> tuple[Any, ...]:
         if self._pos + st.size > len(self._data):
             raise ProtocolError("message truncated")
         values = st.unpack_from(self._data, self._pos)
@@ -328,6 +414,7 @@ class _Reader:
             raise ProtocolError("string is not UTF-8") from exc
 
     def count(self, per_item_min: int) -> int:
+        n: int
         (n,) = self.take(_U32)
         # Checked against the bytes actually left before any list is built: a forged
         # count can not make us allocate more than the frame already holds.
@@ -345,8 +432,9 @@ def encode_request(req: NotifyRequest) -> bytes:
     if len(req.entries) > MAX_ENTRIES:
         raise ValueError(f"{len(req.entries)} entries exceed MAX_ENTRIES")
     out = bytearray(struct.pack(">Q", req.request_id))
-    for s in (req.source_zone, req.dest_zone, req.proxy_id, req.bucket, req.key):
+    for s in (req.source_zone, req.dest_zone, req.proxy_id, req.bucket, req.key, req.share):
         _put_str(out, s)
+    out.append(_REQUEST_FLAG_PREFETCH if req.prefetch else 0)
     out += _REQ_TAIL.pack(req.epoch, req.zone_offset, req.zone_length)
     out += _U32.pack(len(req.entries))
     for e in req.entries:
@@ -360,7 +448,10 @@ def decode_request(payload: bytes) -> NotifyRequest:
     """Raises ProtocolError if the payload is not exactly one valid request."""
     r = _Reader(payload)
     (request_id,) = r.take(struct.Struct(">Q"))
-    source_zone, dest_zone, proxy_id, bucket, key = (r.string() for _ in range(5))
+    source_zone, dest_zone, proxy_id, bucket, key, share = (r.string() for _ in range(6))
+    (flags,) = r.take(_U8)
+    if flags & ~_REQUEST_FLAG_PREFETCH:
+        raise ProtocolError(f"unknown request flags {flags:#x}")
     epoch, zone_offset, zone_length = r.take(_REQ_TAIL)
     n = r.count(_U16.size + _ENTRY.size)
     entries = []
@@ -369,7 +460,7 @@ def decode_request(payload: bytes) -> NotifyRequest:
         entries.append(NotifyEntry(topic, *r.take(_ENTRY)))
     r.end()
     return NotifyRequest(request_id, source_zone, dest_zone, proxy_id, epoch, bucket, key,
-                         zone_offset, zone_length, tuple(entries))
+                         zone_offset, zone_length, tuple(entries), share, bool(flags & _REQUEST_FLAG_PREFETCH))
 
 
 def encode_response(resp: NotifyResponse) -> bytes:

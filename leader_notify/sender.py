@@ -1,10 +1,13 @@
 """The proxy side of the notification protocol (trio).
 
-Strategy: one pool of TCP connections per destination zone; a connection carries one
-request at a time, so `max_in_flight_per_zone` (a semaphore) bounds both the open
-connections and the requests in flight. Each attempt builds a fresh signed frame (new
-timestamp and nonce) around the same request id, waits for the response within
-`timeout_s`, and checks its MAC and request id. A failed attempt closes its connection
+Strategy: one pool of TCP connections per destination agent; a connection carries one
+request at a time, so `max_in_flight_per_zone` (a semaphore per agent address) bounds both
+the open connections and the requests in flight. A new connection first exchanges HELLOs (one
+round trip: each side's challenge, protocol.Channel); every frame on it is then bound to
+the connection. Each attempt builds a fresh signed frame around the same request id,
+waits for the response within `timeout_s`, and checks its MAC and request id. Idle
+connections older than `max_idle_s` are closed rather than reused (the agent's idle
+timeout is longer). A failed attempt closes its connection
 (its stream position is unknown) and the next one waits with capped exponential backoff.
 A notification is re-sent while the agent answers a retriable request status or any
 entry carries a retriable Kafka error; re-sending is safe because the agent answers
@@ -12,7 +15,12 @@ already-applied entries from its applied map and leaders drop idempotent duplica
 When attempts run out, `notify` raises NotifyError(retriable=True) and the proxy fails
 the affected partitions with a retriable Kafka error.
 
-Order: the caller awaits notifications to one zone one at a time, in WAL object order;
+Several agents per zone: each partition belongs to one agent of its zone (owners.py); the
+writer lays a zone's share out owner after owner, so each owner gets one notification per
+object naming its own contiguous byte range and entries, and the share name it
+checkpoints. Connections, slots and idle pools are per agent address.
+
+Order: the caller awaits notifications to one agent one at a time, in WAL object order;
 the agent keeps per-partition order in arrival order.
 
 Gray agents (they hang instead of refusing): each zone keeps the round trips of its recent
@@ -26,28 +34,45 @@ partitions behind a hung agent fail retriably within about one deadline and can 
 callback) when a slot and an idle connection are at hand and the socket takes the whole
 frame: the agent then starts on it before the proxy's event loop gets to the task that
 awaits the answer (`notify(..., started=...)`). Only the caller that knows no other
-notification of the zone is queued or in flight may use it (ZoneNotifier does).
+notification of the agent is queued or in flight may use it (ZoneNotifier does).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import trio
 
+from core.audit import AuditSink
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
+from leader_notify.outcome import Answered, Refused, classify_answer
+from leader_notify.owners import AgentMap
+from wal_s3.agent_shares import share_name
+from wal_s3.format import ZoneShare, entry_head_size
 from wal_s3.latency import Attempt, LatencyGuard
 
 log = logging.getLogger(__name__)
 
 RECEIVE_CHUNK_BYTES = 64 * 1024
+
+
+class AnnouncedObject(Protocol):
+    """What a notification says of a WAL object: its key and each zone's share (a wal_s3
+    FlushedObject as it is released, or a recovered object's shares re-read from S3)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def zones(self) -> Mapping[str, ZoneShare]: ...
 
 
 class NotifyError(Exception):
@@ -60,9 +85,10 @@ class NotifyError(Exception):
 
 
 class _Conn:
-    def __init__(self, stream: trio.SocketStream, keyring: p.Keyring) -> None:
+    def __init__(self, stream: trio.SocketStream, channel: p.Channel) -> None:
         self.stream = stream
-        self.decoder = p.FrameDecoder(keyring)
+        self.channel = channel
+        self.idle_since = time.monotonic()
 
 
 class Started:
@@ -81,7 +107,7 @@ class Started:
 class NotifySender:
     """Sends notifications to the agents of other zones. Close with `aclose()`."""
 
-    def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: Any, *,
+    def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: AuditSink, *,
                  bucket: str, metrics: SenderMetrics | None = None) -> None:
         """Raises ValueError if config.hmac_keys is empty or a key is too short."""
         self._config = config
@@ -93,19 +119,22 @@ class NotifySender:
         self._keyring = p.Keyring(config.hmac_keys)
         self.metrics = metrics or SenderMetrics()
         self._ids = itertools.count(1)
-        self._idle: dict[str, list[_Conn]] = {}
-        self._slots: dict[str, trio.Semaphore] = {}
+        self.agents = AgentMap(config.agents)
+        self._idle: dict[str, list[_Conn]] = {}  # per agent address
+        self._slots: dict[str, trio.Semaphore] = {}  # per agent address
         self._started: set[Started] = set()  # started and not yet taken over by notify
         self._closed = False
         self._guards: dict[str, LatencyGuard] = {}
-        # on_gray(zone): an attempt to the zone's agent was abandoned at its gray deadline.
-        self.on_gray: Callable[[str], None] | None = None
+        # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
+        self.on_gray: Callable[[str, int], None] | None = None
 
-    def guard(self, zone: str) -> LatencyGuard:
-        """The zone's recent round trips and gray state."""
-        guard = self._guards.get(zone)
+    def guard(self, zone: str, agent: int = 0) -> LatencyGuard:
+        """Recent round trips to one agent of `zone` and its gray state (per agent address:
+        one hung agent of a zone does not hold back its siblings' notifications)."""
+        address = self.agents.agents(zone)[agent]
+        guard = self._guards.get(address)
         if guard is None:
-            guard = self._guards[zone] = LatencyGuard(floor_s=self._config.gray_floor_s,
+            guard = self._guards[address] = LatencyGuard(floor_s=self._config.gray_floor_s,
                                                        ceiling_s=self._config.timeout_s,
                                                        factor=self._config.gray_factor)
         return guard
@@ -120,28 +149,37 @@ class NotifySender:
             started.conn.stream.socket.close()
         self._started.clear()
 
-    def start(self, flushed: Any, dest_zone: str) -> Started | None:
+    def share_of(self, zone: str, topic: str, partition: int) -> str:
+        """The share (owning agent) of topic-partition in `zone`: what the WAL writer groups by."""
+        return self.agents.share_of(zone, topic, partition)
+
+    def start(self, flushed: AnnouncedObject, dest_zone: str, agent: int = 0) -> Started | None:
         """Write the first attempt's frame for `flushed` -> `dest_zone` now, if that needs no
         waiting: a free slot, an idle connection, a socket that takes the frame. Returns what
         to pass to `notify(..., started=)`, or None (notify then does it all). Never raises.
         """
-        if self._closed or dest_zone not in self._config.agents or self.guard(dest_zone).gray:
+        if self._closed or agent >= self.agents.count(dest_zone) or self.guard(dest_zone, agent).gray:
             return None
-        idle = self._idle.get(dest_zone)
+        address = self.agents.agents(dest_zone)[agent]
+        idle = self._idle.get(address)
         if not idle:
             return None
-        slots = self._zone_slots(dest_zone)
+        slots = self._zone_slots(address)
         try:
             slots.acquire_nowait()
         except trio.WouldBlock:
             return None
         try:
-            request, payload = self._encode(flushed, dest_zone)
+            request, payload = self._encode(flushed, dest_zone, agent)
         except NotifyError:
             slots.release()
             return None  # notify raises it, with its audit record
         conn = idle.pop()
-        frame = self._request_frame(payload)
+        if time.monotonic() - conn.idle_since > self._config.max_idle_s:
+            conn.stream.socket.close()  # notify opens a fresh one
+            slots.release()
+            return None
+        frame = conn.channel.send(p.MessageType.REQUEST, payload)
         at = time.monotonic()
         try:
             # The trio socket is non-blocking and keeps no send buffer of its own: writing to
@@ -157,9 +195,36 @@ class NotifySender:
         self._started.add(started)
         return started
 
-    async def notify(self, flushed: Any, dest_zone: str, *, started: Started | None = None,
+    @property
+    def prefetch_depth(self) -> int:
+        return self._config.prefetch_depth
+
+    async def prefetch(self, flushed: AnnouncedObject, dest_zone: str, agent: int = 0) -> bool:
+        """Ask `agent` of `dest_zone` to read its part of `flushed` into its cache, appending
+        nothing (one attempt): its notification, sent once the one before it is answered,
+        then finds the read done or under way. True if the agent answered OK; never raises
+        (a prefetch that fails costs nothing but the cache hit)."""
+        if self._closed or not 0 <= agent < self.agents.count(dest_zone):
+            return False
+        try:
+            request, _ = self._encode(flushed, dest_zone, agent)
+            request = dataclasses.replace(request, prefetch=True)
+            payload = p.encode_request(request)
+            response, _, _ = await self._round_trip(self.agents.agents(dest_zone)[agent], request.request_id, payload)
+        except (NotifyError, ValueError, OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                trio.TooSlowError, p.ProtocolError, _ClosedByPeer) as exc:
+            log.debug("prefetch %s -> %s/%d: %r", flushed.key, dest_zone, agent, exc)
+            return False
+        self.metrics.prefetches.labels(dest_zone=dest_zone, status=response.status.name.lower()).inc()
+        return response.status == p.RequestStatus.OK
+
+    async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, agent: int | None = None, started: Started | None = None,
                      on_answer: Callable[[list[p.EntryResult]], None] | None = None) -> list[p.EntryResult]:
         """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
+
+        `agent`: which agent of the zone (index in its `notify.agents` list); the request then
+        covers that agent's entries of the share, and the results are those entries'. None:
+        every agent of the zone in turn, results in share order (recovery and tools).
 
         `started`: what `start` returned for it (its first attempt is then under way).
         `on_answer(results)` is called with the results it returns, as soon as they are
@@ -171,13 +236,26 @@ class NotifySender:
             self._started.discard(started)
         elif self._closed:
             raise NotifyError("sender is closed")
-        address = self._config.agents.get(dest_zone)
-        if address is None:
+        count = self.agents.count(dest_zone)
+        if count == 0:
             raise NotifyError(f"no agent configured for zone {dest_zone}", retriable=False)
+        if agent is None:
+            if count == 1:
+                agent = 0
+            else:
+                results: list[p.EntryResult] = []
+                for owner, _lo, _hi in self._slices(flushed, dest_zone):
+                    results += await self.notify(flushed, dest_zone, agent=owner)
+                if on_answer is not None:
+                    on_answer(results)
+                return results
+        if not 0 <= agent < count:
+            raise NotifyError(f"zone {dest_zone} has no agent {agent}", retriable=False)
+        address = self.agents.agents(dest_zone)[agent]
         if started is not None:
             request, payload = started.request, started.payload
         else:
-            request, payload = self._encode(flushed, dest_zone)
+            request, payload = self._encode(flushed, dest_zone, agent)
         begun = started.at if started is not None else time.monotonic()
         answered = 0.0
         sent_bytes = received_bytes = 0
@@ -185,7 +263,7 @@ class NotifySender:
         last_problem = "no attempt"
         status = "failed"
         attempt = 0
-        guard = self.guard(dest_zone)
+        guard = self.guard(dest_zone, agent)
         try:
             for attempt in range(1, self._config.max_attempts + 1):
                 now = trio.current_time()
@@ -201,8 +279,7 @@ class NotifySender:
                 self.metrics.attempts.labels(dest_zone=dest_zone).inc()
                 try:
                     response, sent, received = await self._round_trip(
-                        dest_zone, address, request.request_id, payload, started if attempt == 1 else None,
-                        timeout_s)
+                        address, request.request_id, payload, started if attempt == 1 else None, timeout_s)
                     sent_bytes += sent
                     received_bytes += received
                 except trio.TooSlowError as exc:
@@ -211,7 +288,7 @@ class NotifySender:
                     give_up = guard.failed(gate, trio.current_time(), timed_out=True)
                     self.metrics.gray.labels(dest_zone=dest_zone, outcome="timed_out").inc()
                     if self.on_gray is not None:
-                        self.on_gray(dest_zone)
+                        self.on_gray(dest_zone, agent)
                     if give_up:
                         status = "gray"
                         raise NotifyError(f"notify {flushed.key} -> {dest_zone} abandoned after {attempt} attempts: "
@@ -225,25 +302,19 @@ class NotifySender:
                     raise
                 else:
                     guard.succeeded(gate, trio.current_time())  # the agent answered, whatever it said
-                    if response.status == p.RequestStatus.OK:
-                        if len(response.results) != len(request.entries):
-                            last_problem = f"{len(response.results)} results for {len(request.entries)} entries"
-                        else:
-                            retriable = [r for r in response.results if r.error_code in p.RETRIABLE_ENTRY_CODES]
-                            if not retriable or attempt == self._config.max_attempts:
-                                status = "ok" if p.results_all_ok(response.results) else "entry_errors"
-                                results = list(response.results)
-                                answered = time.monotonic()  # the round trip ends here, not after on_answer
-                                if on_answer is not None:
-                                    on_answer(results)
-                                return results
-                            last_problem = f"{len(retriable)} entries with retriable errors"
-                    elif response.status in p.RETRIABLE_STATUSES:
-                        last_problem = f"agent answered {response.status.name}: {response.message}"
-                    else:
-                        status = response.status.name.lower()
-                        raise NotifyError(f"agent of {dest_zone} refused {flushed.key}: {response.status.name} "
-                                          f"{response.message}", retriable=False)
+                    verdict = classify_answer(response, len(request.entries), attempt == self._config.max_attempts)
+                    if isinstance(verdict, Answered):
+                        status = verdict.status
+                        results = list(verdict.results)
+                        answered = time.monotonic()  # the round trip ends here, not after on_answer
+                        if on_answer is not None:
+                            on_answer(results)
+                        return results
+                    if isinstance(verdict, Refused):
+                        status = verdict.status
+                        raise NotifyError(f"agent of {dest_zone} refused {flushed.key}: {verdict.message}",
+                                          retriable=False)
+                    last_problem = verdict.problem
                 log.info("notify %s -> %s attempt %d/%d: %s", flushed.key, dest_zone, attempt,
                          self._config.max_attempts, last_problem)
                 if attempt < self._config.max_attempts:
@@ -262,15 +333,37 @@ class NotifySender:
                 "status": status, "attempts": attempt,
             })
 
-    def _encode(self, flushed: Any, dest_zone: str) -> tuple[p.NotifyRequest, bytes]:
-        """The request for `dest_zone`'s share of `flushed` and its encoding. Raises NotifyError."""
+    def _slices(self, flushed: AnnouncedObject, dest_zone: str) -> list[tuple[int, int, int]]:
+        """(agent, first entry, end entry) per owner of the zone share. Raises NotifyError."""
+        try:
+            return self.agents.slices(dest_zone, flushed.zones[dest_zone].entries)
+        except ValueError as exc:  # a writer not laying out by owner: our wiring is wrong
+            raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
+
+    def _encode(self, flushed: AnnouncedObject, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]:
+        """The request for `agent`'s part of `dest_zone`'s share of `flushed` and its encoding.
+        Raises NotifyError."""
         share = flushed.zones[dest_zone]
+        count = self.agents.count(dest_zone)
+        refs = share.entries
+        zone_offset, zone_length, share_label = share.offset, share.length, ""
+        if count > 1:
+            part = [(lo, hi) for owner, lo, hi in self._slices(flushed, dest_zone) if owner == agent]
+            if not part:
+                raise NotifyError(f"{flushed.key} has no entries of agent {agent} of {dest_zone}", retriable=False)
+            [(lo, hi)] = part
+            refs = share.entries[lo:hi]
+            if lo or hi != len(share.entries):  # the owner's run: from its first entry's head to its last batch's end
+                zone_offset = refs[0].offset - entry_head_size(refs[0].topic)
+                zone_length = refs[-1].offset + refs[-1].length - zone_offset
+            share_label = share_name(dest_zone, agent, count)
         request = p.NotifyRequest(
             request_id=next(self._ids), source_zone=self._zone, dest_zone=dest_zone, proxy_id=self._proxy_id,
-            epoch=self._epoch, bucket=self._bucket, key=flushed.key, zone_offset=share.offset,
-            zone_length=share.length,
+            epoch=self._epoch, bucket=self._bucket, key=flushed.key, zone_offset=zone_offset,
+            zone_length=zone_length,
             entries=tuple(p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
-                                        e.producer_id, e.producer_epoch, e.base_sequence) for e in share.entries))
+                                        e.producer_id, e.producer_epoch, e.base_sequence) for e in refs),
+            share=share_label)
         try:
             payload = p.encode_request(request)
             if len(payload) + p.FRAME_OVERHEAD_BYTES > p.MAX_FRAME_BYTES:
@@ -280,23 +373,18 @@ class NotifySender:
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
         return request, payload
 
-    def _request_frame(self, payload: bytes) -> bytes:
-        """A new signed frame around `payload`: every attempt gets its own timestamp and nonce."""
-        return p.encode_frame(self._keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000),
-                              os.urandom(p.NONCE_BYTES))
-
-    def _zone_slots(self, zone: str) -> trio.Semaphore:
-        slots = self._slots.get(zone)
+    def _zone_slots(self, address: str) -> trio.Semaphore:
+        slots = self._slots.get(address)
         if slots is None:
-            slots = self._slots[zone] = trio.Semaphore(self._config.max_in_flight_per_zone)
+            slots = self._slots[address] = trio.Semaphore(self._config.max_in_flight_per_zone)
         return slots
 
-    async def _round_trip(self, zone: str, address: str, request_id: int, payload: bytes,
+    async def _round_trip(self, address: str, request_id: int, payload: bytes,
                           started: Started | None = None,
                           timeout_s: float | None = None) -> tuple[p.NotifyResponse, int, int]:
         """One attempt: send a fresh frame (or finish `started`'s), await the answer within
         `timeout_s` (default notify.timeout_s). Raises trio.TooSlowError past it."""
-        slots = self._zone_slots(zone)
+        slots = self._zone_slots(address)
         if started is None:
             try:
                 # Usually a slot is free: taking it without a checkpoint lets the frame leave in
@@ -307,8 +395,8 @@ class NotifySender:
                 await slots.acquire()
         try:  # `started` holds its slot already
             if started is None:
-                conn = await self._checkout(zone, address)
-                frame = self._request_frame(payload)
+                conn = await self._checkout(address)
+                frame = conn.channel.send(p.MessageType.REQUEST, payload)
                 frame_bytes, unsent = len(frame), frame
             else:
                 conn, frame_bytes, unsent = started.conn, started.frame_bytes, started.unsent
@@ -318,12 +406,12 @@ class NotifySender:
                     if unsent:
                         await conn.stream.send_all(unsent)
                     received = 0
-                    while (frame := conn.decoder.next_frame()) is None:
+                    while (frame := conn.channel.next_frame()) is None:
                         data = await conn.stream.receive_some(RECEIVE_CHUNK_BYTES)
                         if not data:
                             raise _ClosedByPeer("agent closed the connection")
                         received += len(data)
-                        conn.decoder.receive_data(data)
+                        conn.channel.receive_data(data)
                 if frame.type != p.MessageType.RESPONSE:
                     raise p.ProtocolError("agent sent a request frame")
                 response = p.decode_response(frame.payload)
@@ -335,24 +423,45 @@ class NotifySender:
                 return response, frame_bytes, received
             finally:
                 if ok and not self._closed:
-                    self._idle.setdefault(zone, []).append(conn)
+                    conn.idle_since = time.monotonic()
+                    self._idle.setdefault(address, []).append(conn)
                 else:
                     # Unknown stream position: never reuse. Its idle siblings probably went
                     # down with the same agent (restart), so drop them too.
                     conn.stream.socket.close()
-                    for other in self._idle.pop(zone, []):
+                    for other in self._idle.pop(address, []):
                         other.stream.socket.close()
         finally:
             slots.release()
 
-    async def _checkout(self, zone: str, address: str) -> _Conn:
-        idle = self._idle.get(zone)
-        if idle:
-            return idle.pop()
+    async def _checkout(self, address: str) -> _Conn:
+        """An idle connection, or a new one past its HELLO exchange. Raises OSError,
+        trio.TooSlowError, ProtocolError (AuthError: the agent does not hold our keys)."""
+        idle = self._idle.get(address)
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()
+            if now - conn.idle_since <= self._config.max_idle_s:
+                return conn
+            conn.stream.socket.close()
         host, _, port = address.rpartition(":")
         with trio.fail_after(self._config.connect_timeout_s):
             stream = await trio.open_tcp_stream(host, int(port))
-        return _Conn(stream, self._keyring)
+        conn = _Conn(stream, p.Channel(self._keyring, p.Role.PROXY, os.urandom(p.CHALLENGE_BYTES)))
+        try:
+            with trio.fail_after(self._config.timeout_s):
+                await stream.send_all(conn.channel.hello())
+                while not conn.channel.established:
+                    data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
+                    if not data:
+                        raise _ClosedByPeer("agent closed the connection before its HELLO")
+                    conn.channel.receive_data(data)
+                    if conn.channel.next_frame() is not None:  # only the HELLO may come unasked
+                        raise p.ProtocolError("agent sent a frame before our first request")
+        except BaseException:
+            stream.socket.close()
+            raise
+        return conn
 
 
 class _ClosedByPeer(Exception):

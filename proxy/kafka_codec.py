@@ -110,7 +110,7 @@ def is_flexible(api_key: int, api_version: int) -> bool:
     pair = MESSAGES.get(api_key)
     if pair is None:
         return False
-    return pair[0].flexible_version_q(api_version)
+    return bool(pair[0].flexible_version_q(api_version))
 
 
 class ServerCodec:
@@ -207,6 +207,7 @@ class ServerCodec:
         self._buffered += n
 
     def _frame_size(self) -> int:
+        size: int
         (size,) = _SIZE.unpack(self._peek4())
         if size < MIN_HEADER_BYTES:
             raise ProtocolError(f"frame size {size} is smaller than a request header")
@@ -297,7 +298,7 @@ def parse_request_frame(frame: bytes | memoryview) -> RequestFrame:
     return RequestFrame(api_key, api_version, correlation_id, client_id, view[pos:], len(frame))
 
 
-def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+def _read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= len(data):
@@ -312,7 +313,7 @@ def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
             raise ProtocolError("varint longer than 5 bytes")
 
 
-def _skip_tagged_fields(data: bytes, pos: int) -> int:
+def _skip_tagged_fields(data: bytes | memoryview, pos: int) -> int:
     count, pos = _read_uvarint(data, pos)
     for _ in range(count):
         _tag, pos = _read_uvarint(data, pos)
@@ -403,12 +404,14 @@ class _Reader:
 
     def int16(self) -> int:
         self._need(2)
+        value: int
         (value,) = _I16.unpack_from(self.data, self.pos)
         self.pos += 2
         return value
 
     def int32(self) -> int:
         self._need(4)
+        value: int
         (value,) = _I32.unpack_from(self.data, self.pos)
         self.pos += 4
         return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Callable
 from dataclasses import dataclass
 
 TRIM_MIN_INTERVAL_S = 10.0  # a trim walks the heap (ms for hundreds of MiB): rarely, and only after a burst
@@ -38,12 +39,13 @@ def should_trim(burst: BurstTracker, now: float, open_connections: int, held_byt
     return big and over and now - burst.last_trim_at >= TRIM_MIN_INTERVAL_S
 
 
-def _malloc_trim():
+def _malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None)
+        trim_fn: Callable[[int], int] | None = getattr(ctypes.CDLL(name), "malloc_trim", None)
+        return trim_fn
     except OSError:
         return None
 

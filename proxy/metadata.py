@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import trio
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from proxy.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
+from core.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
 from proxy.upstream import BrokerAddress, UpstreamCluster
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,10 @@ class MetadataCache:
             self.misses += 1
             await self._refresh(None, allow_auto_create)
         return self.view
+
+    async def probe(self) -> None:
+        """One Metadata request naming no topic (the brokers only), for readiness. Raises UpstreamError."""
+        await self._refresh([], False)
 
     async def leader(self, topic: str, partition: int) -> tuple[PartitionInfo | None, BrokerAddress | None, int]:
         """(partition info, leader broker, topic error) for one partition, refreshing if stale."""

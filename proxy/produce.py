@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from proxy import errors
-from proxy.duplicates import Verdict
+from core import errors
+from core.duplicates import Verdict
+from core.produce import (
+    AwaitedCompletion,
+    PartitionBatches,
+    PartitionResult,
+    ProduceCompletion,
+    ProduceContext,
+    TopicPartition,
+)
+from core.record_batch import InvalidBatch, split_batches
 from proxy.kafka_codec import (
     PartitionProduceData,
     ProduceRequestData,
@@ -31,7 +38,6 @@ from proxy.produce_response_codec import (
     ProduceAnswer,
     encode_produce_response,
 )
-from proxy.record_batch import InvalidBatch, RecordBatch, split_batches
 from proxy.tail_read import verify_duplicate
 from proxy.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
 from proxy.versions import MIN_ACCEPTED_PRODUCE_VERSION
@@ -39,53 +45,6 @@ from proxy.versions import MIN_ACCEPTED_PRODUCE_VERSION
 log = logging.getLogger(__name__)
 
 HIGHEST_PRODUCE_VERSION = 12  # v13 addresses topics by id only
-
-TopicPartition = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class PartitionBatches:
-    """One partition's validated batches from one client request, in client order."""
-
-    topic: str
-    partition: int
-    batches: tuple[RecordBatch, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(len(b.data) for b in self.batches)
-
-    @property
-    def records(self) -> int:
-        return sum(b.record_count for b in self.batches)
-
-
-@dataclass
-class PartitionResult:
-    error_code: int
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
-
-
-@dataclass(frozen=True)
-class ProduceContext:
-    acks: int
-    timeout_ms: int
-    transactional_id: str | None
-    client_version: int
-
-
-# Awaited for the results. A completion may also offer `on_results(fn) -> bool`: True means
-# fn(results) will be called synchronously once they are in (router/backend.py, WAL path).
-Completion = Callable[[], Awaitable[dict[TopicPartition, PartitionResult]]]
-
-
-class ProduceBackend(Protocol):
-    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> Completion:
-        """Hand `items` on in order; return an awaitable for their results (never raises)."""
-
 
 @dataclass
 class ValidatedProduce:
@@ -160,7 +119,7 @@ class DirectBackend:
         self._metadata = metadata
         self._timeout_s = timeout_s
 
-    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> Completion:
+    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceCompletion:
         results: dict[TopicPartition, PartitionResult] = {}
         by_node: dict[int, list[PartitionBatches]] = defaultdict(list)
         for item in items:
@@ -216,7 +175,7 @@ class DirectBackend:
                         await self._check_duplicate(results, node_id, it, r)
             return results
 
-        return complete
+        return AwaitedCompletion(complete)
 
     async def _check_duplicate(self, results: dict[TopicPartition, PartitionResult], node_id: int,
                                item: PartitionBatches, round_no: int) -> None:

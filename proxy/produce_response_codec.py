@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from proxy.kafka_codec import (
     _SIZE,
@@ -45,7 +45,7 @@ class PartitionAnswer(NamedTuple):
     """One partition of a ProduceResponse (record_errors are not kept: the proxy never uses them)."""
 
     topic: str
-    index: int
+    index: int  # type: ignore[assignment]  # Kafka's field name; shadows tuple.index, which nothing calls
     error_code: int
     base_offset: int = -1
     log_append_time_ms: int = -1
@@ -138,7 +138,7 @@ class _Reader:
         self.pos = 0
         self.flexible = flexible
 
-    def fixed(self, layout: struct.Struct) -> tuple:
+    def fixed(self, layout: struct.Struct) -> tuple[Any, ...]:
         values = layout.unpack_from(self.data, self.pos)  # struct.error past the end
         self.pos += layout.size
         return values
@@ -147,7 +147,8 @@ class _Reader:
         if self.flexible:
             value, self.pos = _read_uvarint(self.data, self.pos)
             return value - 1
-        return self.fixed(_I16 if nullable_int16 else _I32)[0]
+        length: int = self.fixed(_I16 if nullable_int16 else _I32)[0]
+        return length
 
     def count(self) -> int:
         n = self._length(nullable_int16=False)

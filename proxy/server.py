@@ -24,9 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
-from kafka.protocol.producer.transaction import InitProducerIdRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from core.configload import ConfigError
+from core.errors import COORDINATOR_NOT_AVAILABLE
+from core.produce import ProduceBackend
+from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
 from proxy import limits, metrics
+from proxy.api_names import api_name
 from proxy.config import ProxyConfig, UpstreamConfig
 from proxy.kafka_codec import (
     API_API_VERSIONS,
@@ -48,13 +54,19 @@ from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.produce import (
     DirectBackend,
-    ProduceBackend,
     encode_produce_answer,
     produce_answers,
     validate_produce,
 )
 from proxy.receive_budget import ReceiveBudget
-from proxy.sasl import SASL_AUTHENTICATION_FAILED, AuthenticationFailed, Credentials, SaslSession
+from proxy.sasl import (
+    SASL_AUTHENTICATION_FAILED,
+    AuthenticationFailed,
+    Credentials,
+    CredentialsError,
+    SaslSession,
+    load_credentials,
+)
 from proxy.upstream import UpstreamCluster, UpstreamError, open_upstream
 from proxy.versions import (
     FEATURE_MARKERS,
@@ -156,7 +168,7 @@ class RequestHandler:
         Raises ProtocolError (close the connection) for undecodable or unsupported requests.
         """
         started = time.perf_counter()
-        metrics.REQUESTS.labels(frame.api_key, frame.api_version).inc()
+        metrics.REQUESTS.labels(api_name(frame.api_key), frame.api_version).inc()
         try:
             request = decode_request(frame, self.max_versions())
         except UnsupportedRequest:
@@ -175,8 +187,7 @@ class RequestHandler:
             answer = functools.partial(self._answer_produce, slot, validated, frame, started)
             # A completion that can call back (every partition on the WAL path) answers in the
             # step where its last result arrives; others are awaited by a task.
-            on_results = getattr(completion, "on_results", None)
-            if on_results is not None and on_results(answer):
+            if completion is not None and completion.on_results(answer):
                 return slot
 
             async def finish_produce() -> None:
@@ -209,10 +220,8 @@ class RequestHandler:
             return slot, False
         if frame.api_key not in (API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE):
             raise ProtocolError(f"api_key {frame.api_key} before SASL authentication (client_id={frame.client_id})")
-        from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse  # noqa: PLC0415
-
         started = time.perf_counter()
-        metrics.REQUESTS.labels(frame.api_key, frame.api_version).inc()
+        metrics.REQUESTS.labels(api_name(frame.api_key), frame.api_version).inc()
         request = decode_request(frame, self.max_versions())
         slot = ResponseSlot(trio.Event())
         if frame.api_key == API_SASL_HANDSHAKE:
@@ -265,7 +274,7 @@ class RequestHandler:
     def _finish_encoded(self, slot: ResponseSlot, data: bytes, frame: RequestFrame, started: float) -> None:
         elapsed_s = time.perf_counter() - started
         slot.fill(data)
-        metrics.REQUEST_LATENCY.labels(frame.api_key).observe(elapsed_s)  # after the answer is on its way
+        metrics.REQUEST_LATENCY.labels(api_name(frame.api_key)).observe(elapsed_s)  # after the answer is on its way
 
     async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
         names = None if request.topics is None else [t.name for t in request.topics]
@@ -283,8 +292,6 @@ class RequestHandler:
     async def _init_producer_id(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
         # Forwarded at the highest version both sides speak (Tansu 0.6 fails v0/v1), then
         # answered at the client's version.
-        from kafka.protocol.producer.transaction import InitProducerIdResponse  # noqa: PLC0415
-
         try:
             version = self.cluster.version_for(API_INIT_PRODUCER_ID, HIGHEST_INIT_PRODUCER_ID_VERSION)
             forwarded = InitProducerIdRequest(
@@ -298,8 +305,6 @@ class RequestHandler:
                                               producer_id=upstream.producer_id, producer_epoch=upstream.producer_epoch)
         except UpstreamError as exc:
             log.warning("InitProducerId upstream failed: %s", exc)
-            from proxy.errors import COORDINATOR_NOT_AVAILABLE  # noqa: PLC0415
-
             response = InitProducerIdResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE,
                                               producer_id=-1, producer_epoch=-1)
         self._finish(slot, response, frame, started)
@@ -334,6 +339,11 @@ class ProxyServer:
         # Awaited by shutdown() after the in-flight requests, within the same grace period
         # (the router's WAL path: deliveries already acknowledged to producers).
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
+
+    @property
+    def draining(self) -> bool:
+        """True from the start of `shutdown()`: no new connections, in-flight work finishing."""
+        return self._stopping
 
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -574,8 +584,6 @@ def _peer_host(stream: trio.SocketStream) -> str:
 
 async def _tls_handshake(stream: trio.SSLStream) -> bool:
     """Finish the server side of a TLS handshake; False (logged) if the client failed it."""
-    from proxy.tls import HANDSHAKE_TIMEOUT_S  # noqa: PLC0415
-
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
             await stream.do_handshake()
@@ -591,13 +599,10 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 
     Raises ConfigError when a file cannot be read or parsed.
     """
-    from azsidecar._configload import ConfigError  # noqa: PLC0415
-    from proxy.sasl import CredentialsError, load_credentials  # noqa: PLC0415
-    from proxy.tls import server_context  # noqa: PLC0415
-
     context = server_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
     credentials = None
     if config.sasl_mechanisms:
+        check_private(config.sasl_users_file, "proxy.sasl_users_file")
         try:
             credentials = load_credentials(config.sasl_users_file)
         except CredentialsError as exc:

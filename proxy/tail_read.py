@@ -13,7 +13,7 @@ import trio
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
-from proxy.duplicates import BatchHeader, TailSearch, Verdict, batch_headers, covered_until
+from core.duplicates import BatchHeader, TailSearch, Verdict, batch_headers, covered_until
 from proxy.upstream import UpstreamCluster, UpstreamConnection, UpstreamError
 
 log = logging.getLogger(__name__)

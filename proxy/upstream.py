@@ -7,22 +7,34 @@ order), while many requests stay in flight. One reader task per connection match
 responses to correlation ids. Socket and trio errors become `UpstreamError` here, the
 adapter that owns this I/O. With `security_protocol` SSL/SASL_SSL each connection is
 wrapped in trio.SSLStream; with SASL_* the proxy authenticates with its own identity
-(kafka-python's client-side mechanisms make the tokens) right after ApiVersions.
+(kafka-python's client-side mechanisms make the messages) right after ApiVersions. With
+OAUTHBEARER the token is an MSK IAM token (core/msk_iam.py, signed in a worker thread), and
+when the broker announces a session lifetime (KIP-368) a task per connection re-authenticates
+on the same connection before it ends: it holds the send lock, waits until no response is
+pending (the broker would read a pipelined request as SASL bytes), and runs the SASL exchange
+again; if that fails the connection is closed and the next request opens a new one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import trio
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.net.sasl import get_sasl_mechanism
+from kafka.net.sasl.oauth import AbstractTokenProvider
+from kafka.protocol.api_header import ResponseClassRegistry
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from core.msk_iam import MskIamError, MskIamTokens, reauthenticate_after_ms
+from core.tls import client_context
 from proxy.config import UpstreamConfig
 from proxy.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS, ProduceRequestData, encode_produce_request_parts
 from proxy.produce_response_codec import decode_produce_response
@@ -101,11 +113,23 @@ class UpstreamConnection:
         self._send_lock = trio.Lock()  # trio locks are fair: submission order is kept
         self._correlation = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
-        self.closed = False
+        self._idle = trio.Event()  # set while no response is pending
+        self._idle.set()
+        self._closed = trio.Event()
+        self.reauthentications = 0  # completed KIP-368 re-authentications on this connection
 
-    async def submit(self, request: Any, version: int, expect_response: bool = True) -> _Pending | None:
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    async def submit(self, request: Any, version: int, expect_response: bool = True, *,
+                     holding_lock: bool = False) -> _Pending | None:
         """Write `request` at `version`; returns a handle to await, or None without response.
 
+        `holding_lock`: the caller is inside `quiesced()` (re-authentication) and owns the send lock.
         Raises UpstreamError if the connection is closed or the write fails.
         """
         if self.closed:
@@ -127,22 +151,47 @@ class UpstreamConnection:
                 request.with_header(correlation_id=correlation_id, client_id=self._client_id)
                 data = [request.encode(version=version, header=True, framed=True)]
             decode = functools.partial(_response_class(request).decode, version=version, header=True)
-        pending = None
-        if expect_response:
-            pending = _Pending(decode)
-            self._pending[correlation_id] = pending
+        pending = _Pending(decode) if expect_response else None
         try:
-            async with self._send_lock:
-                await send_buffers(self._stream, data)
+            if holding_lock:
+                await self._send(correlation_id, pending, data)
+            else:
+                async with self._send_lock:
+                    await self._send(correlation_id, pending, data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._fail_all(UpstreamError(f"send to {self.address} failed: {exc}"))
             raise UpstreamError(f"send to {self.address} failed: {exc}") from exc
         return pending
 
-    async def request(self, request: Any, version: int, timeout_s: float) -> Any:
-        pending = await self.submit(request, version)
+    async def _send(self, correlation_id: int, pending: _Pending | None, data: list[bytes | memoryview]) -> None:
+        # Under the send lock: a request counts as pending only once it is being sent, so
+        # quiesced() (which holds the lock) waits for what is on the wire, not for requests
+        # queued behind it. Raises UpstreamError if the connection closed while it waited.
+        if self.closed:
+            raise UpstreamError(f"connection to {self.address} is closed")
+        if pending is not None:
+            self._pending[correlation_id] = pending
+            if self._idle.is_set():
+                self._idle = trio.Event()
+        await send_buffers(self._stream, data)
+
+    async def request(self, request: Any, version: int, timeout_s: float, *, holding_lock: bool = False) -> Any:
+        pending = await self.submit(request, version, holding_lock=holding_lock)
         assert pending is not None
         return await pending.wait(timeout_s)
+
+    @contextlib.asynccontextmanager
+    async def quiesced(self, timeout_s: float) -> AsyncIterator[None]:
+        """Hold the send lock until no response is pending; requests inside pass `holding_lock=True`.
+
+        Raises UpstreamTimeout if responses are still pending after `timeout_s`.
+        """
+        async with self._send_lock:
+            with trio.move_on_after(timeout_s):
+                await self._idle.wait()
+            if not self._idle.is_set():
+                raise UpstreamTimeout(f"{self.address}: responses still pending after {timeout_s}s")
+            yield
 
     async def run_reader(self) -> None:
         """Read responses until the connection ends; then fail whatever is pending."""
@@ -170,7 +219,6 @@ class UpstreamConnection:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             error = UpstreamError(f"connection to {self.address} failed: {exc}")
         finally:
-            self.closed = True
             self._fail_all(error)
             with trio.CancelScope(shield=True):
                 await self._close_stream()
@@ -186,31 +234,43 @@ class UpstreamConnection:
     def _deliver(self, frame: bytes) -> None:
         (correlation_id,) = struct.unpack_from(">i", frame, 0)
         pending = self._pending.pop(correlation_id, None)
+        if not self._pending:
+            self._idle.set()
         if pending is None:
             log.warning("upstream %s answered unknown correlation id %d", self.address, correlation_id)
             return
         try:
             pending.response = pending.decode(frame)
-        except Exception as exc:  # ProtocolError, or the library's decode errors: the broker sent garbage
+        except Exception as exc:  # noqa: BLE001 - ProtocolError, or the library's decode errors: the broker sent garbage
             pending.error = UpstreamError(f"cannot decode response from {self.address}: {exc}")
         pending.event.set()
 
     def _fail_all(self, error: Exception) -> None:
-        self.closed = True
+        self._closed.set()
         pending, self._pending = self._pending, {}
+        self._idle.set()
         for p in pending.values():
             p.error = error
             p.event.set()
 
     async def aclose(self) -> None:
-        self.closed = True
+        self._closed.set()
         await self._close_stream()
 
 
-def _response_class(request: Any) -> Any:
-    from kafka.protocol.api_header import ResponseClassRegistry  # noqa: PLC0415
+class _FixedToken(AbstractTokenProvider):  # type: ignore[misc]  # kafka-python is untyped
+    """kafka-python's OAUTHBEARER mechanism asks a provider synchronously; ours was signed beforehand."""
 
-    return ResponseClassRegistry._response_class_registry[request.API_KEY][None]
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self._token = token
+
+    def token(self) -> str:
+        return self._token
+
+
+def _response_class(request: Any) -> Any:
+    return ResponseClassRegistry._response_class_registry[request.API_KEY][None]  # noqa: SLF001
 
 
 @dataclass(frozen=True)
@@ -227,13 +287,17 @@ class UpstreamCluster:
     Use `async with open_upstream(config) as cluster:`; reader tasks live in its nursery.
     """
 
-    def __init__(self, config: UpstreamConfig, nursery: trio.Nursery) -> None:
-        """Raises ConfigError if the TLS CA file cannot be loaded."""
-        from proxy.tls import client_context  # noqa: PLC0415
+    def __init__(self, config: UpstreamConfig, nursery: trio.Nursery, msk_tokens: MskIamTokens | None = None) -> None:
+        """`msk_tokens` signs the OAUTHBEARER tokens (default: from config's region and role, AWS credential chain).
 
+        Raises ConfigError if the TLS CA file cannot be loaded.
+        """
         self.config = config
         self._nursery = nursery
         self._ssl_context = client_context(config.tls_ca_file, config.tls_check_hostname) if config.tls else None
+        if msk_tokens is None and config.msk_iam:
+            msk_tokens = MskIamTokens(config.aws_msk_iam_region, role_arn=config.aws_msk_iam_role_arn)
+        self._msk_tokens = msk_tokens
         self._connections: dict[int, UpstreamConnection] = {}
         self._connect_locks: dict[int, trio.Lock] = {}
         self._brokers: dict[int, BrokerAddress] = {}
@@ -281,7 +345,9 @@ class UpstreamCluster:
                 if not self.api_versions:
                     await self._fetch_api_versions(conn)
                 if self.config.sasl_mechanism:
-                    await self._authenticate(conn)
+                    reauth_ms = await self._authenticate(conn)
+                    if reauth_ms is not None:
+                        self._nursery.start_soon(self._keep_authenticated, conn, reauth_ms)
             except UpstreamError:
                 await conn.aclose()
                 raise
@@ -311,34 +377,69 @@ class UpstreamCluster:
             raise UpstreamError(f"upstream ApiVersions failed with error {response.error_code}")
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
-    async def _authenticate(self, conn: UpstreamConnection) -> None:
-        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done. Raises UpstreamError."""
-        from kafka.net.sasl import get_sasl_mechanism  # noqa: PLC0415
-        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest  # noqa: PLC0415
+    async def _authenticate(self, conn: UpstreamConnection, holding_lock: bool = False) -> int | None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done.
 
+        Returns the milliseconds after which the connection must re-authenticate (KIP-368), or
+        None when the broker set no session lifetime. Raises UpstreamError.
+        """
         timeout_s = self.config.request_timeout_s
         mechanism_name = self.config.sasl_mechanism
-        handshake = await conn.request(SaslHandshakeRequest(mechanism=mechanism_name), 1, timeout_s)
+        handshake = await conn.request(SaslHandshakeRequest(mechanism=mechanism_name), 1, timeout_s,
+                                       holding_lock=holding_lock)
         if handshake.error_code != 0:
             raise UpstreamError(f"{conn.address} refused SASL mechanism {mechanism_name} "
                                 f"(error {handshake.error_code}; enabled: {handshake.mechanisms})")
         version = self.version_for(SaslAuthenticateRequest.API_KEY, 2)
+        identity = "the IAM role" if self.config.msk_iam else repr(self.config.sasl_username)
         mechanism = get_sasl_mechanism(mechanism_name)(
             sasl_mechanism=mechanism_name, sasl_plain_username=self.config.sasl_username,
-            sasl_plain_password=self.config.sasl_password, security_protocol=self.config.security_protocol)
+            sasl_plain_password=self.config.sasl_password, security_protocol=self.config.security_protocol,
+            sasl_oauth_token_provider=await self._oauth_token())
+        session_lifetime_ms = 0
         try:
             while not mechanism.is_done():
                 response = await conn.request(SaslAuthenticateRequest(auth_bytes=mechanism.auth_bytes()),
-                                              version, timeout_s)
+                                              version, timeout_s, holding_lock=holding_lock)
                 if response.error_code != 0:
                     raise UpstreamError(f"{conn.address}: SASL {mechanism_name} authentication as "
-                                        f"{self.config.sasl_username!r} failed (error {response.error_code}): "
+                                        f"{identity} failed (error {response.error_code}): "
                                         f"{response.error_message}")
                 mechanism.receive(response.auth_bytes)
+                session_lifetime_ms = getattr(response, "session_lifetime_ms", 0) or 0  # v1+ (KIP-368)
         except (ValueError, KeyError) as exc:  # kafka-python's SCRAM client: bad server messages or signature
             raise UpstreamError(f"{conn.address}: SASL {mechanism_name} exchange failed: {exc}") from exc
         if not mechanism.is_authenticated():
             raise UpstreamError(f"{conn.address}: SASL {mechanism_name} authentication did not complete")
+        return reauthenticate_after_ms(session_lifetime_ms)
+
+    async def _oauth_token(self) -> _FixedToken | None:
+        """The MSK IAM token for this exchange, signed in a worker thread. Raises UpstreamError."""
+        if self._msk_tokens is None:
+            return None
+        try:
+            token = await trio.to_thread.run_sync(self._msk_tokens.token)
+        except MskIamError as exc:
+            raise UpstreamError(str(exc)) from exc
+        return _FixedToken(token.value)
+
+    async def _keep_authenticated(self, conn: UpstreamConnection, reauth_ms: int | None) -> None:
+        """Re-authenticate `conn` each time its session nears its end, until it closes (KIP-368)."""
+        while reauth_ms is not None:
+            with trio.move_on_after(reauth_ms / 1000):
+                await conn.wait_closed()
+            if conn.closed:
+                return
+            try:
+                async with conn.quiesced(self.config.request_timeout_s):
+                    reauth_ms = await self._authenticate(conn, holding_lock=True)
+            except UpstreamError as exc:
+                # The broker would close it at the session's end anyway; the next request reconnects.
+                log.warning("re-authentication to %s failed, closing the connection: %s", conn.address, exc)
+                await conn.aclose()
+                return
+            conn.reauthentications += 1
+            log.debug("re-authenticated to %s; next in %s ms", conn.address, reauth_ms)
 
     async def ensure_api_versions(self) -> dict[int, tuple[int, int]]:
         if not self.api_versions:
@@ -362,13 +463,14 @@ class UpstreamCluster:
 
 
 class open_upstream:  # noqa: N801 - used as `async with open_upstream(config) as cluster`
-    def __init__(self, config: UpstreamConfig) -> None:
+    def __init__(self, config: UpstreamConfig, msk_tokens: MskIamTokens | None = None) -> None:
         self._config = config
+        self._msk_tokens = msk_tokens
 
     async def __aenter__(self) -> UpstreamCluster:
         self._nursery_manager = trio.open_nursery()
         nursery = await self._nursery_manager.__aenter__()
-        self._cluster = UpstreamCluster(self._config, nursery)
+        self._cluster = UpstreamCluster(self._config, nursery, self._msk_tokens)
         return self._cluster
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:

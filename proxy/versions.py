@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from proxy.errors import NONE, UNSUPPORTED_VERSION
+from core.errors import NONE, UNSUPPORTED_VERSION
 from proxy.kafka_codec import (
     API_API_VERSIONS,
     API_INIT_PRODUCER_ID,

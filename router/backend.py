@@ -8,7 +8,11 @@ the log in the order received whatever path each takes. Direct batches are hande
 DirectBackend in one go; WAL batches are buffered in the WalWriter before `submit`
 returns (so their order in WAL objects is the request order). Each WAL object is
 announced to each destination zone's agent by one notification, sent per zone strictly in
-object sequence order (the writer releases objects in that order).
+object sequence order (the writer releases objects in that order). A zone with several
+agents: each agent owns some of the zone's partitions (leader_notify/owners.py) and gets
+its own notifications, in object order, in parallel with the zone's other agents; each
+agent has its own breaker, so an agent that is down sends only its own partitions to
+`router.fallback` (after they drain, as on any path switch).
 
 A WAL batch's result is reached by callbacks, not by a task per batch: the writer calls
 back when the batch's object is released, the zone notifier when the agent answered, and
@@ -25,32 +29,33 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import trio
 
-from proxy import errors
+from core import errors
+from core.audit import AuditSink, NullAuditSink
+from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
+from leader_notify.notifier import NotifySink, ZoneAnswer, ZoneNotifier
+from leader_notify.owners import health_key
 from proxy import metrics as proxy_metrics
-from router import metrics as router_metrics
 from proxy.metadata import MetadataCache
-from proxy.produce import Completion, DirectBackend, PartitionBatches, PartitionResult, ProduceContext
+from proxy.produce import DirectBackend
+from router import metrics as router_metrics
 from router.breaker import Breaker
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
 from router.rates import ZoneRates
+from router.seams import WalSink, ZoneAnswers
 from router.zones import leader_zone
-from spark_audit.records import AuditSink, NullAuditSink
 from wal_s3.config import WalConfig
 from wal_s3.format import WalEntry
+from wal_s3.writer import FlushedObject, WalPlacement
 
 log = logging.getLogger(__name__)
 
-MAX_NOTIFY_QUEUE = 1024  # objects waiting for their notification per zone; the writer's buffer bound comes first
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
-REDRIVE_BACKOFF_INITIAL_S = 0.5  # re-sending acknowledged (ack_mode wal) entries after a failed delivery
-REDRIVE_BACKOFF_MAX_S = 10.0
 SEQUENCE_GAP_TTL_S = 120.0  # a producer that never retries its failed batch stops being held back after this
 LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE,
                            errors.UNKNOWN_TOPIC_OR_PARTITION})
@@ -112,180 +117,50 @@ class _WalOutcome:
             callback()
 
 
-class ZoneNotifier:
-    """Sends one notification per (object, zone), in object sequence order, one at a time.
-
-    Every entry of the zone's share asks for its result exactly once (the writer releases
-    every entry of a durable object), so the results are dropped after the last one asks.
-
-    A share holding entries of ack_mode=wal topics (`acked_topic`) was already answered to
-    its producers: if the notification fails, the waiters get the failure at once, and the
-    notifier then re-sends the share with backoff until the agent applied every such entry,
-    before it notifies any later object of the zone (so a partition's later batches cannot
-    overtake it). A non-retriable refusal ends the re-drive with an error log; the object
-    stays in S3 for router/recovery.py.
-    """
-
-    def __init__(self, zone: str, sender: Any, nursery: trio.Nursery,
-                 acked_topic: Callable[[str], bool] | None = None) -> None:
-        self.zone = zone
-        self._sender = sender
-        self._acked_topic = acked_topic
-        self._send, self._receive = trio.open_memory_channel[Any](MAX_NOTIFY_QUEUE)
-        self._results: dict[str, _ZoneResult] = {}
-        self._unfinished = 0  # announced objects not yet notified (re-sends included)
-        self._idle = trio.Event()
-        self._idle.set()
-        nursery.start_soon(self._run)
-
-    def announce(self, flushed: Any) -> None:
-        """Called synchronously, in sequence order, as each object becomes durable.
-
-        With nothing of this zone queued or in flight, the notification's frame is written
-        right here (`sender.start`), in the step that learnt of the object's durability,
-        instead of one scheduler pass later in this notifier's task (which then only awaits
-        the answer).
-        """
-        started = self._sender.start(flushed, self.zone) if self._unfinished == 0 else None
-        self._results[flushed.key] = _ZoneResult(len(flushed.zones[self.zone].entries))
-        self._unfinished += 1
-        self._idle = trio.Event() if self._unfinished == 1 else self._idle
-        self._send.send_nowait((flushed, started))
-
-    async def wait_idle(self) -> None:
-        """Until every object announced so far has been notified (and re-sent where owed)."""
-        await self._idle.wait()
-
-    @property
-    def pending_objects(self) -> int:
-        return len(self._results)
-
-    def on_result(self, key: str, callback: Callable[[Any], None]) -> None:
-        """Call `callback` with the agent's results for `key`'s share of this zone (or the
-        exception the notification raised) once they are in: at once if they already are.
-        Every entry of an announced share asks exactly once."""
-        slot = self._results[key]
-        if slot.done:
-            self._hand_over(key, slot, callback)
-        else:
-            slot.callbacks.append(callback)
-
-    def _answered(self, key: str, slot: _ZoneResult, value: Any) -> None:
-        slot.value = value
-        slot.done = True
-        callbacks, slot.callbacks = slot.callbacks, []
-        for callback in callbacks:
-            self._hand_over(key, slot, callback)
-
-    def _hand_over(self, key: str, slot: _ZoneResult, callback: Callable[[Any], None]) -> None:
-        slot.waiters_left -= 1
-        if slot.waiters_left == 0:
-            del self._results[key]
-        try:
-            callback(slot.value)
-        except Exception:  # one waiter's bug must not keep the others from their results
-            log.exception("a notification result callback failed")
-
-    async def _notify(self, flushed: Any, started: Any = None,
-                      on_answer: Callable[[Any], None] | None = None) -> Any:
-        try:
-            return await self._sender.notify(flushed, self.zone, started=started, on_answer=on_answer)
-        except Exception as exc:  # NotifyError and anything unexpected: every waiter gets it
-            return exc
-
-    async def _run(self) -> None:
-        async for flushed, started in self._receive:
-            try:
-                await self._deliver(flushed, started)
-            finally:
-                self._unfinished -= 1
-                if self._unfinished == 0:
-                    self._idle.set()
-
-    async def _deliver(self, flushed: Any, started: Any) -> None:
-        slot = self._results[flushed.key]
-        # The waiters get an agent's answer as the sender decodes it (on_answer), before the
-        # sender's own metrics and audit record; failures when notify gives up.
-        value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot))
-        if not slot.done:
-            self._answered(flushed.key, slot, value)
-        if self._acked_topic is None:
-            return  # no ack_mode wal topic: nothing is owed beyond the first answer
-        acked = [i for i, ref in enumerate(flushed.zones[self.zone].entries) if self._acked_topic(ref.topic)]
-        if acked and not acked_entries_applied(slot.value, acked):
-            await self._redrive(flushed, acked, slot.value)
-
-    async def _redrive(self, flushed: Any, acked: list[int], value: Any) -> None:
-        router_metrics.REDRIVE_PENDING.labels(self.zone).set(1)
-        backoff_s = REDRIVE_BACKOFF_INITIAL_S
-        attempts = 1
-        try:
-            while not acked_entries_applied(value, acked):
-                final = (not getattr(value, "retriable", True) if isinstance(value, Exception)
-                         else not any(errors.is_retriable(value[i].error_code) for i in acked
-                                      if not acked_entries_applied(value, [i])))
-                if final:  # refused for good (keys, foreign object), or the leader can never take the batch
-                    log.error("acknowledged (ack_mode wal) entries of %s for %s not appended: %s; the object stays "
-                              "in S3 (GC holds it; azsidecar recover)", flushed.key, self.zone,
-                              value if isinstance(value, Exception) else
-                              [value[i].error_code for i in acked if not acked_entries_applied(value, [i])])
-                    return
-                log.warning("re-sending %s to %s (acknowledged entries, attempt %d): %s", flushed.key, self.zone,
-                            attempts + 1, value if isinstance(value, Exception) else "entries failed")
-                await trio.sleep(backoff_s)  # backoff between deliveries, not synchronization
-                backoff_s = min(2 * backoff_s, REDRIVE_BACKOFF_MAX_S)
-                value = await self._notify(flushed)
-                attempts += 1
-                router_metrics.REDRIVES.labels(self.zone).inc()
-            log.info("acknowledged entries of %s applied in %s after %d notifications", flushed.key, self.zone,
-                     attempts)
-        finally:
-            router_metrics.REDRIVE_PENDING.labels(self.zone).set(0)
-
-
-def acked_entries_applied(value: Any, indexes: list[int]) -> bool:
-    """Did the agent's answer (`value`: entry results, or the exception) apply each entry of `indexes`?"""
-    if isinstance(value, Exception):
-        return False
-    return all(value[i].error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER) or value[i].duplicate
-               for i in indexes)
-
-
-@dataclass
-class _ZoneResult:
-    waiters_left: int
-    done: bool = False
-    value: Any = None
-    callbacks: list[Callable[[Any], None]] = field(default_factory=list)
-
-
 class WalPath:
     """Buffers WAL-routed batches in the writer and resolves them through the agents."""
 
-    def __init__(self, writer: Any, sender: Any, nursery: trio.Nursery,
+    def __init__(self, writer: WalSink, sender: NotifySink, nursery: trio.Nursery,
                  acked_topic: Callable[[str], bool] | None = None) -> None:
         """acked_topic(topic): True for ack_mode=wal topics (their entries are re-driven until applied)."""
         self._writer = writer
         self._sender = sender
         self._nursery = nursery
         self._acked_topic = acked_topic
-        self._notifiers: dict[str, ZoneNotifier] = {}
+        self._notifiers: dict[tuple[str, int], ZoneAnswers] = {}  # per (zone, agent)
         self.observed = ObjectShape(0.0, 0.0)
         self.observed_at: float | None = None  # trio time of the last flush seen
         writer.on_released = self._on_released
+        self._agents = sender.agents
+        writer.share_of = sender.share_of  # lay each zone's share out by owning agent
         # Gray failures (a PUT or notification abandoned at its deadline) are passed on at
-        # once as on_gray(dest_zone, kind), before the batches they hold fail.
+        # once as on_gray(breaker key, kind), before the batches they hold fail.
         self.on_gray: Callable[[str, str], None] | None = None
         writer.on_gray_put = self._gray_put
-        sender.on_gray = functools.partial(self._gray, kind="notify")
+        sender.on_gray = self._gray_notify
+
+    def agent_of(self, zone: str, topic: str, partition: int) -> int:
+        """Index of the agent of `zone` that owns topic-partition (0 with one agent)."""
+        return self._agents.owner(zone, topic, partition)
+
+    def breaker_key(self, zone: str, topic: str, partition: int) -> str:
+        """What health is tracked by: the zone, or `zone/agent address` when it has several."""
+        agents = self._agents.agents(zone)
+        return health_key(zone, agents, self._agents.owner(zone, topic, partition)) if len(agents) > 1 else zone
 
     def _gray_put(self, zones: tuple[str, ...]) -> None:
+        """S3 hung with entries for `zones`: every agent of each is cut off from them."""
         for zone in zones:
-            self._gray(zone, kind="s3_put")
+            agents = self._agents.agents(zone)
+            for key in sorted({health_key(zone, agents, i) for i in range(len(agents))} or {zone}):
+                self._gray(key, "s3_put")
 
-    def _gray(self, zone: str, kind: str) -> None:
+    def _gray_notify(self, zone: str, agent: int) -> None:
+        self._gray(health_key(zone, self._agents.agents(zone), agent), "notify")
+
+    def _gray(self, key: str, kind: str) -> None:
         if self.on_gray is not None:
-            self.on_gray(zone, kind)
+            self.on_gray(key, kind)
 
     async def drain(self) -> None:
         """Until every durable object has been notified to every zone (acknowledged entries
@@ -293,14 +168,25 @@ class WalPath:
         for notifier in list(self._notifiers.values()):
             await notifier.wait_idle()
 
-    def _notifier(self, zone: str) -> ZoneNotifier:
-        if zone not in self._notifiers:
-            self._notifiers[zone] = ZoneNotifier(zone, self._sender, self._nursery, self._acked_topic)
-        return self._notifiers[zone]
+    def _notifier(self, zone: str, agent: int = 0) -> ZoneAnswers:
+        notifier = self._notifiers.get((zone, agent))
+        if notifier is None:
+            notifier = self._notifiers[(zone, agent)] = ZoneNotifier(zone, self._sender, self._nursery,
+                                                                      self._acked_topic, agent)
+        return notifier
 
-    def _on_released(self, flushed: Any) -> None:
+    def _on_released(self, flushed: FlushedObject) -> None:
         for zone, share in flushed.zones.items():
-            self._notifier(zone).announce(flushed)
+            if self._agents.count(zone) <= 1:
+                self._notifier(zone).announce(flushed)
+            else:
+                try:
+                    runs = self._agents.slices(zone, share.entries)
+                except ValueError:  # not laid out by owner (cannot happen with share_of set): one notifier
+                    log.exception("WAL object %s is not laid out by agent for %s", flushed.key, zone)
+                    runs = [(0, 0, len(share.entries))]
+                for agent, first, end in runs:
+                    self._notifier(zone, agent).announce(flushed, first, end)
             if self.observed_at is None:  # the first flush seeds the average
                 self.observed = ObjectShape(float(flushed.bytes), float(share.length))
             else:
@@ -324,7 +210,7 @@ class WalPath:
                              batch.base_sequence, batch.record_count, batch.data)
             try:
                 pending = await self._writer.buffer(entry, dest_zone)
-            except Exception as exc:  # WalWriteError and friends: the batch fails retriably
+            except Exception as exc:  # noqa: BLE001 - WalWriteError and friends: the batch fails retriably
                 outcome.set(index, PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {exc}"))
                 continue
             pending.add_done_callback(functools.partial(self._durable, outcome, index, dest_zone, ack_mode))
@@ -332,35 +218,41 @@ class WalPath:
         outcome.submitted()
         return outcome
 
-    def _durable(self, outcome: _WalOutcome, index: int, zone: str, ack_mode: str, placement: Any,
+    def _durable(self, outcome: _WalOutcome, index: int, zone: str, ack_mode: str, placement: WalPlacement | None,
                  error: Exception | None) -> None:
         """The writer's callback: the batch's object was released (durable and announced) or failed."""
-        if error is not None:
+        if error is not None or placement is None:
             outcome.set(index, PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {error}"))
             return
         outcome.durable_at = time.perf_counter()
-        outcome.sealed_at, outcome.key = getattr(placement.flushed, "sealed_at", 0.0), placement.key
-        notifier = self._notifier(zone)
+        outcome.sealed_at, outcome.key = placement.flushed.sealed_at, placement.key
+        agent = 0
+        if self._agents.count(zone) > 1:
+            ref = placement.flushed.zones[zone].entries[placement.entry_index_in_zone]
+            agent = self._agents.owner(zone, ref.topic, ref.partition)
+        notifier = self._notifier(zone, agent)
+        first = notifier.first_index(placement.key)
         if ack_mode == "wal":
             # The producer is answered on durability; the append must still happen. A failed
             # first delivery is re-sent by the zone's notifier (ZoneNotifier._redrive).
             outcome.set(index, PartitionResult(errors.NONE, -1))
-            notifier.on_result(placement.key, functools.partial(self._late_result, placement, zone))
+            notifier.on_result(placement.key, functools.partial(self._late_result, placement, zone, first))
             return
-        notifier.on_result(placement.key, functools.partial(self._applied, outcome, index, placement))
+        notifier.on_result(placement.key, functools.partial(self._applied, outcome, index, placement, first))
 
-    def _applied(self, outcome: _WalOutcome, index: int, placement: Any, got: Any) -> None:
+    def _applied(self, outcome: _WalOutcome, index: int, placement: WalPlacement, first: int,
+                 got: ZoneAnswer) -> None:
         outcome.notified_at = time.perf_counter()
-        outcome.set(index, _entry_result(got, placement.entry_index_in_zone))
+        outcome.set(index, _entry_result(got, placement.entry_index_in_zone - first))
 
-    def _late_result(self, placement: Any, zone: str, got: Any) -> None:
-        result = _entry_result(got, placement.entry_index_in_zone)
+    def _late_result(self, placement: WalPlacement, zone: str, first: int, got: ZoneAnswer) -> None:
+        result = _entry_result(got, placement.entry_index_in_zone - first)
         if result.error_code != errors.NONE:
             log.warning("ack_mode=wal entry of %s for %s: first delivery failed (%s); re-sending",
                         placement.key, zone, result.error_message or result.error_code)
 
 
-def _entry_result(got: Any, entry_index: int) -> PartitionResult:
+def _entry_result(got: ZoneAnswer, entry_index: int) -> PartitionResult:
     """The partition result of one entry from the agent's answer (or the notification's exception)."""
     if isinstance(got, Exception):
         code = errors.REQUEST_TIMED_OUT if getattr(got, "retriable", True) else errors.UNKNOWN_SERVER_ERROR
@@ -398,9 +290,9 @@ class _RoutedCompletion:
         self._started = started
         self._finished_at: dict[tuple[str, int], float] = {}  # per partition: its own path's latency
         self._waiting = 0
-        self._consumer: Callable[[dict[tuple[str, int], PartitionResult]], None] | None = None
+        self._consumer: ResultsConsumer | None = None
 
-    async def __call__(self) -> dict[tuple[str, int], PartitionResult]:
+    async def __call__(self) -> Results:
         results: dict[tuple[str, int], PartitionResult] = {}
         for direct_completion, group in self._direct:
             results.update(await direct_completion())
@@ -409,11 +301,11 @@ class _RoutedCompletion:
         for item, _dest, outcome in self._wal_items:
             await outcome.done.wait()
             self._finished_at[(item.topic, item.partition)] = time.perf_counter()
-        results = self._backend._settle(self._items, self._held_back, self._wal_items, results)
+        results = self._backend._settle(self._items, self._held_back, self._wal_items, results)  # noqa: SLF001
         self._account(results)
         return results
 
-    def on_results(self, consumer: Callable[[dict[tuple[str, int], PartitionResult]], None]) -> bool:
+    def on_results(self, consumer: ResultsConsumer) -> bool:
         """Have consumer(results) called once every partition has its result (at once if all
         do). False, registering nothing, if a partition took a direct path: await instead."""
         if self._direct:
@@ -434,14 +326,14 @@ class _RoutedCompletion:
 
     def _deliver(self) -> None:
         assert self._consumer is not None
-        results = self._backend._settle(self._items, self._held_back, self._wal_items, {})
+        results = self._backend._settle(self._items, self._held_back, self._wal_items, {})  # noqa: SLF001
         try:
             self._consumer(results)
         finally:
             self._account(results)
 
     def _account(self, results: dict[tuple[str, int], PartitionResult]) -> None:
-        self._backend._account(self._items, self._routes, self._held_back, self._wal_items, results,
+        self._backend._account(self._items, self._routes, self._held_back, self._wal_items, results,  # noqa: SLF001
                                self._started, self._finished_at)
 
 
@@ -475,13 +367,19 @@ class RoutingBackend:
         if wal_path is not None:
             wal_path.on_gray = self._gray_failure
 
-    def _gray_failure(self, zone: str, kind: str) -> None:
-        """A WAL PUT holding entries for `zone`, or a notification to it, was abandoned at its
-        gray deadline: a failure for the zone's breaker now, not after every retry."""
-        breaker = self._breakers[zone]
+    def _gray_failure(self, key: str, kind: str) -> None:
+        """A WAL PUT holding entries for the zone, or a notification to its agent, was abandoned
+        at its gray deadline: a failure for that breaker (`key`: the zone, or `zone/agent`
+        address) now, not after every retry."""
+        breaker = self._breakers[key]
         breaker.record_failure(trio.current_time())
-        router_metrics.GRAY_FAILURES.labels(zone, kind).inc()
-        router_metrics.ZONE_OPEN.labels(zone).set(1 if breaker.state == "open" else 0)
+        router_metrics.GRAY_FAILURES.labels(key, kind).inc()
+        router_metrics.ZONE_OPEN.labels(key).set(1 if breaker.state == "open" else 0)
+
+    def zone_circuits(self) -> dict[str, str]:
+        """Each destination zone's circuit as of now: closed, open or half_open (zones seen so far)."""
+        now = trio.current_time()
+        return {zone: "open" if not breaker.allows(now) else breaker.state for zone, breaker in self._breakers.items()}
 
     def set_policy(self, policy: str) -> None:
         """Switch policy at run time (ordering is kept by the drain-before-switch rule)."""
@@ -498,7 +396,7 @@ class RoutingBackend:
         return zone, cached
 
     def _count_submit(self, lookups: list[tuple[PartitionBatches, str | None, bool]],
-                      routed: list[tuple[PartitionBatches, Any]]) -> None:
+                      routed: list[tuple[PartitionBatches, Route]]) -> None:
         """Metrics and audit records of what submit looked up and decided. Called once the
         batches are handed on: a WAL batch then waits for its object's linger anyway."""
         for item, zone, cached in lookups:
@@ -536,6 +434,10 @@ class RoutingBackend:
         if known is None or sequence < known[0]:
             self._sequence_gaps[key] = (sequence, trio.current_time())
 
+    def _breaker_key(self, dest: str, item: PartitionBatches) -> str:
+        """Health is per agent: one of a zone's agents down opens only its partitions' breaker."""
+        return dest if self._wal is None else self._wal.breaker_key(dest, item.topic, item.partition)
+
     def _ack_mode(self, topic: str) -> str:
         return self.config.ack_mode(topic)
 
@@ -544,7 +446,7 @@ class RoutingBackend:
         healthy = True
         shape = ObjectShape(0, 0)
         if dest is not None and dest != self.zone:
-            healthy = self._wal is not None and self._breakers[dest].allows(now)
+            healthy = self._wal is not None and self._breakers[self._breaker_key(dest, item)].allows(now)
             # Observed flush sizes while the WAL is in use; predicted from byte rates otherwise.
             fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * self._wal_config.linger_ms / 1000)
             observed = self._wal.observed_shape(now, fresh_s) if self._wal else None
@@ -563,14 +465,14 @@ class RoutingBackend:
             return type(route)(Path.DIRECT_CROSS, "no WAL configured")
         return route
 
-    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> Completion:
+    async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceCompletion:
         started = time.perf_counter()
-        direct_items: dict[Any, list[PartitionBatches]] = defaultdict(list)
-        wal_items: list[tuple[PartitionBatches, str, Any]] = []
-        routes: dict[tuple[str, int], tuple[Any, str | None]] = {}
+        direct_items: dict[DirectBackend, list[PartitionBatches]] = defaultdict(list)
+        wal_items: list[tuple[PartitionBatches, str, _WalOutcome]] = []
+        routes: dict[tuple[str, int], tuple[Route, str | None]] = {}
         held_back: dict[tuple[str, int], PartitionResult] = {}
         lookups: list[tuple[PartitionBatches, str | None, bool]] = []
-        routed: list[tuple[PartitionBatches, Any]] = []
+        routed: list[tuple[PartitionBatches, Route]] = []
         for item in items:
             tp = (item.topic, item.partition)
             dest, cached = await self._leader_zone(item)
@@ -614,7 +516,7 @@ class RoutingBackend:
             results[(item.topic, item.partition)] = outcome.result
             if outcome.result.error_code in LEADER_ERRORS:
                 self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
-            breaker = self._breakers[dest]
+            breaker = self._breakers[self._breaker_key(dest, item)]
             if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
                 breaker.record_success()
             elif errors.is_retriable(outcome.result.error_code):
@@ -642,8 +544,9 @@ class RoutingBackend:
                  results: dict[tuple[str, int], PartitionResult], started: float,
                  finished_at: dict[tuple[str, int], float]) -> None:
         """Metrics and audit records of a finished submit (after the producer's answer when it can be)."""
-        for _item, dest, _outcome in wal_items:
-            router_metrics.ZONE_OPEN.labels(dest).set(1 if self._breakers[dest].state == "open" else 0)
+        for item, dest, _outcome in wal_items:
+            key = self._breaker_key(dest, item)
+            router_metrics.ZONE_OPEN.labels(key).set(1 if self._breakers[key].state == "open" else 0)
         finished = time.perf_counter()
         outcomes = {id(item): outcome for item, _dest, outcome in wal_items}
         for item in items:
@@ -654,6 +557,7 @@ class RoutingBackend:
             result = results[tp]
             if result.error_code == errors.NONE:
                 proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
+                proxy_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
                               outcomes.get(id(item)))
 
@@ -681,7 +585,3 @@ class RoutingBackend:
         else:
             record["leader_append_ms"] = (finished - started) * 1000
         self._audit.emit("produce_batch", record)
-
-
-def route_summary(backend: RoutingBackend) -> Mapping[str, int]:
-    return dict(backend.route_counts)

@@ -6,20 +6,8 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Literal
 
-from azsidecar._configload import require
-
-
-@dataclass(frozen=True)
-class Prices:
-    """USD list prices. Defaults: S3 Standard requests, inter-AZ transfer $0.01/GB each way."""
-
-    s3_put_per_1000: float = 0.005
-    s3_get_per_1000: float = 0.0004
-    cross_az_per_gb_each_way: float = 0.01
-
-    def __post_init__(self) -> None:
-        for name in ("s3_put_per_1000", "s3_get_per_1000", "cross_az_per_gb_each_way"):
-            require(getattr(self, name) >= 0, f"router.prices.{name}: must be >= 0")
+from core.configload import require
+from core.prices import Prices
 
 
 @dataclass(frozen=True)
@@ -38,7 +26,7 @@ class RouterConfig:
     ack_modes: dict[str, str] = field(default_factory=dict)
     prices: Prices = field(default_factory=Prices)
     # At start, with any ack_mode "wal" topic: how long the proxy may spend re-sending
-    # acknowledged entries of its earlier epochs that no agent applied (router/recovery.py)
+    # acknowledged entries of its earlier epochs that no agent applied (leader_notify/recovery.py)
     # before it serves anyway (what is left is logged; GC keeps it; `azsidecar recover`).
     recovery_timeout_s: float = 120.0  # at start: longest re-sending of unapplied ack_mode wal entries
 

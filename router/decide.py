@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from router.config import Prices
+from core.prices import Prices
 
 GB = 1_000_000_000  # AWS bills transfer per decimal GB
 HYSTERESIS = 0.2  # leave the current path only when the other is 20% cheaper

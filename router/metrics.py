@@ -13,11 +13,6 @@ METADATA_LOOKUPS = Counter("azsidecar_router_metadata_lookups_total", "Leader-zo
                            ["cache"])
 ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to a zone is avoided",
                   ["dest_zone"])
-REDRIVE_PENDING = Gauge("azsidecar_router_wal_redrive_pending",
-                        "1 while a zone's notifications wait for acknowledged (ack_mode wal) entries to be re-sent",
-                        ["dest_zone"])
-REDRIVES = Counter("azsidecar_router_wal_redrives_total",
-                   "Re-sent notifications of acknowledged (ack_mode wal) entries", ["dest_zone"])
 GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
                         "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
                         ["dest_zone", "kind"])

@@ -19,17 +19,19 @@ import csv
 import logging
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from spark_audit.records import KINDS, SCHEMA_VERSION
+from core.audit import KINDS, SCHEMA_VERSION
 from spark_audit import jobs
 from spark_audit.jobs import STATUS_COLUMN
 from spark_audit.schemas import CORRUPT_COLUMN, input_schema
@@ -137,7 +139,7 @@ def spark_has_filesystem(spark: SparkSession, scheme: str) -> bool:
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
     try:
         jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
-    except Exception:  # py4j wraps UnsupportedFileSystemException / ClassNotFoundException
+    except Exception:  # noqa: BLE001 - py4j wraps UnsupportedFileSystemException / ClassNotFoundException
         return False
     return True
 
@@ -154,9 +156,6 @@ def stage_s3(uri: str, dest: Path, endpoint_url: str | None) -> int:
 
     Returns the number of files. Raises InputError if nothing is there or S3 refuses.
     """
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
     bucket, prefix = _split_s3(uri)
     s3 = boto3.client("s3", endpoint_url=endpoint_url)
     count = 0
@@ -315,9 +314,6 @@ class Output:
         """Upload (s3://) and remove the local copy. Raises OutputError if S3 refuses."""
         if not self.uri.startswith("s3://"):
             return
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError
-
         bucket, prefix = _split_s3(self.uri)
         s3 = boto3.client("s3", endpoint_url=self._endpoint_url)
         try:

@@ -1,10 +1,10 @@
-"""`azsidecar audit <job> --input URI --output URI [--prices FILE] ...`."""
+"""The audit jobs' arguments, shared by `azsidecar audit` and the spark-submit entry script."""
 
 from __future__ import annotations
 
 import argparse
 
-from spark_audit.run import JOBS, TABLE_FORMATS
+from spark_audit.catalog import JOBS, TABLE_FORMATS
 
 
 def table_formats(text: str) -> tuple[str, ...]:
@@ -25,18 +25,3 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint (moto, MinIO) for s3:// input/output")
     parser.add_argument("--tables", type=table_formats, default=("csv",), metavar="FORMATS",
                         help="table file formats: csv (default), parquet, or csv,parquet")
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("audit", help="Spark jobs over the audit records: savings, cache, latency, report")
-    add_job_arguments(parser)
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
-    parser.set_defaults(func=_main)
-
-
-def _main(args: argparse.Namespace) -> int:
-    from spark_audit.run import load_prices, run
-
-    return run(args.job, args.input, args.output, load_prices(args.prices),
-               master=args.master, s3_endpoint_url=args.s3_endpoint_url, table_formats=args.tables)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from router.config import Prices
+from core.prices import Prices
 
 # Kafka Produce overhead per partition batch a direct produce would add on top of the raw
 # batch, counting only the per-partition entries (ProduceRequest v9: partition_index 4 +

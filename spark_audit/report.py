@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from router.config import Prices
+from core.prices import Prices
 from spark_audit._io import InputSummary, Table
 
 
@@ -96,10 +96,10 @@ def _png(fig: Any) -> str:
 
 def charts(tables: Mapping[str, Table]) -> dict[str, str]:
     """Chart title -> base64 PNG, for the tables that have rows."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - the backend must be chosen before pyplot loads, and only charts need it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
     out: dict[str, str] = {}
     s = tables.get("savings")

@@ -15,19 +15,23 @@ import tomllib
 from pathlib import Path
 from typing import TextIO
 
-from azsidecar._configload import ConfigError, build
-from router.config import Prices
+from core.configload import ConfigError, build
+from core.prices import Prices
+from spark_audit import jobs
+from spark_audit._io import (
+    AuditJobError,
+    Output,
+    Table,
+    load,
+    read_lines,
+    resolve_input,
+    spark_session,
+    write_csv,
+    write_parquet,
+)
+from spark_audit.catalog import JOBS, TABLE_FORMATS, TABLES_OF_JOB
+from spark_audit.report import render_html, summary_text
 
-JOBS = ("savings", "cache", "latency", "report", "all")
-TABLES_OF_JOB = {
-    "savings": ("savings", "break_even", "writer_drops"),
-    "cache": ("cache_agent", "cache_metadata"),
-    "latency": ("latency",),
-    "report": ("savings", "break_even", "cache_agent", "cache_metadata", "latency", "writer_drops"),
-}
-TABLES_OF_JOB["all"] = TABLES_OF_JOB["report"]
-
-TABLE_FORMATS = ("csv", "parquet")
 EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
 
 
@@ -61,20 +65,6 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     `table_formats`: any of TABLE_FORMATS; each table is written once per format.
     Raises ValueError for an unknown job or table format.
     """
-    from spark_audit import jobs
-    from spark_audit._io import (
-        AuditJobError,
-        Output,
-        Table,
-        load,
-        read_lines,
-        resolve_input,
-        spark_session,
-        write_csv,
-        write_parquet,
-    )
-    from spark_audit.report import render_html, summary_text
-
     if job not in TABLES_OF_JOB:
         raise ValueError(f"unknown audit job {job!r} (known: {', '.join(JOBS)})")
     unknown = [f for f in table_formats if f not in TABLE_FORMATS]

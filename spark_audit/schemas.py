@@ -1,4 +1,4 @@
-"""Explicit Spark schemas built from the record contract in `spark_audit.records`.
+"""Explicit Spark schemas built from the record contract in `core.audit`.
 
 Only the Spark jobs import this module (it imports pyspark); writers use `records`.
 One StructType per kind, and one "all records" union that the jobs read every file with:
@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_audit.records import COMMON_FIELDS, KINDS, fields_of
+from core.audit import COMMON_FIELDS, KINDS
 
 CORRUPT_COLUMN = "_corrupt_record"  # the PERMISSIVE reader puts unparseable lines here
 
@@ -28,11 +28,6 @@ _SPARK_TYPES: dict[str, DataType] = {
     "double": DoubleType(),
     "boolean": BooleanType(),
 }
-
-
-def kind_schema(kind: str) -> StructType:
-    """Schema of one kind, common fields first. Raises KeyError for an unknown kind."""
-    return StructType([StructField(name, _SPARK_TYPES[t], nullable=True) for name, t in fields_of(kind)])
 
 
 def all_records_schema() -> StructType:

@@ -4,7 +4,7 @@
         savings --input s3://bucket/audit/ --output s3://bucket/audit-results/
 
 The master and resources come from spark-submit; the zip must hold the packages
-spark_audit, router and azsidecar (docs/audit-records.md shows how to build it).
+spark_audit and core (docs/audit-records.md shows how to build it).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import argparse
 import logging
 import sys
 
+from core.configload import ConfigError
+from spark_audit.cli import add_job_arguments
+from spark_audit.run import load_prices, run
+
 
 def main(argv: list[str] | None = None) -> int:
-    from azsidecar._configload import ConfigError
-    from spark_audit.cli import add_job_arguments
-    from spark_audit.run import load_prices, run
-
     parser = argparse.ArgumentParser(prog="submit.py", description=__doc__.splitlines()[0])
     add_job_arguments(parser)
     args = parser.parse_args(argv)

@@ -44,9 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import boto3
+
+from core.audit import COMMON_FIELDS, KINDS, SCHEMA_VERSION
 from spark_audit._jsonline import LineEncoder
 from spark_audit.config import AuditConfig
-from spark_audit.records import COMMON_FIELDS, KINDS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -315,14 +317,12 @@ class AuditWriter:
     def _upload(self, handle: _OpenFile) -> None:
         key = f"{self._s3_prefix}/{handle.relative}" if self._s3_prefix else handle.relative
         if self._s3 is None:
-            import boto3
-
             self._s3 = boto3.client("s3", endpoint_url=self._config.s3_endpoint_url)
         last_error: Exception | None = None
         for _ in range(UPLOAD_ATTEMPTS):
             try:
                 self._s3.upload_file(str(handle.final_path), self._s3_bucket, key)
-            except Exception as exc:  # botocore raises many types; all mean "not uploaded"
+            except Exception as exc:  # noqa: BLE001 - botocore raises many types; all mean "not uploaded"
                 last_error = exc
                 continue
             handle.final_path.unlink()

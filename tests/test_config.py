@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from azsidecar._configload import ConfigError
 from azsidecar.config import load_config
+from core.configload import ConfigError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -22,7 +22,7 @@ def test_readme_example_loads(tmp_path):
     assert config.router.policy == "cost"
     assert config.router.partition_zones["orders:*"] == "use1-az2"
     assert config.wal.max_bytes == 8 * 1024 * 1024
-    assert config.notify.agents["use1-az3"] == "10.0.3.15:9400"
+    assert config.notify.agents["use1-az3"] == ("10.0.3.15:9400", "10.0.3.16:9400")
     assert config.upstream.bootstrap_servers == ("b-1.msk.example:9092",)
 
 
@@ -68,7 +68,7 @@ def test_every_setting_is_documented():
     import typing
 
     from azsidecar.config import Config
-    from router.config import Prices
+    from core.prices import Prices
 
     doc = (README.parent / "docs" / "configuration.md").read_text()
     missing = []

@@ -20,7 +20,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import boto3
 import trio
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    FlexibleChecksumError,
+    HTTPClientError,
+    IncompleteReadError,
+    ResponseStreamingError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from wal_s3.config import WalConfig
 
@@ -77,9 +89,6 @@ def make_s3_client(config: WalConfig):
     PUTs carry botocore's default x-amz-checksum-crc32 header, which S3 checks, so a body
     damaged or cut short on the way is rejected rather than stored.
     """
-    import boto3  # noqa: PLC0415 - keep `import wal_s3.format` free of boto3
-    from botocore.config import Config  # noqa: PLC0415
-
     return boto3.session.Session().client(
         "s3",
         endpoint_url=config.endpoint_url,
@@ -109,16 +118,6 @@ def classify_error(status: int, code: str, message: str, what: str) -> S3Error:
 
 
 def _map_exception(exc: BaseException, what: str) -> S3Error:
-    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
-    from botocore.exceptions import (  # noqa: PLC0415
-        ConnectionError as BotoConnectionError,
-        FlexibleChecksumError,
-        HTTPClientError,
-        IncompleteReadError,
-        ResponseStreamingError,
-    )
-    from urllib3.exceptions import HTTPError as Urllib3Error  # noqa: PLC0415
-
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         return classify_error(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0),
@@ -134,9 +133,6 @@ def _map_exception(exc: BaseException, what: str) -> S3Error:
 
 def _mapped(what: str, fn: Callable[[], Any]) -> Any:
     """Run fn in the worker thread; map botocore/urllib3 failures to S3Error."""
-    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
-    from urllib3.exceptions import HTTPError as Urllib3Error  # noqa: PLC0415
-
     try:
         return fn()
     except (BotoCoreError, ClientError, Urllib3Error, OSError) as exc:

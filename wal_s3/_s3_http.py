@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import select
 import ssl
 import time
@@ -43,6 +42,10 @@ from urllib.parse import quote, urlsplit
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import boto3
+import botocore.session
+from botocore.awsrequest import AWSResponse
+from botocore.httpsession import get_cert_path
 
 from wal_s3._http11 import END, NEED_DATA, ProtocolError, ResponseHead, ResponseReader, encode_request_head
 from wal_s3._s3 import S3Error, S3PermanentError, S3TransientError, classify_error
@@ -305,13 +308,11 @@ def http_transport(client: Any, config: WalConfig) -> S3Http | None:
             and not urllib.request.proxy_bypass(host):
         log.info("an HTTP proxy is configured for %s: WAL PUTs and GETs go through boto3", host)
         return None
-    import boto3  # noqa: PLC0415
-
     ssl_context = None
     if scheme == "https":
-        from botocore.httpsession import get_cert_path  # noqa: PLC0415
-
-        ssl_context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True))
+        # The CA bundle boto3 would use (its ca_bundle setting: AWS_CA_BUNDLE or the config file, read by botocore).
+        ca_bundle = botocore.session.Session().get_config_variable("ca_bundle")
+        ssl_context = ssl.create_default_context(cafile=ca_bundle or get_cert_path(True))
     return S3Http(bucket_url=bucket_url, region=client.meta.region_name, credentials=boto3.session.Session().get_credentials(),
                   connect_timeout_s=config.connect_timeout_s, request_timeout_s=config.request_timeout_s,
                   max_idle=config.max_s3_threads, ssl_context=ssl_context)
@@ -333,8 +334,6 @@ def bucket_url_of(client: Any, bucket: str) -> str:
     a custom endpoint_url come out exactly as botocore resolves them for real requests.
     (A presigned URL does not: botocore presigns with the global endpoint.)
     """
-    from botocore.awsrequest import AWSResponse  # noqa: PLC0415
-
     seen: list[str] = []
 
     def capture(request: Any, **_kwargs: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from azsidecar._configload import require
+from core.configload import require
 
 MiB = 1024 * 1024
 

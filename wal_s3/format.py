@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from crc32c import crc32c as _crc32c
 
@@ -136,6 +136,11 @@ def entry_encoded_size(entry: WalEntry) -> int:
     return 2 + len(entry.topic.encode()) + _ENTRY_FIXED.size + 4 + len(entry.batch)
 
 
+def entry_head_size(topic: str) -> int:
+    """Bytes of an entry before its batch: an entry starts this far before its batch offset."""
+    return 2 + len(topic.encode()) + _ENTRY_FIXED.size + 4
+
+
 def _header_size(writer_id_b: bytes, zone_names: Sequence[bytes]) -> int:
     return (_PREFIX.size + _HEADER_FIXED.size + 2 + len(writer_id_b) + 2
             + sum(2 + len(z) + _ZONE_FIXED.size for z in zone_names) + 4)
@@ -243,6 +248,7 @@ def header_length(prefix: bytes | memoryview) -> int:
     """
     if len(prefix) < _PREFIX.size:
         raise WalFormatError(f"object prefix is {len(prefix)} bytes, need {_PREFIX.size}")
+    hlen: int
     magic, version, flags, hlen = _PREFIX.unpack_from(prefix, 0)
     if magic != MAGIC:
         raise WalFormatError(f"bad magic {bytes(magic)!r}, expected {MAGIC!r}")
@@ -270,7 +276,7 @@ class _Cursor:
         self.pos += n
         return out
 
-    def unpack(self, st: struct.Struct, what: str) -> tuple:
+    def unpack(self, st: struct.Struct, what: str) -> tuple[Any, ...]:
         return st.unpack(self.take(st.size, what))
 
     def text(self, what: str, max_bytes: int) -> str:

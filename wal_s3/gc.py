@@ -10,12 +10,13 @@ prefix once, reads the manifests it has not read before (one GET each; a looping
 them), groups checkpoints by object, reads each
 candidate object's zone list from its S3 user metadata (`x-amz-meta-zones`, set by the
 writer) with one HEAD, and deletes an object only when every zone in it has a
-checkpoint. An object with an unapplied zone is kept; it is reported as an orphan once
+checkpoint (for a zone with several agents: every share listed, wal_s3/agent_shares.py).
+An object with an unapplied zone is kept; it is reported as an orphan once
 older than `orphan_report_age_s` and deleted once older than `max_orphan_age_s` (an
 agent that has not applied it by then never will: the producer got an error or a
 timeout long ago) - unless `acked_topic` says an unapplied zone holds an entry whose
 producer was already answered (ack_mode wal): such an object is held, reported and never
-deleted by GC, because it is the only copy of acknowledged records (router/recovery.py and
+deleted by GC, because it is the only copy of acknowledged records (leader_notify/recovery.py and
 `azsidecar recover` deliver it). Checkpoints are deleted after their object, a manifest once every object it
 names is gone. A bucket lifecycle rule
 expiring everything after a few days backs GC up (docs/wal-format.md).
@@ -31,11 +32,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import trio
+import anyio
+import anyio.abc
 
 from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3.agent_shares import zone_of_share
 from wal_s3.checkpoint_manifest import (
     ManifestError,
     decode_manifest,
@@ -46,6 +49,7 @@ from wal_s3.checkpoint_manifest import (
 )
 from wal_s3.config import WalConfig
 from wal_s3.format import WalFormatError, parse_object
+from wal_s3.gc_plan import Ages, ManifestView, ObjectFate, checkpoints_to_delete, needs_head, object_fate
 from wal_s3.writer import NAME_RE, OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)
@@ -77,9 +81,9 @@ def checkpoint_key(config: WalConfig, wal_key: str, zone: str) -> str:
 class Checkpoints:
     """Agents call mark_applied_many(keys, zone) once their shares of those objects are in Kafka."""
 
-    def __init__(self, config: WalConfig, s3_client, *, limiter: trio.CapacityLimiter | None = None) -> None:
+    def __init__(self, config: WalConfig, s3_client, *, limiter: anyio.CapacityLimiter | None = None) -> None:
         self.config = config
-        self._store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
+        self._store = S3Store(s3_client, config.bucket, limiter, default_threads=config.max_s3_threads)
         self._rng = random.Random()
 
     def _retry_args(self) -> dict:
@@ -218,7 +222,7 @@ class GcReport:
 
 
 async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: float | None = None,
-                 limiter: trio.CapacityLimiter | None = None,
+                 limiter: anyio.CapacityLimiter | None = None,
                  acked_topic: Callable[[str], bool] | None = None,
                  manifest_cache: dict[str, tuple[str, tuple[str, ...]]] | None = None) -> GcReport:
     """One GC pass over config.bucket/config.prefix. Raises GcError if S3 keeps failing.
@@ -228,13 +232,12 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
     manifest_cache: checkpoint manifests read by earlier passes (manifests are immutable);
     pass the same dict to every pass to read each manifest once.
     """
-    store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads))
+    store = S3Store(s3_client, config.bucket, limiter, default_threads=config.max_s3_threads)
     rng = random.Random()
     retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms,
              "max_ms": config.retry_max_ms, "rng": rng}
     now_s = time.time() if now_s is None else now_s
-    report_age_s = min(config.orphan_report_age_s, config.max_orphan_age_s)
-    cp_root = f"{config.checkpoint_prefix}/"
+    ages = Ages.of(config.orphan_report_age_s, config.max_orphan_age_s)
     try:
         listed = await with_retries(lambda _n: store.list_objects(config.prefix), **retry)
     except S3Error as exc:
@@ -249,56 +252,43 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
         found = await read_checkpoints(config, store, listed, retry, {} if manifest_cache is None else manifest_cache)
     except S3Error as exc:
         raise GcError(f"reading checkpoint manifests in {config.bucket}/{config.prefix}: {exc}") from exc
-    checkpoints = found.applied  # relative wal key -> [(zone, last modified)]
 
     deleted: list[str] = []
     orphans: list[Orphan] = []
     orphans_deleted: list[str] = []
     held: list[str] = []
     pending = 0
-    to_delete: list[str] = []
     try:
         for rel, modified in sorted(wal.items()):
             key = config.prefix + rel
             age_s = now_s - modified
-            applied = {z for z, _ in checkpoints.get(rel, ())}
-            if not applied and age_s < report_age_s:
-                pending += 1  # nothing applied yet and young: skip the HEAD
+            applied = {z for z, _ in found.applied.get(rel, ())}
+            if not needs_head(age_s, applied, ages):
+                pending += 1
                 continue
             try:
                 meta = await with_retries(lambda _n, key=key: store.head_metadata(key), **retry)
             except S3NotFound:
                 continue  # deleted since the listing (another GC, lifecycle)
             zones = [z for z in meta.get("zones", "").split(",") if z]
-            unapplied = tuple(z for z in zones if z not in applied) if zones else ()
-            if zones and not unapplied:
+            fate, unapplied = object_fate(age_s, zones, applied, ages)
+            if fate is ObjectFate.PENDING:
+                pending += 1
+            elif fate is ObjectFate.APPLIED:
                 deleted.append(key)
-                to_delete.append(key)
-            elif age_s >= report_age_s:
+            else:
                 orphans.append(Orphan(key, age_s, unapplied))
-                if age_s >= config.max_orphan_age_s:
+                if fate is ObjectFate.EXPIRED:
                     if acked_topic is not None and await _holds_acknowledged(store, key, unapplied, acked_topic,
                                                                              retry):
                         held.append(key)
-                        continue
-                    orphans_deleted.append(key)
-                    to_delete.append(key)
-            else:
-                pending += 1
-        gone = {k[len(config.prefix):] for k in to_delete}
-
-        def object_gone(rel: str, checkpoint_modified_s: float) -> bool:
-            # A checkpoint without its object: the object is gone; wait a while in case the
-            # listing raced with a brand-new object.
-            return rel in gone or (rel not in wal and now_s - checkpoint_modified_s >= report_age_s)
-
-        cp_delete = [f"{config.prefix}{cp_root}{rel}/{zone}"
-                     for rel, zs in found.per_object.items()
-                     for zone, modified in zs if object_gone(rel, modified)]
-        # A manifest goes once every object it names is gone (an empty one once it is old).
-        cp_delete += [m.key for m in found.manifests
-                      if all(object_gone(rel, m.modified_s) for rel in m.relative_keys)
-                      and (m.relative_keys or now_s - m.modified_s >= report_age_s)]
+                    else:
+                        orphans_deleted.append(key)
+        to_delete = deleted + orphans_deleted
+        manifests = [ManifestView(m.key, m.relative_keys, m.modified_s) for m in found.manifests]
+        cp_delete = checkpoints_to_delete(found.per_object, manifests, set(wal),
+                                          {k[len(config.prefix):] for k in to_delete}, now_s, ages,
+                                          f"{config.prefix}{config.checkpoint_prefix}/")
         if not dry_run:
             # Objects first, checkpoints after: a crash in between leaves only checkpoints.
             if to_delete:
@@ -331,20 +321,22 @@ async def _holds_acknowledged(store: S3Store, key: str, unapplied: tuple[str, ..
     except WalFormatError:
         log.error("GC: %s is not a valid WAL object; deleting it as an orphan", key)
         return False
-    zones = unapplied or tuple(parsed.zones)
+    # A share of a zone with several agents names the zone it is part of (agent_shares.py);
+    # the whole zone range is checked for it: holding a little long is the safe side.
+    zones = {zone_of_share(z) for z in unapplied} if unapplied else set(parsed.zones)
     return any(acked_topic(e.topic) for zone in zones for e in parsed.zones.get(zone, ()))
 
 
 async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float | None = None,
                               dry_run: bool = False, passes: float = math.inf,
                               acked_topic: Callable[[str], bool] | None = None,
-                              task_status=trio.TASK_STATUS_IGNORED) -> None:
+                              task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Run GC every interval_s (default config.gc_interval_s) inside the caller's nursery.
 
     A failed pass is logged and retried at the next interval; never raises GcError.
     """
     interval_s = config.gc_interval_s if interval_s is None else interval_s
-    limiter = trio.CapacityLimiter(config.max_s3_threads)
+    limiter = anyio.CapacityLimiter(config.max_s3_threads)  # shared by every pass
     manifests: dict[str, tuple[str, tuple[str, ...]]] = {}  # read once, kept while listed
     task_status.started()
     done = 0
@@ -358,4 +350,4 @@ async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float
             log.warning("%s", exc)
         done += 1
         if done < passes:
-            await trio.sleep(interval_s)
+            await anyio.sleep(interval_s)

@@ -93,8 +93,8 @@ class LatencyGuard:
                 self._samples.popleft()
             value = gray_deadline_s([s for _, s in self._samples], floor_s=self.floor_s, ceiling_s=self.ceiling_s,
                                     factor=self.factor, min_samples=self.min_samples)
-            self._deadline = (now, value)
-        return self._deadline[1]
+            cached = self._deadline = (now, value)
+        return cached[1]
 
     def attempt_timeout_s(self, now: float) -> float:
         """deadline_s, or infinity while it is the ceiling (no history, or a p99 that high):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from spark_audit.records import AuditSink
+from core.audit import AuditSink
 from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3GrayError, S3NotFound, S3Store

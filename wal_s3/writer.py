@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 import trio
 
-from spark_audit.records import AuditSink
+from core.audit import AuditSink
 from wal_s3 import metrics
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3GrayError, S3PreconditionFailed, S3Store
@@ -159,7 +159,12 @@ class _Pending:
 
     def __init__(self, opened_at: float) -> None:
         self.opened_at = opened_at
-        self.entries_by_zone: dict[str, list[WalEntry]] = {}
+        # zone -> share name -> entries in arrival order (one share per zone unless the zone
+        # has several agents: wal_s3/agent_shares.py); laid out share after share at encode.
+        self.shares: dict[str, dict[str, list[WalEntry]]] = {}
+        self.entries_by_zone: dict[str, list[WalEntry]] = {}  # the layout, filled by lay_out()
+        self.share_start: dict[tuple[str, str], int] = {}  # (zone, share) -> its first entry's index in the zone
+        self.share_names: list[str] = []  # the object's `zones` metadata: what GC waits for
         self.nbytes = 0
         self.count = 0
         self.sequence = -1
@@ -169,6 +174,23 @@ class _Pending:
         self.result: FlushedObject | None = None
         self.error: WalWriteError | None = None
         self.callbacks: list[tuple[PendingEntry, DoneCallback]] = []
+
+    def lay_out(self) -> None:
+        """Each zone's entries share after share (share names sorted), so each agent's are
+        one contiguous run; per-partition order is kept (a partition has one share)."""
+        for zone, by_share in self.shares.items():
+            if len(by_share) == 1:
+                [(name, entries)] = by_share.items()
+                self.entries_by_zone[zone] = entries
+                self.share_start[(zone, name)] = 0
+                self.share_names.append(name)
+                continue
+            flat: list[WalEntry] = []
+            for name in sorted(by_share):
+                self.share_start[(zone, name)] = len(flat)
+                self.share_names.append(name)
+                flat.extend(by_share[name])
+            self.entries_by_zone[zone] = flat
 
     def complete(self, result: FlushedObject | None, error: WalWriteError | None) -> None:
         """Record the outcome (first one wins); waiters wake when the object is released."""
@@ -193,10 +215,10 @@ class PendingEntry:
     """An entry in an object not yet released. `add_done_callback(fn)`: fn(placement, None)
     once the object is durable and released in sequence order, or fn(None, error)."""
 
-    __slots__ = ("_obj", "_index", "_zone")
+    __slots__ = ("_obj", "_index", "_zone", "_share")
 
-    def __init__(self, obj: _Pending, index: int, zone: str) -> None:
-        self._obj, self._index, self._zone = obj, index, zone
+    def __init__(self, obj: _Pending, index: int, zone: str, share: str) -> None:
+        self._obj, self._index, self._zone, self._share = obj, index, zone, share
 
     def add_done_callback(self, callback: DoneCallback) -> None:
         """Run `callback` when the object is released (at once if it already was)."""
@@ -220,9 +242,10 @@ class PendingEntry:
             return None, obj.error
         assert obj.result is not None, "a released object has a result or an error"
         share = obj.result.zones[self._zone]
-        ref = share.entries[self._index]
+        index = obj.share_start[(self._zone, self._share)] + self._index
+        ref = share.entries[index]
         return WalPlacement(obj.result.key, self._zone, share.offset, share.length, ref.offset, ref.length,
-                            self._index, obj.result), None
+                            index, obj.result), None
 
 
 class _SpaceWaiter:
@@ -274,6 +297,9 @@ class WalWriter:
         # Called synchronously with each durable FlushedObject, in sequence order (the router
         # sends each zone's notifications in that order).
         self.on_released: Callable[[FlushedObject], None] | None = None
+        # share_of(zone, topic, partition) -> share name, for zones with several agents (set
+        # by the router before the first append; None: one share per zone).
+        self.share_of: Callable[[str, str, int], str] | None = None
         # Gray S3: PUT attempts slower than recent ones are abandoned; on_gray_put(zones of the
         # object) is called at once for each (the router's breakers count it as a failure).
         self.put_guard = LatencyGuard(floor_s=config.gray_floor_s, ceiling_s=config.request_timeout_s,
@@ -392,16 +418,20 @@ class WalWriter:
             self._open = _Pending(trio.current_time())
             self._wakeup.set()  # the loop starts this object's linger timer
         obj = self._open
-        zone_entries = obj.entries_by_zone.get(dest_zone)
-        if zone_entries is None:  # not setdefault: that builds a throwaway list per append
-            zone_entries = obj.entries_by_zone[dest_zone] = []
+        share = dest_zone if self.share_of is None else self.share_of(dest_zone, entry.topic, entry.partition)
+        zone_shares = obj.shares.get(dest_zone)
+        if zone_shares is None:  # not setdefault: that builds a throwaway dict per append
+            zone_shares = obj.shares[dest_zone] = {}
+        zone_entries = zone_shares.get(share)
+        if zone_entries is None:
+            zone_entries = zone_shares[share] = []
         index = len(zone_entries)
         zone_entries.append(entry)
         obj.nbytes += size
         obj.count += 1
         if obj.nbytes >= self.config.max_bytes:
             self._seal("size")
-        return PendingEntry(obj, index, dest_zone)
+        return PendingEntry(obj, index, dest_zone, share)
 
     async def _reserve(self, size: int) -> None:
         """Count size into buffered_bytes, waiting first-come first-served for room.
@@ -625,6 +655,7 @@ class WalWriter:
         try:
             # Encode before taking a PUT slot so slots only ever wait on S3 (costs at most one
             # encoded copy per sealed object, bounded by max_buffered_bytes).
+            obj.lay_out()
             encode = functools.partial(
                 encode_object, writer_id=self.writer_id, epoch=self.epoch, sequence=obj.sequence,
                 created_ms=int(time.time() * 1000), entries_by_zone=obj.entries_by_zone)
@@ -642,8 +673,8 @@ class WalWriter:
                 put_wait_s = time.perf_counter() - obj.sealed_at
                 started = trio.current_time()
                 try:
-                    await self._put_conditional(key, encoded.data, {"zones": ",".join(encoded.zones)}, attempts,
-                                                request_s, tuple(encoded.zones))
+                    await self._put_conditional(key, encoded.data, {"zones": ",".join(obj.share_names)}, attempts,
+                                                request_s, tuple(obj.entries_by_zone))
                     put_s = trio.current_time() - started
                     result = FlushedObject(key, self.writer_id, self.epoch, obj.sequence, encoded.zones,
                                            nbytes, obj.reason, obj.sealed_at)
@@ -676,7 +707,7 @@ class WalWriter:
             self.audit.emit("wal_flush", {
                 "ts_ms": int(time.time() * 1000), "zone": self.zone,
                 "writer_id": self.writer_id, "epoch": self.epoch, "sequence": obj.sequence, "key": key,
-                "bytes": nbytes, "entries": obj.count, "zones": ",".join(obj.entries_by_zone),
+                "bytes": nbytes, "entries": obj.count, "zones": ",".join(obj.shares),
                 "reason": obj.reason, "put_ms": put_s * 1000.0, "attempts": attempts[0],
                 "put_requests": attempts[0], "ok": ok,
                 "put_wait_ms": put_wait_s * 1000.0, "s3_request_ms": sum(request_s) * 1000.0,

@@ -19,8 +19,10 @@ straight to the leaders, and the verifier's report.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.local.zones import CrossZoneReading, Zone, ZoneEnv, leader_zone_of
+from deploy.local.zones import CrossZoneReading, Zone, ZoneEnv, cleanup_leftovers, leader_zone_of, three_zones
 
 WORKLOAD_SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "workload.py"
 MB = 1_000_000
@@ -263,11 +265,6 @@ def router_overrides(env: ZoneEnv, workload: Workload) -> dict[str, dict[str, st
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m deploy.local`: build the zones, run the baseline, print the result as JSON."""
-    import argparse  # noqa: PLC0415
-    import logging  # noqa: PLC0415
-
-    from deploy.local.zones import cleanup_leftovers, three_zones  # noqa: PLC0415
-
     parser = argparse.ArgumentParser(prog="python -m deploy.local", description="three local zones: metered baseline run")
     parser.add_argument("--mb", type=float, default=100.0, help="total payload, MB (10^6 bytes)")
     parser.add_argument("--record-bytes", type=int, default=1000)

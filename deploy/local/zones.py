@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deploy.local.processes import (
-    DUMMY_CREDENTIALS,
     MotoServer,
     TansuBroker,
     free_port,
@@ -575,8 +574,3 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
         raise
     if own_logs:
         shutil.rmtree(log_path, ignore_errors=True)
-
-
-def s3_env(zone: Zone) -> dict[str, str]:
-    """Environment variables for an S3 client in `zone` (dummy credentials, its endpoint)."""
-    return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL": zone.s3_endpoint, "AWS_DEFAULT_REGION": "us-east-1"}

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import yaml
 
 from tests.deploy._hcl import ROOT, TERRAFORM, tf_files

@@ -128,6 +128,8 @@ def test_static_systemd_units_run_real_subcommands(name, command):
         pre = unit["Service"]["ExecStartPre"]
         assert "AZSIDECAR_NOTIFY_HMAC_KEYS=%%s" in pre and "$$(aws ssm get-parameter" in pre
         assert unit["Service"]["EnvironmentFile"].startswith("-/run/azsidecar")
+        post = build_parser().parse_args(shlex.split(unit["Service"]["ExecStartPost"])[1:])
+        assert (post.command, post.port, post.check, post.wait_s) == ("status", 9464, "live", 60.0)
 
 
 @pytest.mark.parametrize("arn,fetch", [

@@ -26,10 +26,14 @@ def sidecar_settings(**changes):
         "proxy": {"listen_host": "127.0.0.1", "listen_port": 9092, "proxy_id": "sc-use1-az1",
                   "max_in_flight_per_connection": 32, "shutdown_grace_s": 10, "metrics_port": 9464,
                   "metrics_host": "0.0.0.0"},
-        "upstream": {"bootstrap_servers": ["b-1.demo.kafka.us-east-1.amazonaws.com:9092",
-                                           "b-2.demo.kafka.us-east-1.amazonaws.com:9092"],
+        "upstream": {"bootstrap_servers": ["b-1.demo.kafka.us-east-1.amazonaws.com:9098",
+                                           "b-2.demo.kafka.us-east-1.amazonaws.com:9098"],
                      "client_id": 'azsidecar "quoted" \\ client', "metadata_ttl_s": 30,
-                     "request_timeout_s": 30, "connect_timeout_s": 5},
+                     "request_timeout_s": 30, "connect_timeout_s": 5,
+                     # MSK with IAM access control, as the three-az-msk example sets it
+                     "security_protocol": "SASL_SSL", "tls_ca_file": "", "tls_check_hostname": True,
+                     "sasl_mechanism": "OAUTHBEARER", "sasl_username": "", "sasl_password_file": "",
+                     "aws_msk_iam_region": "us-east-1", "aws_msk_iam_role_arn": ""},
         "router": {"policy": "cost", "fallback": "direct",
                    "broker_zones": {"1": "use1-az1", "2": "use1-az2"},
                    "partition_zones": {"orders-*:*": "use1-az4"},
@@ -40,9 +44,10 @@ def sidecar_settings(**changes):
                 "max_in_flight_puts": 4, "max_attempts": 6, "cache_bytes": 268435456,
                 "checkpoint_prefix": "_checkpoints", "epoch_prefix": "_epochs", "gc_interval_s": 300,
                 "gc_metrics_port": 9465, "gc_metrics_host": "0.0.0.0"},
-        "notify": {"agents": {"use1-az1": "use1-az1.azsidecar.internal:9400",
-                              "use1-az2": "use1-az2.azsidecar.internal:9400",
-                              "use1-az4": "use1-az4.azsidecar.internal:9400"},
+        "notify": {"agents": {"use1-az1": ["use1-az1-a0.azsidecar.internal:9400"],
+                              "use1-az2": ["use1-az2-a0.azsidecar.internal:9400"],
+                              "use1-az4": ["use1-az4-a0.azsidecar.internal:9400",
+                                           "use1-az4-a1.azsidecar.internal:9400"]},
                    "timeout_s": 10, "max_in_flight_per_zone": 64, "max_attempts": 3},
         "agent": {"listen_host": "127.0.0.1", "listen_port": 9400, "max_concurrent_reads": 8,
                   "max_in_flight_appends": 64, "metrics_port": 0, "checkpoint_interval_ms": 2500,
@@ -67,8 +72,11 @@ def test_rendered_sidecar_config_loads_with_the_values_given(tmp_path):
     assert (config.proxy.listen_host, config.proxy.listen_port, config.proxy.metrics_port) == ("127.0.0.1", 9092, 9464)
     assert config.proxy.metrics_host == "0.0.0.0"  # /metrics on the task ENI, Kafka still on loopback
     assert config.proxy.proxy_id == "sc-use1-az1"
-    assert config.upstream.bootstrap_servers == ("b-1.demo.kafka.us-east-1.amazonaws.com:9092",
-                                                 "b-2.demo.kafka.us-east-1.amazonaws.com:9092")
+    assert config.upstream.bootstrap_servers == ("b-1.demo.kafka.us-east-1.amazonaws.com:9098",
+                                                 "b-2.demo.kafka.us-east-1.amazonaws.com:9098")
+    assert (config.upstream.security_protocol, config.upstream.sasl_mechanism, config.upstream.aws_msk_iam_region) == (
+        "SASL_SSL", "OAUTHBEARER", "us-east-1")
+    assert config.upstream.msk_iam and config.upstream.tls and config.upstream.tls_check_hostname
     assert config.upstream.client_id == 'azsidecar "quoted" \\ client'
     assert dict(config.router.broker_zones) == {"1": "use1-az1", "2": "use1-az2"}
     assert dict(config.router.partition_zones) == {"orders-*:*": "use1-az4"}
@@ -77,7 +85,8 @@ def test_rendered_sidecar_config_loads_with_the_values_given(tmp_path):
     assert (config.wal.bucket, config.wal.prefix, config.wal.max_bytes, config.wal.linger_ms) == (
         "demo-wal-123456789012", "wal/", 8 * 1024 * 1024, 250)
     assert (config.wal.checkpoint_prefix, config.wal.epoch_prefix) == ("_checkpoints", "_epochs")
-    assert dict(config.notify.agents)["use1-az4"] == "use1-az4.azsidecar.internal:9400"
+    assert dict(config.notify.agents)["use1-az4"] == ("use1-az4-a0.azsidecar.internal:9400",
+                                                      "use1-az4-a1.azsidecar.internal:9400")
     assert config.notify.hmac_keys == ()  # secrets never go through the template
     assert config.audit.output == "s3://demo-wal-123456789012/audit/"
     assert config.agent.listen_port == 9400
@@ -138,3 +147,22 @@ def test_renderer_refuses_syntax_outside_its_subset():
         render_template("a = ${upper(x)}\n", {"x": "y"})
     with pytest.raises(TemplateSubsetError):
         render_template("%{ if x == 1 ~}\n%{ endif ~}\n", {"x": 1})
+
+
+@pytest.mark.parametrize("upstream", [
+    {"security_protocol": "SSL", "tls_ca_file": "/etc/azsidecar/msk-ca.pem", "tls_check_hostname": False},
+    {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "sidecar",
+     "sasl_password_file": "/run/secrets/upstream-password"},
+    {"security_protocol": "PLAINTEXT", "sasl_mechanism": "", "aws_msk_iam_region": ""},
+])
+def test_upstream_tls_and_sasl_variants_render_and_load(tmp_path, upstream):
+    settings = sidecar_settings()
+    plain = {"security_protocol": "PLAINTEXT", "tls_ca_file": "", "tls_check_hostname": True, "sasl_mechanism": "",
+             "sasl_username": "", "sasl_password_file": "", "aws_msk_iam_region": "", "aws_msk_iam_role_arn": ""}
+    settings["upstream"] = {**settings["upstream"], **plain, **upstream}
+    path = tmp_path / "c.toml"
+    path.write_text(render(settings))
+    loaded = load_config(path).upstream
+    for key, value in upstream.items():
+        assert getattr(loaded, key) == value, key
+    assert not loaded.msk_iam

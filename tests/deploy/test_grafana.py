@@ -9,7 +9,7 @@ import re
 from tests.deploy._hcl import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "azsidecar-dashboard.json"
-SOURCES = ("proxy", "wal_s3", "leader_notify", "router")
+SOURCES = ("proxy", "wal_s3", "leader_notify", "router", "azsidecar")
 
 
 def _registered_series() -> set[str]:

@@ -139,15 +139,16 @@ def recorder(monkeypatch, tmp_path):
 
 @pytest.mark.trio
 async def test_every_s3_request_of_each_role_is_allowed_by_its_policy(s3_bucket, recorder, tmp_path):
-    from router.recovery import recover_acknowledged
+    from leader_notify.recovery import recover_acknowledged
     from spark_audit._io import stage_s3
     from spark_audit.config import AuditConfig
     from spark_audit.writer import AuditWriter
-    from wal_s3 import WalWriter, make_s3_client
+    from wal_s3._s3 import make_s3_client
     from wal_s3.config import WalConfig
     from wal_s3.format import WalEntry
     from wal_s3.gc import Checkpoints, run_gc
     from wal_s3.reader import WalReader
+    from wal_s3.writer import WalWriter
 
     server, bucket = s3_bucket
     # boto3 for every call, so the hook sees each request. The h11 transport (the default for

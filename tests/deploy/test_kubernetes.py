@@ -26,7 +26,7 @@ def test_network_policy_selects_the_producer_pods_and_admits_no_ingress():
     assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
     assert policy["ingress"] == [] and set(policy["policyTypes"]) == {"Ingress", "Egress"}
     allowed_tcp = {p["port"] for rule in policy["egress"] for p in rule["ports"] if p["protocol"] == "TCP"}
-    assert allowed_tcp == {53, 443, 9092, 9400}
+    assert allowed_tcp == {53, 443, 9098, 9400}  # DNS, AWS APIs, MSK IAM listener, agents
 
 def test_sidecar_is_a_native_sidecar_with_a_real_command_and_the_hmac_env(tmp_path):
     docs = _docs()
@@ -40,8 +40,9 @@ def test_sidecar_is_a_native_sidecar_with_a_real_command_and_the_hmac_env(tmp_pa
     assert env["AZSIDECAR_NOTIFY_HMAC_KEYS"]["valueFrom"]["secretKeyRef"] == {"name": "azsidecar-notify-hmac", "key": "keys"}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True
-    probe = sidecar["startupProbe"]["exec"]["command"]
-    assert "('127.0.0.1', 9092)" in probe[-1]
+    config_port = 9464  # proxy.metrics_port in the ConfigMap
+    for name, path in (("startupProbe", "/livez"), ("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        assert f"'http://127.0.0.1:{config_port}{path}'" in sidecar[name]["exec"]["command"][-1]
 
     (producer,) = pod["containers"]
     assert {e["name"]: e.get("value") for e in producer["env"]}["KAFKA_BOOTSTRAP_SERVERS"] == "localhost:9092"
@@ -53,7 +54,9 @@ def test_sidecar_is_a_native_sidecar_with_a_real_command_and_the_hmac_env(tmp_pa
     config = load_config(path, {"zone": args.zone})
     assert config.zone == "use1-az1"
     assert config.proxy.listen_host == "127.0.0.1" and config.proxy.listen_port == 9092
-    assert dict(config.notify.agents)["use1-az2"] == "use1-az2.azsidecar.internal:9400"
+    assert config.upstream.msk_iam and config.upstream.aws_msk_iam_region == "us-east-1"
+    assert dict(config.notify.agents)["use1-az2"] == ("use1-az2-a0.azsidecar.internal:9400",
+                                                      "use1-az2-a1.azsidecar.internal:9400")
     assert config.wal.prefix == "wal/"
     mounts = {m["name"]: m["mountPath"] for m in sidecar["volumeMounts"]}
     assert mounts["azsidecar-config"] + "/azsidecar.toml" == args.config

@@ -120,8 +120,8 @@ def test_lifecycle_expires_wal_objects_by_hex_digit_and_moves_audit_to_ia():
 
 def test_hex_digit_rules_match_wal_s3_key_layout():
     """The lifecycle rules must hit WAL objects and miss epoch markers and checkpoints."""
-    from wal_s3.config import WalConfig
     from wal_s3.checkpoint_manifest import manifest_key
+    from wal_s3.config import WalConfig
     from wal_s3.gc import checkpoint_key
     from wal_s3.writer import epoch_marker_prefix, object_key
 
@@ -227,6 +227,13 @@ def test_iam_actions_are_exactly_the_intended_ones():
             "ReadNotifyHmacKeysOnHost": (["secretsmanager:GetSecretValue", "ssm:GetParameter"], ["${var.hmac_secret_arn}"]),
             "DecryptNotifyHmacKeysOnHost": (["kms:Decrypt"], ["${statement.value}"]),
         },
+        "msk_client": {
+            "KafkaClusterConnect": (["kafka-cluster:Connect", "kafka-cluster:DescribeCluster",
+                                     "kafka-cluster:WriteDataIdempotently"],
+                                    "${var.msk == None ? [] : ['${var.msk.cluster_arn}']}"),
+            "KafkaTopicsDescribeWriteRead": (["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData",
+                                              "kafka-cluster:WriteData"], "${local.msk_topic_arns}"),
+        },
         "assume_ecs_tasks": {None: (["sts:AssumeRole"], None)},
         "assume_proxy": {None: (["sts:AssumeRole"], None)},
     }
@@ -269,8 +276,12 @@ def test_no_count_anywhere_and_per_az_resources_iterate_over_zone_ids():
     for path, name, body in module_calls():
         assert "count" not in body, f"{path}: module {name} uses count"
     agents = resources(MODULES / "agents")
-    for key in [("aws_ecs_service", "agent"), ("aws_ecs_task_definition", "agent"), ("aws_service_discovery_service", "agent")]:
-        assert attr(agents[key], "for_each") == "${var.zones}", key
+    assert attr(agents[("aws_ecs_task_definition", "agent")], "for_each") == "${var.zones}"
+    # One service and one Cloud Map name per agent (several per zone), keyed "<zone>-a<i>".
+    for key in [("aws_ecs_service", "agent"), ("aws_service_discovery_service", "agent")]:
+        assert attr(agents[key], "for_each") == "${local.agents}", key
+    agents_local = attr(parse(MODULES / "agents" / "main.tf")["locals"][0], "agents")
+    assert 'for i in range(z.agents) : "${zone}-a${i}" => {\'zone\': \'${zone}\'' in agents_local, agents_local
     example = resources(EXAMPLE)
     for key in [("aws_subnet", "private"), ("aws_ecs_service", "producer"), ("aws_ecs_task_definition", "producer")]:
         assert attr(example[key], "for_each") == "${var.zones}", key
@@ -295,7 +306,29 @@ def test_agent_services_are_pinned_to_their_zone_subnets():
     assert attr(net, "subnets") == "${each.value.subnet_ids}"
     assert attr(net, "assign_public_ip") is False
     pre = blocks(blocks(service, "lifecycle")[0], "precondition")[0]
-    assert "availability_zone_id == each.key" in attr(pre, "condition")
+    assert "availability_zone_id == each.value.zone" in attr(pre, "condition")
+
+
+def test_each_agent_runs_one_task_and_never_two_during_a_deployment():
+    service = resources(MODULES / "agents")[("aws_ecs_service", "agent")]
+    assert attr(service, "desired_count") == 1
+    assert attr(service, "deployment_minimum_healthy_percent") == 0
+    assert attr(service, "deployment_maximum_percent") == 100
+    assert attr(service, "task_definition") == "${aws_ecs_task_definition.agent[each.value.zone].arn}"
+
+
+def test_sidecars_get_every_agent_of_every_zone_no_load_balancer():
+    outputs = {}
+    for entry in parse(MODULES / "agents" / "outputs.tf")["output"]:
+        outputs.update(entry)
+    value = attr(outputs["agent_endpoints"], "value")
+    assert "for i in range(z.agents)" in value and 'aws_service_discovery_service.agent["${zone}-a${i}"].name' in value
+    sidecar_vars = {}
+    for entry in parse(MODULES / "sidecar" / "variables.tf")["variable"]:
+        sidecar_vars.update(entry)
+    assert attr(sidecar_vars["agent_endpoints"], "type") == "${map(list(string))}"
+    all_resources = [rtype for _path, rtype, _name, _body in all_blocks_of("resource")]
+    assert not [r for r in all_resources if r.startswith(("aws_lb", "aws_alb", "aws_elb"))]
 
 
 def test_example_msk_has_one_broker_per_zone_and_routes_s3_through_the_gateway_endpoint():

@@ -87,6 +87,7 @@ def test_terraform_renders_what_the_test_renderer_renders_and_the_loader_reads_i
     assert config.upstream.client_id == 'azsidecar "quoted" \\ <a&b> é'  # jsonencode quoting survived
     assert "\\u003ca\\u0026b\\u003e" in full
     assert dict(config.router.ack_modes) == {"audit.*": "wal"}
+    assert (config.upstream.security_protocol, config.upstream.sasl_mechanism) == ("SASL_SSL", "OAUTHBEARER")
 
     # The optional() defaults are Terraform's to fill; these are the config module's own.
     path = tmp_path / "minimal.toml"
@@ -99,6 +100,23 @@ def test_terraform_renders_what_the_test_renderer_renders_and_the_loader_reads_i
         "bkt", "wal/", 8_388_608, 250)
     assert (minimal.wal.checkpoint_prefix, minimal.wal.epoch_prefix) == ("_checkpoints", "_epochs")
     assert minimal.router.policy == "cost" and dict(minimal.notify.agents) == {}
+    assert (minimal.upstream.security_protocol, minimal.upstream.sasl_mechanism) == ("PLAINTEXT", "")
+
+
+@pytest.mark.parametrize("upstream,message", [
+    ('{ bootstrap_servers = ["b-1:9098"], security_protocol = "SASL_PLAINTEXT", sasl_mechanism = "OAUTHBEARER", '
+     'aws_msk_iam_region = "us-east-1" }', "upstream: OAUTHBEARER (MSK IAM) needs security_protocol SASL_SSL"),
+    ('{ bootstrap_servers = ["b-1:9098"], security_protocol = "SASL_SSL", sasl_mechanism = "OAUTHBEARER" }',
+     "upstream: OAUTHBEARER (MSK IAM) needs security_protocol SASL_SSL and aws_msk_iam_region"),
+    ('{ bootstrap_servers = ["b-1:9098"], security_protocol = "SASL_SSL" }',
+     "upstream.sasl_mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER) is required with SASL_*"),
+])
+def test_terraform_refuses_bad_upstream_security_with_the_module_message(tmp_path, upstream, message):
+    calls = (f'module "c" {{\n  source   = "{MODULES / "config"}"\n  settings = {{\n'
+             f'    upstream = {upstream}\n    wal      = {{ bucket = "bkt", region = "us-east-1" }}\n  }}\n}}\n')
+    done = _apply(tmp_path, calls, 'output "toml" {\n  value = module.c.toml\n}\n')
+    assert done.returncode != 0
+    assert message in " ".join(done.stderr.split()), done.stderr
 
 
 @pytest.mark.parametrize("wal,message", [

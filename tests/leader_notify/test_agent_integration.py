@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import trio
 
+from core.audit import MemoryAuditSink
 from leader_notify.sender import NotifySender
-from spark_audit.records import MemoryAuditSink
-from wal_s3.checkpoint_manifest import decode_manifest
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import (
     AgentThread,
@@ -17,6 +16,7 @@ from tests.leader_notify.helpers import (
     put_object,
     wal_entry,
 )
+from wal_s3.checkpoint_manifest import decode_manifest
 
 pytestmark = [pytest.mark.integration]
 
@@ -142,40 +142,18 @@ def _raw_request(obj, bucket: str, request_id: int = 99):
                                  for e in share.entries))
 
 
-async def _exchange(address: str, frame_bytes: bytes, keys) -> object:
-    """Send one frame on a fresh connection; the decoded response, or None if the agent closed."""
-    from leader_notify import protocol as p
-
-    host, _, port = address.rpartition(":")
-    stream = await trio.open_tcp_stream(host, int(port))
-    dec = p.FrameDecoder(p.Keyring(keys))
-    with trio.fail_after(10):
-        await stream.send_all(frame_bytes)
-        while (frame := dec.next_frame()) is None:
-            data = await stream.receive_some(65536)
-            if not data:
-                await stream.aclose()
-                return None
-            dec.receive_data(data)
-    await stream.aclose()
-    return p.decode_response(frame.payload)
-
-
 @pytest.mark.trio
-async def test_wrong_hmac_replay_stale_and_foreign_key_refused_nothing_appended(env, tansu):
-    import os
-    import time
-
+async def test_wrong_hmac_replay_and_foreign_key_refused_nothing_appended(env, tansu):
     from leader_notify import protocol as p
     from leader_notify.sender import NotifyError
-    from tests.leader_notify.helpers import KEYS
+    from tests.leader_notify.agent_process import notify_recording, replay
 
     s3, bucket, topic, config, agent, audit = env
     obj = put_object(s3, bucket, "wal/dd/obj-4", {"az2": [wal_entry(topic, 0, values("never", 1))]})
     outside = put_object(s3, bucket, "elsewhere/obj-5", {"az2": [wal_entry(topic, 0, values("never", 1))]})
     m = agent.agent.metrics
 
-    # Wrong key: the agent closes the connection without answering; the sender gives up retriably.
+    # Wrong key: the agent closes the connection at the HELLO; the sender gives up retriably.
     wrong = config.notify.__class__(**{**config.notify.__dict__, "hmac_keys": ("another-key-0123456789",),
                                       "max_attempts": 2})
     bad_sender = NotifySender(wrong, "az1", "proxy-a", 1, audit, bucket=bucket)
@@ -185,16 +163,10 @@ async def test_wrong_hmac_replay_stale_and_foreign_key_refused_nothing_appended(
     await bad_sender.aclose()
     assert m.value("azsidecar_agent_auth_failures_total", reason="bad_mac") == 2
 
-    # Unauthenticated garbage: closed, counted.
-    assert await _exchange(agent.address, b"\x00\x00\x00\x40" + b"\x00" * 64, KEYS) is None
-    assert m.value("azsidecar_agent_auth_failures_total", reason="bad_mac") == 3
-
-    keyring = p.Keyring([k.encode() for k in KEYS])
-    payload = p.encode_request(_raw_request(obj, bucket))
-    # A frame signed 60 s ago (outside the 30 s window): refused.
-    stale = p.encode_frame(keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000) - 60_000, os.urandom(16))
-    resp = await _exchange(agent.address, stale, KEYS)
-    assert resp.status == p.RequestStatus.REPLAYED and resp.results == ()
+    # Unauthenticated garbage announcing a frame larger than a HELLO: closed before buffering it.
+    answered, _ = await trio.to_thread.run_sync(replay, agent.address, b"\x00\x00\x00\x40" + b"\x00" * 64)
+    assert not answered
+    assert m.value("azsidecar_agent_auth_failures_total", reason="bad_frame") == 1
 
     # Object outside the configured prefix, and a foreign bucket: refused, not retriable.
     good = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
@@ -210,13 +182,12 @@ async def test_wrong_hmac_replay_stale_and_foreign_key_refused_nothing_appended(
     assert m.value("azsidecar_agent_entries_appended_total") == 0
     assert consume(tansu.bootstrap, topic, 0) == []
 
-    # A valid frame is applied once; the same bytes played again are refused as a replay.
-    fresh = p.encode_frame(keyring, p.MessageType.REQUEST, payload, int(time.time() * 1000), os.urandom(16))
-    first = await _exchange(agent.address, fresh, KEYS)
+    # A valid frame is applied once; the same bytes played again on a new connection are refused.
+    first, captured = await trio.to_thread.run_sync(notify_recording, agent.address, _raw_request(obj, bucket))
     assert first.status == p.RequestStatus.OK and [r.base_offset for r in first.results] == [0]
-    replay = await _exchange(agent.address, fresh, KEYS)
-    assert replay.status == p.RequestStatus.REPLAYED
-    assert m.value("azsidecar_agent_auth_failures_total", reason="replay") == 2
+    answered, _ = await trio.to_thread.run_sync(replay, agent.address, captured)
+    assert not answered
+    assert m.value("azsidecar_agent_auth_failures_total", reason="bad_mac") == 3
     assert consume(tansu.bootstrap, topic, 0) == [(0, b"never-0")]
 
 
@@ -326,3 +297,20 @@ async def test_objects_from_real_wal_writer_are_applied_with_matching_offsets(en
     assert offsets == [0, 0, 1, 1, 2, 2]  # partition 0 gets entries 0,2,4; partition 1 gets 1,3,5
     assert consume(tansu.bootstrap, topic, 0) == [(0, b"w0"), (1, b"w2"), (2, b"w4")]
     assert consume(tansu.bootstrap, topic, 1) == [(0, b"w1"), (1, b"w3"), (2, b"w5")]
+
+
+@pytest.mark.trio
+async def test_prefetch_reads_into_the_cache_and_appends_nothing(env, tansu):
+    s3, bucket, topic, config, agent, audit = env
+    obj = put_object(s3, bucket, "wal/pf/obj-1", {"az2": [wal_entry(topic, 0, values("pf", 2))]})
+    sender = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
+    assert await sender.prefetch(obj, "az2")
+    assert consume(tansu.bootstrap, topic, 0) == []  # read, not appended
+    results = await sender.notify(obj, "az2")
+    await sender.aclose()
+    assert [(r.error_code, r.base_offset) for r in results] == [(0, 0)]
+    agent.stop()  # its agent_apply record follows the answer: stopped, the agent has written it
+    reads = [(r["key"], r["cache_hits"], r["cache_misses"]) for r in audit.of("agent_read")]
+    assert reads == [("wal/pf/obj-1", 0, 1), ("wal/pf/obj-1", 1, 0)]  # the notification found it cached
+    assert [r["key"] for r in audit.of("agent_apply")] == ["wal/pf/obj-1"]  # the prefetch applied nothing
+    assert consume(tansu.bootstrap, topic, 0) == [(0, b"pf-0"), (1, b"pf-1")]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
 from leader_notify._kafka import AppendResult
 from leader_notify.agent import Agent, AgentSettings, AppliedEntries
-from spark_audit.records import MemoryAuditSink
 
 KEY = b"unit-test-key-0123456789"
 

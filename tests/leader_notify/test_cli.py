@@ -12,8 +12,8 @@ import time
 import pytest
 import trio
 
+from core.audit import MemoryAuditSink
 from leader_notify.sender import NotifySender
-from spark_audit.records import MemoryAuditSink
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import KEYS, config_for, consume, put_object, wal_entry
 

@@ -13,21 +13,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from leader_notify.protocol import (
+    HELLO_FRAME_BYTES,
     MAX_FRAME_BYTES,
     AuthError,
+    Channel,
     EntryResult,
-    FrameDecoder,
     Keyring,
     MessageType,
     NotifyEntry,
     NotifyRequest,
     NotifyResponse,
     ProtocolError,
-    ReplayGuard,
     RequestStatus,
+    Role,
     decode_request,
     decode_response,
-    encode_frame,
     encode_request,
     encode_response,
     key_allowed,
@@ -35,12 +35,13 @@ from leader_notify.protocol import (
 
 KEY = b"0123456789abcdef"  # 16 bytes, the minimum
 OTHER_KEY = b"fedcba9876543210"
-NONCE = bytes(range(16))
+AGENT_C = bytes(range(16))  # the agent's challenge
+PROXY_C = bytes(range(16, 32))  # the proxy's challenge
 
 REQUEST = NotifyRequest(
     request_id=7, source_zone="az1", dest_zone="az2", proxy_id="p", epoch=3, bucket="b",
     key="wal/k", zone_offset=100, zone_length=50,
-    entries=(NotifyEntry("t", 2, 100, 50, 0xDEADBEEF, 5, 1000, 1, 42),),
+    entries=(NotifyEntry("t", 2, 100, 50, 0xDEADBEEF, 5, 1000, 1, 42),), share="az2.1of2",
 )
 
 REQUEST_PAYLOAD = bytes.fromhex(
@@ -50,6 +51,8 @@ REQUEST_PAYLOAD = bytes.fromhex(
     "0001" "70"  # proxy_id "p"
     "0001" "62"  # bucket "b"
     "0005" "77616c2f6b"  # key "wal/k"
+    "0008" "617a322e316f6632"  # share "az2.1of2"
+    "00"  # flags u8: bit 0 = prefetch
     "0000000000000003"  # epoch i64 = 3
     "0000000000000064"  # zone_offset u64 = 100
     "0000000000000032"  # zone_length u64 = 50
@@ -89,76 +92,143 @@ def test_response_payload_golden():
     assert decode_response(RESPONSE_PAYLOAD) == RESPONSE
 
 
-def test_frame_golden():
+def test_hello_frame_golden():
+    key_id = hashlib.sha256(b"azsidecar-notify-key-id\x00" + KEY).digest()[:4]
+    signed = (
+        bytes.fromhex("0000003e")  # u32 length of the rest: 14 header + 16 challenge + 32 MAC = 62
+        + bytes.fromhex("02")  # version 2
+        + bytes.fromhex("04")  # type 4 = HELLO_AGENT
+        + key_id  # 4-byte key id
+        + bytes.fromhex("0000000000000000")  # sequence u64 = 0
+        + AGENT_C  # payload: the 16-byte challenge
+    )
+    expected = signed + hmac.new(KEY, b"azsidecar-notify-v2 hello\x00" + signed, hashlib.sha256).digest()
+    agent = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
+    assert agent.hello() == expected
+    assert len(expected) == HELLO_FRAME_BYTES == 66
+
+
+def test_request_frame_golden_binds_both_challenges_and_sequence():
     payload = b"\x01\x02"
     key_id = hashlib.sha256(b"azsidecar-notify-key-id\x00" + KEY).digest()[:4]
     signed = (
-        bytes.fromhex("00000040")  # u32 length of the rest: 30 header + 2 payload + 32 MAC = 64
-        + bytes.fromhex("01")  # version 1
+        bytes.fromhex("00000030")  # u32 length of the rest: 14 header + 2 payload + 32 MAC = 48
+        + bytes.fromhex("02")  # version 2
         + bytes.fromhex("01")  # type 1 = request
-        + key_id  # 4-byte key id
-        + bytes.fromhex("0000018bcfe56800")  # timestamp_ms i64 = 1700000000000
-        + NONCE  # 16-byte nonce
+        + key_id
+        + bytes.fromhex("0000000000000001")  # sequence u64 = 1 (the proxy's HELLO was 0)
         + payload
     )
-    expected = signed + hmac.new(KEY, signed, hashlib.sha256).digest()
-    frame_bytes = encode_frame(Keyring([KEY]), MessageType.REQUEST, payload, 1_700_000_000_000, NONCE)
-    assert frame_bytes == expected
-    dec = FrameDecoder(Keyring([KEY]))
-    dec.receive_data(frame_bytes)
-    frame = dec.next_frame()
-    assert (frame.type, frame.timestamp_ms, frame.nonce, frame.payload) == (
-        MessageType.REQUEST, 1_700_000_000_000, NONCE, payload)
-    assert dec.next_frame() is None
+    mac = hmac.new(KEY, b"azsidecar-notify-v2 session\x00" + AGENT_C + PROXY_C + signed, hashlib.sha256).digest()
+    proxy, agent = pair()
+    assert proxy.send(MessageType.REQUEST, payload) == signed + mac
+    agent.receive_data(signed + mac)
+    frame = agent.next_frame()
+    assert (frame.type, frame.sequence, frame.payload) == (MessageType.REQUEST, 1, payload)
+    assert agent.next_frame() is None
+
+
+def pair(agent_keys=(KEY,), proxy_keys=(KEY,), agent_c=AGENT_C, proxy_c=PROXY_C) -> tuple[Channel, Channel]:
+    """A proxy channel and an agent channel after their HELLO exchange."""
+    proxy = Channel(Keyring(list(proxy_keys)), Role.PROXY, proxy_c)
+    agent = Channel(Keyring(list(agent_keys)), Role.AGENT, agent_c)
+    agent.receive_data(proxy.hello())
+    proxy.receive_data(agent.hello())
+    assert agent.next_frame() is None and proxy.next_frame() is None
+    assert agent.established and proxy.established
+    return proxy, agent
+
+
+def test_response_comes_back_on_the_same_connection():
+    proxy, agent = pair()
+    agent.receive_data(proxy.send(MessageType.REQUEST, b"req"))
+    assert agent.next_frame().payload == b"req"
+    proxy.receive_data(agent.send(MessageType.RESPONSE, b"resp"))
+    frame = proxy.next_frame()
+    assert (frame.type, frame.sequence, frame.payload) == (MessageType.RESPONSE, 1, b"resp")
+
+
+def test_captured_frame_refused_on_another_connection_even_to_the_same_agent_challenge():
+    proxy, agent = pair()
+    captured = proxy.send(MessageType.REQUEST, REQUEST_PAYLOAD)
+    # Another agent (or the same one restarted): another challenge.
+    _, other_agent = pair(agent_c=b"\xaa" * 16)
+    other_agent.receive_data(captured)
+    with pytest.raises(AuthError):
+        other_agent.next_frame()
+    # Even an agent that drew the same challenge refuses it: the proxy's challenge differs.
+    _, same_challenge = pair(proxy_c=b"\xbb" * 16)
+    same_challenge.receive_data(captured)
+    with pytest.raises(AuthError):
+        same_challenge.next_frame()
+
+
+def test_captured_frame_refused_again_on_its_own_connection():
+    proxy, agent = pair()
+    captured = proxy.send(MessageType.REQUEST, b"once")
+    agent.receive_data(captured)
+    assert agent.next_frame().payload == b"once"
+    agent.receive_data(captured)  # played again: sequence 1 where 2 is due
+    with pytest.raises(ProtocolError, match="sequence 1, expected 2"):
+        agent.next_frame()
+
+
+def test_reflected_frames_refused():
+    proxy, agent = pair()
+    # The agent's own HELLO sent back to it is not a proxy HELLO.
+    lone = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
+    lone.receive_data(lone.hello())
+    with pytest.raises(ProtocolError, match="HELLO_PROXY"):
+        lone.next_frame()
+    # A response sent to the agent as if it were a request: wrong direction.
+    agent.receive_data(agent.send(MessageType.RESPONSE, b"x"))
+    with pytest.raises(ProtocolError):
+        agent.next_frame()
 
 
 def test_rotation_old_and_new_key_verify_unknown_refused():
-    old_signed = encode_frame(Keyring([OTHER_KEY]), MessageType.REQUEST, b"x", 1, NONCE)
-    new_signed = encode_frame(Keyring([KEY]), MessageType.REQUEST, b"y", 1, NONCE)
-    dec = FrameDecoder(Keyring([KEY, OTHER_KEY]))
-    dec.receive_data(old_signed + new_signed)
-    assert dec.next_frame().payload == b"x"
-    assert dec.next_frame().payload == b"y"
-    only_new = FrameDecoder(Keyring([KEY]))
-    only_new.receive_data(old_signed)
+    # Mid-rotation: everyone verifies both keys; the proxy still signs with the old one.
+    old_proxy, agent = pair(agent_keys=(KEY, OTHER_KEY), proxy_keys=(OTHER_KEY, KEY))
+    new_proxy, agent2 = pair(agent_keys=(KEY, OTHER_KEY), proxy_keys=(KEY,))
+    agent.receive_data(old_proxy.send(MessageType.REQUEST, b"x"))
+    assert agent.next_frame().payload == b"x"
+    agent2.receive_data(new_proxy.send(MessageType.REQUEST, b"y"))
+    assert agent2.next_frame().payload == b"y"
+    only_new = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
+    only_new.receive_data(Channel(Keyring([OTHER_KEY]), Role.PROXY, PROXY_C).hello())
     with pytest.raises(AuthError):
         only_new.next_frame()
 
 
 def test_any_flipped_bit_fails_auth_or_framing():
-    good = encode_frame(Keyring([KEY]), MessageType.REQUEST, REQUEST_PAYLOAD, 5, NONCE)
+    proxy, _ = pair()
+    good = proxy.send(MessageType.REQUEST, REQUEST_PAYLOAD)
     for i in range(len(good)):
         bad = bytearray(good)
         bad[i] ^= 0x10
-        dec = FrameDecoder(Keyring([KEY]))
-        dec.receive_data(bytes(bad))
+        _, agent = pair()
+        agent.receive_data(bytes(bad))
         try:
-            frame = dec.next_frame()
+            frame = agent.next_frame()
         except ProtocolError:
             continue
         # A flipped length bit may make the decoder wait for more bytes; never accept.
         assert frame is None, f"flipped byte {i} was accepted"
 
 
-def test_oversized_length_refused_before_buffering():
-    dec = FrameDecoder(Keyring([KEY]))
-    dec.receive_data((MAX_FRAME_BYTES).to_bytes(4, "big"))
-    with pytest.raises(ProtocolError):
-        dec.next_frame()
+def test_only_a_hello_sized_frame_is_accepted_before_authentication():
+    agent = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
+    agent.receive_data((MAX_FRAME_BYTES - 4).to_bytes(4, "big"))  # announces the largest frame
+    with pytest.raises(ProtocolError, match="before the HELLO"):
+        agent.next_frame()
+    assert agent.buffered_bytes == 4
 
 
-def test_replay_guard_window_and_nonce():
-    g = ReplayGuard(window_ms=1000, max_nonces=3)
-    assert g.check(10_000, b"a", now_ms=10_000)
-    assert not g.check(10_000, b"a", now_ms=10_001)  # same nonce again
-    assert not g.check(8_000, b"b", now_ms=10_000)  # 2 s old
-    assert not g.check(12_000, b"c", now_ms=10_000)  # 2 s in the future
-    assert g.check(10_001, b"d", now_ms=10_001)
-    assert g.check(10_002, b"e", now_ms=10_002)
-    # Full: adding "f" forgets "a" (ts 10_000), so anything at or before 10_000 is refused now.
-    assert g.check(10_003, b"f", now_ms=10_003)
-    assert not g.check(10_000, b"a", now_ms=10_004)
-    assert not g.check(9_999, b"z", now_ms=10_004)
+def test_oversized_length_refused_before_buffering_after_authentication():
+    _, agent = pair()
+    agent.receive_data((MAX_FRAME_BYTES - 3).to_bytes(4, "big"))
+    with pytest.raises(ProtocolError, match="outside"):
+        agent.next_frame()
 
 
 def test_key_allowed():
@@ -179,15 +249,18 @@ requests = st.builds(
     NotifyRequest, request_id=st.integers(0, 2**64 - 1), source_zone=names, dest_zone=names,
     proxy_id=names, epoch=st.integers(-(2**63), 2**63 - 1), bucket=names, key=names,
     zone_offset=st.integers(0, 2**64 - 1), zone_length=st.integers(0, 2**64 - 1),
-    entries=st.lists(entries, max_size=5).map(tuple))
+    entries=st.lists(entries, max_size=5).map(tuple), share=names, prefetch=st.booleans())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(req=requests, cuts=st.lists(st.integers(0, 10_000), max_size=6))
 def test_roundtrip_with_arbitrary_splits(req, cuts):
-    frames = b"".join(encode_frame(Keyring([KEY]), MessageType.REQUEST, encode_request(req), i, NONCE)
-                      for i in range(2))
-    dec = FrameDecoder(Keyring([KEY]))
+    proxy = Channel(Keyring([KEY]), Role.PROXY, PROXY_C)
+    dec = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
+    proxy.receive_data(dec.hello())
+    hello = proxy.hello()
+    assert proxy.next_frame() is None
+    frames = hello + b"".join(proxy.send(MessageType.REQUEST, encode_request(req)) for _ in range(2))
     got = []
     points = sorted({min(c, len(frames)) for c in cuts} | {0, len(frames)})
     for a, b in zip(points, points[1:]):
@@ -201,7 +274,7 @@ def test_roundtrip_with_arbitrary_splits(req, cuts):
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=2000))
 def test_garbage_never_crashes(data):
-    dec = FrameDecoder(Keyring([KEY]))
+    dec = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
     dec.receive_data(data)
     try:
         while dec.next_frame() is not None:

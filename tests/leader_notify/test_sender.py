@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 
 import pytest
 import trio
 
 from azsidecar.config import load_config
+from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
 from leader_notify.sender import NotifyError, NotifySender
-from spark_audit.records import MemoryAuditSink
 
 KEY = "sender-test-key-0123456789"
 
@@ -50,30 +49,42 @@ def notify_config(port: int, **more):
 
 
 async def serve(answer, task_status=trio.TASK_STATUS_IGNORED):
-    """A peer that decodes each request and replies with answer(request) -> frame bytes."""
+    """A peer that decodes each request and replies with answer(request) -> signed(payload)."""
     requests = []
 
     async def handler(stream):
-        dec = p.FrameDecoder(p.Keyring([KEY.encode()]))
+        channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
         async with stream:
+            await stream.send_all(channel.hello())
             while True:
                 data = await stream.receive_some(65536)
                 if not data:
                     return
-                dec.receive_data(data)
-                while (frame := dec.next_frame()) is not None:
+                channel.receive_data(data)
+                while (frame := channel.next_frame()) is not None:
                     req = p.decode_request(frame.payload)
                     requests.append(req)
-                    await stream.send_all(answer(req, len(requests)))
+                    await stream.send_all(respond(channel, answer(req, len(requests))))
 
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     task_status.started((listeners[0].socket.getsockname()[1], requests))
     await trio.serve_listeners(handler, listeners)
 
 
-def signed(payload: bytes, key: str = KEY) -> bytes:
-    return p.encode_frame(p.Keyring([key.encode()]), p.MessageType.RESPONSE, payload, int(time.time() * 1000),
-                          os.urandom(16))
+def signed(payload: bytes, key: str = KEY) -> tuple[bytes, str]:
+    """An answer: the response payload and the key to sign it with on the connection."""
+    return payload, key
+
+
+def respond(channel: p.Channel, answer: tuple[bytes, str] | None) -> bytes:
+    if answer is None:
+        return b""  # a peer that reads and never answers
+    payload, key = answer
+    if key == KEY:
+        return channel.send(p.MessageType.RESPONSE, payload)
+    agent_c, proxy_c = channel.challenges  # an impostor's frame, right in every respect but the key
+    return p.encode_frame(p.Keyring([key.encode()]), p.MessageType.RESPONSE, payload, 1,
+                          agent_challenge=agent_c, proxy_challenge=proxy_c)
 
 
 FLUSHED = Flushed("wal/k", {"az2": Share(100, 10, (Ref(),))})
@@ -123,7 +134,7 @@ async def test_last_attempt_returns_the_retriable_error_codes(nursery):
 
 @pytest.mark.trio
 async def test_silent_agent_times_out_and_unknown_zone_is_not_retriable(nursery):
-    port, requests = await nursery.start(serve, lambda req, n: b"")  # reads, never answers
+    port, requests = await nursery.start(serve, lambda req, n: None)  # reads, never answers
     sender = NotifySender(notify_config(port, **{"notify.timeout_s": 0.2, "notify.max_attempts": 2}),
                           "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
     with pytest.raises(NotifyError) as info:
@@ -166,13 +177,14 @@ async def test_a_start_on_a_connection_the_agent_closed_is_sent_again_on_a_new_o
     requests: list = []
 
     async def answer_once_then_close(stream):
-        dec = p.FrameDecoder(p.Keyring([KEY.encode()]))
+        channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
         async with stream:
-            while (frame := dec.next_frame()) is None:
-                dec.receive_data(await stream.receive_some(65536))
+            await stream.send_all(channel.hello())
+            while (frame := channel.next_frame()) is None:
+                channel.receive_data(await stream.receive_some(65536))
             req = p.decode_request(frame.payload)
             requests.append(req.key)
-            await stream.send_all(answer_ok(req, len(requests)))
+            await stream.send_all(respond(channel, answer_ok(req, len(requests))))
 
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     nursery.start_soon(trio.serve_listeners, answer_once_then_close, listeners)
@@ -224,14 +236,14 @@ async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nur
 
     def answer(req, n):
         if state["hang"]:
-            return b""
+            return None  # reads, never answers
         return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(0, n),))))
 
     port, requests = await nursery.start(serve, answer)
     sender = NotifySender(notify_config(port, **{"notify.gray_floor_s": 0.3}), "az1", "proxy", 1,
                           MemoryAuditSink(), bucket="bkt")
-    reported: list[str] = []
-    sender.on_gray = reported.append
+    reported: list[tuple[str, int]] = []
+    sender.on_gray = lambda zone, agent: reported.append((zone, agent))
     for _ in range(20):
         await sender.notify(FLUSHED, "az2")
     state["hang"] = True
@@ -240,7 +252,7 @@ async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nur
         await sender.notify(FLUSHED, "az2")
     assert 0.6 <= trio.current_time() - started < 2.0  # two attempts of 0.3 s and a backoff of 10 ms
     assert info.value.retriable and "gray deadline" in str(info.value) and len(requests) == 22
-    assert reported == ["az2", "az2"]
+    assert reported == [("az2", 0), ("az2", 0)]  # zone, agent index
     started = trio.current_time()
     with pytest.raises(NotifyError) as refused:
         await sender.notify(FLUSHED, "az2")  # the probe just ended: not sent at all

@@ -10,8 +10,8 @@ import pytest
 import trio
 from kafka.protocol.producer import ProduceResponse
 
+from core.produce import PartitionResult
 from proxy.config import ProxyConfig, UpstreamConfig
-from proxy.produce import PartitionResult
 from proxy.server import ResponseSlot, _ResponseWriter, run_proxy
 from tests.proxy.kafka_wire import Wire, assert_serves, produce_request, record_batch
 

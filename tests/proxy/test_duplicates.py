@@ -1,4 +1,4 @@
-"""proxy.duplicates (pure): batch headers of fetched bytes, the backward tail search, and the answer.
+"""core.duplicates (pure): batch headers of fetched bytes, the backward tail search, and the answer.
 
 Batches are built by kafka-python's DefaultRecordBatchBuilder and given base offsets by
 hand, the way a leader's Fetch answer carries them.
@@ -10,8 +10,8 @@ import struct
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from proxy import errors
-from proxy.duplicates import BatchHeader, OffsetRange, TailSearch, Verdict, batch_headers, covered_until
+from core import errors
+from core.duplicates import BatchHeader, OffsetRange, TailSearch, Verdict, batch_headers, covered_until
 from proxy.produce import duplicate_result
 
 

@@ -33,8 +33,11 @@ BUDGET = 64 * MiB
 def scrape(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
-    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
-            if not s.labels}
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:  # every sample carries the process's zone and component labels
+            values[s.name] = values.get(s.name, 0.0) + s.value
+    return values
 
 
 def wait_for(metrics_port: int, condition, what: str, timeout_s: float = 30.0) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""/metrics: request counters by API key move when clients produce through the proxy."""
+"""/metrics: request counters by API move when clients produce through the proxy; every series
+carries the zone and component, the build is named, other components' families are not served."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import trio
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from azsidecar import __version__
 from deploy.local.processes import free_port
 from tests.conftest import create_topics, unique_name
-from tests.proxy.conftest import start_proxy
+from tests.proxy.conftest import TEST_ZONE, start_proxy
 from tests.proxy.kafka_wire import Wire, produce_request, record_batch
 from tests.proxy.test_wire import start_proxy as start_inproc_proxy
 
@@ -30,7 +32,7 @@ async def test_in_process_counters_move_after_a_produce(nursery, tansu):
     port = await start_inproc_proxy(nursery, tansu)
     topic = unique_name("metrics")
     await trio.to_thread.run_sync(create_topics, tansu.bootstrap, {topic: 2})
-    produce_before = _sample("azsidecar_proxy_requests_total", {"api_key": "0", "api_version": "9"})
+    produce_before = _sample("azsidecar_proxy_requests_total", {"api": "Produce", "api_version": "9"})
     corrupt_before = _sample("azsidecar_proxy_errors_total", {"error_code": "2"})
     bad = bytearray(record_batch([b"x"]))
     bad[-1] ^= 1
@@ -40,10 +42,10 @@ async def test_in_process_counters_move_after_a_produce(nursery, tansu):
     for _ in range(2):
         await wire.read_response(ProduceResponse, 9)
     await wire.aclose()
-    assert _sample("azsidecar_proxy_requests_total", {"api_key": "0", "api_version": "9"}) == produce_before + 2
+    assert _sample("azsidecar_proxy_requests_total", {"api": "Produce", "api_version": "9"}) == produce_before + 2
     assert _sample("azsidecar_proxy_errors_total", {"error_code": "2"}) == corrupt_before + 1
     exposition = generate_latest().decode()
-    assert 'azsidecar_proxy_requests_total{api_key="0",api_version="9"}' in exposition
+    assert 'azsidecar_proxy_requests_total{api="Produce",api_version="9"}' in exposition
     assert "azsidecar_proxy_request_latency_seconds_bucket" in exposition
 
 
@@ -60,16 +62,25 @@ def test_metrics_endpoint_of_a_proxy_process(tansu, tmp_path):
     create_topics(tansu.bootstrap, {topic: 1})
     with start_proxy(tansu.bootstrap, tmp_path, ("--metrics-port", str(metrics_port))) as proxy:
         before = _scrape(metrics_port)
-        assert not any(name == "azsidecar_proxy_requests_total" and dict(labels).get("api_key") == "0"
+        assert not any(name == "azsidecar_proxy_requests_total" and dict(labels).get("api") == "Produce"
                        for name, labels in before)
         done = subprocess.run(["kcat", "-P", "-b", proxy.bootstrap, "-t", topic, "-X", "acks=all"],
                               input=b"one\ntwo\n", capture_output=True, timeout=30)
         assert done.returncode == 0, done.stderr
         after = _scrape(metrics_port)
     produce = sum(v for (name, labels), v in after.items()
-                  if name == "azsidecar_proxy_requests_total" and dict(labels)["api_key"] == "0")
+                  if name == "azsidecar_proxy_requests_total" and dict(labels)["api"] == "Produce")
     versions = sum(v for (name, labels), v in after.items()
-                   if name == "azsidecar_proxy_requests_total" and dict(labels)["api_key"] == "18")
+                   if name == "azsidecar_proxy_requests_total" and dict(labels)["api"] == "ApiVersions")
     assert produce >= 1
     assert versions >= 1  # kcat negotiates first
-    assert after[("azsidecar_proxy_open_connections", ())] >= 0
+    own = (("component", "proxy"), ("zone", TEST_ZONE))
+    assert after[("azsidecar_proxy_open_connections", own)] >= 0
+    assert all(dict(labels).get("zone") == TEST_ZONE and dict(labels).get("component") == "proxy"
+               for _name, labels in after)
+    assert [dict(labels)["version"] for name, labels in after if name == "azsidecar_build_info"] == [__version__]
+    by_route = {dict(labels)["route"]: v for (name, labels), v in after.items()
+                if name == "azsidecar_proxy_produce_latency_seconds_count"}
+    assert sum(by_route.values()) >= 1, by_route
+    # Another component's families (the WAL reader's cache, the agent's) are not served by a proxy.
+    assert not any(name.startswith(("azsidecar_wal_cache_", "azsidecar_agent_")) for name, _labels in after)

@@ -389,7 +389,7 @@ async def test_graceful_shutdown_answers_every_request_it_read(nursery, tansu):
     server, port = await nursery.start(run_proxy, ProxyConfig(listen_port=0, shutdown_grace_s=10),
                                        UpstreamConfig(bootstrap_servers=(tansu.bootstrap,)))
     topic = await trio.to_thread.run_sync(fresh_topic, tansu)
-    labels = {"api_key": "0", "api_version": "9"}
+    labels = {"api": "Produce", "api_version": "9"}
     read_before = REGISTRY.get_sample_value("azsidecar_proxy_requests_total", labels) or 0.0
     wire = await Wire.connect(port)
     await wire.send(b"".join(produce_request(500 + i, 9, -1, {(topic, 0): record_batch([b"s"])})

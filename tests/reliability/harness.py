@@ -37,8 +37,7 @@ from typing import Any
 
 from deploy.local.processes import DUMMY_CREDENTIALS, stop_process
 from deploy.local.scenario import WORKLOAD_SCRIPT, Workload
-from deploy.local.sidecar_stack import (SidecarSettings, _wait_for_log_line, agent_addresses, to_toml,
-                                        zone_config)
+from deploy.local.sidecar_stack import SidecarSettings, _wait_for_log_line, agent_addresses, to_toml, zone_config
 from deploy.local.zones import Zone, ZoneEnv
 
 TICK_S = 0.2  # how often on_tick runs and memory is sampled while producers run

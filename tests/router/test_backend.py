@@ -12,9 +12,10 @@ import pytest
 import trio
 from prometheus_client import REGISTRY
 
+from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
+from core.record_batch import RecordBatch
+from leader_notify.owners import AgentMap
 from proxy.metadata import PartitionInfo
-from proxy.produce import PartitionBatches, PartitionResult, ProduceContext
-from proxy.record_batch import RecordBatch
 from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
@@ -55,7 +56,7 @@ class FakeDirect:
 
         async def complete():
             return {(it.topic, it.partition): PartitionResult(0, 100) for it in items}
-        return complete
+        return AwaitedCompletion(complete)
 
 
 class FakePending:
@@ -119,18 +120,27 @@ class FakeWriter:
                 ref = types.SimpleNamespace(length=len(entry.batch))
                 share = types.SimpleNamespace(offset=0, length=len(entry.batch), entries=(ref,))
                 flushed = types.SimpleNamespace(key=f"obj-{self.sequence}", sequence=self.sequence,
-                                                bytes=len(entry.batch), zones={zone: share})
+                                                bytes=len(entry.batch), zones={zone: share}, sealed_at=0.0)
                 self.on_released(flushed)
                 pending.finish(types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed), None)
 
 
 class SenderFake:
-    def start(self, flushed, zone):
+    agents = AgentMap({})  # one agent per zone (tests/router/test_agents_per_zone.py has several)
+    prefetch_depth = 0
+
+    def share_of(self, zone, topic, partition):
+        return zone
+
+    def start(self, flushed, zone, agent=0):
         return None  # never writes ahead: notify() does all (the real sender's start has its own tests)
+
+    async def prefetch(self, flushed, zone, agent=0):
+        return False
 
 
 class FakeSender(SenderFake):
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         return [types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)]
 
 
@@ -243,7 +253,7 @@ class BlockingSender(SenderFake):
         self.release = trio.Event()
         self.notified: list[str] = []
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         await self.release.wait()
         self.notified.append(flushed.key)
         return [types.SimpleNamespace(error_code=0, base_offset=900, duplicate=False)]
@@ -279,7 +289,7 @@ class FailingSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
         from leader_notify.sender import NotifyError
 
@@ -364,7 +374,7 @@ class FailFirstSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
         if self.calls == 1:
             from leader_notify.sender import NotifyError
@@ -403,7 +413,7 @@ class FlakySender(SenderFake):
         self.failures = failures
         self.sent: list[tuple[str, float]] = []
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.sent.append((flushed.key, trio.current_time()))
         if flushed.key == "obj-1" and self.failures > 0:
             self.failures -= 1
@@ -452,7 +462,7 @@ class RefusingSender(SenderFake):
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.sent.append(flushed.key)
         code = -1 if flushed.key == "obj-1" else 0
         return [types.SimpleNamespace(error_code=code, base_offset=-1, duplicate=False)]
@@ -491,11 +501,11 @@ class StartRecordingSender(BlockingSender):
         self.start_asked: list[str] = []
         self.started_passed: list = []
 
-    def start(self, flushed, zone):
+    def start(self, flushed, zone, agent=0):
         self.start_asked.append(flushed.key)
         return f"started-{flushed.key}"
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.started_passed.append((flushed.key, started))
         return await super().notify(flushed, zone, started, on_answer)
 
@@ -520,7 +530,7 @@ async def test_a_notification_is_started_ahead_only_when_its_zone_is_idle(autoju
 
 @pytest.mark.trio
 async def test_on_results_answers_a_wal_only_request_by_callback_before_its_audit(autojump_clock):
-    from spark_audit.records import MemoryAuditSink
+    from core.audit import MemoryAuditSink
 
     log: list = []
     audit = MemoryAuditSink()
@@ -556,7 +566,7 @@ class NotLeaderOnceSender(SenderFake):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def notify(self, flushed, zone, started=None, on_answer=None):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
         code = 6 if self.calls == 1 else 0
         return [types.SimpleNamespace(error_code=code, base_offset=-1 if code else 77, duplicate=False)]
@@ -566,7 +576,7 @@ class NotLeaderOnceSender(SenderFake):
 async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are_counted(autojump_clock):
     from prometheus_client import REGISTRY
 
-    from spark_audit.records import MemoryAuditSink
+    from core.audit import MemoryAuditSink
 
     def lookups(cache: str) -> float:
         return REGISTRY.get_sample_value("azsidecar_router_metadata_lookups_total", {"cache": cache}) or 0.0
@@ -601,7 +611,7 @@ async def test_gray_failures_count_for_the_breaker_at_once_not_after_every_retry
         gray_before = REGISTRY.get_sample_value("azsidecar_router_gray_failures_total",
                                                 {"dest_zone": "az2", "kind": "s3_put"}) or 0.0
         writer.on_gray_put(("az2", "az3"))  # a hung PUT of an object with entries for both zones
-        sender.on_gray("az2")  # a notification to az2's agent abandoned
+        sender.on_gray("az2", 0)  # a notification to az2's (only) agent abandoned
         assert backend._breakers["az2"].state == "closed"  # two failures so far
         writer.on_gray_put(("az2",))
         assert backend._breakers["az2"].state == "open" and backend._breakers["az3"].state == "closed"

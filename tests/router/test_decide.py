@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.prices import Prices
 from router.breaker import Breaker
-from router.config import Prices
 from router.decide import (
     ObjectShape,
     Path,

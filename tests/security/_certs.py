@@ -28,7 +28,7 @@ def _name(common_name: str) -> x509.Name:
 
 def make_certs(directory: Path, common_name: str = "azsidecar test CA") -> CertFiles:
     """Write ca.pem, server.pem and server-key.pem (SANs 127.0.0.1 and localhost) to `directory`."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
         x509.CertificateBuilder()
@@ -61,4 +61,5 @@ def make_certs(directory: Path, common_name: str = "azsidecar test CA") -> CertF
     files.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     files.key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                  serialization.NoEncryption()))
+    files.key_file.chmod(0o600)  # a private key: the proxy refuses one others can read
     return files

@@ -37,6 +37,7 @@ def users_file(tmp_path_factory) -> Path:
         assert password not in done.stdout
         entries.append(done.stdout)
     path.write_text("\n".join(entries))
+    path.chmod(0o600)  # SCRAM keys: the proxy refuses a users file others can read
     return path
 
 

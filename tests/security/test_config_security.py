@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from azsidecar._configload import ConfigError
 from azsidecar.config import load_config
-from proxy.cli import apply_secrets
+from azsidecar.secrets import apply_secrets
+from core.configload import ConfigError
 from proxy.config import UpstreamConfig
 
 
@@ -40,13 +40,14 @@ def test_password_in_the_config_file_is_refused(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[upstream]\nsecurity_protocol = "SASL_SSL"\nsasl_mechanism = "PLAIN"\n'
                     'sasl_username = "u"\nsasl_password = "in-the-file"\n')
-    with pytest.raises(ConfigError, match="upstream.sasl_password: secrets are not read from the config file"):
-        apply_secrets(load_config(str(path)), {})
+    with pytest.raises(ConfigError, match=f"upstream.sasl_password in {path}: secrets are not read from the config"):
+        load_config(str(path))
 
 
 def test_password_from_file_wins_over_the_environment_and_stays_out_of_repr(tmp_path):
     secret = tmp_path / "pw"
     secret.write_text("file-Secret-1\nsecond line ignored\n")
+    secret.chmod(0o600)
     config = apply_secrets(load_config(overrides={**SASL, "upstream.sasl_password_file": str(secret)}),
                            {"AZSIDECAR_UPSTREAM_SASL_PASSWORD": "env-Secret-2"})
     assert config.upstream.sasl_password == "file-Secret-1"
@@ -67,10 +68,15 @@ def test_unreadable_listener_files_are_config_errors(tmp_path):
     from proxy.config import ProxyConfig
     from proxy.server import listener_security
 
+    with pytest.raises(ConfigError, match="proxy.tls_key_file: cannot read"):
+        listener_security(ProxyConfig(tls_cert_file=str(tmp_path / "c"), tls_key_file=str(tmp_path / "k")))
+    (tmp_path / "k").write_text("not a key")
+    (tmp_path / "k").chmod(0o600)
     with pytest.raises(ConfigError, match="proxy.tls_cert_file/tls_key_file: cannot load"):
         listener_security(ProxyConfig(tls_cert_file=str(tmp_path / "c"), tls_key_file=str(tmp_path / "k")))
     bad = tmp_path / "users.toml"
     bad.write_text("[users.bob.PLAIN]\nsalt='x'\n")
+    bad.chmod(0o600)
     with pytest.raises(ConfigError, match="proxy.sasl_users_file: users.bob.PLAIN: mechanism must be one of"):
         listener_security(ProxyConfig(sasl_mechanisms=("PLAIN",), sasl_users_file=str(bad)))
     with pytest.raises(ConfigError, match="proxy.sasl_users_file: cannot read"):

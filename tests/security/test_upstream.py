@@ -37,6 +37,7 @@ def test_proxy_produces_through_a_sasl_ssl_upstream_password_from_file(tansu, sa
                                                                        tmp_path):
     secret = tmp_path / "upstream-password"
     secret.write_text(UPSTREAM_PASSWORD + "\n")
+    secret.chmod(0o600)
     upstream = {"security_protocol": "SASL_SSL", "tls_ca_file": certs.ca_file, "sasl_mechanism": "SCRAM-SHA-512",
                 "sasl_username": "sidecar", "sasl_password_file": secret}
     with secured_proxy(sasl_ssl_proxy.bootstrap, tmp_path, "downstream", {}, upstream, log_level="DEBUG") as down:
@@ -129,6 +130,7 @@ def test_agent_reads_the_password_file_when_the_cli_did_not_fill_it(tmp_path, ce
 
     secret = tmp_path / "pw"
     secret.write_text("from-file-pw\n")
+    secret.chmod(0o600)
     upstream = UpstreamConfig(security_protocol="SASL_SSL", tls_ca_file=str(certs.ca_file),
                               sasl_mechanism="PLAIN", sasl_username="agent", sasl_password_file=str(secret))
     settings = aiokafka_security(upstream)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from azsidecar._configload import ConfigError
-from router.config import Prices
+from core.configload import ConfigError
+from core.prices import Prices
 from spark_audit.config import AuditConfig
 from spark_audit.run import load_prices, run
 from spark_audit.writer import AuditWriter

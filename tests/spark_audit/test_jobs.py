@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from router.config import Prices
+from core.prices import Prices
 from spark_audit import jobs
 from spark_audit._io import InputError, load, read_lines
 from tests.spark_audit.conftest import H0_MS, HOUR_MS, rec, write_jsonl

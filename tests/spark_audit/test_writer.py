@@ -11,8 +11,8 @@ from pathlib import Path
 
 import trio
 
+from core.audit import SCHEMA_VERSION
 from spark_audit.config import AuditConfig
-from spark_audit.records import SCHEMA_VERSION
 from spark_audit.writer import AuditWriter
 from tests.spark_audit.conftest import H0_MS, HOUR_MS
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 from tests.wal_s3.conftest import Faults
 from wal_s3 import metrics
 from wal_s3.format import WalEntry, encode_object

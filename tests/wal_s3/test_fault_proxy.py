@@ -20,10 +20,10 @@ import struct
 import pytest
 import trio
 
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 from wal_s3.format import WalEntry, parse_object
 from wal_s3.reader import WalReader, WalReadError
-from wal_s3.writer import WalWriter, WalWriteError
+from wal_s3.writer import WalWriteError, WalWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.trio]
 

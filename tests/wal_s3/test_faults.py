@@ -11,7 +11,7 @@ import pytest
 import trio
 from botocore.exceptions import ReadTimeoutError
 
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 from tests.wal_s3.conftest import Faults
 from wal_s3 import metrics
 from wal_s3.format import WalEntry, WalFormatError, parse_object

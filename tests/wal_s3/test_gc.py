@@ -11,10 +11,10 @@ import pytest
 import trio
 
 from azsidecar.cli import main as azsidecar_main
-from spark_audit.records import MemoryAuditSink
-from wal_s3.gc import Checkpoints, checkpoint_key, run_gc
+from core.audit import MemoryAuditSink
 from wal_s3.checkpoint_manifest import MANIFEST_DIR, decode_manifest
 from wal_s3.format import WalEntry
+from wal_s3.gc import Checkpoints, checkpoint_key, run_gc
 from wal_s3.writer import WalWriter
 
 pytestmark = pytest.mark.integration
@@ -275,3 +275,28 @@ def test_a_manifest_that_is_not_ours_is_ignored_not_deleted(wal_env):
     key, report = trio.run(main)
     assert report.deleted == () and report.pending == 0 and [o.key for o in report.orphans] == [key]
     assert stray in keys(client, config.bucket)  # an operator looks at it; GC neither trusts nor deletes it
+
+
+def test_a_zone_with_several_agents_is_applied_when_every_share_is(wal_env):
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=60_000, orphan_report_age_s=100, max_orphan_age_s=1000)
+    client = make_client(config)
+
+    async def main():
+        writer = WalWriter(config, "az0", "p1", client, MemoryAuditSink())
+        writer.share_of = lambda zone, topic, partition: f"az2.{partition + 1}of2"
+        async with writer.running():
+            pending = [await writer.buffer(WalEntry("t", p, 1, 0, 0, 1, b"x"), "az2") for p in (0, 1)]
+            writer.close()
+        key = (await pending[0].placement()).key
+        await Checkpoints(config, client).mark_applied(key, "az2.1of2")
+        one_share = await run_gc(config, client)
+        held = await run_gc(config, client, now_s=time.time() + 2000, acked_topic=lambda t: t == "t")
+        await Checkpoints(config, client).mark_applied(key, "az2.2of2")
+        both = await run_gc(config, client)
+        return key, one_share, held, both
+
+    key, one_share, held, both = trio.run(main)
+    assert one_share.deleted == () and one_share.pending == 1  # the second agent has not applied its share
+    assert held.held == (key,)  # its unapplied share holds an acknowledged topic: held, not deleted
+    assert both.deleted == (key,)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 import trio
 
-from spark_audit.records import MemoryAuditSink
+from core.audit import MemoryAuditSink
 from tests.wal_s3.test_fault_proxy import FaultProxy
 from wal_s3.format import WalEntry
 from wal_s3.reader import WalReader
-from wal_s3.writer import WalWriter, WalWriteError
+from wal_s3.writer import WalWriteError, WalWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.trio]
 

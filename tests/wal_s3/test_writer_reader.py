@@ -11,7 +11,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_audit.records import KINDS, MemoryAuditSink
+from core.audit import KINDS, MemoryAuditSink
 from tests.wal_s3.conftest import Faults
 from wal_s3._s3 import S3PreconditionFailed, S3Store
 from wal_s3.format import WalEntry, entry_encoded_size, parse_object
@@ -433,3 +433,34 @@ async def test_fencing_fails_a_durable_object_that_waited_for_an_earlier_one(wal
     assert announced == []
     assert [(i, placement, type(error)) for i, placement, error in seen] == [
         (0, None, WalFencedError), (1, None, WalFencedError)]
+
+
+def test_shares_of_a_zone_with_several_agents_are_contiguous_and_in_order(wal_env):
+    """share_of set (a zone with agents): each agent's entries are one run, each partition in
+    append order, placements point at the right entries, and the metadata names the shares."""
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=10_000, max_bytes=1 << 20)
+    client = make_client(config)
+    share = {0: "az2.1of2", 1: "az2.2of2", 2: "az2.1of2", 3: "az2.2of2"}  # by partition
+
+    async def main():
+        writer = WalWriter(config, "use1-az9", "proxy-1", client, MemoryAuditSink())
+        writer.share_of = lambda zone, topic, partition: share[partition] if zone == "az2" else zone
+        items = [(WalEntry("t", p, -1, -1, -1, 1, f"{p}-{i}".encode()), "az2") for i in range(3) for p in range(4)]
+        items.append((WalEntry("t", 0, -1, -1, -1, 1, b"az3"), "az3"))
+        async with writer.running():
+            pending = [await writer.buffer(e, z) for e, z in items]
+            writer._seal("test")
+            placements = [await p.placement() for p in pending]
+        assert len({p.key for p in placements}) == 1
+        key = placements[0].key
+        parsed = parse_object(client.get_object(Bucket=config.bucket, Key=key)["Body"].read())
+        # Share 1of2 (partitions 0 and 2) first, then 2of2 (1 and 3); within each, append order.
+        assert [bytes(e.batch) for e in parsed.zones["az2"]] == [
+            b"0-0", b"2-0", b"0-1", b"2-1", b"0-2", b"2-2", b"1-0", b"3-0", b"1-1", b"3-1", b"1-2", b"3-2"]
+        for (e, zone), p in zip(items, placements):
+            assert bytes(parsed.zones[zone][p.entry_index_in_zone].batch) == bytes(e.batch)
+        head = client.head_object(Bucket=config.bucket, Key=key)
+        assert head["Metadata"]["zones"] == "az2.1of2,az2.2of2,az3"
+
+    trio.run(main)

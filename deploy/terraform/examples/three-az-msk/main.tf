@@ -2,6 +2,9 @@
 # AWS APIs through VPC endpoints), an MSK cluster with one broker per AZ, the WAL bucket,
 # IAM, security groups, one agent service per AZ and one producer service per AZ whose
 # tasks carry the sidecar. Producers use bootstrap.servers=localhost:9092.
+# MSK runs with TLS in transit and IAM access control: sidecars and agents authenticate
+# with SASL/OAUTHBEARER tokens signed by their task roles (port 9098); the roles may
+# connect to this cluster and describe, write and read var.kafka_topics only.
 
 data "aws_caller_identity" "current" {}
 data "aws_partition" "current" {}
@@ -13,7 +16,15 @@ locals {
   subnet_cidrs  = [for z in local.zone_ids : var.zones[z].subnet_cidr]
   agent_port    = 9400
   metrics_port  = 9464
-  msk_bootstrap = split(",", aws_msk_cluster.this.bootstrap_brokers)
+  msk_bootstrap = split(",", aws_msk_cluster.this.bootstrap_brokers_sasl_iam)
+  kafka_port    = 9098 # MSK's SASL/IAM listener (TLS)
+  # [upstream] of every sidecar and agent: TLS with the system CAs (MSK's certificates are
+  # publicly trusted), IAM tokens from the task role.
+  upstream_security = {
+    security_protocol  = "SASL_SSL"
+    sasl_mechanism     = "OAUTHBEARER"
+    aws_msk_iam_region = var.region
+  }
   # Interface endpoints the private subnets need: image pull, logs, the HMAC secret.
   interface_endpoints = toset(["ecr.api", "ecr.dkr", "logs", "secretsmanager"])
 }
@@ -97,7 +108,7 @@ module "network" {
   metrics_port         = local.metrics_port
   monitoring_cidrs     = var.monitoring_cidrs
   broker_cidrs         = local.subnet_cidrs
-  kafka_ports          = [9092]
+  kafka_ports          = [local.kafka_port]
   aws_api_prefix_lists = { s3 = aws_vpc_endpoint.s3.prefix_list_id }
   https_cidrs          = [var.vpc_cidr]
 }
@@ -149,10 +160,10 @@ resource "aws_vpc_security_group_ingress_rule" "msk_from_groups" {
     agents  = module.network.agents_security_group_id
   }
   security_group_id            = aws_security_group.msk.id
-  description                  = "Kafka plaintext from ${each.key}"
+  description                  = "Kafka SASL/IAM over TLS from ${each.key}"
   ip_protocol                  = "tcp"
-  from_port                    = 9092
-  to_port                      = 9092
+  from_port                    = local.kafka_port
+  to_port                      = local.kafka_port
   referenced_security_group_id = each.value
 }
 
@@ -163,7 +174,6 @@ resource "aws_cloudwatch_log_group" "msk" {
 }
 
 resource "aws_msk_cluster" "this" {
-  #checkov:skip=CKV_AWS_81:the example keeps the in-VPC plaintext client listener (the config module does not render upstream TLS yet; proxy and agent support it); brokers talk TLS among themselves
   #checkov:skip=CKV_AWS_291:multi-VPC connectivity is off by default; not needed
   cluster_name           = var.name
   kafka_version          = var.msk.kafka_version
@@ -186,13 +196,16 @@ resource "aws_msk_cluster" "this" {
   }
 
   client_authentication {
-    unauthenticated = true
+    unauthenticated = false
+    sasl {
+      iam = true
+    }
   }
 
   encryption_info {
     encryption_at_rest_kms_key_arn = aws_kms_key.example.arn
     encryption_in_transit {
-      client_broker = "TLS_PLAINTEXT"
+      client_broker = "TLS"
       in_cluster    = true
     }
   }
@@ -239,6 +252,10 @@ module "iam" {
     wal   = module.wal_bucket.wal_prefix
     audit = module.wal_bucket.audit_prefix
   }
+  msk = {
+    cluster_arn = aws_msk_cluster.this.arn
+    topics      = var.kafka_topics
+  }
 }
 
 resource "aws_ecs_cluster" "this" {
@@ -255,7 +272,7 @@ module "agents" {
   region             = var.region
   vpc_id             = aws_vpc.this.id
   ecs_cluster_arn    = aws_ecs_cluster.this.arn
-  zones              = { for z in local.zone_ids : z => { subnet_ids = [aws_subnet.private[z].id] } }
+  zones              = { for z in local.zone_ids : z => { subnet_ids = [aws_subnet.private[z].id], agents = var.agents_per_zone } }
   image              = var.image
   task_role_arn      = module.iam.agent_role_arn
   gc_role_arn        = module.iam.gc_role_arn
@@ -263,6 +280,7 @@ module "agents" {
   security_group_ids = [module.network.agents_security_group_id]
   hmac_secret_arn    = aws_secretsmanager_secret.hmac.arn
   bootstrap_servers  = local.msk_bootstrap
+  upstream_security  = local.upstream_security
   wal = {
     bucket = module.wal_bucket.bucket_name
     prefix = module.wal_bucket.wal_prefix
@@ -282,6 +300,7 @@ module "sidecar" {
   metrics_port      = local.metrics_port
   metrics_host      = "0.0.0.0" # scraped on the task ENI from monitoring_cidrs (proxies security group)
   bootstrap_servers = local.msk_bootstrap
+  upstream_security = local.upstream_security
   wal = {
     bucket    = module.wal_bucket.bucket_name
     prefix    = module.wal_bucket.wal_prefix
@@ -290,7 +309,7 @@ module "sidecar" {
   }
   # MSK reports broker.rack = AZ id, so no broker_zones override is needed.
   router          = { ack_modes = var.ack_modes }
-  agent_endpoints = module.agents.agent_endpoints
+  agent_endpoints = module.agents.agent_endpoints # every agent of every zone: no load balancer in between
   audit_output    = module.wal_bucket.audit_output
   image           = var.image
   hmac_secret_arn = aws_secretsmanager_secret.hmac.arn

@@ -4,13 +4,18 @@ output "producer_bootstrap_servers" {
 }
 
 output "agent_endpoints" {
-  description = "Agent address per AZ id (notify.agents of the sidecars)."
+  description = "Agent addresses per AZ id, in agent order (notify.agents of the sidecars)."
   value       = module.agents.agent_endpoints
 }
 
 output "msk_bootstrap_brokers" {
-  description = "MSK plaintext bootstrap brokers the sidecars and agents connect to."
-  value       = aws_msk_cluster.this.bootstrap_brokers
+  description = "MSK bootstrap brokers (SASL/IAM over TLS, port 9098) the sidecars and agents connect to."
+  value       = aws_msk_cluster.this.bootstrap_brokers_sasl_iam
+}
+
+output "msk_client_policy_arn" {
+  description = "Kafka (MSK IAM) policy to attach to your own producers' roles with proxy_policy_arn."
+  value       = module.iam.msk_client_policy_arn
 }
 
 output "wal_bucket" {

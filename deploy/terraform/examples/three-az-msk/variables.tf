@@ -140,3 +140,25 @@ variable "ack_modes" {
     error_message = "ack_modes values are leader or wal."
   }
 }
+
+variable "agents_per_zone" {
+  description = "Agents in each zone, each with its own address; the sidecars spread the zone's partitions over them (append capacity grows with them)."
+  type        = number
+  default     = 2
+  validation {
+    condition     = var.agents_per_zone >= 1 && var.agents_per_zone <= 20 && floor(var.agents_per_zone) == var.agents_per_zone
+    error_message = "agents_per_zone must be a whole number within 1..20."
+  }
+}
+
+variable "kafka_topics" {
+  description = <<-EOT
+    Topics the producers write through the sidecars (names, or prefixes ending in *): the
+    sidecar and agent roles may describe, write and read these topics of the cluster only.
+  EOT
+  type        = list(string)
+  validation {
+    condition     = length(var.kafka_topics) > 0 && alltrue([for t in var.kafka_topics : can(regex("^[A-Za-z0-9._-]+\\*?$", t))])
+    error_message = "kafka_topics: one or more topic names or prefixes ending in * (not * alone)."
+  }
+}

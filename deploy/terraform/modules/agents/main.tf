@@ -1,10 +1,20 @@
-# Agents: one ECS (Fargate) service per availability zone, pinned to that zone's subnets,
-# registered in Cloud Map as <zone id>.<namespace>; plus one gc service for the region.
+# Agents: `agents` ECS (Fargate) services of one task each per availability zone, pinned to
+# that zone's subnets, each registered in Cloud Map as <zone id>-a<i>.<namespace>; plus one
+# gc service for the region. The sidecars get every zone's list of agent names
+# (output agent_endpoints) and spread the zone's partitions over them themselves
+# (rendezvous hashing): each agent owns its partitions, so each needs its own stable
+# address and no load balancer sits in between (one behind a shared name could receive
+# any partition and break its order).
+#
+# One task per service, and a deployment stops the old task before it starts the new one
+# (minimum healthy 0 %, maximum 100 %): two tasks never serve one agent's partitions at
+# once. Meanwhile the sidecars' breaker sends that agent's partitions to router.fallback
+# after they drain, and back once the new task answers.
 #
 # Why ECS services and not EC2 Auto Scaling groups (docs/deploy.md, "Agents"):
-# - the sidecars need a stable per-zone address; ECS registers each task in Cloud Map
-#   (DNS A records, multivalue) with no load balancer in the path, where an ASG would need
-#   an NLB per zone or a lifecycle hook to publish instance addresses;
+# - the sidecars need a stable address per agent; ECS registers the task in Cloud Map
+#   (DNS A record) with no load balancer in the path, where an ASG would need
+#   an NLB per agent or a lifecycle hook to publish instance addresses;
 # - the per-zone pinning is just the service's subnet list; rolling deployments with a
 #   circuit breaker and task IAM roles come with it;
 # - the agent is I/O bound and small; no host to patch.
@@ -29,11 +39,16 @@ locals {
     for zone, z in var.zones : { for i, id in z.subnet_ids : "${zone}/${i}" => { zone = zone, id = id } }
   ]...)
   all_subnets = flatten([for zone in sort(keys(var.zones)) : var.zones[zone].subnet_ids])
+  # One entry per agent: "<zone id>-a<i>" (its service and Cloud Map name). Keys stay put
+  # when a zone gains an agent, so adding one never replaces the others.
+  agents = merge([
+    for zone, z in var.zones : { for i in range(z.agents) : "${zone}-a${i}" => { zone = zone, subnet_ids = z.subnet_ids } }
+  ]...)
 
   common_settings = {
     log_format = "json"
     log_level  = var.log_level
-    upstream   = { bootstrap_servers = var.bootstrap_servers }
+    upstream   = merge(var.upstream_security, { bootstrap_servers = var.bootstrap_servers })
     wal = {
       bucket      = var.wal.bucket
       prefix      = var.wal.prefix
@@ -84,13 +99,13 @@ resource "aws_cloudwatch_log_group" "this" {
 
 resource "aws_service_discovery_private_dns_namespace" "agents" {
   name        = var.namespace_name
-  description = "azsidecar agent endpoints, one name per AZ id"
+  description = "azsidecar agent endpoints, one name per agent: <AZ id>-a<i>"
   vpc         = var.vpc_id
   tags        = var.tags
 }
 
 resource "aws_service_discovery_service" "agent" {
-  for_each = var.zones
+  for_each = local.agents
   name     = each.key
   dns_config {
     namespace_id   = aws_service_discovery_private_dns_namespace.agents.id
@@ -133,6 +148,18 @@ resource "aws_ecs_task_definition" "agent" {
     ]
     mountPoints = [{ sourceVolume = "azsidecar-run", containerPath = local.run_dir, readOnly = false }]
     ulimits     = [{ name = "nofile", softLimit = 65536, hardLimit = 65536 }]
+    # /livez: ECS replaces an agent whose event loop is wedged. Not /readyz: a broker outage
+    # would otherwise restart every agent of the zone while they could not help anyway.
+    healthCheck = {
+      command = [
+        "CMD", "python3", "-c",
+        "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:${var.metrics_port}/livez', timeout=2).status != 200)"
+      ]
+      interval    = 10
+      timeout     = 3
+      retries     = 3
+      startPeriod = 20
+    }
     # Matches the proxy's shutdown grace: in-flight appends finish before SIGKILL.
     stopTimeout = 30
     logConfiguration = {
@@ -148,15 +175,17 @@ resource "aws_ecs_task_definition" "agent" {
 }
 
 resource "aws_ecs_service" "agent" {
-  for_each                           = var.zones
-  name                               = "${var.name_prefix}-agent-${each.key}"
-  cluster                            = var.ecs_cluster_arn
-  task_definition                    = aws_ecs_task_definition.agent[each.key].arn
-  desired_count                      = each.value.desired_count
+  for_each        = local.agents
+  name            = "${var.name_prefix}-agent-${each.key}"
+  cluster         = var.ecs_cluster_arn
+  task_definition = aws_ecs_task_definition.agent[each.value.zone].arn
+  # One task: the agent owns its partitions, and a second task behind the same name would
+  # receive some of them too and break their order. Deployments stop, then start.
+  desired_count                      = 1
   launch_type                        = "FARGATE"
   platform_version                   = "LATEST"
-  deployment_minimum_healthy_percent = 100
-  deployment_maximum_percent         = 200
+  deployment_minimum_healthy_percent = 0
+  deployment_maximum_percent         = 100
   propagate_tags                     = "SERVICE"
 
   network_configuration {
@@ -176,8 +205,8 @@ resource "aws_ecs_service" "agent" {
 
   lifecycle {
     precondition {
-      condition     = alltrue([for i, id in each.value.subnet_ids : data.aws_subnet.agent["${each.key}/${i}"].availability_zone_id == each.key])
-      error_message = "Every subnet of zone ${each.key} must be in that availability zone."
+      condition     = alltrue([for i, id in each.value.subnet_ids : data.aws_subnet.agent["${each.value.zone}/${i}"].availability_zone_id == each.value.zone])
+      error_message = "Every subnet of zone ${each.value.zone} must be in that availability zone."
     }
   }
   tags = var.tags

@@ -1,11 +1,13 @@
 output "agent_endpoints" {
-  description = "notify.agents for the sidecars: AZ id => <zone id>.<namespace>:<port>."
-  value       = { for zone, svc in aws_service_discovery_service.agent : zone => "${svc.name}.${aws_service_discovery_private_dns_namespace.agents.name}:${var.agent_port}" }
+  description = "notify.agents for the sidecars: AZ id => [<zone id>-a<i>.<namespace>:<port>, ...] in agent order (the order places partitions: keep it)."
+  value = { for zone, z in var.zones : zone => [
+    for i in range(z.agents) : "${aws_service_discovery_service.agent["${zone}-a${i}"].name}.${aws_service_discovery_private_dns_namespace.agents.name}:${var.agent_port}"
+  ] }
 }
 
 output "service_names" {
-  description = "ECS service name of each zone's agents."
-  value       = { for zone, svc in aws_ecs_service.agent : zone => svc.name }
+  description = "ECS service names of each zone's agents, in agent order."
+  value       = { for zone, z in var.zones : zone => [for i in range(z.agents) : aws_ecs_service.agent["${zone}-a${i}"].name] }
 }
 
 output "log_group_name" {

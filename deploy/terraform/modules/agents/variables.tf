@@ -37,12 +37,14 @@ variable "ecs_cluster_arn" {
 variable "zones" {
   description = <<-EOT
     One entry per availability zone, keyed by AZ id (use1-az1; ids name the same physical zone
-    in every account, names do not). Each zone gets its own agent service pinned to
-    subnet_ids, which must all be in that zone (checked at plan time).
+    in every account, names do not). Each zone gets `agents` agents, each its own one-task
+    service with its own Cloud Map name (<zone id>-a<i>), pinned to subnet_ids, which must
+    all be in that zone (checked at plan time). The proxies spread the zone's partitions over
+    them (rendezvous hashing, docs/routing.md); changing `agents` moves about 1/n of them.
   EOT
   type = map(object({
-    subnet_ids    = list(string)
-    desired_count = optional(number, 2)
+    subnet_ids = list(string)
+    agents     = optional(number, 2)
   }))
   validation {
     condition     = length(var.zones) >= 2 && length(var.zones) <= 6
@@ -57,8 +59,8 @@ variable "zones" {
     error_message = "every zone needs at least one subnet id (subnet-...)."
   }
   validation {
-    condition     = alltrue([for z in values(var.zones) : z.desired_count >= 1 && z.desired_count <= 20 && floor(z.desired_count) == z.desired_count])
-    error_message = "desired_count must be a whole number within 1..20."
+    condition     = alltrue([for z in values(var.zones) : z.agents >= 1 && z.agents <= 20 && floor(z.agents) == z.agents])
+    error_message = "agents must be a whole number within 1..20."
   }
 }
 
@@ -242,5 +244,33 @@ variable "tags" {
   validation {
     condition     = alltrue([for k in keys(var.tags) : length(k) <= 128])
     error_message = "Tag keys are at most 128 characters."
+  }
+}
+
+variable "upstream_security" {
+  description = <<-EOT
+    How the process reaches the brokers (the [upstream] keys of proxy/config.py). For MSK
+    with IAM access control: { security_protocol = "SASL_SSL", sasl_mechanism = "OAUTHBEARER",
+    aws_msk_iam_region = <region> } and the bootstrap_brokers_sasl_iam addresses (port 9098);
+    the task role signs the tokens, so it needs the kafka-cluster actions (modules/iam msk).
+  EOT
+  type = object({
+    security_protocol    = optional(string, "PLAINTEXT")
+    tls_ca_file          = optional(string, "")
+    tls_check_hostname   = optional(bool, true)
+    sasl_mechanism       = optional(string, "")
+    sasl_username        = optional(string, "")
+    sasl_password_file   = optional(string, "")
+    aws_msk_iam_region   = optional(string, "")
+    aws_msk_iam_role_arn = optional(string, "")
+  })
+  default = {}
+  validation {
+    condition     = contains(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], var.upstream_security.security_protocol) && startswith(var.upstream_security.security_protocol, "SASL_") == (var.upstream_security.sasl_mechanism != "")
+    error_message = "upstream_security.security_protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; sasl_mechanism is set exactly when it is SASL_*."
+  }
+  validation {
+    condition     = var.upstream_security.sasl_mechanism != "OAUTHBEARER" || (var.upstream_security.security_protocol == "SASL_SSL" && can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]+$", var.upstream_security.aws_msk_iam_region)))
+    error_message = "upstream_security: OAUTHBEARER (MSK IAM) needs security_protocol SASL_SSL and aws_msk_iam_region."
   }
 }

@@ -19,11 +19,20 @@ variable "settings" {
       metrics_host                 = optional(string, "127.0.0.1")
     }), {})
     upstream = object({
-      bootstrap_servers = list(string)
-      client_id         = optional(string, "azsidecar")
-      metadata_ttl_s    = optional(number, 30)
-      request_timeout_s = optional(number, 30)
-      connect_timeout_s = optional(number, 5)
+      bootstrap_servers  = list(string)
+      client_id          = optional(string, "azsidecar")
+      metadata_ttl_s     = optional(number, 30)
+      request_timeout_s  = optional(number, 30)
+      connect_timeout_s  = optional(number, 5)
+      security_protocol  = optional(string, "PLAINTEXT") # MSK: SASL_SSL with IAM (port 9098), SSL (9094)
+      tls_ca_file        = optional(string, "")          # "" = the image's system CAs (MSK's certificates are public)
+      tls_check_hostname = optional(bool, true)
+      sasl_mechanism     = optional(string, "") # OAUTHBEARER = MSK IAM; PLAIN or SCRAM-SHA-* with a user
+      sasl_username      = optional(string, "")
+      sasl_password_file = optional(string, "") # a mounted secret file; else AZSIDECAR_UPSTREAM_SASL_PASSWORD
+      aws_msk_iam_region = optional(string, "") # with OAUTHBEARER: the cluster's region
+      # with OAUTHBEARER: a role to assume for the tokens; "" = the task or instance role
+      aws_msk_iam_role_arn = optional(string, "")
     })
     router = optional(object({
       policy          = optional(string, "cost")
@@ -54,7 +63,8 @@ variable "settings" {
       gc_metrics_host    = optional(string, "127.0.0.1")
     })
     notify = optional(object({
-      agents                 = optional(map(string), {})
+      # AZ id => the zone's agents, host:port each (partitions are spread over them by owner).
+      agents                 = optional(map(list(string)), {})
       timeout_s              = optional(number, 10)
       max_in_flight_per_zone = optional(number, 64)
       max_attempts           = optional(number, 3)
@@ -99,6 +109,27 @@ variable "settings" {
   validation {
     condition     = length(var.settings.upstream.bootstrap_servers) > 0 && alltrue([for hp in var.settings.upstream.bootstrap_servers : can(regex("^[^:\\s]+:[0-9]+$", hp))])
     error_message = "upstream.bootstrap_servers: at least one host:port."
+  }
+  validation {
+    condition = (
+      contains(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], var.settings.upstream.security_protocol)
+      && startswith(var.settings.upstream.security_protocol, "SASL_") == (var.settings.upstream.sasl_mechanism != "")
+      && contains(["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"], var.settings.upstream.sasl_mechanism)
+    )
+    error_message = "upstream.security_protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; upstream.sasl_mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER) is required with SASL_* and not allowed otherwise."
+  }
+  validation {
+    # Same rules as proxy/config.py: MSK IAM tokens are bearer secrets, so TLS only; the IAM role is the identity.
+    condition = (var.settings.upstream.sasl_mechanism == "OAUTHBEARER" ? (
+      var.settings.upstream.security_protocol == "SASL_SSL"
+      && can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]+$", var.settings.upstream.aws_msk_iam_region))
+      && (var.settings.upstream.aws_msk_iam_role_arn == "" || startswith(var.settings.upstream.aws_msk_iam_role_arn, "arn:aws"))
+      && var.settings.upstream.sasl_username == "" && var.settings.upstream.sasl_password_file == ""
+      ) : (
+      var.settings.upstream.aws_msk_iam_region == "" && var.settings.upstream.aws_msk_iam_role_arn == ""
+      && (var.settings.upstream.sasl_mechanism == "" || var.settings.upstream.sasl_username != "")
+    ))
+    error_message = "upstream: OAUTHBEARER (MSK IAM) needs security_protocol SASL_SSL and aws_msk_iam_region (e.g. us-east-1), and takes no sasl_username or sasl_password_file; aws_msk_iam_* only with OAUTHBEARER; PLAIN and SCRAM need sasl_username."
   }
   validation {
     condition     = contains(["cost", "wal", "direct"], var.settings.router.policy) && contains(["direct", "fail"], var.settings.router.fallback)
@@ -146,8 +177,8 @@ variable "settings" {
     error_message = "wal.checkpoint_prefix and wal.epoch_prefix are single segments starting with '_' (the bucket lifecycle expires only hex-led keys); wal.gc_interval_s > 0."
   }
   validation {
-    condition     = alltrue([for z, hp in var.settings.notify.agents : can(regex("^[a-z]{2,4}[0-9]-az[0-9]+$", z)) && can(regex("^[^:\\s]+:[0-9]+$", hp))])
-    error_message = "notify.agents maps AZ ids (use1-az1) to host:port."
+    condition     = alltrue([for z, hps in var.settings.notify.agents : can(regex("^[a-z]{2,4}[0-9]-az[0-9]+$", z)) && length(hps) >= 1 && length(hps) <= 64 && length(distinct(hps)) == length(hps) && alltrue([for hp in hps : can(regex("^[^:\\s]+:[0-9]+$", hp))])])
+    error_message = "notify.agents maps AZ ids (use1-az1) to 1..64 distinct host:port addresses."
   }
   validation {
     condition = alltrue([

@@ -12,6 +12,11 @@ locals {
   audit_objects      = "${var.bucket_arn}/${var.prefixes.audit}*"
   hmac_in_ssm        = can(regex("^arn:aws[a-z-]*:ssm:", var.hmac_secret_arn))
   proxy_on_ec2       = contains(tolist(var.proxy_trusted_services), "ec2.amazonaws.com")
+  # arn:aws:kafka:REGION:ACCOUNT:cluster/NAME/UUID -> arn:aws:kafka:REGION:ACCOUNT:topic/NAME/UUID/TOPIC
+  msk_topic_arns = var.msk == null ? [] : [
+    for t in var.msk.topics : "${replace(var.msk.cluster_arn, ":cluster/", ":topic/")}/${t}"
+  ]
+  msk_policies = var.msk == null ? toset([]) : toset(["msk"])
 }
 
 # ------------------------------------------------------------------ policies
@@ -155,6 +160,42 @@ data "aws_iam_policy_document" "hmac_secret_host" {
       resources = [statement.value]
     }
   }
+}
+
+# MSK IAM access control: what the sidecar (forwarding its producers' Metadata, Produce and
+# InitProducerId; reading a partition's tail to verify a duplicate answer) and the agent
+# (Metadata, Produce of idempotent batches, tail Fetch and ListOffsets) ask the brokers.
+data "aws_iam_policy_document" "msk_client" {
+  statement {
+    sid       = "KafkaClusterConnect"
+    actions   = ["kafka-cluster:Connect", "kafka-cluster:DescribeCluster", "kafka-cluster:WriteDataIdempotently"]
+    resources = var.msk == null ? [] : [var.msk.cluster_arn]
+  }
+  statement {
+    sid       = "KafkaTopicsDescribeWriteRead"
+    actions   = ["kafka-cluster:DescribeTopic", "kafka-cluster:WriteData", "kafka-cluster:ReadData"]
+    resources = local.msk_topic_arns
+  }
+}
+
+resource "aws_iam_policy" "msk_client" {
+  for_each    = local.msk_policies
+  name        = "${var.name_prefix}-msk-client"
+  description = "azsidecar sidecar and agent: connect to the MSK cluster with IAM and produce to its topics."
+  policy      = data.aws_iam_policy_document.msk_client.json
+  tags        = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "proxy_msk" {
+  for_each   = aws_iam_policy.msk_client
+  role       = aws_iam_role.proxy.name
+  policy_arn = each.value.arn
+}
+
+resource "aws_iam_role_policy_attachment" "agent_msk" {
+  for_each   = aws_iam_policy.msk_client
+  role       = aws_iam_role.agent.name
+  policy_arn = each.value.arn
 }
 
 resource "aws_iam_policy" "proxy" {

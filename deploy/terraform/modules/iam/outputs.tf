@@ -32,3 +32,8 @@ output "audit_reader_policy_arn" {
   description = "Managed policy for the Spark audit jobs' role (EMR, Glue or your own)."
   value       = aws_iam_policy.audit_reader.arn
 }
+
+output "msk_client_policy_arn" {
+  description = "Kafka (MSK IAM) policy for the sidecar and the agents; attach it to your own producers' roles with the proxy policy (null without var.msk)."
+  value       = try(aws_iam_policy.msk_client["msk"].arn, null)
+}

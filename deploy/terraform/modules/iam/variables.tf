@@ -90,3 +90,26 @@ variable "tags" {
     error_message = "Tag keys are at most 128 characters."
   }
 }
+
+variable "msk" {
+  description = <<-EOT
+    MSK cluster with IAM access control that the sidecars and agents produce to: its ARN and
+    the topics they may describe, write and read (names, or name prefixes ending in *). The
+    policy allows kafka-cluster Connect, DescribeCluster and WriteDataIdempotently on the
+    cluster and DescribeTopic, WriteData and ReadData on those topics only. null = no Kafka
+    policy (clusters with SASL/SCRAM, mTLS or no client authentication).
+  EOT
+  type = object({
+    cluster_arn = string
+    topics      = list(string)
+  })
+  default = null
+  validation {
+    condition     = var.msk == null ? true : can(regex("^arn:aws[a-z-]*:kafka:[a-z0-9-]+:[0-9]{12}:cluster/[A-Za-z0-9-]+/[A-Za-z0-9-]+$", var.msk.cluster_arn))
+    error_message = "msk.cluster_arn must be an MSK cluster ARN (arn:aws:kafka:REGION:ACCOUNT:cluster/NAME/UUID)."
+  }
+  validation {
+    condition     = var.msk == null ? true : length(var.msk.topics) > 0 && alltrue([for t in var.msk.topics : can(regex("^[A-Za-z0-9._-]+\\*?$", t)) || t == "*"])
+    error_message = "msk.topics: one or more Kafka topic names, or prefixes ending in * (\"*\" alone = every topic of the cluster)."
+  }
+}

@@ -24,7 +24,7 @@ locals {
       metrics_port = var.metrics_port
       metrics_host = var.metrics_host
     }
-    upstream = { bootstrap_servers = var.bootstrap_servers }
+    upstream = merge(var.upstream_security, { bootstrap_servers = var.bootstrap_servers })
     router   = var.router
     wal = {
       bucket             = var.wal.bucket
@@ -68,8 +68,12 @@ locals {
     # container through the task's network namespace (awsvpc), and must not be reachable
     # from outside. /metrics gets one only when it binds beyond loopback.
     portMappings = local.metrics_on_eni ? [{ containerPort = var.metrics_port, protocol = "tcp", name = "metrics" }] : []
+    # /livez on the status port when it is on (the event loop turns), else the listener accepts.
     healthCheck = {
-      command     = ["CMD", "python3", "-c", "import socket; socket.create_connection(('127.0.0.1', ${var.listen_port}), 2).close()"]
+      command = var.metrics_port != 0 ? [
+        "CMD", "python3", "-c",
+        "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:${var.metrics_port}/livez', timeout=2).status != 200)"
+      ] : ["CMD", "python3", "-c", "import socket; socket.create_connection(('127.0.0.1', ${var.listen_port}), 2).close()"]
       interval    = 10
       timeout     = 3
       retries     = 3

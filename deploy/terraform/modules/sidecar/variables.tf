@@ -123,11 +123,11 @@ variable "router" {
 }
 
 variable "agent_endpoints" {
-  description = "notify.agents: AZ id => host:port of that zone's agents (modules/agents output agent_endpoints)."
-  type        = map(string)
+  description = "notify.agents: AZ id => host:port of each of that zone's agents, in order (modules/agents output agent_endpoints). The proxy spreads a zone's partitions over them itself: no load balancer in between."
+  type        = map(list(string))
   validation {
-    condition     = length(var.agent_endpoints) >= 2 && length(var.agent_endpoints) <= 6 && alltrue([for z, hp in var.agent_endpoints : can(regex("^[a-z]{2,4}[0-9]-az[0-9]+$", z)) && can(regex("^[^:\\s]+:[0-9]+$", hp))])
-    error_message = "agent_endpoints maps 2..6 AZ ids to host:port."
+    condition     = length(var.agent_endpoints) >= 2 && length(var.agent_endpoints) <= 6 && alltrue([for z, hps in var.agent_endpoints : can(regex("^[a-z]{2,4}[0-9]-az[0-9]+$", z)) && length(hps) >= 1 && length(hps) <= 20 && length(distinct(hps)) == length(hps) && alltrue([for hp in hps : can(regex("^[^:\\s]+:[0-9]+$", hp))])])
+    error_message = "agent_endpoints maps 2..6 AZ ids to 1..20 distinct host:port addresses each."
   }
 }
 
@@ -187,5 +187,33 @@ variable "log_level" {
   validation {
     condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR"], var.log_level)
     error_message = "log_level is DEBUG, INFO, WARNING or ERROR."
+  }
+}
+
+variable "upstream_security" {
+  description = <<-EOT
+    How the process reaches the brokers (the [upstream] keys of proxy/config.py). For MSK
+    with IAM access control: { security_protocol = "SASL_SSL", sasl_mechanism = "OAUTHBEARER",
+    aws_msk_iam_region = <region> } and the bootstrap_brokers_sasl_iam addresses (port 9098);
+    the task role signs the tokens, so it needs the kafka-cluster actions (modules/iam msk).
+  EOT
+  type = object({
+    security_protocol    = optional(string, "PLAINTEXT")
+    tls_ca_file          = optional(string, "")
+    tls_check_hostname   = optional(bool, true)
+    sasl_mechanism       = optional(string, "")
+    sasl_username        = optional(string, "")
+    sasl_password_file   = optional(string, "")
+    aws_msk_iam_region   = optional(string, "")
+    aws_msk_iam_role_arn = optional(string, "")
+  })
+  default = {}
+  validation {
+    condition     = contains(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], var.upstream_security.security_protocol) && startswith(var.upstream_security.security_protocol, "SASL_") == (var.upstream_security.sasl_mechanism != "")
+    error_message = "upstream_security.security_protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; sasl_mechanism is set exactly when it is SASL_*."
+  }
+  validation {
+    condition     = var.upstream_security.sasl_mechanism != "OAUTHBEARER" || (var.upstream_security.security_protocol == "SASL_SSL" && can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]+$", var.upstream_security.aws_msk_iam_region)))
+    error_message = "upstream_security: OAUTHBEARER (MSK IAM) needs security_protocol SASL_SSL and aws_msk_iam_region."
   }
 }

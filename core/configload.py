@@ -63,7 +63,7 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
         if value not in args:
             raise ConfigError(f"{path}: must be one of {', '.join(map(repr, args))}, got {value!r}")
         return value
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if isinstance(value, hint):
             return value
         if not isinstance(value, Mapping):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import crc32c
 
-from proxy.errors import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE
+from core.errors import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE
 
 BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")
 BATCH_HEADER_BYTES = BATCH_HEADER.size  # 61

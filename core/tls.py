@@ -5,24 +5,42 @@ standard library's defaults (TLS 1.2 minimum, certificate and hostname verificat
 for the upstream side); a wrong path or a key that does not match its certificate stops
 start-up with a ConfigError naming the key. The listener wraps accepted sockets in
 trio.SSLStream, the upstream client wraps its connections the same way. Secrets (the
-upstream SASL password) come from a file or the environment, read by the CLI, and never
-appear in a repr or a log line.
+upstream SASL password, the notification keys, the listener's private key and users
+file) come from files that only their owner can read, or from the environment; they are
+read at start-up and never appear in a repr, a log line or a metric.
 """
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Mapping
 
-from azsidecar._configload import ConfigError
+from core.configload import ConfigError
 
 TLS_MIN_VERSION = ssl.TLSVersion.TLSv1_2  # MSK and Kafka 3.x accept 1.2 and 1.3
 HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TCP and never finishes TLS is dropped
 UPSTREAM_PASSWORD_ENV = "AZSIDECAR_UPSTREAM_SASL_PASSWORD"
 
 
+def check_private(path: str, key: str) -> None:
+    """Refuse a secret file that group or others may read or write.
+
+    Raises ConfigError naming the setting, the path and its mode (and how to fix it).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot read {path}: {exc.strerror}") from exc
+    if mode & 0o077:
+        raise ConfigError(f"{key}: {path} has mode {mode & 0o777:04o}; a secret file must be readable by its "
+                          f"owner only (chmod 600 {path})")
+
+
 def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
-    """Context for the client listener. Raises ConfigError if the files cannot be loaded."""
+    """Context for the client listener. Raises ConfigError if the files cannot be loaded
+    or the private key file is readable by group or others."""
+    check_private(key_file, "proxy.tls_key_file")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = TLS_MIN_VERSION
     try:
@@ -46,7 +64,11 @@ def client_context(ca_file: str = "", check_hostname: bool = True) -> ssl.SSLCon
 
 
 def read_secret_file(path: str, key: str) -> str:
-    """The first line of `path` (a mounted secret), without its newline. Raises ConfigError."""
+    """The first line of `path` (a mounted secret), without its newline.
+
+    Raises ConfigError if it cannot be read, is empty, or is readable by group or others.
+    """
+    check_private(path, key)
     try:
         with open(path, encoding="utf-8") as f:
             secret = f.readline().rstrip("\r\n")
@@ -60,10 +82,10 @@ def read_secret_file(path: str, key: str) -> str:
 def upstream_sasl_password(upstream: object, environ: Mapping[str, str]) -> str:
     """The upstream SASL password: `sasl_password_file` if set, else $AZSIDECAR_UPSTREAM_SASL_PASSWORD.
 
-    `upstream` is an UpstreamConfig. Returns "" when SASL is off. Raises ConfigError when
+    `upstream` is an UpstreamConfig. Returns "" when SASL is off or uses MSK IAM tokens. Raises ConfigError when
     SASL is on and neither source gives a password.
     """
-    if not getattr(upstream, "sasl_mechanism", ""):
+    if getattr(upstream, "sasl_mechanism", "") in ("", "OAUTHBEARER"):  # OAUTHBEARER: MSK IAM, no password
         return ""
     path = getattr(upstream, "sasl_password_file", "")
     if path:

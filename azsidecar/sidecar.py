@@ -14,11 +14,19 @@ import logging
 import trio
 
 from azsidecar.config import Config
+from azsidecar.monitor import ProxyHealth, monitor_proxy
+from core.audit import AuditSink, NullAuditSink
+from leader_notify.metrics import process_sender_metrics
+from leader_notify.owners import probe_targets
+from leader_notify.recovery import recover_acknowledged
+from leader_notify.sender import NotifySender
 from proxy.metadata import MetadataCache
 from proxy.produce import DirectBackend
 from proxy.server import run_proxy
 from proxy.upstream import UpstreamCluster, open_upstream
-from spark_audit.records import AuditSink, NullAuditSink
+from router.backend import RoutingBackend, WalPath
+from wal_s3._s3 import S3Error, make_s3_client
+from wal_s3.writer import WalWriter
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +35,9 @@ def wal_enabled(config: Config) -> bool:
     return bool(config.zone) and any(z != config.zone for z in config.notify.agents)
 
 
-async def recover_before_serving(config: Config, epoch: int, sender) -> None:
+async def recover_before_serving(config: Config, epoch: int, sender: NotifySender) -> None:
     """Deliver acknowledged (ack_mode wal) entries of this proxy's earlier epochs that no
     agent applied, before new batches can overtake them; bounded by router.recovery_timeout_s."""
-    from router.recovery import recover_acknowledged  # noqa: PLC0415
-    from wal_s3 import make_s3_client  # noqa: PLC0415
-    from wal_s3._s3 import S3Error  # noqa: PLC0415
-
     with trio.move_on_after(config.router.recovery_timeout_s) as scope:
         try:
             await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, config.proxy.proxy_id, epoch,
@@ -46,22 +50,18 @@ async def recover_before_serving(config: Config, epoch: int, sender) -> None:
 
 
 async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_backend=None,
-                      task_status=trio.TASK_STATUS_IGNORED) -> None:
+                      health: ProxyHealth | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the proxy; `task_status.started((server, port))` once it listens.
 
     `config.zone` must be resolved (see router.placement.resolve_zone). `on_backend`, if
     given, receives the RoutingBackend (tests and the demo switch policies through it).
+    `health`, if given, is kept current for /livez and /readyz by a monitor task.
     Raises WalWriteError if the WAL epoch cannot be registered.
     """
-    from router.backend import RoutingBackend, WalPath  # noqa: PLC0415
-
     audit = audit or NullAuditSink()
     async with trio.open_nursery() as nursery, contextlib.AsyncExitStack() as stack:
         wal_path = None
         if wal_enabled(config):
-            from leader_notify.metrics import process_sender_metrics  # noqa: PLC0415
-            from leader_notify.sender import NotifySender  # noqa: PLC0415
-            from wal_s3 import WalWriter, make_s3_client  # noqa: PLC0415
 
             writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit)
             await stack.enter_async_context(writer.running())
@@ -85,15 +85,24 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             zone_metadata = MetadataCache(zone_cluster, zone_upstream.metadata_ttl_s, zone_upstream.request_timeout_s)
             direct_by_zone[zone] = DirectBackend(zone_cluster, zone_metadata, zone_upstream.request_timeout_s)
 
+        built: list[tuple[RoutingBackend, MetadataCache]] = []
+
         async def backend_factory(cluster: UpstreamCluster, metadata: MetadataCache):
             direct = DirectBackend(cluster, metadata, config.upstream.request_timeout_s)
             backend = RoutingBackend(config.zone or "", config.router, config.wal, direct, metadata, wal_path,
                                      nursery, audit, config.proxy.proxy_id, direct_by_zone)
+            built.append((backend, metadata))
             if on_backend is not None:
                 on_backend(backend)
             return backend
 
         started = await nursery.start(run_proxy, config.proxy, config.upstream, backend_factory)
+        if health is not None:
+            server = started[0]
+            health.draining = lambda: server.draining
+            backend, metadata = built[0]
+            agents = probe_targets(config.notify.agents, config.zone) if wal_path else {}  # keyed like the circuits
+            nursery.start_soon(monitor_proxy, health, metadata.probe, agents, backend.zone_circuits)
         if wal_path is not None:
             started[0].on_shutdown.append(wal_path.drain)  # deliver what producers were already told
         task_status.started(started)

@@ -16,6 +16,12 @@ acknowledged; appending them now is harmless for idempotent producers (the leade
 DUPLICATE_SEQUENCE_NUMBER to their re-send) and at-least-once for producers without an id,
 as in Kafka. Objects with no wal-mode entry in an unapplied zone are left to GC.
 
+A zone with several agents (docs/routing.md): each agent's run of the share is its own
+share name (`<zone>.<i>of<n>`) with its own checkpoint; only the runs without one are
+re-sent, each to its owner, so an agent that applied its run is not asked again. (Owners
+are those of the current `notify.agents`: with the list changed since the object was
+written, a run may no longer be contiguous; the sender then refuses it and it is reported.)
+
 Shares that still fail are reported (log, metric, return value) and stay in S3; GC keeps
 them (`acked_topic` in wal_s3.gc.run_gc) and `azsidecar recover` retries later.
 """
@@ -28,11 +34,13 @@ from dataclasses import dataclass, field
 
 import trio
 
+from core import errors
+from leader_notify.sender import NotifyError
 from wal_s3._retry import with_retries
 from wal_s3._s3 import S3Error, S3NotFound, S3Store
+from wal_s3.agent_shares import share_name
 from wal_s3.config import WalConfig
-from wal_s3.format import EntryRef, ParsedObject, WalFormatError, entry_encoded_size, parse_object
-from wal_s3.format import ZoneShare
+from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, entry_encoded_size, parse_object
 from wal_s3.gc import CheckpointError, Checkpoints
 from wal_s3.writer import OBJECT_KEY_RE
 
@@ -129,24 +137,34 @@ async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: 
             if zone in applied or not holds_acknowledged(share, acked_topic):
                 skipped += 1
                 continue
-            why = await _deliver(sender, _Recovered(key, {zone: share}), zone)
-            if why is None:
-                delivered.append((key, zone))
+            agents = getattr(sender, "agents", None)  # leader_notify.owners.AgentMap
+            if agents is None or agents.count(zone) <= 1:
+                runs: list[tuple[int | None, str]] = [(None, zone)]
             else:
-                failed.append((key, zone, why))
+                try:
+                    owners = [owner for owner, _first, _end in agents.slices(zone, share.entries)]
+                except ValueError:
+                    owners = []
+                runs = [(o, share_name(zone, o, agents.count(zone))) for o in owners] or [(None, zone)]
+            for agent, name in runs:
+                if name in applied:
+                    skipped += 1
+                    continue
+                why = await _deliver(sender, _Recovered(key, {zone: share}), zone, agent)
+                if why is None:
+                    delivered.append((key, name))
+                else:
+                    failed.append((key, name, why))
     report = RecoveryReport(len(keys), tuple(delivered), tuple(failed), skipped)
     for line in report.lines():
         (log.error if line.startswith("FAILED") else log.info)("%s", line)
     return report
 
 
-async def _deliver(sender, obj: _Recovered, zone: str) -> str | None:
+async def _deliver(sender, obj: _Recovered, zone: str, agent: int | None = None) -> str | None:
     """None once every entry of the share is in Kafka; otherwise why not."""
-    from leader_notify.sender import NotifyError  # noqa: PLC0415
-    from proxy import errors  # noqa: PLC0415
-
     try:
-        results = await sender.notify(obj, zone)
+        results = await sender.notify(obj, zone) if agent is None else await sender.notify(obj, zone, agent=agent)
     except NotifyError as exc:
         return f"notify: {exc}"
     bad = [r.error_code for r in results

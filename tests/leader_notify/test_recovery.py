@@ -1,11 +1,11 @@
-"""router/recovery.py: which objects a restarted proxy re-sends, and delivery through a real agent."""
+"""leader_notify/recovery.py: which objects a restarted proxy re-sends, and delivery through a real agent."""
 
 from __future__ import annotations
 
 import pytest
 import trio
 
-from router.recovery import earlier_objects, recover_acknowledged, zone_shares
+from leader_notify.recovery import earlier_objects, recover_acknowledged, zone_shares
 from wal_s3.format import WalEntry, encode_object, parse_object
 from wal_s3.writer import object_key
 
@@ -34,11 +34,12 @@ def test_zone_shares_of_a_parsed_object_are_the_encoders_own():
 @pytest.mark.integration
 @pytest.mark.trio
 async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_bucket, tansu, monkeypatch):
+    from core.audit import MemoryAuditSink
     from leader_notify.sender import NotifySender
-    from spark_audit.records import MemoryAuditSink
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, new_producer_id, wal_entry
-    from wal_s3 import WalWriter, make_s3_client
+    from wal_s3._s3 import make_s3_client
+    from wal_s3.writer import WalWriter
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
@@ -90,3 +91,52 @@ def test_recover_cli_says_why_there_is_nothing_to_do(tmp_path, capsys, monkeypat
     config.write_text('[wal]\nbucket = "b"\n[router]\nack_modes = { "orders" = "wal" }\n')
     assert azsidecar_main(["recover", "--config", str(config)]) == 2
     assert "zone: recover needs the writer's zone" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+@pytest.mark.trio
+async def test_recovery_with_two_agents_resends_only_the_run_whose_agent_did_not_apply_it(s3_bucket, tansu,
+                                                                                         monkeypatch):
+    from core.audit import MemoryAuditSink
+    from leader_notify.owners import AgentMap
+    from leader_notify.sender import NotifySender
+    from tests.conftest import create_topics, unique_name
+    from tests.leader_notify.helpers import AgentThread, config_for, consume, wal_entry
+    from wal_s3._s3 import make_s3_client
+    from wal_s3.writer import WalWriter
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    server, bucket = s3_bucket
+    acked = unique_name("acked")
+    create_topics(tansu.bootstrap, {acked: 8})
+    audit = MemoryAuditSink()
+    base = config_for(server.endpoint_url, bucket, tansu.bootstrap)
+    a0, a1 = AgentThread(base, "az2", audit).start(), AgentThread(base, "az2", audit).start()
+    config = config_for(server.endpoint_url, bucket, tansu.bootstrap, agents={"az2": [a0.address, a1.address]})
+    owners = AgentMap(config.notify.agents)
+    p0 = next(p for p in range(8) if owners.owner("az2", acked, p) == 0)
+    p1 = next(p for p in range(8) if owners.owner("az2", acked, p) == 1)
+    try:
+        writer = WalWriter(config.wal, "az1", "proxy-a", make_s3_client(config.wal), audit)
+        writer.share_of = owners.share_of
+        async with writer.running():
+            pending = [await writer.buffer(wal_entry(acked, p, [f"v{p}".encode()]), "az2") for p in (p1, p0)]
+        flushed = (await pending[0].placement()).flushed
+        # Agent 0 applied its run (and checkpoints it when it stops); agent 1 never heard of it.
+        sender = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
+        assert [r.error_code for r in await sender.notify(flushed, "az2", agent=0)] == [0]
+        a0.stop()
+        second = WalWriter(config.wal, "az1", "proxy-a", make_s3_client(config.wal), audit)
+        assert await second.register_epoch() == 2
+        with trio.fail_after(60):
+            report = await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, "proxy-a", 2,
+                                                lambda topic: topic == acked)
+        await sender.aclose()
+    finally:
+        a0.stop()
+        a1.stop()
+    assert report.delivered == ((flushed.key, "az2.2of2"),) and report.failed == () and report.skipped == 1
+    # Not idempotent: had agent 0's run been re-sent to a restarted agent, p0 would hold v twice.
+    assert consume(tansu.bootstrap, acked, p0) == [(0, f"v{p0}".encode())]
+    assert consume(tansu.bootstrap, acked, p1) == [(0, f"v{p1}".encode())]

@@ -1,0 +1,152 @@
+"""The subcommands' arguments: what `azsidecar --help` shows, and which module runs each.
+
+Only argparse lives here, so `azsidecar --help` and a mistyped flag stay instant: the
+module that runs a subcommand (`RUNNERS`) is imported once it is chosen, and it imports
+the components it wires (trio, aiokafka, boto3, pyspark) at its top.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from spark_audit.cli import add_job_arguments
+
+HMAC_ENV = "AZSIDECAR_NOTIFY_HMAC_KEYS"
+
+# subcommand -> "module:function" taking the parsed arguments and returning the exit code
+RUNNERS = {
+    "proxy": "azsidecar.run_proxy:main",
+    "proxy-user": "azsidecar.run_proxy:user_main",
+    "agent": "azsidecar.run_agent:main",
+    "gc": "azsidecar.run_gc:main",
+    "recover": "azsidecar.run_recover:main",
+    "audit": "azsidecar.run_audit:main",
+    "demo": "azsidecar.demo:main",
+    "status": "azsidecar.run_status:main",
+}
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags every long-running subcommand shares."""
+    parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    parser.add_argument("--zone", help="this host's availability zone id, e.g. use1-az1")
+    add_log_arguments(parser)
+
+
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-format", choices=("text", "json"), default=None,
+                        help="stderr log format (default text)")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+
+
+def register_all(sub: argparse._SubParsersAction) -> None:
+    _proxy(sub)
+    _proxy_user(sub)
+    _agent(sub)
+    _gc(sub)
+    _recover(sub)
+    _audit(sub)
+    _demo(sub)
+    _status(sub)
+
+
+def _proxy(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("proxy", help="run the sidecar proxy (Kafka listener for local producers)",
+                       description="Serve unmodified Kafka producers on localhost and route their "
+                                   "batches to the upstream cluster, through S3 across zones.")
+    add_common_arguments(p)
+    p.add_argument("--listen", metavar="HOST:PORT", help="client listener (default 127.0.0.1:9092)")
+    p.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]", help="upstream Kafka cluster")
+    p.add_argument("--proxy-id", help="this sidecar's id in WAL keys and audit records")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port (0 = off)")
+    p.add_argument("--hmac-key-file", metavar="FILE",
+                   help=f"notification HMAC keys, one per line, mode 600 (else notify.hmac_key_file, ${HMAC_ENV})")
+
+
+def _proxy_user(sub: argparse._SubParsersAction) -> None:
+    u = sub.add_parser("proxy-user", help="print a users-file entry for the proxy's SASL listener",
+                       description="Read a password from stdin and print the SCRAM keys (salted, never "
+                                   "the password) to append to proxy.sasl_users_file.")
+    u.add_argument("username")
+    u.add_argument("--mechanism", action="append", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
+                   help="repeatable; default both (PLAIN logins check against the stored keys)")
+    u.add_argument("--iterations", type=int, default=8192, help="PBKDF2 iterations, 4096..16384 (default 8192)")
+
+
+def _agent(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("agent", help="run the zone agent (S3 -> partition leader appends)",
+                       description="Serve notifications from proxies in other zones: read this zone's "
+                                   "share of each WAL object from S3 and append the raw batches.")
+    add_common_arguments(p)
+    p.add_argument("--listen", metavar="HOST:PORT", help="notification listener (default 127.0.0.1:9400)")
+    p.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]", help="this zone's Kafka cluster")
+    p.add_argument("--hmac-key-file", metavar="FILE", help=f"HMAC keys, one per line (else ${HMAC_ENV})")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port (0 = off)")
+
+
+def _gc(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gc", help="delete applied WAL objects and old orphans",
+                       description="Delete WAL objects every zone has applied; report orphans and "
+                                   "delete them after --max-orphan-age-s, except those holding "
+                                   "unapplied entries of router.ack_modes 'wal' topics (held).")
+    p.add_argument("--config", metavar="FILE", help="TOML configuration file ([wal] section)")
+    p.add_argument("--bucket", help="WAL bucket (overrides wal.bucket)")
+    p.add_argument("--endpoint-url", help="S3 endpoint URL (overrides wal.endpoint_url)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--once", action="store_true", help="one pass, then exit")
+    when.add_argument("--interval-s", type=float, help="seconds between passes (default wal.gc_interval_s)")
+    p.add_argument("--max-orphan-age-s", type=float,
+                   help="delete orphans older than this (overrides wal.max_orphan_age_s)")
+    p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    p.add_argument("--metrics-port", type=int,
+                   help="when looping, serve Prometheus /metrics on this port (overrides wal.gc_metrics_port; 0 = off)")
+    add_log_arguments(p)
+
+
+RECOVER_DESCRIPTION = (
+    "Deliver acknowledged (ack_mode wal) WAL entries that no agent applied. A proxy does this itself when it "
+    "restarts; run this when that proxy will not come back, or for objects `azsidecar gc` reports as HELD. "
+    "It re-sends, in order, every unapplied zone share of the writer's objects (all epochs) that holds an "
+    "entry of a topic with router.ack_modes 'wal', then prints what it did. Exit code 0 when everything was "
+    "delivered, 1 when something is still unapplied.")
+
+
+def _recover(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recover", help="deliver acknowledged WAL entries no agent applied",
+                       description=RECOVER_DESCRIPTION)
+    p.add_argument("--config", metavar="FILE", help="the proxy's TOML configuration ([wal], [notify], [router])")
+    p.add_argument("--writer-id", help="whose objects (default: proxy.proxy_id of the configuration)")
+    p.add_argument("--zone", help="the writer's zone (default: zone of the configuration)")
+    p.add_argument("--hmac-key-file", metavar="FILE", help=f"HMAC keys, one per line (else ${HMAC_ENV})")
+    add_log_arguments(p)
+
+
+def _audit(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("audit", help="Spark jobs over the audit records: savings, cache, latency, report")
+    add_job_arguments(p)
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+
+
+def _demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run the local three-zone system: baseline vs sidecar, audited",
+                       description="The local three-zone system end to end, baseline against sidecar.")
+    p.add_argument("--mb", type=float, default=200.0, help="payload per run in MB (default 200)")
+    p.add_argument("--record-bytes", type=int, default=1000, help="record value size (default 1000)")
+    p.add_argument("--policy", choices=("wal", "cost", "direct"), default="wal",
+                   help="router policy of the sidecar run (default wal: every cross-zone batch via S3)")
+    p.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto",
+                   help="netns (root: metered bridge) or loopback (unmetered); auto picks netns when root")
+    p.add_argument("--out", default="demo-out", help="directory for logs, audit records and the report")
+    p.add_argument("--skip-audit", action="store_true", help="do not run the Spark audit")
+
+
+def _status(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="ask a running proxy or agent whether it is live or ready (probes, scripts)",
+                       description="GET /livez or /readyz on a status port (proxy.metrics_port, agent.metrics_port); "
+                                   "prints the answer; exit code 0 when live/ready, 1 otherwise.")
+    p.add_argument("--host", default="127.0.0.1", help="where the status port listens (default 127.0.0.1)")
+    p.add_argument("--port", type=int, required=True, help="the status port")
+    p.add_argument("--check", choices=("live", "ready"), default="ready", help="which endpoint (default ready)")
+    p.add_argument("--wait-s", type=float, default=0.0,
+                   help="keep asking once a second until the answer is yes or this many seconds passed (default: once)")

@@ -1,0 +1,131 @@
+"""Collect the facts /livez and /readyz answer from, on the process's own event loop.
+
+The proxy's monitor (trio) asks the upstream cluster for Metadata, opens a TCP connection
+to each other zone's agent and reads the router's circuits every PROBE_INTERVAL_S; the
+agent's (asyncio) asks its zone's brokers. A heartbeat task records that the loop turns.
+The status server's thread reads the latest facts (one attribute, replaced whole).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+import trio
+
+from azsidecar.readiness import (
+    PROBE_INTERVAL_S,
+    AgentFacts,
+    Check,
+    Probe,
+    ProxyFacts,
+    assess_agent,
+    assess_proxy,
+    liveness,
+)
+
+HEARTBEAT_S = 1.0
+PROBE_TIMEOUT_S = 4.0  # under PROBE_INTERVAL_S: a hung broker or agent is a failed probe, not a stuck monitor
+
+
+class ProxyHealth:
+    def __init__(self, fallback: str, draining: Callable[[], bool] = lambda: False) -> None:
+        self.heartbeat = time.monotonic()
+        self.facts = ProxyFacts(heartbeat=self.heartbeat, fallback=fallback)
+        self.draining = draining  # read at every /readyz: a shutdown shows at once
+
+    def live(self) -> Check:
+        return liveness(self.heartbeat, time.monotonic())
+
+    def checks(self) -> dict[str, Check]:
+        facts = self.facts
+        if self.draining() and not facts.draining:
+            facts = ProxyFacts(facts.heartbeat, True, facts.upstream, facts.agents, facts.circuits, facts.fallback)
+        return assess_proxy(facts, time.monotonic())
+
+
+class AgentHealth:
+    def __init__(self) -> None:
+        self.heartbeat = time.monotonic()
+        self.facts = AgentFacts(heartbeat=self.heartbeat)
+
+    def live(self) -> Check:
+        return liveness(self.heartbeat, time.monotonic())
+
+    def checks(self) -> dict[str, Check]:
+        return assess_agent(self.facts, time.monotonic())
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+async def _trio_probe(what: Callable[[], Awaitable[object]]) -> Probe:
+    try:
+        with trio.fail_after(PROBE_TIMEOUT_S):
+            await what()
+    except trio.TooSlowError:
+        return Probe(False, f"no answer within {PROBE_TIMEOUT_S:.0f} s", time.monotonic())
+    except Exception as exc:  # noqa: BLE001 - any failure is the probe's answer
+        return Probe(False, f"{type(exc).__name__}: {exc}", time.monotonic())
+    return Probe(True, "answered", time.monotonic())
+
+
+async def _connect_and_close(address: str) -> None:
+    host, port = _host_port(address)
+    stream = await trio.open_tcp_stream(host, port)
+    await stream.aclose()
+
+
+async def _probe_agent(into: dict[str, Probe], zone: str, address: str) -> None:
+    into[zone] = await _trio_probe(lambda: _connect_and_close(address))
+
+
+async def monitor_proxy(health: ProxyHealth, upstream_probe: Callable[[], Awaitable[None]],
+                        agents: Mapping[str, str], circuits: Callable[[], Mapping[str, str]]) -> None:
+    """Runs until cancelled: heartbeat every HEARTBEAT_S, facts every PROBE_INTERVAL_S."""
+
+    async def heartbeat() -> None:
+        while True:
+            health.heartbeat = time.monotonic()
+            await trio.sleep(HEARTBEAT_S)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(heartbeat)
+        while True:
+            upstream = await _trio_probe(upstream_probe)
+            probes: dict[str, Probe] = {}
+            async with trio.open_nursery() as each:
+                for zone, address in agents.items():
+                    each.start_soon(_probe_agent, probes, zone, address)
+            health.facts = ProxyFacts(time.monotonic(), health.draining(), upstream, probes, dict(circuits()),
+                                      health.facts.fallback)
+            await trio.sleep(PROBE_INTERVAL_S)
+
+
+async def monitor_agent(health: AgentHealth, brokers_probe: Callable[[], Awaitable[None]],
+                        draining: Callable[[], bool]) -> None:
+    """The agent's monitor on its asyncio loop; runs until cancelled."""
+
+    async def heartbeat() -> None:
+        while True:
+            health.heartbeat = time.monotonic()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def probing() -> None:
+        while True:
+            try:
+                await asyncio.wait_for(brokers_probe(), PROBE_TIMEOUT_S)
+                probe = Probe(True, "answered", time.monotonic())
+            except TimeoutError:
+                probe = Probe(False, f"no answer within {PROBE_TIMEOUT_S:.0f} s", time.monotonic())
+            except Exception as exc:  # noqa: BLE001 - any failure is the probe's answer
+                probe = Probe(False, f"{type(exc).__name__}: {exc}", time.monotonic())
+            health.facts = AgentFacts(time.monotonic(), draining(), probe)
+            await asyncio.sleep(PROBE_INTERVAL_S)
+
+    async with asyncio.TaskGroup() as tasks:
+        tasks.create_task(heartbeat())
+        tasks.create_task(probing())

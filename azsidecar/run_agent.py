@@ -1,0 +1,94 @@
+"""`azsidecar agent`: run the zone agent that appends WAL entries to the partition leaders.
+
+Secrets (the notification keys, the upstream SASL password) come through
+`azsidecar/secrets.py`; the WAL bucket is checked before the agent listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+from typing import Any
+
+from azsidecar.commands import HMAC_ENV
+from azsidecar.config import Config, load_config
+from azsidecar.exposition import LabelledRegistry
+from azsidecar.failures import StartupFailure
+from azsidecar.monitor import AgentHealth, monitor_agent
+from azsidecar.preflight import check_wal_store, startup_errors
+from azsidecar.secrets import resolve_secrets
+from azsidecar.status import StatusServer
+from core.audit import AuditSink, NullAuditSink
+from core.configload import ConfigError
+from leader_notify._kafka import KafkaAppendUnavailable
+from leader_notify._run import running_agent
+from leader_notify.metrics import process_agent_metrics
+from spark_audit.writer import AuditWriter
+
+log = logging.getLogger("azsidecar.agent")
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"zone": args.zone, "log_format": args.log_format, "log_level": args.log_level,
+                           "agent.metrics_port": args.metrics_port}
+    if args.listen:
+        host, _, port = args.listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"--listen: expected HOST:PORT, got {args.listen!r}")
+        out["agent.listen_host"], out["agent.listen_port"] = host, int(port)
+    if args.bootstrap_servers:
+        out["upstream.bootstrap_servers"] = [s.strip() for s in args.bootstrap_servers.split(",") if s.strip()]
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    config = resolve_secrets(load_config(args.config, overrides_from_args(args)), os.environ, args.hmac_key_file)
+    if not config.zone:
+        raise ConfigError("zone: the agent needs --zone (or zone in the config file)")
+    if not config.notify.hmac_keys:
+        raise ConfigError(f"notify.hmac_keys: none given (set ${HMAC_ENV}, notify.hmac_key_file or --hmac-key-file)")
+    check_wal_store(config.wal)
+    with startup_errors():
+        return asyncio.run(_serve_until_signal(config, config.zone))
+
+
+async def _serve_until_signal(config: Config, zone: str) -> int:
+    metrics = process_agent_metrics()
+    health = AgentHealth()
+    # The default registry: the agent's own counters and the WAL reader's block cache.
+    status = (StatusServer(config.agent.listen_host, config.agent.metrics_port, health.live, health.checks,
+                           LabelledRegistry("agent", {"zone": zone}))
+              if config.agent.metrics_port else None)
+    writer = AuditWriter(config.audit, zone, "agent") if config.audit.enabled else None
+    audit: AuditSink = writer if writer is not None else NullAuditSink()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    keys = tuple(k.encode() for k in config.notify.hmac_keys)
+    try:
+        async with running_agent(config, zone, keys, audit=audit, metrics=metrics) as (agent, port):
+            monitor = asyncio.create_task(monitor_agent(health, agent.probe_brokers, stop.is_set))
+            # The line tests and scripts wait for; the port matters when --listen ends in :0.
+            print(f"agent zone={zone} listening={config.agent.listen_host}:{port}", flush=True)
+            try:
+                await stop.wait()
+                health.facts = dataclasses.replace(health.facts, draining=True)
+                log.info("agent for zone %s shutting down", zone)
+            finally:
+                monitor.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await monitor
+    except KafkaAppendUnavailable as exc:
+        raise StartupFailure(f"upstream.bootstrap_servers: {exc}") from exc
+    finally:
+        if writer is not None:
+            writer.close()
+        if status is not None:
+            status.close()
+    return 0

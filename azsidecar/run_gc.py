@@ -1,0 +1,46 @@
+"""`azsidecar gc`: garbage-collect WAL objects whose every zone is applied (once or periodically)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import trio
+from prometheus_client import start_http_server
+
+from azsidecar.config import load_config
+from azsidecar.preflight import check_wal_store, startup_errors
+from wal_s3._s3 import make_s3_client
+from wal_s3.gc import GcError, run_gc
+
+
+def main(args: argparse.Namespace) -> int:
+    full = load_config(args.config, {
+        "wal.bucket": args.bucket, "wal.endpoint_url": args.endpoint_url,
+        "wal.max_orphan_age_s": args.max_orphan_age_s, "wal.gc_metrics_port": args.metrics_port,
+    })
+    config = full.wal
+    # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
+    acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
+    check_wal_store(config)
+    client = make_s3_client(config)
+    interval_s = args.interval_s if args.interval_s is not None else config.gc_interval_s
+    if config.gc_metrics_port and not args.once:
+        start_http_server(config.gc_metrics_port, addr=config.gc_metrics_host)  # GC deletions and orphans
+
+    async def loop() -> int:
+        while True:
+            try:
+                report = await run_gc(config, client, dry_run=args.dry_run, acked_topic=acked)
+                for line in report.lines():
+                    print(line, flush=True)
+            except GcError as exc:
+                print(f"azsidecar gc: {exc}", file=sys.stderr, flush=True)
+                if args.once:
+                    return 1
+            if args.once:
+                return 0
+            await trio.sleep(interval_s)
+
+    with startup_errors():
+        return trio.run(loop)

@@ -1,0 +1,239 @@
+"""One notifier per destination agent: each WAL object's share (or, in a zone with several
+agents, the agent's run of it) announced to the agent exactly once, in object sequence
+order, one at a time; objects queued behind the one in flight prefetched; acknowledged
+shares re-sent.
+
+The router's WAL path (`router/backend.py` WalPath) announces every released object here
+and asks for each entry's answer with `on_result`; this module and the sender
+(`leader_notify/sender.py`) own everything about getting the answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import trio
+
+from core import errors
+from leader_notify import metrics
+from leader_notify.owners import AgentMap
+from leader_notify.protocol import EntryResult
+from leader_notify.sender import AnnouncedObject, Started
+
+log = logging.getLogger(__name__)
+
+MAX_NOTIFY_QUEUE = 1024  # objects waiting for their notification per zone; the writer's buffer bound comes first
+REDRIVE_BACKOFF_INITIAL_S = 0.5  # re-sending acknowledged (ack_mode wal) entries after a failed delivery
+REDRIVE_BACKOFF_MAX_S = 10.0
+
+# The agent's answer for one zone share: one result per entry, or why the notification failed.
+ZoneAnswer = list[EntryResult] | Exception
+AnswerCallback = Callable[[ZoneAnswer], None]
+
+
+class NotifySink(Protocol):
+    """What a notifier needs of the sender (NotifySender; fakes in unit tests)."""
+
+    # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
+    on_gray: Callable[[str, int], None] | None
+
+    @property
+    def agents(self) -> AgentMap: ...
+
+    @property
+    def prefetch_depth(self) -> int: ...
+
+    def share_of(self, zone: str, topic: str, partition: int) -> str: ...
+
+    def start(self, flushed: AnnouncedObject, dest_zone: str, agent: int = 0) -> Started | None: ...
+
+    async def prefetch(self, flushed: AnnouncedObject, dest_zone: str, agent: int = 0) -> bool: ...
+
+    async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, agent: int | None = None,
+                     started: Started | None = None,
+                     on_answer: Callable[[list[EntryResult]], None] | None = None) -> list[EntryResult]: ...
+
+
+class ZoneNotifier:
+    """Sends one notification per (object, zone agent), in object sequence order, one at a time.
+
+    `agent`: which agent of the zone (its index in `notify.agents`); its entries of each
+    share are one run `[first, end)` of the share's entries (the writer's layout), and the
+    results it gets are that run's. While an object is in flight, up to
+    `sender.prefetch_depth` objects announced behind it are prefetched (the agent reads
+    them into its cache; appends stay one notification at a time).
+
+    Every entry of the zone's share asks for its result exactly once (the writer releases
+    every entry of a durable object), so the results are dropped after the last one asks.
+
+    A share holding entries of ack_mode=wal topics (`acked_topic`) was already answered to
+    its producers: if the notification fails, the waiters get the failure at once, and the
+    notifier then re-sends the share with backoff until the agent applied every such entry,
+    before it notifies any later object of the zone (so a partition's later batches cannot
+    overtake it). A non-retriable refusal ends the re-drive with an error log; the object
+    stays in S3 for leader_notify/recovery.py.
+    """
+
+    def __init__(self, zone: str, sender: NotifySink, nursery: trio.Nursery,
+                 acked_topic: Callable[[str], bool] | None = None, agent: int = 0) -> None:
+        self.zone = zone
+        self.agent = agent
+        self._sender = sender
+        self._nursery = nursery
+        self._prefetch_depth = sender.prefetch_depth
+        self._prefetching = 0
+        self._acked_topic = acked_topic
+        self._send, self._receive = trio.open_memory_channel[tuple[AnnouncedObject, Started | None]](MAX_NOTIFY_QUEUE)
+        self._results: dict[str, _ZoneResult] = {}
+        self._unfinished = 0  # announced objects not yet notified (re-sends included)
+        self._idle = trio.Event()
+        self._idle.set()
+        nursery.start_soon(self._run)
+
+    def announce(self, flushed: AnnouncedObject, first: int = 0, end: int | None = None) -> None:
+        """Called synchronously, in sequence order, as each object becomes durable.
+
+        With nothing of this zone queued or in flight, the notification's frame is written
+        right here (`sender.start`), in the step that learnt of the object's durability,
+        instead of one scheduler pass later in this notifier's task (which then only awaits
+        the answer).
+        """
+        started = self._sender.start(flushed, self.zone, self.agent) if self._unfinished == 0 else None
+        if started is None and self._unfinished and self._prefetching < self._prefetch_depth:
+            # An earlier object of this agent is being applied: have the agent read this one
+            # now, so its notification finds the bytes in the agent's cache (appends stay in order).
+            self._prefetching += 1
+            self._nursery.start_soon(self._prefetch, flushed)
+        end = len(flushed.zones[self.zone].entries) if end is None else end
+        self._results[flushed.key] = _ZoneResult(end - first, first=first)
+        self._unfinished += 1
+        self._idle = trio.Event() if self._unfinished == 1 else self._idle
+        self._send.send_nowait((flushed, started))
+
+    async def _prefetch(self, flushed: AnnouncedObject) -> None:
+        try:
+            await self._sender.prefetch(flushed, self.zone, self.agent)
+        finally:
+            self._prefetching -= 1
+
+    def first_index(self, key: str) -> int:
+        """The zone-share index of this agent's first entry of `key` (its result 0)."""
+        return self._results[key].first
+
+    async def wait_idle(self) -> None:
+        """Until every object announced so far has been notified (and re-sent where owed)."""
+        await self._idle.wait()
+
+    @property
+    def pending_objects(self) -> int:
+        return len(self._results)
+
+    def on_result(self, key: str, callback: AnswerCallback) -> None:
+        """Call `callback` with the agent's results for `key`'s share of this zone (or the
+        exception the notification raised) once they are in: at once if they already are.
+        Every entry of an announced share asks exactly once."""
+        slot = self._results[key]
+        if slot.done:
+            self._hand_over(key, slot, callback)
+        else:
+            slot.callbacks.append(callback)
+
+    def _answered(self, key: str, slot: _ZoneResult, value: ZoneAnswer) -> None:
+        slot.value = value
+        slot.done = True
+        callbacks, slot.callbacks = slot.callbacks, []
+        for callback in callbacks:
+            self._hand_over(key, slot, callback)
+
+    def _hand_over(self, key: str, slot: _ZoneResult, callback: AnswerCallback) -> None:
+        slot.waiters_left -= 1
+        if slot.waiters_left == 0:
+            del self._results[key]
+        try:
+            callback(slot.value)
+        except Exception:  # one waiter's bug must not keep the others from their results
+            log.exception("a notification result callback failed")
+
+    async def _notify(self, flushed: AnnouncedObject, started: Started | None = None,
+                      on_answer: Callable[[list[EntryResult]], None] | None = None) -> ZoneAnswer:
+        try:
+            return await self._sender.notify(flushed, self.zone, agent=self.agent, started=started,
+                                             on_answer=on_answer)
+        except Exception as exc:  # noqa: BLE001 - NotifyError and anything unexpected: every waiter gets it
+            return exc
+
+    async def _run(self) -> None:
+        async for flushed, started in self._receive:
+            try:
+                await self._deliver(flushed, started)
+            finally:
+                self._unfinished -= 1
+                if self._unfinished == 0:
+                    self._idle.set()
+
+    async def _deliver(self, flushed: AnnouncedObject, started: Started | None) -> None:
+        slot = self._results[flushed.key]
+        # The waiters get an agent's answer as the sender decodes it (on_answer), before the
+        # sender's own metrics and audit record; failures when notify gives up.
+        value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot))
+        if not slot.done:
+            self._answered(flushed.key, slot, value)
+        if self._acked_topic is None:
+            return  # no ack_mode wal topic: nothing is owed beyond the first answer
+        refs = flushed.zones[self.zone].entries[slot.first:slot.first + slot.waiters_total]
+        acked = [i for i, ref in enumerate(refs) if self._acked_topic(ref.topic)]
+        if acked and not acked_entries_applied(slot.value, acked):
+            await self._redrive(flushed, acked, slot.value)
+
+    async def _redrive(self, flushed: AnnouncedObject, acked: list[int], value: ZoneAnswer) -> None:
+        metrics.REDRIVE_PENDING.labels(self.zone).set(1)
+        backoff_s = REDRIVE_BACKOFF_INITIAL_S
+        attempts = 1
+        try:
+            while not acked_entries_applied(value, acked):
+                final = (not getattr(value, "retriable", True) if isinstance(value, Exception)
+                         else not any(errors.is_retriable(value[i].error_code) for i in acked
+                                      if not acked_entries_applied(value, [i])))
+                if final:  # refused for good (keys, foreign object), or the leader can never take the batch
+                    log.error("acknowledged (ack_mode wal) entries of %s for %s not appended: %s; the object stays "
+                              "in S3 (GC holds it; azsidecar recover)", flushed.key, self.zone,
+                              value if isinstance(value, Exception) else
+                              [value[i].error_code for i in acked if not acked_entries_applied(value, [i])])
+                    return
+                log.warning("re-sending %s to %s (acknowledged entries, attempt %d): %s", flushed.key, self.zone,
+                            attempts + 1, value if isinstance(value, Exception) else "entries failed")
+                await trio.sleep(backoff_s)  # backoff between deliveries, not synchronization
+                backoff_s = min(2 * backoff_s, REDRIVE_BACKOFF_MAX_S)
+                value = await self._notify(flushed)
+                attempts += 1
+                metrics.REDRIVES.labels(self.zone).inc()
+            log.info("acknowledged entries of %s applied in %s after %d notifications", flushed.key, self.zone,
+                     attempts)
+        finally:
+            metrics.REDRIVE_PENDING.labels(self.zone).set(0)
+
+
+def acked_entries_applied(value: ZoneAnswer, indexes: list[int]) -> bool:
+    """Did the agent's answer (`value`: entry results, or the exception) apply each entry of `indexes`?"""
+    if isinstance(value, Exception):
+        return False
+    return all(value[i].error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER) or value[i].duplicate
+               for i in indexes)
+
+
+@dataclass
+class _ZoneResult:
+    waiters_left: int
+    first: int = 0  # the agent's first entry in the zone share: result i is entry first + i
+    waiters_total: int = -1
+    done: bool = False
+    value: ZoneAnswer | None = None
+    callbacks: list[AnswerCallback] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.waiters_total < 0:
+            self.waiters_total = self.waiters_left

@@ -1,0 +1,52 @@
+"""The router's seams to the WAL writer and the zone notifiers, as protocols.
+
+`WalPath` (router/backend.py) is written against these, so unit tests drive it with fakes
+and a reader sees what each callback receives. The real parts: `wal_s3.writer.WalWriter`
+(a `WalSink`, whose `buffer` returns a `wal_s3.writer.PendingEntry`) and
+`leader_notify.notifier.ZoneNotifier`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from leader_notify.notifier import AnswerCallback
+from wal_s3.format import WalEntry
+from wal_s3.writer import FlushedObject, WalPlacement
+
+# The writer's answer for one buffered entry: (placement, None) once its object is durable
+# and released in sequence order, or (None, error) if it never will be.
+DurableCallback = Callable[[WalPlacement | None, Exception | None], None]
+
+
+class PendingWal(Protocol):
+    def add_done_callback(self, callback: DurableCallback) -> None:
+        """Call `callback` when the entry's object is released or failed (at once if it was)."""
+        ...
+
+
+class WalSink(Protocol):
+    """Where WAL-routed batches are buffered (wal_s3.writer.WalWriter)."""
+
+    on_released: Callable[[FlushedObject], None] | None
+    # (zone, topic, partition) -> share name: lays each zone's share out by owning agent.
+    share_of: Callable[[str, str, int], str] | None
+    # on_gray_put(zones of the object): a PUT attempt abandoned at its gray deadline.
+    on_gray_put: Callable[[tuple[str, ...]], None] | None
+
+    async def buffer(self, entry: WalEntry, dest_zone: str) -> PendingWal:
+        """Put `entry` into the open object for `dest_zone`. Raises WalWriteError."""
+        ...
+
+
+class ZoneAnswers(Protocol):
+    """One destination agent's notifier, as the WAL path uses it."""
+
+    def announce(self, flushed: FlushedObject, first: int = 0, end: int | None = None) -> None: ...
+
+    def first_index(self, key: str) -> int: ...
+
+    def on_result(self, key: str, callback: AnswerCallback) -> None: ...
+
+    async def wait_idle(self) -> None: ...

@@ -1,0 +1,152 @@
+"""Every start-up failure is one line naming the setting or resource and the fix; exit code 2
+for configuration, 1 for the environment; nothing is written to S3 before validation.
+
+Each case runs the real command against the real moto server (or a closed port where the
+point is that nothing answers).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deploy.local.processes import DUMMY_CREDENTIALS, free_port
+
+pytestmark = pytest.mark.integration
+
+KEY = "0123456789abcdef-notify-key"
+RUN_TIMEOUT_S = 60
+NO_CREDENTIALS = {"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent",
+                  "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") and k not in ("AZSIDECAR_NOTIFY_HMAC_KEYS", "AZSIDECAR_UPSTREAM_SASL_PASSWORD")}
+    return {**env, **NO_CREDENTIALS, **extra}
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "azsidecar", *args], env=env, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def proxy_config(path: Path, endpoint: str, bucket: str, bootstrap: str = "127.0.0.1:9") -> Path:
+    path.write_text(f'zone = "use1-az1"\n[upstream]\nbootstrap_servers = ["{bootstrap}"]\n'
+                    f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
+                    f'[notify.agents]\n"use1-az2" = "127.0.0.1:9"\n')
+    return path
+
+
+def proxy_args(config: Path) -> list[str]:
+    return ["proxy", "--config", str(config), "--listen", "127.0.0.1:0"]
+
+
+def test_proxy_without_hmac_keys_is_a_config_error_and_writes_nothing(s3_bucket, tmp_path):
+    server, bucket = s3_bucket
+    config = proxy_config(tmp_path / "p.toml", server.endpoint_url, bucket)
+    done = run(proxy_args(config), base_env(**DUMMY_CREDENTIALS))
+    assert done.returncode == 2
+    line = one_line(done.stderr)
+    assert "notify.hmac_keys" in line and "AZSIDECAR_NOTIFY_HMAC_KEYS" in line
+    assert server.client().list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0  # no epoch object
+
+
+def test_proxy_without_aws_credentials(s3_bucket, tmp_path):
+    server, bucket = s3_bucket
+    config = proxy_config(tmp_path / "p.toml", server.endpoint_url, bucket)
+    done = run(proxy_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY))
+    assert done.returncode == 1
+    assert "no AWS credentials" in one_line(done.stderr)
+
+
+def test_proxy_without_the_bucket(moto_server, tmp_path):
+    config = proxy_config(tmp_path / "p.toml", moto_server.endpoint_url, "no-such-bucket-here")
+    done = run(proxy_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, **DUMMY_CREDENTIALS))
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert "wal.bucket" in line and "'no-such-bucket-here' does not exist" in line
+
+
+def test_proxy_with_s3_unreachable(tmp_path):
+    config = proxy_config(tmp_path / "p.toml", f"http://127.0.0.1:{free_port()}", "b")
+    done = run(proxy_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, **DUMMY_CREDENTIALS))
+    assert done.returncode == 1
+    assert "wal.endpoint_url" in one_line(done.stderr)
+
+
+def agent_args(config: Path) -> list[str]:
+    return ["agent", "--config", str(config), "--zone", "use1-az2", "--listen", "127.0.0.1:0",
+            "--bootstrap-servers", "127.0.0.1:9"]
+
+
+def test_agent_without_aws_credentials(s3_bucket, tmp_path):
+    server, bucket = s3_bucket
+    config = proxy_config(tmp_path / "a.toml", server.endpoint_url, bucket)
+    done = run(agent_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY))
+    assert done.returncode == 1
+    assert "no AWS credentials" in one_line(done.stderr)
+
+
+def test_agent_without_the_bucket(moto_server, tmp_path):
+    config = proxy_config(tmp_path / "a.toml", moto_server.endpoint_url, "no-such-bucket-here")
+    done = run(agent_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, **DUMMY_CREDENTIALS))
+    assert done.returncode == 1
+    assert "'no-such-bucket-here' does not exist" in one_line(done.stderr)
+
+
+def test_agent_without_keys(s3_bucket, tmp_path):
+    server, bucket = s3_bucket
+    config = proxy_config(tmp_path / "a.toml", server.endpoint_url, bucket)
+    done = run(agent_args(config), base_env(**DUMMY_CREDENTIALS))
+    assert done.returncode == 2
+    assert "AZSIDECAR_NOTIFY_HMAC_KEYS" in one_line(done.stderr)
+
+
+def test_gc_without_the_bucket(moto_server, tmp_path):
+    config = proxy_config(tmp_path / "g.toml", moto_server.endpoint_url, "no-such-bucket-here")
+    done = run(["gc", "--config", str(config), "--once"], base_env(**DUMMY_CREDENTIALS))
+    assert done.returncode == 1
+    assert "'no-such-bucket-here' does not exist" in one_line(done.stderr)
+
+
+def test_an_unparsable_config_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[proxy\nlisten_port = 1\n")
+    done = run(["proxy", "--config", str(bad)], base_env())
+    assert done.returncode == 2
+    assert str(bad) in one_line(done.stderr)
+
+
+def last_line(stderr: str) -> str:
+    """The failure line; INFO lines of what happened before it may precede it."""
+    assert "Traceback" not in stderr, stderr
+    return [line for line in stderr.splitlines() if line.strip()][-1]
+
+
+def test_agent_with_no_broker_answering(s3_bucket, tmp_path):
+    server, bucket = s3_bucket
+    config = proxy_config(tmp_path / "a.toml", server.endpoint_url, bucket)
+    args = agent_args(config)
+    args[args.index("127.0.0.1:9")] = f"127.0.0.1:{free_port()}"
+    done = run(args, base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, **DUMMY_CREDENTIALS))
+    assert done.returncode == 1
+    assert last_line(done.stderr).startswith("azsidecar: cannot start: upstream.bootstrap_servers: ")
+
+
+def test_proxy_with_no_broker_answering(s3_bucket, tmp_path):
+    server, bucket = s3_bucket
+    config = proxy_config(tmp_path / "p.toml", server.endpoint_url, bucket, bootstrap=f"127.0.0.1:{free_port()}")
+    done = run(proxy_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, **DUMMY_CREDENTIALS))
+    assert done.returncode == 1
+    assert last_line(done.stderr).startswith("azsidecar: cannot start: upstream.bootstrap_servers: ")

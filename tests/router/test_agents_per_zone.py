@@ -1,0 +1,129 @@
+"""The router with several agents in a zone, and prefetching (fakes above the sender):
+owners are notified in parallel, each in object order; an agent that fails opens only its
+own breaker, so only its partitions fall back; an object queued behind one in flight is
+prefetched."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import trio
+
+from leader_notify.owners import AgentMap
+from router.backend import RoutingBackend, WalPath
+from router.config import RouterConfig
+from tests.router.test_backend import CTX, FakeDirect, FakeMetadata, FakeWriter, item
+from wal_s3.config import WalConfig
+
+AGENTS = ("10.0.2.1:9400", "10.0.2.2:9400")
+MAP = AgentMap({"az2": AGENTS})
+# Owners of topic "t" among AGENTS, from leader_notify.owners (pinned in its own test):
+OWNER = {p: MAP.owner("az2", "t", p) for p in range(8)}
+P0 = next(p for p, a in OWNER.items() if a == 0)  # a partition of agent 0
+P1 = next(p for p, a in OWNER.items() if a == 1)  # and one of agent 1
+
+
+class EntryWriter(FakeWriter):
+    """FakeWriter whose object entries name their topic and partition (the owners need them)."""
+
+    share_of = None
+
+    async def _release_in_order(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            await trio.sleep(0)
+            queue, self._queue = self._queue, []
+            for entry, zone, pending in queue:
+                self.sequence += 1
+                ref = types.SimpleNamespace(topic=entry.topic, partition=entry.partition, length=len(entry.batch))
+                share = types.SimpleNamespace(offset=0, length=len(entry.batch), entries=(ref,))
+                flushed = types.SimpleNamespace(key=f"obj-{self.sequence}", sequence=self.sequence,
+                                                bytes=len(entry.batch), zones={zone: share}, sealed_at=0.0)
+                self.on_released(flushed)
+                pending.finish(types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed), None)
+
+
+class AgentsSender:
+    """Two agents in az2; agent `blocked` waits for `release`; agent `failing` times out."""
+
+    agents = MAP
+    prefetch_depth = 2
+
+    def __init__(self, blocked: int | None = None, failing: int | None = None) -> None:
+        self.blocked, self.failing = blocked, failing
+        self.release = trio.Event()
+        self.notified: list[tuple[int, str]] = []
+        self.prefetched: list[tuple[int, str]] = []
+
+    def share_of(self, zone, topic, partition):
+        return MAP.share_of(zone, topic, partition)
+
+    def start(self, flushed, zone, agent=0):
+        return None
+
+    async def prefetch(self, flushed, zone, agent=0):
+        self.prefetched.append((agent, flushed.key))
+        return True
+
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
+        if agent == self.blocked:
+            await self.release.wait()
+        self.notified.append((agent, flushed.key))
+        if agent == self.failing:
+            from leader_notify.sender import NotifyError
+
+            raise NotifyError("agent down", retriable=True)
+        return [types.SimpleNamespace(error_code=0, base_offset=100 + agent, duplicate=False)]
+
+
+def backend_for(nursery, sender, log, writer=None):
+    writer = writer or EntryWriter(log)
+    wal = WalPath(writer, sender, nursery)
+    config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
+    return RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery), writer
+
+
+def test_both_agents_own_some_partitions():
+    assert set(OWNER.values()) == {0, 1}
+
+
+@pytest.mark.trio
+async def test_agents_of_a_zone_proceed_in_parallel_each_in_order(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        sender = AgentsSender(blocked=0)
+        backend, writer = backend_for(nursery, sender, log)
+        assert writer.share_of == sender.share_of  # the WAL path lays objects out by owner
+        slow = [await backend.submit([item("t", P0, 100)], CTX) for _ in range(2)]
+        fast = await backend.submit([item("t", P1, 100)], CTX)
+        with trio.fail_after(5):
+            results = await fast()  # agent 1 answers while agent 0 is still blocked
+        assert results[("t", P1)].base_offset == 101
+        assert sender.notified == [(1, "obj-3")]
+        # obj-2 waits behind obj-1 at agent 0: it was prefetched meanwhile, not notified.
+        assert sender.prefetched == [(0, "obj-2")]
+        sender.release.set()
+        with trio.fail_after(5):
+            assert [(await c())[("t", P0)].base_offset for c in slow] == [100, 100]
+        assert sender.notified == [(1, "obj-3"), (0, "obj-1"), (0, "obj-2")]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_an_agent_down_sends_only_its_own_partitions_to_the_fallback(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        sender = AgentsSender(failing=1)
+        backend, _ = backend_for(nursery, sender, log)
+        with trio.fail_after(5):
+            for _ in range(3):  # three failures open agent 1's breaker
+                for p in (P0, P1):
+                    await (await backend.submit([item("t", p, 100)], CTX))()
+            log.clear()
+            r0 = await (await backend.submit([item("t", P0, 100)], CTX))()
+            r1 = await (await backend.submit([item("t", P1, 100)], CTX))()
+        assert r0[("t", P0)].error_code == 0 and r1[("t", P1)].error_code == 0
+        assert [(path, p) for path, p, _t in log] == [("wal", P0), ("direct", P1)]
+        nursery.cancel_scope.cancel()
