@@ -383,7 +383,9 @@ class NotifySender:
                           started: Started | None = None,
                           timeout_s: float | None = None) -> tuple[p.NotifyResponse, int, int]:
         """One attempt: send a fresh frame (or finish `started`'s), await the answer within
-        `timeout_s` (default notify.timeout_s). Raises trio.TooSlowError past it."""
+        `timeout_s` (default notify.timeout_s), a new connection's HELLO included. Raises
+        trio.TooSlowError past it."""
+        deadline = trio.current_time() + (self._config.timeout_s if timeout_s is None else timeout_s)
         slots = self._zone_slots(address)
         if started is None:
             try:
@@ -395,14 +397,15 @@ class NotifySender:
                 await slots.acquire()
         try:  # `started` holds its slot already
             if started is None:
-                conn = await self._checkout(address)
+                with trio.fail_at(deadline):  # a hung agent accepts the connection but never says HELLO
+                    conn = await self._checkout(address)
                 frame = conn.channel.send(p.MessageType.REQUEST, payload)
                 frame_bytes, unsent = len(frame), frame
             else:
                 conn, frame_bytes, unsent = started.conn, started.frame_bytes, started.unsent
             ok = False
             try:
-                with trio.fail_after(self._config.timeout_s if timeout_s is None else timeout_s):
+                with trio.fail_at(deadline):
                     if unsent:
                         await conn.stream.send_all(unsent)
                     received = 0

@@ -263,3 +263,47 @@ async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nur
     results = await sender.notify(FLUSHED, "az2")
     assert results[0].error_code == 0 and not sender.guard("az2").gray
     await sender.aclose()
+
+
+@pytest.mark.trio
+async def test_a_new_connection_to_a_hung_agent_is_bounded_by_the_gray_deadline(nursery):
+    # A hung (SIGSTOPped) agent's kernel still accepts connections, but no HELLO comes. Here
+    # the agent drops its connections and then hangs: the pooled connection fails at once,
+    # the next attempt opens a new one, and the wait for its HELLO is part of the attempt:
+    # it ends at the gray deadline (0.3 s), not at notify.timeout_s (5 s).
+    state = {"hang": False}
+    streams: list = []
+
+    async def handler(stream):
+        streams.append(stream)
+        channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
+        async with stream:
+            try:
+                if state["hang"]:
+                    while await stream.receive_some(65536):
+                        pass  # connected, silent: no HELLO, no answer
+                    return
+                await stream.send_all(channel.hello())
+                while data := await stream.receive_some(65536):
+                    channel.receive_data(data)
+                    while (frame := channel.next_frame()) is not None:
+                        req = p.decode_request(frame.payload)
+                        await stream.send_all(respond(channel, answer_ok(req, 1)))
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return  # closed by the test: the agent dropping its connections
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, handler, listeners)
+    port = listeners[0].socket.getsockname()[1]
+    sender = NotifySender(notify_config(port, **{"notify.gray_floor_s": 0.3}), "az1", "proxy", 1,
+                          MemoryAuditSink(), bucket="bkt")
+    for _ in range(5):
+        await sender.notify(FLUSHED, "az2")
+    state["hang"] = True
+    for stream in streams:
+        await stream.aclose()
+    started = trio.current_time()
+    with trio.fail_after(5), pytest.raises(NotifyError) as info:
+        await sender.notify(FLUSHED, "az2")
+    assert trio.current_time() - started < 2.0 and "gray deadline" in str(info.value)
+    await sender.aclose()
