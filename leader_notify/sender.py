@@ -275,7 +275,7 @@ class NotifySender:
                         raise NotifyError(f"notify {flushed.key} -> {dest_zone}: not sent, the zone's agent is not "
                                           f"answering in time (a probe is out)", retriable=True)
                     gate = Attempt(now, probe=False, was_gray=True)  # its frame is on the wire already
-                timeout_s = min(self._config.timeout_s, guard.attempt_timeout_s(now))
+                timeout_s = min(self._config.timeout_s, guard.attempt_timeout_s(now, gate))
                 self.metrics.attempts.labels(dest_zone=dest_zone).inc()
                 try:
                     response, sent, received = await self._round_trip(

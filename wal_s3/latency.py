@@ -10,7 +10,7 @@ floor, at most the configured timeout) is abandoned and counts as a failure.
 `LatencyGuard` adds what to do meanwhile: after such a timeout the place is *gray*; the
 attempt that timed out may be retried once (a hedge, in case it was one slow request),
 but while gray only one attempt at a time goes out (a probe, at most one per
-`probe_interval_s`) and every other fails at once, so work queued behind a hung
+`probe_interval_s`, allowed twice the deadline) and every other fails at once, so work queued behind a hung
 dependency fails within about one deadline instead of one deadline each. A success ends
 the gray state.
 
@@ -38,6 +38,9 @@ MAX_SAMPLES = 256
 RECOMPUTE_S = 1.0  # the deadline is recomputed at most once a second (a sort of up to MAX_SAMPLES values)
 DEFAULT_FACTOR = 3.0
 PROBE_INTERVAL_S = 1.0  # while gray: at most one probe per second, never two at once
+# A probe may take twice the deadline: it is alone (everything else fails at once), and a
+# dependency coming back is often slow at first (an agent works off what it got while hung).
+PROBE_DEADLINE_FACTOR = 2.0
 
 
 def p99(values: Sequence[float]) -> float:
@@ -96,12 +99,16 @@ class LatencyGuard:
             cached = self._deadline = (now, value)
         return cached[1]
 
-    def attempt_timeout_s(self, now: float) -> float:
-        """deadline_s, or infinity while it is the ceiling (no history, or a p99 that high):
-        then the transport's own timeouts, which bound each wait for progress rather than
-        the whole transfer, apply as before."""
+    def attempt_timeout_s(self, now: float, attempt: Attempt | None = None) -> float:
+        """deadline_s (twice that, at most the ceiling, for a probe), or infinity while the
+        deadline is the ceiling (no history, or a p99 that high): then the transport's own
+        timeouts, which bound each wait for progress rather than the whole transfer, apply."""
         deadline = self.deadline_s(now)
-        return deadline if deadline < self.ceiling_s else float("inf")
+        if deadline >= self.ceiling_s:
+            return float("inf")
+        if attempt is not None and attempt.probe:
+            return min(self.ceiling_s, PROBE_DEADLINE_FACTOR * deadline)
+        return deadline
 
     def observe(self, now: float, seconds: float) -> None:
         """A successful request of `seconds` ended at `now` (outside start/succeeded: a reader's GET)."""

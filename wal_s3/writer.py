@@ -611,7 +611,7 @@ class WalWriter:
             if started is None:
                 raise S3GrayError(f"PUT {key}: not sent, S3 is not answering in time (a probe PUT is out)",
                                   retriable=False)
-            deadline_s = guard.attempt_timeout_s(started.started_at)
+            deadline_s = guard.attempt_timeout_s(started.started_at, started)
             try:
                 with trio.move_on_after(deadline_s) as scope:
                     await self._store.put_if_absent(key, body, metadata, timing=timing)

@@ -35,7 +35,7 @@ from tests.reliability.harness import TickContext, fault_proxy, run_campaign
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
-RECORDS_PER_PRODUCER = 25_000
+RECORDS_PER_PRODUCER = 35_000  # 35 s: the hang at ~7 s, two half-open tries of the breaker after it
 RATE_PER_PRODUCER = 1_000
 PACED = Workload(total_bytes=3 * RECORDS_PER_PRODUCER * 100, record_bytes=100, topics=TOPICS, linger_ms=20,
                  timeout_s=200)

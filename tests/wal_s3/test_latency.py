@@ -71,12 +71,21 @@ def test_guard_hedges_once_then_sends_only_probes_while_gray():
     assert normal is not None and not normal.probe and not normal.was_gray
 
 
-def test_attempt_timeout_is_unbounded_until_there_is_history():
+def test_attempt_timeout_is_unbounded_until_there_is_history_and_doubled_for_a_probe():
     guard = LatencyGuard(floor_s=1.0, ceiling_s=30.0, min_samples=2)
     assert guard.attempt_timeout_s(0.0) == float("inf")  # the transport's own timeouts apply
     guard.observe(0.1, 0.2)
     guard.observe(0.2, 0.2)
     assert guard.attempt_timeout_s(1.5) == 1.0
+    first = guard.start(1.5)
+    guard.failed(first, 2.5, timed_out=True)
+    probe = guard.start(2.5)
+    assert probe.probe and guard.attempt_timeout_s(2.5, probe) == 2.0  # alone: twice the deadline
+    short = LatencyGuard(floor_s=1.0, ceiling_s=1.5, min_samples=2)
+    short.observe(0.1, 0.2)
+    short.observe(0.2, 0.2)
+    short.gray = True
+    assert short.attempt_timeout_s(1.0, short.start(1.0)) == 1.5  # never past the ceiling
 
 
 @pytest.mark.parametrize(("latencies", "expected"), [
