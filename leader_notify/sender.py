@@ -264,10 +264,11 @@ class NotifySender:
         status = "failed"
         attempt = 0
         guard = self.guard(dest_zone, agent)
+        hedge = False  # the last attempt was abandoned at its deadline: this one is its hedge
         try:
             for attempt in range(1, self._config.max_attempts + 1):
                 now = trio.current_time()
-                gate = guard.start(now)
+                gate = guard.start(now, hedge=hedge)
                 if gate is None:
                     if not (attempt == 1 and started is not None):
                         self.metrics.gray.labels(dest_zone=dest_zone, outcome="refused").inc()
@@ -286,6 +287,7 @@ class NotifySender:
                     gray = " (gray deadline)" if timeout_s < self._config.timeout_s else ""
                     last_problem = f"TooSlowError: no answer within {timeout_s:.2f} s{gray}"
                     give_up = guard.failed(gate, trio.current_time(), timed_out=True)
+                    hedge = True
                     self.metrics.gray.labels(dest_zone=dest_zone, outcome="timed_out").inc()
                     if self.on_gray is not None:
                         self.on_gray(dest_zone, agent)

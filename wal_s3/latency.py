@@ -10,7 +10,9 @@ floor, at most the configured timeout) is abandoned and counts as a failure.
 `LatencyGuard` adds what to do meanwhile: after such a timeout the place is *gray*; the
 attempt that timed out may be retried once (a hedge, in case it was one slow request),
 but while gray only one attempt at a time goes out (a probe, at most one per
-`probe_interval_s`, allowed twice the deadline) and every other fails at once, so work queued behind a hung
+`probe_interval_s`; a new request's probe is allowed twice the deadline, a hedge only
+the deadline, so the requests behind a hang still fail within two deadlines) and every
+other fails at once, so work queued behind a hung
 dependency fails within about one deadline instead of one deadline each. A success ends
 the gray state.
 
@@ -71,6 +73,7 @@ class Attempt:
     started_at: float
     probe: bool  # the one attempt allowed out while gray
     was_gray: bool  # the place was gray when it started (a timeout then means: give up)
+    hedge: bool = False  # the retry of an attempt that just timed out: the plain deadline, not a probe's
 
 
 class LatencyGuard:
@@ -106,7 +109,7 @@ class LatencyGuard:
         deadline = self.deadline_s(now)
         if deadline >= self.ceiling_s:
             return float("inf")
-        if attempt is not None and attempt.probe:
+        if attempt is not None and attempt.probe and not attempt.hedge:
             return min(self.ceiling_s, PROBE_DEADLINE_FACTOR * deadline)
         return deadline
 
@@ -115,14 +118,15 @@ class LatencyGuard:
         self._samples.append((now, seconds))
         self.gray = False
 
-    def start(self, now: float) -> Attempt | None:
-        """Let an attempt start now, or None: gray, and a probe is out or was just made (fail at once)."""
+    def start(self, now: float, *, hedge: bool = False) -> Attempt | None:
+        """Let an attempt start now, or None: gray, and a probe is out or was just made (fail at once).
+        `hedge`: it retries an attempt of the same request that just timed out."""
         if not self.gray:
-            return Attempt(now, probe=False, was_gray=False)
+            return Attempt(now, probe=False, was_gray=False, hedge=hedge)
         if self._probing or now - self._probe_ended < self.probe_interval_s:
             return None
         self._probing = True
-        return Attempt(now, probe=True, was_gray=True)
+        return Attempt(now, probe=True, was_gray=True, hedge=hedge)
 
     def succeeded(self, attempt: Attempt, now: float) -> None:
         self._end(attempt, now)

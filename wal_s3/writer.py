@@ -603,11 +603,12 @@ class WalWriter:
         (S3GrayError when S3 is gray).
         """
         guard = self.put_guard
+        timed_out = [False]  # the last attempt was abandoned at its deadline: the next is its hedge
 
         async def attempt(n: int) -> None:
             if attempts is not None:
                 attempts[0] = n
-            started = guard.start(trio.current_time())
+            started = guard.start(trio.current_time(), hedge=timed_out[0])
             if started is None:
                 raise S3GrayError(f"PUT {key}: not sent, S3 is not answering in time (a probe PUT is out)",
                                   retriable=False)
@@ -627,6 +628,7 @@ class WalWriter:
                 guard.failed(started, trio.current_time(), timed_out=False)
                 raise
             if scope.cancelled_caught:
+                timed_out[0] = True
                 give_up = guard.failed(started, trio.current_time(), timed_out=True)
                 metrics.GRAY_TIMEOUTS.labels("put").inc()
                 if self.on_gray_put is not None:

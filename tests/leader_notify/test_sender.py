@@ -250,8 +250,7 @@ async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nur
     started = trio.current_time()
     with trio.fail_after(5), pytest.raises(NotifyError) as info:
         await sender.notify(FLUSHED, "az2")
-    # an attempt of 0.3 s, a backoff of 10 ms, the hedge (a probe: twice the deadline, 0.6 s)
-    assert 0.9 <= trio.current_time() - started < 2.5
+    assert 0.6 <= trio.current_time() - started < 2.0  # two attempts of 0.3 s and a backoff of 10 ms
     assert info.value.retriable and "gray deadline" in str(info.value) and len(requests) == 22
     assert reported == [("az2", 0), ("az2", 0)]  # zone, agent index
     started = trio.current_time()

@@ -79,8 +79,11 @@ def test_attempt_timeout_is_unbounded_until_there_is_history_and_doubled_for_a_p
     assert guard.attempt_timeout_s(1.5) == 1.0
     first = guard.start(1.5)
     guard.failed(first, 2.5, timed_out=True)
-    probe = guard.start(2.5)
-    assert probe.probe and guard.attempt_timeout_s(2.5, probe) == 2.0  # alone: twice the deadline
+    hedge = guard.start(2.5, hedge=True)
+    assert hedge.probe and guard.attempt_timeout_s(2.5, hedge) == 1.0  # a hedge: the plain deadline
+    guard.failed(hedge, 3.5, timed_out=True)
+    probe = guard.start(4.5)  # a new request while gray
+    assert probe.probe and guard.attempt_timeout_s(4.5, probe) == 2.0  # alone: twice the deadline
     short = LatencyGuard(floor_s=1.0, ceiling_s=1.5, min_samples=2)
     short.observe(0.1, 0.2)
     short.observe(0.2, 0.2)
