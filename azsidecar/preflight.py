@@ -19,18 +19,19 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from azsidecar.failures import StartupFailure
 from core.configload import ConfigError
 from core.msk_iam import MskIamError
-from leader_notify._kafka import KafkaAppendUnavailable
+from leader_notify.appender import KafkaAppendUnavailable
 from proxy.upstream import UpstreamError
-from wal_s3._s3 import S3Error, make_s3_client
 from wal_s3.config import WalConfig
+from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriteError
 
 CHECK_ATTEMPTS = 4  # S3 answers 503 SlowDown or drops a connection now and then: not a reason to exit
 CHECK_BACKOFF_S = 0.5  # 0.5 + 1 + 1.5 s between the attempts
 
 
-def check_wal_store(wal: WalConfig) -> None:
-    """AWS credentials can be found and the WAL prefix can be listed. Raises StartupFailure.
+def check_wal_store(wal: WalConfig, bucket: str | None = None) -> None:
+    """AWS credentials can be found and the WAL prefix of `bucket` (default wal.bucket; with S3
+    Express a zone's directory bucket) can be listed. Raises StartupFailure.
 
     A one-key LIST under wal.prefix, not HeadBucket: the IAM policies grant s3:ListBucket
     only for the WAL's prefixes (deploy/terraform/modules/iam), which HeadBucket lacks.
@@ -39,22 +40,23 @@ def check_wal_store(wal: WalConfig) -> None:
         raise StartupFailure("no AWS credentials found (environment, shared config, web identity or instance "
                              "profile): give the process an IAM role or set AWS_PROFILE")
     where = wal.endpoint_url or f"S3 in {wal.region}"
+    bucket = bucket or wal.bucket
     client = make_s3_client(wal)
     for attempt in range(1, CHECK_ATTEMPTS + 1):
         try:
-            client.list_objects_v2(Bucket=wal.bucket, Prefix=wal.prefix, MaxKeys=1)
+            client.list_objects_v2(Bucket=bucket, Prefix=wal.prefix, MaxKeys=1)
             return
         except ClientError as exc:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
             if status == 404:
-                raise StartupFailure(f"wal.bucket: bucket {wal.bucket!r} does not exist at {where}; create it "
+                raise StartupFailure(f"wal.bucket: bucket {bucket!r} does not exist at {where}; create it "
                                      "(deploy/terraform/modules/wal-bucket) or fix wal.bucket / wal.region") from exc
             if status == 403:
-                raise StartupFailure(f"wal.bucket: access to {wal.bucket!r} denied at {where}; the process's IAM "
+                raise StartupFailure(f"wal.bucket: access to {bucket!r} denied at {where}; the process's IAM "
                                      "policy needs s3:ListBucket on it for the prefix wal.prefix "
                                      "(deploy/terraform/modules/iam)") from exc
             if status < 500 or attempt == CHECK_ATTEMPTS:
-                raise StartupFailure(f"wal.bucket: {wal.bucket!r} at {where} answered {status}: {exc}") from exc
+                raise StartupFailure(f"wal.bucket: {bucket!r} at {where} answered {status}: {exc}") from exc
         except NoCredentialsError as exc:
             raise StartupFailure(f"no AWS credentials found: {exc}") from exc
         except BotoCoreError as exc:

@@ -25,9 +25,9 @@ from azsidecar.secrets import resolve_secrets
 from azsidecar.status import StatusServer
 from core.audit import AuditSink, NullAuditSink
 from core.configload import ConfigError
-from leader_notify._kafka import KafkaAppendUnavailable
-from leader_notify._run import running_agent
+from leader_notify.appender import KafkaAppendUnavailable
 from leader_notify.metrics import process_agent_metrics
+from leader_notify.runner import running_agent
 from spark_audit.writer import AuditWriter
 
 log = logging.getLogger("azsidecar.agent")
@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("zone: the agent needs --zone (or zone in the config file)")
     if not config.notify.hmac_keys:
         raise ConfigError(f"notify.hmac_keys: none given (set ${HMAC_ENV}, notify.hmac_key_file or --hmac-key-file)")
-    check_wal_store(config.wal)
+    check_wal_store(config.wal, config.wal.bucket_for(config.zone))
     with startup_errors():
         return asyncio.run(_serve_until_signal(config, config.zone))
 

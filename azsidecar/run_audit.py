@@ -9,4 +9,5 @@ from spark_audit.run import load_prices, run
 
 def main(args: argparse.Namespace) -> int:
     return run(args.job, args.input, args.output, load_prices(args.prices),
-               master=args.master, s3_endpoint_url=args.s3_endpoint_url, table_formats=args.tables)
+               master=args.master, s3_endpoint_url=args.s3_endpoint_url, table_formats=args.tables,
+               storage_class=args.storage_class)

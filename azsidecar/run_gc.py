@@ -10,8 +10,9 @@ from prometheus_client import start_http_server
 
 from azsidecar.config import load_config
 from azsidecar.preflight import check_wal_store, startup_errors
-from wal_s3._s3 import make_s3_client
+from core.configload import ConfigError
 from wal_s3.gc import GcError, run_gc
+from wal_s3.s3 import make_s3_client
 
 
 def main(args: argparse.Namespace) -> int:
@@ -22,7 +23,13 @@ def main(args: argparse.Namespace) -> int:
     config = full.wal
     # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
     acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
-    check_wal_store(config)
+    # S3 Express: every zone's directory bucket (the zones of notify.agents and this process's zone).
+    buckets = [config.bucket] if config.storage_class != "express" else \
+        sorted({config.bucket_for(z) for z in (*full.notify.agents, *([full.zone] if full.zone else []))})
+    if not buckets:
+        raise ConfigError("wal.storage_class express: gc needs the zones (notify.agents, or zone) to find their buckets")
+    for bucket in buckets:
+        check_wal_store(config, bucket)
     client = make_s3_client(config)
     interval_s = args.interval_s if args.interval_s is not None else config.gc_interval_s
     if config.gc_metrics_port and not args.once:
@@ -30,14 +37,17 @@ def main(args: argparse.Namespace) -> int:
 
     async def loop() -> int:
         while True:
-            try:
-                report = await run_gc(config, client, dry_run=args.dry_run, acked_topic=acked)
-                for line in report.lines():
-                    print(line, flush=True)
-            except GcError as exc:
-                print(f"azsidecar gc: {exc}", file=sys.stderr, flush=True)
-                if args.once:
-                    return 1
+            failed = False
+            for bucket in buckets:
+                try:
+                    report = await run_gc(config, client, dry_run=args.dry_run, acked_topic=acked, bucket=bucket)
+                    for line in report.lines():
+                        print(line, flush=True)
+                except GcError as exc:
+                    print(f"azsidecar gc: {exc}", file=sys.stderr, flush=True)
+                    failed = True
+            if failed and args.once:
+                return 1
             if args.once:
                 return 0
             await trio.sleep(interval_s)

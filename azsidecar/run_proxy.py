@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
                           f"them: set ${HMAC_ENV} or notify.hmac_key_file, the same keys as the agents'")
     listener_security(config.proxy)  # unreadable TLS or users files stop start-up here, with the key named
     if wal_enabled(config):
-        check_wal_store(config.wal)
+        check_wal_store(config.wal, config.wal.bucket_for(config.zone))
     if config.proxy.listen_host not in ("127.0.0.1", "::1", "localhost") and not config.proxy.sasl_mechanisms:
         log.warning("proxy listens on %s without SASL: anyone who reaches it can produce as this sidecar",
                     config.proxy.listen_host)

@@ -20,7 +20,7 @@ from core.audit import NullAuditSink
 from core.configload import ConfigError
 from leader_notify.recovery import recover_acknowledged
 from leader_notify.sender import NotifySender
-from wal_s3._s3 import make_s3_client
+from wal_s3.s3 import make_s3_client
 
 ALL_EPOCHS = 10**10  # above any registered epoch: every object of the writer is "earlier"
 
@@ -36,16 +36,17 @@ def main(args: argparse.Namespace) -> int:
         print("azsidecar recover: no topic has router.ack_modes 'wal'; nothing was acknowledged before its "
               "append, so there is nothing to recover", file=sys.stderr)
         return 0
-    check_wal_store(config.wal)
+    check_wal_store(config.wal, config.wal.bucket_for(config.zone))
     with startup_errors():
         return trio.run(_recover, config, config.zone, writer_id)
 
 
 async def _recover(config: Config, zone: str, writer_id: str) -> int:
-    sender = NotifySender(config.notify, zone, writer_id, 0, NullAuditSink(), bucket=config.wal.bucket)
+    bucket = config.wal.bucket_for(zone)  # with S3 Express: the writer zone's directory bucket
+    sender = NotifySender(config.notify, zone, writer_id, 0, NullAuditSink(), bucket=bucket)
     try:
         report = await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, writer_id, ALL_EPOCHS,
-                                            lambda topic: config.router.ack_mode(topic) == "wal")
+                                            lambda topic: config.router.ack_mode(topic) == "wal", bucket=bucket)
     finally:
         await sender.aclose()
     for line in report.lines():

@@ -25,7 +25,7 @@ from proxy.produce import DirectBackend
 from proxy.server import run_proxy
 from proxy.upstream import UpstreamCluster, open_upstream
 from router.backend import RoutingBackend, WalPath
-from wal_s3._s3 import S3Error, make_s3_client
+from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriter
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,8 @@ async def recover_before_serving(config: Config, epoch: int, sender: NotifySende
     with trio.move_on_after(config.router.recovery_timeout_s) as scope:
         try:
             await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, config.proxy.proxy_id, epoch,
-                                       lambda topic: config.router.ack_mode(topic) == "wal")
+                                       lambda topic: config.router.ack_mode(topic) == "wal",
+                                       bucket=config.wal.bucket_for(config.zone))
         except S3Error as exc:
             log.error("recovery of earlier epochs failed: %s; serving anyway (run `azsidecar recover`)", exc)
     if scope.cancelled_caught:
@@ -63,10 +64,11 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
         wal_path = None
         if wal_enabled(config):
 
-            writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit)
+            writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit,
+                               prices=config.router.prices)
             await stack.enter_async_context(writer.running())
             sender = NotifySender(config.notify, config.zone, config.proxy.proxy_id, writer.epoch, audit,
-                                  bucket=config.wal.bucket, metrics=process_sender_metrics())
+                                  bucket=writer.bucket, metrics=process_sender_metrics())
             stack.push_async_callback(sender.aclose)
             acked = (lambda topic: config.router.ack_mode(topic) == "wal") if "wal" in config.router.ack_modes.values() \
                 else None
@@ -82,7 +84,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
                 continue
             zone_upstream = dataclasses.replace(config.upstream, bootstrap_servers=(bootstrap,))
             zone_cluster = await stack.enter_async_context(open_upstream(zone_upstream))
-            zone_metadata = MetadataCache(zone_cluster, zone_upstream.metadata_ttl_s, zone_upstream.request_timeout_s)
+            zone_metadata = MetadataCache(zone_cluster, zone_upstream.metadata_ttl_s, zone_upstream.metadata_timeout_s)
             direct_by_zone[zone] = DirectBackend(zone_cluster, zone_metadata, zone_upstream.request_timeout_s)
 
         built: list[tuple[RoutingBackend, MetadataCache]] = []

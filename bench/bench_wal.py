@@ -41,9 +41,9 @@ import trio  # noqa: E402
 
 from azsidecar.runtime import tune_gc  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, start_moto  # noqa: E402
-from wal_s3._s3 import make_s3_client  # noqa: E402
 from wal_s3.config import WalConfig  # noqa: E402
 from wal_s3.format import WalEntry  # noqa: E402
+from wal_s3.s3 import make_s3_client  # noqa: E402
 from wal_s3.writer import WalWriter  # noqa: E402
 
 ZONES = ("use1-az2", "use1-az3")  # two destination zones, as from a proxy in use1-az1

@@ -45,7 +45,7 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("s3_put_ms", "double"), ("notify_rtt_ms", "double"), ("leader_append_ms", "double"),
         ("wal_key", "string"), ("linger_wait_ms", "double"),
     ),
-    # One per WAL object PUT. reason: size | linger | shutdown.
+    # One per WAL object PUT. reason: size | linger | cost | shutdown.
     "wal_flush": (
         ("writer_id", "string"), ("epoch", "long"), ("sequence", "long"), ("key", "string"),
         ("bytes", "long"), ("entries", "long"), ("zones", "string"), ("reason", "string"),

@@ -45,8 +45,8 @@ import crc32c
 
 from core.audit import AuditSink, NullAuditSink
 from leader_notify import protocol as p
-from leader_notify._kafka import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify._limits import ListenerLimits, LogLimiter, admit, is_loopback, read_deadline
+from leader_notify.appender import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share
 
@@ -98,6 +98,17 @@ class AgentSettings:
     checkpoint_interval_s: float = 1.0
     checkpoint_max_keys: int = 1_000
     limits: ListenerLimits = ListenerLimits()
+    # S3 Express: the writer zone's directory bucket (wal.bucket_for); None: `bucket` for every zone.
+    bucket_for_zone: Callable[[str], str] | None = None
+
+    def allowed_bucket(self, source_zone: str) -> str:
+        """The one bucket notifications from `source_zone` may name ("" if that zone has none)."""
+        if self.bucket_for_zone is None:
+            return self.bucket
+        try:
+            return self.bucket_for_zone(source_zone)
+        except ValueError:
+            return ""
 
 
 class PartitionSequencer:
@@ -362,10 +373,11 @@ class Agent:
         times = {} if times is None else times
         if req.dest_zone != self._s.zone or (req.share and zone_of_share(req.share) != self._s.zone):
             return self._refused(req, p.RequestStatus.WRONG_ZONE, f"this agent serves {self._s.zone}")
-        if not p.key_allowed(req.bucket, req.key, self._s.bucket, self._s.prefix):
+        allowed_bucket = self._s.allowed_bucket(req.source_zone)
+        if not allowed_bucket or not p.key_allowed(req.bucket, req.key, allowed_bucket, self._s.prefix):
             self.metrics.auth_failures.labels(reason="foreign_key").inc()
             log.warning("notification refused: object s3://%s/%s outside s3://%s/%s",
-                        req.bucket, req.key, self._s.bucket, self._s.prefix)
+                        req.bucket, req.key, allowed_bucket, self._s.prefix)
             return self._refused(req, p.RequestStatus.FORBIDDEN_KEY, "object outside the WAL bucket/prefix")
         if req.prefetch:
             return await self._prefetch(req, times)

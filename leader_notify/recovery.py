@@ -36,12 +36,12 @@ import trio
 
 from core import errors
 from leader_notify.sender import NotifyError
-from wal_s3._retry import with_retries
-from wal_s3._s3 import S3Error, S3NotFound, S3Store
 from wal_s3.agent_shares import share_name
 from wal_s3.config import WalConfig
 from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, entry_encoded_size, parse_object
 from wal_s3.gc import CheckpointError, Checkpoints
+from wal_s3.retry import with_retries
+from wal_s3.s3 import S3Error, S3NotFound, S3Store
 from wal_s3.writer import OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)
@@ -106,15 +106,17 @@ def holds_acknowledged(share: ZoneShare, acked_topic: Callable[[str], bool]) -> 
 
 async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: str, current_epoch: int,
                                acked_topic: Callable[[str], bool], *,
-                               limiter: trio.CapacityLimiter | None = None) -> RecoveryReport:
+                               limiter: trio.CapacityLimiter | None = None, bucket: str | None = None) -> RecoveryReport:
     """Re-send every unapplied share holding an ack_mode=wal entry of `writer_id`'s earlier epochs.
 
     `sender`: a leader_notify NotifySender. Never raises for one object's trouble (it is
-    reported in `failed`); raises S3Error only if the listing itself keeps failing.
+    reported in `failed`); raises S3Error only if the listing itself keeps failing. `bucket`:
+    where the writer wrote (default wal.bucket; with S3 Express its zone's directory bucket).
     """
     limiter = limiter or trio.CapacityLimiter(config.max_s3_threads)
-    store = S3Store(s3_client, config.bucket, limiter)
-    checkpoints = Checkpoints(config, s3_client, limiter=limiter)
+    bucket = bucket or config.bucket
+    store = S3Store(s3_client, bucket, limiter)
+    checkpoints = Checkpoints(config, s3_client, limiter=limiter, bucket=bucket)
     retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms, "max_ms": config.retry_max_ms}
     listed = await with_retries(lambda _n: store.list_objects(config.prefix), **retry)
     keys = earlier_objects((o.key for o in listed), config.prefix, writer_id, current_epoch)

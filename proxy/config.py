@@ -35,6 +35,8 @@ class ProxyConfig:
     request_receive_timeout_s: float = 30.0  # once a request's first bytes arrived, the rest must within this (slowloris); a 100 MiB frame at 4 MB/s fits
     idle_timeout_s: float = 600.0  # close a connection with no request for this long: the broker's connections.max.idle.ms default, above Java/kafka-python/aiokafka's 540 s; librdkafka (0 = never) reconnects as it does to brokers
     max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
+    broker_listeners: bool = False  # one local listener per upstream broker; every API passes through (consumers, admin)
+    consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
 
     def __post_init__(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),
@@ -66,7 +68,8 @@ class UpstreamConfig:
     client_id: str = "azsidecar"
     metadata_ttl_s: float = 30.0  # how long a cached upstream Metadata view is trusted
     request_timeout_s: float = 30.0
-    connect_timeout_s: float = 5.0
+    connect_timeout_s: float = 5.0  # TCP, TLS and the first ApiVersions of one address; then the next address
+    metadata_timeout_s: float = 5.0  # one Metadata request to one broker; then the next broker is asked
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"  # to the brokers and agents' appends (MSK: SSL or SASL_SSL)
     tls_ca_file: str = ""  # PEM CA bundle that signed the brokers' certificates; "" = the system's CAs
     tls_check_hostname: bool = True  # verify the broker's certificate names the host we dialled
@@ -105,6 +108,7 @@ class UpstreamConfig:
         require(self.metadata_ttl_s > 0, "upstream.metadata_ttl_s: must be > 0")
         require(self.request_timeout_s > 0, "upstream.request_timeout_s: must be > 0")
         require(self.connect_timeout_s > 0, "upstream.connect_timeout_s: must be > 0")
+        require(self.metadata_timeout_s > 0, "upstream.metadata_timeout_s: must be > 0")
 
     @property
     def msk_iam(self) -> bool:

@@ -22,8 +22,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
-from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -37,6 +49,11 @@ API_API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
 API_SASL_HANDSHAKE = 17
 API_SASL_AUTHENTICATE = 36
+API_FIND_COORDINATOR = 10
+API_ADD_PARTITIONS_TO_TXN = 24
+API_ADD_OFFSETS_TO_TXN = 25
+API_END_TXN = 26
+API_TXN_OFFSET_COMMIT = 28
 
 # api_key -> (request class, response class) for the APIs the proxy serves.
 MESSAGES: dict[int, tuple[Any, Any]] = {
@@ -44,6 +61,12 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     API_METADATA: (MetadataRequest, MetadataResponse),
     API_API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     API_INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    # Transactions: answered (FindCoordinator) or forwarded to the coordinator (proxy/coordinators.py).
+    API_FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    API_ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    API_ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    API_END_TXN: (EndTxnRequest, EndTxnResponse),
+    API_TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     # Decoded only when the listener has SASL on (advertised by proxy/versions.py then).
     API_SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
     API_SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),

@@ -133,6 +133,7 @@ class DirectBackend:
                 results[tp] = PartitionResult(err or errors.UNKNOWN_TOPIC_OR_PARTITION)
             elif info.leader_id < 0 or broker is None:
                 results[tp] = PartitionResult(errors.LEADER_NOT_AVAILABLE)
+                self._metadata.invalidate(item.topic)  # the retry asks again: an election ends
             else:
                 by_node[info.leader_id].append(item)
         pending = []
@@ -143,6 +144,7 @@ class DirectBackend:
             except UpstreamError as exc:
                 for it in node_items:
                     results[(it.topic, it.partition)] = PartitionResult(errors.NETWORK_EXCEPTION, error_message=str(exc))
+                self._leader_failed(node_items)
                 continue
             rounds = max(len(it.batches) for it in node_items)
             for r in range(rounds):
@@ -154,6 +156,7 @@ class DirectBackend:
                     for it in round_items:
                         results.setdefault((it.topic, it.partition),
                                            PartitionResult(errors.NETWORK_EXCEPTION, error_message=str(exc)))
+                    self._leader_failed(round_items)
                     break
                 pending.append((node_id, r, round_items, handle))
 
@@ -165,9 +168,11 @@ class DirectBackend:
                     response = await handle.wait(self._timeout_s)
                 except UpstreamTimeout as exc:
                     _fail_round(results, round_items, errors.REQUEST_TIMED_OUT, str(exc))
+                    self._leader_failed(round_items)
                     continue
                 except UpstreamError as exc:
                     _fail_round(results, round_items, errors.NETWORK_EXCEPTION, str(exc))
+                    self._leader_failed(round_items)
                     continue
                 duplicates = self._absorb(results, response, r)
                 for it in round_items:
@@ -176,6 +181,12 @@ class DirectBackend:
             return results
 
         return AwaitedCompletion(complete)
+
+    def _leader_failed(self, items: list[PartitionBatches]) -> None:
+        """The leader could not be reached or did not answer: it may have lost leadership
+        (failover), so the next batch of these topics asks for metadata again."""
+        for topic in {it.topic for it in items}:
+            self._metadata.invalidate(topic)
 
     async def _check_duplicate(self, results: dict[TopicPartition, PartitionResult], node_id: int,
                                item: PartitionBatches, round_no: int) -> None:

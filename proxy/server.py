@@ -34,13 +34,23 @@ from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
 from proxy import limits, metrics
 from proxy.api_names import api_name
 from proxy.config import ProxyConfig, UpstreamConfig
+from proxy.coordinators import (
+    FORWARDED,
+    Coordinators,
+    coordinator_key,
+    error_response,
+    forwarded_frame,
+    with_correlation_id,
+)
 from proxy.kafka_codec import (
     API_API_VERSIONS,
+    API_FIND_COORDINATOR,
     API_INIT_PRODUCER_ID,
     API_METADATA,
     API_PRODUCE,
     API_SASL_AUTHENTICATE,
     API_SASL_HANDSHAKE,
+    MESSAGES,
     NEED_DATA,
     ProtocolError,
     RequestFrame,
@@ -52,6 +62,7 @@ from proxy.kafka_codec import (
 from proxy.limits import LogLimiter, admit, is_loopback, receive_deadline
 from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
+from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.produce import (
     DirectBackend,
     encode_produce_answer,
@@ -78,7 +89,11 @@ from proxy.versions import (
 
 log = logging.getLogger(__name__)
 
-PROXY_NODE_ID = 1  # the one broker clients see
+PROXY_NODE_ID = 1  # the one broker clients see (without proxy.broker_listeners)
+# A request passed through may wait at the broker for long: JoinGroup until the rebalance
+# ends (up to the group's max.poll.interval.ms, 300 s by default). The client has its own
+# timeout; the proxy must not give up first.
+PASS_THROUGH_TIMEOUT_S = 310.0
 RECEIVE_CHUNK_BYTES = 256 * 1024
 MIN_RECEIVE_BYTES = 16 * 1024  # with less room than this in the receive budget, a connection stops reading
 HIGHEST_INIT_PRODUCER_ID_VERSION = 5
@@ -151,24 +166,41 @@ class RequestHandler:
         self.advertise_host = advertise_host
         self.advertise_port = advertise_port
         self.advertised: dict[int, tuple[int, int]] = {}
+        self.coordinators = Coordinators(cluster, metadata, upstream.request_timeout_s)
+        self.brokers: BrokerListeners | None = None  # set with proxy.broker_listeners: every API passes through
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
 
     async def start(self) -> None:
         """Learn the upstream's API ranges (so ApiVersions can be answered). Raises UpstreamError."""
-        self.advertised = negotiate(await self.cluster.ensure_api_versions())
+        upstream = await self.cluster.ensure_api_versions()
+        self.advertised = negotiate(upstream)
+        if self.brokers is not None:
+            self.advertised = passthrough_versions(upstream, self.advertised)
         if self.config.sasl_mechanisms:
             self.advertised = with_sasl(self.advertised)
 
     def max_versions(self) -> dict[int, int]:
         return {k: hi for k, (_lo, hi) in self.advertised.items()}
 
-    async def begin(self, frame: RequestFrame, nursery: trio.Nursery) -> ResponseSlot | None:
+    def node_for_port(self, port: int) -> int | None:
+        """The upstream broker a listener port stands for (None: the bootstrap listener)."""
+        return self.brokers.nodes.get(port) if self.brokers is not None else None
+
+    async def begin(self, frame: RequestFrame, nursery: trio.Nursery, node_id: int | None = None) -> ResponseSlot | None:
         """Run the ordered part of handling `frame`; return the slot its response will fill.
 
+        `node_id`: the upstream broker whose listener the request came in on (pass-through).
         Raises ProtocolError (close the connection) for undecodable or unsupported requests.
         """
         started = time.perf_counter()
         metrics.REQUESTS.labels(api_name(frame.api_key), frame.api_version).inc()
+        if self.brokers is not None and frame.api_key not in MESSAGES and frame.api_key in self.advertised:
+            lo, hi = self.advertised[frame.api_key]
+            if not lo <= frame.api_version <= hi:
+                raise UnsupportedRequest(frame, f"unsupported version {frame.api_version} of api_key {frame.api_key}")
+            slot = ResponseSlot(trio.Event())
+            nursery.start_soon(self._pass_through, frame, node_id, slot, started)
+            return slot
         try:
             request = decode_request(frame, self.max_versions())
         except UnsupportedRequest:
@@ -203,6 +235,12 @@ class RequestHandler:
             return slot
         if frame.api_key == API_INIT_PRODUCER_ID:
             nursery.start_soon(self._init_producer_id, request, frame, slot, started)
+            return slot
+        if frame.api_key == API_FIND_COORDINATOR:
+            nursery.start_soon(self._find_coordinator, request, frame, slot, started)
+            return slot
+        if frame.api_key in FORWARDED:
+            nursery.start_soon(self._forward_to_coordinator, request, frame, slot, started)
             return slot
         raise ProtocolError(f"api_key {frame.api_key} is decodable but not served")
 
@@ -286,7 +324,16 @@ class RequestHandler:
         except UpstreamError as exc:
             log.warning("metadata from upstream failed: %s", exc)
             view = self.metadata.view  # answer from what we have; missing topics get errors
-        response = build_client_metadata(view, names, PROXY_NODE_ID, self.advertise_host, self.advertise_port)
+        if self.brokers is not None:
+            if not view.brokers:  # a request for no topics before any refresh: the brokers are the answer
+                try:
+                    await self.metadata.ensure_broker(-1)
+                except UpstreamError as exc:
+                    log.warning("metadata from upstream failed: %s", exc)
+            ports = await self.brokers.ensure(list(view.brokers))
+            response = build_broker_metadata(view, names, ports, self.advertise_host)
+        else:
+            response = build_client_metadata(view, names, PROXY_NODE_ID, self.advertise_host, self.advertise_port)
         self._finish(slot, response, frame, started)
 
     async def _init_producer_id(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
@@ -299,8 +346,10 @@ class RequestHandler:
                 transaction_timeout_ms=request.transaction_timeout_ms,
                 producer_id=getattr(request, "producer_id", -1),
                 producer_epoch=getattr(request, "producer_epoch", -1))
-            conn = await self.cluster.connection()
-            upstream = await conn.request(forwarded, version, self.upstream_config.request_timeout_s)
+            if request.transactional_id:
+                upstream = await self.coordinators.init_producer_id(forwarded, version)
+            else:
+                upstream = await self.metadata.ask_any_broker(forwarded, version)  # any healthy broker
             response = InitProducerIdResponse(throttle_time_ms=0, error_code=upstream.error_code,
                                               producer_id=upstream.producer_id, producer_epoch=upstream.producer_epoch)
         except UpstreamError as exc:
@@ -308,6 +357,49 @@ class RequestHandler:
             response = InitProducerIdResponse(throttle_time_ms=0, error_code=COORDINATOR_NOT_AVAILABLE,
                                               producer_id=-1, producer_epoch=-1)
         self._finish(slot, response, frame, started)
+
+
+    async def _find_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
+        response = await self.coordinators.find_coordinator(request, frame.api_version, self._coordinator_endpoint)
+        self._finish(slot, response, frame, started)
+
+    async def _coordinator_endpoint(self, node_id: int) -> tuple[int, str, int]:
+        """Where a client reaches upstream coordinator `node_id`: its own listener with
+        proxy.broker_listeners, else the proxy's one broker."""
+        if self.brokers is None:
+            return PROXY_NODE_ID, self.advertise_host, self.advertise_port
+        ports = await self.brokers.ensure([node_id])
+        return node_id, self.advertise_host, ports[node_id]
+
+    async def _pass_through(self, frame: RequestFrame, node_id: int | None, slot: ResponseSlot,
+                            started: float) -> None:
+        """Forward `frame` verbatim to the broker whose listener it came in on (the bootstrap
+        listener: any healthy broker) and answer with the broker's bytes. If the broker
+        cannot be reached the connection is closed, as it would be to that broker."""
+        raw = forwarded_frame(frame)
+        if frame.api_key == API_FETCH:
+            raw = fetch_with_rack(raw.body, frame.api_version, self.config.consumer_rack, frame.client_id) or raw
+        try:
+            if node_id is None:
+                response = await self.metadata.ask_any_broker(raw, frame.api_version)
+            else:
+                conn = await self.cluster.connection(node_id)
+                response = await conn.request(raw, frame.api_version, PASS_THROUGH_TIMEOUT_S)
+        except UpstreamError as exc:
+            log.info("closing connection: api_key %d for broker %s failed: %s (client_id=%s)", frame.api_key,
+                     node_id, exc, frame.client_id)
+            slot.broken = True
+            slot.ready.set()
+            return
+        self._finish_encoded(slot, with_correlation_id(response, frame.correlation_id), frame, started)
+
+    async def _forward_to_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot,
+                                      started: float) -> None:
+        answer = await self.coordinators.forward(frame, *coordinator_key(frame.api_key, request))
+        if isinstance(answer, int):
+            self._finish(slot, error_response(frame.api_key, request, answer), frame, started)
+        else:
+            self._finish_encoded(slot, answer, frame, started)
 
 
 def _ready(data: bytes | None) -> ResponseSlot:
@@ -329,6 +421,7 @@ class ProxyServer:
         self._reading_scopes: set[trio.CancelScope] = set()  # one per connection waiting for bytes
         self._stopping = False
         self._listen_scope: trio.CancelScope | None = None
+        self._listening: tuple[trio.Nursery, trio.Nursery] | None = None  # (listeners, connection handlers)
         self._connections = 0
         self._open_by_source: dict[str, int] = {}
         self._budget = ReceiveBudget(config.max_receive_buffer_bytes)
@@ -348,8 +441,23 @@ class ProxyServer:
     async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             with trio.CancelScope() as self._listen_scope:
-                task_status.started(listeners)
-                await trio.serve_listeners(self._handle_connection, listeners, handler_nursery=nursery)
+                async with trio.open_nursery() as listening:
+                    self._listening = (listening, nursery)
+                    listening.start_soon(functools.partial(trio.serve_listeners, self._handle_connection, listeners,
+                                                           handler_nursery=nursery))
+                    task_status.started(listeners)
+            self._listening = None
+
+    async def open_broker_listener(self) -> int:
+        """One more listener on the proxy's host (an ephemeral port), served like the first;
+        returns its port. Raises OSError, RuntimeError if the server is not serving."""
+        if self._listening is None:
+            raise RuntimeError("the proxy is not serving")
+        listening, handlers = self._listening
+        listeners = await trio.open_tcp_listeners(0, host=self.config.listen_host)
+        listening.start_soon(functools.partial(trio.serve_listeners, self._handle_connection, listeners,
+                                               handler_nursery=handlers))
+        return listeners[0].socket.getsockname()[1]
 
     async def shutdown(self) -> None:
         """Stop accepting and reading; let in-flight requests finish within shutdown_grace_s.
@@ -393,11 +501,12 @@ class ProxyServer:
         self._open_by_source[source] = self._open_by_source.get(source, 0) + 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
+            node_id = self.handler.node_for_port(stream.socket.getsockname()[1])
             if self._ssl_context is not None:
                 stream = trio.SSLStream(stream, self._ssl_context, server_side=True)
                 if not await _tls_handshake(stream):
                     return
-            await self._serve_connection(stream, source)
+            await self._serve_connection(stream, source, node_id)
         except Exception:  # a bug handling one client must not take the listener down
             metrics.PROTOCOL_ERRORS.labels("internal").inc()
             log.exception("internal error on a client connection; closing it")
@@ -427,7 +536,8 @@ class ProxyServer:
             self._burst = BurstTracker(last_trim_at=now, baseline_connections=self._connections,
                                        peak_connections=self._connections)
 
-    async def _serve_connection(self, stream: trio.SocketStream, source: str = "") -> None:
+    async def _serve_connection(self, stream: trio.SocketStream, source: str = "",
+                                node_id: int | None = None) -> None:
         codec = ServerCodec(self.config.max_frame_bytes)
         state = _ConnectionState(source, trio.current_time())
         session = None
@@ -438,7 +548,7 @@ class ProxyServer:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer, state)
             try:
-                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state)
+                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state, node_id)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -463,7 +573,7 @@ class ProxyServer:
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
                              session: SaslSession | None = None, writer: _ResponseWriter | None = None,
-                             state: _ConnectionState | None = None) -> None:
+                             state: _ConnectionState | None = None, node_id: int | None = None) -> None:
         # Plain TCP: large frames are read straight into their own buffer (no joining copy).
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         state = state or _ConnectionState("", trio.current_time())
@@ -530,7 +640,7 @@ class ProxyServer:
                     if close:
                         return  # the answer is still written, then the connection closes
                     continue
-                slot = await self.handler.begin(frame, nursery)
+                slot = await self.handler.begin(frame, nursery, node_id)
                 if slot is not None:
                     slot.writer = writer
                     await send_slots.send(slot)
@@ -619,7 +729,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
     """
     ssl_context, credentials = listener_security(proxy_config)
     async with open_upstream(upstream_config) as cluster:
-        metadata = MetadataCache(cluster, upstream_config.metadata_ttl_s, upstream_config.request_timeout_s)
+        metadata = MetadataCache(cluster, upstream_config.metadata_ttl_s, upstream_config.metadata_timeout_s)
         if backend_factory is None:
             backend: ProduceBackend = DirectBackend(cluster, metadata, upstream_config.request_timeout_s)
         else:
@@ -628,8 +738,10 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
         port = listeners[0].socket.getsockname()[1]
         handler = RequestHandler(proxy_config, upstream_config, cluster, metadata, backend,
                                  proxy_config.listen_host, port)
-        await handler.start()
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
+        if proxy_config.broker_listeners:
+            handler.brokers = BrokerListeners(server.open_broker_listener)
+        await handler.start()
         async with trio.open_nursery() as nursery:
             await nursery.start(server.serve, listeners)
             task_status.started((server, port))

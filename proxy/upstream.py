@@ -54,6 +54,27 @@ class UpstreamTimeout(UpstreamError):
     """The upstream broker did not answer in time."""
 
 
+@dataclass(frozen=True)
+class RawRequest:
+    """A request forwarded as the client sent it: header fields (its client id too) and
+    body bytes; only the correlation id is the connection's. Its answer is the raw
+    response frame (size prefix removed), correlation id first."""
+
+    api_key: int
+    api_version: int
+    body: bytes
+    flexible: bool  # request header v2 (tagged fields) rather than v1
+    client_id: str | None  # the client's own (None: null)
+
+    def frame(self, correlation_id: int) -> bytes:
+        client = b"" if self.client_id is None else self.client_id.encode()
+        length = -1 if self.client_id is None else len(client)
+        header = struct.pack(">hhih", self.api_key, self.api_version, correlation_id, length) + client
+        if self.flexible:
+            header += b"\x00"  # no tagged fields
+        return _SIZE.pack(len(header) + len(self.body)) + header + self.body
+
+
 class _Pending:
     __slots__ = ("event", "response", "error", "decode")
 
@@ -136,14 +157,16 @@ class UpstreamConnection:
             raise UpstreamError(f"connection to {self.address} is closed")
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         fast_produce = FAST_PRODUCE_VERSIONS[0] <= version <= FAST_PRODUCE_VERSIONS[1]
-        if isinstance(request, ProduceRequestData):
+        if isinstance(request, RawRequest):
+            data: list[bytes | memoryview] = [request.frame(correlation_id)]
+            decode: Callable[[bytes], Any] = bytes
+        elif isinstance(request, ProduceRequestData):
             if not fast_produce:
                 raise UpstreamError(f"Produce v{version} cannot carry v2 record batches")
             # Record sets go out as the client sent them, by one vectored send: no copy; the
             # answer is read by the hand-written decoder (a ProduceAnswer).
-            data: list[bytes | memoryview] = encode_produce_request_parts(request, version, correlation_id,
-                                                                          self._client_id)
-            decode: Callable[[bytes], Any] = functools.partial(decode_produce_response, api_version=version)
+            data = encode_produce_request_parts(request, version, correlation_id, self._client_id)
+            decode = functools.partial(decode_produce_response, api_version=version)
         else:
             if request.API_KEY == API_PRODUCE and fast_produce:
                 data = encode_produce_request_parts(request, version, correlation_id, self._client_id)
@@ -301,6 +324,7 @@ class UpstreamCluster:
         self._connections: dict[int, UpstreamConnection] = {}
         self._connect_locks: dict[int, trio.Lock] = {}
         self._brokers: dict[int, BrokerAddress] = {}
+        self._bootstrap_start = 0  # index of the bootstrap address tried first
         self.api_versions: dict[int, tuple[int, int]] = {}
 
     def set_brokers(self, brokers: Mapping[int, BrokerAddress]) -> None:
@@ -325,34 +349,66 @@ class UpstreamCluster:
             return conn
 
     async def _connect(self, node_id: int) -> UpstreamConnection:
+        """Connect to `node_id`, or to the bootstrap servers in turn.
+
+        Any failure of an address - TCP, TLS, or a broker that accepts and then does not
+        answer ApiVersions or SASL within connect_timeout_s - moves on to the next address;
+        the next bootstrap connection starts after the address that failed last.
+        Raises UpstreamError when every address failed.
+        """
         if node_id == BOOTSTRAP_NODE or node_id not in self._brokers:
             candidates = [hp.rpartition(":") for hp in self.config.bootstrap_servers]
             addresses = [(h, int(p)) for h, _, p in candidates]
+            start = self._bootstrap_start % len(addresses)
+            addresses = addresses[start:] + addresses[:start]
         else:
             b = self._brokers[node_id]
             addresses = [(b.host, b.port)]
-        last: Exception | None = None
+        failures: list[str] = []
         for host, port in addresses:
             try:
-                with trio.fail_after(self.config.connect_timeout_s):
-                    stream = await self._open_stream(host, port)
-            except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-                last = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
-                continue
-            conn = UpstreamConnection(stream, node_id, f"{host}:{port}", self.config.client_id)
-            self._nursery.start_soon(conn.run_reader)
-            try:
-                if not self.api_versions:
-                    await self._fetch_api_versions(conn)
-                if self.config.sasl_mechanism:
-                    reauth_ms = await self._authenticate(conn)
-                    if reauth_ms is not None:
-                        self._nursery.start_soon(self._keep_authenticated, conn, reauth_ms)
-            except UpstreamError:
-                await conn.aclose()
-                raise
-            return conn
-        raise UpstreamError(f"cannot connect to upstream node {node_id} at {addresses}: {last}")
+                return await self._connect_to(node_id, host, port)
+            except UpstreamError as exc:
+                failures.append(f"{host}:{port}: {exc}")
+                if node_id == BOOTSTRAP_NODE or node_id not in self._brokers:
+                    self._bootstrap_start += 1
+                log.info("upstream node %d at %s:%d failed: %s", node_id, host, port, exc)
+        raise UpstreamError(f"cannot connect to upstream node {node_id}: {'; '.join(failures)}")
+
+    async def _connect_to(self, node_id: int, host: str, port: int) -> UpstreamConnection:
+        """One address: TCP (+TLS), ApiVersions once per cluster, SASL. Raises UpstreamError."""
+        try:
+            with trio.fail_after(self.config.connect_timeout_s):
+                stream = await self._open_stream(host, port)
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+            cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
+            raise UpstreamError(f"connect failed: {cause!r}") from exc
+        conn = UpstreamConnection(stream, node_id, f"{host}:{port}", self.config.client_id)
+        self._nursery.start_soon(conn.run_reader)
+        try:
+            if not self.api_versions:
+                await self._fetch_api_versions(conn)
+            if self.config.sasl_mechanism:
+                reauth_ms = await self._authenticate(conn)
+                if reauth_ms is not None:
+                    self._nursery.start_soon(self._keep_authenticated, conn, reauth_ms)
+        except UpstreamError:
+            await conn.aclose()
+            raise
+        return conn
+
+    def start_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run a background task in the cluster's nursery (it must not raise)."""
+        self._nursery.start_soon(fn, *args)
+
+    async def drop(self, node_id: int) -> None:
+        """Close the cached connection to `node_id` (the next use reconnects); pending requests
+        fail. Dropping the bootstrap connection makes the next one start at the next address."""
+        if node_id == BOOTSTRAP_NODE:
+            self._bootstrap_start += 1
+        conn = self._connections.pop(node_id, None)
+        if conn is not None:
+            await conn.aclose()
 
     async def _open_stream(self, host: str, port: int) -> trio.abc.Stream:
         """TCP, and TLS on top when configured (the socket is closed if the handshake fails).
@@ -371,8 +427,9 @@ class UpstreamCluster:
         return stream
 
     async def _fetch_api_versions(self, conn: UpstreamConnection) -> None:
-        # v0: every broker answers it; the ranges are all we need.
-        response = await conn.request(ApiVersionsRequest[0](), 0, self.config.request_timeout_s)
+        # v0: every broker answers it; the ranges are all we need. Part of connecting, so
+        # bounded like it: a broker that accepts and never answers is skipped quickly.
+        response = await conn.request(ApiVersionsRequest[0](), 0, self.config.connect_timeout_s)
         if response.error_code != 0:
             raise UpstreamError(f"upstream ApiVersions failed with error {response.error_code}")
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}

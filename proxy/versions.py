@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from core.errors import NONE, UNSUPPORTED_VERSION
+from proxy.coordinators import FORWARDED, HIGHEST_FIND_COORDINATOR_VERSION
 from proxy.kafka_codec import (
     API_API_VERSIONS,
+    API_FIND_COORDINATOR,
     API_INIT_PRODUCER_ID,
     API_METADATA,
     API_PRODUCE,
@@ -29,20 +31,21 @@ IMPLEMENTED: dict[int, tuple[int, int]] = {
     API_METADATA: (0, 12),
     API_API_VERSIONS: (0, 4),
     API_INIT_PRODUCER_ID: (0, 5),
+    # Transactions (proxy/coordinators.py): FindCoordinator answered, the rest forwarded.
+    API_FIND_COORDINATOR: (0, HIGHEST_FIND_COORDINATOR_VERSION),
+    **{api_key: (0, highest) for api_key, highest in FORWARDED.items()},
 }
 # Served by the proxy itself: the upstream's range does not limit them.
 SERVED_LOCALLY = frozenset({API_API_VERSIONS, API_METADATA})
 MIN_ACCEPTED_PRODUCE_VERSION = 3  # v0-v2 carry message sets older than magic 2
 
 API_FETCH = 1
-API_FIND_COORDINATOR = 10
 # Advertised but not served. librdkafka enables message format v2 only if Fetch >= 4 is
-# advertised, ZSTD only with Fetch >= 10, and LZ4 only with FindCoordinator; a producer
-# never sends either. A client that does (a consumer pointed at the sidecar) is
+# advertised and ZSTD only with Fetch >= 10 (LZ4 needs FindCoordinator, served above); a
+# producer never sends Fetch. A client that does (a consumer pointed at the sidecar) is
 # disconnected with a log line: consumers read from the cluster directly.
 FEATURE_MARKERS: dict[int, tuple[int, int]] = {
     API_FETCH: (0, 12),
-    API_FIND_COORDINATOR: (0, 4),
 }
 
 

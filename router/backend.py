@@ -35,18 +35,19 @@ import trio
 from core import errors
 from core.audit import AuditSink, NullAuditSink
 from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
+from core.zones import leader_zone
 from leader_notify.notifier import NotifySink, ZoneAnswer, ZoneNotifier
 from leader_notify.owners import health_key
 from proxy import metrics as proxy_metrics
 from proxy.metadata import MetadataCache
 from proxy.produce import DirectBackend
+from proxy.upstream import UpstreamError
 from router import metrics as router_metrics
 from router.breaker import Breaker
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
 from router.rates import ZoneRates
 from router.seams import WalSink, ZoneAnswers
-from router.zones import leader_zone
 from wal_s3.config import WalConfig
 from wal_s3.format import WalEntry
 from wal_s3.writer import FlushedObject, WalPlacement
@@ -389,7 +390,7 @@ class RoutingBackend:
 
     async def _leader_zone(self, item: PartitionBatches) -> tuple[str | None, bool]:
         """(the leader's zone, whether the topic's metadata was cached)."""
-        cached = item.topic in self._metadata.view.topics
+        cached = self._metadata.cached(item.topic)
         info, broker, _err = await self._metadata.leader(item.topic, item.partition)
         zone = leader_zone(item.topic, item.partition, info.leader_id if info else None,
                            broker.rack if broker else None, self.config.partition_zones, self.config.broker_zones)
@@ -460,7 +461,8 @@ class RoutingBackend:
             # notifier is still re-sending, so these topics never leave the WAL path.
             return Route(Path.WAL, "ack_mode wal")
         view = ZoneView(self.zone, dest, healthy, self.config.fallback)
-        route = decide(self.policy, view, state.path, shape, self.config.prices, transactional)
+        route = decide(self.policy, view, state.path, shape, self.config.prices, transactional,
+                       self._wal_config.storage_class)
         if route.path is Path.WAL and self._wal is None:
             return type(route)(Path.DIRECT_CROSS, "no WAL configured")
         return route
@@ -475,7 +477,14 @@ class RoutingBackend:
         routed: list[tuple[PartitionBatches, Route]] = []
         for item in items:
             tp = (item.topic, item.partition)
-            dest, cached = await self._leader_zone(item)
+            try:
+                dest, cached = await self._leader_zone(item)
+            except UpstreamError as exc:
+                # No broker answered Metadata: this partition fails retriably, the connection
+                # and the other partitions go on; later batches wait for this one's retry.
+                held_back[tp] = PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"no metadata: {exc}")
+                self._note_failure(item, held_back[tp])
+                continue
             lookups.append((item, dest, cached))
             state = self._partitions[tp]
             route = self._route(item, dest, state)
@@ -519,7 +528,9 @@ class RoutingBackend:
             breaker = self._breakers[self._breaker_key(dest, item)]
             if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
                 breaker.record_success()
-            elif errors.is_retriable(outcome.result.error_code):
+            elif errors.is_retriable(outcome.result.error_code) and outcome.result.error_code not in LEADER_ERRORS:
+                # A leader error came from a working agent (the leader moved): the zone's path is
+                # fine, so it does not count against it (B3: it used to open the circuit).
                 breaker.record_failure(trio.current_time())
         results.update(held_back)
         for item in items:

@@ -2,8 +2,9 @@
 
 Paths: LOCAL (leader in our zone: forward), DIRECT_CROSS (forward across zones, billed
 transfer), WAL (through S3: request costs instead of transfer). Policy `cost` compares,
-per destination zone, the predicted S3 request cost of a byte sent through the WAL (its
-share of one PUT per object plus one ranged GET per zone per object) with the transfer
+per destination zone, the predicted S3 cost of a byte sent through the WAL (its share of
+one PUT per object plus one ranged GET per zone per object, and for S3 Express One Zone
+its per-byte upload and retrieval charges) with the transfer
 cost of sending it across (billed on both sides), with a hysteresis band so that the
 choice does not flap around the break-even point.
 """
@@ -50,17 +51,22 @@ def predicted_shape(zone_rate_bps: float, total_rate_bps: float, linger_ms: int,
     return ObjectShape(object_bytes, object_bytes * zone_rate_bps / total_rate_bps)
 
 
-def wal_cost_per_byte(shape: ObjectShape, prices: Prices) -> float:
-    """USD per payload byte through the WAL: the object's PUT shared by the whole object; per
-    zone share one ranged GET and the agent's GC checkpoint PUT (wal_s3/gc.py). The
-    checkpoint is an upper bound: a manifest names every object an agent applied in its
-    interval, so it is one PUT per object only when traffic is thin - where this choice
-    is close - and almost nothing per object when it is heavy."""
+def wal_cost_per_byte(shape: ObjectShape, prices: Prices, storage_class: str = "standard") -> float:
+    """USD per payload byte through the WAL in `storage_class` ("standard" or "express"):
+    the object's PUT shared by the whole object; per zone share one ranged GET and the
+    agent's GC checkpoint PUT (wal_s3/gc.py); S3 Express adds its per-byte upload and
+    retrieval charges (each payload byte is uploaded once and read once, by its zone's
+    agent; the checkpoint's few bytes are left out). The checkpoint is an upper bound: a
+    manifest names every object an agent applied in its interval, so it is one PUT per
+    object only when traffic is thin - where this choice is close - and almost nothing
+    per object when it is heavy."""
     if shape.object_bytes <= 0 or shape.zone_bytes <= 0:
         return float("inf")
-    put = prices.s3_put_per_1000 / 1000.0
-    get = prices.s3_get_per_1000 / 1000.0
-    return put / shape.object_bytes + (get + put) / shape.zone_bytes
+    store = prices.store(storage_class)
+    put = store.put_per_1000 / 1000.0
+    get = store.get_per_1000 / 1000.0
+    return (put / shape.object_bytes + (get + put) / shape.zone_bytes
+            + store.upload_per_byte + store.retrieval_per_byte)
 
 
 def direct_cost_per_byte(prices: Prices) -> float:
@@ -68,9 +74,10 @@ def direct_cost_per_byte(prices: Prices) -> float:
     return 2 * prices.cross_az_per_gb_each_way / GB
 
 
-def choose_cost(current: Path | None, shape: ObjectShape, prices: Prices) -> Route:
-    """`cost` policy between WAL and DIRECT_CROSS, sticky within the hysteresis band."""
-    wal = wal_cost_per_byte(shape, prices)
+def choose_cost(current: Path | None, shape: ObjectShape, prices: Prices, storage_class: str = "standard") -> Route:
+    """`cost` policy between WAL and DIRECT_CROSS, sticky within the hysteresis band; the WAL
+    is priced in `storage_class` (the class of wal.bucket)."""
+    wal = wal_cost_per_byte(shape, prices, storage_class)
     direct = direct_cost_per_byte(prices)
     if current == Path.WAL:
         if wal > direct * (1 + HYSTERESIS):
@@ -92,8 +99,8 @@ class ZoneView:
 
 
 def decide(policy: str, view: ZoneView, current: Path | None, shape: ObjectShape, prices: Prices,
-           transactional: bool = False) -> Route:
-    """The path for one partition batch.
+           transactional: bool = False, storage_class: str = "standard") -> Route:
+    """The path for one partition batch; `storage_class` prices the WAL (wal.storage_class).
 
     Transactional batches never go through the WAL: the proxy serves no transaction
     coordinator APIs, and the WAL ack mode must never apply to them.
@@ -112,4 +119,4 @@ def decide(policy: str, view: ZoneView, current: Path | None, shape: ObjectShape
         return Route(Path.DIRECT_CROSS, "zone unhealthy, fallback direct")
     if policy == "wal":
         return Route(Path.WAL, "policy wal")
-    return choose_cost(current, shape, prices)
+    return choose_cost(current, shape, prices, storage_class)

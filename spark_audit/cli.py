@@ -22,6 +22,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, metavar="URI", help="audit records: a local path or s3://bucket/prefix")
     parser.add_argument("--output", required=True, metavar="URI", help="where tables go: a local directory or s3://bucket/prefix")
     parser.add_argument("--prices", metavar="FILE", help="TOML with s3_put_per_1000, s3_get_per_1000, cross_az_per_gb_each_way")
+    parser.add_argument("--storage-class", choices=("standard", "express"), default="standard",
+                        help="the WAL's S3 storage class (wal.storage_class): which prices apply to its requests")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint (moto, MinIO) for s3:// input/output")
     parser.add_argument("--tables", type=table_formats, default=("csv",), metavar="FORMATS",
                         help="table file formats: csv (default), parquet, or csv,parquet")

@@ -143,7 +143,7 @@ def _zero_except(**columns: Column) -> list[Column]:
     return out
 
 
-def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
+def savings(rolled: DataFrame, prices: Prices, storage_class: str = "standard") -> DataFrame:
     """Per hour x source zone x leader zone: traffic per route, bytes and dollars saved.
 
     `rolled` is `rollup(records)`. Columns: hour, source_zone, leader_zone,
@@ -154,8 +154,12 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
     cross_bytes_avoided, direct_transfer_usd, transfer_avoided_usd, s3_put_usd,
     s3_get_usd, net_savings_usd, savings_ratio (net savings over what direct produce
     would have cost; null when nothing would have crossed).
+    Requests are priced in `storage_class`; with S3 Express its per-byte charges are added,
+    upload to s3_put_usd and retrieval to s3_get_usd, on bytes_wal (each WAL byte is
+    uploaded once and read once, by its zone's agent; agent cache hits are not subtracted).
     """
     byte_usd = cross_byte_usd(prices)
+    store = prices.store(storage_class)
     keys = ("hour_ms", "source_zone", "leader_zone")
     route = F.col("route")
     n, records_, bytes_ = F.col("n"), F.col("records"), F.col("bytes")
@@ -206,8 +210,10 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
         .withColumn("cross_bytes_avoided", F.col("direct_equivalent_bytes") - F.col("crossed_bytes"))
         .withColumn("direct_transfer_usd", F.col("direct_equivalent_bytes") * F.lit(byte_usd))
         .withColumn("transfer_avoided_usd", F.col("cross_bytes_avoided") * F.lit(byte_usd))
-        .withColumn("s3_put_usd", F.col("s3_put_requests") * F.lit(prices.s3_put_per_1000 / 1000))
-        .withColumn("s3_get_usd", F.col("s3_get_requests") * F.lit(prices.s3_get_per_1000 / 1000))
+        .withColumn("s3_put_usd", F.col("s3_put_requests") * F.lit(store.put_per_1000 / 1000)
+                    + F.col("bytes_wal") * F.lit(store.upload_per_byte))
+        .withColumn("s3_get_usd", F.col("s3_get_requests") * F.lit(store.get_per_1000 / 1000)
+                    + F.col("bytes_wal") * F.lit(store.retrieval_per_byte))
         .withColumn("net_savings_usd",
                     F.col("transfer_avoided_usd") - F.col("s3_put_usd") - F.col("s3_get_usd"))
         .withColumn("savings_ratio", _ratio(F.col("net_savings_usd"), F.col("direct_transfer_usd")))
@@ -218,7 +224,7 @@ def savings(rolled: DataFrame, prices: Prices) -> DataFrame:
     )
 
 
-def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
+def break_even(rolled: DataFrame, prices: Prices, storage_class: str = "standard") -> DataFrame:
     """Net savings of WAL objects by object size (power-of-two buckets).
 
     `rolled` is `rollup(records)`. Each wal_flush is joined by `key` to the GETs of its
@@ -230,10 +236,17 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
     transfer_avoided_usd, request_usd, net_savings_usd, net_savings_usd_per_object,
     break_even_object_bytes (object size at which this bucket's per-object requests and
     notifications cost what they save).
+    Requests are priced in `storage_class`; with S3 Express request_usd also holds the
+    per-byte upload and retrieval of the object's bytes (each read once), and the break-even
+    size solves fixed + size * per_byte = (size + overhead - notifications) * byte price
+    (null when the per-byte charges alone exceed the transfer price).
     """
     byte_usd = cross_byte_usd(prices)
-    put_usd = prices.s3_put_per_1000 / 1000
-    get_usd = prices.s3_get_per_1000 / 1000
+    store = prices.store(storage_class)
+    put_usd = store.put_per_1000 / 1000
+    get_usd = store.get_per_1000 / 1000
+    per_byte_usd = store.upload_per_byte + store.retrieval_per_byte
+    margin_usd = max(byte_usd - per_byte_usd, 1e-300)  # what a byte saves beyond its own S3 charges
     gets = _kind(rolled, "agent_read").groupBy("key").agg(F.sum("gets").alias("get_requests"))
     checkpoints = (_kinds(rolled, _CHECKPOINT_KINDS).groupBy("key")
                    .agg(F.sum(CHECKPOINT_PUTS).alias("checkpoint_puts")))
@@ -255,7 +268,8 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
     )
     per_object_avoided = (F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES
                           - F.col("notification_bytes")) * F.lit(byte_usd)
-    per_object_requests = F.col("put_requests") * F.lit(put_usd) + F.col("get_requests") * F.lit(get_usd)
+    per_object_fixed = F.col("put_requests") * F.lit(put_usd) + F.col("get_requests") * F.lit(get_usd)
+    per_object_requests = per_object_fixed + F.col("object_bytes") * F.lit(per_byte_usd)
     return (
         objects.groupBy("size_bucket_bytes").agg(
             F.count(F.lit(1)).alias("objects"),
@@ -266,12 +280,16 @@ def break_even(rolled: DataFrame, prices: Prices) -> DataFrame:
             F.sum("notification_bytes").alias("notification_bytes"),
             F.sum(per_object_avoided).alias("transfer_avoided_usd"),
             F.sum(per_object_requests).alias("request_usd"),
+            F.sum(per_object_fixed).alias("_fixed_usd"),
         )
         .withColumn("net_savings_usd", F.col("transfer_avoided_usd") - F.col("request_usd"))
         .withColumn("net_savings_usd_per_object", F.col("net_savings_usd") / F.col("objects"))
         .withColumn("break_even_object_bytes",
-                    (F.col("request_usd") / F.lit(byte_usd) + F.col("notification_bytes")
-                     - F.col("entries") * PRODUCE_OVERHEAD_BYTES) / F.col("objects"))
+                    F.when(F.lit(byte_usd > per_byte_usd),
+                           (F.col("_fixed_usd") / F.lit(margin_usd)
+                            + (F.col("notification_bytes") - F.col("entries") * PRODUCE_OVERHEAD_BYTES)
+                            * F.lit(byte_usd / margin_usd)) / F.col("objects")))
+        .drop("_fixed_usd")
         .orderBy("size_bucket_bytes")
     )
 

@@ -57,12 +57,13 @@ def load_prices(path: str | None) -> Prices:
 
 def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
         s3_endpoint_url: str | None = None, spark=None, out: TextIO | None = None,
-        table_formats: tuple[str, ...] = ("csv",)) -> int:
+        table_formats: tuple[str, ...] = ("csv",), storage_class: str = "standard") -> int:
     """Run `job`; returns the process exit code (0, or EXIT_INPUT with a message on stderr).
 
     `spark`: an existing session (tests); otherwise one is created for `master`
     (None: whatever spark-submit configured) and stopped at the end.
     `table_formats`: any of TABLE_FORMATS; each table is written once per format.
+    `storage_class`: the WAL's (wal.storage_class), pricing its requests in savings and break_even.
     Raises ValueError for an unknown job or table format.
     """
     if job not in TABLES_OF_JOB:
@@ -77,8 +78,8 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     else:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     builders = {
-        "savings": lambda r: jobs.savings(r, prices),
-        "break_even": lambda r: jobs.break_even(r, prices),
+        "savings": lambda r: jobs.savings(r, prices, storage_class),
+        "break_even": lambda r: jobs.break_even(r, prices, storage_class),
         "writer_drops": jobs.writer_drops,
         "cache_agent": jobs.agent_cache,
         "cache_metadata": jobs.metadata_cache,

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"submit.py: configuration error: {exc}", file=sys.stderr)
         return 2
     return run(args.job, args.input, args.output, prices, master=None, s3_endpoint_url=args.s3_endpoint_url,
-               table_formats=args.tables)
+               table_formats=args.tables, storage_class=args.storage_class)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,10 @@ os.environ["AZSIDECAR_IMDS_ENDPOINT"] = "http://127.0.0.1:9"
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 from deploy.local import start_moto, start_tansu
+from deploy.local.processes import DUMMY_CREDENTIALS
+from deploy.local.s3_express import create_directory_bucket, running_front
+from wal_s3.config import WalConfig
+from wal_s3.s3 import make_s3_client
 
 
 def unique_name(prefix: str) -> str:
@@ -76,3 +80,40 @@ def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
         admin.create_topics([NewTopic(n, p, 1) for n, p in topics.items()])
     finally:
         admin.close()
+
+
+@pytest.fixture(scope="session")
+def express_front(moto_server, tmp_path_factory):
+    """deploy/local/s3_express.py in front of the shared moto: its endpoint URL (S3 Express One
+    Zone directory buckets with session authentication)."""
+    log = tmp_path_factory.mktemp("s3-express") / "front.log"
+    with running_front(f"127.0.0.1:{moto_server.port}", log) as endpoint:
+        yield endpoint
+
+
+WAL_STORE_ZONES = ("az0", "az1", "az2", "az3")  # zones whose directory buckets `wal_store` creates
+
+
+@pytest.fixture(params=["standard", "express"])
+def wal_store(request, moto_server, monkeypatch):
+    """(config factory, client factory) like tests/wal_s3's `wal_env`, on plain moto (one
+    bucket) and on the S3 Express front (a directory bucket per zone of WAL_STORE_ZONES)."""
+    for k, v in DUMMY_CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    base = unique_name("wal")
+    if request.param == "express":
+        endpoint = request.getfixturevalue("express_front")
+        for zone in WAL_STORE_ZONES:
+            create_directory_bucket(("127.0.0.1", moto_server.port), f"{base}--{zone}--x-s3")
+    else:
+        endpoint = moto_server.endpoint_url
+        moto_server.create_bucket(base)
+
+    def config(**overrides) -> WalConfig:
+        settings = {"bucket": base, "endpoint_url": endpoint, "retry_base_ms": 1, "retry_max_ms": 5,
+                    "storage_class": request.param}
+        settings.update(overrides)
+        return WalConfig(**settings)
+
+    return config, make_s3_client

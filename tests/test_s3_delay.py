@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import functools
 import http.client
 import socket
 import time
 
+import boto3
 import pytest
 import trio
 
-from deploy.local.s3_delay import serve
+from deploy.local.s3_delay import PROFILES, profile_delay_s, serve
 
 pytestmark = pytest.mark.integration
 
@@ -128,3 +130,38 @@ async def test_hold_answer_stores_at_once_and_answers_after_the_delay(moto_serve
 async def test_hold_answer_needs_keepalive_mode():
     with pytest.raises(ValueError, match="keepalive"):
         await serve(("127.0.0.1", 0), ("127.0.0.1", 9), 1.0, 1.0, "transparent", "answer")
+
+
+@pytest.mark.parametrize("profile,method,headers,expected_s", [
+    # Standard PUT of 1 MiB: 25 ms + 10 ms; of 0 bytes: 25 ms.
+    ("standard", b"PUT", {b"content-length": b"1048576"}, 0.035),
+    ("standard", b"PUT", {}, 0.025),
+    # Standard ranged GET of 512 KiB (bytes=0-524287): 15 ms + 5 ms.
+    ("standard", b"GET", {b"range": b"bytes=0-524287"}, 0.020),
+    ("standard", b"GET", {}, 0.015),  # no Range: the first byte only
+    # Express PUT of 8 MiB: 4 ms + 16 ms; GET of 1 MiB at offset 1 MiB: 3 ms + 2 ms.
+    ("express", b"PUT", {b"content-length": b"8388608"}, 0.020),
+    ("express", b"GET", {b"range": b"bytes=1048576-2097151"}, 0.005),
+    ("express", b"DELETE", {}, 0.0),
+])
+def test_profile_delays_grow_with_the_bytes_moved(profile, method, headers, expected_s):
+    assert profile_delay_s(PROFILES[profile], method, headers) == pytest.approx(expected_s)
+
+
+@pytest.mark.trio
+async def test_standard_profile_holds_a_put_by_its_size(moto_server):
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(functools.partial(
+            serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), 0.0, 0.0, profile="standard"))
+
+        def timed_put() -> float:
+            s3 = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+            s3.create_bucket(Bucket="profiled")
+            started = time.perf_counter()
+            s3.put_object(Bucket="profiled", Key="k", Body=b"v" * (4 * 1024 * 1024))
+            return time.perf_counter() - started
+
+        put_s = await trio.to_thread.run_sync(timed_put)
+        nursery.cancel_scope.cancel()
+    assert put_s >= 0.065  # 25 ms + 4 MiB * 10 ms: the size-dependent part was held too

@@ -17,6 +17,11 @@ HTTP/1.1 codec (h11 cost ~190 µs per request) and SigV4 signing (botocore's S3S
 ~90 µs). Done here too: a keep-alive connection pool, timeouts, and the status -> S3Error
 mapping shared with the boto3 path (`_s3.classify_error`).
 
+S3 Express One Zone (`express=True`): requests are signed for the `s3express` service with
+a CreateSession session's credentials and carry its token (wal_s3/_express.py); one
+CreateSession runs at a time, on the first request and again shortly before the session
+expires, and an ExpiredToken/InvalidToken answer drops the session for the retry.
+
 Integrity: PUT bodies are sent UNSIGNED-PAYLOAD (SHA-256 of an 8 MiB object is ~20 ms of
 CPU, on the event loop here) with an `x-amz-checksum-crc32` header, which S3 checks
 against the body it received, as it does for boto3's default checksum. Readers verify
@@ -34,7 +39,7 @@ import time
 import urllib.request
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -47,10 +52,11 @@ import botocore.session
 from botocore.awsrequest import AWSResponse
 from botocore.httpsession import get_cert_path
 
+from wal_s3 import _express
 from wal_s3._http11 import END, NEED_DATA, ProtocolError, ResponseHead, ResponseReader, encode_request_head
-from wal_s3._s3 import S3Error, S3PermanentError, S3TransientError, classify_error
 from wal_s3._sigv4 import SigV4Signer
 from wal_s3.config import WalConfig
+from wal_s3.s3 import S3Error, S3PermanentError, S3TransientError, classify_error
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +79,12 @@ class S3Http:
     """PUT and ranged GET of one bucket's objects. Raises S3Error subclasses only."""
 
     def __init__(self, *, bucket_url: str, region: str, credentials: Any, connect_timeout_s: float,
-                 request_timeout_s: float, max_idle: int, ssl_context: ssl.SSLContext | None = None) -> None:
+                 request_timeout_s: float, max_idle: int, ssl_context: ssl.SSLContext | None = None,
+                 express: bool = False, clock: Callable[[], float] = time.time) -> None:
         """bucket_url: the URL an object key is appended to (percent-encoded), ending in '/'.
-        credentials: a botocore Credentials (or RefreshableCredentials), None if there are none."""
+        credentials: a botocore Credentials (or RefreshableCredentials), None if there are none.
+        express: a directory bucket (S3 Express One Zone session authentication); `clock`
+        (seconds since the epoch) times its sessions."""
         parts = urlsplit(bucket_url)
         if parts.scheme not in ("http", "https") or not parts.hostname or not bucket_url.endswith("/"):
             raise ValueError(f"bad bucket URL {bucket_url!r}")
@@ -86,8 +95,13 @@ class S3Http:
         self._path = parts.path
         self._tls = parts.scheme == "https"
         self._ssl = ssl_context if ssl_context is not None or not self._tls else ssl.create_default_context()
-        self._signer = SigV4Signer(region)
+        self._signer = SigV4Signer(region, _express.SERVICE if express else "s3")
         self._credentials = credentials
+        self.express = express
+        self._clock = clock
+        self._session: _express.ExpressSession | None = None
+        self._session_lock = anyio.Lock()
+        self.sessions_created = 0
         self._connect_timeout_s = connect_timeout_s
         self._request_timeout_s = request_timeout_s
         self._max_idle = max_idle
@@ -131,6 +145,16 @@ class S3Http:
         included, signing not: the audit's S3 request time is the network's and S3's)."""
         target = self._path + quote(key, safe="/~")
         signed = await self._signed_headers(method, target, headers)
+        status, result = await self._round_trip(method, target, signed, body, what, read_body=read_body,
+                                                timing=timing)
+        if self.express and isinstance(result, S3Error) and any(code in str(result)
+                                                                for code in _express.SESSION_ERROR_CODES):
+            self._session = None  # the next attempt (the caller's backoff) creates a new session
+            raise S3TransientError(f"{result} (S3 Express session dropped)")
+        return status, result
+
+    async def _round_trip(self, method: str, target: str, signed: list[tuple[str, str]], body: memoryview | None,
+                          what: str, *, read_body: bool, timing: list[float] | None) -> tuple[int, Any]:
         started = time.perf_counter()
         conn = await self._checkout(what)
         reader = ResponseReader(method.encode("ascii"))
@@ -192,12 +216,52 @@ class S3Http:
                 kept += len(event)
 
     async def _signed_headers(self, method: str, target: str, headers: dict[str, str]) -> list[tuple[str, str]]:
+        if self.express:
+            session = await self._express_session()
+            signed = self._signer.sign(method, target, {"Host": self._host_header, **headers,
+                                                        _express.TOKEN_HEADER: session.token},
+                                       access_key=session.access_key, secret_key=session.secret_key)
+            signed.append(("User-Agent", USER_AGENT))
+            return signed
         credentials = await self._frozen_credentials()
         signed = self._signer.sign(method, target, {"Host": self._host_header, **headers},
                                    access_key=credentials.access_key, secret_key=credentials.secret_key,
                                    token=credentials.token)
         signed.append(("User-Agent", USER_AGENT))  # not signed (botocore never signs user-agent)
         return signed
+
+    async def _express_session(self) -> _express.ExpressSession:
+        """A live S3 Express session: the cached one, or a new one from CreateSession (one at a
+        time; tasks that find a refresh under way wait for it). Raises S3Error."""
+        session = self._session
+        if not _express.needs_refresh(session, self._clock()):
+            assert session is not None
+            return session
+        async with self._session_lock:
+            session = self._session
+            if _express.needs_refresh(session, self._clock()):
+                session = self._session = await self._create_session()
+            assert session is not None
+            return session
+
+    async def _create_session(self) -> _express.ExpressSession:
+        credentials = await self._frozen_credentials()
+        path = _express.session_target(self._path)
+        what = f"CreateSession {self._host_header}{path}"
+        signed = self._signer.sign("GET", path, {"Host": self._host_header}, access_key=credentials.access_key,
+                                   secret_key=credentials.secret_key, token=credentials.token,
+                                   query=_express.SESSION_QUERY)
+        signed.append(("User-Agent", USER_AGENT))
+        status, result = await self._round_trip("GET", f"{path}?session", signed, None, what, read_body=True,
+                                                timing=None)
+        if not 200 <= status < 300:
+            raise result
+        try:
+            session = _express.parse_create_session(result)
+        except _express.SessionParseError as exc:
+            raise S3TransientError(f"{what}: {exc}") from exc
+        self.sessions_created += 1
+        return session
 
     async def _frozen_credentials(self) -> Any:
         creds = self._credentials
@@ -290,16 +354,18 @@ def _error_from(status: int, body: bytes, what: str) -> S3Error:
 
 # ---- choosing the transport ------------------------------------------------------------
 
-def http_transport(client: Any, config: WalConfig) -> S3Http | None:
-    """The event-loop transport for config's bucket, or None to keep boto3 for every call
-    (wal.s3_transport = "boto3", or "auto" with an HTTP proxy in the environment for the
-    endpoint: botocore honours proxies, this transport does not)."""
+def http_transport(client: Any, config: WalConfig, bucket: str | None = None) -> S3Http | None:
+    """The event-loop transport for `bucket` (default config.bucket), or None to keep boto3 for
+    every call (wal.s3_transport = "boto3", or "auto" with an HTTP proxy in the environment for
+    the endpoint: botocore honours proxies, this transport does not). With wal.storage_class
+    "express" it authenticates with S3 Express sessions."""
     if config.s3_transport == "boto3":
         return None
+    bucket = bucket or config.bucket
     try:
-        bucket_url = bucket_url_of(client, config.bucket)
+        bucket_url = bucket_url_of(client, bucket)
     except Exception as exc:  # noqa: BLE001 - no credentials to presign with, or an unusual client
-        log.warning("WAL PUTs and GETs go through boto3: no URL for bucket %s (%s: %s)", config.bucket,
+        log.warning("WAL PUTs and GETs go through boto3: no URL for bucket %s (%s: %s)", bucket,
                     type(exc).__name__, exc)
         return None
     host = urlsplit(bucket_url).hostname or ""
@@ -315,10 +381,14 @@ def http_transport(client: Any, config: WalConfig) -> S3Http | None:
         ssl_context = ssl.create_default_context(cafile=ca_bundle or get_cert_path(True))
     return S3Http(bucket_url=bucket_url, region=client.meta.region_name, credentials=boto3.session.Session().get_credentials(),
                   connect_timeout_s=config.connect_timeout_s, request_timeout_s=config.request_timeout_s,
-                  max_idle=config.max_s3_threads, ssl_context=ssl_context)
+                  max_idle=config.max_s3_threads, ssl_context=ssl_context, express=config.storage_class == "express")
 
 
 PROBE_KEY = "azsidecar-url-probe"
+
+
+class _ProbeDone(Exception):
+    """Stops bucket_url_of's probe at a directory bucket's CreateSession."""
 
 
 class _EmptyBody:
@@ -333,6 +403,10 @@ def bucket_url_of(client: Any, bucket: str) -> str:
     handler answers it), so region endpoints, addressing style (virtual-hosted or path) and
     a custom endpoint_url come out exactly as botocore resolves them for real requests.
     (A presigned URL does not: botocore presigns with the global endpoint.)
+
+    A directory bucket's HEAD is signed with a session, so botocore first builds a
+    CreateSession to `<bucket URL>?session`: that request is captured instead and the probe
+    stopped there (no session is created, none cached in the client).
     """
     seen: list[str] = []
 
@@ -340,12 +414,22 @@ def bucket_url_of(client: Any, bucket: str) -> str:
         seen.append(request.url)
         return AWSResponse(request.url, 200, {}, _EmptyBody())
 
-    event, unique_id = "before-send.s3.HeadObject", f"azsidecar-url-probe-{id(seen)}"
-    client.meta.events.register_first(event, capture, unique_id=unique_id)
+    def capture_session(request: Any, **_kwargs: Any) -> Any:
+        parts = urlsplit(request.url)
+        path = parts.path if parts.path.endswith("/") else parts.path + "/"
+        seen.append(f"{parts.scheme}://{parts.netloc}{path}{PROBE_KEY}")
+        raise _ProbeDone
+
+    events = (("before-send.s3.HeadObject", capture), ("before-send.s3.CreateSession", capture_session))
+    for event, handler in events:  # unique ids are per emitter, not per event
+        client.meta.events.register_first(event, handler, unique_id=f"azsidecar-url-probe-{id(seen)}-{event}")
     try:
         client.head_object(Bucket=bucket, Key=PROBE_KEY)
+    except _ProbeDone:
+        pass
     finally:
-        client.meta.events.unregister(event, unique_id=unique_id)
+        for event, _handler in events:
+            client.meta.events.unregister(event, unique_id=f"azsidecar-url-probe-{id(seen)}-{event}")
     parts = urlsplit(seen[0])
     if not parts.path.endswith("/" + PROBE_KEY):
         raise ValueError(f"unexpected request URL shape for bucket {bucket!r}: {parts.path}")

@@ -1,4 +1,5 @@
-"""AWS Signature Version 4 for the WAL's S3 PUTs and ranged GETs (UNSIGNED-PAYLOAD).
+"""AWS Signature Version 4 for the WAL's S3 PUTs and ranged GETs (UNSIGNED-PAYLOAD), and
+S3 Express One Zone's CreateSession (service `s3express`, one query parameter).
 
 Why not botocore's S3SigV4Auth (which this replaced, and against which
 tests/wal_s3/test_sigv4.py checks it byte for byte): botocore builds an AWSRequest,
@@ -33,10 +34,11 @@ class SigV4Signer:
         self._key_cache: tuple[str, str, bytes] | None = None  # (secret, yyyymmdd, signing key)
 
     def sign(self, method: str, path: str, headers: Mapping[str, str], *, access_key: str, secret_key: str,
-             token: str | None = None, timestamp: str | None = None) -> list[tuple[str, str]]:
+             token: str | None = None, timestamp: str | None = None, query: str = "") -> list[tuple[str, str]]:
         """The headers to send: `headers` (which must include Host), then X-Amz-Date,
         X-Amz-Security-Token (with a session token), X-Amz-Content-SHA256 and Authorization,
-        in botocore's order. `path` is the request target as sent (percent-encoded).
+        in botocore's order. `path` is the request target as sent (percent-encoded), without
+        its query; `query` the canonical query string (S3 Express CreateSession: "session=").
         `timestamp` (YYYYMMDDTHHMMSSZ) defaults to now."""
         if timestamp is None:
             timestamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -50,7 +52,7 @@ class SigV4Signer:
         canonical = sorted((name.lower(), " ".join(value.split())) for name, value in out)
         signed_headers = ";".join(name for name, _ in canonical)
         canonical_request = "\n".join((
-            method, path, "",  # no query string
+            method, path, query,
             "".join(f"{name}:{value}\n" for name, value in canonical),
             signed_headers, UNSIGNED_PAYLOAD))
         day = timestamp[:8]

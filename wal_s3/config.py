@@ -1,12 +1,28 @@
-"""WAL object settings: where objects go, when the writer flushes, how much it buffers."""
+"""WAL object settings: where objects go, when the writer flushes, how much it buffers.
+
+`storage_class` "standard" keeps every zone's objects in one general purpose bucket
+(`bucket`); "express" keeps them in S3 Express One Zone directory buckets, one per zone,
+named `<bucket>--<zone AZ id>--x-s3` (`bucket_for(zone)`): a proxy writes into its own
+zone's bucket, an agent reads from the writer's zone's bucket (the notification names it).
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from core.configload import require
+from core.prices import STORAGE_CLASSES
 
 MiB = 1024 * 1024
+# Flush age when wal.linger_ms is not set: a Standard PUT takes tens of ms, so a longer linger
+# buys bigger, cheaper objects; an Express PUT takes single-digit ms, so latency is the point.
+DEFAULT_LINGER_MS = {"standard": 250, "express": 20}
+DIRECTORY_BUCKET_SUFFIX = "--x-s3"
+# A directory bucket's base name: lowercase letters, digits and hyphens (the full name, with
+# `--<az-id>--x-s3`, is at most 63 characters and may not contain "--" elsewhere).
+_BASE_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+_AZ_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")  # use1-az4, usw2-lax1-az1: no "--", no upper case
 
 
 @dataclass(frozen=True)
@@ -16,7 +32,13 @@ class WalConfig:
     endpoint_url: str | None = None  # None = AWS; moto/minio URL otherwise
     region: str = "us-east-1"
     max_bytes: int = 8 * MiB  # flush size: requests (PUT, GET, checkpoint) ~6-9% of the transfer replaced
-    linger_ms: int = 250  # flush age of the oldest buffered entry
+    # "standard": one general purpose bucket; "express": S3 Express One Zone, one directory
+    # bucket per zone named <bucket>--<az-id>--x-s3 (zone names are AZ ids then).
+    storage_class: str = "standard"  # "standard" (one bucket) or "express" (S3 Express One Zone, <bucket>--<zone>--x-s3 per zone)
+    linger_ms: int | None = None  # flush age of the oldest buffered entry; unset: 250 standard, 20 express
+    # Seal an object as soon as its requests (PUT, per zone a GET and a checkpoint PUT) cost at
+    # most this share of the cross-zone transfer it replaces; 0 = only size and linger.
+    max_request_cost_share: float = 0.05  # seal once an object's requests cost at most this share of the transfer it replaces; 0 = off
     max_buffered_bytes: int = 64 * MiB  # backpressure: append waits beyond this
     max_in_flight_puts: int = 4
     max_attempts: int = 6  # PUT attempts before entries fail with a retriable error
@@ -54,7 +76,15 @@ class WalConfig:
         require(bool(self.bucket), "wal.bucket: must be set")
         require(self.prefix == "" or self.prefix.endswith("/"), "wal.prefix: empty or ending with '/'")
         require(64 * 1024 <= self.max_bytes <= 5 * 1024 * MiB, "wal.max_bytes: 64 KiB..5 GiB")
-        require(1 <= self.linger_ms <= 60_000, "wal.linger_ms: 1..60000")
+        require(self.storage_class in STORAGE_CLASSES, f"wal.storage_class: one of {', '.join(STORAGE_CLASSES)}")
+        if self.linger_ms is None:  # resolved once here, so every reader sees an int
+            object.__setattr__(self, "linger_ms", DEFAULT_LINGER_MS[self.storage_class])
+        require(1 <= self.linger_ms <= 60_000, "wal.linger_ms: 1..60000")  # type: ignore[operator]
+        require(0 <= self.max_request_cost_share <= 1, "wal.max_request_cost_share: 0..1")
+        if self.storage_class == "express":
+            require(bool(_BASE_NAME_RE.match(self.bucket)) and "--" not in self.bucket,
+                    "wal.bucket: with storage_class express, the base name of the directory buckets "
+                    "(lowercase letters, digits, single hyphens; <bucket>--<az-id>--x-s3 is added per zone)")
         require(self.max_buffered_bytes >= self.max_bytes, "wal.max_buffered_bytes: must be >= wal.max_bytes")
         require(1 <= self.max_in_flight_puts <= 64, "wal.max_in_flight_puts: 1..64")
         require(1 <= self.max_attempts <= 20, "wal.max_attempts: 1..20")
@@ -72,3 +102,33 @@ class WalConfig:
         require(self.gc_interval_s > 0, "wal.gc_interval_s: must be > 0")
         require(self.orphan_report_age_s > 0 and self.max_orphan_age_s > 0, "wal.orphan_report_age_s/max_orphan_age_s: must be > 0")
         require(0 <= self.gc_metrics_port <= 65535, "wal.gc_metrics_port: 0..65535")
+
+    def bucket_for(self, zone: str) -> str:
+        """The bucket holding objects written in `zone`: `bucket` (standard), or the zone's
+        directory bucket `<bucket>--<zone>--x-s3` (express). Raises ValueError if `zone` is not
+        an AZ id or the name exceeds 63 characters."""
+        if self.storage_class != "express":
+            return self.bucket
+        return directory_bucket_name(self.bucket, zone)
+
+    def owns_bucket(self, bucket: str, zone: str) -> bool:
+        """Whether `bucket` is where this configuration keeps objects written in `zone`."""
+        try:
+            return bucket == self.bucket_for(zone)
+        except ValueError:
+            return False
+
+
+def directory_bucket_name(base: str, az_id: str) -> str:
+    """`<base>--<az_id>--x-s3`, the name S3 requires of a directory bucket in an Availability Zone.
+
+    Raises ValueError naming the rule a part breaks (base: lowercase letters, digits, single
+    hyphens; az_id like use1-az4; 3..63 characters in all)."""
+    if not _BASE_NAME_RE.match(base) or "--" in base:
+        raise ValueError(f"directory bucket base name {base!r}: lowercase letters, digits and single hyphens")
+    if not _AZ_ID_RE.match(az_id):
+        raise ValueError(f"directory bucket zone {az_id!r}: an AZ id like use1-az4 (lowercase, single hyphens)")
+    name = f"{base}--{az_id}{DIRECTORY_BUCKET_SUFFIX}"
+    if not 3 <= len(name) <= 63:
+        raise ValueError(f"directory bucket name {name!r}: 3..63 characters")
+    return name

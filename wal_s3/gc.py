@@ -36,8 +36,6 @@ import anyio
 import anyio.abc
 
 from wal_s3 import metrics
-from wal_s3._retry import with_retries
-from wal_s3._s3 import S3Error, S3NotFound, S3Store
 from wal_s3.agent_shares import zone_of_share
 from wal_s3.checkpoint_manifest import (
     ManifestError,
@@ -50,6 +48,8 @@ from wal_s3.checkpoint_manifest import (
 from wal_s3.config import WalConfig
 from wal_s3.format import WalFormatError, parse_object
 from wal_s3.gc_plan import Ages, ManifestView, ObjectFate, checkpoints_to_delete, needs_head, object_fate
+from wal_s3.retry import with_retries
+from wal_s3.s3 import S3Error, S3NotFound, S3Store
 from wal_s3.writer import NAME_RE, OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)
@@ -79,12 +79,36 @@ def checkpoint_key(config: WalConfig, wal_key: str, zone: str) -> str:
 
 
 class Checkpoints:
-    """Agents call mark_applied_many(keys, zone) once their shares of those objects are in Kafka."""
+    """Agents call mark_applied_many(keys, zone) once their shares of those objects are in Kafka.
 
-    def __init__(self, config: WalConfig, s3_client, *, limiter: anyio.CapacityLimiter | None = None) -> None:
+    A manifest goes into the bucket of the objects it names, so GC of that bucket sees it: with
+    S3 Express (one directory bucket per zone) keys are grouped by the zone that wrote them
+    (`<hash>/wal/<writer zone>/...`), one manifest per bucket. Reads use `bucket` (default
+    wal.bucket)."""
+
+    def __init__(self, config: WalConfig, s3_client, *, limiter: anyio.CapacityLimiter | None = None,
+                 bucket: str | None = None) -> None:
         self.config = config
-        self._store = S3Store(s3_client, config.bucket, limiter, default_threads=config.max_s3_threads)
+        self._s3_client, self._limiter = s3_client, limiter
+        self._stores: dict[str, S3Store] = {}
+        self._store = self._store_of(bucket or config.bucket)
         self._rng = random.Random()
+
+    def _store_of(self, bucket: str) -> S3Store:
+        store = self._stores.get(bucket)
+        if store is None:
+            store = self._stores[bucket] = S3Store(self._s3_client, bucket, self._limiter,
+                                                   default_threads=self.config.max_s3_threads)
+        return store
+
+    def _bucket_of(self, key: str) -> str:
+        """The bucket holding WAL object `key`; raises ValueError for a key of no writer zone (express)."""
+        if self.config.storage_class != "express":
+            return self.config.bucket
+        match = OBJECT_KEY_RE.match(_relative(self.config, key))
+        if match is None:
+            raise ValueError(f"{key!r} is not a WAL object key (no writer zone to find its bucket by)")
+        return self.config.bucket_for(match["zone"])
 
     def _retry_args(self) -> dict:
         return {"max_attempts": self.config.max_attempts, "base_ms": self.config.retry_base_ms,
@@ -102,13 +126,19 @@ class Checkpoints:
         """
         if not NAME_RE.match(zone):
             raise ValueError(f"zone {zone!r} must match {NAME_RE.pattern}")
-        body = encode_manifest(zone, [_relative(self.config, k) for k in keys])
-        ck = manifest_key(self.config.prefix, self.config.checkpoint_prefix, zone, int(time.time() * 1000),
-                          secrets.token_hex(8))
-        try:
-            await with_retries(lambda _n: self._store.put(ck, body), **self._retry_args())
-        except S3Error as exc:
-            raise CheckpointError(f"checkpoint manifest {ck}: {exc}") from exc
+        by_bucket: dict[str, list[str]] = {}
+        for k in keys:
+            by_bucket.setdefault(self._bucket_of(k), []).append(_relative(self.config, k))
+        for bucket, relative in by_bucket.items():
+            body = encode_manifest(zone, relative)
+            ck = manifest_key(self.config.prefix, self.config.checkpoint_prefix, zone, int(time.time() * 1000),
+                              secrets.token_hex(8))
+            store = self._store_of(bucket)
+            try:
+                await with_retries(lambda _n, store=store, ck=ck, body=body: store.put(ck, body),
+                                   **self._retry_args())
+            except S3Error as exc:
+                raise CheckpointError(f"checkpoint manifest {bucket}/{ck}: {exc}") from exc
 
     async def applied_index(self) -> dict[str, set[str]]:
         """WAL key (without prefix) -> zones that applied it, from every checkpoint and manifest.
@@ -224,15 +254,18 @@ class GcReport:
 async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: float | None = None,
                  limiter: anyio.CapacityLimiter | None = None,
                  acked_topic: Callable[[str], bool] | None = None,
-                 manifest_cache: dict[str, tuple[str, tuple[str, ...]]] | None = None) -> GcReport:
-    """One GC pass over config.bucket/config.prefix. Raises GcError if S3 keeps failing.
+                 manifest_cache: dict[str, tuple[str, tuple[str, ...]]] | None = None,
+                 bucket: str | None = None) -> GcReport:
+    """One GC pass over `bucket` (default config.bucket; with S3 Express one zone's directory
+    bucket, config.bucket_for(zone)) under config.prefix. Raises GcError if S3 keeps failing.
 
     acked_topic(topic) -> True for topics acknowledged on durability (ack_mode wal): an old
     orphan with such an entry in an unapplied zone is held instead of deleted.
     manifest_cache: checkpoint manifests read by earlier passes (manifests are immutable);
     pass the same dict to every pass to read each manifest once.
     """
-    store = S3Store(s3_client, config.bucket, limiter, default_threads=config.max_s3_threads)
+    bucket = bucket or config.bucket
+    store = S3Store(s3_client, bucket, limiter, default_threads=config.max_s3_threads)
     rng = random.Random()
     retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms,
              "max_ms": config.retry_max_ms, "rng": rng}
@@ -241,7 +274,7 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
     try:
         listed = await with_retries(lambda _n: store.list_objects(config.prefix), **retry)
     except S3Error as exc:
-        raise GcError(f"listing {config.bucket}/{config.prefix}: {exc}") from exc
+        raise GcError(f"listing {bucket}/{config.prefix}: {exc}") from exc
 
     wal: dict[str, float] = {}  # relative key -> last modified
     for o in listed:
@@ -251,7 +284,7 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
     try:
         found = await read_checkpoints(config, store, listed, retry, {} if manifest_cache is None else manifest_cache)
     except S3Error as exc:
-        raise GcError(f"reading checkpoint manifests in {config.bucket}/{config.prefix}: {exc}") from exc
+        raise GcError(f"reading checkpoint manifests in {bucket}/{config.prefix}: {exc}") from exc
 
     deleted: list[str] = []
     orphans: list[Orphan] = []
@@ -296,7 +329,7 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
             if cp_delete:
                 await with_retries(lambda _n: store.delete_many(cp_delete), **retry)
     except S3Error as exc:
-        raise GcError(f"gc pass on {config.bucket}/{config.prefix}: {exc}") from exc
+        raise GcError(f"gc pass on {bucket}/{config.prefix}: {exc}") from exc
 
     if not dry_run:
         metrics.GC_DELETED.labels("applied").inc(len(deleted))

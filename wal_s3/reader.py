@@ -28,8 +28,6 @@ import anyio
 
 from core.audit import AuditSink
 from wal_s3 import metrics
-from wal_s3._retry import with_retries
-from wal_s3._s3 import S3Error, S3GrayError, S3NotFound, S3Store
 from wal_s3._s3_http import http_transport
 from wal_s3.config import WalConfig
 from wal_s3.format import (
@@ -41,6 +39,8 @@ from wal_s3.format import (
     parse_zone_range,
 )
 from wal_s3.latency import LatencyGuard
+from wal_s3.retry import with_retries
+from wal_s3.s3 import S3Error, S3GrayError, S3NotFound, S3Store
 
 HEADER_PROBE_BYTES = 4096  # one GET covers the header of any object with a few zones
 
@@ -144,12 +144,32 @@ class WalReader:
         self.zone = zone
         self.audit = audit
         self.cache = BlockCache(config.cache_bytes)
-        self._store = S3Store(s3_client, config.bucket, limiter, default_threads=config.max_s3_threads,
-                              http=http_transport(s3_client, config))
+        self._s3_client, self._limiter = s3_client, limiter
+        # One store per bucket read: wal.bucket, or with S3 Express each writer zone's directory bucket.
+        self._stores: dict[str, S3Store] = {}
+        self._store = self._store_of(config.bucket) if config.storage_class != "express" else None
         self._rng = rng or random.Random()
         # Gray S3: a ranged GET slower than recent ones is abandoned and sent again (a hedge).
         self._get_guard = LatencyGuard(floor_s=config.gray_floor_s, ceiling_s=config.request_timeout_s,
                                        factor=config.gray_factor)
+
+    def _store_of(self, bucket: str) -> S3Store:
+        store = self._stores.get(bucket)
+        if store is None:
+            store = self._stores[bucket] = S3Store(self._s3_client, bucket, self._limiter,
+                                                   default_threads=self.config.max_s3_threads,
+                                                   http=http_transport(self._s3_client, self.config, bucket))
+        return store
+
+    def _store_for(self, source_zone: str) -> S3Store:
+        """The store of the bucket `source_zone`'s writers write to. Raises WalReadError
+        (not retriable) for a zone with no valid directory bucket name."""
+        if self._store is not None:
+            return self._store
+        try:
+            return self._store_of(self.config.bucket_for(source_zone))
+        except ValueError as exc:
+            raise WalReadError(f"no WAL bucket for source zone {source_zone!r}: {exc}", retriable=False) from exc
 
     @property
     def hits(self) -> int:
@@ -182,10 +202,11 @@ class WalReader:
         started = time.perf_counter()
         gets = [0]
         get_s: list[float] = []
-        probe = await self._get(key, 0, HEADER_PROBE_BYTES, gets, get_s)
+        store = self._store_for(source_zone)
+        probe = await self._get(store, key, 0, HEADER_PROBE_BYTES, gets, get_s)
         hlen = header_length(probe[:PREFIX_BYTES])
         if hlen > len(probe):
-            probe = await self._get(key, 0, hlen, gets, get_s)
+            probe = await self._get(store, key, 0, hlen, gets, get_s)
         header = parse_header(probe)
         z = header.zones.get(zone)
         if z is None:
@@ -195,13 +216,14 @@ class WalReader:
         return await self._read_zone(key, z.offset, z.length, source_zone, z.entry_count,
                                      extra_gets=gets[0], started=started, get_s=get_s)
 
-    async def _get(self, key: str, start: int, length: int, gets: list[int], get_s: list[float]) -> bytes:
+    async def _get(self, store: S3Store, key: str, start: int, length: int, gets: list[int],
+                   get_s: list[float]) -> bytes:
         async def attempt(_n: int) -> bytes:
             gets[0] += 1
             started = anyio.current_time()
             deadline_s = self._get_guard.attempt_timeout_s(started)
             with anyio.move_on_after(deadline_s) as scope:
-                data = await self._store.get_range(key, start, length, timing=get_s)
+                data = await store.get_range(key, start, length, timing=get_s)
             if scope.cancelled_caught:  # S3 hangs: abandon this GET and send another after the backoff
                 metrics.GRAY_TIMEOUTS.labels("get").inc()
                 raise S3GrayError(f"GET {key} [{start}+{length}]: no answer within {deadline_s:.2f} s (gray deadline)")
@@ -223,9 +245,10 @@ class WalReader:
             raise ValueError(f"bad zone range {zone_offset}+{zone_length}")
         gets = [0]
         parsed: list[list[WalEntry]] = []
+        store = self._store_for(source_zone)
 
         async def load() -> bytes:
-            data = await self._get(key, zone_offset, zone_length, gets, get_s)
+            data = await self._get(store, key, zone_offset, zone_length, gets, get_s)
             if len(data) != zone_length:
                 raise WalFormatError(f"{key}: range {zone_offset}+{zone_length} returned {len(data)} bytes: "
                                      "object shorter than the notified range")

@@ -2,7 +2,8 @@
 
 Strategy: appends go into one open object, grouped by destination zone. The object is
 sealed when its entries reach `max_bytes` (reason "size"), when its oldest entry is
-`linger_ms` old ("linger"), or when the writer closes ("shutdown"). Sealing assigns the
+`linger_ms` old ("linger"), when its requests cost at most `max_request_cost_share` of the
+transfer it replaces ("cost", wal_s3/flush_policy.py), or when the writer closes ("shutdown"). Sealing assigns the
 next sequence number; a task in the writer's nursery encodes the object and PUTs it with
 `If-None-Match: *` (at most `max_in_flight_puts` at once), retrying retriable failures
 with full-jitter backoff. `append` returns once the object holding its entry is durable;
@@ -54,11 +55,11 @@ from typing import NamedTuple
 import trio
 
 from core.audit import AuditSink
+from core.prices import Prices
 from wal_s3 import metrics
-from wal_s3._retry import with_retries
-from wal_s3._s3 import S3Error, S3GrayError, S3PreconditionFailed, S3Store
 from wal_s3._s3_http import http_transport
 from wal_s3.config import WalConfig
+from wal_s3.flush_policy import cost_seal_bytes, seal_reason
 from wal_s3.format import (
     MAX_HEADER_BYTES,
     TRAILER_BYTES,
@@ -69,6 +70,8 @@ from wal_s3.format import (
     entry_encoded_size,
 )
 from wal_s3.latency import LatencyGuard
+from wal_s3.retry import with_retries
+from wal_s3.s3 import S3Error, S3GrayError, S3PreconditionFailed, S3Store
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +268,8 @@ class WalWriter:
     """Batching WAL writer for one proxy. Run it with `running()` or `nursery.start(run)`."""
 
     def __init__(self, config: WalConfig, zone: str, writer_id: str, s3_client, audit: AuditSink, *,
-                 limiter: trio.CapacityLimiter | None = None, rng: random.Random | None = None) -> None:
+                 limiter: trio.CapacityLimiter | None = None, rng: random.Random | None = None,
+                 prices: Prices | None = None) -> None:
         if not NAME_RE.match(zone) or not NAME_RE.match(writer_id):
             raise ValueError(f"zone {zone!r} and writer_id {writer_id!r} must match {NAME_RE.pattern}")
         self.config = config
@@ -273,8 +277,11 @@ class WalWriter:
         self.writer_id = writer_id
         self.audit = audit
         self.epoch: int | None = None
-        self._store = S3Store(s3_client, config.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads),
-                              http=http_transport(s3_client, config))
+        self.bucket = config.bucket_for(zone)  # express: this zone's directory bucket
+        self._prices = prices or Prices()
+        self._seal_bytes: dict[int, float] = {}  # cost-bound object size by number of zones
+        self._store = S3Store(s3_client, self.bucket, limiter or trio.CapacityLimiter(config.max_s3_threads),
+                              http=http_transport(s3_client, config, self.bucket))
         self._put_limiter = trio.CapacityLimiter(config.max_in_flight_puts)
         self._rng = rng or random.Random()
         self._state = "new"  # new -> running -> closing -> closed, or -> fenced
@@ -429,9 +436,22 @@ class WalWriter:
         zone_entries.append(entry)
         obj.nbytes += size
         obj.count += 1
-        if obj.nbytes >= self.config.max_bytes:
-            self._seal("size")
+        # age 0: linger is the flush loop's (it also waits for a free PUT slot)
+        # each share (a zone's, or with several agents in a zone each owner's) is one GET and one checkpoint
+        shares = sum(len(by_share) for by_share in obj.shares.values())
+        reason = seal_reason(obj.nbytes, 0.0, max_bytes=self.config.max_bytes, linger_s=float("inf"),
+                             cost_bound_bytes=self._cost_seal_bytes(shares))
+        if reason is not None:
+            self._seal(reason)
         return PendingEntry(obj, index, dest_zone, share)
+
+    def _cost_seal_bytes(self, zones: int) -> float:
+        bound = self._seal_bytes.get(zones)
+        if bound is None:
+            bound = self._seal_bytes[zones] = cost_seal_bytes(
+                zones, self.config.max_request_cost_share, self._prices.store(self.config.storage_class),
+                self._prices.cross_az_per_gb_each_way)
+        return bound
 
     async def _reserve(self, size: int) -> None:
         """Count size into buffered_bytes, waiting first-come first-served for room.

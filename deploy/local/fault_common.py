@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
 import signal
+import subprocess
+import time
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import trio
@@ -27,6 +32,35 @@ async def keep_writing_counts(counts: Counter[str], path: Path) -> None:
             await trio.sleep(STATS_EVERY_S)
     finally:
         write_counts(counts, path)
+
+
+@contextlib.contextmanager
+def running_listener(argv: Sequence[str], log_path: Path, what: str, timeout_s: float = 30.0) -> Iterator[str]:
+    """Run one of these injectors as a process; yield the HOST:PORT of its `listening=` line
+    and stop it (SIGTERM, then kill) on exit. Raises RuntimeError if it does not come up
+    within `timeout_s` (its stderr is in `log_path`)."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = b""
+        while not line.startswith(b"listening="):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([proc.stdout], [], [], remaining)[0]:
+                raise RuntimeError(f"{what} did not start within {timeout_s:g} s (see {log_path})")
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{what} exited with {proc.wait()} (see {log_path})")
+        yield line.decode().strip().removeprefix("listening=")
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
 
 
 def hostport(text: str) -> tuple[str, int]:

@@ -14,6 +14,15 @@ Two modes:
   clients send a request only after reading the previous response, so "client bytes after
   server bytes" marks a new request.
 
+Latency profiles (`--profile`, keepalive mode): instead of one delay per method, a delay
+that grows with the bytes moved, as a first byte then a transfer: `standard` (S3 Standard:
+PUT 25 ms + 10 ms per MiB sent, GET 15 ms + 10 ms per MiB asked for) and `express` (S3 Express
+One Zone in the same zone: PUT 4 ms + 2 ms per MiB, GET 3 ms + 2 ms per MiB). These are
+modelling assumptions for side-by-side runs (docs/latency-and-cost.md), not measurements: S3
+Standard's small-object PUTs take tens of ms, Express's single-digit ms (AWS's own words),
+and 100 MB/s per connection (Standard) or 500 MB/s (Express) stand for the transfer. PUT size
+is the request's Content-Length, GET size its Range (no Range: the fixed part only).
+
 Where the delay goes (`--hold`, keepalive mode): `request` (default) holds the request,
 then passes it on; `answer` passes it on at once and holds moto's complete answer. With
 `answer`, moto's work for the request and the injector's connection to it are done while
@@ -21,14 +30,17 @@ the client waits, as with real S3, whose work costs the client's host no CPU; wi
 `request` they land on the shared cores just as the client handles the answer.
 
 Run: `python -m deploy.local.s3_delay --upstream 127.0.0.1:4566 --listen 127.0.0.1:0
---put-ms 30 --get-ms 15 [--mode keepalive|transparent] [--hold request|answer]`; it prints
-`listening=HOST:PORT` once ready.
+--put-ms 30 --get-ms 15 [--profile standard|express] [--mode keepalive|transparent]
+[--hold request|answer]`; it prints `listening=HOST:PORT` once ready.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import re
 import sys
+from dataclasses import dataclass
 
 import h11
 import trio
@@ -43,8 +55,40 @@ HOLDS = ("request", "answer")
 _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"expect", b"te", b"upgrade"})
 
 
+MiB = 1024 * 1024
+_RANGE_RE = re.compile(rb"^bytes=(\d+)-(\d+)$")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A size-dependent S3 latency: a fixed part per request plus a part per MiB moved."""
+
+    put_ms: float
+    get_ms: float
+    put_ms_per_mib: float = 0.0
+    get_ms_per_mib: float = 0.0
+
+
+PROFILES = {
+    "standard": Profile(put_ms=25.0, get_ms=15.0, put_ms_per_mib=10.0, get_ms_per_mib=10.0),
+    "express": Profile(put_ms=4.0, get_ms=3.0, put_ms_per_mib=2.0, get_ms_per_mib=2.0),
+}
+
+
 def delay_for(method: bytes, put_s: float, get_s: float) -> float:
     return put_s if method == b"PUT" else get_s if method in (b"GET", b"HEAD") else 0.0
+
+
+def profile_delay_s(profile: Profile, method: bytes, headers: dict[bytes, bytes]) -> float:
+    """Seconds to hold a request of `method` with these (lower-case) headers under `profile`."""
+    if method == b"PUT":
+        size = int(headers.get(b"content-length", b"0") or 0)
+        return (profile.put_ms + profile.put_ms_per_mib * size / MiB) / 1000
+    if method in (b"GET", b"HEAD"):
+        match = _RANGE_RE.match(headers.get(b"range", b""))
+        size = int(match[2]) - int(match[1]) + 1 if match else 0
+        return (profile.get_ms + profile.get_ms_per_mib * size / MiB) / 1000
+    return 0.0
 
 
 # --- keepalive mode ---------------------------------------------------------------------
@@ -108,7 +152,7 @@ async def _forward(request: h11.Request, client_conn: h11.Connection, client: tr
 
 
 async def _serve_keepalive(client: trio.SocketStream, upstream: tuple[str, int], put_s: float, get_s: float,
-                           hold: str = "request") -> None:
+                           hold: str = "request", profile: Profile | None = None) -> None:
     conn = h11.Connection(h11.SERVER)
     async with client:
         try:
@@ -116,7 +160,10 @@ async def _serve_keepalive(client: trio.SocketStream, upstream: tuple[str, int],
                 event = await _next_event(conn, client)
                 if not isinstance(event, h11.Request):
                     return  # the client closed (or broke) between requests
-                delay = delay_for(event.method, put_s, get_s)
+                if profile is not None:
+                    delay = profile_delay_s(profile, event.method, {n.lower(): v for n, v in event.headers})
+                else:
+                    delay = delay_for(event.method, put_s, get_s)
                 if delay and hold == "request":
                     await trio.sleep(delay)  # the injected S3 latency itself
                 await _forward(event, conn, client, upstream, delay if hold == "answer" else 0.0)
@@ -164,7 +211,11 @@ async def _serve_transparent(client: trio.SocketStream, upstream: tuple[str, int
 
 
 async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: float, get_ms: float,
-                mode: str = "keepalive", hold: str = "request", task_status=trio.TASK_STATUS_IGNORED) -> None:
+                mode: str = "keepalive", hold: str = "request", task_status=trio.TASK_STATUS_IGNORED,
+                profile: str | None = None) -> None:
+    """Serve until cancelled; `profile` (a PROFILES name, keepalive mode) replaces put_ms/get_ms."""
+    if profile is not None and (profile not in PROFILES or mode != "keepalive"):
+        raise ValueError(f"profile {profile!r}: one of {', '.join(PROFILES)}, in keepalive mode")
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
     if hold not in HOLDS or (hold == "answer" and mode != "keepalive"):
@@ -174,7 +225,8 @@ async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: floa
 
     async def handler(stream: trio.SocketStream) -> None:
         if mode == "keepalive":
-            await _serve_keepalive(stream, upstream, put_ms / 1000, get_ms / 1000, hold)
+            await _serve_keepalive(stream, upstream, put_ms / 1000, get_ms / 1000, hold,
+                                   PROFILES[profile] if profile is not None else None)
         else:
             await _serve_transparent(stream, upstream, put_ms / 1000, get_ms / 1000)
 
@@ -183,8 +235,9 @@ async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: floa
 
 async def _main(args: argparse.Namespace) -> None:
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(serve, hostport(args.listen), hostport(args.upstream), args.put_ms,
-                                         args.get_ms, args.mode, args.hold)
+        host, port = await nursery.start(functools.partial(
+            serve, hostport(args.listen), hostport(args.upstream), args.put_ms, args.get_ms, args.mode, args.hold,
+            profile=args.profile))
         print(f"listening={host}:{port}", flush=True)
 
 
@@ -194,6 +247,8 @@ if __name__ == "__main__":
     parser.add_argument("--listen", default="127.0.0.1:0")
     parser.add_argument("--put-ms", type=float, default=30.0)
     parser.add_argument("--get-ms", type=float, default=15.0)
+    parser.add_argument("--profile", choices=sorted(PROFILES),
+                        help="size-dependent latency of S3 Standard or S3 Express One Zone (replaces --put-ms/--get-ms)")
     parser.add_argument("--mode", choices=MODES, default="keepalive",
                         help="keepalive: keep client connections open between requests, as S3 does "
                              "(default); transparent: a byte pump, moto's per-request close reaches the client")

@@ -38,9 +38,13 @@ def sidecar_settings(**changes):
                    "broker_zones": {"1": "use1-az1", "2": "use1-az2"},
                    "partition_zones": {"orders-*:*": "use1-az4"},
                    "ack_modes": {"audit.*": "wal"},
-                   "prices": {"s3_put_per_1000": 0.005, "s3_get_per_1000": 0.0004, "cross_az_per_gb_each_way": 0.01}},
+                   "prices": {"s3_put_per_1000": 0.005, "s3_get_per_1000": 0.0004, "cross_az_per_gb_each_way": 0.01,
+                              # 0.0003, not the default 0.00003: Python's json writes that 3e-05, Terraform 0.00003
+                              "express_put_per_1000": 0.00113, "express_get_per_1000": 0.0003,
+                              "express_upload_per_gb": 0.0032, "express_retrieval_per_gb": 0.0006}},
         "wal": {"bucket": "demo-wal-123456789012", "prefix": "wal/", "region": "us-east-1",
-                "max_bytes": 8388608, "linger_ms": 250, "max_buffered_bytes": 67108864,
+                "storage_class": "standard", "max_bytes": 8388608, "linger_ms": 250, "max_request_cost_share": 0.05,
+                "max_buffered_bytes": 67108864,
                 "max_in_flight_puts": 4, "max_attempts": 6, "cache_bytes": 268435456,
                 "checkpoint_prefix": "_checkpoints", "epoch_prefix": "_epochs", "gc_interval_s": 300,
                 "gc_metrics_port": 9465, "gc_metrics_host": "0.0.0.0"},
@@ -166,3 +170,17 @@ def test_upstream_tls_and_sasl_variants_render_and_load(tmp_path, upstream):
     for key, value in upstream.items():
         assert getattr(loaded, key) == value, key
     assert not loaded.msk_iam
+
+
+def test_express_settings_render_and_a_null_linger_takes_the_class_default(tmp_path):
+    settings = sidecar_settings()
+    settings["wal"] = {**settings["wal"], "bucket": "demo-wal", "storage_class": "express", "linger_ms": None,
+                       "max_request_cost_share": 0.1}
+    text = render(settings)
+    assert not re.search(r"^linger_ms\s*=", text, re.MULTILINE)
+    path = tmp_path / "express.toml"
+    path.write_text(text)
+    config = load_config(path)
+    assert (config.wal.storage_class, config.wal.linger_ms, config.wal.max_request_cost_share) == ("express", 20, 0.1)
+    assert config.wal.bucket_for("use1-az2") == "demo-wal--use1-az2--x-s3"
+    assert config.router.prices.express_upload_per_gb == 0.0032

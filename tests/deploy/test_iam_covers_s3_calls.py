@@ -143,11 +143,11 @@ async def test_every_s3_request_of_each_role_is_allowed_by_its_policy(s3_bucket,
     from spark_audit._io import stage_s3
     from spark_audit.config import AuditConfig
     from spark_audit.writer import AuditWriter
-    from wal_s3._s3 import make_s3_client
     from wal_s3.config import WalConfig
     from wal_s3.format import WalEntry
     from wal_s3.gc import Checkpoints, run_gc
     from wal_s3.reader import WalReader
+    from wal_s3.s3 import make_s3_client
     from wal_s3.writer import WalWriter
 
     server, bucket = s3_bucket

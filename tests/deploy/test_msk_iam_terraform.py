@@ -22,9 +22,14 @@ IAM_ACTIONS_BY_REQUEST = {
     "FetchRequest": {"kafka-cluster:ReadData"},  # a partition's tail, to verify a DUPLICATE_SEQUENCE_NUMBER
     "ListOffsetsRequest": {"kafka-cluster:DescribeTopic"},
     "OffsetRequest": {"kafka-cluster:DescribeTopic"},  # aiokafka's name for ListOffsets
+    # Coordinator lookups for transactional producers and groups (proxy/coordinators.py); the
+    # transaction and group requests after them are forwarded as bytes, under the same statement.
+    "FindCoordinatorRequest": {"kafka-cluster:DescribeTransactionalId", "kafka-cluster:DescribeGroup"},
 }
 CLUSTER_ACTIONS = {"kafka-cluster:Connect", "kafka-cluster:DescribeCluster", "kafka-cluster:WriteDataIdempotently"}
 TOPIC_ACTIONS = {"kafka-cluster:DescribeTopic", "kafka-cluster:WriteData", "kafka-cluster:ReadData"}
+TXN_GROUP_ACTIONS = {"kafka-cluster:DescribeTransactionalId", "kafka-cluster:AlterTransactionalId",
+                     "kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"}
 REQUEST_IMPORT = re.compile(r"^from (?:kafka|aiokafka)\.protocol[\w.]* import \(?([^)]*?)\)?$", re.MULTILINE | re.DOTALL)
 
 
@@ -69,6 +74,8 @@ def test_msk_policy_scopes_cluster_actions_to_the_cluster_and_topic_actions_to_t
     statements = {attr(s, "sid"): s for s in blocks(document, "statement")}
     assert set(attr(statements["KafkaClusterConnect"], "actions")) == CLUSTER_ACTIONS
     assert set(attr(statements["KafkaTopicsDescribeWriteRead"], "actions")) == TOPIC_ACTIONS
+    assert set(attr(statements["KafkaTransactionsAndGroups"], "actions")) == TXN_GROUP_ACTIONS
+    assert attr(statements["KafkaTransactionsAndGroups"], "resources") == "${local.msk_transaction_and_group_arns}"
     main = parse(MODULES / "iam" / "main.tf")["locals"][0]
     # cluster/NAME/UUID -> topic/NAME/UUID/TOPIC: the topic ARNs MSK checks, one per named topic
     assert attr(main, "msk_topic_arns") == ('${var.msk == None ? [] : [for t in var.msk.topics : '
@@ -79,7 +86,7 @@ def test_msk_policy_scopes_cluster_actions_to_the_cluster_and_topic_actions_to_t
 
 
 def test_every_upstream_request_has_its_iam_actions():
-    sources = [*sorted((ROOT / "proxy").glob("*.py")), ROOT / "leader_notify" / "_kafka.py"]
+    sources = [*sorted((ROOT / "proxy").glob("*.py")), ROOT / "leader_notify" / "appender.py"]
     sent = set()
     for path in sources:
         for group in REQUEST_IMPORT.findall(path.read_text()):
@@ -88,4 +95,5 @@ def test_every_upstream_request_has_its_iam_actions():
     unmapped = sent - set(IAM_ACTIONS_BY_REQUEST)
     assert not unmapped, f"map these requests to MSK IAM actions: {unmapped}"
     needed = set().union(*(IAM_ACTIONS_BY_REQUEST[name] for name in sent))
-    assert needed <= CLUSTER_ACTIONS | TOPIC_ACTIONS, needed - (CLUSTER_ACTIONS | TOPIC_ACTIONS)
+    granted = CLUSTER_ACTIONS | TOPIC_ACTIONS | TXN_GROUP_ACTIONS
+    assert needed <= granted, needed - granted

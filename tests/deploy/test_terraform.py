@@ -25,7 +25,7 @@ from tests.deploy._hcl import (
     variables,
 )
 
-MODULE_NAMES = ("agents", "config", "iam", "network", "sidecar", "wal-bucket")
+MODULE_NAMES = ("agents", "config", "iam", "network", "sidecar", "wal-bucket", "wal-directory-buckets")
 ALL_DIRS = [MODULES / m for m in MODULE_NAMES] + [EXAMPLE]
 
 
@@ -202,17 +202,20 @@ def test_iam_actions_are_exactly_the_intended_ones():
             "WalObjectsWriteRead": (["s3:GetObject", "s3:PutObject"], ["${local.wal_objects}"]),
             "AuditRecordsWrite": (["s3:AbortMultipartUpload", "s3:PutObject"], ["${local.audit_objects}"]),
             "BucketKeyUse": (["kms:Decrypt", "kms:GenerateDataKey"], ["${var.kms_key_arn}"]),
+            "ExpressSessions": (["s3express:CreateSession"], "${statement.value}"),
         },
         "agent": {
             "WalObjectsRead": (["s3:GetObject"], ["${local.wal_objects}"]),
             "CheckpointsWrite": (["s3:PutObject"], ["${local.checkpoint_objects}"]),
             "AuditRecordsWrite": (["s3:AbortMultipartUpload", "s3:PutObject"], ["${local.audit_objects}"]),
             "BucketKeyUse": (["kms:Decrypt", "kms:GenerateDataKey"], ["${var.kms_key_arn}"]),
+            "ExpressSessions": (["s3express:CreateSession"], "${statement.value}"),
         },
         "gc": {
             "ListWalPrefix": (["s3:ListBucket"], ["${var.bucket_arn}"]),
             "WalObjectsReadDelete": (["s3:DeleteObject", "s3:GetObject"], ["${local.wal_objects}"]),
             "BucketKeyDecrypt": (["kms:Decrypt"], ["${var.kms_key_arn}"]),
+            "ExpressSessions": (["s3express:CreateSession"], "${statement.value}"),
         },
         "audit_reader": {
             "ListAudit": (["s3:ListBucket"], ["${var.bucket_arn}"]),
@@ -233,6 +236,9 @@ def test_iam_actions_are_exactly_the_intended_ones():
                                     "${var.msk == None ? [] : ['${var.msk.cluster_arn}']}"),
             "KafkaTopicsDescribeWriteRead": (["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData",
                                               "kafka-cluster:WriteData"], "${local.msk_topic_arns}"),
+            "KafkaTransactionsAndGroups": (["kafka-cluster:AlterGroup", "kafka-cluster:AlterTransactionalId",
+                                            "kafka-cluster:DescribeGroup", "kafka-cluster:DescribeTransactionalId"],
+                                           "${local.msk_transaction_and_group_arns}"),
         },
         "assume_ecs_tasks": {None: (["sts:AssumeRole"], None)},
         "assume_proxy": {None: (["sts:AssumeRole"], None)},
@@ -358,3 +364,23 @@ def test_versions_pin_terraform_and_the_aws_provider():
         tf = attr(parse(MODULES / name / "versions.tf")["terraform"][0], "required_version")
         assert tf == ">= 1.3.0", name  # optional() with defaults needs 1.3
     assert TERRAFORM.is_dir()
+
+
+def test_directory_buckets_one_per_zone_id_named_as_s3_requires():
+    module = MODULES / "wal-directory-buckets"
+    found = resources(module)
+    bucket = found[("aws_s3_directory_bucket", "wal")]
+    assert attr(bucket, "for_each") == "${var.zone_ids}"
+    assert attr(bucket, "bucket") == "${var.base_name}--${each.key}--x-s3"  # wal_s3.config.directory_bucket_name
+    assert (attr(bucket, "type"), attr(bucket, "data_redundancy")) == ("Directory", "SingleAvailabilityZone")
+    (location,) = blocks(bucket, "location")
+    assert (attr(location, "name"), attr(location, "type")) == ("${each.key}", "AvailabilityZone")
+    lifecycle = found[("aws_s3_bucket_lifecycle_configuration", "wal")]
+    assert attr(lifecycle, "for_each") == "${aws_s3_directory_bucket.wal}"
+    (dynamic,) = blocks(lifecycle, "dynamic")
+    (content,) = blocks(dynamic["rule"], "content")
+    (rule_filter,) = blocks(content, "filter")
+    assert attr(rule_filter, "prefix") == "${var.wal_prefix}${rule.value}"  # WAL objects only, as modules/wal-bucket
+    example = (EXAMPLE / "main.tf").read_text()
+    assert re.search(r'source\s+= "../../modules/wal-directory-buckets"', example)
+    assert "directory_bucket_arns" in example

@@ -94,7 +94,7 @@ class AgentThread:
         return self
 
     async def _main(self) -> None:
-        from leader_notify._run import running_agent
+        from leader_notify.runner import running_agent
 
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()

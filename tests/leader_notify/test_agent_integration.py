@@ -268,7 +268,7 @@ async def test_tansu_restarted_mid_stream_sender_retries_nothing_lost(s3_bucket,
 
 @pytest.mark.trio
 async def test_objects_from_real_wal_writer_are_applied_with_matching_offsets(env, tansu):
-    from wal_s3._s3 import make_s3_client
+    from wal_s3.s3 import make_s3_client
     from wal_s3.writer import WalWriter
 
     s3, bucket, topic, config, agent, audit = env

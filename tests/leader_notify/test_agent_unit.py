@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
-from leader_notify._kafka import AppendResult
 from leader_notify.agent import Agent, AgentSettings, AppliedEntries
+from leader_notify.appender import AppendResult
 
 KEY = b"unit-test-key-0123456789"
 
@@ -221,20 +221,21 @@ def test_applied_entries_is_bounded_lru():
 
 
 def test_leader_rack_in_another_zone_is_refused_retriably():
-    from aiokafka.structs import BrokerMetadata
+    from leader_notify.appender import zone_refusal
 
-    from leader_notify._kafka import leader_in_other_zone
-
-    assert leader_in_other_zone(BrokerMetadata(1, "h", 9092, "use1-az3"), "use1-az2")
-    assert not leader_in_other_zone(BrokerMetadata(1, "h", 9092, "use1-az2"), "use1-az2")
-    assert not leader_in_other_zone(BrokerMetadata(1, "h", 9092, None), "use1-az2")  # Tansu: no rack
-    assert not leader_in_other_zone(None, "use1-az2")
+    assert "in use1-az3 (its rack)" in zone_refusal("t", 0, 1, "use1-az3", "use1-az2", {})
+    assert zone_refusal("t", 0, 1, "use1-az2", "use1-az2", {}) == ""
+    assert zone_refusal("t", 0, 1, None, "use1-az2", {}) == ""  # Tansu: no rack, no map: unknown, allowed
+    assert zone_refusal("t", 0, 1, "use1-az3", None, {}) == ""  # no home zone: no check
+    # O1: without racks, router.broker_zones places the broker; the map wins over a rack
+    assert "in use1-az1 (router.broker_zones)" in zone_refusal("t", 0, 1, None, "use1-az2", {"1": "use1-az1"})
+    assert zone_refusal("t", 0, 1, "use1-az3", "use1-az2", {"1": "use1-az2"}) == ""
 
 
 def test_appender_answers_not_leader_at_once_when_leader_left_the_zone():
     from aiokafka.structs import BrokerMetadata
 
-    from leader_notify._kafka import NOT_LEADER_OR_FOLLOWER, KafkaAppender
+    from leader_notify.appender import NOT_LEADER_OR_FOLLOWER, KafkaAppender
 
     class Cluster:  # the part of aiokafka's ClusterMetadata the appender reads
         def leader_for_partition(self, tp):
@@ -246,15 +247,24 @@ def test_appender_answers_not_leader_at_once_when_leader_left_the_zone():
     class Client:
         cluster = Cluster()
         sent = 0
+        refreshed = 0
 
         async def send(self, node_id, request):
             Client.sent += 1
             raise AssertionError("must not produce to a leader in another zone")
 
+        async def force_metadata_update(self):
+            Client.refreshed += 1  # B3: asked before refusing; the leader is still in az3
+            return True
+
     async def main():
         app = KafkaAppender(["x:1"], home_zone="use1-az2", max_attempts=5)
         app._client = Client()
-        return await app.append("t", 0, b"batch")
+        first = await app.append("t", 0, b"batch")
+        second = await app.append("t", 0, b"batch")
+        return first, second
 
-    res = asyncio.run(main())
-    assert (res.error_code, res.attempts, Client.sent) == (NOT_LEADER_OR_FOLLOWER, 1, 0)
+    first, second = asyncio.run(main())
+    assert (first.error_code, first.attempts, Client.sent) == (NOT_LEADER_OR_FOLLOWER, 1, 0)
+    assert second.error_code == NOT_LEADER_OR_FOLLOWER and Client.refreshed == 2
+    assert "broker 7 in use1-az3 (its rack)" in first.reason

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from leader_notify._kafka import KafkaAppender
+from leader_notify.appender import KafkaAppender
 from tests.conftest import create_topics, unique_name
 
 pytestmark = pytest.mark.integration

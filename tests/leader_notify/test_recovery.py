@@ -38,7 +38,7 @@ async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_b
     from leader_notify.sender import NotifySender
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, new_producer_id, wal_entry
-    from wal_s3._s3 import make_s3_client
+    from wal_s3.s3 import make_s3_client
     from wal_s3.writer import WalWriter
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -102,7 +102,7 @@ async def test_recovery_with_two_agents_resends_only_the_run_whose_agent_did_not
     from leader_notify.sender import NotifySender
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, wal_entry
-    from wal_s3._s3 import make_s3_client
+    from wal_s3.s3 import make_s3_client
     from wal_s3.writer import WalWriter
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):

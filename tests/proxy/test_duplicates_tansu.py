@@ -17,7 +17,7 @@ import trio
 from kafka.protocol.producer import ProduceResponse
 
 from core import errors
-from leader_notify._kafka import KafkaAppender
+from leader_notify.appender import KafkaAppender
 from proxy.config import ProxyConfig, UpstreamConfig
 from proxy.server import run_proxy
 from tests.conftest import create_topics, unique_name

@@ -118,9 +118,13 @@ async def test_api_versions_advertises_served_apis_and_feature_markers(nursery, 
         0: (0, min(12, up[0][1])),                    # Produce from 0 (librdkafka), capped at 12
         1: (max(0, up[1][0]), min(12, up[1][1])),     # Fetch: feature marker only
         3: (0, 12),                                   # Metadata: answered locally
-        10: (max(0, up[10][0]), min(4, up[10][1])),   # FindCoordinator: feature marker only
+        10: (max(0, up[10][0]), min(6, up[10][1])),   # FindCoordinator: answered after asking upstream
         18: (0, 4),                                   # ApiVersions: answered locally
         22: (max(0, up[22][0]), min(5, up[22][1])),   # InitProducerId: forwarded
+        24: (max(0, up[24][0]), min(3, up[24][1])),   # AddPartitionsToTxn: forwarded (v4+ is broker-only)
+        25: (max(0, up[25][0]), min(4, up[25][1])),   # AddOffsetsToTxn: forwarded
+        26: (max(0, up[26][0]), min(5, up[26][1])),   # EndTxn: forwarded
+        28: (max(0, up[28][0]), min(5, up[28][1])),   # TxnOffsetCommit: forwarded
     }
 
 
@@ -182,7 +186,7 @@ async def test_well_framed_garbage_body_closes(nursery, tansu):
     await assert_serves(port)
 
 
-@pytest.mark.parametrize("api_key", [1000, 1, 10, 2])  # unknown; Fetch and FindCoordinator (markers); ListOffsets
+@pytest.mark.parametrize("api_key", [1000, 1, 11, 2])  # unknown; Fetch (marker); JoinGroup; ListOffsets
 async def test_unknown_or_unserved_api_key_closes(nursery, tansu, api_key):
     port = await start_proxy(nursery, tansu)
     wire = await Wire.connect(port)

@@ -16,7 +16,7 @@ from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, P
 from core.record_batch import RecordBatch
 from leader_notify.owners import AgentMap
 from proxy.metadata import PartitionInfo
-from proxy.upstream import BrokerAddress
+from proxy.upstream import BrokerAddress, UpstreamTimeout
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
 from wal_s3.config import WalConfig
@@ -44,6 +44,9 @@ class FakeMetadata:
     def invalidate(self, topic):
         self.invalidated.append(topic)
         self.view.topics.pop(topic, None)
+
+    def cached(self, topic):
+        return topic in self.view.topics
 
 
 class FakeDirect:
@@ -621,3 +624,46 @@ async def test_gray_failures_count_for_the_breaker_at_once_not_after_every_retry
         assert (await send(backend, item("t", 0, 100)))[("t", 0)].base_offset == 100
         assert [r for r, _p, _t in log] == ["direct"]
         nursery.cancel_scope.cancel()
+
+
+class UnreachableMetadata(FakeMetadata):
+    """No broker answers Metadata (B2: the lookup used to raise out of submit)."""
+
+    async def leader(self, topic, partition):
+        raise UpstreamTimeout("no answer within 5.0s")
+
+
+@pytest.mark.trio
+async def test_no_metadata_fails_the_partition_retriably_and_holds_back_later_batches(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend = wal_backend(nursery, FakeSender(), log, metadata=UnreachableMetadata())
+        first = RecordBatch(memoryview(b"x" * 100), 7, 0, 0, 1, False, 0)
+        later = RecordBatch(memoryview(b"x" * 100), 7, 0, 1, 1, False, 0)
+        result = (await send(backend, PartitionBatches("t", 0, (first,))))[("t", 0)]
+        assert result.error_code == 7  # REQUEST_TIMED_OUT: retried, not the connection closed
+        assert "metadata" in result.error_message
+        backend._metadata = FakeMetadata()  # metadata is back, but sequence 1 must wait for 0's retry
+        held = (await send(backend, PartitionBatches("t", 0, (later,))))[("t", 0)]
+        assert held.error_code == 7
+        retried = (await send(backend, PartitionBatches("t", 0, (first,))))[("t", 0)]
+        assert retried.error_code == 0
+        nursery.cancel_scope.cancel()
+    assert [entry[0] for entry in log] == ["wal"]  # only the retry was handed on
+
+
+class NotLeaderSender(SenderFake):
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
+        return [types.SimpleNamespace(error_code=6, base_offset=-1, duplicate=False)]
+
+
+@pytest.mark.trio
+async def test_leader_errors_from_a_working_agent_do_not_open_its_zones_circuit(autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend = wal_backend(nursery, NotLeaderSender(), log)
+        codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(5)]
+        assert codes == [6] * 5  # retriable for the producer, every time
+        assert backend._breakers["az2"].state == "closed"
+        nursery.cancel_scope.cancel()
+    assert [entry[0] for entry in log] == ["wal"] * 5  # never sent across zones directly

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.prices import Prices
+from core.zones import leader_zone
 from router.breaker import Breaker
 from router.decide import (
     ObjectShape,
@@ -16,7 +17,6 @@ from router.decide import (
     predicted_shape,
     wal_cost_per_byte,
 )
-from router.zones import leader_zone
 
 LIST = Prices()  # PUT $0.005/1000, GET $0.0004/1000, $0.01/GB each way
 MiB = 1024 * 1024

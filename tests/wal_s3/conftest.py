@@ -16,8 +16,8 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 
 from deploy.local.processes import DUMMY_CREDENTIALS
-from wal_s3._s3 import make_s3_client
 from wal_s3.config import WalConfig
+from wal_s3.s3 import make_s3_client
 
 
 @pytest.fixture

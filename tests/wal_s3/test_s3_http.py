@@ -21,9 +21,9 @@ import trio
 from botocore.credentials import Credentials
 
 from deploy.local.processes import start_moto
-from wal_s3._s3 import S3NotFound, S3PermanentError, S3PreconditionFailed, make_s3_client
 from wal_s3._s3_http import S3Http, bucket_url_of, http_transport
 from wal_s3.config import WalConfig
+from wal_s3.s3 import S3NotFound, S3PermanentError, S3PreconditionFailed, make_s3_client
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from core.audit import KINDS, MemoryAuditSink
 from tests.wal_s3.conftest import Faults
-from wal_s3._s3 import S3PreconditionFailed, S3Store
 from wal_s3.format import WalEntry, entry_encoded_size, parse_object
 from wal_s3.reader import WalReader
+from wal_s3.s3 import S3PreconditionFailed, S3Store
 from wal_s3.writer import WalFencedError, WalWriter, object_key
 
 pytestmark = pytest.mark.integration

@@ -10,8 +10,10 @@ data "aws_caller_identity" "current" {}
 data "aws_partition" "current" {}
 
 locals {
-  zone_ids      = sort(keys(var.zones))
-  bucket_name   = "${var.name}-wal-${data.aws_caller_identity.current.account_id}"
+  zone_ids    = sort(keys(var.zones))
+  bucket_name = "${var.name}-wal-${data.aws_caller_identity.current.account_id}"
+  # wal.bucket: the general purpose bucket, or the directory buckets' base name (express).
+  wal_bucket    = var.wal.storage_class == "express" ? "${var.name}-wal" : module.wal_bucket.bucket_name
   subnet_ids    = [for z in local.zone_ids : aws_subnet.private[z].id]
   subnet_cidrs  = [for z in local.zone_ids : var.zones[z].subnet_cidr]
   agent_port    = 9400
@@ -241,6 +243,17 @@ module "wal_bucket" {
   wal_expiration_days = var.wal.expiration_days
 }
 
+# S3 Express One Zone (wal.storage_class = "express"): the WAL objects go to one directory bucket
+# per zone instead; the general purpose bucket above keeps the audit records.
+module "wal_directory_buckets" {
+  source              = "../../modules/wal-directory-buckets"
+  for_each            = var.wal.storage_class == "express" ? toset(["express"]) : toset([])
+  base_name           = "${var.name}-wal"
+  zone_ids            = toset(local.zone_ids)
+  wal_prefix          = module.wal_bucket.wal_prefix
+  wal_expiration_days = var.wal.expiration_days
+}
+
 module "iam" {
   source                  = "../../modules/iam"
   name_prefix             = var.name
@@ -256,6 +269,7 @@ module "iam" {
     cluster_arn = aws_msk_cluster.this.arn
     topics      = var.kafka_topics
   }
+  directory_bucket_arns = flatten([for m in values(module.wal_directory_buckets) : values(m.bucket_arns)])
 }
 
 resource "aws_ecs_cluster" "this" {
@@ -282,8 +296,9 @@ module "agents" {
   bootstrap_servers  = local.msk_bootstrap
   upstream_security  = local.upstream_security
   wal = {
-    bucket = module.wal_bucket.bucket_name
-    prefix = module.wal_bucket.wal_prefix
+    bucket        = local.wal_bucket
+    prefix        = module.wal_bucket.wal_prefix
+    storage_class = var.wal.storage_class
   }
   audit_output = module.wal_bucket.audit_output
   ack_modes    = var.ack_modes
@@ -302,10 +317,11 @@ module "sidecar" {
   bootstrap_servers = local.msk_bootstrap
   upstream_security = local.upstream_security
   wal = {
-    bucket    = module.wal_bucket.bucket_name
-    prefix    = module.wal_bucket.wal_prefix
-    max_bytes = var.wal.max_bytes
-    linger_ms = var.wal.linger_ms
+    bucket        = local.wal_bucket
+    prefix        = module.wal_bucket.wal_prefix
+    storage_class = var.wal.storage_class
+    max_bytes     = var.wal.max_bytes
+    linger_ms     = var.wal.linger_ms
   }
   # MSK reports broker.rack = AZ id, so no broker_zones override is needed.
   router          = { ack_modes = var.ack_modes }

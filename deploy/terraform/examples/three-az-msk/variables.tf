@@ -109,16 +109,21 @@ variable "msk" {
 }
 
 variable "wal" {
-  description = "WAL flush settings of the sidecars, and the days after which the bucket's lifecycle rule expires WAL objects (the GC backstop)."
+  description = "WAL store and flush settings of the sidecars (storage_class express: a directory bucket per zone, linger 20 ms unless set), and the days after which the lifecycle rule expires WAL objects (the GC backstop)."
   type = object({
+    storage_class   = optional(string, "standard")
     max_bytes       = optional(number, 8388608)
-    linger_ms       = optional(number, 250)
+    linger_ms       = optional(number)
     expiration_days = optional(number, 1)
   })
   default = {}
   validation {
-    condition     = var.wal.max_bytes >= 65536 && var.wal.max_bytes <= 5368709120 && var.wal.linger_ms >= 1 && var.wal.linger_ms <= 60000
-    error_message = "wal.max_bytes within 64 KiB..5 GiB, wal.linger_ms within 1..60000."
+    condition     = var.wal.max_bytes >= 65536 && var.wal.max_bytes <= 5368709120 && (var.wal.linger_ms == null ? true : (var.wal.linger_ms >= 1 && var.wal.linger_ms <= 60000))
+    error_message = "wal.max_bytes within 64 KiB..5 GiB, wal.linger_ms null (the storage class's default) or within 1..60000."
+  }
+  validation {
+    condition     = contains(["standard", "express"], var.wal.storage_class)
+    error_message = "wal.storage_class is standard (one S3 Standard bucket) or express (an S3 Express One Zone directory bucket per zone)."
   }
   validation {
     condition     = var.wal.expiration_days >= 1 && var.wal.expiration_days <= 30 && floor(var.wal.expiration_days) == var.wal.expiration_days

@@ -50,10 +50,11 @@ locals {
     log_level  = var.log_level
     upstream   = merge(var.upstream_security, { bootstrap_servers = var.bootstrap_servers })
     wal = {
-      bucket      = var.wal.bucket
-      prefix      = var.wal.prefix
-      region      = var.region
-      cache_bytes = var.wal.cache_bytes
+      bucket        = var.wal.bucket
+      prefix        = var.wal.prefix
+      storage_class = var.wal.storage_class
+      region        = var.region
+      cache_bytes   = var.wal.cache_bytes
     }
     audit = { output = var.audit_output }
   }

@@ -143,13 +143,14 @@ variable "bootstrap_servers" {
 variable "wal" {
   description = "WAL bucket settings shared with the sidecars ([wal] section)."
   type = object({
-    bucket      = string
-    prefix      = optional(string, "wal/")
-    cache_bytes = optional(number, 268435456)
+    bucket        = string
+    prefix        = optional(string, "wal/")
+    storage_class = optional(string, "standard")
+    cache_bytes   = optional(number, 268435456)
   })
   validation {
-    condition     = length(var.wal.bucket) > 0 && can(regex("^[A-Za-z0-9_.-]+/$", var.wal.prefix)) && var.wal.cache_bytes >= 0
-    error_message = "wal.bucket must be set, wal.prefix one segment ending in '/', wal.cache_bytes >= 0."
+    condition     = length(var.wal.bucket) > 0 && can(regex("^[A-Za-z0-9_.-]+/$", var.wal.prefix)) && var.wal.cache_bytes >= 0 && contains(["standard", "express"], var.wal.storage_class)
+    error_message = "wal.bucket must be set, wal.prefix one segment ending in '/', wal.cache_bytes >= 0, wal.storage_class standard or express."
   }
 }
 

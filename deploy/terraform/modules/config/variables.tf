@@ -44,23 +44,29 @@ variable "settings" {
         s3_put_per_1000          = optional(number, 0.005)
         s3_get_per_1000          = optional(number, 0.0004)
         cross_az_per_gb_each_way = optional(number, 0.01)
+        express_put_per_1000     = optional(number, 0.00113)
+        express_get_per_1000     = optional(number, 0.00003)
+        express_upload_per_gb    = optional(number, 0.0032)
+        express_retrieval_per_gb = optional(number, 0.0006)
       }), {})
     }), {})
     wal = object({
-      bucket             = string
-      prefix             = optional(string, "wal/")
-      region             = string
-      max_bytes          = optional(number, 8388608)
-      linger_ms          = optional(number, 250)
-      max_buffered_bytes = optional(number, 67108864)
-      max_in_flight_puts = optional(number, 4)
-      max_attempts       = optional(number, 6)
-      cache_bytes        = optional(number, 268435456)
-      checkpoint_prefix  = optional(string, "_checkpoints")
-      epoch_prefix       = optional(string, "_epochs")
-      gc_interval_s      = optional(number, 300)
-      gc_metrics_port    = optional(number, 0)
-      gc_metrics_host    = optional(string, "127.0.0.1")
+      bucket                 = string
+      prefix                 = optional(string, "wal/")
+      region                 = string
+      storage_class          = optional(string, "standard")
+      max_bytes              = optional(number, 8388608)
+      linger_ms              = optional(number)
+      max_request_cost_share = optional(number, 0.05)
+      max_buffered_bytes     = optional(number, 67108864)
+      max_in_flight_puts     = optional(number, 4)
+      max_attempts           = optional(number, 6)
+      cache_bytes            = optional(number, 268435456)
+      checkpoint_prefix      = optional(string, "_checkpoints")
+      epoch_prefix           = optional(string, "_epochs")
+      gc_interval_s          = optional(number, 300)
+      gc_metrics_port        = optional(number, 0)
+      gc_metrics_host        = optional(string, "127.0.0.1")
     })
     notify = optional(object({
       # AZ id => the zone's agents, host:port each (partitions are spread over them by owner).
@@ -144,6 +150,10 @@ variable "settings" {
       var.settings.router.prices.s3_put_per_1000 >= 0,
       var.settings.router.prices.s3_get_per_1000 >= 0,
       var.settings.router.prices.cross_az_per_gb_each_way >= 0,
+      var.settings.router.prices.express_put_per_1000 >= 0,
+      var.settings.router.prices.express_get_per_1000 >= 0,
+      var.settings.router.prices.express_upload_per_gb >= 0,
+      var.settings.router.prices.express_retrieval_per_gb >= 0,
     ])
     error_message = "router.prices must be >= 0."
   }
@@ -153,8 +163,13 @@ variable "settings" {
     error_message = "wal.max_bytes must be an integer within 64 KiB..5 GiB (65536..5368709120)."
   }
   validation {
-    condition     = var.settings.wal.linger_ms >= 1 && var.settings.wal.linger_ms <= 60000 && floor(var.settings.wal.linger_ms) == var.settings.wal.linger_ms
+    # null: the storage class's default (250 ms standard, 20 ms express; wal_s3/config.py).
+    condition     = var.settings.wal.linger_ms == null ? true : (var.settings.wal.linger_ms >= 1 && var.settings.wal.linger_ms <= 60000 && floor(var.settings.wal.linger_ms) == var.settings.wal.linger_ms)
     error_message = "wal.linger_ms must be an integer within 1..60000."
+  }
+  validation {
+    condition     = contains(["standard", "express"], var.settings.wal.storage_class) && var.settings.wal.max_request_cost_share >= 0 && var.settings.wal.max_request_cost_share <= 1
+    error_message = "wal.storage_class is standard or express; wal.max_request_cost_share within 0..1."
   }
   validation {
     condition     = var.settings.wal.max_buffered_bytes >= var.settings.wal.max_bytes

@@ -16,6 +16,12 @@ locals {
   msk_topic_arns = var.msk == null ? [] : [
     for t in var.msk.topics : "${replace(var.msk.cluster_arn, ":cluster/", ":topic/")}/${t}"
   ]
+  # Transactional producers and consumer groups through the sidecar: their coordinator lookups
+  # (FindCoordinator) and forwarded transaction/group requests run under the sidecar's role.
+  msk_transaction_and_group_arns = var.msk == null ? [] : [
+    "${replace(var.msk.cluster_arn, ":cluster/", ":transactional-id/")}/*",
+    "${replace(var.msk.cluster_arn, ":cluster/", ":group/")}/*",
+  ]
   msk_policies = var.msk == null ? toset([]) : toset(["msk"])
 }
 
@@ -54,6 +60,16 @@ data "aws_iam_policy_document" "proxy" {
     actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
     resources = [var.kms_key_arn]
   }
+  # S3 Express One Zone (wal.storage_class "express"): a directory bucket authorizes at the
+  # bucket, by CreateSession; a ReadWrite session then allows every object call on it.
+  dynamic "statement" {
+    for_each = length(var.directory_bucket_arns) > 0 ? [var.directory_bucket_arns] : []
+    content {
+      sid       = "ExpressSessions"
+      actions   = ["s3express:CreateSession"]
+      resources = statement.value
+    }
+  }
 }
 
 data "aws_iam_policy_document" "agent" {
@@ -77,6 +93,16 @@ data "aws_iam_policy_document" "agent" {
     sid       = "BucketKeyUse"
     actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
     resources = [var.kms_key_arn]
+  }
+  # S3 Express One Zone (wal.storage_class "express"): a directory bucket authorizes at the
+  # bucket, by CreateSession; a ReadWrite session then allows every object call on it.
+  dynamic "statement" {
+    for_each = length(var.directory_bucket_arns) > 0 ? [var.directory_bucket_arns] : []
+    content {
+      sid       = "ExpressSessions"
+      actions   = ["s3express:CreateSession"]
+      resources = statement.value
+    }
   }
 }
 
@@ -102,6 +128,16 @@ data "aws_iam_policy_document" "gc" {
     sid       = "BucketKeyDecrypt"
     actions   = ["kms:Decrypt"]
     resources = [var.kms_key_arn]
+  }
+  # S3 Express One Zone (wal.storage_class "express"): a directory bucket authorizes at the
+  # bucket, by CreateSession; a ReadWrite session then allows every object call on it.
+  dynamic "statement" {
+    for_each = length(var.directory_bucket_arns) > 0 ? [var.directory_bucket_arns] : []
+    content {
+      sid       = "ExpressSessions"
+      actions   = ["s3express:CreateSession"]
+      resources = statement.value
+    }
   }
 }
 
@@ -175,6 +211,14 @@ data "aws_iam_policy_document" "msk_client" {
     sid       = "KafkaTopicsDescribeWriteRead"
     actions   = ["kafka-cluster:DescribeTopic", "kafka-cluster:WriteData", "kafka-cluster:ReadData"]
     resources = local.msk_topic_arns
+  }
+  statement {
+    sid = "KafkaTransactionsAndGroups"
+    actions = [
+      "kafka-cluster:DescribeTransactionalId", "kafka-cluster:AlterTransactionalId",
+      "kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup",
+    ]
+    resources = local.msk_transaction_and_group_arns
   }
 }
 

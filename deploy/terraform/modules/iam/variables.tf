@@ -39,6 +39,16 @@ variable "prefixes" {
   }
 }
 
+variable "directory_bucket_arns" {
+  description = "ARNs of the S3 Express One Zone WAL directory buckets (modules/wal-directory-buckets output bucket_arns); empty with an S3 Standard WAL."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for a in var.directory_bucket_arns : can(regex("^arn:aws[a-z-]*:s3express:[a-z0-9-]+:[0-9]{12}:bucket/[a-z0-9-]+--[a-z0-9-]+--x-s3$", a))])
+    error_message = "directory_bucket_arns must be S3 Express directory bucket ARNs (arn:aws:s3express:REGION:ACCOUNT:bucket/NAME--AZID--x-s3)."
+  }
+}
+
 variable "kms_key_arn" {
   description = "ARN of the KMS key that encrypts the WAL bucket (modules/wal-bucket output kms_key_arn)."
   type        = string

@@ -29,6 +29,7 @@ locals {
     wal = {
       bucket             = var.wal.bucket
       prefix             = var.wal.prefix
+      storage_class      = var.wal.storage_class
       region             = var.region
       max_bytes          = var.wal.max_bytes
       linger_ms          = var.wal.linger_ms

@@ -70,12 +70,13 @@ variable "bootstrap_servers" {
 }
 
 variable "wal" {
-  description = "[wal] settings: bucket, key prefix, flush size and linger."
+  description = "[wal] settings: bucket (the base name with storage_class express), key prefix, storage class, flush size and linger (null: the class default, 250 ms standard, 20 ms express)."
   type = object({
     bucket             = string
     prefix             = optional(string, "wal/")
+    storage_class      = optional(string, "standard")
     max_bytes          = optional(number, 8388608)
-    linger_ms          = optional(number, 250)
+    linger_ms          = optional(number)
     max_buffered_bytes = optional(number, 67108864)
   })
   validation {
@@ -88,8 +89,8 @@ variable "wal" {
     error_message = "wal.max_bytes must be a whole number within 64 KiB..5 GiB."
   }
   validation {
-    condition     = var.wal.linger_ms >= 1 && var.wal.linger_ms <= 60000 && floor(var.wal.linger_ms) == var.wal.linger_ms
-    error_message = "wal.linger_ms must be a whole number within 1..60000."
+    condition     = contains(["standard", "express"], var.wal.storage_class) && (var.wal.linger_ms == null ? true : (var.wal.linger_ms >= 1 && var.wal.linger_ms <= 60000 && floor(var.wal.linger_ms) == var.wal.linger_ms))
+    error_message = "wal.storage_class is standard or express; wal.linger_ms null or a whole number within 1..60000."
   }
   validation {
     condition     = var.wal.max_buffered_bytes >= var.wal.max_bytes

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import anyio
 
-from wal_s3._s3 import S3Error
+from wal_s3.s3 import S3Error
 
 T = TypeVar("T")
 

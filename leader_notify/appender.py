@@ -5,7 +5,9 @@ the leader does its own duplicate detection. Per leader node one drain task keep
 ProduceRequest in flight and puts into it every batch waiting for that node, at most one
 per partition (Kafka's rule), the way a producer's sender does; callers append a
 partition's batches one after another, so each partition's order is kept. Leader moves
-and unknown partitions refresh metadata and retry; connection failures and timeouts retry
+and unknown partitions refresh metadata and retry; a leader in another zone (by
+`router.broker_zones`, else the broker's rack) is looked up again before the batch is
+refused, so a leader that came back into this zone is used at once; connection failures and timeouts retry
 too; all with bounded attempts and capped exponential backoff.
 When attempts run out the caller gets the last Kafka error code, which is retriable for
 the producer, never an exception. aiokafka's exceptions stop here.
@@ -34,6 +36,7 @@ from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition
 
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
+from core.zones import leader_zone
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ class AppendResult:
     duplicate: bool = False
     attempts: int = 1
     latency_s: float = 0.0
+    reason: str = ""  # why the append was refused, for the agent's log
 
 
 class KafkaAppender:
@@ -88,12 +92,16 @@ class KafkaAppender:
 
     def __init__(self, bootstrap_servers: list[str] | tuple[str, ...], *, client_id: str = "azsidecar-agent",
                  max_attempts: int = 5, produce_timeout_ms: int = 10_000, request_timeout_ms: int = 15_000,
-                 home_zone: str | None = None, security: Mapping[str, Any] | None = None) -> None:
-        """home_zone: refuse (NOT_LEADER_OR_FOLLOWER) to append to a leader whose broker rack
-        names another zone, so the proxy re-routes instead of the agent crossing zones.
+                 home_zone: str | None = None, security: Mapping[str, Any] | None = None,
+                 broker_zones: Mapping[str, str] | None = None) -> None:
+        """home_zone: refuse (NOT_LEADER_OR_FOLLOWER) to append to a leader in another zone -
+        by broker_zones (broker id -> zone, router.broker_zones), else by its broker's rack -
+        so the proxy re-routes instead of the agent crossing zones.
         security: AIOKafkaClient's security_protocol/ssl_context/sasl_* arguments (TLS, SASL)."""
         self._security = dict(security or {})
         self._home_zone = home_zone
+        self._broker_zones = dict(broker_zones or {})
+        self._learning: dict[str, asyncio.Future] = {}  # topic -> its first metadata fetch, shared
         self._bootstrap = list(bootstrap_servers)
         self._client_id = client_id
         self._max_attempts = max_attempts
@@ -126,6 +134,8 @@ class KafkaAppender:
             raise KafkaAppendUnavailable(f"no answer to Metadata: {exc}") from exc
 
     async def close(self) -> None:
+        for fut in self._learning.values():
+            fut.cancel()
         drains = list(self._drains.values())
         for task in drains:
             task.cancel()
@@ -151,7 +161,7 @@ class KafkaAppender:
         backoff_s = BACKOFF_INITIAL_S
         code = LEADER_NOT_AVAILABLE
         for attempt in range(1, self._max_attempts + 1):
-            code, offset = await self._attempt(client, tp, batch)
+            code, offset, reason = await self._attempt(client, tp, batch)
             if code == NONE:
                 return AppendResult(NONE, offset, False, attempt, time.monotonic() - started)
             if code == DUPLICATE_SEQUENCE_NUMBER:
@@ -164,7 +174,8 @@ class KafkaAppender:
                     return AppendResult(UNKNOWN_SERVER_ERROR, -1, False, attempt, time.monotonic() - started)
                 code = REQUEST_TIMED_OUT  # tail unreadable: try again, the answer may be clearer
             if code == _LEADER_IN_OTHER_ZONE:
-                return AppendResult(NOT_LEADER_OR_FOLLOWER, -1, False, attempt, time.monotonic() - started)
+                log.info("append %s-%d refused: %s", topic, partition, reason)
+                return AppendResult(NOT_LEADER_OR_FOLLOWER, -1, False, attempt, time.monotonic() - started, reason)
             if code not in RETRIABLE_CODES or attempt == self._max_attempts:
                 break
             log.info("append %s-%d: error %d, attempt %d/%d", topic, partition, code, attempt, self._max_attempts)
@@ -174,22 +185,59 @@ class KafkaAppender:
             backoff_s = min(backoff_s * 2, BACKOFF_MAX_S)
         return AppendResult(code, -1, False, attempt, time.monotonic() - started)
 
-    async def _attempt(self, client: AIOKafkaClient, tp: TopicPartition, batch: bytes) -> tuple[int, int]:
+    async def _attempt(self, client: AIOKafkaClient, tp: TopicPartition, batch: bytes) -> tuple[int, int, str]:
+        """(error code, base offset, why refused) of one try."""
         leader = client.cluster.leader_for_partition(tp)
         if leader is None:
             # Unknown topic to this client: start tracking it (one metadata round trip).
             try:
-                await client.add_topic(tp.topic)
+                await self._learn_topic(client, tp.topic)
             except KafkaError:
-                return NETWORK_EXCEPTION, -1
+                return NETWORK_EXCEPTION, -1, ""
             leader = client.cluster.leader_for_partition(tp)
             if leader is None:
-                return UNKNOWN_TOPIC_OR_PARTITION, -1
+                return UNKNOWN_TOPIC_OR_PARTITION, -1, ""
         if leader == -1:
-            return LEADER_NOT_AVAILABLE, -1
-        if leader_in_other_zone(client.cluster.broker_metadata(leader), self._home_zone):
-            return _LEADER_IN_OTHER_ZONE, -1
-        return await self._enqueue(client, leader, tp, batch)
+            return LEADER_NOT_AVAILABLE, -1, ""
+        reason = self._other_zone(client, tp, leader)
+        if reason:
+            # The leader may have come back into this zone: ask before refusing. Each refusal
+            # costs one Metadata request (concurrent ones share it); refusals are rare, since
+            # the proxy looks the leader up again after one.
+            await self._refresh(client)
+            leader = client.cluster.leader_for_partition(tp)
+            if leader is None or leader == -1:
+                return LEADER_NOT_AVAILABLE, -1, ""
+            reason = self._other_zone(client, tp, leader)
+        if reason:
+            return _LEADER_IN_OTHER_ZONE, -1, reason
+        code, offset = await self._enqueue(client, leader, tp, batch)
+        return code, offset, ""
+
+    def _other_zone(self, client: AIOKafkaClient, tp: TopicPartition, leader: int) -> str:
+        rack = getattr(client.cluster.broker_metadata(leader), "rack", None)
+        return zone_refusal(tp.topic, tp.partition, leader, rack, self._home_zone, self._broker_zones)
+
+    async def _learn_topic(self, client: AIOKafkaClient, topic: str) -> None:
+        """Track `topic` and wait for metadata that has it; concurrent first appends of its
+        partitions share one fetch. Raises KafkaError.
+
+        aiokafka's add_topic answers at once for a topic it already tracks, and a metadata
+        update already in flight may have been asked before the topic was added: then one
+        more update is awaited instead of failing the batch with UNKNOWN_TOPIC_OR_PARTITION.
+        """
+        fut = self._learning.get(topic)
+        if fut is None:
+            fut = asyncio.ensure_future(self._fetch_topic(client, topic))
+            self._learning[topic] = fut
+            fut.add_done_callback(lambda _f: self._learning.pop(topic, None))
+        await asyncio.shield(fut)
+
+    async def _fetch_topic(self, client: AIOKafkaClient, topic: str) -> None:
+        async with asyncio.timeout(self._request_timeout_ms / 1000):
+            await client.add_topic(topic)
+            if client.cluster.partitions_for_topic(topic) is None:
+                await client.force_metadata_update()
 
     async def _enqueue(self, client: AIOKafkaClient, node: int, tp: TopicPartition, batch: bytes) -> tuple[int, int]:
         """Queue the batch for `node`; the node's drain task sends it with other partitions' batches.
@@ -355,10 +403,18 @@ class KafkaAppender:
             log.info("metadata refresh failed: %r", exc)
 
 
-def leader_in_other_zone(broker: object | None, home_zone: str | None) -> bool:
-    """True if the broker reports a rack and it is not our zone (no rack, e.g. Tansu: unknown, so False)."""
-    rack = getattr(broker, "rack", None)
-    return bool(home_zone) and bool(rack) and rack != home_zone
+def zone_refusal(topic: str, partition: int, leader: int, rack: str | None, home_zone: str | None,
+                 broker_zones: Mapping[str, str]) -> str:
+    """Why an agent of `home_zone` must not append to `leader` (pure); "" if it may: the
+    leader is in its zone, or nothing says where it is (Tansu: no rack, no broker_zones)."""
+    if not home_zone:
+        return ""
+    zone = leader_zone(topic, partition, leader, rack, {}, broker_zones)
+    if zone is None or zone == home_zone:
+        return ""
+    source = "router.broker_zones" if str(leader) in broker_zones else "its rack"
+    return (f"the leader of {topic}-{partition} is broker {leader} in {zone} ({source}), "
+            f"not in this agent's zone {home_zone}")
 
 
 class _TailUnreadable(Exception):

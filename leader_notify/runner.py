@@ -12,15 +12,15 @@ from typing import Any
 
 from core.msk_iam import MskIamTokens
 from core.tls import client_context, upstream_sasl_password
-from leader_notify._kafka import KafkaAppender
 from leader_notify._limits import ListenerLimits
 from leader_notify._msk_iam import AiokafkaMskIamTokens
 from leader_notify._wal_bridge import WalZoneReader, wal_checkpoint
 from leader_notify.agent import Agent, AgentSettings, Checkpoint
+from leader_notify.appender import KafkaAppender
 from leader_notify.metrics import AgentMetrics
-from wal_s3._s3 import make_s3_client as wal_make_s3_client
 from wal_s3.gc import Checkpoints
 from wal_s3.reader import WalReader
+from wal_s3.s3 import make_s3_client as wal_make_s3_client
 
 
 def aiokafka_security(upstream: Any, msk_tokens: MskIamTokens | None = None) -> dict[str, Any]:
@@ -67,7 +67,8 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
             max_connections=config.agent.max_connections,
             max_connections_per_source=config.agent.max_connections_per_source,
             max_unauthenticated_connections=config.agent.max_unauthenticated_connections,
-            request_timeout_s=config.agent.request_timeout_s, idle_timeout_s=config.agent.idle_timeout_s))
+            request_timeout_s=config.agent.request_timeout_s, idle_timeout_s=config.agent.idle_timeout_s),
+        bucket_for_zone=config.wal.bucket_for if config.wal.storage_class == "express" else None)
     if checkpoint is True:
         checkpoint = wal_checkpoint(Checkpoints(config.wal, s3))
     security = aiokafka_security(config.upstream)
@@ -77,7 +78,8 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
                              max_attempts=config.agent.max_append_attempts,
                              produce_timeout_ms=config.agent.produce_timeout_ms,
                              request_timeout_ms=int(config.upstream.request_timeout_s * 1000),
-                             home_zone=zone, security=security) as appender:
+                             home_zone=zone, broker_zones=config.router.broker_zones,
+                             security=security) as appender:
         agent = Agent(settings, reader, appender, checkpoint=checkpoint or None, metrics=metrics, audit=audit)
         _, bound = await agent.start(config.agent.listen_host if host is None else host,
                                      config.agent.listen_port if port is None else port)

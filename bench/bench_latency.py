@@ -1,0 +1,200 @@
+"""Produce latency and per-partition throughput at the producer: direct vs WAL on S3 Standard vs
+WAL on S3 Express One Zone, side by side in one run (issue 19).
+
+Strategy: two zones in loopback mode (deploy/local/zones.py: moto and one Tansu broker per zone);
+S3 behind the latency injector with a size-dependent profile (deploy/local/s3_delay.py
+`--profile standard|express`), and for the Express setup the S3 Express front
+(deploy/local/s3_express.py: directory buckets, sessions) in front of the injector. Each setup
+starts the sidecars (proxy + agent) of both zones; the producer is in use1-az1 and every
+partition is led in use1-az2, so each batch crosses zones:
+  direct        router.policy direct (the batch goes straight to the leader's zone)
+  wal-standard  router.policy wal, wal.storage_class standard (linger 250 ms by default)
+  wal-express   router.policy wal, wal.storage_class express (linger 20 ms by default)
+
+Measured at the producer, through use1-az1's sidecar:
+1. latency: librdkafka (confluent-kafka) paced at --rate records/s for --seconds, acks=all,
+   batch.size 16384, linger.ms 5: p50/p99 from produce() to the delivery callback;
+2. per-partition throughput of default-configured producers, --records records of
+   --record-bytes to one partition as fast as the producer goes: kafka-python with every
+   default, and librdkafka with batch.size 16 KiB and linger.ms 5.
+
+Usage (the lead runs it for figures; tests only smoke it with tiny parameters):
+  .venv/bin/python bench/bench_latency.py [--rate 200] [--seconds 20] [--records 20000]
+      [--record-bytes 100] [--setups direct,wal-standard,wal-express] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from confluent_kafka import Producer
+from kafka import KafkaProducer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/bench_latency.py` from the repo
+
+from bench.workload import create_topics
+from deploy.local.fault_common import running_listener
+from deploy.local.s3_express import create_directory_bucket, running_front
+from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
+from deploy.local.zones import ZoneEnv, three_zones
+from wal_s3.config import DEFAULT_LINGER_MS
+
+ZONES = ("use1-az1", "use1-az2")
+SETUPS = ("direct", "wal-standard", "wal-express")
+FLUSH_TIMEOUT_S = 300.0
+TOPIC_PREFIX = "lat-"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@contextlib.contextmanager
+def s3_store(env: ZoneEnv, setup: str, work: Path) -> Iterator[tuple[str, str, str]]:
+    """(storage class, endpoint URL, wal.bucket) of a fresh WAL store behind the latency injector."""
+    storage_class = "express" if setup == "wal-express" else "standard"
+    assert env.moto is not None
+    moto = ("127.0.0.1", env.moto.port)
+    argv = [sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"{moto[0]}:{moto[1]}",
+            "--listen", "127.0.0.1:0", "--profile", storage_class]
+    base = f"wal-{uuid.uuid4().hex[:8]}"
+    with running_listener(argv, work / f"s3-delay-{setup}.log", "S3 latency injector") as delayed:
+        if storage_class == "express":
+            for zone in ZONES:
+                create_directory_bucket(moto, f"{base}--{zone}--x-s3")
+            with running_front(delayed, work / f"s3-express-{setup}.log") as endpoint:
+                yield storage_class, endpoint, base
+        else:
+            env.create_bucket(base)
+            yield storage_class, f"http://{delayed}", base
+
+
+def paced_latency_ms(bootstrap: str, topic: str, rate: float, seconds: float) -> list[float]:
+    """librdkafka at `rate` records/s: each record's produce() -> delivery time, in ms."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 16384,
+                         "enable.idempotence": True})
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    def done(err, _msg, started: float) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    total = max(1, int(rate * seconds))
+    start = time.perf_counter()
+    for i in range(total):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            producer.poll(min(due - now, 0.01))  # pacing the producer is the workload itself
+        t = time.perf_counter()
+        producer.produce(topic, value=b"x" * 100, partition=0, on_delivery=lambda e, m, t=t: done(e, m, t))
+        producer.poll(0)
+    if producer.flush(FLUSH_TIMEOUT_S):
+        raise RuntimeError(f"paced producer: records undelivered after {FLUSH_TIMEOUT_S:g} s")
+    if errors:
+        raise RuntimeError(f"paced producer: {len(errors)} delivery errors, first {errors[0]}")
+    return latencies
+
+
+def librdkafka_throughput(bootstrap: str, topic: str, records: int, record_bytes: int) -> float:
+    """Seconds for `records` to one partition, librdkafka with batch.size 16 KiB, linger.ms 5."""
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.size": 16384, "linger.ms": 5})
+    value = b"y" * record_bytes
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)  # the local queue is full: wait for deliveries
+        producer.poll(0)
+    if producer.flush(FLUSH_TIMEOUT_S):
+        raise RuntimeError("librdkafka producer: records undelivered")
+    return time.perf_counter() - started
+
+
+def kafka_python_throughput(bootstrap: str, topic: str, records: int, record_bytes: int) -> float:
+    """Seconds for `records` to one partition, kafka-python with every default."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    value = b"z" * record_bytes
+    started = time.perf_counter()
+    futures = [producer.send(topic, value=value, partition=0) for _ in range(records)]
+    producer.flush(timeout=FLUSH_TIMEOUT_S)
+    for f in futures:
+        f.get(timeout=FLUSH_TIMEOUT_S)  # raises on a failed delivery
+    elapsed = time.perf_counter() - started
+    producer.close(timeout=10)
+    return elapsed
+
+
+def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) -> dict:
+    with s3_store(env, setup, work) as (storage_class, endpoint, bucket):
+        settings = SidecarSettings(
+            wal_bucket=bucket, audit_dir=work / f"audit-{setup}", policy="direct" if setup == "direct" else "wal",
+            linger_ms=DEFAULT_LINGER_MS[storage_class], partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
+            extra={"wal": {"storage_class": storage_class, "endpoint_url": endpoint}})
+        start = sidecar_starter(env, settings)
+        with contextlib.ExitStack() as stack:
+            for zone in env.zones:
+                stack.enter_context(start(env, zone))
+            bootstrap = env.zone(ZONES[0]).sidecar_bootstrap
+            topics = {kind: f"{TOPIC_PREFIX}{setup}-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("paced", "rdk", "kp")}
+            create_topics(env.zone(ZONES[0]).broker_bootstrap,
+                          {"topics": [{"name": t, "partitions": 1} for t in topics.values()]})
+            latencies = paced_latency_ms(bootstrap, topics["paced"], args.rate, args.seconds)
+            rdk_s = librdkafka_throughput(bootstrap, topics["rdk"], args.records, args.record_bytes)
+            kp_s = kafka_python_throughput(bootstrap, topics["kp"], args.records, args.record_bytes)
+    mb = args.records * args.record_bytes / 1e6
+    return {"setup": setup, "storage_class": storage_class, "linger_ms": settings.linger_ms,
+            "p50_ms": percentile(latencies, 0.50), "p99_ms": percentile(latencies, 0.99), "paced_records": len(latencies),
+            "librdkafka_s": rdk_s, "librdkafka_mb_s": mb / rdk_s, "kafka_python_s": kp_s, "kafka_python_mb_s": mb / kp_s}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=200.0, help="paced producer: records per second")
+    parser.add_argument("--seconds", type=float, default=20.0, help="paced producer: how long")
+    parser.add_argument("--records", type=int, default=20_000, help="throughput: records per producer")
+    parser.add_argument("--record-bytes", type=int, default=100)
+    parser.add_argument("--setups", default=",".join(SETUPS), help=f"comma-separated subset of {','.join(SETUPS)}")
+    parser.add_argument("--json", help="also write the results as JSON here")
+    parser.add_argument("--log-dir", help="keep the processes' logs here (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    setups = [s for s in args.setups.split(",") if s]
+    if not setups or any(s not in SETUPS for s in setups):
+        parser.error(f"--setups: a comma-separated subset of {','.join(SETUPS)}")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
+        work = Path(args.log_dir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        with three_zones(ZONES, mode="loopback", log_dir=work) as env:
+            for setup in setups:
+                results.append(run_setup(env, setup, args, work))
+    direct = next((r for r in results if r["setup"] == "direct"), None)
+    print(f"{'setup':<14}{'linger':>8}{'p50 ms':>9}{'p99 ms':>9}{'librdkafka MB/s':>17}{'kafka-python MB/s':>19}"
+          f"{'vs direct':>11}")
+    for r in results:
+        ratio = r["librdkafka_mb_s"] / direct["librdkafka_mb_s"] if direct else float("nan")
+        print(f"{r['setup']:<14}{r['linger_ms']:>8}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['librdkafka_mb_s']:>17.3f}"
+              f"{r['kafka_python_mb_s']:>19.3f}{ratio:>11.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
