@@ -21,8 +21,8 @@ from azsidecar import __version__
 # Metric name prefixes each component updates (the Grafana dashboard's panels follow them).
 OWNED_BY: dict[str, tuple[str, ...]] = {
     "proxy": ("azsidecar_proxy_", "azsidecar_router_", "azsidecar_notify_", "azsidecar_wal_flush",
-              "azsidecar_wal_put_", "azsidecar_wal_buffered_"),
-    "agent": ("azsidecar_agent_", "azsidecar_wal_cache_"),
+              "azsidecar_wal_put_", "azsidecar_wal_buffered_", "azsidecar_wal_gray_"),
+    "agent": ("azsidecar_agent_", "azsidecar_wal_cache_", "azsidecar_wal_gray_"),  # gray: PUTs / GETs
 }
 SHARED = ("azsidecar_build_info",)
 

@@ -1,11 +1,42 @@
-"""Logging to stderr: human-readable text by default, JSON lines with --log-format json."""
+"""Logging to stderr: human-readable text by default, JSON lines with --log-format json.
+
+Text format escapes control characters in the message: log arguments include what clients
+send (client_id, SASL mechanism names, topic names), and a newline in one of them would
+otherwise forge a whole log line. JSON lines are safe by construction (json.dumps escapes).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
+
+# C0 and C1 controls, DEL, and the Unicode line/paragraph separators some viewers break on.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    ch = match.group()
+    named = _NAMED.get(ch)
+    if named is not None:
+        return named
+    return f"\\x{ord(ch):02x}" if ord(ch) <= 0xFF else f"\\u{ord(ch):04x}"
+
+
+def escape_text(text: str) -> str:
+    """`text` with every control character written as a visible escape (\\n, \\x1b, \\u2028)."""
+    return _UNSAFE.sub(_escape_char, text)
+
+
+class TextFormatter(logging.Formatter):
+    """The text format; the message is escaped, a traceback (our own text) is not."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = escape_text(record.message)
+        return super().formatMessage(record)
 
 
 class JsonLineFormatter(logging.Formatter):
@@ -28,7 +59,7 @@ def setup_logging(log_format: str = "text", level: str = "INFO") -> None:
     if log_format == "json":
         handler.setFormatter(JsonLineFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -25,9 +25,9 @@ from azsidecar.secrets import resolve_secrets
 from azsidecar.sidecar import run_sidecar, wal_enabled
 from azsidecar.status import StatusServer
 from azsidecar.workers import die_with_parent, supervise
+from core.addresses import is_loopback
 from core.audit import AuditSink
 from core.configload import ConfigError
-from proxy.config import is_loopback
 from proxy.sasl import format_credential, scram_credential
 from proxy.server import listener_security
 from router.backend import RoutingBackend

@@ -21,6 +21,14 @@ Scenarios:
   notify-faults no cycles: every proxy -> agent link behind deploy/local/notify_faults.py for
                 the whole run (requests dropped, responses dropped, requests delayed past
                 the sender's timeout, connections reset); producers paced, --cycles x 10 s
+  s3-hang       the WAL endpoint (deploy/local/s3_faults.py, passing everything) SIGSTOPped
+                5-15 s, then SIGCONT: S3 that hangs instead of refusing (gray failure); the
+                brokers keep their own endpoint, so the direct path stays healthy
+  agent-hang    SIGSTOP an agent 5-15 s (longer than its zone's gray deadline and breaker
+                window), then SIGCONT
+  flood         1,100 hostile connections against a random zone's proxy for 4 s: 30 announce
+                16 MiB frames and send 8 MiB of them, 70 send 3 bytes (slowloris), 1,000 idle;
+                proxy budget 64 MiB; its RSS before, at peak and after is recorded per cycle
 
 `--control` also runs broker-kill/broker-term with the producers straight to the brokers (no
 sidecar), to tell the broker's own behaviour from ours. `--soak-minutes M` runs a steady paced
@@ -37,6 +45,7 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -54,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deploy.local.scenario import TopicSpec, Workload, router_overrides  # noqa: E402
 from deploy.local.sidecar_stack import SidecarSettings  # noqa: E402
 from deploy.local.zones import three_zones  # noqa: E402
+from tests.reliability.flood import flood  # noqa: E402
 from tests.reliability.harness import (  # noqa: E402
     CampaignResult,
     TickContext,
@@ -65,7 +75,9 @@ from tests.reliability.harness import (  # noqa: E402
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
 SCENARIOS = ("proxy-kill", "agent-kill", "broker-kill", "broker-term", "agent-down", "agent-pause", "s3-faults",
-             "notify-faults")
+             "notify-faults", "s3-hang", "agent-hang", "flood")
+HANG_SCENARIOS = ("s3-hang", "agent-hang")  # SIGSTOP now, SIGCONT on a later tick (sampling goes on)
+FLOOD_PROXY = {"max_receive_buffer_bytes": 64 * 1024 * 1024, "max_frame_bytes": 16 * 1024 * 1024}
 BROKER_SCENARIOS = ("broker-kill", "broker-term")  # --control repeats these without the sidecars
 MIN_GAP_S = 4.0  # between two faults: a restart plus librdkafka's reconnect fit in it
 LEAD_IN_S = 3.0  # steady production before the first fault
@@ -88,9 +100,21 @@ def fault_times(cycles: int, rng: random.Random) -> list[float]:
     return out
 
 
-def cycle_action(scenario: str, rng: random.Random) -> Callable[[TickContext], str]:
+def cycle_action(scenario: str, rng: random.Random, targets: dict | None = None) -> Callable[[TickContext], str]:
+    """targets: what a scenario acts on beyond the fleet (s3-hang: "s3" -> the WAL endpoint's Popen)."""
     def act(ctx: TickContext) -> str:
         zone = rng.choice(ctx.env.zones)
+        if scenario in HANG_SCENARIOS:
+            pid = targets["s3"].pid if scenario == "s3-hang" else ctx.fleet.agents[zone.name].pid
+            down_s = rng.uniform(5, 15)
+            os.kill(pid, signal.SIGSTOP)
+            ctx.state["resume"] = (pid, time.monotonic() + down_s)  # `scheduled` sends SIGCONT then
+            return f"{scenario} {'s3' if scenario == 's3-hang' else zone.name} for {down_s:.1f}s"
+        if scenario == "flood":
+            host, port = zone.sidecar_bootstrap.rsplit(":", 1)
+            result = flood(host, int(port), ctx.fleet.proxies[zone.name].pid, hold_s=4.0).as_dict()
+            ctx.state.setdefault("floods", []).append({"zone": zone.name, **result})
+            return f"flood {zone.name}: {result}"
         if scenario == "proxy-kill":
             ctx.fleet.kill("proxy", zone)
             down_s = rng.uniform(0, 2)
@@ -129,6 +153,12 @@ def cycle_action(scenario: str, rng: random.Random) -> Callable[[TickContext], s
 def scheduled(times: list[float], action: Callable[[TickContext], str], log) -> Callable[[TickContext], None]:
     def on_tick(ctx: TickContext) -> None:
         done = ctx.state.setdefault("done", [])
+        resume = ctx.state.get("resume")
+        if resume is not None:  # a hang is on: end it when due; no other fault meanwhile
+            if time.monotonic() < resume[1]:
+                return
+            os.kill(resume[0], signal.SIGCONT)
+            del ctx.state["resume"]
         if len(done) < len(times) and ctx.elapsed_s >= times[len(done)]:
             what = action(ctx)
             done.append(what)
@@ -177,23 +207,53 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
             faults = fault_counts(stats)
         return summarize(label, result, 0, {"notify_faults_met": faults})
     times = fault_times(cycles, rng)
+    if scenario in HANG_SCENARIOS:  # each hang lasts up to 15 s and the next waits for it
+        times = [t + 15.0 * i for i, t in enumerate(times)]
     seconds = times[-1] + TAIL_S if times else LEAD_IN_S + TAIL_S
+    if scenario in HANG_SCENARIOS and times:
+        seconds += 15.0  # the last hang ends while the producers still run
     per_producer = int(seconds * rate)
     workload = Workload(total_bytes=3 * per_producer * RECORD_BYTES, record_bytes=RECORD_BYTES, topics=TOPICS,
                         timeout_s=seconds + 600)
-    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
-                               partition_zones=router_overrides(env, workload)["partition_zones"],
-                               extra=extra_settings)
-    on_tick = scheduled(times, cycle_action(scenario, rng), log)
+    if scenario == "flood":
+        extra_settings = {**extra_settings, "proxy": FLOOD_PROXY}
+    targets: dict = {}
     box: dict = {}
+    with contextlib.ExitStack() as stack:
+        if scenario == "s3-hang":
+            procs: list = []
+            endpoint, _stats = stack.enter_context(fault_proxy(env, process_out=procs))
+            targets["s3"] = procs[0]
+            stack.callback(_resume_if_stopped, procs[0])
+            extra_settings = {**extra_settings, "wal": {"endpoint_url": endpoint}}
+        settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
+                                   partition_zones=router_overrides(env, workload)["partition_zones"],
+                                   extra=extra_settings)
+        on_tick = scheduled(times, cycle_action(scenario, rng, targets), log)
 
-    def recording(ctx: TickContext) -> None:
-        on_tick(ctx)
-        box["done"] = len(ctx.state.get("done", []))
+        def recording(ctx: TickContext) -> None:
+            on_tick(ctx)
+            box["done"] = len(ctx.state.get("done", []))
+            box["state"] = ctx.state
 
-    result = run_campaign(env, workload, settings, recording, name=label, records_per_s=rate, log=log,
-                          through_sidecars=through_sidecars)
-    return summarize(label, result, box.get("done", 0))
+        try:
+            result = run_campaign(env, workload, settings, recording, name=label, records_per_s=rate, log=log,
+                                  through_sidecars=through_sidecars)
+        finally:
+            resume = box.get("state", {}).pop("resume", None)
+            if resume is not None:  # the run ended mid-hang: never leave a process stopped
+                with contextlib.suppress(ProcessLookupError):  # the fleet's stop may have killed it
+                    os.kill(resume[0], signal.SIGCONT)
+    worst = max((s["lat_max_ms"] or 0 for s in result.samples), default=0)
+    extra = {"worst_produce_latency_ms": worst}
+    if scenario == "flood":
+        extra["floods"] = box.get("state", {}).get("floods", [])
+    return summarize(label, result, box.get("done", 0), extra)
+
+
+def _resume_if_stopped(proc) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGCONT)  # harmless if it runs; stop_process needs it running
 
 
 def soak(env, minutes: float, rate: int, faults: bool, plot: Path, tmp: Path, log) -> dict:

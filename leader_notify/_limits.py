@@ -11,7 +11,6 @@ timeout between frames of an authenticated connection.
 from __future__ import annotations
 
 import enum
-import ipaddress
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -33,12 +32,6 @@ class ListenerLimits:
     request_timeout_s: float = 10.0
     idle_timeout_s: float = 900.0
 
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
 
 
 def admit(limits: ListenerLimits, *, total: int, from_source: int, unauthenticated: int,

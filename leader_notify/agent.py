@@ -43,9 +43,10 @@ from typing import Protocol
 
 import crc32c
 
+from core.addresses import is_loopback
 from core.audit import AuditSink, NullAuditSink
 from leader_notify import protocol as p
-from leader_notify._limits import ListenerLimits, LogLimiter, admit, is_loopback, read_deadline
+from leader_notify._limits import ListenerLimits, LogLimiter, admit, read_deadline
 from leader_notify.appender import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share

@@ -16,7 +16,9 @@ class NotifyConfig:
     # owner-readable only. Without it: $AZSIDECAR_NOTIFY_HMAC_KEYS (comma-separated).
     hmac_key_file: str = ""  # the notification keys, one per line (mode 600); else $AZSIDECAR_NOTIFY_HMAC_KEYS
     hmac_keys: tuple[str, ...] = field(default=(), repr=False)  # not a file setting (refused there): filled from hmac_key_file or the environment
-    timeout_s: float = 10.0
+    timeout_s: float = 10.0  # per attempt; recent answers set a tighter one (gray_factor x p99, at least gray_floor_s)
+    gray_floor_s: float = 1.0  # an attempt slower than max(gray_factor x p99 of the last minute, this) is abandoned and counts as a failure
+    gray_factor: float = 3.0  # that deadline in multiples of the recent p99 round trip
     max_in_flight_per_zone: int = 64  # per agent address (the name predates several agents per zone)
     max_attempts: int = 3
     connect_timeout_s: float = 3.0
@@ -31,6 +33,8 @@ class NotifyConfig:
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "notify.timeout_s: must be > 0")
+        require(self.gray_floor_s > 0, "notify.gray_floor_s: must be > 0")
+        require(self.gray_factor >= 1, "notify.gray_factor: must be >= 1")
         require(self.connect_timeout_s > 0, "notify.connect_timeout_s: must be > 0")
         require(0 < self.backoff_initial_s <= self.backoff_max_s, "notify.backoff_initial_s: 0 < initial <= backoff_max_s")
         require(self.max_idle_s > 0, "notify.max_idle_s: must be > 0")

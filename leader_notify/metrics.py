@@ -68,6 +68,8 @@ class SenderMetrics:
                                   ["dest_zone", "status"], registry=r)
         self.rtt = Histogram("azsidecar_notify_rtt_seconds", "Notification round trip, retries included",
                              ["dest_zone"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.gray = Counter("azsidecar_notify_gray", "Attempts abandoned at the gray deadline or refused while gray",
+                            ["dest_zone", "outcome"], registry=r)
 
     def value(self, name: str, **labels: str) -> float:
         v = self.registry.get_sample_value(name, labels)

@@ -38,6 +38,9 @@ AnswerCallback = Callable[[ZoneAnswer], None]
 class NotifySink(Protocol):
     """What a notifier needs of the sender (NotifySender; fakes in unit tests)."""
 
+    # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
+    on_gray: Callable[[str, int], None] | None
+
     @property
     def agents(self) -> AgentMap: ...
 

@@ -23,6 +23,13 @@ checkpoints. Connections, slots and idle pools are per agent address.
 Order: the caller awaits notifications to one agent one at a time, in WAL object order;
 the agent keeps per-partition order in arrival order.
 
+Gray agents (they hang instead of refusing): each zone keeps the round trips of its recent
+successful attempts (wal_s3/latency.py). An attempt slower than max(gray_factor x p99 of the
+last minute, gray_floor_s) is abandoned at once and reported through `on_gray(zone)` (the
+router's breaker counts it); it is retried once, and while the zone stays gray only one
+attempt at a time goes out (a probe) and every other notification fails at once, so the
+partitions behind a hung agent fail retriably within about one deadline and can fall back.
+
 `start` sends a notification's first frame from synchronous code (the WAL writer's release
 callback) when a slot and an idle connection are at hand and the socket takes the whole
 frame: the agent then starts on it before the proxy's event loop gets to the task that
@@ -50,6 +57,7 @@ from leader_notify.outcome import Answered, Refused, classify_answer
 from leader_notify.owners import AgentMap
 from wal_s3.agent_shares import share_name
 from wal_s3.format import ZoneShare, entry_head_size
+from wal_s3.latency import Attempt, LatencyGuard
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +134,20 @@ class NotifySender:
         self._slots: dict[str, trio.Semaphore] = {}  # per agent address
         self._started: set[Started] = set()  # started and not yet taken over by notify
         self._closed = False
+        self._guards: dict[str, LatencyGuard] = {}
+        # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
+        self.on_gray: Callable[[str, int], None] | None = None
+
+    def guard(self, zone: str, agent: int = 0) -> LatencyGuard:
+        """Recent round trips to one agent of `zone` and its gray state (per agent address:
+        one hung agent of a zone does not hold back its siblings' notifications)."""
+        address = self.agents.agents(zone)[agent]
+        guard = self._guards.get(address)
+        if guard is None:
+            guard = self._guards[address] = LatencyGuard(floor_s=self._config.gray_floor_s,
+                                                       ceiling_s=self._config.timeout_s,
+                                                       factor=self._config.gray_factor)
+        return guard
 
     async def aclose(self) -> None:
         self._closed = True
@@ -146,7 +168,7 @@ class NotifySender:
         waiting: a free slot, an idle connection, a socket that takes the frame. Returns what
         to pass to `notify(..., started=)`, or None (notify then does it all). Never raises.
         """
-        if self._closed or agent >= self.agents.count(dest_zone):
+        if self._closed or agent >= self.agents.count(dest_zone) or self.guard(dest_zone, agent).gray:
             return None
         address = self.agents.agents(dest_zone)[agent]
         idle = self._idle.get(address)
@@ -251,18 +273,47 @@ class NotifySender:
         last_problem = "no attempt"
         status = "failed"
         attempt = 0
+        guard = self.guard(dest_zone, agent)
+        hedge = False  # the last attempt was abandoned at its deadline: this one is its hedge
         try:
             for attempt in range(1, self._config.max_attempts + 1):
+                now = trio.current_time()
+                gate = guard.start(now, hedge=hedge)
+                if gate is None:
+                    if not (attempt == 1 and started is not None):
+                        self.metrics.gray.labels(dest_zone=dest_zone, outcome="refused").inc()
+                        status = "gray"
+                        raise NotifyError(f"notify {flushed.key} -> {dest_zone}: not sent, the zone's agent is not "
+                                          f"answering in time (a probe is out)", retriable=True)
+                    gate = Attempt(now, probe=False, was_gray=True)  # its frame is on the wire already
+                timeout_s = min(self._config.timeout_s, guard.attempt_timeout_s(now, gate))
                 self.metrics.attempts.labels(dest_zone=dest_zone).inc()
                 try:
                     response, sent, received = await self._round_trip(
-                        address, request.request_id, payload, started if attempt == 1 else None)
+                        address, request.request_id, payload, started if attempt == 1 else None, timeout_s)
                     sent_bytes += sent
                     received_bytes += received
-                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                except trio.TooSlowError as exc:
+                    gray = " (gray deadline)" if timeout_s < self._config.timeout_s else ""
+                    last_problem = f"TooSlowError: no answer within {timeout_s:.2f} s{gray}"
+                    give_up = guard.failed(gate, trio.current_time(), timed_out=True)
+                    hedge = True
+                    self.metrics.gray.labels(dest_zone=dest_zone, outcome="timed_out").inc()
+                    if self.on_gray is not None:
+                        self.on_gray(dest_zone, agent)
+                    if give_up:
+                        status = "gray"
+                        raise NotifyError(f"notify {flushed.key} -> {dest_zone} abandoned after {attempt} attempts: "
+                                          f"{last_problem}", retriable=True) from exc
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                         p.ProtocolError, _ClosedByPeer) as exc:
+                    guard.failed(gate, trio.current_time(), timed_out=False)
                     last_problem = f"{type(exc).__name__}: {exc}"
+                except BaseException:  # cancelled from outside: says nothing about the agent
+                    guard.failed(gate, trio.current_time(), timed_out=False)
+                    raise
                 else:
+                    guard.succeeded(gate, trio.current_time())  # the agent answered, whatever it said
                     verdict = classify_answer(response, len(request.entries), attempt == self._config.max_attempts)
                     if isinstance(verdict, Answered):
                         status = verdict.status
@@ -341,8 +392,12 @@ class NotifySender:
         return slots
 
     async def _round_trip(self, address: str, request_id: int, payload: bytes,
-                          started: Started | None = None) -> tuple[p.NotifyResponse, int, int]:
-        """One attempt: send a fresh frame (or finish `started`'s), await the answer."""
+                          started: Started | None = None,
+                          timeout_s: float | None = None) -> tuple[p.NotifyResponse, int, int]:
+        """One attempt: send a fresh frame (or finish `started`'s), await the answer within
+        `timeout_s` (default notify.timeout_s), a new connection's HELLO included. Raises
+        trio.TooSlowError past it."""
+        deadline = trio.current_time() + (self._config.timeout_s if timeout_s is None else timeout_s)
         slots = self._zone_slots(address)
         if started is None:
             try:
@@ -354,14 +409,15 @@ class NotifySender:
                 await slots.acquire()
         try:  # `started` holds its slot already
             if started is None:
-                conn = await self._checkout(address)
+                with trio.fail_at(deadline):  # a hung agent accepts the connection but never says HELLO
+                    conn = await self._checkout(address)
                 frame = conn.channel.send(p.MessageType.REQUEST, payload)
                 frame_bytes, unsent = len(frame), frame
             else:
                 conn, frame_bytes, unsent = started.conn, started.frame_bytes, started.unsent
             ok = False
             try:
-                with trio.fail_after(self._config.timeout_s):
+                with trio.fail_at(deadline):
                     if unsent:
                         await conn.stream.send_all(unsent)
                     received = 0

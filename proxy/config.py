@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from core.addresses import is_loopback
 from core.configload import require
 from core.msk_iam import REGION_RE
 
@@ -13,14 +14,9 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # served and spok
 UPSTREAM_SASL_MECHANISMS = (*SASL_MECHANISMS, "OAUTHBEARER")
 
 MiB = 1024 * 1024
-LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # noqa: S104 - names the wildcard addresses, binds nothing
 MAX_WORKERS = 256
 
-
-def is_loopback(host: str) -> bool:
-    """True for a listener only this host can reach (127.0.0.0/8, ::1, localhost)."""
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
 @dataclass(frozen=True)
@@ -38,6 +34,11 @@ class ProxyConfig:
     tls_key_file: str = ""  # PEM private key of tls_cert_file
     sasl_mechanisms: tuple[str, ...] = ()  # SASL required on the client listener: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; () = none
     sasl_users_file: str = ""  # users and their SCRAM keys (TOML, see docs/security.md); required with sasl_mechanisms
+    max_connections: int = 1024  # open client connections; more are accepted and closed at once (a producer needs one or two)
+    max_connections_per_source: int = 64  # open connections per source address, non-loopback sources only (zone gateway)
+    request_receive_timeout_s: float = 30.0  # once a request's first bytes arrived, the rest must within this (slowloris); a 100 MiB frame at 4 MB/s fits
+    idle_timeout_s: float = 600.0  # close a connection with no request for this long: the broker's connections.max.idle.ms default, above Java/kafka-python/aiokafka's 540 s; librdkafka (0 = never) reconnects as it does to brokers
+    max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
     broker_listeners: bool = False  # one local listener per upstream broker; every API passes through (consumers, admin)
     consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
     # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
@@ -71,6 +72,14 @@ class ProxyConfig:
                 f"proxy.listen_host: {self.listen_host!r} is reachable from other hosts, so the listener needs TLS "
                 "(proxy.tls_cert_file, proxy.tls_key_file) and SASL (proxy.sasl_mechanisms, proxy.sasl_users_file); "
                 "set proxy.insecure_listener = true only on a private test network")
+
+        require(1 <= self.max_connections <= 1_000_000, "proxy.max_connections: 1..1000000")
+        require(1 <= self.max_connections_per_source <= 1_000_000, "proxy.max_connections_per_source: 1..1000000")
+        require(self.request_receive_timeout_s > 0, "proxy.request_receive_timeout_s: must be > 0")
+        require(self.idle_timeout_s > 0, "proxy.idle_timeout_s: must be > 0")
+        # One whole frame must fit, or a client sending the largest allowed frame would wait forever.
+        require(self.max_receive_buffer_bytes >= self.max_frame_bytes + MiB,
+                "proxy.max_receive_buffer_bytes: must be >= proxy.max_frame_bytes + 1 MiB")
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -7,7 +7,11 @@ chunks are kept as immutable bytes: a frame inside one chunk is handed on as a m
 of it (no copy), a frame spanning chunks is joined once. A large frame can instead be
 received straight into a buffer of its own (`frame_buffer()` / `received_into()`): the
 joining copy of ~1 MB Produce requests was ~13 % of the proxy's busy time in saturation.
-The memoryviews stay valid whatever arrives later. No sockets, clocks or trio here.
+That buffer grows with the bytes received (doubling, at most FRAME_AHEAD_BYTES or the bytes
+already there ahead of them), never to the size the frame announces: a 20-byte header
+announcing 16 MiB costs 256 KiB, not 16 MiB. `held_bytes` is what the codec holds, for the
+caller's process-wide receive budget. The memoryviews stay valid whatever arrives later.
+No sockets, clocks or trio here.
 """
 
 from __future__ import annotations
@@ -75,6 +79,13 @@ MIN_HEADER_BYTES = 8  # api_key int16, api_version int16, correlation_id int32
 # ahead of the bytes it actually sends.
 DIRECT_RECEIVE_MIN_BYTES = 64 * 1024
 DIRECT_RECEIVE_MAX_BYTES = 16 * 1024 * 1024
+# Room a frame's own buffer may have beyond the bytes received when it starts (one plain
+# read allocates as much); later it at most doubles. Growing in these steps costs ~15 % over
+# allocating the whole frame at once (bench/bench_codec_receive.py), still below the join.
+FRAME_AHEAD_BYTES = 256 * 1024
+# What a buffered chunk costs beyond its bytes (the bytes object and its deque slot): a
+# client trickling one byte per segment must not hold 50 times what it is charged for.
+CHUNK_OVERHEAD_BYTES = 64
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhih")  # + client_id length
 
@@ -132,55 +143,84 @@ class ServerCodec:
         self._chunks: deque[bytes] = deque()
         self._offset = 0  # bytes of _chunks[0] already consumed
         self._buffered = 0
+        self._chunk_held = 0  # bytes of the chunks in _chunks, consumed prefix and overhead included
         self._max_frame_bytes = max_frame_bytes
-        # A large frame being received into its own buffer (size prefix included), and how
-        # much of it is there; while it is set, _chunks holds only bytes after it.
+        # A large frame being received into its own buffer (size prefix included), how much
+        # of it is there, and its full size; the buffer grows towards that size as bytes
+        # arrive. While it is set, _chunks holds only bytes after it.
         self._frame: bytearray | None = None
         self._filled = 0
+        self._frame_total = 0
 
     @property
     def buffered_bytes(self) -> int:
+        """Bytes received and not yet returned as frames."""
         return self._buffered
+
+    @property
+    def held_bytes(self) -> int:
+        """Memory this codec holds for the stream: buffered chunks and the frame buffer's capacity."""
+        return self._chunk_held + (len(self._frame) if self._frame is not None else 0)
 
     def receive_data(self, data: bytes) -> None:
         if not data:
             return
-        if self._frame is not None and self._filled < len(self._frame):
-            take = min(len(data), len(self._frame) - self._filled)
+        if self._frame is not None and self._filled < self._frame_total:
+            take = min(len(data), self._frame_total - self._filled)
+            short = take - (len(self._frame) - self._filled)
+            if short > 0:  # the bytes are here already: hold them in the frame, not twice
+                self._frame += bytes(short)
             self._frame[self._filled : self._filled + take] = memoryview(data)[:take]
             self._filled += take
             self._buffered += take
             data = data[take:]
             if not data:
                 return
-        self._chunks.append(bytes(data))  # no copy when `data` already is bytes
-        self._buffered += len(data)
+        chunk = bytes(data)  # no copy when `data` already is bytes
+        self._chunks.append(chunk)
+        self._buffered += len(chunk)
+        self._chunk_held += len(chunk) + CHUNK_OVERHEAD_BYTES
 
-    def frame_buffer(self) -> memoryview | None:
+    def frame_buffer(self, max_grow_bytes: int | None = None) -> memoryview | None:
         """Where the rest of the frame being received may be read into directly, or None
         (then read a chunk and pass it to receive_data). Call received_into(n) after
-        writing n bytes at its start. Raises FrameTooLarge or ProtocolError like next_frame.
+        writing n bytes at its start, and release the view before calling this again (the
+        buffer may grow). `max_grow_bytes` caps the memory this call may add (the caller's
+        budget); the returned view may then be short, or None if there is no room at all.
+        Raises FrameTooLarge or ProtocolError like next_frame.
         """
-        if self._frame is not None:
-            return memoryview(self._frame)[self._filled:] if self._filled < len(self._frame) else None
-        if self._buffered < 4:
-            return None
-        size = self._frame_size()
-        if not DIRECT_RECEIVE_MIN_BYTES <= size + 4 <= DIRECT_RECEIVE_MAX_BYTES or self._buffered >= size + 4:
-            return None
-        # Everything buffered belongs to this frame: move it into the frame's own buffer.
-        frame = bytearray(size + 4)
-        filled = 0
-        first = True
-        while self._chunks:
-            chunk = self._chunks.popleft()
-            part = memoryview(chunk)[self._offset:] if first else memoryview(chunk)
-            first = False
-            frame[filled : filled + len(part)] = part
-            filled += len(part)
-        self._offset = 0
-        self._frame, self._filled = frame, filled
-        return memoryview(frame)[filled:]
+        if self._frame is None:
+            if self._buffered < 4:
+                return None
+            size = self._frame_size()
+            if not DIRECT_RECEIVE_MIN_BYTES <= size + 4 <= DIRECT_RECEIVE_MAX_BYTES or self._buffered >= size + 4:
+                return None
+            # Everything buffered belongs to this frame: move it into the frame's own buffer
+            # (as large as what is there; room for more is added below, within the budget).
+            frame = bytearray(self._buffered)
+            filled = 0
+            first = True
+            while self._chunks:
+                chunk = self._chunks.popleft()
+                part = memoryview(chunk)[self._offset:] if first else memoryview(chunk)
+                first = False
+                frame[filled : filled + len(part)] = part
+                filled += len(part)
+            self._offset = 0
+            self._chunk_held = 0
+            self._frame, self._filled, self._frame_total = frame, filled, size + 4
+        frame = self._frame
+        if self._filled == len(frame) < self._frame_total:
+            grow = max(self._filled, FRAME_AHEAD_BYTES)
+            grow = min(grow, self._frame_total - len(frame))
+            if max_grow_bytes is not None:
+                grow = min(grow, max_grow_bytes)
+            if grow <= 0:
+                return None
+            frame += bytes(grow)  # in place: calloc'd zeros, and realloc moves rather than copies when it can
+        if self._filled < len(frame):
+            return memoryview(frame)[self._filled:]
+        return None
 
     def received_into(self, n: int) -> None:
         """n bytes were written at the start of the last frame_buffer()."""
@@ -204,9 +244,9 @@ class ServerCodec:
         Raises FrameTooLarge or ProtocolError when the stream cannot be a Kafka request.
         """
         if self._frame is not None:
-            if self._filled < len(self._frame):
+            if self._filled < self._frame_total:
                 return NEED_DATA
-            frame, self._frame, self._filled = self._frame, None, 0
+            frame, self._frame, self._filled, self._frame_total = self._frame, None, 0, 0
             self._buffered -= len(frame)
             return parse_request_frame(memoryview(frame)[4:])
         if self._buffered < 4:
@@ -227,6 +267,11 @@ class ServerCodec:
                 break
         return head
 
+    def _drop_first_chunk(self) -> None:
+        chunk = self._chunks.popleft()
+        self._chunk_held -= len(chunk) + CHUNK_OVERHEAD_BYTES
+        self._offset = 0
+
     def _consume(self, n: int) -> memoryview:
         """Remove the first `n` buffered bytes (n <= buffered) and return them."""
         self._buffered -= n
@@ -235,19 +280,17 @@ class ServerCodec:
         if len(first) - start >= n:
             self._offset += n
             if self._offset == len(first):
-                self._chunks.popleft()
-                self._offset = 0
+                self._drop_first_chunk()
             return memoryview(first)[start : start + n]
         parts: list[bytes | memoryview] = [memoryview(first)[start:]]
         need = n - (len(first) - start)
-        self._chunks.popleft()
-        self._offset = 0
+        self._drop_first_chunk()
         while need:
             chunk = self._chunks[0]
             if len(chunk) <= need:
                 parts.append(chunk)
                 need -= len(chunk)
-                self._chunks.popleft()
+                self._drop_first_chunk()
             else:
                 parts.append(memoryview(chunk)[:need])
                 self._offset = need

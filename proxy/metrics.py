@@ -19,3 +19,10 @@ BYTES_OUT = Counter("azsidecar_proxy_bytes_out_total", "Record batch bytes sent 
 ERRORS = Counter("azsidecar_proxy_errors_total", "Kafka error codes returned to clients", ["error_code"])
 PROTOCOL_ERRORS = Counter("azsidecar_proxy_protocol_errors_total", "Connections closed for bad input", ["reason"])
 CONNECTIONS = Gauge("azsidecar_proxy_open_connections", "Open client connections")
+CONNECTIONS_LIMITED = Counter(
+    "azsidecar_proxy_connections_limited_total",
+    "Connections refused or closed by a listener limit (proxy/limits.py reasons)", ["reason"])
+RECEIVE_BUFFERED_BYTES = Gauge("azsidecar_proxy_receive_buffered_bytes",
+                               "Bytes held for requests still arriving, all connections (proxy.max_receive_buffer_bytes)")
+RECEIVE_BUDGET_WAITS = Counter("azsidecar_proxy_receive_budget_waits_total",
+                               "Reads that waited for room in proxy.max_receive_buffer_bytes (backpressure)")

@@ -27,11 +27,12 @@ import trio
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from core.addresses import is_loopback
 from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.produce import ProduceBackend
 from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
-from proxy import metrics
+from proxy import limits, metrics
 from proxy.api_names import api_name
 from proxy.config import ProxyConfig, UpstreamConfig
 from proxy.coordinators import (
@@ -59,7 +60,9 @@ from proxy.kafka_codec import (
     decode_request,
     encode_response,
 )
+from proxy.limits import LogLimiter, admit, receive_deadline
 from proxy.listen import open_listeners
+from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.produce import (
@@ -68,6 +71,7 @@ from proxy.produce import (
     produce_answers,
     validate_produce,
 )
+from proxy.receive_budget import ReceiveBudget
 from proxy.sasl import (
     SASL_AUTHENTICATION_FAILED,
     AuthenticationFailed,
@@ -93,6 +97,7 @@ PROXY_NODE_ID = 1  # the one broker clients see (without proxy.broker_listeners)
 # timeout; the proxy must not give up first.
 PASS_THROUGH_TIMEOUT_S = 310.0
 RECEIVE_CHUNK_BYTES = 256 * 1024
+MIN_RECEIVE_BYTES = 16 * 1024  # with less room than this in the receive budget, a connection stops reading
 HIGHEST_INIT_PRODUCER_ID_VERSION = 5
 LOGIN_THREADS = 2  # PLAIN logins run PBKDF2 (ms each) off the event loop; a login storm gets two threads
 
@@ -134,6 +139,17 @@ class _ResponseWriter:
         except OSError:
             return data  # the client went away: the writer task meets the error and closes
         return data[written:]
+
+
+@dataclass
+class _ConnectionState:
+    """What the limits of one connection look at (trio times)."""
+
+    source: str  # the peer's address
+    last_activity: float  # bytes in, or a response out
+    partial_since: float | None = None  # first bytes of a request not yet complete arrived then
+    outstanding: int = 0  # requests read whose response is not yet written
+    accounted: int = 0  # bytes its codec holds, as counted in the receive budget
 
 
 ProduceBackendFactory = Callable[[UpstreamCluster, MetadataCache], Awaitable[ProduceBackend]]
@@ -409,6 +425,10 @@ class ProxyServer:
         self._listen_scope: trio.CancelScope | None = None
         self._listening: tuple[trio.Nursery, trio.Nursery] | None = None  # (listeners, connection handlers)
         self._connections = 0
+        self._open_by_source: dict[str, int] = {}
+        self._budget = ReceiveBudget(config.max_receive_buffer_bytes)
+        self._log_limiter = LogLimiter()
+        self._burst = BurstTracker()
         self._idle = trio.Event()
         self._idle.set()
         # Awaited by shutdown() after the in-flight requests, within the same grace period
@@ -460,9 +480,27 @@ class ProxyServer:
             log.warning("shutdown grace of %ss over with work left (requests or deliveries); a restart recovers "
                         "acknowledged WAL entries", self.config.shutdown_grace_s)
 
+    def _limited(self, reason: str, source: str, what: str) -> None:
+        """Count a limit's refusal or close; log it at most once per reason and source per minute."""
+        metrics.CONNECTIONS_LIMITED.labels(reason).inc()
+        allowed, held_back = self._log_limiter.allow((reason, source), trio.current_time())
+        if allowed:
+            more = f" ({held_back} more like it held back)" if held_back else ""
+            log.warning("%s from %s: %s%s", what, source, reason, more)
+
     async def _handle_connection(self, stream: trio.SocketStream) -> None:
+        source = _peer_host(stream)
+        refused = admit(self._connections, self._open_by_source.get(source, 0), is_loopback(source),
+                        self.config.max_connections, self.config.max_connections_per_source)
+        if refused is not None:
+            self._limited(refused, source, "refused a connection")
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+            return
         metrics.CONNECTIONS.inc()
         self._connections += 1
+        self._burst.peak_connections = max(self._burst.peak_connections, self._connections)
+        self._open_by_source[source] = self._open_by_source.get(source, 0) + 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
             node_id = self.handler.node_for_port(stream.socket.getsockname()[1])
@@ -470,29 +508,49 @@ class ProxyServer:
                 stream = trio.SSLStream(stream, self._ssl_context, server_side=True)
                 if not await _tls_handshake(stream):
                     return
-            await self._serve_connection(stream, node_id)
+            await self._serve_connection(stream, source, node_id)
         except Exception:  # a bug handling one client must not take the listener down
             metrics.PROTOCOL_ERRORS.labels("internal").inc()
             log.exception("internal error on a client connection; closing it")
         finally:
             metrics.CONNECTIONS.dec()
             self._connections -= 1
+            left = self._open_by_source[source] - 1
+            if left:
+                self._open_by_source[source] = left
+            else:
+                del self._open_by_source[source]
             if self._connections == 0:
                 self._idle.set()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
+            self._after_burst()
 
-    async def _serve_connection(self, stream: trio.SocketStream, node_id: int | None = None) -> None:
+    def _after_burst(self) -> None:
+        """Once a burst of connections or bytes is over, give its memory back (proxy/memory.py)."""
+        now = trio.current_time()
+        if should_trim(self._burst, now, self._connections, self._budget.used):
+            started = time.perf_counter()
+            if trim():
+                log.info("a burst of %d connections (peak %d bytes held) is over: free memory returned to the OS "
+                         "in %.1f ms", self._burst.peak_connections, self._burst.peak_held_bytes,
+                         (time.perf_counter() - started) * 1000)
+            self._burst = BurstTracker(last_trim_at=now, baseline_connections=self._connections,
+                                       peak_connections=self._connections)
+
+    async def _serve_connection(self, stream: trio.SocketStream, source: str = "",
+                                node_id: int | None = None) -> None:
         codec = ServerCodec(self.config.max_frame_bytes)
+        state = _ConnectionState(source, trio.current_time())
         session = None
         if self._credentials is not None:
             session = SaslSession(self.config.sasl_mechanisms, self._credentials)
         send_slots, receive_slots = trio.open_memory_channel[ResponseSlot](self.config.max_in_flight_per_connection)
         writer = _ResponseWriter(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer)
+            nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer, state)
             try:
-                await self._read_requests(stream, codec, send_slots, nursery, session, writer, node_id)
+                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state, node_id)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -505,18 +563,43 @@ class ProxyServer:
                 nursery.cancel_scope.cancel()
             finally:
                 send_slots.close()
+                self._budget.add(-state.accounted)
+                self._budget.end_overdraft(state)
+
+    def _account(self, codec: ServerCodec, state: _ConnectionState) -> None:
+        held = codec.held_bytes
+        self._budget.add(held - state.accounted)
+        state.accounted = held
+        if self._budget.used > self._burst.peak_held_bytes:
+            self._burst.peak_held_bytes = self._budget.used
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
                              session: SaslSession | None = None, writer: _ResponseWriter | None = None,
-                             node_id: int | None = None) -> None:
+                             state: _ConnectionState | None = None, node_id: int | None = None) -> None:
         # Plain TCP: large frames are read straight into their own buffer (no joining copy).
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+        state = state or _ConnectionState("", trio.current_time())
+        config = self.config
         while not self._stopping:
-            direct = codec.frame_buffer() if sock is not None else None
-            receiving = trio.CancelScope()
+            deadline = receive_deadline(state.partial_since, state.last_activity, config.request_receive_timeout_s,
+                                        config.idle_timeout_s)
+            receiving = trio.CancelScope(deadline=deadline.at)
             self._reading_scopes.add(receiving)
+            direct = None
+            got = 0
             try:
                 with receiving:
+                    room = self._budget.room
+                    if room < MIN_RECEIVE_BYTES or self._budget.overdraft_holder is state:
+                        # Backpressure: read nothing until there is room, unless this connection may
+                        # finish its half-received request on the overdraft (proxy/receive_budget.py).
+                        owner = state if state.partial_since is not None else None
+                        overdraft = await self._budget.wait_for_room(MIN_RECEIVE_BYTES, owner)
+                        room = max(self._budget.room, RECEIVE_CHUNK_BYTES if overdraft else 0)
+                    # The frame buffer grows before its bytes come, so only within the room; a
+                    # chunk read is counted once it arrived (the bound is soft by one read).
+                    direct = codec.frame_buffer(room) if sock is not None else None
+                    self._account(codec, state)
                     if direct is not None:
                         got = await sock.recv_into(direct)
                     else:
@@ -526,18 +609,32 @@ class ProxyServer:
                 return
             finally:
                 self._reading_scopes.discard(receiving)
+                if direct is not None:
+                    direct.release()  # the codec may grow the buffer before the next read
             if receiving.cancelled_caught:
-                return  # shutting down
+                if self._stopping:
+                    return  # shutting down
+                if deadline.reason == limits.IDLE_TIMEOUT:
+                    now = trio.current_time()
+                    if state.outstanding:
+                        state.last_activity = now  # waiting for our answers is not idle
+                    if now < state.last_activity + config.idle_timeout_s:
+                        continue  # an answer went out while this read waited
+                self._limited(deadline.reason, state.source, "closed a connection")
+                return
             if not got:
                 return  # client closed; pending responses are still written
             if direct is not None:
                 codec.received_into(got)
             else:
                 codec.receive_data(data)
+            completed = False
             while True:
                 frame = codec.next_frame()
                 if frame is NEED_DATA:
                     break
+                completed = True
+                state.outstanding += 1
                 if session is not None and not session.authenticated:
                     slot, close = await self.handler.begin_unauthenticated(frame, session, nursery)
                     slot.writer = writer
@@ -549,9 +646,22 @@ class ProxyServer:
                 if slot is not None:
                     slot.writer = writer
                     await send_slots.send(slot)
+                else:
+                    state.outstanding -= 1
+            self._account(codec, state)
+            # Measured after handing the requests on: time spent waiting for our own room
+            # (max_in_flight_per_connection) is not the client's slowness.
+            now = trio.current_time()
+            state.last_activity = now
+            if completed:
+                self._budget.end_overdraft(state)
+            if not codec.buffered_bytes:
+                state.partial_since = None
+            elif completed or state.partial_since is None:
+                state.partial_since = now
 
     async def _write_responses(self, stream, receive_slots, connection_scope: trio.CancelScope,
-                               writer: _ResponseWriter) -> None:
+                               writer: _ResponseWriter, state: _ConnectionState | None = None) -> None:
         async with receive_slots:
             async for slot in receive_slots:
                 writer.waiting_for = slot  # from here on its filler may write it through
@@ -559,6 +669,9 @@ class ProxyServer:
                     await slot.ready.wait()
                 finally:
                     writer.waiting_for = None
+                if state is not None:
+                    state.outstanding -= 1  # answered (or never to be: acks=0)
+                    state.last_activity = trio.current_time()
                 if slot.broken:
                     metrics.PROTOCOL_ERRORS.labels("internal").inc()
                     connection_scope.cancel()  # the failure is logged where it happened
@@ -570,6 +683,15 @@ class ProxyServer:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     connection_scope.cancel()  # client vanished: drop the rest of its work
                     return
+
+
+def _peer_host(stream: trio.SocketStream) -> str:
+    """The client's address ("" if the socket no longer knows it)."""
+    try:
+        peer = stream.socket.getpeername()
+    except OSError:
+        return ""
+    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
 
 
 async def _tls_handshake(stream: trio.SSLStream) -> bool:

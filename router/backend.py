@@ -137,6 +137,11 @@ class WalPath:
         writer.on_released = self._on_released
         self._agents = sender.agents
         writer.share_of = sender.share_of  # lay each zone's share out by owning agent
+        # Gray failures (a PUT or notification abandoned at its deadline) are passed on at
+        # once as on_gray(breaker key, kind), before the batches they hold fail.
+        self.on_gray: Callable[[str, str], None] | None = None
+        writer.on_gray_put = self._gray_put
+        sender.on_gray = self._gray_notify
 
     def agent_of(self, zone: str, topic: str, partition: int) -> int:
         """Index of the agent of `zone` that owns topic-partition (0 with one agent)."""
@@ -146,6 +151,20 @@ class WalPath:
         """What health is tracked by: the zone, or `zone/agent address` when it has several."""
         agents = self._agents.agents(zone)
         return health_key(zone, agents, self._agents.owner(zone, topic, partition)) if len(agents) > 1 else zone
+
+    def _gray_put(self, zones: tuple[str, ...]) -> None:
+        """S3 hung with entries for `zones`: every agent of each is cut off from them."""
+        for zone in zones:
+            agents = self._agents.agents(zone)
+            for key in sorted({health_key(zone, agents, i) for i in range(len(agents))} or {zone}):
+                self._gray(key, "s3_put")
+
+    def _gray_notify(self, zone: str, agent: int) -> None:
+        self._gray(health_key(zone, self._agents.agents(zone), agent), "notify")
+
+    def _gray(self, key: str, kind: str) -> None:
+        if self.on_gray is not None:
+            self.on_gray(key, kind)
 
     async def drain(self) -> None:
         """Until every durable object has been notified to every zone (acknowledged entries
@@ -351,6 +370,17 @@ class RoutingBackend:
         self._sequence_gaps: dict[tuple[str, int, int, int], tuple[int, float]] = {}
         self.policy = config.policy
         self.route_counts: dict[str, int] = defaultdict(int)
+        if wal_path is not None:
+            wal_path.on_gray = self._gray_failure
+
+    def _gray_failure(self, key: str, kind: str) -> None:
+        """A WAL PUT holding entries for the zone, or a notification to its agent, was abandoned
+        at its gray deadline: a failure for that breaker (`key`: the zone, or `zone/agent`
+        address) now, not after every retry."""
+        breaker = self._breakers[key]
+        breaker.record_failure(trio.current_time())
+        router_metrics.GRAY_FAILURES.labels(key, kind).inc()
+        router_metrics.ZONE_OPEN.labels(key).set(1 if breaker.state == "open" else 0)
 
     def zone_circuits(self) -> dict[str, str]:
         """Each destination zone's circuit as of now: closed, open or half_open (zones seen so far)."""

@@ -13,3 +13,6 @@ METADATA_LOOKUPS = Counter("azsidecar_router_metadata_lookups_total", "Leader-zo
                            ["cache"])
 ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to a zone is avoided",
                   ["dest_zone"])
+GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
+                        "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
+                        ["dest_zone", "kind"])

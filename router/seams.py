@@ -32,6 +32,8 @@ class WalSink(Protocol):
     on_released: Callable[[FlushedObject], None] | None
     # (zone, topic, partition) -> share name: lays each zone's share out by owning agent.
     share_of: Callable[[str, str, int], str] | None
+    # on_gray_put(zones of the object): a PUT attempt abandoned at its gray deadline.
+    on_gray_put: Callable[[tuple[str, ...]], None] | None
 
     async def buffer(self, entry: WalEntry, dest_zone: str) -> PendingWal:
         """Put `entry` into the open object for `dest_zone`. Raises WalWriteError."""

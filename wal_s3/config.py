@@ -50,6 +50,10 @@ class WalConfig:
     # link needs tens of seconds in all.
     connect_timeout_s: float = 5.0
     request_timeout_s: float = 30.0
+    # Gray S3: a WAL PUT or ranged GET slower than max(gray_factor x p99 of the last minute, gray_floor_s)
+    # (at most request_timeout_s) is abandoned and counts as a failure (wal_s3/latency.py).
+    gray_floor_s: float = 1.0  # the deadline never goes below this (S3's own p99 is ~0.1-0.3 s per request)
+    gray_factor: float = 3.0  # the deadline in multiples of the recent p99
     max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, event-loop connections)
     # WAL object PUTs and ranged GETs: "auto" (on the event loop, wal_s3/_s3_http.py; boto3 if an HTTP proxy is
     # set for the endpoint), "http" (always the event loop), "boto3" (worker threads, like every other call).
@@ -87,6 +91,8 @@ class WalConfig:
         require(self.cache_bytes >= 0, "wal.cache_bytes: must be >= 0")
         require(1 <= self.retry_base_ms <= self.retry_max_ms <= 60_000, "wal.retry_base_ms/retry_max_ms: 1 <= base <= max <= 60000")
         require(self.connect_timeout_s > 0 and self.request_timeout_s > 0, "wal.connect_timeout_s/request_timeout_s: must be > 0")
+        require(self.gray_floor_s > 0, "wal.gray_floor_s: must be > 0")
+        require(self.gray_factor >= 1, "wal.gray_factor: must be >= 1")
         require(self.max_s3_threads >= self.max_in_flight_puts, "wal.max_s3_threads: must be >= wal.max_in_flight_puts")
         require(self.s3_transport in ("auto", "http", "boto3"), "wal.s3_transport: auto, http or boto3")
         require(self.epoch_check_interval_s >= 0, "wal.epoch_check_interval_s: must be >= 0")

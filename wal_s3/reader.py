@@ -7,6 +7,9 @@ verified range can be cached by (key, offset, length) without invalidation: the 
 cache is an LRU of such ranges, bounded in bytes. Concurrent reads of a range that is
 being fetched wait for that one GET instead of issuing their own (single flight).
 
+A GET slower than the deadline derived from recent GETs (wal_s3/latency.py) is abandoned
+and sent again after the usual backoff, within wal.max_attempts.
+
 Accounting, per read: a *hit* is a read served without a GET (range in the cache, or
 fetched by a concurrent read it waited for); a *miss* issued the GET; an *eviction* is a
 range dropped to stay under the byte bound. A range larger than the whole cache is
@@ -35,8 +38,9 @@ from wal_s3.format import (
     parse_header,
     parse_zone_range,
 )
+from wal_s3.latency import LatencyGuard
 from wal_s3.retry import with_retries
-from wal_s3.s3 import S3Error, S3NotFound, S3Store
+from wal_s3.s3 import S3Error, S3GrayError, S3NotFound, S3Store
 
 HEADER_PROBE_BYTES = 4096  # one GET covers the header of any object with a few zones
 
@@ -145,6 +149,9 @@ class WalReader:
         self._stores: dict[str, S3Store] = {}
         self._store = self._store_of(config.bucket) if config.storage_class != "express" else None
         self._rng = rng or random.Random()
+        # Gray S3: a ranged GET slower than recent ones is abandoned and sent again (a hedge).
+        self._get_guard = LatencyGuard(floor_s=config.gray_floor_s, ceiling_s=config.request_timeout_s,
+                                       factor=config.gray_factor)
 
     def _store_of(self, bucket: str) -> S3Store:
         store = self._stores.get(bucket)
@@ -213,7 +220,15 @@ class WalReader:
                    get_s: list[float]) -> bytes:
         async def attempt(_n: int) -> bytes:
             gets[0] += 1
-            return await store.get_range(key, start, length, timing=get_s)
+            started = anyio.current_time()
+            deadline_s = self._get_guard.attempt_timeout_s(started)
+            with anyio.move_on_after(deadline_s) as scope:
+                data = await store.get_range(key, start, length, timing=get_s)
+            if scope.cancelled_caught:  # S3 hangs: abandon this GET and send another after the backoff
+                metrics.GRAY_TIMEOUTS.labels("get").inc()
+                raise S3GrayError(f"GET {key} [{start}+{length}]: no answer within {deadline_s:.2f} s (gray deadline)")
+            self._get_guard.observe(anyio.current_time(), anyio.current_time() - started)
+            return data
         try:
             return await with_retries(attempt, max_attempts=self.config.max_attempts,
                                       base_ms=self.config.retry_base_ms, max_ms=self.config.retry_max_ms,

@@ -59,6 +59,17 @@ class S3TransientError(S3Error):
     retriable = True
 
 
+class S3GrayError(S3TransientError):
+    """A request abandoned at its gray deadline, or not sent while S3 is gray (wal_s3/latency.py).
+
+    `retriable` is per instance: False once the one retry (hedge) is spent or a probe is out.
+    """
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
 class S3PreconditionFailed(S3Error):
     """A conditional request's condition did not hold (PUT If-None-Match: the key exists)."""
 

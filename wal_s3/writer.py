@@ -26,6 +26,14 @@ collides on its first attempt, is fenced: it fails every waiting entry and stops
 Ambiguous PUTs: if an attempt's response is lost (timeout, reset) the PUT may have landed;
 the retry then gets 412. Because no one else can write our keys, a 412 on a retry is
 checked by reading the object back and comparing bytes: equal means it was ours.
+
+Gray S3 (it hangs instead of refusing): a PUT attempt slower than the deadline derived from
+recent PUTs (wal_s3/latency.py: 3 x p99 of the last minute, at least wal.gray_floor_s) is
+abandoned and reported at once through `on_gray_put` (the router's breakers count it);
+it is retried once, and while S3 stays gray only one probe PUT is out at a time and every
+other object fails at once (retriably), so the router can fall back within seconds. The
+abandoned PUT may still land: like a PUT whose answer was lost, that object then stays
+unannounced, and GC deletes it as an orphan.
 """
 
 from __future__ import annotations
@@ -62,8 +70,9 @@ from wal_s3.format import (
     encode_object,
     entry_encoded_size,
 )
+from wal_s3.latency import LatencyGuard
 from wal_s3.retry import with_retries
-from wal_s3.s3 import S3Error, S3PreconditionFailed, S3Store
+from wal_s3.s3 import S3Error, S3GrayError, S3PreconditionFailed, S3Store
 
 log = logging.getLogger(__name__)
 
@@ -299,6 +308,11 @@ class WalWriter:
         # share_of(zone, topic, partition) -> share name, for zones with several agents (set
         # by the router before the first append; None: one share per zone).
         self.share_of: Callable[[str, str, int], str] | None = None
+        # Gray S3: PUT attempts slower than recent ones are abandoned; on_gray_put(zones of the
+        # object) is called at once for each (the router's breakers count it as a failure).
+        self.put_guard = LatencyGuard(floor_s=config.gray_floor_s, ceiling_s=config.request_timeout_s,
+                                      factor=config.gray_factor)
+        self.on_gray_put: Callable[[tuple[str, ...]], None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -611,21 +625,49 @@ class WalWriter:
             self._space_waiters.popleft().event.set()
 
     async def _put_conditional(self, key: str, body: bytes, metadata: Mapping[str, str] | None,
-                               attempts: list[int] | None = None, timing: list[float] | None = None) -> None:
+                               attempts: list[int] | None = None, timing: list[float] | None = None,
+                               zones: tuple[str, ...] = ()) -> None:
         """PUT If-None-Match with retries; a 412 on a retry is ours if the stored bytes equal body.
-        `timing` gets each PUT request's own seconds (S3Store._run).
+        `timing` gets each PUT request's own seconds (S3Store._run). Attempts are bounded by
+        the gray deadline (module docstring); `zones` are reported with a gray timeout.
 
-        Raises _Collision if the key holds someone else's object, S3Error when retries run out.
+        Raises _Collision if the key holds someone else's object, S3Error when retries run out
+        (S3GrayError when S3 is gray).
         """
+        guard = self.put_guard
+        timed_out = [False]  # the last attempt was abandoned at its deadline: the next is its hedge
+
         async def attempt(n: int) -> None:
             if attempts is not None:
                 attempts[0] = n
+            started = guard.start(trio.current_time(), hedge=timed_out[0])
+            if started is None:
+                raise S3GrayError(f"PUT {key}: not sent, S3 is not answering in time (a probe PUT is out)",
+                                  retriable=False)
+            deadline_s = guard.attempt_timeout_s(started.started_at, started)
             try:
-                await self._store.put_if_absent(key, body, metadata, timing=timing)
+                with trio.move_on_after(deadline_s) as scope:
+                    await self._store.put_if_absent(key, body, metadata, timing=timing)
             except S3PreconditionFailed:
+                guard.succeeded(started, trio.current_time())  # S3 answered
                 if n > 1 and await self._store.get(key) == body:
                     return  # an earlier attempt landed; only its response was lost
                 raise _Collision(key) from None
+            except S3Error:
+                guard.failed(started, trio.current_time(), timed_out=False)
+                raise
+            except BaseException:  # cancelled from outside: the attempt says nothing about S3
+                guard.failed(started, trio.current_time(), timed_out=False)
+                raise
+            if scope.cancelled_caught:
+                timed_out[0] = True
+                give_up = guard.failed(started, trio.current_time(), timed_out=True)
+                metrics.GRAY_TIMEOUTS.labels("put").inc()
+                if self.on_gray_put is not None:
+                    self.on_gray_put(zones)
+                raise S3GrayError(f"PUT {key}: no answer within {deadline_s:.2f} s (gray deadline)",
+                                  retriable=not give_up)
+            guard.succeeded(started, trio.current_time())
 
         def on_retry(n: int, exc: S3Error) -> None:
             metrics.PUT_RETRIES.inc()
@@ -666,7 +708,7 @@ class WalWriter:
                 started = trio.current_time()
                 try:
                     await self._put_conditional(key, encoded.data, {"zones": ",".join(obj.share_names)}, attempts,
-                                                request_s)
+                                                request_s, tuple(obj.entries_by_zone))
                     put_s = trio.current_time() - started
                     result = FlushedObject(key, self.writer_id, self.epoch, obj.sequence, encoded.zones,
                                            nbytes, obj.reason, obj.sealed_at)

@@ -223,3 +223,87 @@ async def test_on_answer_gets_the_results_before_the_sender_records_the_notifica
     await sender.aclose()
     assert seen == [(results, 0)] and [(r.error_code, r.base_offset) for r in results] == [(0, 1)]
     assert len(audit.of("notification")) == 1
+
+
+@pytest.mark.trio
+async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nursery):
+    # 20 quick answers give the zone its history; then the agent stops answering (as when it
+    # is SIGSTOPped: connected, silent). With notify.timeout_s 5 s and 3 attempts the old
+    # sender waited 15 s; now an attempt is abandoned at the floor (0.3 s), hedged once, and
+    # while the zone stays gray other notifications fail at once. The agent recovers: the
+    # next probe succeeds and the zone is no longer gray.
+    state = {"hang": False}
+
+    def answer(req, n):
+        if state["hang"]:
+            return None  # reads, never answers
+        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(0, n),))))
+
+    port, requests = await nursery.start(serve, answer)
+    sender = NotifySender(notify_config(port, **{"notify.gray_floor_s": 0.3}), "az1", "proxy", 1,
+                          MemoryAuditSink(), bucket="bkt")
+    reported: list[tuple[str, int]] = []
+    sender.on_gray = lambda zone, agent: reported.append((zone, agent))
+    for _ in range(20):
+        await sender.notify(FLUSHED, "az2")
+    state["hang"] = True
+    started = trio.current_time()
+    with trio.fail_after(5), pytest.raises(NotifyError) as info:
+        await sender.notify(FLUSHED, "az2")
+    assert 0.6 <= trio.current_time() - started < 2.0  # two attempts of 0.3 s and a backoff of 10 ms
+    assert info.value.retriable and "gray deadline" in str(info.value) and len(requests) == 22
+    assert reported == [("az2", 0), ("az2", 0)]  # zone, agent index
+    started = trio.current_time()
+    with pytest.raises(NotifyError) as refused:
+        await sender.notify(FLUSHED, "az2")  # the probe just ended: not sent at all
+    assert "not sent" in str(refused.value) and trio.current_time() - started < 0.1 and len(requests) == 22
+    assert sender.start(FLUSHED, "az2") is None  # nothing is written ahead to a gray zone
+    state["hang"] = False
+    sender.guard("az2").probe_interval_s = 0.0  # the next probe may go now
+    results = await sender.notify(FLUSHED, "az2")
+    assert results[0].error_code == 0 and not sender.guard("az2").gray
+    await sender.aclose()
+
+
+@pytest.mark.trio
+async def test_a_new_connection_to_a_hung_agent_is_bounded_by_the_gray_deadline(nursery):
+    # A hung (SIGSTOPped) agent's kernel still accepts connections, but no HELLO comes. Here
+    # the agent drops its connections and then hangs: the pooled connection fails at once,
+    # the next attempt opens a new one, and the wait for its HELLO is part of the attempt:
+    # it ends at the gray deadline (0.3 s), not at notify.timeout_s (5 s).
+    state = {"hang": False}
+    streams: list = []
+
+    async def handler(stream):
+        streams.append(stream)
+        channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
+        async with stream:
+            try:
+                if state["hang"]:
+                    while await stream.receive_some(65536):
+                        pass  # connected, silent: no HELLO, no answer
+                    return
+                await stream.send_all(channel.hello())
+                while data := await stream.receive_some(65536):
+                    channel.receive_data(data)
+                    while (frame := channel.next_frame()) is not None:
+                        req = p.decode_request(frame.payload)
+                        await stream.send_all(respond(channel, answer_ok(req, 1)))
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return  # closed by the test: the agent dropping its connections
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, handler, listeners)
+    port = listeners[0].socket.getsockname()[1]
+    sender = NotifySender(notify_config(port, **{"notify.gray_floor_s": 0.3}), "az1", "proxy", 1,
+                          MemoryAuditSink(), bucket="bkt")
+    for _ in range(5):
+        await sender.notify(FLUSHED, "az2")
+    state["hang"] = True
+    for stream in streams:
+        await stream.aclose()
+    started = trio.current_time()
+    with trio.fail_after(5), pytest.raises(NotifyError) as info:
+        await sender.notify(FLUSHED, "az2")
+    assert trio.current_time() - started < 2.0 and "gray deadline" in str(info.value)
+    await sender.aclose()

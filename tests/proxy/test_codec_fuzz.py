@@ -136,6 +136,7 @@ def drive_like_the_server(stream: bytes, reads: list[int]) -> list[tuple[int, by
         if view is not None:
             n = min(want, len(view), len(stream) - pos)
             view[:n] = stream[pos : pos + n]
+            view.release()  # the buffer may grow on the next frame_buffer(), as the proxy's reader lets it
             codec.received_into(n)
         else:
             n = min(want, len(stream) - pos)
@@ -170,7 +171,8 @@ def test_frame_buffer_is_offered_only_for_large_frames_and_bounded():
     codec = ServerCodec(64 * 1024 * 1024)
     codec.receive_data(LARGE[0][:1000])
     view = codec.frame_buffer()
-    assert view is not None and len(view) == len(LARGE[0]) - 1000  # exactly the rest of the frame
+    assert view is not None and len(view) == len(LARGE[0]) - 1000  # exactly the rest of the frame (< 256 KiB)
+    view.release()
     codec = ServerCodec(64 * 1024 * 1024)
     codec.receive_data(struct.pack(">i", DIRECT_RECEIVE_MAX_BYTES) + b"\x00" * 100)
     assert codec.frame_buffer() is None  # no memory ahead of the bytes for a huge announced frame
@@ -182,3 +184,52 @@ def test_frame_buffer_is_offered_only_for_large_frames_and_bounded():
         pass
     else:
         raise AssertionError("a frame over max_frame_bytes must be refused before any buffer is made")
+
+
+def test_frame_buffer_grows_with_the_bytes_received_not_with_the_announced_size():
+    from proxy.kafka_codec import FRAME_AHEAD_BYTES
+
+    codec = ServerCodec(64 * 1024 * 1024)
+    announced = 16 * 1024 * 1024 - 4
+    codec.receive_data(struct.pack(">i", announced) + b"\x00" * 16)  # 20 bytes announcing 16 MiB
+    view = codec.frame_buffer()
+    assert view is not None and len(view) == FRAME_AHEAD_BYTES  # 256 KiB of room, not 16 MiB
+    assert codec.held_bytes == 20 + FRAME_AHEAD_BYTES
+    view[:FRAME_AHEAD_BYTES] = b"\x01" * FRAME_AHEAD_BYTES
+    view.release()
+    codec.received_into(FRAME_AHEAD_BYTES)
+    view = codec.frame_buffer()  # full: it doubles (20 + 256 KiB received -> as much again of room)
+    assert len(view) == 20 + FRAME_AHEAD_BYTES
+    assert codec.held_bytes == 2 * (20 + FRAME_AHEAD_BYTES)
+    view.release()
+    assert codec.next_frame() is NEED_DATA
+
+
+def test_frame_buffer_growth_stays_within_the_callers_budget():
+    codec = ServerCodec(64 * 1024 * 1024)
+    codec.receive_data(LARGE[2][:100])
+    view = codec.frame_buffer(max_grow_bytes=1000)
+    assert len(view) == 1000 and codec.held_bytes == 1100
+    view.release()
+    assert codec.frame_buffer(max_grow_bytes=0) is not None  # the room granted before is still there
+    codec.received_into(0)
+    # Bytes that arrive as a chunk while the frame buffer is full are moved into it.
+    codec2 = ServerCodec(64 * 1024 * 1024)
+    codec2.receive_data(LARGE[2][:100])
+    codec2.frame_buffer(max_grow_bytes=0)  # no room granted: nothing to receive into
+    codec2.receive_data(LARGE[2][100:])
+    frame = codec2.next_frame()
+    assert frame is not NEED_DATA and LARGE[2].endswith(bytes(frame.body))
+    assert codec2.buffered_bytes == 0
+
+
+def test_held_bytes_counts_chunks_with_their_overhead_and_drops_with_frames():
+    from proxy.kafka_codec import CHUNK_OVERHEAD_BYTES
+
+    codec = ServerCodec(1024 * 1024)
+    request = SMALL[0]
+    for byte in request:  # a trickle: one byte per read
+        codec.receive_data(bytes([byte]))
+    assert codec.held_bytes == len(request) * (1 + CHUNK_OVERHEAD_BYTES)
+    assert codec.next_frame() is not NEED_DATA
+    assert codec.held_bytes == 0 and codec.buffered_bytes == 0

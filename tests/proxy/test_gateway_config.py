@@ -6,8 +6,9 @@ import pytest
 
 from azsidecar.config import Config
 from azsidecar.workers import worker_config
+from core.addresses import is_loopback
 from core.configload import ConfigError, build
-from proxy.config import ProxyConfig, is_loopback
+from proxy.config import ProxyConfig
 
 TLS = {"tls_cert_file": "/etc/gw/cert.pem", "tls_key_file": "/etc/gw/key.pem"}
 SASL = {"sasl_mechanisms": ["SCRAM-SHA-512"], "sasl_users_file": "/etc/gw/users.toml"}

@@ -252,8 +252,10 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
             rss = fleet.proxy_rss_kib()
             p99s = [p["lat_p99_ms"] for p in progress if "lat_p99_ms" in p]
             p50s = [p["lat_p50_ms"] for p in progress if "lat_p50_ms" in p]
+            maxes = [p["lat_max_ms"] for p in progress if "lat_max_ms" in p]
             samples.append({"t_s": round(ctx.elapsed_s, 2), "rss_kib": rss, "acked": ctx.acked,
-                            "lat_p50_ms": max(p50s) if p50s else None, "lat_p99_ms": max(p99s) if p99s else None})
+                            "lat_p50_ms": max(p50s) if p50s else None, "lat_p99_ms": max(p99s) if p99s else None,
+                            "lat_max_ms": max(maxes) if maxes else None})
             on_tick(ctx)
             time.sleep(TICK_S)  # the sampling period; producers run on their own
         if log is not None:
@@ -469,10 +471,12 @@ def _rate_args(rates: Mapping[str, float]) -> list[str]:
 
 
 @contextlib.contextmanager
-def fault_proxy(env: ZoneEnv, log_name: str = "s3-faults", **rates: float) -> Iterator[tuple[str, Path]]:
+def fault_proxy(env: ZoneEnv, log_name: str = "s3-faults", process_out: list | None = None,
+                **rates: float) -> Iterator[tuple[str, Path]]:
     """deploy/local/s3_faults.py in front of moto (loopback mode): yields (endpoint_url, stats_path).
 
-    rates: rate_500, rate_503, rate_reset, rate_stall, stall_s, delay_ms, seed. Raises RuntimeError.
+    rates: rate_500, rate_503, rate_reset, rate_stall, stall_s, delay_ms, seed. `process_out`
+    gets the injector's Popen (to SIGSTOP it: S3 that hangs). Raises RuntimeError.
     """
     if env.mode != "loopback":
         raise ValueError("the fault proxy runs beside the zones in loopback mode only")
@@ -481,6 +485,8 @@ def fault_proxy(env: ZoneEnv, log_name: str = "s3-faults", **rates: float) -> It
     argv = [sys.executable, "-m", "deploy.local.s3_faults", "--upstream",
             env.s3_local_endpoint.removeprefix("http://"), "--listen", "127.0.0.1:0", "--stats", str(stats)]
     proc = env.run_beside_s3(argv + _rate_args(rates), log_name=log_name)
+    if process_out is not None:
+        process_out.append(proc)
     try:
         (address,) = _listening_lines(proc, 1, "s3 fault proxy")
         yield "http://" + address, stats

@@ -10,6 +10,7 @@ import types
 
 import pytest
 import trio
+from prometheus_client import REGISTRY
 
 from core.audit import MemoryAuditSink
 from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
@@ -600,6 +601,31 @@ async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are
         nursery.cancel_scope.cancel()
     assert [r["cache"] for r in audit.of("metadata_lookup")] == ["miss", "miss", "hit"]
     assert (lookups("hit") - before["hit"], lookups("miss") - before["miss"]) == (1.0, 2.0)
+
+
+@pytest.mark.trio
+async def test_gray_failures_count_for_the_breaker_at_once_not_after_every_retry(autojump_clock):
+    # The writer and the sender report each attempt they abandon at its gray deadline
+    # (wal_s3/latency.py) before any batch fails: three of them open the zone's circuit,
+    # so the next batch goes direct without waiting for a WAL outcome.
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        writer, sender = FakeWriter(log), FakeSender()
+        backend = wal_backend(nursery, sender, log, writer=writer)
+        backend.config = RouterConfig(policy="wal", fallback="direct", partition_zones={"*:*": "az2", "u:*": "az3"})
+        gray_before = REGISTRY.get_sample_value("azsidecar_router_gray_failures_total",
+                                                {"dest_zone": "az2", "kind": "s3_put"}) or 0.0
+        writer.on_gray_put(("az2", "az3"))  # a hung PUT of an object with entries for both zones
+        sender.on_gray("az2", 0)  # a notification to az2's (only) agent abandoned
+        assert backend._breakers["az2"].state == "closed"  # two failures so far
+        writer.on_gray_put(("az2",))
+        assert backend._breakers["az2"].state == "open" and backend._breakers["az3"].state == "closed"
+        assert circuit_open("az2") == 1.0
+        assert REGISTRY.get_sample_value("azsidecar_router_gray_failures_total",
+                                         {"dest_zone": "az2", "kind": "s3_put"}) == gray_before + 2
+        assert (await send(backend, item("t", 0, 100)))[("t", 0)].base_offset == 100
+        assert [r for r, _p, _t in log] == ["direct"]
+        nursery.cancel_scope.cancel()
 
 
 class UnreachableMetadata(FakeMetadata):

@@ -1,0 +1,61 @@
+"""Giving memory back to the operating system after a burst (glibc only; elsewhere a no-op).
+
+Freed Python objects and buffers go back to the C allocator, which keeps most of them: a
+flood of connections leaves the heap fragmented by the few objects that outlive it, and
+RSS stays at the flood's peak (measured: +80 MiB after 1,100 connections had closed).
+glibc's malloc_trim(0) returns every free page inside the heap with madvise. The proxy
+calls it when a burst is over (`should_trim`, a pure decision), at most once per interval.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TRIM_MIN_INTERVAL_S = 10.0  # a trim walks the heap (ms for hundreds of MiB): rarely, and only after a burst
+BURST_CONNECTIONS = 256  # a burst: this many more connections open at once than at the last trim ...
+BURST_BYTES = 32 * 1024 * 1024  # ... or this many bytes held for requests still arriving
+
+
+@dataclass
+class BurstTracker:
+    """What happened since the last trim (high-water marks), and when that was."""
+
+    last_trim_at: float = float("-inf")
+    baseline_connections: int = 0  # open when the last trim ran (or at start)
+    peak_connections: int = 0
+    peak_held_bytes: int = 0
+
+
+def should_trim(burst: BurstTracker, now: float, open_connections: int, held_bytes: int) -> bool:
+    """Trim when a burst happened (many connections, or many bytes held for arriving
+    requests), it is over (nothing held, and open connections back within 1/64 of the burst
+    above the baseline, at least 2), and the last trim was at least TRIM_MIN_INTERVAL_S ago."""
+    burst_size = burst.peak_connections - burst.baseline_connections
+    big = burst_size >= BURST_CONNECTIONS or burst.peak_held_bytes >= BURST_BYTES
+    over = held_bytes == 0 and open_connections <= burst.baseline_connections + max(2, max(burst_size, 0) // 64)
+    return big and over and now - burst.last_trim_at >= TRIM_MIN_INTERVAL_S
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim_fn: Callable[[int], int] | None = getattr(ctypes.CDLL(name), "malloc_trim", None)
+        return trim_fn
+    except OSError:
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def trim() -> bool:
+    """Return free heap memory to the OS; False where the C library has no malloc_trim."""
+    if _TRIM is None:
+        return False
+    _TRIM(0)
+    return True

@@ -1,0 +1,54 @@
+"""Text logs escape control characters from client-supplied fields; JSON lines stay JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import pytest
+
+from azsidecar.logs import JsonLineFormatter, TextFormatter, escape_text
+
+
+@pytest.mark.parametrize(("text", "escaped"), [
+    ("plain client-1", "plain client-1"),
+    ("a\nb", "a\\nb"),
+    ("a\r\nFAKE 2026 ERROR x: forged", "a\\r\\nFAKE 2026 ERROR x: forged"),
+    ("tab\there", "tab\\there"),
+    ("\x1b[31mred", "\\x1b[31mred"),  # terminal escape sequences
+    ("nul\x00", "nul\\x00"),
+    ("del\x7f c1\x85", "del\\x7f c1\\x85"),
+    ("line\u2028sep\u2029", "line\\u2028sep\\u2029"),
+    ("unicode ok: zürich 東京", "unicode ok: zürich 東京"),
+])
+def test_escape_text(text, escaped):
+    assert escape_text(text) == escaped
+
+
+def _record(msg: str, *args, exc_info=None) -> logging.LogRecord:
+    return logging.LogRecord("proxy.server", logging.WARNING, __file__, 1, msg, args, exc_info)
+
+
+def test_text_format_keeps_a_forged_line_on_one_line():
+    line = TextFormatter("%(levelname)s %(name)s: %(message)s").format(
+        _record("closing connection: %s (client_id=%s)", "bad", "x\n2026-01-01 ERROR proxy.server: forged"))
+    assert line == "WARNING proxy.server: closing connection: bad (client_id=x\\n2026-01-01 ERROR proxy.server: forged)"
+    assert "\n" not in line
+
+
+def test_text_format_leaves_our_own_traceback_readable():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = _record("failed for %s", "a\nb", exc_info=sys.exc_info())
+    text = TextFormatter("%(message)s").format(record)
+    first, *rest = text.split("\n")
+    assert first == "failed for a\\nb"
+    assert rest[0] == "Traceback (most recent call last):" and rest[-1] == "ValueError: boom"
+
+
+def test_json_format_is_one_line_with_the_raw_value():
+    line = JsonLineFormatter().format(_record("client_id=%s", "x\ny"))
+    assert "\n" not in line
+    assert json.loads(line)["msg"] == "client_id=x\ny"

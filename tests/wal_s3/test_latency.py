@@ -1,0 +1,100 @@
+"""Gray-failure deadlines and the guard's states, table-tested (imports only wal_s3.latency)."""
+
+from __future__ import annotations
+
+import pytest
+
+from wal_s3.latency import LatencyGuard, gray_deadline_s, p99
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ([0.5], 0.5),
+    ([0.1] * 99 + [9.0], 0.1),          # 100 values: the 99th is still 0.1
+    ([0.1] * 98 + [5.0, 9.0], 5.0),     # two slow ones: the 99th is the first of them
+    (list(range(1, 201)), 198),         # ceil(0.99 x 200) = 198th
+    ([3.0, 1.0, 2.0], 3.0),             # unsorted input
+])
+def test_p99_nearest_rank(values, expected):
+    assert p99(values) == expected
+
+
+def test_p99_of_nothing_is_an_error():
+    with pytest.raises(ValueError):
+        p99([])
+
+
+@pytest.mark.parametrize(("latencies", "expected"), [
+    ([], 30.0),                          # nothing known: the configured timeout
+    ([0.05] * 19, 30.0),                 # still fewer than 20 samples
+    ([0.05] * 20, 1.0),                  # 3 x 0.05 = 0.15 < floor 1.0
+    ([0.5] * 100, 1.5),                  # 3 x p99 0.5
+    ([0.2] * 98 + [2.0, 2.0], 6.0),      # the p99 is 2.0: 6 s
+    ([12.0] * 30, 30.0),                 # 36 s capped at the ceiling
+])
+def test_gray_deadline(latencies, expected):
+    assert gray_deadline_s(latencies, floor_s=1.0, ceiling_s=30.0, factor=3.0, min_samples=20) == pytest.approx(expected)
+
+
+def test_guard_deadline_follows_the_last_minute_but_keeps_the_last_samples():
+    guard = LatencyGuard(floor_s=1.0, ceiling_s=30.0, min_samples=3)
+    assert guard.deadline_s(0.0) == 30.0
+    for t in (1.0, 2.0, 3.0):
+        guard.observe(t, 0.5)
+    assert guard.deadline_s(3.0) == 1.5
+    guard.observe(70.0, 2.0)  # a minute later: the old ones are pruned down to the last 3
+    assert guard.deadline_s(70.0) == 6.0
+    guard.observe(70.5, 0.1)  # recomputed at most once a second
+    assert guard.deadline_s(70.5) == 6.0
+
+
+def test_guard_hedges_once_then_sends_only_probes_while_gray():
+    guard = LatencyGuard(floor_s=1.0, ceiling_s=30.0, probe_interval_s=1.0)
+    a = guard.start(0.0)
+    b = guard.start(0.0)
+    assert a is not None and b is not None and not guard.gray
+    assert guard.failed(a, 2.0, timed_out=True) is False  # first timeout: gray, a retry (hedge) is allowed
+    assert guard.gray
+    assert guard.failed(b, 2.0, timed_out=True) is False  # b started before the gray state: its hedge too
+    probe = guard.start(2.1)
+    assert probe is not None and probe.probe
+    assert guard.start(2.1) is None        # one probe at a time: everything else fails at once
+    assert guard.failed(probe, 4.1, timed_out=True) is True  # timed out while gray: give up
+    assert guard.start(4.5) is None        # less than a second after the last probe ended
+    probe = guard.start(5.1)
+    assert probe is not None
+    assert guard.failed(probe, 5.2, timed_out=False) is False  # a refusal is no timeout: no give-up signal
+    assert guard.gray                      # ... and it is not a success either
+    probe = guard.start(6.2)
+    guard.succeeded(probe, 6.3)            # the dependency answers again
+    assert not guard.gray
+    normal = guard.start(6.3)
+    assert normal is not None and not normal.probe and not normal.was_gray
+
+
+def test_attempt_timeout_is_unbounded_until_there_is_history_and_doubled_for_a_probe():
+    guard = LatencyGuard(floor_s=1.0, ceiling_s=30.0, min_samples=2)
+    assert guard.attempt_timeout_s(0.0) == float("inf")  # the transport's own timeouts apply
+    guard.observe(0.1, 0.2)
+    guard.observe(0.2, 0.2)
+    assert guard.attempt_timeout_s(1.5) == 1.0
+    first = guard.start(1.5)
+    guard.failed(first, 2.5, timed_out=True)
+    hedge = guard.start(2.5, hedge=True)
+    assert hedge.probe and guard.attempt_timeout_s(2.5, hedge) == 1.0  # a hedge: the plain deadline
+    guard.failed(hedge, 3.5, timed_out=True)
+    probe = guard.start(4.5)  # a new request while gray
+    assert probe.probe and guard.attempt_timeout_s(4.5, probe) == 2.0  # alone: twice the deadline
+    short = LatencyGuard(floor_s=1.0, ceiling_s=1.5, min_samples=2)
+    short.observe(0.1, 0.2)
+    short.observe(0.2, 0.2)
+    short.gray = True
+    assert short.attempt_timeout_s(1.0, short.start(1.0)) == 1.5  # never past the ceiling
+
+
+@pytest.mark.parametrize(("latencies", "expected"), [
+    ([0.1] * 4, 30.0),             # four successes: nothing known yet
+    ([0.1] * 5, 1.0),              # five set the scale: 3 x 0.1 under the floor
+    ([0.5] * 4 + [2.0], 6.0),      # the p99 of five is their maximum
+])
+def test_gray_deadline_with_the_default_minimum_of_five(latencies, expected):
+    assert gray_deadline_s(latencies, floor_s=1.0, ceiling_s=30.0) == pytest.approx(expected)

@@ -1,0 +1,148 @@
+"""Deadlines from recent latency, for gray failures (pure: the caller passes the time).
+
+A dependency that hangs instead of refusing (S3 stopped mid-request, an agent frozen)
+is only noticed by a timeout, and a fixed one long enough for the slowest healthy request
+(30 s for S3, 10 s per notification attempt) leaves producers stalled for all of it. So
+each kind of request to each place keeps the latencies of its recent successes, and an
+attempt slower than `gray_deadline_s` of them (3 x p99 of the last minute, at least a
+floor, at most the configured timeout) is abandoned and counts as a failure.
+
+`LatencyGuard` adds what to do meanwhile: after such a timeout the place is *gray*; the
+attempt that timed out may be retried once (a hedge, in case it was one slow request),
+but while gray only one attempt at a time goes out (a probe, at most one per
+`probe_interval_s`; a new request's probe is allowed twice the deadline, a hedge only
+the deadline, so the requests behind a hang still fail within two deadlines) and every
+other fails at once, so work queued behind a hung
+dependency fails within about one deadline instead of one deadline each. A success ends
+the gray state.
+
+Used by the WAL writer (PUTs), the WAL reader (ranged GETs, deadline only) and the
+notification sender (per destination zone). Kept free of I/O so a later base package can
+take it as is.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+WINDOW_S = 60.0  # "recent": successes of the last minute ...
+# ... or the last 5 if the minute had fewer. With fewer in all nothing is known: no deadline
+# below the configured timeout. Five successes set the scale (their p99 is their maximum), so
+# a link where every request is slow is never cut short, and a hang soon after a start
+# (20 were too many: a proxy with little WAL traffic had not made them 6 s in) is caught.
+MIN_SAMPLES = 5
+# ... and at most the last 256: at tens of requests a second a minute-long window kept the
+# slow first seconds after a start (connections, caches) in the p99 for a whole minute,
+# which pushed the deadline to the ceiling exactly when a hang came early.
+MAX_SAMPLES = 256
+RECOMPUTE_S = 1.0  # the deadline is recomputed at most once a second (a sort of up to MAX_SAMPLES values)
+DEFAULT_FACTOR = 3.0
+PROBE_INTERVAL_S = 1.0  # while gray: at most one probe per second, never two at once
+# A probe may take twice the deadline: it is alone (everything else fails at once), and a
+# dependency coming back is often slow at first (an agent works off what it got while hung).
+PROBE_DEADLINE_FACTOR = 2.0
+
+
+def p99(values: Sequence[float]) -> float:
+    """The 99th percentile, nearest rank (the smallest value at or above 99 % of them)."""
+    if not values:
+        raise ValueError("p99 of no values")
+    ordered = sorted(values)
+    rank = -(-99 * len(ordered) // 100)  # ceil(0.99 n), 1-based
+    return ordered[rank - 1]
+
+
+def gray_deadline_s(latencies_s: Sequence[float], *, floor_s: float, ceiling_s: float,
+                    factor: float = DEFAULT_FACTOR, min_samples: int = MIN_SAMPLES) -> float:
+    """max(factor x p99(latencies_s), floor_s), at most ceiling_s.
+
+    With fewer than min_samples latencies nothing is known yet: the ceiling (the
+    configured timeout), so a cold start never abandons a healthy first request.
+    """
+    if len(latencies_s) < min_samples:
+        return ceiling_s
+    return min(ceiling_s, max(floor_s, factor * p99(latencies_s)))
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt as the guard let it start."""
+
+    started_at: float
+    probe: bool  # the one attempt allowed out while gray
+    was_gray: bool  # the place was gray when it started (a timeout then means: give up)
+    hedge: bool = False  # the retry of an attempt that just timed out: the plain deadline, not a probe's
+
+
+class LatencyGuard:
+    """Recent latencies and the gray state of one kind of request to one place."""
+
+    def __init__(self, *, floor_s: float, ceiling_s: float, factor: float = DEFAULT_FACTOR,
+                 window_s: float = WINDOW_S, min_samples: int = MIN_SAMPLES,
+                 probe_interval_s: float = PROBE_INTERVAL_S) -> None:
+        self.floor_s, self.ceiling_s, self.factor = floor_s, ceiling_s, factor
+        self.window_s, self.min_samples, self.probe_interval_s = window_s, min_samples, probe_interval_s
+        self.gray = False
+        self._samples: deque[tuple[float, float]] = deque(maxlen=MAX_SAMPLES)  # (ended at, seconds)
+        self._probing = False
+        self._probe_ended = float("-inf")
+        self._deadline: tuple[float, float] | None = None  # (computed at, value)
+
+    def deadline_s(self, now: float) -> float:
+        """How long an attempt started now may take before it is abandoned."""
+        cached = self._deadline
+        if cached is None or now - cached[0] >= RECOMPUTE_S or (cached[1] == self.ceiling_s
+                                                              and len(self._samples) >= self.min_samples):
+            while len(self._samples) > self.min_samples and now - self._samples[0][0] > self.window_s:
+                self._samples.popleft()
+            value = gray_deadline_s([s for _, s in self._samples], floor_s=self.floor_s, ceiling_s=self.ceiling_s,
+                                    factor=self.factor, min_samples=self.min_samples)
+            cached = self._deadline = (now, value)
+        return cached[1]
+
+    def attempt_timeout_s(self, now: float, attempt: Attempt | None = None) -> float:
+        """deadline_s (twice that, at most the ceiling, for a probe), or infinity while the
+        deadline is the ceiling (no history, or a p99 that high): then the transport's own
+        timeouts, which bound each wait for progress rather than the whole transfer, apply."""
+        deadline = self.deadline_s(now)
+        if deadline >= self.ceiling_s:
+            return float("inf")
+        if attempt is not None and attempt.probe and not attempt.hedge:
+            return min(self.ceiling_s, PROBE_DEADLINE_FACTOR * deadline)
+        return deadline
+
+    def observe(self, now: float, seconds: float) -> None:
+        """A successful request of `seconds` ended at `now` (outside start/succeeded: a reader's GET)."""
+        self._samples.append((now, seconds))
+        self.gray = False
+
+    def start(self, now: float, *, hedge: bool = False) -> Attempt | None:
+        """Let an attempt start now, or None: gray, and a probe is out or was just made (fail at once).
+        `hedge`: it retries an attempt of the same request that just timed out."""
+        if not self.gray:
+            return Attempt(now, probe=False, was_gray=False, hedge=hedge)
+        if self._probing or now - self._probe_ended < self.probe_interval_s:
+            return None
+        self._probing = True
+        return Attempt(now, probe=True, was_gray=True, hedge=hedge)
+
+    def succeeded(self, attempt: Attempt, now: float) -> None:
+        self._end(attempt, now)
+        self.observe(now, now - attempt.started_at)
+
+    def failed(self, attempt: Attempt, now: float, *, timed_out: bool) -> bool:
+        """The attempt failed (`timed_out`: abandoned at its deadline, which makes the place
+        gray). Returns True when the caller should not try again now: it timed out while
+        the place was already gray (the hedge is spent)."""
+        self._end(attempt, now)
+        if timed_out:
+            self.gray = True
+            return attempt.was_gray
+        return False
+
+    def _end(self, attempt: Attempt, now: float) -> None:
+        if attempt.probe:
+            self._probing = False
+            self._probe_ended = now
