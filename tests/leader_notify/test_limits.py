@@ -10,7 +10,6 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.addresses import is_loopback
 from deploy.local.processes import free_port
 from leader_notify import protocol as p
 from leader_notify._limits import ListenerLimits, LogLimiter, Refusal, admit, read_deadline
@@ -44,11 +43,6 @@ def test_admit(total, from_source, unauth, loopback, expected):
 def test_read_deadline(established, frame_started_at, expected):
     assert read_deadline(SMALL, now=105.0, accepted_at=100.0, established=established,
                          frame_started_at=frame_started_at) == expected
-
-
-def test_is_loopback():
-    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("127.8.9.10")
-    assert not is_loopback("10.0.0.1") and not is_loopback("?") and not is_loopback("fe80::1%eth0")
 
 
 def test_log_limiter_once_per_source_per_interval_and_bounded():

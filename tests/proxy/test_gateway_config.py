@@ -6,7 +6,6 @@ import pytest
 
 from azsidecar.config import Config
 from azsidecar.workers import worker_config
-from core.addresses import is_loopback
 from core.configload import ConfigError, build
 from proxy.config import ProxyConfig
 
@@ -16,14 +15,6 @@ SASL = {"sasl_mechanisms": ["SCRAM-SHA-512"], "sasl_users_file": "/etc/gw/users.
 
 def proxy(**settings) -> ProxyConfig:
     return build(ProxyConfig, settings, "proxy")
-
-
-@pytest.mark.parametrize("host, expected", [
-    ("127.0.0.1", True), ("127.3.0.9", True), ("::1", True), ("localhost", True),
-    ("10.0.1.5", False), ("0.0.0.0", False), ("::", False), ("gateway.internal", False),
-])
-def test_is_loopback(host, expected):
-    assert is_loopback(host) is expected
 
 
 def test_loopback_sidecar_needs_neither_tls_nor_sasl():

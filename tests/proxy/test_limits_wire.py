@@ -17,6 +17,7 @@ import trio
 from kafka.protocol.metadata import ApiVersionsResponse
 from prometheus_client import REGISTRY
 
+from core.addresses import is_loopback
 from proxy import limits
 from tests.proxy.kafka_wire import Wire, api_versions_request, assert_serves, produce_request, record_batch
 from tests.proxy.test_wire import start_proxy
@@ -78,14 +79,15 @@ def non_loopback_address() -> str | None:
         except OSError:
             return None
         address = probe.getsockname()[0]
-    return None if limits.is_loopback(address) or address == "0.0.0.0" else address
+    return None if is_loopback(address) or address == "0.0.0.0" else address
 
 
 async def test_per_source_limit_applies_to_non_loopback_sources_only(nursery, tansu):
     address = non_loopback_address()
     if address is None:
         pytest.skip("this host has no non-loopback IPv4 address to connect from")
-    port = await start_proxy(nursery, tansu, listen_host="0.0.0.0", max_connections=20, max_connections_per_source=2)
+    port = await start_proxy(nursery, tansu, listen_host="0.0.0.0", advertised_host="127.0.0.1",
+                             insecure_listener=True, max_connections=20, max_connections_per_source=2)
     before = limited(limits.MAX_CONNECTIONS_PER_SOURCE)
     remote = [await served(port, address) for _ in range(2)]
     third = await Wire.connect(port, address)
