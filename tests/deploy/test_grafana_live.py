@@ -37,6 +37,8 @@ READY_TIMEOUT_S = 30.0
 # Which process serves a metric, by name prefix (the scrape target a panel depends on).
 OWNER = (("azsidecar_proxy_", "proxy"), ("azsidecar_notify_", "proxy"), ("azsidecar_wal_flush", "proxy"),
          ("azsidecar_wal_put_", "proxy"), ("azsidecar_wal_buffered_", "proxy"),
+         ("azsidecar_wal_gray_", "proxy"),  # PUTs abandoned in the proxy (GETs in the agent count there too)
+         ("azsidecar_router_", "proxy"),
          ("azsidecar_agent_", "agent"), ("azsidecar_wal_cache_", "agent"), ("azsidecar_wal_gc_", "gc"))
 
 

@@ -161,6 +161,11 @@ async def test_wrong_hmac_replay_and_foreign_key_refused_nothing_appended(env, t
         await bad_sender.notify(obj, "az2")
     assert info.value.retriable
     await bad_sender.aclose()
+    # The sender may give up on an attempt (its deadline) before the agent has read that HELLO:
+    # wait, bounded, for the agent to have refused both.
+    with trio.move_on_after(10):
+        while m.value("azsidecar_agent_auth_failures_total", reason="bad_mac") < 2:
+            await trio.sleep(0.01)  # polling the agent's counter for a condition, bounded above
     assert m.value("azsidecar_agent_auth_failures_total", reason="bad_mac") == 2
 
     # Unauthenticated garbage announcing a frame larger than a HELLO: closed before buffering it.
