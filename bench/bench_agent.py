@@ -1,7 +1,7 @@
 """Agent append throughput (S3 -> Tansu) with 1, 2, 3 agents per zone vs a plain aiokafka producer, same batches, same run.
 
 Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
-                                            [--agents 1,2,3]
+                                            [--agents 1,2,3] [--profile-dir DIR]
 
 Setup: one moto server and one memory-backed Tansu broker on loopback. The record batches
 (`batch-kib` each, 1 KiB records, no producer id) are built once.
@@ -101,10 +101,10 @@ def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap) -> list[
 class AgentProcesses:
     """`count` agent processes of zone az2 on loopback ports."""
 
-    def __init__(self, count: int, base: dict, log_dir: Path) -> None:
+    def __init__(self, count: int, base: dict, log_dir: Path, profile_dir: Path | None = None) -> None:
         self.ports = [free_port() for _ in range(count)]
         self.procs: list[subprocess.Popen] = []
-        self.base, self.log_dir = base, log_dir
+        self.base, self.log_dir, self.profile_dir = base, log_dir, profile_dir
 
     def __enter__(self) -> AgentProcesses:
         env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": ",".join(KEYS),
@@ -117,8 +117,10 @@ class AgentProcesses:
                                                      "checkpoint_interval_ms": 600_000}}))
                 log = self.log_dir / f"agent{i}.log"
                 with open(log, "ab") as out:
-                    proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "agent", "--config", str(config)],
-                                            stdout=out, stderr=subprocess.STDOUT, env=env)
+                    profile = ([] if self.profile_dir is None
+                               else ["-m", "cProfile", "-o", str(self.profile_dir / f"agent{i}.prof")])
+                    proc = subprocess.Popen([sys.executable, *profile, "-m", "azsidecar", "agent", "--config",
+                                             str(config)], stdout=out, stderr=subprocess.STDOUT, env=env)
                 self.procs.append(proc)
                 _wait_for_log_line(proc, log, "listening=", AGENT_READY_S, f"agent {i}", 0)
         except BaseException:
@@ -226,6 +228,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--agents", default="1,2,3", help="agents per zone to compare, comma-separated")
+    ap.add_argument("--profile-dir", type=Path, default=None,
+                    help="run the agents under cProfile, writing agent<i>.prof here when they stop")
     args = ap.parse_args()
     counts = [int(n) for n in args.agents.split(",")]
     if not counts or min(counts) < 1:
@@ -248,7 +252,7 @@ def main() -> int:
         s3 = moto.client()
         base = {"wal": {"bucket": bucket, "prefix": "wal/", "endpoint_url": moto.endpoint_url},
                 "upstream": {"bootstrap_servers": [tansu.bootstrap]}}
-        with AgentProcesses(max(counts), base, log_dir) as agents:
+        with AgentProcesses(max(counts), base, log_dir, args.profile_dir) as agents:
             for r in range(args.rounds):
                 line = [f"round {r}:"]
                 for n in counts:  # side by side in the same round
