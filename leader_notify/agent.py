@@ -75,7 +75,7 @@ class ZoneReader(Protocol):
 
 
 class Appender(Protocol):
-    async def append(self, topic: str, partition: int, batch: bytes) -> AppendResult: ...
+    async def append(self, topic: str, partition: int, batch: bytes | memoryview) -> AppendResult: ...
 
     async def probe(self) -> None:
         """One Metadata request to the cluster (readiness). Raises when it does not answer."""
@@ -520,12 +520,13 @@ class Agent:
             results[i] = p.EntryResult(0, res.base_offset, res.duplicate)
 
 
-def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | None:
-    """The raw batch of entry `index` if the object's entry is the one the notification names."""
+def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | memoryview | None:
+    """The raw batch of entry `index` if the object's entry is the one the notification names
+    (not copied: a memoryview of the GET body goes into the ProduceRequest as it is)."""
     if index >= len(zone_entries):
         return None
     entry = zone_entries[index]
-    batch = bytes(entry.batch)
+    batch = entry.batch
     # wal_s3's parser verified the batch against its CRC and hands it over; recompute only
     # for readers that do not.
     crc = getattr(entry, "crc32c", None)

@@ -1,0 +1,62 @@
+"""ProduceRequest bodies from raw batches: bytes written out by hand from the Kafka layout,
+and the same bodies as aiokafka's own Schema encodes them for every version it negotiates."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from aiokafka.protocol.produce import ProduceRequest
+
+from leader_notify.produce_request import RawProduceRequest, encode_produce_body
+
+# Two topics, the first with two partitions (one batch a memoryview slice), the second an empty batch.
+TOPICS = [("t", [(0, b"abc"), (3, memoryview(b"-xyz")[1:])]), ("uu", [(1, b"")])]
+
+# By hand: acks -1 (ff ff), timeout 1000 (00 00 03 e8), 2 topics;
+# "t": len 1, 2 partitions: p0 len 3 "abc", p3 len 3 "xyz"; "uu": len 2, 1 partition: p1 len 0.
+BODY_V0_V2 = bytes.fromhex(
+    "ffff" "000003e8" "00000002"
+    "0001" "74" "00000002" "00000000" "00000003" "616263" "00000003" "00000003" "78797a"
+    "0002" "7575" "00000001" "00000001" "00000000")
+BODY_V3_PLUS = bytes.fromhex("ffff") + BODY_V0_V2  # a null transactional_id (int16 -1) first
+
+
+@pytest.mark.parametrize(("version", "transactional_id", "want"), [
+    (0, None, BODY_V0_V2),
+    (2, None, BODY_V0_V2),
+    (3, None, BODY_V3_PLUS),
+    (7, None, BODY_V3_PLUS),
+    (8, None, BODY_V3_PLUS),
+    (3, "tx", bytes.fromhex("0002") + b"tx" + BODY_V0_V2),
+])
+def test_body_written_by_hand(version, transactional_id, want):
+    assert encode_produce_body(version, transactional_id, -1, 1000, TOPICS) == want
+
+
+def test_no_topics_is_an_empty_array():
+    assert encode_produce_body(7, None, 1, 0, []) == bytes.fromhex("ffff" "0001" "00000000" "00000000")
+
+
+@pytest.mark.parametrize(("version", "transactional_id", "topics", "error"), [
+    (9, None, TOPICS, ValueError),  # flexible versions have another layout
+    (-1, None, TOPICS, ValueError),
+    (2, "tx", TOPICS, ValueError),  # no transactional id before v3
+    (7, None, [("t" * 32768, [(0, b"a")])], ValueError),  # name too long for an int16 length
+    (7, None, [("t", [(2**31, b"a")])], struct.error),  # partition outside int32
+])
+def test_refused(version, transactional_id, topics, error):
+    with pytest.raises(error):
+        encode_produce_body(version, transactional_id, -1, 1000, topics)
+
+
+@pytest.mark.parametrize("struct_class", ProduceRequest._CLASSES, ids=lambda c: c.__name__)
+def test_same_bytes_and_response_type_as_aiokafka(struct_class):
+    as_bytes = [(t, [(q, bytes(b)) for q, b in parts]) for t, parts in TOPICS]
+    ours = RawProduceRequest(None, -1, 1000, TOPICS).build(struct_class)
+    theirs = ProduceRequest(None, -1, 1000, as_bytes).build(struct_class)
+    assert ours.encode() == theirs.encode()
+    assert isinstance(ours, struct_class)
+    assert type(ours).RESPONSE_TYPE is struct_class.RESPONSE_TYPE
+    header = ours.build_request_header(correlation_id=7, client_id="c").encode()
+    assert header == theirs.build_request_header(correlation_id=7, client_id="c").encode()
