@@ -8,11 +8,21 @@ join, the struct's join). `encode_produce_body` writes the body with one join ov
 batches as given, so a batch's bytes are copied once here and twice by aiokafka's
 connection (header + body, size + message), instead of six times in all.
 
+The answer is read the same way: `decode_produce_response` takes out of a ProduceResponse
+only what the appender uses (per partition: error code and base offset) with one
+struct.unpack_from per partition, where aiokafka's Schema builds every field through
+BytesIO reads and nested generators - per request the largest CPU item of the agent's
+profile after the syscalls, and paid once per leader round trip, so more often per MiB the
+fewer partitions each request carries (several agents per zone).
+
 Layout (non-flexible ProduceRequest, v0-v8, big-endian, as aiokafka's ProduceRequest_v0..v8
 SCHEMA): [transactional_id: int16 length, -1 for null, then UTF-8 (v3+ only)]
 required_acks int16, timeout_ms int32, topics array (int32 count; per topic: int16 length
 + UTF-8 name, partitions array: int32 count; per partition: int32 partition, int32 length
-+ the record batch bytes).
++ the record batch bytes). ProduceResponse v0-v7: topics array (int16 length + UTF-8 name,
+partitions array: int32 partition, int16 error code, int64 base offset, then int64
+log_append_time from v2 and int64 log_start_offset from v5), then int32 throttle_time_ms
+from v1.
 """
 
 from __future__ import annotations
@@ -59,6 +69,55 @@ def encode_produce_body(version: int, transactional_id: str | None, required_ack
     return b"".join(parts)
 
 
+PartitionAnswer = tuple[int, int, int]  # partition, error code, base offset
+_PARTITION_ANSWER = {0: struct.Struct(">ihq"), 2: struct.Struct(">ihqq"), 5: struct.Struct(">ihqqq")}
+MAX_RESPONSE_VERSION = 7
+
+
+def decode_produce_response(version: int, data: bytes | memoryview) -> list[tuple[str, list[PartitionAnswer]]]:
+    """[(topic, [(partition, error code, base offset)])] of a ProduceResponse body (v0-v7,
+    after the response header). Raises ValueError if the bytes are cut short, a count is
+    negative, a name is not UTF-8, or bytes are left over."""
+    if not 0 <= version <= MAX_RESPONSE_VERSION:
+        raise ValueError(f"ProduceResponse v{version}: only v0-v{MAX_RESPONSE_VERSION} are decoded here")
+    answer = _PARTITION_ANSWER[5 if version >= 5 else 2 if version >= 2 else 0]
+    view = memoryview(data)
+    pos = 0
+    try:
+        (topic_count,) = _I32.unpack_from(view, pos)
+        pos += 4
+        if topic_count < 0:
+            raise ValueError(f"negative topic count {topic_count}")
+        topics: list[tuple[str, list[PartitionAnswer]]] = []
+        for _ in range(topic_count):
+            (name_length,) = _I16.unpack_from(view, pos)
+            pos += 2
+            if name_length < 0 or pos + name_length > len(view):
+                raise ValueError(f"topic name of {name_length} bytes at offset {pos}")
+            topic = bytes(view[pos:pos + name_length]).decode()
+            pos += name_length
+            (partition_count,) = _I32.unpack_from(view, pos)
+            pos += 4
+            if partition_count < 0:
+                raise ValueError(f"negative partition count {partition_count}")
+            partitions: list[PartitionAnswer] = []
+            for _ in range(partition_count):
+                fields = answer.unpack_from(view, pos)
+                pos += answer.size
+                partitions.append((fields[0], fields[1], fields[2]))
+            topics.append((topic, partitions))
+        if version >= 1:
+            _I32.unpack_from(view, pos)  # throttle_time_ms: not used, but it must be there
+            pos += _I32.size
+        if pos != len(view):
+            raise ValueError(f"{len(view) - pos} bytes left after the ProduceResponse")
+    except struct.error as exc:
+        raise ValueError(f"ProduceResponse v{version} cut short at offset {pos}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"ProduceResponse v{version}: a topic name is not UTF-8") from exc
+    return topics
+
+
 def _string(value: str) -> bytes:
     raw = value.encode()
     if len(raw) > MAX_STRING_BYTES:
@@ -85,13 +144,38 @@ class RawProduceRequest(ProduceRequest):
 _RAW_STRUCTS: dict[type[Any], type[Any]] = {}
 
 
+class ProduceAnswer:
+    """What aiokafka's connection hands back for a RawProduceRequest: `topics` as
+    decode_produce_response gives it (the shape of aiokafka's ProduceResponse.topics, first
+    three fields per partition)."""
+
+    __slots__ = ("topics",)
+
+    def __init__(self, topics: list[tuple[str, list[PartitionAnswer]]]) -> None:
+        self.topics = topics
+
+    def __repr__(self) -> str:
+        return f"ProduceAnswer({self.topics!r})"
+
+
 def _raw_struct_class(base: type[Any]) -> type[Any]:
-    """A subclass of aiokafka's request struct `base` whose encode() returns the prepared body."""
+    """A subclass of aiokafka's request struct `base` whose encode() returns the prepared body
+    and whose RESPONSE_TYPE decodes with decode_produce_response."""
     cls = _RAW_STRUCTS.get(base)
     if cls is None:
+        version = base.API_VERSION
+
         def encode(self: Any) -> bytes:
             body: bytes = self._raw_body
             return body
 
-        cls = _RAW_STRUCTS[base] = type(f"Raw{base.__name__}", (base,), {"encode": encode})
+        def decode(data: Any) -> ProduceAnswer:  # aiokafka passes a BytesIO after the response header
+            body = data.read() if hasattr(data, "read") else data
+            return ProduceAnswer(decode_produce_response(version, body))
+
+        attributes: dict[str, Any] = {"encode": encode}
+        if version <= MAX_RESPONSE_VERSION:
+            response_type = type(f"Raw{base.RESPONSE_TYPE.__name__}", (), {"decode": staticmethod(decode)})
+            attributes["RESPONSE_TYPE"] = response_type
+        cls = _RAW_STRUCTS[base] = type(f"Raw{base.__name__}", (base,), attributes)
     return cls

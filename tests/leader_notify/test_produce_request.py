@@ -1,14 +1,16 @@
-"""ProduceRequest bodies from raw batches: bytes written out by hand from the Kafka layout,
-and the same bodies as aiokafka's own Schema encodes them for every version it negotiates."""
+"""ProduceRequest bodies from raw batches and ProduceResponse answers: bytes written out by
+hand from the Kafka layout, and the same bytes as aiokafka's own Schema encodes them for
+every version it negotiates."""
 
 from __future__ import annotations
 
+import io
 import struct
 
 import pytest
 from aiokafka.protocol.produce import ProduceRequest
 
-from leader_notify.produce_request import RawProduceRequest, encode_produce_body
+from leader_notify.produce_request import RawProduceRequest, decode_produce_response, encode_produce_body
 
 # Two topics, the first with two partitions (one batch a memoryview slice), the second an empty batch.
 TOPICS = [("t", [(0, b"abc"), (3, memoryview(b"-xyz")[1:])]), ("uu", [(1, b"")])]
@@ -51,12 +53,67 @@ def test_refused(version, transactional_id, topics, error):
 
 
 @pytest.mark.parametrize("struct_class", ProduceRequest._CLASSES, ids=lambda c: c.__name__)
-def test_same_bytes_and_response_type_as_aiokafka(struct_class):
+def test_same_bytes_as_aiokafka(struct_class):
     as_bytes = [(t, [(q, bytes(b)) for q, b in parts]) for t, parts in TOPICS]
     ours = RawProduceRequest(None, -1, 1000, TOPICS).build(struct_class)
     theirs = ProduceRequest(None, -1, 1000, as_bytes).build(struct_class)
     assert ours.encode() == theirs.encode()
     assert isinstance(ours, struct_class)
-    assert type(ours).RESPONSE_TYPE is struct_class.RESPONSE_TYPE
     header = ours.build_request_header(correlation_id=7, client_id="c").encode()
     assert header == theirs.build_request_header(correlation_id=7, client_id="c").encode()
+
+
+# By hand: 2 topics; "t" (len 1) with p0 error 0 offset 5 and p3 error 6 offset -1; "uu" with p1 error 0 offset 9.
+def answer(extra: bytes, throttle: bool) -> bytes:
+    """`extra`: the per-partition fields after the offset (v2: log_append_time, v5: + log_start_offset)."""
+    return bytes.fromhex(
+        "00000002"
+        "0001" "74" "00000002"
+        + "00000000" "0000" "0000000000000005" + extra.hex()
+        + "00000003" "0006" "ffffffffffffffff" + extra.hex()
+        + "0002" "7575" "00000001"
+        + "00000001" "0000" "0000000000000009" + extra.hex()
+        + ("00000064" if throttle else ""))
+
+
+ANSWER = [("t", [(0, 0, 5), (3, 6, -1)]), ("uu", [(1, 0, 9)])]
+APPEND_TIME = bytes.fromhex("ffffffffffffffff")  # log_append_time -1 (CreateTime topics)
+LOG_START = bytes.fromhex("0000000000000007")
+
+
+@pytest.mark.parametrize(("version", "data"), [
+    (0, answer(b"", throttle=False)),
+    (1, answer(b"", throttle=True)),
+    (2, answer(APPEND_TIME, throttle=True)),
+    (4, answer(APPEND_TIME, throttle=True)),
+    (5, answer(APPEND_TIME + LOG_START, throttle=True)),
+    (7, answer(APPEND_TIME + LOG_START, throttle=True)),
+])
+def test_answer_read_by_hand(version, data):
+    assert decode_produce_response(version, data) == ANSWER
+    assert decode_produce_response(version, bytes.fromhex("00000000") + (b"\0" * 4 if version else b"")) == []
+
+
+@pytest.mark.parametrize(("version", "data", "match"), [
+    (8, answer(b"", throttle=False), "only v0-v7"),
+    (1, answer(b"", throttle=True)[:-1], "cut short"),  # throttle time cut
+    (0, answer(b"", throttle=False)[:20], "cut short"),  # inside a partition
+    (0, answer(b"", throttle=False) + b"x", "1 bytes left"),
+    (0, bytes.fromhex("ffffffff"), "negative topic count"),
+    (0, bytes.fromhex("00000001" "0001" "74" "ffffffff"), "negative partition count"),
+    (0, bytes.fromhex("00000001" "0005" "74"), "topic name of 5 bytes"),
+    (0, bytes.fromhex("00000001" "0001" "ff" "00000000"), "not UTF-8"),
+])
+def test_bad_answer_refused(version, data, match):
+    with pytest.raises(ValueError, match=match):
+        decode_produce_response(version, data)
+
+
+@pytest.mark.parametrize("struct_class", ProduceRequest._CLASSES, ids=lambda c: c.__name__)
+def test_answer_as_aiokafka_encodes_it(struct_class):
+    version = struct_class.API_VERSION
+    extra = (-1,) * (version >= 2) + (7,) * (version >= 5)
+    topics = [(t, [(*part, *extra) for part in parts]) for t, parts in ANSWER]
+    encoded = struct_class.RESPONSE_TYPE(topics, 100).encode() if version else struct_class.RESPONSE_TYPE(topics).encode()
+    built = RawProduceRequest(None, -1, 1000, TOPICS).build(struct_class)
+    assert type(built).RESPONSE_TYPE.decode(io.BytesIO(encoded)).topics == ANSWER  # as the connection calls it
