@@ -36,7 +36,8 @@ from aiokafka.structs import TopicPartition
 
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 from core.zones import leader_zone
-from leader_notify.produce_request import Batch, RawProduceRequest
+from leader_notify.produce_codec import Batch
+from leader_notify.produce_request import RawProduceRequest
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ import struct
 import pytest
 from aiokafka.protocol.produce import ProduceRequest
 
-from leader_notify.produce_request import RawProduceRequest, decode_produce_response, encode_produce_body
+from leader_notify.produce_codec import decode_produce_response, encode_produce_body
+from leader_notify.produce_request import RawProduceRequest
 
 # Two topics, the first with two partitions (one batch a memoryview slice), the second an empty batch.
 TOPICS = [("t", [(0, b"abc"), (3, memoryview(b"-xyz")[1:])]), ("uu", [(1, b"")])]
