@@ -259,6 +259,12 @@ class KafkaAppender:
         try:
             while self._pending.get(node):
                 await self._send_round(client, node)
+                if not self._pending.get(node):
+                    # The callers just answered queue their partitions' next batches at the
+                    # loop's next turn: this task waits that one turn and sends them, where
+                    # ending here would have the first of them start a new task that sends
+                    # a turn later (a task and a loop turn less per round trip).
+                    await asyncio.sleep(0)
         finally:
             del self._drains[node]
             for _tp, _batch, fut in self._pending.pop(node, []):
