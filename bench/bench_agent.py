@@ -19,7 +19,9 @@ received. CPU: the agent processes' user+system time (/proc), per MiB.
 Phase "producer": a plain AIOKafkaProducer (acks=all) sends the same records grouped in the
 same batches (create_batch/send_batch), to a fresh topic. Timed: first send to last ack.
 Also printed: CPU time per MiB of the agents (their processes) and of the producer (this
-process), steadier than wall clock on a shared host.
+process), steadier than wall clock on a shared host, and the others' CPU per MiB: what the
+phase costs the rest of the stack on the same cores (moto serving the GETs, Tansu, and
+this process, i.e. the proxy's notifiers; for the producer phase Tansu).
 
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer.
@@ -162,12 +164,14 @@ class AgentProcesses:
 
     def cpu_s(self, n: int) -> float:
         """user + system CPU seconds of the first `n` agent processes so far."""
-        total = 0
-        for proc in self.procs[:n]:
-            with open(f"/proc/{proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-        return total / CLOCK_TICKS
+        return sum(process_cpu_s(proc.pid) for proc in self.procs[:n])
+
+
+def process_cpu_s(pid: int) -> float:
+    """user + system CPU seconds of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15 of stat)
 
 
 async def run_agent_phase(config, objs, bucket: str) -> float:
@@ -263,6 +267,11 @@ def main() -> int:
     wall = {n: 0.0 for n in counts}
     cpu = {n: 0.0 for n in counts}
     t_producer = cpu_producer = 0.0
+    # The rest of each phase's CPU on the same cores: moto (S3) and Tansu; for the agents also
+    # this process (the proxy's notifiers and sender). Printed so the ratio can be read
+    # against what the agents' phase makes the shared cores do besides appending.
+    others = {n: [0.0, 0.0, 0.0] for n in counts}  # moto, Tansu, this process
+    others_producer = 0.0
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True)
     with start_moto() as moto, start_tansu() as tansu:
@@ -283,25 +292,33 @@ def main() -> int:
                     create_topic(tansu.bootstrap, topic, args.partitions)
                     objs = put_objects(s3, bucket, topic, batches, AgentMap(config.notify.agents))
                     c0 = agents.cpu_s(n)
+                    o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(tansu.proc.pid), time.process_time())
                     t = trio.run(run_agent_phase, config, objs, bucket)
                     cpu[n] += agents.cpu_s(n) - c0
+                    o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(tansu.proc.pid), time.process_time())
+                    others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
                     wall[n] += t
                     line.append(f"agents x{n} {mib / t:7.1f} MiB/s")
                 topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
                 create_topic(tansu.bootstrap, topic_p, args.partitions)
                 c1 = time.process_time()
+                t1 = process_cpu_s(tansu.proc.pid)
                 tp = asyncio.run(run_producer_phase(tansu.bootstrap, topic_p, batches))
                 cpu_producer += time.process_time() - c1
+                others_producer += process_cpu_s(tansu.proc.pid) - t1
                 t_producer += tp
                 line.append(f"producer {mib / tp:7.1f} MiB/s")
                 print("   ".join(line))
     total = mib * args.rounds
     producer_rate = total / t_producer
-    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s}")
+    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s}   others' CPU s/MiB: "
+          f"{'moto':>7s} {'Tansu':>7s} {'proxy':>7s}")
     for n in counts:
         rate = total / wall[n]
-        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f}")
-    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f}")
+        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f}   {'':19s}"
+              + " ".join(f"{x / total:7.4f}" for x in others[n]))
+    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f}   {'':19s}"
+          f"{'-':>7s} {others_producer / total:7.4f} {'-':>7s}")
     return 0
 
 
