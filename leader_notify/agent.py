@@ -517,7 +517,7 @@ class Agent:
                 self.metrics.entries_appended.inc()
                 self.metrics.bytes_appended.inc(len(batch))
             self.applied.put(req.key, i, res.base_offset)
-            results[i] = p.EntryResult(0, res.base_offset, res.duplicate)
+            results[i] = p.EntryResult(0, res.base_offset, res.duplicate, round(res.latency_s * 1_000_000))
 
 
 def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | None:
