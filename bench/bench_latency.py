@@ -4,7 +4,7 @@ WAL on S3 Express One Zone, side by side in one run (issue 19).
 Strategy: two zones in loopback mode (deploy/local/zones.py: moto and one Tansu broker per zone);
 S3 behind the latency injector with a size-dependent profile (deploy/local/s3_delay.py
 `--profile standard|express`), and for the Express setup the S3 Express front
-(deploy/local/s3_express.py: directory buckets, sessions) in front of the injector. Each setup
+(deploy/local/s3_express.py: directory buckets, sessions) behind the injector. Each setup
 starts the sidecars (proxy + agent) of both zones; the producer is in use1-az1 and every
 partition is led in use1-az2, so each batch crosses zones:
   direct        router.policy direct (the batch goes straight to the leader's zone)
@@ -65,20 +65,30 @@ TOPIC_PREFIX = "lat-"
 
 @contextlib.contextmanager
 def s3_store(env: ZoneEnv, setup: str, work: Path) -> Iterator[tuple[str, str, str]]:
-    """(storage class, endpoint URL, wal.bucket) of a fresh WAL store behind the latency injector."""
+    """(storage class, endpoint URL, wal.bucket) of a fresh WAL store behind the latency injector.
+
+    Express: the injector in front of the Express front (client -> injector -> front -> moto),
+    so the front's own hop (parsing, SigV4 checks, its connection to moto) is inside the
+    profile's latency, like moto's, rather than added to it.
+    """
     storage_class = "express" if setup == "wal-express" else "standard"
     assert env.moto is not None
     moto = ("127.0.0.1", env.moto.port)
-    argv = [sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"{moto[0]}:{moto[1]}",
-            "--listen", "127.0.0.1:0", "--profile", storage_class, "--hold", "answer"]
     base = f"wal-{uuid.uuid4().hex[:8]}"
-    with running_listener(argv, work / f"s3-delay-{setup}.log", "S3 latency injector") as delayed:
-        if storage_class == "express":
-            for zone in ZONES:
-                create_directory_bucket(moto, f"{base}--{zone}--x-s3")
-            with running_front(delayed, work / f"s3-express-{setup}.log") as endpoint:
-                yield storage_class, endpoint, base
-        else:
+
+    def injector(upstream: str) -> contextlib.AbstractContextManager[str]:
+        argv = [sys.executable, "-m", "deploy.local.s3_delay", "--upstream", upstream,
+                "--listen", "127.0.0.1:0", "--profile", storage_class, "--hold", "answer"]
+        return running_listener(argv, work / f"s3-delay-{setup}.log", "S3 latency injector")
+
+    if storage_class == "express":
+        for zone in ZONES:
+            create_directory_bucket(moto, f"{base}--{zone}--x-s3")
+        with running_front(f"{moto[0]}:{moto[1]}", work / f"s3-express-{setup}.log") as front, \
+                injector(front.removeprefix("http://")) as delayed:
+            yield storage_class, f"http://{delayed}", base
+    else:
+        with injector(f"{moto[0]}:{moto[1]}") as delayed:
             env.create_bucket(base)
             yield storage_class, f"http://{delayed}", base
 
