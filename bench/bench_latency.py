@@ -10,6 +10,8 @@ partition is led in use1-az2, so each batch crosses zones:
   direct        router.policy direct (the batch goes straight to the leader's zone)
   wal-standard  router.policy wal, wal.storage_class standard (linger 250 ms by default)
   wal-express   router.policy wal, wal.storage_class express (linger 20 ms by default)
+A setup may name its own linger after an @ (`wal-express@5`), so one run can put the default
+and a shorter linger side by side.
 
 The injector runs with `--hold answer`: each S3 request is answered when the profile's time
 has passed since it arrived, moto's own time included (not added on top of the profile).
@@ -28,7 +30,7 @@ Measured at the producer, through use1-az1's sidecar:
 
 Usage (the lead runs it for figures; tests only smoke it with tiny parameters):
   .venv/bin/python bench/bench_latency.py [--rate 200] [--seconds 20] [--records 20000]
-      [--record-bytes 100] [--setups direct,wal-standard,wal-express] [--stages] [--linger-ms express=5] [--json FILE]
+      [--record-bytes 100] [--setups direct,wal-standard,wal-express,wal-express@5] [--stages] [--linger-ms express=5] [--json FILE]
 """
 
 from __future__ import annotations
@@ -157,18 +159,31 @@ def kafka_python_throughput(bootstrap: str, topic: str, records: int, record_byt
     return elapsed
 
 
+def parse_setup(text: str) -> tuple[str, int | None]:
+    """"wal-express@5" -> ("wal-express", 5); "direct" -> ("direct", None). ValueError if unknown."""
+    name, _, linger = text.partition("@")
+    if name not in SETUPS or (linger and (not linger.isdigit() or name == "direct")):
+        raise ValueError(text)
+    return name, int(linger) if linger else None
+
+
 def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) -> dict:
-    with s3_store(env, setup, work) as (storage_class, endpoint, bucket):
+    kind, linger_override = parse_setup(setup)
+    with s3_store(env, kind, work) as (storage_class, endpoint, bucket):
+        linger_ms = linger_override if linger_override is not None else args.linger_ms.get(
+            storage_class, DEFAULT_LINGER_MS[storage_class])
         settings = SidecarSettings(
-            wal_bucket=bucket, audit_dir=work / f"audit-{setup}", policy="direct" if setup == "direct" else "wal",
-            linger_ms=args.linger_ms.get(storage_class, DEFAULT_LINGER_MS[storage_class]), partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
+            wal_bucket=bucket, audit_dir=work / f"audit-{setup.replace('@', '-')}",
+            policy="direct" if kind == "direct" else "wal",
+            linger_ms=linger_ms, partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
             extra={"wal": {"storage_class": storage_class, "endpoint_url": endpoint}})
         start = sidecar_starter(env, settings)
         with contextlib.ExitStack() as stack:
             for zone in env.zones:
                 stack.enter_context(start(env, zone))
             bootstrap = env.zone(ZONES[0]).sidecar_bootstrap
-            topics = {kind: f"{TOPIC_PREFIX}{setup}-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("paced", "rdk", "kp")}
+            tag = setup.replace("@", "-")
+            topics = {t: f"{TOPIC_PREFIX}{tag}-{t}-{uuid.uuid4().hex[:6]}" for t in ("paced", "rdk", "kp")}
             create_topics(env.zone(ZONES[0]).broker_bootstrap,
                           {"topics": [{"name": t, "partitions": 1} for t in topics.values()]})
             latencies = paced_latency_ms(bootstrap, topics["paced"], args.rate, args.seconds)
@@ -203,7 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     if set(args.linger_ms) - set(DEFAULT_LINGER_MS):
         parser.error(f"--linger-ms: the class is one of {', '.join(DEFAULT_LINGER_MS)}")
     setups = [s for s in args.setups.split(",") if s]
-    if not setups or any(s not in SETUPS for s in setups):
+    try:
+        for s in setups:
+            parse_setup(s)
+    except ValueError as exc:
+        parser.error(f"--setups: {exc} is not one of {','.join(SETUPS)} (a WAL setup may add @LINGER_MS)")
+    if not setups:
         parser.error(f"--setups: a comma-separated subset of {','.join(SETUPS)}")
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
@@ -213,11 +233,11 @@ def main(argv: list[str] | None = None) -> int:
             for setup in setups:
                 results.append(run_setup(env, setup, args, work))
     direct = next((r for r in results if r["setup"] == "direct"), None)
-    print(f"{'setup':<14}{'linger':>8}{'p50 ms':>9}{'p99 ms':>9}{'librdkafka MB/s':>17}{'kafka-python MB/s':>19}"
+    print(f"{'setup':<17}{'linger':>8}{'p50 ms':>9}{'p99 ms':>9}{'librdkafka MB/s':>17}{'kafka-python MB/s':>19}"
           f"{'vs direct':>11}")
     for r in results:
         ratio = r["librdkafka_mb_s"] / direct["librdkafka_mb_s"] if direct else float("nan")
-        print(f"{r['setup']:<14}{r['linger_ms']:>8}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['librdkafka_mb_s']:>17.3f}"
+        print(f"{r['setup']:<17}{r['linger_ms']:>8}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['librdkafka_mb_s']:>17.3f}"
               f"{r['kafka_python_mb_s']:>19.3f}{ratio:>11.2f}")
     if args.stages:
         for r in results:
