@@ -15,6 +15,7 @@ import gzip
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -27,12 +28,14 @@ from router.plan import (
     PlanError,
     Usage,
     WalSettings,
+    applies_from_records,
     arrivals_from_produce_batches,
     audited_totals,
     cross_byte_usd,
     flow_from_row,
     flows_from_produce_batches,
     host_verdicts,
+    notify_sizes_from_records,
     plan,
     replay_usage,
     storage_classes,
@@ -83,10 +86,16 @@ def main(args: argparse.Namespace) -> int:
         root = Path(args.from_audit)
         try:
             flows, window_s = flows_from_produce_batches(audit_records(root))
+            sizes = notify_sizes_from_records(audit_records(root))
+            if sizes is not None:  # the run's own notification sizes (names, keys) for every figure
+                wal = replace(wal, notify_bytes_per_share=sizes[0], notify_bytes_per_entry=sizes[1])
             if args.compare:
                 audited = audited_totals(audit_records(root))
                 arrivals = arrivals_from_produce_batches(audit_records(root))
-                replayed = {mode: replay_usage(arrivals, mode, wal)[0] for mode in ("sidecar", "gateway")}
+                applied, delays = applies_from_records(audit_records(root))
+                # one writer per proxy id is the run's own mode: its agents' measured applications
+                replayed = {"sidecar": replay_usage(arrivals, "sidecar", wal, applied=applied)[0],
+                            "gateway": replay_usage(arrivals, "gateway", wal, apply_delay_s=delays)[0]}
         except PlanError as exc:
             raise ConfigError(f"{root}: {exc}") from exc
     else:

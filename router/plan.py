@@ -26,6 +26,7 @@ across stays direct (without the router's hysteresis band).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -60,11 +61,14 @@ class Flow:
     leader_zone: str
     bytes_per_s: float
     batches_per_s: float  # partition batches per second (each is one WAL entry)
+    # produce requests per second carrying this flow's batches (0: unknown, each batch is its own
+    # arrival); a host's requests are one stream, its rate the largest of its flows' (see _arrivals)
+    requests_per_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.host or not self.zone or not self.leader_zone:
             raise PlanError(f"flow {self!r}: host, zone and leader_zone must be set")
-        if self.bytes_per_s < 0 or self.batches_per_s < 0:
+        if self.bytes_per_s < 0 or self.batches_per_s < 0 or self.requests_per_s < 0:
             raise PlanError(f"flow {self.host}->{self.leader_zone}: rates must be >= 0")
         if self.bytes_per_s > 0 and self.batches_per_s <= 0:
             raise PlanError(f"flow {self.host}->{self.leader_zone}: bytes without batches")
@@ -109,6 +113,10 @@ class WalSettings:
     agents_per_zone: int = 1  # each writes its own manifests
     writers_per_zone: int = 1  # gateway mode: instances x worker processes per zone
     policy: str = "cost"  # "cost" (per zone, cheaper path) or "wal" (every cross-zone batch)
+    # a notification's bytes across zones (request + response): per share and per entry; the
+    # defaults are worked out from the protocol, `notify_sizes_from_records` measures a run's
+    notify_bytes_per_share: float = NOTIFY_BYTES_PER_SHARE
+    notify_bytes_per_entry: float = NOTIFY_BYTES_PER_ENTRY
 
     def __post_init__(self) -> None:
         if self.linger_ms < 1 or self.max_bytes < 1 or self.checkpoint_interval_ms < 1:
@@ -117,6 +125,8 @@ class WalSettings:
             raise PlanError("checkpoint_max_keys, agents_per_zone and writers_per_zone must be >= 1")
         if self.policy not in ("cost", "wal"):
             raise PlanError(f"policy: 'cost' or 'wal', got {self.policy!r}")
+        if self.notify_bytes_per_share < 0 or self.notify_bytes_per_entry < 0:
+            raise PlanError("notify_bytes_per_share and notify_bytes_per_entry must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -175,51 +185,80 @@ class _ZoneStream:
 
 
 @dataclass(frozen=True)
+class HostArrivals:
+    """How one producer host's traffic reaches its writer: per destination zone, the arrivals per
+    second that carry batches for it. `requests`: they are produce requests, one stream per host (a
+    request carries every zone it has batches for, so the host's rate is its largest zone's);
+    otherwise every batch arrives on its own (the host's rate is the sum)."""
+
+    by_zone: dict[str, float]
+    requests: bool = False
+
+    def rate(self, zones: Iterable[str]) -> float:
+        rates = [self.by_zone[z] for z in zones if z in self.by_zone]
+        if not rates:
+            return 0.0
+        return max(rates) if self.requests else sum(rates)
+
+
+@dataclass(frozen=True)
 class WriterLoad:
-    """One WAL writer's cross-zone traffic by destination zone."""
+    """One WAL writer's cross-zone traffic by destination zone, and its hosts' arrivals
+    (empty: each batch of `by_dest` arrives on its own)."""
 
     zone: str
     by_dest: dict[str, _ZoneStream] = field(default_factory=dict)
+    hosts: tuple[HostArrivals, ...] = ()
+
+    def arrivals(self, zones: Iterable[str]) -> tuple[float, dict[str, float]]:
+        """(arrivals per second, arrivals carrying zone z per second) of the traffic to `zones`."""
+        zones = [z for z in zones if z in self.by_dest]
+        hosts = self.hosts or (HostArrivals({z: s.batches_per_s for z, s in self.by_dest.items()}),)
+        return (sum(h.rate(zones) for h in hosts),
+                {z: sum(h.by_zone.get(z, 0.0) for h in hosts) for z in zones})
 
 
-def _objects(load: Mapping[str, _ZoneStream], wal: WalSettings) -> tuple[float, dict[str, float]]:
-    """(objects per second, shares per second by zone) of a writer carrying `load` via the WAL."""
-    r = sum(s.bytes_per_s for s in load.values())
-    lam = sum(s.batches_per_s for s in load.values())
+def _objects(load: WriterLoad, zones: Iterable[str], wal: WalSettings) -> tuple[float, dict[str, float]]:
+    """(objects per second, shares per second by zone) of a writer carrying `load`'s traffic to
+    `zones` via the WAL: arrivals at rate lam open objects of W = min(linger, max_bytes / r)."""
+    zones = [z for z in zones if z in load.by_dest]
+    r = sum(load.by_dest[z].bytes_per_s for z in zones)
+    lam, lam_z = load.arrivals(zones)
     if r <= 0 or lam <= 0:
-        return 0.0, {z: 0.0 for z in load}
+        return 0.0, {z: 0.0 for z in zones}
     window = min(wal.linger_ms / 1000.0, wal.max_bytes / r)
     per_s = 1.0 / (window + 1.0 / lam)
-    shares = {z: per_s * (1.0 - (1.0 - s.batches_per_s / lam) * math.exp(-s.batches_per_s * window))
-              for z, s in load.items()}
+    shares = {z: per_s * (1.0 - (1.0 - min(lam_z[z] / lam, 1.0)) * math.exp(-lam_z[z] * window)) for z in zones}
     return per_s, shares
 
 
-def _wal_zone_cost(load: Mapping[str, _ZoneStream], wal: WalSettings, cls: ClassPrices,
+def _wal_zone_cost(load: WriterLoad, zones: set[str], wal: WalSettings, cls: ClassPrices,
                    prices: Prices) -> dict[str, float]:
     """USD per second each destination zone's WAL share costs (PUT split by bytes)."""
-    objects, shares = _objects(load, wal)
-    r = sum(s.bytes_per_s for s in load.values())
+    objects, shares = _objects(load, zones, wal)
+    r = sum(load.by_dest[z].bytes_per_s for z in zones)
     byte_usd = cross_byte_usd(prices)
     out = {}
-    for z, s in load.items():
+    for z in zones:
+        s = load.by_dest[z]
         put_share = objects * cls.put * (s.bytes_per_s / r if r else 0.0)
         out[z] = (put_share + shares[z] * (cls.get + cls.put)  # GET and (at most) a checkpoint PUT
-                  + (shares[z] * NOTIFY_BYTES_PER_SHARE + s.batches_per_s * NOTIFY_BYTES_PER_ENTRY) * byte_usd
+                  + (shares[z] * wal.notify_bytes_per_share + s.batches_per_s * wal.notify_bytes_per_entry) * byte_usd
                   + s.bytes_per_s * (cls.upload_per_gb + cls.retrieval_per_gb) / GB)
     return out
 
 
-def _wal_zones(load: Mapping[str, _ZoneStream], wal: WalSettings, cls: ClassPrices, prices: Prices) -> set[str]:
+def _wal_zones(load: WriterLoad, wal: WalSettings, cls: ClassPrices, prices: Prices) -> set[str]:
     """The destination zones a writer sends through the WAL under `wal.policy`."""
-    chosen = {z for z, s in load.items() if s.bytes_per_s > 0}
+    chosen = {z for z, s in load.by_dest.items() if s.bytes_per_s > 0}
     if wal.policy == "wal":
         return chosen
     byte_usd = cross_byte_usd(prices)
-    for _ in range(len(load) + 1):
-        costs = _wal_zone_cost({z: load[z] for z in chosen}, wal, cls, prices)
+    for _ in range(len(load.by_dest) + 1):
+        costs = _wal_zone_cost(load, chosen, wal, cls, prices)
+        streams = load.by_dest
         keep = {z for z in chosen
-                if costs[z] < (load[z].bytes_per_s + load[z].batches_per_s * PRODUCE_OVERHEAD_BYTES) * byte_usd}
+                if costs[z] < (streams[z].bytes_per_s + streams[z].batches_per_s * PRODUCE_OVERHEAD_BYTES) * byte_usd}
         if keep == chosen:
             break
         chosen = keep
@@ -229,34 +268,49 @@ def _wal_zones(load: Mapping[str, _ZoneStream], wal: WalSettings, cls: ClassPric
 def writer_usage(load: WriterLoad, wal: WalSettings, cls: ClassPrices, prices: Prices) -> Usage:
     """Per-second usage of one writer (checkpoints are added per zone by `plan_mode`)."""
     direct = {z: s.bytes_per_s + s.batches_per_s * PRODUCE_OVERHEAD_BYTES for z, s in load.by_dest.items()}
-    via_wal = _wal_zones(load.by_dest, wal, cls, prices)
-    wal_load = {z: load.by_dest[z] for z in via_wal}
-    objects, shares = _objects(wal_load, wal)
+    via_wal = _wal_zones(load, wal, cls, prices)
+    objects, shares = _objects(load, via_wal, wal)
     crossed = sum(b for z, b in direct.items() if z not in via_wal)
-    crossed += sum(shares[z] * NOTIFY_BYTES_PER_SHARE + wal_load[z].batches_per_s * NOTIFY_BYTES_PER_ENTRY
+    crossed += sum(shares[z] * wal.notify_bytes_per_share + load.by_dest[z].batches_per_s * wal.notify_bytes_per_entry
                    for z in via_wal)
-    wal_bytes = sum(s.bytes_per_s for s in wal_load.values())
+    wal_bytes = sum(load.by_dest[z].bytes_per_s for z in via_wal)
     return Usage(crossed_bytes=crossed, direct_equivalent_bytes=sum(direct.values()), wal_bytes=wal_bytes,
                  objects=objects, shares=sum(shares.values()), share_bytes=wal_bytes)
 
 
+def _host_arrivals(flows: Sequence[Flow], scale: float = 1.0) -> HostArrivals:
+    """One host's arrivals: its produce requests when every flow says how many, else its batches."""
+    requests = all(f.requests_per_s > 0 for f in flows)
+    by_zone: dict[str, float] = {}
+    for f in flows:
+        by_zone[f.leader_zone] = by_zone.get(f.leader_zone, 0.0) + (
+            f.requests_per_s if requests else f.batches_per_s) * scale
+    return HostArrivals(by_zone, requests)
+
+
 def writers_of(flows: Sequence[Flow], mode: str, wal: WalSettings) -> list[WriterLoad]:
     """Who writes WAL objects: one writer per host (sidecar) or `writers_per_zone` per zone
-    (gateway, the zone's traffic spread evenly over them). Same-zone flows are left out."""
-    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    (gateway, the zone's traffic - each host's arrivals too - spread evenly over them).
+    Same-zone flows are left out."""
+    groups: dict[tuple[str, str], dict[tuple[str, str], list[Flow]]] = {}
     for f in flows:
         if not f.cross or f.bytes_per_s <= 0:
             continue
         owner = (f.host, f.zone) if mode == "sidecar" else (f.zone, f.zone)
-        acc = groups.setdefault(owner, {}).setdefault(f.leader_zone, [0.0, 0.0])
-        acc[0] += f.bytes_per_s
-        acc[1] += f.batches_per_s
-    if mode == "sidecar":
-        return [WriterLoad(zone, {z: _ZoneStream(b, n) for z, (b, n) in dests.items()})
-                for (_, zone), dests in sorted(groups.items())]
-    k = wal.writers_per_zone
-    return [WriterLoad(zone, {z: _ZoneStream(b / k, n / k) for z, (b, n) in dests.items()})
-            for (_, zone), dests in sorted(groups.items()) for _ in range(k)]
+        groups.setdefault(owner, {}).setdefault((f.host, f.zone), []).append(f)
+    k = 1 if mode == "sidecar" else wal.writers_per_zone
+    out = []
+    for (_, zone), hosts in sorted(groups.items()):
+        dests: dict[str, list[float]] = {}
+        for host_flows in hosts.values():
+            for f in host_flows:
+                acc = dests.setdefault(f.leader_zone, [0.0, 0.0])
+                acc[0] += f.bytes_per_s / k
+                acc[1] += f.batches_per_s / k
+        arrivals = tuple(_host_arrivals(fs, 1.0 / k) for _, fs in sorted(hosts.items()))
+        out += [WriterLoad(zone, {z: _ZoneStream(b, n) for z, (b, n) in sorted(dests.items())}, arrivals)
+                for _ in range(k)]
+    return out
 
 
 def checkpoints_per_s(shares_per_s: float, wal: WalSettings) -> float:
@@ -287,8 +341,7 @@ def plan_mode(flows: Sequence[Flow], mode: str, wal: WalSettings, cls: ClassPric
         for w in writers:
             u = writer_usage(w, wal, cls, prices)
             usage += u
-            via_wal = _wal_zones(w.by_dest, wal, cls, prices)
-            for z, s in _objects({z: w.by_dest[z] for z in via_wal}, wal)[1].items():
+            for z, s in _objects(w, _wal_zones(w, wal, cls, prices), wal)[1].items():
                 shares_into[z] = shares_into.get(z, 0.0) + s
         usage = replace(usage, checkpoints=sum(checkpoints_per_s(s, wal) for s in shares_into.values()))
     m = SECONDS_PER_MONTH
@@ -396,11 +449,18 @@ def flow_from_row(row: Mapping[str, str], default_batch_bytes: int = DEFAULT_BAT
     return Flow(row["host"].strip(), row["zone"].strip(), row["leader_zone"].strip(), rate, batches)
 
 
+# Batches a proxy received within this long of each other (ts_ms - latency_ms) came in one produce
+# request, or in requests that reached the writer together: one arrival for the object model.
+REQUEST_GAP_S = 0.005
+
+
 def flows_from_produce_batches(records: Iterable[Mapping[str, object]]) -> tuple[list[Flow], float]:
     """A profile from audit `produce_batch` records (core/audit.py): per proxy (host) and leader
-    zone, bytes and batches over the window from the first to the last record. Returns the
-    flows and the window in seconds. Raises PlanError when there is nothing to measure."""
+    zone, bytes, batches and arrivals (batches received within REQUEST_GAP_S of each other, a
+    produce request: `requests_per_s`) over the window from the first to the last record.
+    Returns the flows and the window in seconds. Raises PlanError when there is nothing to measure."""
     sums: dict[tuple[str, str, str], list[float]] = {}
+    received: dict[tuple[str, str], list[tuple[float, str]]] = {}
     first = last = None
     for r in records:
         if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
@@ -409,14 +469,28 @@ def flows_from_produce_batches(records: Iterable[Mapping[str, object]]) -> tuple
         first = ts if first is None else min(first, ts)
         last = ts if last is None else max(last, ts)
         leader = str(r.get("leader_zone") or r.get("zone"))
-        key = (str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")), leader)
-        acc = sums.setdefault(key, [0.0, 0.0])
+        host = (str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")))
+        acc = sums.setdefault((*host, leader), [0.0, 0.0, 0.0])
         acc[0] += float(r.get("bytes") or 0)  # type: ignore[arg-type]
         acc[1] += 1
+        latency = max(float(r.get("latency_ms") or 0), 0.0)  # type: ignore[arg-type]
+        received.setdefault(host, []).append(((ts - latency) / 1000.0, leader))
     if first is None or last is None:
         raise PlanError("no successful produce_batch records in the audit input")
+    for (host, zone), times in received.items():
+        times.sort()
+        request: set[str] = set()
+        previous = None
+        for t, leader in times + [(math.inf, "")]:
+            if previous is not None and t - previous > REQUEST_GAP_S:
+                for z in request:
+                    sums[(host, zone, z)][2] += 1
+                request = set()
+            request.add(leader)
+            previous = t
     window_s = max((last - first) / 1000.0, 0.001)
-    return [Flow(h, z, lz, b / window_s, n / window_s) for (h, z, lz), (b, n) in sorted(sums.items())], window_s
+    return [Flow(h, z, lz, b / window_s, n / window_s, q / window_s)
+            for (h, z, lz), (b, n, q) in sorted(sums.items())], window_s
 
 
 @dataclass(frozen=True)
@@ -535,10 +609,64 @@ def replay_writer(arrivals: Sequence[Arrival], linger_ms: int, max_bytes: int) -
     return objects
 
 
-def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings) -> tuple[Usage, float]:
+def notify_sizes_from_records(records: Iterable[Mapping[str, object]]) -> tuple[float, float] | None:
+    """(bytes per share, bytes per entry) of a run's notifications (request + response bytes
+    against entries, least squares over the `notification` records with status ok: the key, topic
+    and zone names of a deployment make them differ from the defaults); None without any. With a
+    single entry count, the per-entry default is kept and the per-share figure fitted."""
+    points = [(float(r.get("entries") or 0), float(r.get("request_bytes") or 0) + float(r.get("response_bytes") or 0))  # type: ignore[arg-type]
+              for r in records if r.get("kind") == "notification" and r.get("status", "ok") == "ok"]
+    if not points:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    per_entry = (sum((x - mx) * (y - my) for x, y in points) / sxx) if sxx > 0 else float(NOTIFY_BYTES_PER_ENTRY)
+    return max(my - per_entry * mx, 0.0), max(per_entry, 0.0)
+
+
+def applies_from_records(records: Iterable[Mapping[str, object]]) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """What the agents did with the WAL objects, from audit records: per agent zone, the times
+    (s) they applied a share (`agent_apply` status ok, emitted once the answer is on its way,
+    which is when the object's key joins the next checkpoint manifest), and the median delay from
+    an object's seal (its `wal_flush` PUT started: ts_ms - put_ms) to that application."""
+    sealed: dict[str, float] = {}
+    applied: list[tuple[str, str, float]] = []
+    for r in records:
+        kind = r.get("kind")
+        if kind == "wal_flush" and r.get("ok", True):
+            sealed[str(r.get("key"))] = (int(r["ts_ms"]) - float(r.get("put_ms") or 0)) / 1000.0  # type: ignore[call-overload, arg-type]
+        elif kind == "agent_apply" and r.get("status", "ok") == "ok":
+            applied.append((str(r.get("zone")), str(r.get("key")), int(r["ts_ms"]) / 1000.0))  # type: ignore[call-overload]
+    times: dict[str, list[float]] = {}
+    delays: dict[str, list[float]] = {}
+    for zone, key, t in applied:
+        times.setdefault(zone, []).append(t)
+        if key in sealed:
+            delays.setdefault(zone, []).append(t - sealed[key])
+    return ({z: sorted(ts) for z, ts in times.items()},
+            {z: statistics.median(ds) for z, ds in delays.items()})
+
+
+def manifests(applied_s: Sequence[float], wal: WalSettings) -> int:
+    """Checkpoint manifests one agent writes for shares applied at these times (sorted): a timer
+    of `checkpoint_interval_ms` from the first key waiting, or at once at `checkpoint_max_keys`
+    (leader_notify/agent.py), the same rule as the writer's linger and max_bytes."""
+    keys = [Arrival(t, "agent", "-", "-", 1) for t in applied_s]
+    return len(replay_writer(keys, wal.checkpoint_interval_ms, wal.checkpoint_max_keys))
+
+
+def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings,
+                 applied: Mapping[str, Sequence[float]] | None = None,
+                 apply_delay_s: Mapping[str, float] | None = None) -> tuple[Usage, float]:
     """Usage totals (not rates) and the window in seconds if these arrivals had been served in
     `mode` ("sidecar": a writer per host; "gateway": `writers_per_zone` per zone, hosts
     assigned round robin) with every cross-zone batch through the WAL (policy wal).
+
+    Checkpoint manifests: from `applied` (per agent zone, the measured times its agent applied
+    shares: the run's own mode) if given; else each replayed share is applied `apply_delay_s[zone]`
+    (the measured median, 0 if unknown) after its object's seal.
     Raises PlanError for an unknown mode or no arrivals."""
     if mode not in ("sidecar", "gateway"):
         raise PlanError(f"replay mode: sidecar or gateway, got {mode!r}")
@@ -561,15 +689,15 @@ def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings) -> tu
         objects += replay_writer(stream, wal.linger_ms, wal.max_bytes)
     shares = sum(len(o.entries_by_zone) for o in objects)
     entries = sum(sum(o.entries_by_zone.values()) for o in objects)
-    # each zone's agent (agents_per_zone 1) batches applied objects into manifests the way the
-    # writer batches entries: a timer of checkpoint_interval_ms from the first, or checkpoint_max_keys
-    applied: dict[str, list[Arrival]] = {}
-    for o in sorted(objects, key=lambda o: o.sealed_s):
-        for z in o.entries_by_zone:
-            applied.setdefault(z, []).append(Arrival(o.sealed_s, "agent", z, z, 1))
-    checkpoints = sum(len(replay_writer(keys, wal.checkpoint_interval_ms, wal.checkpoint_max_keys))
-                      for keys in applied.values())
+    if applied is None:  # each zone's agent (agents_per_zone 1) applies a share `delay` after the seal
+        delay = apply_delay_s or {}
+        replayed: dict[str, list[float]] = {}
+        for o in objects:
+            for z in o.entries_by_zone:
+                replayed.setdefault(z, []).append(o.sealed_s + delay.get(z, 0.0))
+        applied = {z: sorted(ts) for z, ts in replayed.items()}
+    checkpoints = sum(manifests(sorted(ts), wal) for ts in applied.values())
     wal_bytes = sum(o.nbytes for o in objects)
-    crossed = shares * NOTIFY_BYTES_PER_SHARE + entries * NOTIFY_BYTES_PER_ENTRY
+    crossed = shares * wal.notify_bytes_per_share + entries * wal.notify_bytes_per_entry
     return Usage(crossed_bytes=crossed, direct_equivalent_bytes=direct_eq, wal_bytes=wal_bytes,
                  objects=len(objects), shares=shares, checkpoints=checkpoints, share_bytes=wal_bytes), window_s
