@@ -92,7 +92,7 @@ def result_table(runs: list[FleetRun], policy: str, prices: Prices) -> str:
         arrivals_of.append(arrivals_from_produce_batches(records))
         applies_of.append(applies_from_records(records))
         sizes_of.append(notify_sizes_from_records(records))
-    for arrivals, (applied, _), sizes in zip(arrivals_of, applies_of, sizes_of):
+    for arrivals, applied, sizes in zip(arrivals_of, applies_of, sizes_of):
         try:  # the run's own arrivals through its own mode; the gateways also from the sidecars' arrivals
             replayed.append(replay_usage(arrivals, "sidecar", _sized(wal, sizes), applied=applied)[0])
         except PlanError:
@@ -122,7 +122,7 @@ def result_table(runs: list[FleetRun], policy: str, prices: Prices) -> str:
     row("plan replay: S3 PUT / GET", [f"{u.objects + u.checkpoints:.0f} / {u.shares:.0f}" if u else "-" for u in replayed])
     row("plan replay: net savings $", [f"{net(u):.8f}" if u else "-" for u in replayed])
     if [r.mode for r in runs] == ["sidecars", "gateways"] and arrivals_of[0]:
-        g = replay_usage(arrivals_of[0], "gateway", _sized(wal, sizes_of[0]), apply_delay_s=applies_of[0][1])[0]
+        g = replay_usage(arrivals_of[0], "gateway", _sized(wal, sizes_of[0]))[0]
         lines.append(f"plan: the sidecars run's arrivals through one gateway per zone: {g.objects:.0f} WAL objects, "
                      f"{g.objects + g.checkpoints:.0f} PUTs, {g.shares:.0f} GETs, net savings ${net(g):.8f} "
                      f"(the gateways run audited {audited[1].wal_objects} objects, "

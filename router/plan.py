@@ -26,7 +26,6 @@ across stays direct (without the router's hysteresis band).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -425,9 +424,21 @@ def host_verdicts(flows: Sequence[Flow], wal: WalSettings, cls: ClassPrices, pri
 
 # ---- profiles ----------------------------------------------------------------------------------
 
+def closed_loop_requests_per_s(wal_latency_ms: float, in_flight: int = 1) -> float:
+    """Produce requests per second a closed-loop producer sends to one leader zone: it keeps
+    `in_flight` requests outstanding and each takes `wal_latency_ms` (linger + PUT + notification
+    + append) to be answered, so it sends in_flight / latency per second, each carrying everything
+    produced since the last: batches of rate x latency / in_flight bytes. Raises PlanError."""
+    if not math.isfinite(wal_latency_ms) or wal_latency_ms <= 0 or in_flight < 1:
+        raise PlanError(f"wal latency {wal_latency_ms!r} ms must be > 0 and in-flight {in_flight!r} >= 1")
+    return in_flight * 1000.0 / wal_latency_ms
+
+
 def flow_from_row(row: Mapping[str, str], default_batch_bytes: int = DEFAULT_BATCH_BYTES,
-                  where: str = "") -> Flow:
-    """One CSV row: host, zone, leader_zone, bytes_per_s and optionally batches_per_s.
+                  where: str = "", closed_loop_requests_per_s: float | None = None) -> Flow:
+    """One CSV row: host, zone, leader_zone, bytes_per_s and optionally batches_per_s and
+    requests_per_s. Without requests_per_s, `closed_loop_requests_per_s` (if given) is the
+    row's request rate (and, without batches_per_s, its batch rate: a batch per request).
 
     Raises PlanError naming the row and column.
     """
@@ -441,12 +452,23 @@ def flow_from_row(row: Mapping[str, str], default_batch_bytes: int = DEFAULT_BAT
             raise PlanError(f"{where}{column}: {text!r} must be a finite number >= 0")
         return value
 
+    def given(column: str) -> bool:
+        return bool((row.get(column) or "").strip())
+
     for column in ("host", "zone", "leader_zone", "bytes_per_s"):
-        if not (row.get(column) or "").strip():
+        if not given(column):
             raise PlanError(f"{where}{column}: missing")
     rate = number("bytes_per_s")
-    batches = number("batches_per_s") if (row.get("batches_per_s") or "").strip() else rate / default_batch_bytes
-    return Flow(row["host"].strip(), row["zone"].strip(), row["leader_zone"].strip(), rate, batches)
+    requests = number("requests_per_s") if given("requests_per_s") else (closed_loop_requests_per_s or 0.0)
+    if rate <= 0:
+        requests = 0.0
+    if given("batches_per_s"):
+        batches = number("batches_per_s")
+    else:
+        batches = requests if requests > 0 else rate / default_batch_bytes
+    if requests > batches > 0:
+        raise PlanError(f"{where}requests_per_s: {requests:g} is more than batches_per_s {batches:g}")
+    return Flow(row["host"].strip(), row["zone"].strip(), row["leader_zone"].strip(), rate, batches, requests)
 
 
 # Batches a proxy received within this long of each other (ts_ms - latency_ms) came in one produce
@@ -626,27 +648,15 @@ def notify_sizes_from_records(records: Iterable[Mapping[str, object]]) -> tuple[
     return max(my - per_entry * mx, 0.0), max(per_entry, 0.0)
 
 
-def applies_from_records(records: Iterable[Mapping[str, object]]) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """What the agents did with the WAL objects, from audit records: per agent zone, the times
-    (s) they applied a share (`agent_apply` status ok, emitted once the answer is on its way,
-    which is when the object's key joins the next checkpoint manifest), and the median delay from
-    an object's seal (its `wal_flush` PUT started: ts_ms - put_ms) to that application."""
-    sealed: dict[str, float] = {}
-    applied: list[tuple[str, str, float]] = []
-    for r in records:
-        kind = r.get("kind")
-        if kind == "wal_flush" and r.get("ok", True):
-            sealed[str(r.get("key"))] = (int(r["ts_ms"]) - float(r.get("put_ms") or 0)) / 1000.0  # type: ignore[call-overload, arg-type]
-        elif kind == "agent_apply" and r.get("status", "ok") == "ok":
-            applied.append((str(r.get("zone")), str(r.get("key")), int(r["ts_ms"]) / 1000.0))  # type: ignore[call-overload]
+def applies_from_records(records: Iterable[Mapping[str, object]]) -> dict[str, list[float]]:
+    """Per agent zone, the times (s, sorted) its agent applied a WAL share, from audit records
+    (`agent_apply` with status ok: emitted once the answer is on its way, when the object's key
+    has joined the next checkpoint manifest)."""
     times: dict[str, list[float]] = {}
-    delays: dict[str, list[float]] = {}
-    for zone, key, t in applied:
-        times.setdefault(zone, []).append(t)
-        if key in sealed:
-            delays.setdefault(zone, []).append(t - sealed[key])
-    return ({z: sorted(ts) for z, ts in times.items()},
-            {z: statistics.median(ds) for z, ds in delays.items()})
+    for r in records:
+        if r.get("kind") == "agent_apply" and r.get("status", "ok") == "ok":
+            times.setdefault(str(r.get("zone")), []).append(int(r["ts_ms"]) / 1000.0)  # type: ignore[call-overload]
+    return {z: sorted(ts) for z, ts in times.items()}
 
 
 def manifests(applied_s: Sequence[float], wal: WalSettings) -> int:
@@ -658,15 +668,15 @@ def manifests(applied_s: Sequence[float], wal: WalSettings) -> int:
 
 
 def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings,
-                 applied: Mapping[str, Sequence[float]] | None = None,
-                 apply_delay_s: Mapping[str, float] | None = None) -> tuple[Usage, float]:
+                 applied: Mapping[str, Sequence[float]] | None = None) -> tuple[Usage, float]:
     """Usage totals (not rates) and the window in seconds if these arrivals had been served in
     `mode` ("sidecar": a writer per host; "gateway": `writers_per_zone` per zone, hosts
     assigned round robin) with every cross-zone batch through the WAL (policy wal).
 
     Checkpoint manifests: from `applied` (per agent zone, the measured times its agent applied
-    shares: the run's own mode) if given; else each replayed share is applied `apply_delay_s[zone]`
-    (the measured median, 0 if unknown) after its object's seal.
+    shares: only right for the run's own mode) if given; else each replayed share is applied at
+    its object's seal (a constant delay would not change the count; applications that bunch
+    behind slow appends, as on a loaded machine, make fewer manifests than this).
     Raises PlanError for an unknown mode or no arrivals."""
     if mode not in ("sidecar", "gateway"):
         raise PlanError(f"replay mode: sidecar or gateway, got {mode!r}")
@@ -689,12 +699,11 @@ def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings,
         objects += replay_writer(stream, wal.linger_ms, wal.max_bytes)
     shares = sum(len(o.entries_by_zone) for o in objects)
     entries = sum(sum(o.entries_by_zone.values()) for o in objects)
-    if applied is None:  # each zone's agent (agents_per_zone 1) applies a share `delay` after the seal
-        delay = apply_delay_s or {}
+    if applied is None:  # each zone's agent (agents_per_zone 1) applies a share at its object's seal
         replayed: dict[str, list[float]] = {}
         for o in objects:
             for z in o.entries_by_zone:
-                replayed.setdefault(z, []).append(o.sealed_s + delay.get(z, 0.0))
+                replayed.setdefault(z, []).append(o.sealed_s)
         applied = {z: sorted(ts) for z, ts in replayed.items()}
     checkpoints = sum(manifests(sorted(ts), wal) for ts in applied.values())
     wal_bytes = sum(o.nbytes for o in objects)
