@@ -109,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.from_audit:
         try:
             closed_loop = (closed_loop_requests_per_s(args.wal_latency_ms, args.in_flight)
-                           if getattr(args, "wal_latency_ms", None) else None)
+                           if getattr(args, "wal_latency_ms", None) is not None else None)
         except PlanError as exc:
             raise ConfigError(str(exc)) from exc
         flows = read_profile_csv(Path(args.profile), args.batch_bytes, closed_loop)

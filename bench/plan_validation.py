@@ -6,7 +6,7 @@ per figure the planner prints (WAL objects, S3 PUTs and GETs, transfer, S3 reque
 savings dollars), the audit, the replay of the run's own arrivals (`--from-audit --compare`)
 and the mean-rate model fed a CSV profile of the same byte rates (what a user writes from
 their producers' byte-rate metrics: host, zone, leader_zone, bytes_per_s) with
-`--wal-latency-ms` set to the run's median produce latency through the WAL (a proxy metric).
+`--wal-latency-ms` set to the run's mean produce latency through the WAL (a proxy metric).
 It writes those CSV profiles next to its output so the same comparison can be run with the CLI:
 
     azsidecar plan --profile P.csv --audited RUN/audit --compare --compare-mode sidecar|gateway \\
@@ -52,8 +52,8 @@ class Case:
 
 
 def wal_latency_ms(records: Iterable[dict]) -> float:
-    """Median produce latency of the batches routed through the WAL (what the proxy's histogram says)."""
-    return statistics.median(float(r["latency_ms"]) for r in records
+    """Mean produce latency of the batches routed through the WAL (the proxy's histogram: sum / count)."""
+    return statistics.mean(float(r["latency_ms"]) for r in records
                              if r.get("kind") == "produce_batch" and r.get("route") == "wal")
 
 
@@ -97,7 +97,7 @@ def compare(case: Case, out_dir: Path, prices: Prices) -> list[tuple[str, float,
     write_profile(profile, case.profile)
     flows = read_profile_csv(profile, 16384, closed_loop_requests_per_s(latency))
     rows = {r["figure"]: r for r in compare_rows(plan(flows, wal, prices), audited, prices, replay, case.mode)}
-    print(f"{case.name}: {case.mode} run, window {audited.window_s:.1f} s, median WAL latency {latency:.0f} ms; "
+    print(f"{case.name}: {case.mode} run, window {audited.window_s:.1f} s, mean WAL latency {latency:.0f} ms; "
           f"profile {profile}")
     result = []
     for figure in FIGURES:

@@ -63,6 +63,9 @@ class Flow:
     # produce requests per second carrying this flow's batches (0: unknown, each batch is its own
     # arrival); a host's requests are one stream, its rate the largest of its flows' (see _arrivals)
     requests_per_s: float = 0.0
+    # the requests come from a closed-loop producer (one per 1/requests_per_s s, each sent when the
+    # last was answered: `closed_loop_requests_per_s`), not at random
+    closed_loop: bool = False
 
     def __post_init__(self) -> None:
         if not self.host or not self.zone or not self.leader_zone:
@@ -188,10 +191,12 @@ class HostArrivals:
     """How one producer host's traffic reaches its writer: per destination zone, the arrivals per
     second that carry batches for it. `requests`: they are produce requests, one stream per host (a
     request carries every zone it has batches for, so the host's rate is its largest zone's);
-    otherwise every batch arrives on its own (the host's rate is the sum)."""
+    otherwise every batch arrives on its own (the host's rate is the sum). `closed_loop`: the
+    requests come one period (1 / rate) apart, each sent when the last was answered."""
 
     by_zone: dict[str, float]
     requests: bool = False
+    closed_loop: bool = False  # requests sent as the last is answered: one every 1/rate s, not at random
 
     def rate(self, zones: Iterable[str]) -> float:
         rates = [self.by_zone[z] for z in zones if z in self.by_zone]
@@ -217,15 +222,67 @@ class WriterLoad:
                 {z: sum(h.by_zone.get(z, 0.0) for h in hosts) for z in zones})
 
 
+def closed_loop_idle_s(periods: Sequence[float], window_s: float) -> float:
+    """Mean time from an object's seal to the next arrival at a writer whose hosts each send a
+    request every P_i seconds, each when its last was answered (closed loop). The host that
+    opened the object (host i with probability r_i / R, r_i = 1/P_i) sends again P_i - W after the
+    seal; every other host at a uniformly random point of its period:
+
+        idle = sum_i (r_i / R) * integral_0^max(P_i - W, 0) prod_(j != i) max(1 - t / P_j, 0) dt
+
+    For n hosts of one period P: (P / n) * (1 - (W / P)^n); one host: P - W, so it makes an
+    object per request."""
+    groups: dict[float, int] = {}
+    for p in periods:
+        if p > 0:
+            groups[p] = groups.get(p, 0) + 1
+    if not groups:
+        return math.inf
+    total_rate = sum(n / p for p, n in groups.items())
+    idle = 0.0
+    for p, n in groups.items():
+        end = max(p - window_s, 0.0)
+        if end <= 0:
+            continue
+        if len(groups) == 1:
+            integral = (p / n) * (1.0 - (window_s / p) ** n)
+        else:  # midpoint rule over the opener's remaining period
+            steps = 400
+            dt = end / steps
+            integral = 0.0
+            for k in range(steps):
+                t = (k + 0.5) * dt
+                survive = max(1.0 - t / p, 0.0) ** (n - 1)
+                for q, m in groups.items():
+                    if q != p:
+                        survive *= max(1.0 - t / q, 0.0) ** m
+                integral += survive * dt
+        idle += (n / p) / total_rate * integral
+    return idle
+
+
 def _objects(load: WriterLoad, zones: Iterable[str], wal: WalSettings) -> tuple[float, dict[str, float]]:
     """(objects per second, shares per second by zone) of a writer carrying `load`'s traffic to
-    `zones` via the WAL: arrivals at rate lam open objects of W = min(linger, max_bytes / r)."""
+    `zones` via the WAL: an object collects for W = min(linger, max_bytes / r) from the arrival
+    that opens it, the next opens with the next arrival, `idle` later: objects/s = 1 / (W + idle).
+    Random arrivals (rate lam): idle = 1 / lam. Closed-loop hosts: `closed_loop_idle_s`."""
     zones = [z for z in zones if z in load.by_dest]
     r = sum(load.by_dest[z].bytes_per_s for z in zones)
     lam, lam_z = load.arrivals(zones)
     if r <= 0 or lam <= 0:
         return 0.0, {z: 0.0 for z in zones}
     window = min(wal.linger_ms / 1000.0, wal.max_bytes / r)
+    hosts = [h for h in load.hosts if h.rate(zones) > 0]
+    if hosts and all(h.closed_loop for h in hosts):
+        per_s = 1.0 / (window + closed_loop_idle_s([1.0 / h.rate(zones) for h in hosts], window))
+        # a share for z unless the opener has no batch for z and no host with one comes within W
+        shares = {}
+        for z in zones:
+            with_z = [h for h in hosts if h.by_zone.get(z, 0.0) > 0]
+            none_join = math.prod(1.0 - min(window * h.rate(zones), 1.0) for h in with_z)
+            opener_has = sum(h.rate(zones) for h in with_z) / lam
+            shares[z] = per_s * (1.0 - (1.0 - min(opener_has, 1.0)) * none_join)
+        return per_s, shares
     per_s = 1.0 / (window + 1.0 / lam)
     shares = {z: per_s * (1.0 - (1.0 - min(lam_z[z] / lam, 1.0)) * math.exp(-lam_z[z] * window)) for z in zones}
     return per_s, shares
@@ -284,7 +341,7 @@ def _host_arrivals(flows: Sequence[Flow], scale: float = 1.0) -> HostArrivals:
     for f in flows:
         by_zone[f.leader_zone] = by_zone.get(f.leader_zone, 0.0) + (
             f.requests_per_s if requests else f.batches_per_s) * scale
-    return HostArrivals(by_zone, requests)
+    return HostArrivals(by_zone, requests, requests and all(f.closed_loop for f in flows))
 
 
 def writers_of(flows: Sequence[Flow], mode: str, wal: WalSettings) -> list[WriterLoad]:
@@ -468,7 +525,9 @@ def flow_from_row(row: Mapping[str, str], default_batch_bytes: int = DEFAULT_BAT
         batches = requests if requests > 0 else rate / default_batch_bytes
     if requests > batches > 0:
         raise PlanError(f"{where}requests_per_s: {requests:g} is more than batches_per_s {batches:g}")
-    return Flow(row["host"].strip(), row["zone"].strip(), row["leader_zone"].strip(), rate, batches, requests)
+    closed_loop = requests > 0 and not given("requests_per_s")
+    return Flow(row["host"].strip(), row["zone"].strip(), row["leader_zone"].strip(), rate, batches, requests,
+                closed_loop)
 
 
 # Batches a proxy received within this long of each other (ts_ms - latency_ms) came in one produce

@@ -157,3 +157,32 @@ def test_notification_sizes_price_the_replay():
     usage, _ = replay_usage(arrivals, "sidecar", WalSettings(policy="wal", notify_bytes_per_share=255,
                                                              notify_bytes_per_entry=73))
     assert usage.crossed_bytes == 255 + 2 * 73
+
+
+@pytest.mark.parametrize("periods, idle", [
+    ([1.0], 0.75),  # one host: it sends again 1 - 0.25 s after the seal
+    ([1.0] * 4, 0.25 * (1 - 0.25 ** 4)),  # (P/n)(1 - (W/P)^n) = 0.2490234375
+    ([2.0, 1.0], 2 / 3 * (0.75 - 0.75 ** 2 / 4) + 1 / 3 * 0.5),  # by hand: 0.5729166667
+    ([0.2], 0.0),  # answered within the linger: the next request is already there
+])
+def test_closed_loop_idle_after_a_seal(periods, idle):
+    from router.plan import closed_loop_idle_s
+    assert closed_loop_idle_s(periods, 0.25) == pytest.approx(idle, rel=1e-4)
+
+
+def test_a_closed_loop_host_makes_an_object_per_request():
+    row = {"host": "h", "zone": "az1", "bytes_per_s": "100000"}
+    flows = [flow_from_row({**row, "leader_zone": z}, closed_loop_requests_per_s=closed_loop_requests_per_s(1000))
+             for z in ("az2", "az3")]
+    assert all(f.closed_loop for f in flows)
+    bill = plan_mode(flows, "sidecar", WAL, STANDARD, LIST)
+    # one request (both zones) per second, each its own object with both shares; Poisson would say 1/(0.25 + 1)
+    assert bill.usage.objects == pytest.approx(1.0)
+    assert bill.usage.shares == pytest.approx(2.0)
+    gateway = plan_mode([*flows, *(flow_from_row({**row, "host": f"h{i}", "leader_zone": "az2"},
+                                                 closed_loop_requests_per_s=1.0) for i in range(3))],
+                        "gateway", WAL, STANDARD, LIST)
+    # four hosts of period 1 s: 1/(0.25 + 0.2490234375); az2 in every object (every host writes
+    # there); az3 only from h: opener (1/4) or h within 0.25 s (1/4): 1 - 3/4 x 3/4
+    assert gateway.usage.objects == pytest.approx(1 / (0.25 + 0.2490234375))
+    assert gateway.usage.shares == pytest.approx(gateway.usage.objects * (1 + (1 - 0.75 * 0.75)))
