@@ -558,14 +558,14 @@ def flows_from_produce_batches(records: Iterable[Mapping[str, object]]) -> tuple
         received.setdefault(host, []).append(((ts - latency) / 1000.0, leader))
     if first is None or last is None:
         raise PlanError("no successful produce_batch records in the audit input")
-    for (host, zone), times in received.items():
+    for (proxy, zone), times in received.items():
         times.sort()
         request: set[str] = set()
         previous = None
-        for t, leader in times + [(math.inf, "")]:
+        for t, leader in [*times, (math.inf, "")]:  # the sentinel closes the last request
             if previous is not None and t - previous > REQUEST_GAP_S:
                 for z in request:
-                    sums[(host, zone, z)][2] += 1
+                    sums[(proxy, zone, z)][2] += 1
                 request = set()
             request.add(leader)
             previous = t
