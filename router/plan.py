@@ -6,13 +6,15 @@ settings. Output: one `Bill` per mode and storage class - direct produce, one si
 per producer host, one gateway per zone (its traffic spread over `writers_per_zone`
 instances x workers, each with its own WAL writer) - and the break-even rate per host.
 
-How a writer's objects are predicted (wal_s3/writer.py): the first batch opens an object,
-which is sealed at `linger_ms` after that batch or when it reaches `max_bytes`. With
-batches arriving at random (Poisson, rate lam per second, bytes r per second), an object
-collects for W = min(linger, max_bytes / r) and the next one opens with the next batch, on
-average 1/lam later: objects per second = 1 / (W + 1/lam). An object holds a share for
-zone z (one ranged GET, one notification) unless none of its batches went there:
-P(share) = 1 - (1 - lam_z/lam) * exp(-lam_z * W). Each agent writes a checkpoint
+How a writer's objects are predicted (wal_s3/writer.py): the first arrival (a produce
+request when the profile gives request rates, else a batch) opens an object, which is
+sealed at `linger_ms` after it or when it reaches `max_bytes`: it collects for
+W = min(linger, max_bytes / r) (r bytes per second) and the next one opens with the next
+arrival, `idle` later: objects per second = 1 / (W + idle). Arrivals at random (Poisson,
+rate lam): idle = 1/lam, and an object holds a share for zone z (one ranged GET, one
+notification) unless none of its batches went there: P(share) = 1 - (1 - lam_z/lam) *
+exp(-lam_z * W). Closed-loop producers (each sends its next request when the last is
+answered, one per WAL latency): `closed_loop_idle_s`. Each agent writes a checkpoint
 manifest (one PUT) `checkpoint_interval_ms` after the first object it applied since its
 last one (a timer, like the writer's linger), and at once every `checkpoint_max_keys`. The money model is the audit's (spark_audit/jobs.py): a
 byte across zones costs 2 x the per-GB price, a direct produce of a batch puts
