@@ -439,8 +439,12 @@ def break_even_bytes_per_s(flows: Sequence[Flow], wal: WalSettings, cls: ClassPr
 
     def net(rate: float) -> float:
         k = rate / total
-        scaled = [replace(f, host="one", zone="here", bytes_per_s=f.bytes_per_s * k,
-                          batches_per_s=f.batches_per_s * k) for f in cross]
+        # a closed-loop host sends its requests (and their batches) at the pace of the answers,
+        # whatever its rate: only the batches grow
+        scaled = [replace(f, host="one", zone="here", bytes_per_s=f.bytes_per_s * k) if f.closed_loop
+                  else replace(f, host="one", zone="here", bytes_per_s=f.bytes_per_s * k,
+                               batches_per_s=f.batches_per_s * k, requests_per_s=f.requests_per_s * k)
+                  for f in cross]
         return plan_mode(scaled, "sidecar", wal_all, cls, prices).net_savings_usd
 
     lo, hi = 1.0, 1e11

@@ -186,3 +186,14 @@ def test_a_closed_loop_host_makes_an_object_per_request():
     # there); az3 only from h: opener (1/4) or h within 0.25 s (1/4): 1 - 3/4 x 3/4
     assert gateway.usage.objects == pytest.approx(1 / (0.25 + 0.2490234375))
     assert gateway.usage.shares == pytest.approx(gateway.usage.objects * (1 + (1 - 0.75 * 0.75)))
+
+
+def test_break_even_of_a_closed_loop_host():
+    from router.plan import break_even_bytes_per_s
+    row = {"host": "h", "zone": "az1", "bytes_per_s": "100000"}
+    flows = [flow_from_row({**row, "leader_zone": z}, closed_loop_requests_per_s=closed_loop_requests_per_s(2000))
+             for z in ("az2", "az3")]
+    # at any rate: a request (both zones, a batch each) every 2 s -> 0.5 objects/s, 1 share/s, manifests
+    # 2 x 1/(1 + 2) /s: $(0.5 + 0.666667) x 5e-6 + 1 x 4e-7 + (320 + 61) B x 2e-11 = $6.24095e-6 per s,
+    # the transfer of R + 2 x 0.5 x 41 B/s: R = 6.24095e-6 / 2e-11 - 41 = 312,006.7 B/s
+    assert break_even_bytes_per_s(flows, WAL, STANDARD, LIST) == pytest.approx(312_006.7, rel=1e-4)
