@@ -45,8 +45,9 @@ import crc32c
 
 from core.addresses import is_loopback
 from core.audit import AuditSink, NullAuditSink
+from core.log_limit import LogLimiter
 from leader_notify import protocol as p
-from leader_notify._limits import ListenerLimits, LogLimiter, admit, read_deadline
+from leader_notify._limits import ListenerLimits, admit, read_deadline
 from leader_notify.appender import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share
@@ -243,8 +244,9 @@ class Agent:
             self._server = None
 
     def _log_limited(self, source: str, msg: str, *args: object) -> None:
-        if self._log_limiter.allow(source, time.monotonic()):
-            log.warning(msg + " (logged once per source per minute)", *args)
+        allowed, held_back = self._log_limiter.allow(source, time.monotonic())
+        if allowed:
+            log.warning(msg + " (logged once per source per minute; %d held back)", *args, held_back)
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -519,7 +521,7 @@ class Agent:
                     appended += 1
                     appended_bytes += len(batch)
                 self.applied.put(req.key, i, res.base_offset)
-                results[i] = p.EntryResult(0, res.base_offset, res.duplicate)
+                results[i] = p.EntryResult(0, res.base_offset, res.duplicate, round(res.latency_s * 1_000_000))
         finally:
             if appended:
                 self.metrics.entries_appended.inc(appended)
