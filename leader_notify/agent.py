@@ -493,39 +493,33 @@ class Agent:
                                ticket: _Ticket, results: list[p.EntryResult | None]) -> None:
         await ticket.turn()
         failed: p.EntryResult | None = None
-        appended = appended_bytes = 0
-        try:  # counted once per partition run (two metric updates less per batch), cancelled or not
-            for i in indexes:
-                if failed is not None:
-                    # An earlier batch of this partition failed: appending later ones would
-                    # reorder the log (or hit OUT_OF_ORDER_SEQUENCE); they fail alike.
-                    results[i] = p.EntryResult(failed.error_code)
-                    continue
-                ref = req.entries[i]
-                batch = _matching_batch(ref, i, zone_entries)
-                if batch is None:
-                    log.warning("entry %d of %s does not match the WAL object (topic/partition/CRC)", i, req.key)
-                    results[i] = failed = p.EntryResult(CORRUPT_MESSAGE)
-                    self.metrics.errors.labels(code=str(CORRUPT_MESSAGE)).inc()
-                    continue
-                async with self._appends:
-                    res = await self._appender.append(ref.topic, ref.partition, batch)
-                self.metrics.append_latency.observe(res.latency_s)
-                if res.error_code != 0:
-                    self.metrics.errors.labels(code=str(res.error_code)).inc()
-                    results[i] = failed = p.EntryResult(res.error_code)
-                    continue
-                if res.duplicate:
-                    self.metrics.duplicates.labels(source="leader").inc()
-                else:
-                    appended += 1
-                    appended_bytes += len(batch)
-                self.applied.put(req.key, i, res.base_offset)
-                results[i] = p.EntryResult(0, res.base_offset, res.duplicate, round(res.latency_s * 1_000_000))
-        finally:
-            if appended:
-                self.metrics.entries_appended.inc(appended)
-                self.metrics.bytes_appended.inc(appended_bytes)
+        for i in indexes:
+            if failed is not None:
+                # An earlier batch of this partition failed: appending later ones would
+                # reorder the log (or hit OUT_OF_ORDER_SEQUENCE); they fail alike.
+                results[i] = p.EntryResult(failed.error_code)
+                continue
+            ref = req.entries[i]
+            batch = _matching_batch(ref, i, zone_entries)
+            if batch is None:
+                log.warning("entry %d of %s does not match the WAL object (topic/partition/CRC)", i, req.key)
+                results[i] = failed = p.EntryResult(CORRUPT_MESSAGE)
+                self.metrics.errors.labels(code=str(CORRUPT_MESSAGE)).inc()
+                continue
+            async with self._appends:
+                res = await self._appender.append(ref.topic, ref.partition, batch)
+            self.metrics.append_latency.observe(res.latency_s)
+            if res.error_code != 0:
+                self.metrics.errors.labels(code=str(res.error_code)).inc()
+                results[i] = failed = p.EntryResult(res.error_code)
+                continue
+            if res.duplicate:
+                self.metrics.duplicates.labels(source="leader").inc()
+            else:
+                self.metrics.entries_appended.inc()
+                self.metrics.bytes_appended.inc(len(batch))
+            self.applied.put(req.key, i, res.base_offset)
+            results[i] = p.EntryResult(0, res.base_offset, res.duplicate, round(res.latency_s * 1_000_000))
 
 
 def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | memoryview | None:
