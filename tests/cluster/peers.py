@@ -56,6 +56,7 @@ class PeerSampler:
         self.first_seen: dict[int, float] = {}  # port -> time.monotonic() of the first sample that saw it
         self.samples = 0
         self._stop = threading.Event()
+        self._sampled = threading.Condition()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -67,8 +68,18 @@ class PeerSampler:
             for port in now - self.seen:
                 self.first_seen[port] = time.monotonic()
             self.seen |= now
-            self.samples += 1
+            with self._sampled:
+                self.samples += 1
+                self._sampled.notify_all()
             self._stop.wait(SAMPLE_EVERY_S)
+
+    def wait_for_sample(self, timeout_s: float = 5.0) -> None:
+        """Return once a sample that started after this call is complete (so `seen` covers
+        the connections open now). Raises TimeoutError."""
+        with self._sampled:
+            target = self.samples + 2
+            if not self._sampled.wait_for(lambda: self.samples >= target or not self._thread.is_alive(), timeout_s):
+                raise TimeoutError(f"no sample of process {self._pid} within {timeout_s} s")
 
     def __enter__(self) -> PeerSampler:
         self._thread.start()
