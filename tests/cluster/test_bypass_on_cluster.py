@@ -22,15 +22,18 @@ import asyncio
 import gzip
 import json
 import os
+import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from tests.cluster.conftest import Delivery, produce, producer, proxy_on, read_back, spread_leaders
 from tests.cluster.peers import PeerSampler
+from tests.proxy.kafka_wire import encode
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -57,6 +60,22 @@ def audit_batches(log_dir: Path) -> list[dict]:
     return out
 
 
+def proxy_metadata(port: int, topic: str, version: int = 5):
+    """The proxy's own Metadata answer on its bootstrap listener (a client library would
+    send its next Metadata request wherever it likes, the real broker 1 included)."""
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                              allow_auto_topic_creation=False)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(encode(request, 7, version))
+        frame = b""
+        while len(frame) < 4 or len(frame) < 4 + struct.unpack_from(">i", frame)[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "the proxy closed the connection"
+            frame += chunk
+    assert struct.unpack_from(">i", frame, 4)[0] == 7  # correlation id
+    return MetadataResponse.decode(frame[8:], version=version)
+
+
 def all_led_by(cluster, topic: str, broker: int) -> None:
     cluster.create_topic(topic, PARTITIONS)
     for p in range(PARTITIONS):
@@ -68,14 +87,17 @@ def test_metadata_names_only_the_same_zone_broker_at_its_real_address(cluster, t
     leaders = spread_leaders(cluster, "meta", PARTITIONS)
     ports = real_ports(cluster)
     with proxy_on(cluster, tmp_path, settings=settings) as proxy:
-        md = AdminClient({"bootstrap.servers": proxy.bootstrap}).list_topics(timeout=10)
-    assert sorted(md.brokers) == [1, 2, 3]
-    for node_id, broker in md.brokers.items():
+        md = proxy_metadata(proxy.port, "meta")
+    brokers = {b.node_id: (b.host, b.port, b.rack) for b in md.brokers}
+    assert sorted(brokers) == [1, 2, 3]
+    for node_id, (host, port, rack) in brokers.items():
+        assert rack == f"use1-az{node_id}"
         if node_id in direct:
-            assert (broker.host, broker.port) == ("127.0.0.1", ports[node_id])
+            assert (host, port) == ("127.0.0.1", ports[node_id])
         else:
-            assert broker.port not in ports.values() and broker.port != proxy.port  # its listener at the proxy
-    assert {p.id: p.leader for p in md.topics["meta"].partitions.values()} == leaders
+            assert port not in ports.values() and port != proxy.port  # its listener at the proxy
+    [topic] = md.topics
+    assert {p.partition_index: p.leader_id for p in topic.partitions} == leaders
 
 
 @pytest.mark.parametrize("settings, bypassed", [(ON, True), (OFF, False)], ids=["bypass", "no-bypass"])
