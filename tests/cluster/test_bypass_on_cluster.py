@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from tests.cluster.conftest import Delivery, produce, producer, proxy_on, read_back, spread_leaders
@@ -210,8 +211,6 @@ def test_aiokafka_follows_a_leader_out_of_the_zone_around_the_proxy(cluster, tmp
     partitions are all led by broker 1 sees partition 0 move to broker 2. Measured: most
     fresh producers reach broker 2 directly, some through the proxy; up to ATTEMPTS
     producers (each on a fresh topic) run until one has leaked."""
-    from aiokafka import AIOKafkaProducer
-
     ports = real_ports(cluster)
     attempts = 8
 

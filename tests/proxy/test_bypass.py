@@ -7,7 +7,9 @@ import uuid
 import pytest
 from kafka.protocol.metadata import MetadataResponse
 
+from core.configload import ConfigError
 from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
+from proxy.config import ProxyConfig
 from proxy.upstream import BrokerAddress
 
 BROKERS = {
@@ -56,9 +58,6 @@ def test_coordinator_endpoint_matches_metadata(node_id, expected):
 
 
 def test_bypass_needs_the_broker_listeners():
-    from core.configload import ConfigError
-    from proxy.config import ProxyConfig
-
     with pytest.raises(ConfigError, match="proxy.bypass_same_zone: requires proxy.broker_listeners"):
         ProxyConfig(bypass_same_zone=True)
     assert ProxyConfig(broker_listeners=True, bypass_same_zone=True).bypass_same_zone
