@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 
 import trio
@@ -20,6 +21,7 @@ from leader_notify.metrics import process_sender_metrics
 from leader_notify.owners import probe_targets
 from leader_notify.recovery import recover_acknowledged
 from leader_notify.sender import NotifySender
+from proxy.bypass import SameZoneBypass
 from proxy.metadata import MetadataCache
 from proxy.produce import DirectBackend
 from proxy.server import run_proxy
@@ -99,7 +101,9 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
                 on_backend(backend)
             return backend
 
-        started = await nursery.start(run_proxy, config.proxy, config.upstream, backend_factory)
+        bypass = SameZoneBypass(config.zone or "", config.router.broker_zones)
+        started = await nursery.start(functools.partial(run_proxy, bypass=bypass), config.proxy, config.upstream,
+                                      backend_factory)
         if health is not None:
             server = started[0]
             health.draining = lambda: server.draining

@@ -41,6 +41,7 @@ class ProxyConfig:
     max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
     broker_listeners: bool = False  # one local listener per upstream broker; every API passes through (consumers, admin)
     consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
+    bypass_same_zone: bool = False  # with broker_listeners: Metadata names this zone's brokers (broker_zones or rack) at their real address, so same-zone batches skip the proxy; off by default: clients then learn every broker's real address from them (docs/protocol-front-door.md)
     # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
     advertised_host: str = ""  # host clients connect to (a load balancer's zonal DNS name, a Service); "" = listen_host
     advertised_port: int = 0  # port clients connect to; 0 = the port the listener bound
@@ -63,6 +64,8 @@ class ProxyConfig:
         require(self.shutdown_grace_s >= 0, "proxy.shutdown_grace_s: must be >= 0")
         require(bool(self.proxy_id) and "/" not in self.proxy_id, "proxy.proxy_id: non-empty, no '/'")
         require(0 <= self.advertised_port <= 65535, f"proxy.advertised_port: {self.advertised_port} is not a port")
+        require(self.broker_listeners or not self.bypass_same_zone,
+                "proxy.bypass_same_zone: requires proxy.broker_listeners = true (brokers keep their own node ids)")
         require(1 <= self.workers <= MAX_WORKERS, f"proxy.workers: 1..{MAX_WORKERS}")
         require(self.listen_host not in WILDCARD_HOSTS or bool(self.advertised_host),
                 f"proxy.advertised_host: required when proxy.listen_host is {self.listen_host!r} "

@@ -35,6 +35,7 @@ from core.produce import ProduceBackend
 from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
 from proxy import limits, metrics
 from proxy.api_names import api_name
+from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
 from proxy.config import ProxyConfig, UpstreamConfig
 from proxy.coordinators import (
     FORWARDED,
@@ -171,6 +172,7 @@ class RequestHandler:
         self.advertised: dict[int, tuple[int, int]] = {}
         self.coordinators = Coordinators(cluster, metadata, upstream.request_timeout_s)
         self.brokers: BrokerListeners | None = None  # set with proxy.broker_listeners: every API passes through
+        self.bypass: SameZoneBypass | None = None  # set with proxy.bypass_same_zone: this zone's brokers at their own address
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
 
     async def start(self) -> None:
@@ -335,6 +337,8 @@ class RequestHandler:
                     log.warning("metadata from upstream failed: %s", exc)
             ports = await self.brokers.ensure(list(view.brokers))
             response = build_broker_metadata(view, names, ports, self.advertise_host)
+            if self.bypass is not None:
+                response = with_real_endpoints(response, view.brokers, same_zone_brokers(view.brokers, self.bypass))
         else:
             response = build_client_metadata(view, names, PROXY_NODE_ID, self.advertise_host, self.advertise_port)
         self._finish(slot, response, frame, started)
@@ -372,7 +376,11 @@ class RequestHandler:
         if self.brokers is None:
             return PROXY_NODE_ID, self.advertise_host, self.advertise_port
         ports = await self.brokers.ensure([node_id])
-        return node_id, self.advertise_host, ports[node_id]
+        host, port = self.advertise_host, ports[node_id]
+        if self.bypass is not None:
+            brokers = self.metadata.view.brokers
+            host, port = coordinator_endpoint(node_id, (host, port), brokers, same_zone_brokers(brokers, self.bypass))
+        return node_id, host, port
 
     async def _pass_through(self, frame: RequestFrame, node_id: int | None, slot: ResponseSlot,
                             started: float) -> None:
@@ -725,8 +733,10 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 
 async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                     backend_factory: ProduceBackendFactory | None = None,
-                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    task_status=trio.TASK_STATUS_IGNORED, *, bypass: SameZoneBypass | None = None) -> None:
     """Connect upstream, listen, serve. `task_status.started((server, port))` once listening.
+    `bypass`: with proxy.bypass_same_zone, the zone whose brokers Metadata names at their
+    real addresses.
 
     Raises ConfigError if the listener's TLS or SASL files cannot be loaded.
     """
@@ -747,6 +757,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
         if proxy_config.broker_listeners:
             handler.brokers = BrokerListeners(server.open_broker_listener)
+            handler.bypass = bypass if proxy_config.bypass_same_zone else None
         await handler.start()
         async with trio.open_nursery() as nursery:
             await nursery.start(server.serve, listeners)
