@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 
 import trio
@@ -99,7 +100,9 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
                 on_backend(backend)
             return backend
 
-        started = await nursery.start(run_proxy, config.proxy, config.upstream, backend_factory)
+        started = await nursery.start(functools.partial(run_proxy, audit=audit,
+                                                        broker_zones=config.router.broker_zones),
+                                      config.proxy, config.upstream, backend_factory)
         if health is not None:
             server = started[0]
             health.draining = lambda: server.draining

@@ -40,6 +40,7 @@ class ProxyConfig:
     idle_timeout_s: float = 600.0  # close a connection with no request for this long: the broker's connections.max.idle.ms default, above Java/kafka-python/aiokafka's 540 s; librdkafka (0 = never) reconnects as it does to brokers
     max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
     broker_listeners: bool = False  # one local listener per upstream broker; every API passes through (consumers, admin)
+    passthrough_audit_interval_s: float = 10.0  # with broker_listeners: one passthrough_bytes audit record per broker and API this often
     consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
     # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
     advertised_host: str = ""  # host clients connect to (a load balancer's zonal DNS name, a Service); "" = listen_host
@@ -64,6 +65,7 @@ class ProxyConfig:
         require(bool(self.proxy_id) and "/" not in self.proxy_id, "proxy.proxy_id: non-empty, no '/'")
         require(0 <= self.advertised_port <= 65535, f"proxy.advertised_port: {self.advertised_port} is not a port")
         require(1 <= self.workers <= MAX_WORKERS, f"proxy.workers: 1..{MAX_WORKERS}")
+        require(self.passthrough_audit_interval_s > 0, "proxy.passthrough_audit_interval_s: must be > 0")
         require(self.listen_host not in WILDCARD_HOSTS or bool(self.advertised_host),
                 f"proxy.advertised_host: required when proxy.listen_host is {self.listen_host!r} "
                 "(clients cannot connect to a wildcard address: give the name they reach this proxy by)")

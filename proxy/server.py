@@ -19,7 +19,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from core.addresses import is_loopback
+from core.audit import AuditSink
 from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.produce import ProduceBackend
@@ -65,6 +66,7 @@ from proxy.listen import open_listeners
 from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
+from proxy.passthrough_audit import PassthroughMeter
 from proxy.produce import (
     DirectBackend,
     encode_produce_answer,
@@ -170,6 +172,7 @@ class RequestHandler:
         self.advertised: dict[int, tuple[int, int]] = {}
         self.coordinators = Coordinators(cluster, metadata, upstream.request_timeout_s)
         self.brokers: BrokerListeners | None = None  # set with proxy.broker_listeners: every API passes through
+        self.meter: PassthroughMeter | None = None  # counts the bytes passed through (audit)
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
 
     async def start(self) -> None:
@@ -393,6 +396,8 @@ class RequestHandler:
             slot.broken = True
             slot.ready.set()
             return
+        if self.meter is not None:  # whole frames as they went to and came from the broker
+            self.meter.add(-1 if node_id is None else node_id, frame.api_key, len(raw.frame(0)), len(response) + 4)
         self._finish_encoded(slot, with_correlation_id(response, frame.correlation_id), frame, started)
 
     async def _forward_to_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot,
@@ -724,8 +729,13 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 
 async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                     backend_factory: ProduceBackendFactory | None = None,
-                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    task_status=trio.TASK_STATUS_IGNORED, *, audit: AuditSink | None = None,
+                    broker_zones: Mapping[str, str] | None = None) -> None:
     """Connect upstream, listen, serve. `task_status.started((server, port))` once listening.
+
+    `audit`: where `passthrough_bytes` records go (with proxy.broker_listeners); the record's
+    `zone` is the audit writer's, and a broker's zone is `broker_zones[str(node id)]`, else
+    its rack.
 
     Raises ConfigError if the listener's TLS or SASL files cannot be loaded.
     """
@@ -746,7 +756,18 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
         if proxy_config.broker_listeners:
             handler.brokers = BrokerListeners(server.open_broker_listener)
+            if audit is not None:
+                zones = dict(broker_zones or {})
+
+                def zone_of(node_id: int) -> str:
+                    broker = metadata.view.brokers.get(node_id)
+                    return zones.get(str(node_id)) or (broker.rack if broker is not None else None) or ""
+
+                handler.meter = PassthroughMeter(audit, proxy_config.proxy_id, zone_of,
+                                                 proxy_config.passthrough_audit_interval_s)
         await handler.start()
         async with trio.open_nursery() as nursery:
+            if handler.meter is not None:
+                nursery.start_soon(handler.meter.run)
             await nursery.start(server.serve, listeners)
             task_status.started((server, port))
