@@ -32,17 +32,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import struct
 import time
 
 import confluent_kafka
 import pytest
-from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
-from kafka.record import MemoryRecords
 
 from deploy.local.processes import free_port
 from tests.cluster.conftest import Delivery, produce, proxy_on, spread_leaders
+from tests.cluster.raw_log import Batch, raw_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -131,81 +128,35 @@ def test_proxy_killed_mid_transaction_the_transaction_aborts_and_the_redo_commit
         assert committed_view(batches) == mine + again  # what read_committed must show
 
 
-def transactions_of(batches: list[tuple[int, int, list[int], int | None]]
-                    ) -> list[tuple[list[int], tuple[int, int], int]]:
+def transactions_of(batches: list[Batch]) -> list[tuple[list[int], tuple[int, int], int]]:
     """Per transaction, in log order: (its values, its marker's (producer id, epoch), the
     marker's type). Every data batch must carry its marker's producer id and epoch."""
     runs = []
     values: list[int] = []
     producers: set[tuple[int, int]] = set()
-    for pid, epoch, batch_values, control in batches:
-        if control is None:
-            values += batch_values
-            producers.add((pid, epoch))
+    for b in batches:
+        producer = (b.producer_id, b.producer_epoch)
+        if b.control is None:
+            values += b.values
+            producers.add(producer)
         else:
-            assert producers <= {(pid, epoch)}, f"data of {producers} ended by a marker of {(pid, epoch)}"
-            runs.append((values, (pid, epoch), control))
+            assert producers <= {producer}, f"data of {producers} ended by a marker of {producer}"
+            runs.append((values, producer, b.control))
             producers = set()
             values = []
     assert not values, f"records after the last marker: {values}"
     return runs
 
 
-def committed_view(batches: list[tuple[int, int, list[int], int | None]]) -> list[int]:
+def committed_view(batches: list[Batch]) -> list[int]:
     """The values a read_committed consumer shows: those of transactions ended by COMMIT
     (one producer here, so the next marker ends the open transaction)."""
     shown: list[int] = []
     pending: list[int] = []
-    for _pid, _epoch, batch_values, control in batches:
-        if control is None:
-            pending += batch_values
+    for b in batches:
+        if b.control is None:
+            pending += b.values
         else:
-            shown += pending if control == COMMIT else []
+            shown += pending if b.control == COMMIT else []
             pending = []
     return shown
-
-
-def raw_log(address: str, topic: str, partition: int) -> list[tuple[int, int, list[int], int | None]]:
-    """Every batch of the partition from offset 0 to its high watermark as (producer id,
-    epoch, values, control type or None), by Fetch v4 (read_uncommitted) on a plain socket:
-    the consumer clients hide control batches, and the epoch is only in the batch header."""
-    host, _, port = address.rpartition(":")
-    out: list[tuple[int, int, list[int], int | None]] = []
-    offset, correlation_id = 0, 0
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        while True:
-            correlation_id += 1
-            data = _fetch(s, topic, partition, offset, correlation_id)
-            records = MemoryRecords(bytes(data.records))
-            while (batch := records.next_batch()) is not None:
-                if batch.is_control_batch:
-                    key = next(iter(batch)).key
-                    out.append((batch.producer_id, batch.producer_epoch, [], struct.unpack(">hh", key)[1]))
-                else:
-                    out.append((batch.producer_id, batch.producer_epoch, [int(r.value) for r in batch], None))
-                offset = batch.next_offset
-            if offset >= data.high_watermark:
-                return out
-            assert correlation_id < 1000, f"no progress reading {topic}-{partition} at offset {offset}"
-
-
-def _fetch(s: socket.socket, topic: str, partition: int, offset: int, correlation_id: int):
-    request = FetchRequest(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 24, isolation_level=0,
-                           topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
-                               FetchRequest.FetchTopic.FetchPartition(partition=partition, fetch_offset=offset,
-                                                                      partition_max_bytes=1 << 24)])])
-    request.with_header(correlation_id=correlation_id, client_id="raw-log")
-    s.sendall(bytes(request.encode(version=4, header=True, framed=True)))
-    size = struct.unpack(">i", _read(s, 4))[0]
-    data = FetchResponse.decode(_read(s, size), version=4, header=True).responses[0].partitions[0]
-    assert data.error_code == 0, data
-    return data
-
-
-def _read(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        assert chunk, "the broker closed the connection"
-        buf += chunk
-    return buf
