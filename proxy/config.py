@@ -39,7 +39,7 @@ class ProxyConfig:
     request_receive_timeout_s: float = 30.0  # once a request's first bytes arrived, the rest must within this (slowloris); a 100 MiB frame at 4 MB/s fits
     idle_timeout_s: float = 600.0  # close a connection with no request for this long: the broker's connections.max.idle.ms default, above Java/kafka-python/aiokafka's 540 s; librdkafka (0 = never) reconnects as it does to brokers
     max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
-    broker_listeners: bool = False  # one local listener per upstream broker; every API passes through (consumers, admin)
+    broker_listeners: bool | None = None  # one local listener per upstream broker, every API passes through (consumers, admin); unset: on for a loopback sidecar (one worker, no advertised address), off for a gateway
     passthrough_audit_interval_s: float = 10.0  # with broker_listeners: one passthrough_bytes audit record per broker and API this often
     consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
     # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
@@ -82,6 +82,15 @@ class ProxyConfig:
         # One whole frame must fit, or a client sending the largest allowed frame would wait forever.
         require(self.max_receive_buffer_bytes >= self.max_frame_bytes + MiB,
                 "proxy.max_receive_buffer_bytes: must be >= proxy.max_frame_bytes + 1 MiB")
+
+    @property
+    def passthrough(self) -> bool:
+        """Whether every broker gets a listener (`broker_listeners`; unset: on for a loopback
+        sidecar, whose extra listeners on ephemeral ports its own clients reach, off for a
+        gateway behind a load balancer or with several workers, where they could not)."""
+        if self.broker_listeners is not None:
+            return self.broker_listeners
+        return is_loopback(self.listen_host) and not self.advertised_host and self.workers == 1
 
     @property
     def advertised(self) -> tuple[str, int]:

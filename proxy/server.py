@@ -67,6 +67,7 @@ from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.passthrough_audit import PassthroughMeter
+from proxy.produce_only import refused_fetch
 from proxy.produce import (
     DirectBackend,
     encode_produce_answer,
@@ -101,6 +102,7 @@ PASS_THROUGH_TIMEOUT_S = 310.0
 RECEIVE_CHUNK_BYTES = 256 * 1024
 MIN_RECEIVE_BYTES = 16 * 1024  # with less room than this in the receive budget, a connection stops reading
 HIGHEST_INIT_PRODUCER_ID_VERSION = 5
+MAX_REFUSED_CLIENTS_LOGGED = 1024  # client ids whose refused Fetch was logged (once each)
 LOGIN_THREADS = 2  # PLAIN logins run PBKDF2 (ms each) off the event loop; a login storm gets two threads
 
 
@@ -174,6 +176,7 @@ class RequestHandler:
         self.brokers: BrokerListeners | None = None  # set with proxy.broker_listeners: every API passes through
         self.meter: PassthroughMeter | None = None  # counts the bytes passed through (audit)
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
+        self._fetch_refused_for: set[str | None] = set()
 
     async def start(self) -> None:
         """Learn the upstream's API ranges (so ApiVersions can be answered). Raises UpstreamError."""
@@ -206,6 +209,12 @@ class RequestHandler:
             slot = ResponseSlot(trio.Event())
             nursery.start_soon(self._pass_through, frame, node_id, slot, started)
             return slot
+        if self.brokers is None and frame.api_key == API_FETCH and frame.api_key in self.advertised \
+                and self.advertised[frame.api_key][0] <= frame.api_version <= self.advertised[frame.api_key][1]:
+            refused = refused_fetch(bytes(frame.body), frame.api_version)
+            if refused is not None:  # an answer, not a closed connection: the consumer reports it
+                self._log_refused_fetch(frame.client_id)
+                return _ready(encode_response(refused, frame.correlation_id, frame.api_version))
         try:
             request = decode_request(frame, self.max_versions())
         except UnsupportedRequest:
@@ -289,6 +298,14 @@ class RequestHandler:
         self._finish(slot, SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=token,
                                                     session_lifetime_ms=0), frame, started)
         return slot, False
+
+    def _log_refused_fetch(self, client_id: str | None) -> None:
+        if client_id in self._fetch_refused_for or len(self._fetch_refused_for) >= MAX_REFUSED_CLIENTS_LOGGED:
+            return
+        self._fetch_refused_for.add(client_id)
+        log.warning("answered a Fetch with TOPIC_AUTHORIZATION_FAILED (client_id=%s): this sidecar passes only "
+                    "producers through (proxy.broker_listeners is off); point consumers at the cluster's bootstrap "
+                    "or turn pass-through on", client_id)
 
     def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
                         upstream_results: dict) -> None:
@@ -754,7 +771,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                                  advertised_host, advertised_port or port)
         await handler.start()
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
-        if proxy_config.broker_listeners:
+        if proxy_config.passthrough:
             handler.brokers = BrokerListeners(server.open_broker_listener)
             if audit is not None:
                 zones = dict(broker_zones or {})
