@@ -40,8 +40,8 @@ class ProxyConfig:
     idle_timeout_s: float = 600.0  # close a connection with no request for this long: the broker's connections.max.idle.ms default, above Java/kafka-python/aiokafka's 540 s; librdkafka (0 = never) reconnects as it does to brokers
     max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
     broker_listeners: bool | None = None  # one local listener per upstream broker, every API passes through (consumers, admin); unset: on for a loopback sidecar (one worker, no advertised address), off for a gateway
-    passthrough_audit_interval_s: float = 10.0  # with broker_listeners: one passthrough_bytes audit record per broker and API this often
-    consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
+    passthrough_audit_interval_s: float = 10.0  # with pass-through: one passthrough_bytes audit record per broker and API this often
+    consumer_rack: str = ""  # with pass-through: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
     # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
     advertised_host: str = ""  # host clients connect to (a load balancer's zonal DNS name, a Service); "" = listen_host
     advertised_port: int = 0  # port clients connect to; 0 = the port the listener bound

@@ -1,7 +1,8 @@
 """One bootstrap for the whole application: a local listener per upstream broker.
 
-Strategy (with `proxy.broker_listeners = true`): every upstream broker gets a listener of
-the proxy (an ephemeral port on the proxy's host), and Metadata names the brokers by their
+Strategy (pass-through, `proxy.broker_listeners`; on by default for a loopback sidecar):
+every upstream broker gets a listener of the proxy (an ephemeral port on the proxy's
+host), and Metadata names the brokers by their
 own node ids at those listeners, with their racks and the real leaders, replicas and
 controller. A client therefore keeps one connection per broker, each to the proxy, and
 sends every request where it would send it on a direct connection. The proxy serves
