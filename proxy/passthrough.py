@@ -14,8 +14,8 @@ broker), and the broker's answer goes back verbatim. So Fetch, ListOffsets, the 
 group APIs, OffsetCommit/Fetch and admin requests reach the broker they address.
 
 Not passed through: the inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
-ControlledShutdown) and DescribeCluster (its answer names the brokers' real endpoints; a
-client falls back to Metadata). Fetch is offered up to v12: from v16 a Fetch answer may
+ControlledShutdown), DescribeCluster (its answer names the brokers' real endpoints; a
+client falls back to Metadata) and client telemetry (KIP-714, below NOT_PASSED). Fetch is offered up to v12: from v16 a Fetch answer may
 carry KIP-951 leader endpoints, which would lead the client past the proxy.
 
 A Fetch (v11+) without a rack_id gets `proxy.consumer_rack` (this zone's AZ id) put in
@@ -41,7 +41,13 @@ API_FETCH = 1
 API_DESCRIBE_CLUSTER = 60
 HIGHEST_FETCH_VERSION = 12  # v16 answers may name leader endpoints (KIP-951)
 FIRST_RACK_FETCH_VERSION = 11  # KIP-392: Fetch carries the consumer's rack_id
-NOT_PASSED = frozenset({4, 5, 6, 7, API_DESCRIBE_CLUSTER})  # inter-broker; DescribeCluster names endpoints
+# KIP-714 client telemetry: a client sends GetTelemetrySubscriptions to one broker right
+# after connecting, ahead of its InitProducerId on the same connection; passed through to
+# a hung broker it held that producer's start (answers go in request order). Metrics the
+# client would push are not worth that: not offered, so clients skip telemetry.
+API_GET_TELEMETRY_SUBSCRIPTIONS, API_PUSH_TELEMETRY = 71, 72
+NOT_PASSED = frozenset({4, 5, 6, 7, API_DESCRIBE_CLUSTER,  # inter-broker; DescribeCluster names endpoints
+                        API_GET_TELEMETRY_SUBSCRIPTIONS, API_PUSH_TELEMETRY})
 
 
 def passthrough_versions(upstream: Mapping[int, tuple[int, int]],
