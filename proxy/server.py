@@ -67,13 +67,13 @@ from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.passthrough_audit import PassthroughMeter
-from proxy.produce_only import refused_fetch
 from proxy.produce import (
     DirectBackend,
     encode_produce_answer,
     produce_answers,
     validate_produce,
 )
+from proxy.produce_only import refused_fetch
 from proxy.receive_budget import ReceiveBudget
 from proxy.sasl import (
     SASL_AUTHENTICATION_FAILED,
