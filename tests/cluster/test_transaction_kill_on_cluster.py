@@ -4,7 +4,8 @@ A transactional producer (confluent-kafka) writes through the proxy to three par
 whose leaders sit in the proxy's zone (use1-az1) and in the two others; its transaction
 coordinator is broker 2 (use1-az2). Mid-transaction, with Produce requests held at every
 broker (a round-trip delay, so they are in flight), the proxy is killed with SIGKILL and
-started again on the same port. The application then does what Kafka Streams does with a
+started again on the same port (its per-broker listeners - pass-through is on by default -
+come back on new ports, which the client learns again from the bootstrap port). The application then does what Kafka Streams does with a
 task whose transaction failed - abort it - and what Flink does on restart - a new
 producer instance with the same transactional.id (a new InitProducerId) - and
 redoes the transaction.
