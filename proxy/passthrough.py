@@ -13,9 +13,10 @@ broker whose listener it arrived on (a request on the bootstrap listener: any he
 broker), and the broker's answer goes back verbatim. So Fetch, ListOffsets, the consumer
 group APIs, OffsetCommit/Fetch and admin requests reach the broker they address.
 
-Not passed through: the inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
-ControlledShutdown), DescribeCluster (its answer names the brokers' real endpoints; a
-client falls back to Metadata) and client telemetry (KIP-714, below NOT_PASSED). Fetch is offered up to v12: from v16 a Fetch answer may
+Not passed through: the inter-broker and controller APIs (LeaderAndIsr ... ControlledShutdown,
+WriteTxnMarkers, the KRaft quorum and registration APIs), DescribeCluster (its answer names
+the brokers' real endpoints; a client falls back to Metadata), SASL (the listener's own)
+and client telemetry (KIP-714); see NOT_PASSED. Fetch is offered up to v12: from v16 a Fetch answer may
 carry KIP-951 leader endpoints, which would lead the client past the proxy.
 
 A Fetch (v11+) without a rack_id gets `proxy.consumer_rack` (this zone's AZ id) put in
@@ -46,8 +47,16 @@ FIRST_RACK_FETCH_VERSION = 11  # KIP-392: Fetch carries the consumer's rack_id
 # a hung broker it held that producer's start (answers go in request order). Metrics the
 # client would push are not worth that: not offered, so clients skip telemetry.
 API_GET_TELEMETRY_SUBSCRIPTIONS, API_PUSH_TELEMETRY = 71, 72
-NOT_PASSED = frozenset({4, 5, 6, 7, API_DESCRIBE_CLUSTER,  # inter-broker; DescribeCluster names endpoints
-                        API_GET_TELEMETRY_SUBSCRIPTIONS, API_PUSH_TELEMETRY})
+# SASL belongs to the proxy's own listener (served there when proxy.sasl_mechanisms is set,
+# proxy/versions.with_sasl); passed through it would authenticate the client at the broker
+# on the proxy's connection, and a listener without SASL would advertise it.
+API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE = 17, 36
+# Broker-to-broker and controller APIs: no client sends them, and none should reach a broker
+# with the proxy's identity (WriteTxnMarkers would write transaction markers).
+INTER_BROKER = frozenset({4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 57, 58, 62, 63, 64, 67, 70})
+NOT_PASSED = INTER_BROKER | {API_DESCRIBE_CLUSTER,  # its answer names the brokers' real endpoints
+                             API_GET_TELEMETRY_SUBSCRIPTIONS, API_PUSH_TELEMETRY,
+                             API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE}
 
 
 def passthrough_versions(upstream: Mapping[int, tuple[int, int]],
