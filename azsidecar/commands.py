@@ -162,10 +162,23 @@ def _plan(sub: argparse._SubParsersAction) -> None:
                                    "each host's break-even rate (model: router/plan.py, docs/planner.md).")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--profile", metavar="CSV",
-                        help="columns host,zone,leader_zone,bytes_per_s[,batches_per_s], one row per host and leader zone")
+                        help="columns host,zone,leader_zone,bytes_per_s[,batches_per_s][,requests_per_s], "
+                             "one row per host and leader zone")
     source.add_argument("--from-audit", metavar="DIR", help="a run's audit records (gzip JSON lines under DIR)")
     p.add_argument("--compare", action="store_true",
-                   help="with --from-audit: the audited figures beside the prediction for the run's window")
+                   help="the audited figures of a run (--from-audit, or --audited with --profile) beside the "
+                        "prediction for the run's window")
+    p.add_argument("--audited", metavar="DIR",
+                   help="with --profile --compare: the audit records of the run the profile describes")
+    p.add_argument("--compare-mode", choices=("sidecar", "gateway"), default="sidecar",
+                   help="which predicted mode --compare sets against the audit (default sidecar: one writer "
+                        "per proxy id, the run's own mode with --from-audit)")
+    p.add_argument("--wal-latency-ms", type=float, default=None,
+                   help="closed-loop producers: rows without requests_per_s send --in-flight requests per this "
+                        "latency through the WAL path (linger + PUT + notification + append); default: each "
+                        "batch arrives on its own")
+    p.add_argument("--in-flight", type=int, default=1,
+                   help="requests a producer keeps outstanding per leader zone with --wal-latency-ms (default 1)")
     p.add_argument("--prices", metavar="FILE", help="prices TOML, as `azsidecar audit --prices` (default list prices)")
     p.add_argument("--policy", choices=("cost", "wal"), default="cost", help="router policy (default cost)")
     p.add_argument("--linger-ms", type=int, default=250, help="wal.linger_ms (default 250)")

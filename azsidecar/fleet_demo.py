@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from core.prices import Prices
@@ -22,8 +23,10 @@ from router.plan import (
     PlanError,
     Usage,
     WalSettings,
+    applies_from_records,
     arrivals_from_produce_batches,
     audited_totals,
+    notify_sizes_from_records,
     replay_usage,
     storage_classes,
 )
@@ -62,6 +65,13 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sized(wal: WalSettings, sizes: tuple[float, float] | None) -> WalSettings:
+    """`wal` with a run's measured notification sizes, if it has any."""
+    if sizes is None:
+        return wal
+    return replace(wal, notify_bytes_per_share=sizes[0], notify_bytes_per_entry=sizes[1])
+
+
 def result_table(runs: list[FleetRun], policy: str, prices: Prices) -> str:
     cls = storage_classes(prices)[0]
     wal = WalSettings(linger_ms=250, policy="wal")  # replay: every cross-zone batch through the WAL
@@ -74,13 +84,17 @@ def result_table(runs: list[FleetRun], policy: str, prices: Prices) -> str:
     audited = []
     replayed = []
     arrivals_of = []
+    applies_of = []
+    sizes_of = []
     for r in runs:
         records = list(audit_lines(r.audit_dir))
         audited.append(audited_totals(records))
         arrivals_of.append(arrivals_from_produce_batches(records))
-    for arrivals in arrivals_of:
+        applies_of.append(applies_from_records(records))
+        sizes_of.append(notify_sizes_from_records(records))
+    for arrivals, applied, sizes in zip(arrivals_of, applies_of, sizes_of):
         try:  # the run's own arrivals through its own mode; the gateways also from the sidecars' arrivals
-            replayed.append(replay_usage(arrivals, "sidecar", wal)[0])
+            replayed.append(replay_usage(arrivals, "sidecar", _sized(wal, sizes), applied=applied)[0])
         except PlanError:
             replayed.append(None)
     row("proxies", [str(r.proxies) for r in runs])
@@ -108,7 +122,7 @@ def result_table(runs: list[FleetRun], policy: str, prices: Prices) -> str:
     row("plan replay: S3 PUT / GET", [f"{u.objects + u.checkpoints:.0f} / {u.shares:.0f}" if u else "-" for u in replayed])
     row("plan replay: net savings $", [f"{net(u):.8f}" if u else "-" for u in replayed])
     if [r.mode for r in runs] == ["sidecars", "gateways"] and arrivals_of[0]:
-        g = replay_usage(arrivals_of[0], "gateway", wal)[0]
+        g = replay_usage(arrivals_of[0], "gateway", _sized(wal, sizes_of[0]))[0]
         lines.append(f"plan: the sidecars run's arrivals through one gateway per zone: {g.objects:.0f} WAL objects, "
                      f"{g.objects + g.checkpoints:.0f} PUTs, {g.shares:.0f} GETs, net savings ${net(g):.8f} "
                      f"(the gateways run audited {audited[1].wal_objects} objects, "

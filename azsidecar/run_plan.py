@@ -15,6 +15,7 @@ import gzip
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -27,12 +28,15 @@ from router.plan import (
     PlanError,
     Usage,
     WalSettings,
+    applies_from_records,
     arrivals_from_produce_batches,
     audited_totals,
+    closed_loop_requests_per_s,
     cross_byte_usd,
     flow_from_row,
     flows_from_produce_batches,
     host_verdicts,
+    notify_sizes_from_records,
     plan,
     replay_usage,
     storage_classes,
@@ -41,16 +45,19 @@ from router.plan import (
 REQUIRED_COLUMNS = ("host", "zone", "leader_zone", "bytes_per_s")
 
 
-def read_profile_csv(path: Path, batch_bytes: int) -> list[Flow]:
-    """Flows from a CSV with a header row. Raises ConfigError naming file, line and column."""
+def read_profile_csv(path: Path, batch_bytes: int, closed_loop: float | None = None) -> list[Flow]:
+    """Flows from a CSV with a header row (`closed_loop`: request rate of rows without
+    requests_per_s, router.plan.closed_loop_requests_per_s). Raises ConfigError naming file,
+    line and column."""
     try:
         with path.open(newline="") as fh:
             reader = csv.DictReader(fh)
             missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
                 raise ConfigError(f"{path}: missing column(s) {', '.join(missing)} "
-                                  f"(header: {', '.join(REQUIRED_COLUMNS)}[, batches_per_s])")
-            return [flow_from_row(row, batch_bytes, f"{path}:{n}: ") for n, row in enumerate(reader, start=2)]
+                                  f"(header: {', '.join(REQUIRED_COLUMNS)}[, batches_per_s][, requests_per_s])")
+            return [flow_from_row(row, batch_bytes, f"{path}:{n}: ", closed_loop)
+                    for n, row in enumerate(reader, start=2)]
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
     except PlanError as exc:
@@ -79,29 +86,45 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from exc
     audited: Audited | None = None
     replayed: dict[str, Usage] = {}
-    if args.from_audit:
-        root = Path(args.from_audit)
+    audit_root = args.from_audit or getattr(args, "audited", None)
+    if args.compare and not audit_root:
+        raise ConfigError("--compare needs the run's audit records: --from-audit DIR, or --profile with --audited DIR")
+    if audit_root:
+        root = Path(audit_root)
         try:
-            flows, window_s = flows_from_produce_batches(audit_records(root))
+            sizes = notify_sizes_from_records(audit_records(root))
+            if sizes is not None:  # the run's own notification sizes (names, keys) for every figure
+                wal = replace(wal, notify_bytes_per_share=sizes[0], notify_bytes_per_entry=sizes[1])
             if args.compare:
                 audited = audited_totals(audit_records(root))
                 arrivals = arrivals_from_produce_batches(audit_records(root))
-                replayed = {mode: replay_usage(arrivals, mode, wal)[0] for mode in ("sidecar", "gateway")}
+                applied = applies_from_records(audit_records(root))
+                # one writer per proxy id is the run's own mode: its agents' measured applications
+                replayed = {"sidecar": replay_usage(arrivals, "sidecar", wal, applied=applied)[0],
+                            "gateway": replay_usage(arrivals, "gateway", wal)[0]}
+            if args.from_audit:
+                flows, window_s = flows_from_produce_batches(audit_records(root))
         except PlanError as exc:
             raise ConfigError(f"{root}: {exc}") from exc
-    else:
-        flows = read_profile_csv(Path(args.profile), args.batch_bytes)
+    if not args.from_audit:
+        try:
+            closed_loop = (closed_loop_requests_per_s(args.wal_latency_ms, args.in_flight)
+                           if getattr(args, "wal_latency_ms", None) is not None else None)
+        except PlanError as exc:
+            raise ConfigError(str(exc)) from exc
+        flows = read_profile_csv(Path(args.profile), args.batch_bytes, closed_loop)
     bills = plan(flows, wal, prices)
+    compare_mode = getattr(args, "compare_mode", "sidecar")
     if args.format == "json":
-        json.dump(as_json(flows, bills, wal, prices, audited, replayed), sys.stdout, indent=1)
+        json.dump(as_json(flows, bills, wal, prices, audited, replayed, compare_mode), sys.stdout, indent=1)
         print()
     else:
-        print_text(flows, bills, wal, prices, audited, replayed, sys.stdout)
+        print_text(flows, bills, wal, prices, audited, replayed, sys.stdout, compare_mode)
     return 0
 
 
 def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audited: Audited | None,
-            replayed: dict[str, Usage]) -> dict:
+            replayed: dict[str, Usage], compare_mode: str = "sidecar") -> dict:
     cls = storage_classes(prices)[0]
     out = {
         "bills": [{"mode": b.mode, "storage_class": b.storage_class, "writers": b.writers,
@@ -115,15 +138,16 @@ def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audi
                   for v in host_verdicts(flows, wal, cls, prices)],
     }
     if audited is not None:
-        out["compare"] = compare_rows(bills, audited, prices, replayed.get("sidecar"))
+        out["compare"] = compare_rows(bills, audited, prices, replayed.get("sidecar"), compare_mode)
     return out
 
 
-def compare_rows(bills: list[Bill], audited: Audited, prices, replay: Usage | None = None) -> list[dict]:
-    """Predicted against audited: the mean-rate model (the sidecar bill on Standard, scaled to the
-    audited window) and, if given, the replay of the run's own arrivals (totals)."""
+def compare_rows(bills: list[Bill], audited: Audited, prices, replay: Usage | None = None,
+                 mode: str = "sidecar") -> list[dict]:
+    """Predicted against audited: the mean-rate model (the bill of `mode` on Standard, scaled to
+    the audited window) and, if given, the replay of the run's own arrivals (totals)."""
     cls = storage_classes(prices)[0]
-    sidecar = next(b for b in bills if b.mode == "sidecar" and b.storage_class == cls.name)
+    sidecar = next(b for b in bills if b.mode == mode and b.storage_class == cls.name)
     u, w = sidecar.usage, audited.window_s
     transfer, requests, net = audited.bill(prices, cls)
     predicted_puts = (u.objects + u.checkpoints) * w
@@ -169,7 +193,7 @@ def _rate(bps: float | None) -> str:
 
 
 def print_text(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audited: Audited | None,
-               replayed: dict[str, Usage], out: TextIO) -> None:
+               replayed: dict[str, Usage], out: TextIO, compare_mode: str = "sidecar") -> None:
     hosts = {(f.host, f.zone) for f in flows}
     cross = sum(f.bytes_per_s for f in flows if f.cross)
     print(f"profile: {len(hosts)} producer hosts, {sum(f.bytes_per_s for f in flows) / 1e6:.3f} MB/s "
@@ -191,8 +215,9 @@ def print_text(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, a
         print(f"  {v.host:24s} {v.zone:10s} cross-zone {_rate(v.cross_bytes_per_s):>14s}  "
               f"break-even {_rate(v.break_even_bytes_per_s):>14s}  -> {verdict}", file=out)
     if audited is not None:
-        print(f"prediction for the audited run ({audited.window_s:.1f} s window, sidecar mode) vs audit:", file=out)
-        for row in compare_rows(bills, audited, prices, replayed.get("sidecar")):
+        print(f"prediction for the audited run ({audited.window_s:.1f} s window, {compare_mode} mode) vs audit:",
+              file=out)
+        for row in compare_rows(bills, audited, prices, replayed.get("sidecar"), compare_mode):
             p, a = row["predicted"], row["audited"]
             diff = f"{100.0 * (p / a - 1):+8.1f} %" if a else "       -"
             print(f"  {row['figure']:30s} predicted {p:16,.6g}  audited {a:16,.6g}  {diff}", file=out)

@@ -1,7 +1,7 @@
 """Agent append throughput (S3 -> Tansu) with 1, 2, 3 agents per zone vs a plain aiokafka producer, same batches, same run.
 
 Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
-                                            [--agents 1,2,3]
+                                            [--agents 1,2,3] [--profile-dir DIR]
 
 Setup: one moto server and one memory-backed Tansu broker on loopback. The record batches
 (`batch-kib` each, 1 KiB records, no producer id) are built once.
@@ -19,7 +19,9 @@ received. CPU: the agent processes' user+system time (/proc), per MiB.
 Phase "producer": a plain AIOKafkaProducer (acks=all) sends the same records grouped in the
 same batches (create_batch/send_batch), to a fresh topic. Timed: first send to last ack.
 Also printed: CPU time per MiB of the agents (their processes) and of the producer (this
-process), steadier than wall clock on a shared host.
+process), steadier than wall clock on a shared host, and the others' CPU per MiB: what the
+phase costs the rest of the stack on the same cores (moto serving the GETs, Tansu, and
+this process, i.e. the proxy's notifiers; for the producer phase Tansu).
 
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer.
@@ -55,6 +57,24 @@ RECORD_BYTES = 1024
 KEYS = ("bench-notify-key-0123456789",)
 AGENT_READY_S = 30.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --profile-dir: the agent under cProfile with a CPU-time clock (time blocked in epoll is not
+# counted), the stats written when SIGTERM ends it. argv: [output, azsidecar arguments...].
+PROFILED_AGENT = """
+import cProfile, runpy, sys, time
+out = sys.argv[1]
+sys.argv = ["azsidecar", *sys.argv[2:]]
+profiler = cProfile.Profile(time.process_time)
+profiler.enable()
+try:
+    runpy.run_module("azsidecar", run_name="__main__")
+except SystemExit:
+    pass
+finally:
+    profiler.disable()
+    profiler.dump_stats(out)
+"""
 
 
 @dataclass(frozen=True)
@@ -101,10 +121,10 @@ def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap) -> list[
 class AgentProcesses:
     """`count` agent processes of zone az2 on loopback ports."""
 
-    def __init__(self, count: int, base: dict, log_dir: Path) -> None:
+    def __init__(self, count: int, base: dict, log_dir: Path, profile_dir: Path | None = None) -> None:
         self.ports = [free_port() for _ in range(count)]
         self.procs: list[subprocess.Popen] = []
-        self.base, self.log_dir = base, log_dir
+        self.base, self.log_dir, self.profile_dir = base, log_dir, profile_dir
 
     def __enter__(self) -> AgentProcesses:
         env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": ",".join(KEYS),
@@ -117,8 +137,11 @@ class AgentProcesses:
                                                      "checkpoint_interval_ms": 600_000}}))
                 log = self.log_dir / f"agent{i}.log"
                 with open(log, "ab") as out:
-                    proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "agent", "--config", str(config)],
-                                            stdout=out, stderr=subprocess.STDOUT, env=env)
+                    args = ["agent", "--config", str(config)]
+                    command = ([sys.executable, "-m", "azsidecar", *args] if self.profile_dir is None
+                               else [sys.executable, "-c", PROFILED_AGENT, str(self.profile_dir / f"agent{i}.prof"),
+                                     *args])
+                    proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
                 self.procs.append(proc)
                 _wait_for_log_line(proc, log, "listening=", AGENT_READY_S, f"agent {i}", 0)
         except BaseException:
@@ -141,12 +164,14 @@ class AgentProcesses:
 
     def cpu_s(self, n: int) -> float:
         """user + system CPU seconds of the first `n` agent processes so far."""
-        total = 0
-        for proc in self.procs[:n]:
-            with open(f"/proc/{proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-        return total / CLOCK_TICKS
+        return sum(process_cpu_s(proc.pid) for proc in self.procs[:n])
+
+
+def process_cpu_s(pid: int) -> float:
+    """user + system CPU seconds of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15 of stat)
 
 
 async def run_agent_phase(config, objs, bucket: str) -> float:
@@ -226,6 +251,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--agents", default="1,2,3", help="agents per zone to compare, comma-separated")
+    ap.add_argument("--profile-dir", type=Path, default=None,
+                    help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
     counts = [int(n) for n in args.agents.split(",")]
     if not counts or min(counts) < 1:
@@ -240,6 +267,11 @@ def main() -> int:
     wall = {n: 0.0 for n in counts}
     cpu = {n: 0.0 for n in counts}
     t_producer = cpu_producer = 0.0
+    # The rest of each phase's CPU on the same cores: moto (S3) and Tansu; for the agents also
+    # this process (the proxy's notifiers and sender). Printed so the ratio can be read
+    # against what the agents' phase makes the shared cores do besides appending.
+    others = {n: [0.0, 0.0, 0.0] for n in counts}  # moto, Tansu, this process
+    others_producer = 0.0
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True)
     with start_moto() as moto, start_tansu() as tansu:
@@ -248,7 +280,7 @@ def main() -> int:
         s3 = moto.client()
         base = {"wal": {"bucket": bucket, "prefix": "wal/", "endpoint_url": moto.endpoint_url},
                 "upstream": {"bootstrap_servers": [tansu.bootstrap]}}
-        with AgentProcesses(max(counts), base, log_dir) as agents:
+        with AgentProcesses(max(counts), base, log_dir, args.profile_dir) as agents:
             for r in range(args.rounds):
                 line = [f"round {r}:"]
                 for n in counts:  # side by side in the same round
@@ -260,25 +292,33 @@ def main() -> int:
                     create_topic(tansu.bootstrap, topic, args.partitions)
                     objs = put_objects(s3, bucket, topic, batches, AgentMap(config.notify.agents))
                     c0 = agents.cpu_s(n)
+                    o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(tansu.proc.pid), time.process_time())
                     t = trio.run(run_agent_phase, config, objs, bucket)
                     cpu[n] += agents.cpu_s(n) - c0
+                    o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(tansu.proc.pid), time.process_time())
+                    others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
                     wall[n] += t
                     line.append(f"agents x{n} {mib / t:7.1f} MiB/s")
                 topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
                 create_topic(tansu.bootstrap, topic_p, args.partitions)
                 c1 = time.process_time()
+                t1 = process_cpu_s(tansu.proc.pid)
                 tp = asyncio.run(run_producer_phase(tansu.bootstrap, topic_p, batches))
                 cpu_producer += time.process_time() - c1
+                others_producer += process_cpu_s(tansu.proc.pid) - t1
                 t_producer += tp
                 line.append(f"producer {mib / tp:7.1f} MiB/s")
                 print("   ".join(line))
     total = mib * args.rounds
     producer_rate = total / t_producer
-    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s}")
+    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s}   others' CPU s/MiB: "
+          f"{'moto':>7s} {'Tansu':>7s} {'proxy':>7s}")
     for n in counts:
         rate = total / wall[n]
-        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f}")
-    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f}")
+        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f}   {'':19s}"
+              + " ".join(f"{x / total:7.4f}" for x in others[n]))
+    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f}   {'':19s}"
+          f"{'-':>7s} {others_producer / total:7.4f} {'-':>7s}")
     return 0
 
 

@@ -4,23 +4,33 @@ WAL on S3 Express One Zone, side by side in one run (issue 19).
 Strategy: two zones in loopback mode (deploy/local/zones.py: moto and one Tansu broker per zone);
 S3 behind the latency injector with a size-dependent profile (deploy/local/s3_delay.py
 `--profile standard|express`), and for the Express setup the S3 Express front
-(deploy/local/s3_express.py: directory buckets, sessions) in front of the injector. Each setup
+(deploy/local/s3_express.py: directory buckets, sessions) behind the injector. Each setup
 starts the sidecars (proxy + agent) of both zones; the producer is in use1-az1 and every
 partition is led in use1-az2, so each batch crosses zones:
   direct        router.policy direct (the batch goes straight to the leader's zone)
   wal-standard  router.policy wal, wal.storage_class standard (linger 250 ms by default)
   wal-express   router.policy wal, wal.storage_class express (linger 20 ms by default)
+A setup may name its own linger after an @ (`wal-express@5`), so one run can put the default
+and a shorter linger side by side.
+
+The injector runs with `--hold answer`: each S3 request is answered when the profile's time
+has passed since it arrived, moto's own time included (not added on top of the profile).
 
 Measured at the producer, through use1-az1's sidecar:
 1. latency: librdkafka (confluent-kafka) paced at --rate records/s for --seconds, acks=all,
-   batch.size 16384, linger.ms 5: p50/p99 from produce() to the delivery callback;
+   batch.size 16384, linger.ms 5: p50/p99 from produce() to the delivery callback, after
+   one warm-up record (the idempotent producer's start - connections, ProducerId, whose
+   first attempt librdkafka retries after a 500 ms timer - held the first ~100 records
+   for up to ~0.5 s, which was the whole p99 of a 20 s run, direct route included);
+   with --stages, also where the time went per stage (bench/latency_stages.py, from the
+   sidecars' audit records);
 2. per-partition throughput of default-configured producers, --records records of
    --record-bytes to one partition as fast as the producer goes: kafka-python with every
    default, and librdkafka with batch.size 16 KiB and linger.ms 5.
 
 Usage (the lead runs it for figures; tests only smoke it with tiny parameters):
   .venv/bin/python bench/bench_latency.py [--rate 200] [--seconds 20] [--records 20000]
-      [--record-bytes 100] [--setups direct,wal-standard,wal-express] [--json FILE]
+      [--record-bytes 100] [--setups direct,wal-standard,wal-express,wal-express@5] [--stages] [--linger-ms express=5] [--json FILE]
 """
 
 from __future__ import annotations
@@ -40,8 +50,10 @@ from kafka import KafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/bench_latency.py` from the repo
 
+from bench.latency_stages import percentile, stage_summary
 from bench.workload import create_topics
 from deploy.local.fault_common import running_listener
+from deploy.local.fleet import audit_lines
 from deploy.local.s3_express import create_directory_bucket, running_front
 from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
 from deploy.local.zones import ZoneEnv, three_zones
@@ -53,29 +65,32 @@ FLUSH_TIMEOUT_S = 300.0
 TOPIC_PREFIX = "lat-"
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 @contextlib.contextmanager
 def s3_store(env: ZoneEnv, setup: str, work: Path) -> Iterator[tuple[str, str, str]]:
-    """(storage class, endpoint URL, wal.bucket) of a fresh WAL store behind the latency injector."""
+    """(storage class, endpoint URL, wal.bucket) of a fresh WAL store behind the latency injector.
+
+    Express: the injector in front of the Express front (client -> injector -> front -> moto),
+    so the front's own hop (parsing, SigV4 checks, its connection to moto) is inside the
+    profile's latency, like moto's, rather than added to it.
+    """
     storage_class = "express" if setup == "wal-express" else "standard"
     assert env.moto is not None
     moto = ("127.0.0.1", env.moto.port)
-    argv = [sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"{moto[0]}:{moto[1]}",
-            "--listen", "127.0.0.1:0", "--profile", storage_class]
     base = f"wal-{uuid.uuid4().hex[:8]}"
-    with running_listener(argv, work / f"s3-delay-{setup}.log", "S3 latency injector") as delayed:
-        if storage_class == "express":
-            for zone in ZONES:
-                create_directory_bucket(moto, f"{base}--{zone}--x-s3")
-            with running_front(delayed, work / f"s3-express-{setup}.log") as endpoint:
-                yield storage_class, endpoint, base
-        else:
+
+    def injector(upstream: str) -> contextlib.AbstractContextManager[str]:
+        argv = [sys.executable, "-m", "deploy.local.s3_delay", "--upstream", upstream,
+                "--listen", "127.0.0.1:0", "--profile", storage_class, "--hold", "answer"]
+        return running_listener(argv, work / f"s3-delay-{setup}.log", "S3 latency injector")
+
+    if storage_class == "express":
+        for zone in ZONES:
+            create_directory_bucket(moto, f"{base}--{zone}--x-s3")
+        with running_front(f"{moto[0]}:{moto[1]}", work / f"s3-express-{setup}.log") as front, \
+                injector(front.removeprefix("http://")) as delayed:
+            yield storage_class, f"http://{delayed}", base
+    else:
+        with injector(f"{moto[0]}:{moto[1]}") as delayed:
             env.create_bucket(base)
             yield storage_class, f"http://{delayed}", base
 
@@ -93,6 +108,9 @@ def paced_latency_ms(bootstrap: str, topic: str, rate: float, seconds: float) ->
         else:
             latencies.append((time.perf_counter() - started) * 1000)
 
+    producer.produce(topic, value=b"w" * 100, partition=0)  # warm-up: not measured (module docstring)
+    if producer.flush(FLUSH_TIMEOUT_S):
+        raise RuntimeError(f"paced producer: the warm-up record undelivered after {FLUSH_TIMEOUT_S:g} s")
     total = max(1, int(rate * seconds))
     start = time.perf_counter()
     for i in range(total):
@@ -141,27 +159,42 @@ def kafka_python_throughput(bootstrap: str, topic: str, records: int, record_byt
     return elapsed
 
 
+def parse_setup(text: str) -> tuple[str, int | None]:
+    """"wal-express@5" -> ("wal-express", 5); "direct" -> ("direct", None). ValueError if unknown."""
+    name, _, linger = text.partition("@")
+    if name not in SETUPS or (linger and (not linger.isdigit() or name == "direct")):
+        raise ValueError(text)
+    return name, int(linger) if linger else None
+
+
 def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) -> dict:
-    with s3_store(env, setup, work) as (storage_class, endpoint, bucket):
+    kind, linger_override = parse_setup(setup)
+    with s3_store(env, kind, work) as (storage_class, endpoint, bucket):
+        linger_ms = linger_override if linger_override is not None else args.linger_ms.get(
+            storage_class, DEFAULT_LINGER_MS[storage_class])
         settings = SidecarSettings(
-            wal_bucket=bucket, audit_dir=work / f"audit-{setup}", policy="direct" if setup == "direct" else "wal",
-            linger_ms=DEFAULT_LINGER_MS[storage_class], partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
+            wal_bucket=bucket, audit_dir=work / f"audit-{setup.replace('@', '-')}",
+            policy="direct" if kind == "direct" else "wal",
+            linger_ms=linger_ms, partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
             extra={"wal": {"storage_class": storage_class, "endpoint_url": endpoint}})
         start = sidecar_starter(env, settings)
         with contextlib.ExitStack() as stack:
             for zone in env.zones:
                 stack.enter_context(start(env, zone))
             bootstrap = env.zone(ZONES[0]).sidecar_bootstrap
-            topics = {kind: f"{TOPIC_PREFIX}{setup}-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("paced", "rdk", "kp")}
+            tag = setup.replace("@", "-")
+            topics = {t: f"{TOPIC_PREFIX}{tag}-{t}-{uuid.uuid4().hex[:6]}" for t in ("paced", "rdk", "kp")}
             create_topics(env.zone(ZONES[0]).broker_bootstrap,
                           {"topics": [{"name": t, "partitions": 1} for t in topics.values()]})
             latencies = paced_latency_ms(bootstrap, topics["paced"], args.rate, args.seconds)
             rdk_s = librdkafka_throughput(bootstrap, topics["rdk"], args.records, args.record_bytes)
             kp_s = kafka_python_throughput(bootstrap, topics["kp"], args.records, args.record_bytes)
+    # The sidecars have stopped: their audit files are complete.
+    stages = stage_summary(audit_lines(settings.audit_dir), topics["paced"])
     mb = args.records * args.record_bytes / 1e6
     return {"setup": setup, "storage_class": storage_class, "linger_ms": settings.linger_ms,
             "p50_ms": percentile(latencies, 0.50), "p99_ms": percentile(latencies, 0.99), "paced_records": len(latencies),
-            "librdkafka_s": rdk_s, "librdkafka_mb_s": mb / rdk_s, "kafka_python_s": kp_s, "kafka_python_mb_s": mb / kp_s}
+            "librdkafka_s": rdk_s, "librdkafka_mb_s": mb / rdk_s, "kafka_python_s": kp_s, "kafka_python_mb_s": mb / kp_s, "stages": stages}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,10 +205,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--setups", default=",".join(SETUPS), help=f"comma-separated subset of {','.join(SETUPS)}")
     parser.add_argument("--json", help="also write the results as JSON here")
+    parser.add_argument("--linger-ms", action="append", default=[], metavar="CLASS=MS",
+                        help="wal.linger_ms for a storage class instead of its default (e.g. express=5); repeatable")
+    parser.add_argument("--stages", action="store_true",
+                        help="also print the paced producer's batches per stage (p50/p99 ms, from the audit)")
     parser.add_argument("--log-dir", help="keep the processes' logs here (default: a temporary directory)")
     args = parser.parse_args(argv)
+    try:
+        args.linger_ms = {cls: int(ms) for cls, ms in (item.split("=", 1) for item in args.linger_ms)}
+    except ValueError:
+        parser.error("--linger-ms: CLASS=MS, e.g. express=5")
+    if set(args.linger_ms) - set(DEFAULT_LINGER_MS):
+        parser.error(f"--linger-ms: the class is one of {', '.join(DEFAULT_LINGER_MS)}")
     setups = [s for s in args.setups.split(",") if s]
-    if not setups or any(s not in SETUPS for s in setups):
+    try:
+        for s in setups:
+            parse_setup(s)
+    except ValueError as exc:
+        parser.error(f"--setups: {exc} is not one of {','.join(SETUPS)} (a WAL setup may add @LINGER_MS)")
+    if not setups:
         parser.error(f"--setups: a comma-separated subset of {','.join(SETUPS)}")
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
@@ -185,12 +233,17 @@ def main(argv: list[str] | None = None) -> int:
             for setup in setups:
                 results.append(run_setup(env, setup, args, work))
     direct = next((r for r in results if r["setup"] == "direct"), None)
-    print(f"{'setup':<14}{'linger':>8}{'p50 ms':>9}{'p99 ms':>9}{'librdkafka MB/s':>17}{'kafka-python MB/s':>19}"
+    print(f"{'setup':<17}{'linger':>8}{'p50 ms':>9}{'p99 ms':>9}{'librdkafka MB/s':>17}{'kafka-python MB/s':>19}"
           f"{'vs direct':>11}")
     for r in results:
         ratio = r["librdkafka_mb_s"] / direct["librdkafka_mb_s"] if direct else float("nan")
-        print(f"{r['setup']:<14}{r['linger_ms']:>8}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['librdkafka_mb_s']:>17.3f}"
+        print(f"{r['setup']:<17}{r['linger_ms']:>8}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['librdkafka_mb_s']:>17.3f}"
               f"{r['kafka_python_mb_s']:>19.3f}{ratio:>11.2f}")
+    if args.stages:
+        for r in results:
+            print(f"\n{r['setup']}: the paced topic's batches per stage (ms; records per batch)")
+            for name, v in r["stages"].items():
+                print(f"  {name:<32} n={v['n']:<6} p50={v['p50']:8.1f} p99={v['p99']:8.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -26,7 +26,9 @@ SCHEMA_HISTORY: dict[int, str] = {
     5: "kind s3_request (the product's S3 requests outside WAL PUTs, agent GETs and manifests: epochs, "
        "GC, recovery); produce_batch.s3_put_ms no longer includes linger_wait_ms, direct_cross wire_bytes "
        "includes the per-partition Produce overhead, wal wire_bytes is the batch's share of its notification",
-    6: "kind passthrough_bytes (requests the proxy forwarded to a broker - Fetch, ListOffsets, groups, admin - "
+    6: "produce_batch.leader_append_ms on the WAL route: the agent's append time from its answer "
+       "(notify protocol v3); -1 there before v6",
+    7: "kind passthrough_bytes (requests the proxy forwarded to a broker - Fetch, ListOffsets, groups, admin - "
        "by broker zone and api key, aggregated per interval)",
 }
 

@@ -1,7 +1,8 @@
-"""Connection limits of the agent's listener: admission decisions and rate-limited logging.
+"""Connection limits of the agent's listener: admission decisions and read deadlines.
 
 Pure and clock-free: the agent passes counts, times and the peer's address in, and acts on
-what comes back. Limits (agent.* settings, docs/configuration.md): connections in total,
+what comes back (its log lines are rate-limited by `core.log_limit.LogLimiter`). Limits
+(agent.* settings, docs/configuration.md): connections in total,
 per source address (not for loopback, where every local proxy shares 127.0.0.1), and
 connections whose peer has not yet proved it holds a key (its HELLO has not verified);
 a deadline for a started frame (or the HELLO, from accept) to arrive whole, and an idle
@@ -11,11 +12,7 @@ timeout between frames of an authenticated connection.
 from __future__ import annotations
 
 import enum
-from collections import OrderedDict
 from dataclasses import dataclass
-
-LOG_INTERVAL_S = 60.0  # a refusal or timeout is logged at most once per source per minute
-MAX_LOG_SOURCES = 4096  # sources remembered for that; the oldest is forgotten beyond it
 
 
 class Refusal(enum.Enum):
@@ -58,22 +55,3 @@ def read_deadline(limits: ListenerLimits, *, now: float, accepted_at: float, est
     if frame_started_at is not None:
         return frame_started_at + limits.request_timeout_s, "request_deadline"
     return now + limits.idle_timeout_s, "idle"
-
-
-class LogLimiter:
-    """Allows one log line per source per `interval_s` (bounded memory)."""
-
-    def __init__(self, interval_s: float = LOG_INTERVAL_S, max_sources: int = MAX_LOG_SOURCES) -> None:
-        self._interval_s = interval_s
-        self._max = max_sources
-        self._last: OrderedDict[str, float] = OrderedDict()
-
-    def allow(self, source: str, now: float) -> bool:
-        last = self._last.get(source)
-        if last is not None and now - last < self._interval_s:
-            return False
-        self._last[source] = now
-        self._last.move_to_end(source)
-        while len(self._last) > self._max:
-            self._last.popitem(last=False)
-        return True

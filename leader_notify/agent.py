@@ -45,8 +45,9 @@ import crc32c
 
 from core.addresses import is_loopback
 from core.audit import AuditSink, NullAuditSink
+from core.log_limit import LogLimiter
 from leader_notify import protocol as p
-from leader_notify._limits import ListenerLimits, LogLimiter, admit, read_deadline
+from leader_notify._limits import ListenerLimits, admit, read_deadline
 from leader_notify.appender import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share
@@ -75,7 +76,7 @@ class ZoneReader(Protocol):
 
 
 class Appender(Protocol):
-    async def append(self, topic: str, partition: int, batch: bytes) -> AppendResult: ...
+    async def append(self, topic: str, partition: int, batch: bytes | memoryview) -> AppendResult: ...
 
     async def probe(self) -> None:
         """One Metadata request to the cluster (readiness). Raises when it does not answer."""
@@ -243,8 +244,9 @@ class Agent:
             self._server = None
 
     def _log_limited(self, source: str, msg: str, *args: object) -> None:
-        if self._log_limiter.allow(source, time.monotonic()):
-            log.warning(msg + " (logged once per source per minute)", *args)
+        allowed, held_back = self._log_limiter.allow(source, time.monotonic())
+        if allowed:
+            log.warning(msg + " (logged once per source per minute; %d held back)", *args, held_back)
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -517,15 +519,16 @@ class Agent:
                 self.metrics.entries_appended.inc()
                 self.metrics.bytes_appended.inc(len(batch))
             self.applied.put(req.key, i, res.base_offset)
-            results[i] = p.EntryResult(0, res.base_offset, res.duplicate)
+            results[i] = p.EntryResult(0, res.base_offset, res.duplicate, round(res.latency_s * 1_000_000))
 
 
-def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | None:
-    """The raw batch of entry `index` if the object's entry is the one the notification names."""
+def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | memoryview | None:
+    """The raw batch of entry `index` if the object's entry is the one the notification names
+    (not copied: a memoryview of the GET body goes into the ProduceRequest as it is)."""
     if index >= len(zone_entries):
         return None
     entry = zone_entries[index]
-    batch = bytes(entry.batch)
+    batch = entry.batch
     # wal_s3's parser verified the batch against its CRC and hands it over; recompute only
     # for readers that do not.
     crc = getattr(entry, "crc32c", None)

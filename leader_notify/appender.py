@@ -32,11 +32,12 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError, RequestTimedOutError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.offset import OffsetRequest
-from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition
 
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 from core.zones import leader_zone
+from leader_notify.produce_codec import Batch
+from leader_notify.produce_request import RawProduceRequest
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class KafkaAppender:
         self._request_timeout_ms = request_timeout_ms
         self._client: AIOKafkaClient | None = None
         # Per leader node: batches waiting for the next ProduceRequest, and the task sending them.
-        self._pending: dict[int, list[tuple[TopicPartition, bytes, asyncio.Future]]] = {}
+        self._pending: dict[int, list[tuple[TopicPartition, Batch, asyncio.Future]]] = {}
         self._drains: dict[int, asyncio.Task] = {}
 
     async def start(self) -> None:
@@ -152,7 +153,7 @@ class KafkaAppender:
     async def __aexit__(self, *exc_info) -> None:
         await self.close()
 
-    async def append(self, topic: str, partition: int, batch: bytes) -> AppendResult:
+    async def append(self, topic: str, partition: int, batch: Batch) -> AppendResult:
         """Append one raw batch; returns the leader's base offset or the last error code."""
         assert self._client is not None, "start() first"
         client = self._client
@@ -185,7 +186,7 @@ class KafkaAppender:
             backoff_s = min(backoff_s * 2, BACKOFF_MAX_S)
         return AppendResult(code, -1, False, attempt, time.monotonic() - started)
 
-    async def _attempt(self, client: AIOKafkaClient, tp: TopicPartition, batch: bytes) -> tuple[int, int, str]:
+    async def _attempt(self, client: AIOKafkaClient, tp: TopicPartition, batch: Batch) -> tuple[int, int, str]:
         """(error code, base offset, why refused) of one try."""
         leader = client.cluster.leader_for_partition(tp)
         if leader is None:
@@ -239,7 +240,7 @@ class KafkaAppender:
             if client.cluster.partitions_for_topic(topic) is None:
                 await client.force_metadata_update()
 
-    async def _enqueue(self, client: AIOKafkaClient, node: int, tp: TopicPartition, batch: bytes) -> tuple[int, int]:
+    async def _enqueue(self, client: AIOKafkaClient, node: int, tp: TopicPartition, batch: Batch) -> tuple[int, int]:
         """Queue the batch for `node`; the node's drain task sends it with other partitions' batches.
 
         The drain task starts at the loop's next turn, after the other partitions' appends of
@@ -258,6 +259,12 @@ class KafkaAppender:
         try:
             while self._pending.get(node):
                 await self._send_round(client, node)
+                if not self._pending.get(node):
+                    # The callers just answered queue their partitions' next batches at the
+                    # loop's next turn: this task waits that one turn and sends them, where
+                    # ending here would have the first of them start a new task that sends
+                    # a turn later (a task and a loop turn less per round trip).
+                    await asyncio.sleep(0)
         finally:
             del self._drains[node]
             for _tp, _batch, fut in self._pending.pop(node, []):
@@ -272,7 +279,7 @@ class KafkaAppender:
         batches whose answer never came (cancelled) get NETWORK_EXCEPTION, which is retried.
         """
         queue = self._pending[node]
-        taken: dict[TopicPartition, tuple[bytes, asyncio.Future]] = {}
+        taken: dict[TopicPartition, tuple[Batch, asyncio.Future]] = {}
         rest = []
         for tp, batch, fut in queue:
             if fut.done():
@@ -285,11 +292,13 @@ class KafkaAppender:
         if not taken:
             return
         try:
-            by_topic: dict[str, list[tuple[int, bytes]]] = {}
+            by_topic: dict[str, list[tuple[int, Batch]]] = {}
             for tp, (batch, _fut) in taken.items():
                 by_topic.setdefault(tp.topic, []).append((tp.partition, batch))
-            request = ProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
-                                     topics=list(by_topic.items()))
+            # The batches go into the request body as given (memoryviews of the WAL object's
+            # GET body): one copy here instead of aiokafka's Schema's four (produce_request.py).
+            request = RawProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
+                                        topics=list(by_topic.items()))
             outcome: dict[tuple[str, int], tuple[int, int]] = {}
             failure = None
             try:
@@ -312,7 +321,7 @@ class KafkaAppender:
                 if not fut.done():
                     fut.set_result((NETWORK_EXCEPTION, -1))
 
-    async def _verify_duplicate(self, client: AIOKafkaClient, tp: TopicPartition, batch: bytes) -> tuple[Verdict, int]:
+    async def _verify_duplicate(self, client: AIOKafkaClient, tp: TopicPartition, batch: Batch) -> tuple[Verdict, int]:
         """Search the leader's tail for `batch` (producer id, epoch, base sequence); never raises."""
         headers = batch_headers(batch)
         node = client.cluster.leader_for_partition(tp)

@@ -1,7 +1,7 @@
 """One notifier per destination agent: each WAL object's share (or, in a zone with several
 agents, the agent's run of it) announced to the agent exactly once, in object sequence
-order, one at a time; objects queued behind the one in flight prefetched; acknowledged
-shares re-sent.
+order, one at a time; the objects queued right behind the one in flight prefetched;
+acknowledged shares re-sent.
 
 The router's WAL path (`router/backend.py` WalPath) announces every released object here
 and asks for each entry's answer with `on_result`; this module and the sender
@@ -10,7 +10,9 @@ and asks for each entry's answer with `on_result`; this module and the sender
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,9 +65,11 @@ class ZoneNotifier:
 
     `agent`: which agent of the zone (its index in `notify.agents`); its entries of each
     share are one run `[first, end)` of the share's entries (the writer's layout), and the
-    results it gets are that run's. While an object is in flight, up to
-    `sender.prefetch_depth` objects announced behind it are prefetched (the agent reads
-    them into its cache; appends stay one notification at a time).
+    results it gets are that run's. While an object is in flight, the
+    `sender.prefetch_depth` objects queued right behind it are prefetched (the agent reads
+    them into its cache; appends stay one notification at a time): as each notification
+    starts, the window moves on by one object, so every object of a long queue is read
+    ahead, not only those announced while few prefetches were running.
 
     Every entry of the zone's share asks for its result exactly once (the writer releases
     every entry of a durable object), so the results are dropped after the last one asks.
@@ -86,6 +90,8 @@ class ZoneNotifier:
         self._nursery = nursery
         self._prefetch_depth = sender.prefetch_depth
         self._prefetching = 0
+        # Objects announced behind the one in flight, in order, and whether their prefetch was sent.
+        self._behind: collections.deque[_Behind] = collections.deque()
         self._acked_topic = acked_topic
         self._send, self._receive = trio.open_memory_channel[tuple[AnnouncedObject, Started | None]](MAX_NOTIFY_QUEUE)
         self._results: dict[str, _ZoneResult] = {}
@@ -103,22 +109,34 @@ class ZoneNotifier:
         the answer).
         """
         started = self._sender.start(flushed, self.zone, self.agent) if self._unfinished == 0 else None
-        if started is None and self._unfinished and self._prefetching < self._prefetch_depth:
+        if self._unfinished:
             # An earlier object of this agent is being applied: have the agent read this one
-            # now, so its notification finds the bytes in the agent's cache (appends stay in order).
-            self._prefetching += 1
-            self._nursery.start_soon(self._prefetch, flushed)
+            # ahead, so its notification finds the bytes in the agent's cache (appends stay in order).
+            self._behind.append(_Behind(flushed))
+            self._prefetch_window()
         end = len(flushed.zones[self.zone].entries) if end is None else end
         self._results[flushed.key] = _ZoneResult(end - first, first=first)
         self._unfinished += 1
         self._idle = trio.Event() if self._unfinished == 1 else self._idle
         self._send.send_nowait((flushed, started))
 
+    def _prefetch_window(self) -> None:
+        """Prefetch the first `prefetch_depth` objects behind the one in flight that are not
+        yet, with at most `prefetch_depth` prefetches running."""
+        for behind in itertools.islice(self._behind, self._prefetch_depth):
+            if self._prefetching >= self._prefetch_depth:
+                return
+            if not behind.prefetched:
+                behind.prefetched = True
+                self._prefetching += 1
+                self._nursery.start_soon(self._prefetch, behind.flushed)
+
     async def _prefetch(self, flushed: AnnouncedObject) -> None:
         try:
             await self._sender.prefetch(flushed, self.zone, self.agent)
         finally:
             self._prefetching -= 1
+            self._prefetch_window()
 
     def first_index(self, key: str) -> int:
         """The zone-share index of this agent's first entry of `key` (its result 0)."""
@@ -168,6 +186,9 @@ class ZoneNotifier:
 
     async def _run(self) -> None:
         async for flushed, started in self._receive:
+            if self._behind and self._behind[0].flushed is flushed:
+                self._behind.popleft()  # now in flight: the window moves on
+                self._prefetch_window()
             try:
                 await self._deliver(flushed, started)
             finally:
@@ -223,6 +244,12 @@ def acked_entries_applied(value: ZoneAnswer, indexes: list[int]) -> bool:
         return False
     return all(value[i].error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER) or value[i].duplicate
                for i in indexes)
+
+
+@dataclass
+class _Behind:
+    flushed: AnnouncedObject
+    prefetched: bool = False
 
 
 @dataclass

@@ -6,7 +6,7 @@ caller. The wire format is specified byte by byte in docs/notify-protocol.md; th
 is its only implementation and `tests/leader_notify/test_protocol.py` pins it with golden
 bytes.
 
-Strategy (version 2): a frame is `u32 length | header | payload | HMAC-SHA256`. A
+Strategy (since version 2): a frame is `u32 length | header | payload | HMAC-SHA256`. A
 connection opens with one HELLO frame each way carrying a fresh 16-byte random challenge
 (the agent's and the proxy's). Every later frame's MAC covers both challenges, the
 frame's direction (its type) and its sequence number on the connection, besides the
@@ -32,7 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-PROTOCOL_VERSION = 2  # 2: per-connection challenges and sequence numbers under the MAC (1: timestamp + nonce)
+PROTOCOL_VERSION = 3  # 3: entry results carry the append time; 2: per-connection challenges and sequence
+# numbers under the MAC (1: timestamp + nonce)
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # ~250k entries of short topics; the payload itself travels via S3
 # Entries per notification: an 8 MiB zone share of minimal batches (61-byte v2 header plus one
 # tiny record) holds ~120k; twice that leaves room for larger wal.max_bytes.
@@ -49,8 +50,8 @@ _MIN_FRAME_BODY = _HEADER.size + MAC_BYTES
 FRAME_OVERHEAD_BYTES = _LEN.size + _MIN_FRAME_BODY  # frame bytes around a payload
 HELLO_FRAME_BYTES = FRAME_OVERHEAD_BYTES + CHALLENGE_BYTES  # the only frame size accepted before authentication
 # MAC contexts: a HELLO is signed on its own; every later frame also covers both challenges.
-_HELLO_CONTEXT = b"azsidecar-notify-v2 hello\x00"
-_SESSION_CONTEXT = b"azsidecar-notify-v2 session\x00"
+_HELLO_CONTEXT = b"azsidecar-notify-v3 hello\x00"
+_SESSION_CONTEXT = b"azsidecar-notify-v3 session\x00"
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
@@ -60,7 +61,9 @@ _REQ_TAIL = struct.Struct(">qQQ")
 # record_count i32, producer_id i64, producer_epoch i16, base_sequence i32
 _ENTRY = struct.Struct(">iQIIiqhi")
 # per result: error_code i16, base_offset i64, flags u8
-_RESULT = struct.Struct(">hqB")
+_RESULT = struct.Struct(">hqBI")  # error_code, base_offset, flags, append_us
+APPEND_US_UNKNOWN = 0xFFFFFFFF  # the entry was not appended by this answer (duplicate, refused, not tried)
+APPEND_US_MAX = 0xFFFFFFFE  # 71.6 minutes: longer appends are reported as this
 _FLAG_DUPLICATE = 0x01
 _REQUEST_FLAG_PREFETCH = 0x01
 
@@ -166,6 +169,9 @@ class EntryResult:
     error_code: int
     base_offset: int = -1
     duplicate: bool = False
+    # The leader's append of this batch as the agent timed it (its append call, retries
+    # included, to the leader's answer), in microseconds; -1 when this answer did not append it.
+    append_us: int = -1
 
     @property
     def ok(self) -> bool:
@@ -469,7 +475,8 @@ def encode_response(resp: NotifyResponse) -> bytes:
     _put_str(out, resp.message[:MAX_STRING_BYTES // 4])  # at most 4 UTF-8 bytes per char
     out += _U32.pack(len(resp.results))
     for res in resp.results:
-        out += _RESULT.pack(res.error_code, res.base_offset, _FLAG_DUPLICATE if res.duplicate else 0)
+        append_us = APPEND_US_UNKNOWN if res.append_us < 0 else min(res.append_us, APPEND_US_MAX)
+        out += _RESULT.pack(res.error_code, res.base_offset, _FLAG_DUPLICATE if res.duplicate else 0, append_us)
     return bytes(out)
 
 
@@ -485,10 +492,11 @@ def decode_response(payload: bytes) -> NotifyResponse:
     n = r.count(_RESULT.size)
     results = []
     for _ in range(n):
-        code, base_offset, flags = r.take(_RESULT)
+        code, base_offset, flags, append_us = r.take(_RESULT)
         if flags & ~_FLAG_DUPLICATE:
             raise ProtocolError(f"unknown result flags {flags:#x}")
-        results.append(EntryResult(code, base_offset, bool(flags & _FLAG_DUPLICATE)))
+        results.append(EntryResult(code, base_offset, bool(flags & _FLAG_DUPLICATE),
+                                   -1 if append_us == APPEND_US_UNKNOWN else append_us))
     r.end()
     return NotifyResponse(request_id, status, message, tuple(results))
 

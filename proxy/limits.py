@@ -2,17 +2,13 @@
 
 Strategy: the listener asks `admit()` before serving a connection and `receive_deadline()`
 before each read; both are plain functions of counts and times, so they are table-tested
-without sockets. `LogLimiter` keeps a refusal or timeout from filling the log: one line per
-(reason, source address) per interval, with the count of lines it held back since.
+without sockets. `core.log_limit.LogLimiter` keeps a refusal or timeout from filling the
+log: one line per (reason, source address) per interval, with the count held back since.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
-
-LOG_INTERVAL_S = 60.0  # at most one line per reason and source address per minute
-LOG_MAX_KEYS = 4096  # sources remembered; the oldest is forgotten first (then it may log again)
 
 # Reasons a connection is refused or closed by a limit: the `reason` label of
 # azsidecar_proxy_connections_limited_total.
@@ -55,24 +51,3 @@ def receive_deadline(partial_since: float | None, last_activity: float, request_
     if partial_since is not None:
         return Deadline(partial_since + request_timeout_s, REQUEST_TIMEOUT)
     return Deadline(last_activity + idle_timeout_s, IDLE_TIMEOUT)
-
-
-class LogLimiter:
-    """At most one log line per key per interval; counts what it held back."""
-
-    def __init__(self, interval_s: float = LOG_INTERVAL_S, max_keys: int = LOG_MAX_KEYS) -> None:
-        self.interval_s = interval_s
-        self.max_keys = max_keys
-        self._keys: OrderedDict[object, tuple[float, int]] = OrderedDict()  # key -> (logged at, held back since)
-
-    def allow(self, key: object, now: float) -> tuple[bool, int]:
-        """(whether to log now, how many lines for `key` were held back since its last line)."""
-        known = self._keys.get(key)
-        if known is not None and now - known[0] < self.interval_s:
-            self._keys[key] = (known[0], known[1] + 1)
-            return False, 0
-        self._keys[key] = (now, 0)
-        self._keys.move_to_end(key)
-        while len(self._keys) > self.max_keys:
-            self._keys.popitem(last=False)
-        return True, known[1] if known is not None else 0

@@ -31,6 +31,7 @@ from core.addresses import is_loopback
 from core.audit import AuditSink
 from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
+from core.log_limit import LogLimiter
 from core.produce import ProduceBackend
 from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
 from proxy import limits, metrics
@@ -61,7 +62,7 @@ from proxy.kafka_codec import (
     decode_request,
     encode_response,
 )
-from proxy.limits import LogLimiter, admit, receive_deadline
+from proxy.limits import admit, receive_deadline
 from proxy.listen import open_listeners
 from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata

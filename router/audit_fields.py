@@ -13,8 +13,11 @@ the record's fields so each field's interval is defined in one place and table-t
                     PUT with its retries, waiting for earlier objects); no linger in it
 - notify_rtt_ms:    released -> the agent's result (queueing behind earlier notifications,
                     the agent's read and the leader's append included)
-- leader_append_ms: direct routes: received -> the leader's answer; WAL: not known at the
-                    proxy (the agent's agent_apply.append_ms has it per notification): -1
+- leader_append_ms: direct routes: received -> the leader's answer; WAL: the agent's append
+                    of the batch (its append call, retries included -> the leader's answer),
+                    from the agent's answer (notify protocol v3); -1 when the answer did not
+                    carry one (ack_mode wal answers on durability, a duplicate answered from
+                    the agent's applied map, a failed append)
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ def notification_share(request_bytes: int, response_bytes: int, entries: int) ->
     """One entry's share of a notification round trip: equal per entry (each entry is a
     fixed-size record plus its topic name each way), rounded to the nearest byte, halves up."""
     return (request_bytes + response_bytes + entries // 2) // entries if entries > 0 else 0
+
+
+def wal_leader_append_ms(append_us: int) -> float:
+    """produce_batch.leader_append_ms on the WAL route from the agent's answer (µs, -1 unknown)."""
+    return append_us / 1000 if append_us >= 0 else NOT_APPLICABLE
 
 
 def wal_timing_fields(started: float, buffered_at: float, sealed_at: float, durable_at: float,

@@ -83,6 +83,7 @@ class _WalOutcome:
         self.sealed_at = 0.0  # when the object holding the (last) batch was sealed
         self.key = ""  # that object's key
         self.wire_bytes = 0  # its batches' shares of their notification round trips, when the sender said
+        self.append_us = -1  # the agent's longest append of its batches, when the answer said (protocol v3)
         self._results: list[PartitionResult | None] = [None] * batches
         self._missing = batches
         self._submitted = False
@@ -249,6 +250,8 @@ class WalPath:
         outcome.notified_at = time.perf_counter()
         if isinstance(got, Answer):  # the round trip's bytes, shared among its entries
             outcome.wire_bytes += audit_fields.notification_share(got.request_bytes, got.response_bytes, len(got))
+        if not isinstance(got, Exception):
+            outcome.append_us = max(outcome.append_us, got[placement.entry_index_in_zone - first].append_us)
         outcome.set(index, _entry_result(got, placement.entry_index_in_zone - first))
 
     def _late_result(self, placement: WalPlacement, zone: str, first: int, got: ZoneAnswer) -> None:
@@ -592,6 +595,7 @@ class RoutingBackend:
             record["wal_key"] = outcome.key
             record.update(audit_fields.wal_timing_fields(started, outcome.buffered_at, outcome.sealed_at,
                                                          outcome.durable_at, outcome.notified_at))
+            record["leader_append_ms"] = audit_fields.wal_leader_append_ms(outcome.append_us)
         else:
             record["leader_append_ms"] = (finished - started) * 1000
         self._audit.emit("produce_batch", record)

@@ -6,13 +6,15 @@ settings. Output: one `Bill` per mode and storage class - direct produce, one si
 per producer host, one gateway per zone (its traffic spread over `writers_per_zone`
 instances x workers, each with its own WAL writer) - and the break-even rate per host.
 
-How a writer's objects are predicted (wal_s3/writer.py): the first batch opens an object,
-which is sealed at `linger_ms` after that batch or when it reaches `max_bytes`. With
-batches arriving at random (Poisson, rate lam per second, bytes r per second), an object
-collects for W = min(linger, max_bytes / r) and the next one opens with the next batch, on
-average 1/lam later: objects per second = 1 / (W + 1/lam). An object holds a share for
-zone z (one ranged GET, one notification) unless none of its batches went there:
-P(share) = 1 - (1 - lam_z/lam) * exp(-lam_z * W). Each agent writes a checkpoint
+How a writer's objects are predicted (wal_s3/writer.py): the first arrival (a produce
+request when the profile gives request rates, else a batch) opens an object, which is
+sealed at `linger_ms` after it or when it reaches `max_bytes`: it collects for
+W = min(linger, max_bytes / r) (r bytes per second) and the next one opens with the next
+arrival, `idle` later: objects per second = 1 / (W + idle). Arrivals at random (Poisson,
+rate lam): idle = 1/lam, and an object holds a share for zone z (one ranged GET, one
+notification) unless none of its batches went there: P(share) = 1 - (1 - lam_z/lam) *
+exp(-lam_z * W). Closed-loop producers (each sends its next request when the last is
+answered, one per WAL latency): `closed_loop_idle_s`. Each agent writes a checkpoint
 manifest (one PUT) `checkpoint_interval_ms` after the first object it applied since its
 last one (a timer, like the writer's linger), and at once every `checkpoint_max_keys`. The money model is the audit's (spark_audit/jobs.py): a
 byte across zones costs 2 x the per-GB price, a direct produce of a batch puts
@@ -60,11 +62,17 @@ class Flow:
     leader_zone: str
     bytes_per_s: float
     batches_per_s: float  # partition batches per second (each is one WAL entry)
+    # produce requests per second carrying this flow's batches (0: unknown, each batch is its own
+    # arrival); a host's requests are one stream, its rate the largest of its flows' (see _arrivals)
+    requests_per_s: float = 0.0
+    # the requests come from a closed-loop producer (one per 1/requests_per_s s, each sent when the
+    # last was answered: `closed_loop_requests_per_s`), not at random
+    closed_loop: bool = False
 
     def __post_init__(self) -> None:
         if not self.host or not self.zone or not self.leader_zone:
             raise PlanError(f"flow {self!r}: host, zone and leader_zone must be set")
-        if self.bytes_per_s < 0 or self.batches_per_s < 0:
+        if self.bytes_per_s < 0 or self.batches_per_s < 0 or self.requests_per_s < 0:
             raise PlanError(f"flow {self.host}->{self.leader_zone}: rates must be >= 0")
         if self.bytes_per_s > 0 and self.batches_per_s <= 0:
             raise PlanError(f"flow {self.host}->{self.leader_zone}: bytes without batches")
@@ -109,6 +117,10 @@ class WalSettings:
     agents_per_zone: int = 1  # each writes its own manifests
     writers_per_zone: int = 1  # gateway mode: instances x worker processes per zone
     policy: str = "cost"  # "cost" (per zone, cheaper path) or "wal" (every cross-zone batch)
+    # a notification's bytes across zones (request + response): per share and per entry; the
+    # defaults are worked out from the protocol, `notify_sizes_from_records` measures a run's
+    notify_bytes_per_share: float = NOTIFY_BYTES_PER_SHARE
+    notify_bytes_per_entry: float = NOTIFY_BYTES_PER_ENTRY
 
     def __post_init__(self) -> None:
         if self.linger_ms < 1 or self.max_bytes < 1 or self.checkpoint_interval_ms < 1:
@@ -117,6 +129,8 @@ class WalSettings:
             raise PlanError("checkpoint_max_keys, agents_per_zone and writers_per_zone must be >= 1")
         if self.policy not in ("cost", "wal"):
             raise PlanError(f"policy: 'cost' or 'wal', got {self.policy!r}")
+        if self.notify_bytes_per_share < 0 or self.notify_bytes_per_entry < 0:
+            raise PlanError("notify_bytes_per_share and notify_bytes_per_entry must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -175,51 +189,134 @@ class _ZoneStream:
 
 
 @dataclass(frozen=True)
+class HostArrivals:
+    """How one producer host's traffic reaches its writer: per destination zone, the arrivals per
+    second that carry batches for it. `requests`: they are produce requests, one stream per host (a
+    request carries every zone it has batches for, so the host's rate is its largest zone's);
+    otherwise every batch arrives on its own (the host's rate is the sum). `closed_loop`: the
+    requests come one period (1 / rate) apart, each sent when the last was answered."""
+
+    by_zone: dict[str, float]
+    requests: bool = False
+    closed_loop: bool = False  # requests sent as the last is answered: one every 1/rate s, not at random
+
+    def rate(self, zones: Iterable[str]) -> float:
+        rates = [self.by_zone[z] for z in zones if z in self.by_zone]
+        if not rates:
+            return 0.0
+        return max(rates) if self.requests else sum(rates)
+
+
+@dataclass(frozen=True)
 class WriterLoad:
-    """One WAL writer's cross-zone traffic by destination zone."""
+    """One WAL writer's cross-zone traffic by destination zone, and its hosts' arrivals
+    (empty: each batch of `by_dest` arrives on its own)."""
 
     zone: str
     by_dest: dict[str, _ZoneStream] = field(default_factory=dict)
+    hosts: tuple[HostArrivals, ...] = ()
+
+    def arrivals(self, zones: Iterable[str]) -> tuple[float, dict[str, float]]:
+        """(arrivals per second, arrivals carrying zone z per second) of the traffic to `zones`."""
+        zones = [z for z in zones if z in self.by_dest]
+        hosts = self.hosts or (HostArrivals({z: s.batches_per_s for z, s in self.by_dest.items()}),)
+        return (sum(h.rate(zones) for h in hosts),
+                {z: sum(h.by_zone.get(z, 0.0) for h in hosts) for z in zones})
 
 
-def _objects(load: Mapping[str, _ZoneStream], wal: WalSettings) -> tuple[float, dict[str, float]]:
-    """(objects per second, shares per second by zone) of a writer carrying `load` via the WAL."""
-    r = sum(s.bytes_per_s for s in load.values())
-    lam = sum(s.batches_per_s for s in load.values())
+def closed_loop_idle_s(periods: Sequence[float], window_s: float) -> float:
+    """Mean time from an object's seal to the next arrival at a writer whose hosts each send a
+    request every P_i seconds, each when its last was answered (closed loop). The host that
+    opened the object (host i with probability r_i / R, r_i = 1/P_i) sends again P_i - W after the
+    seal; every other host at a uniformly random point of its period:
+
+        idle = sum_i (r_i / R) * integral_0^max(P_i - W, 0) prod_(j != i) max(1 - t / P_j, 0) dt
+
+    For n hosts of one period P: (P / n) * (1 - (W / P)^n); one host: P - W, so it makes an
+    object per request."""
+    groups: dict[float, int] = {}
+    for p in periods:
+        if p > 0:
+            groups[p] = groups.get(p, 0) + 1
+    if not groups:
+        return math.inf
+    total_rate = sum(n / p for p, n in groups.items())
+    idle = 0.0
+    for p, n in groups.items():
+        end = max(p - window_s, 0.0)
+        if end <= 0:
+            continue
+        if len(groups) == 1:
+            integral = (p / n) * (1.0 - (window_s / p) ** n)
+        else:  # midpoint rule over the opener's remaining period
+            steps = 400
+            dt = end / steps
+            integral = 0.0
+            for k in range(steps):
+                t = (k + 0.5) * dt
+                survive = max(1.0 - t / p, 0.0) ** (n - 1)
+                for q, m in groups.items():
+                    if q != p:
+                        survive *= max(1.0 - t / q, 0.0) ** m
+                integral += survive * dt
+        idle += (n / p) / total_rate * integral
+    return idle
+
+
+def _objects(load: WriterLoad, zones: Iterable[str], wal: WalSettings) -> tuple[float, dict[str, float]]:
+    """(objects per second, shares per second by zone) of a writer carrying `load`'s traffic to
+    `zones` via the WAL: an object collects for W = min(linger, max_bytes / r) from the arrival
+    that opens it, the next opens with the next arrival, `idle` later: objects/s = 1 / (W + idle).
+    Random arrivals (rate lam): idle = 1 / lam. Closed-loop hosts: `closed_loop_idle_s`."""
+    zones = [z for z in zones if z in load.by_dest]
+    r = sum(load.by_dest[z].bytes_per_s for z in zones)
+    lam, lam_z = load.arrivals(zones)
     if r <= 0 or lam <= 0:
-        return 0.0, {z: 0.0 for z in load}
+        return 0.0, {z: 0.0 for z in zones}
     window = min(wal.linger_ms / 1000.0, wal.max_bytes / r)
+    hosts = [h for h in load.hosts if h.rate(zones) > 0]
+    if hosts and all(h.closed_loop for h in hosts):
+        per_s = 1.0 / (window + closed_loop_idle_s([1.0 / h.rate(zones) for h in hosts], window))
+        # a share for z unless the opener has no batch for z and no host with one comes within W
+        shares = {}
+        for z in zones:
+            with_z = [h for h in hosts if h.by_zone.get(z, 0.0) > 0]
+            none_join = math.prod(1.0 - min(window * h.rate(zones), 1.0) for h in with_z)
+            opener_has = sum(h.rate(zones) for h in with_z) / lam
+            shares[z] = per_s * (1.0 - (1.0 - min(opener_has, 1.0)) * none_join)
+        return per_s, shares
     per_s = 1.0 / (window + 1.0 / lam)
-    shares = {z: per_s * (1.0 - (1.0 - s.batches_per_s / lam) * math.exp(-s.batches_per_s * window))
-              for z, s in load.items()}
+    shares = {z: per_s * (1.0 - (1.0 - min(lam_z[z] / lam, 1.0)) * math.exp(-lam_z[z] * window)) for z in zones}
     return per_s, shares
 
 
-def _wal_zone_cost(load: Mapping[str, _ZoneStream], wal: WalSettings, cls: ClassPrices,
+def _wal_zone_cost(load: WriterLoad, zones: set[str], wal: WalSettings, cls: ClassPrices,
                    prices: Prices) -> dict[str, float]:
     """USD per second each destination zone's WAL share costs (PUT split by bytes)."""
-    objects, shares = _objects(load, wal)
-    r = sum(s.bytes_per_s for s in load.values())
+    objects, shares = _objects(load, zones, wal)
+    r = sum(load.by_dest[z].bytes_per_s for z in zones)
     byte_usd = cross_byte_usd(prices)
     out = {}
-    for z, s in load.items():
+    for z in zones:
+        s = load.by_dest[z]
         put_share = objects * cls.put * (s.bytes_per_s / r if r else 0.0)
         out[z] = (put_share + shares[z] * (cls.get + cls.put)  # GET and (at most) a checkpoint PUT
-                  + (shares[z] * NOTIFY_BYTES_PER_SHARE + s.batches_per_s * NOTIFY_BYTES_PER_ENTRY) * byte_usd
+                  + (shares[z] * wal.notify_bytes_per_share + s.batches_per_s * wal.notify_bytes_per_entry) * byte_usd
                   + s.bytes_per_s * (cls.upload_per_gb + cls.retrieval_per_gb) / GB)
     return out
 
 
-def _wal_zones(load: Mapping[str, _ZoneStream], wal: WalSettings, cls: ClassPrices, prices: Prices) -> set[str]:
+def _wal_zones(load: WriterLoad, wal: WalSettings, cls: ClassPrices, prices: Prices) -> set[str]:
     """The destination zones a writer sends through the WAL under `wal.policy`."""
-    chosen = {z for z, s in load.items() if s.bytes_per_s > 0}
+    chosen = {z for z, s in load.by_dest.items() if s.bytes_per_s > 0}
     if wal.policy == "wal":
         return chosen
     byte_usd = cross_byte_usd(prices)
-    for _ in range(len(load) + 1):
-        costs = _wal_zone_cost({z: load[z] for z in chosen}, wal, cls, prices)
+    for _ in range(len(load.by_dest) + 1):
+        costs = _wal_zone_cost(load, chosen, wal, cls, prices)
+        streams = load.by_dest
         keep = {z for z in chosen
-                if costs[z] < (load[z].bytes_per_s + load[z].batches_per_s * PRODUCE_OVERHEAD_BYTES) * byte_usd}
+                if costs[z] < (streams[z].bytes_per_s + streams[z].batches_per_s * PRODUCE_OVERHEAD_BYTES) * byte_usd}
         if keep == chosen:
             break
         chosen = keep
@@ -229,34 +326,49 @@ def _wal_zones(load: Mapping[str, _ZoneStream], wal: WalSettings, cls: ClassPric
 def writer_usage(load: WriterLoad, wal: WalSettings, cls: ClassPrices, prices: Prices) -> Usage:
     """Per-second usage of one writer (checkpoints are added per zone by `plan_mode`)."""
     direct = {z: s.bytes_per_s + s.batches_per_s * PRODUCE_OVERHEAD_BYTES for z, s in load.by_dest.items()}
-    via_wal = _wal_zones(load.by_dest, wal, cls, prices)
-    wal_load = {z: load.by_dest[z] for z in via_wal}
-    objects, shares = _objects(wal_load, wal)
+    via_wal = _wal_zones(load, wal, cls, prices)
+    objects, shares = _objects(load, via_wal, wal)
     crossed = sum(b for z, b in direct.items() if z not in via_wal)
-    crossed += sum(shares[z] * NOTIFY_BYTES_PER_SHARE + wal_load[z].batches_per_s * NOTIFY_BYTES_PER_ENTRY
+    crossed += sum(shares[z] * wal.notify_bytes_per_share + load.by_dest[z].batches_per_s * wal.notify_bytes_per_entry
                    for z in via_wal)
-    wal_bytes = sum(s.bytes_per_s for s in wal_load.values())
+    wal_bytes = sum(load.by_dest[z].bytes_per_s for z in via_wal)
     return Usage(crossed_bytes=crossed, direct_equivalent_bytes=sum(direct.values()), wal_bytes=wal_bytes,
                  objects=objects, shares=sum(shares.values()), share_bytes=wal_bytes)
 
 
+def _host_arrivals(flows: Sequence[Flow], scale: float = 1.0) -> HostArrivals:
+    """One host's arrivals: its produce requests when every flow says how many, else its batches."""
+    requests = all(f.requests_per_s > 0 for f in flows)
+    by_zone: dict[str, float] = {}
+    for f in flows:
+        by_zone[f.leader_zone] = by_zone.get(f.leader_zone, 0.0) + (
+            f.requests_per_s if requests else f.batches_per_s) * scale
+    return HostArrivals(by_zone, requests, requests and all(f.closed_loop for f in flows))
+
+
 def writers_of(flows: Sequence[Flow], mode: str, wal: WalSettings) -> list[WriterLoad]:
     """Who writes WAL objects: one writer per host (sidecar) or `writers_per_zone` per zone
-    (gateway, the zone's traffic spread evenly over them). Same-zone flows are left out."""
-    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    (gateway, the zone's traffic - each host's arrivals too - spread evenly over them).
+    Same-zone flows are left out."""
+    groups: dict[tuple[str, str], dict[tuple[str, str], list[Flow]]] = {}
     for f in flows:
         if not f.cross or f.bytes_per_s <= 0:
             continue
         owner = (f.host, f.zone) if mode == "sidecar" else (f.zone, f.zone)
-        acc = groups.setdefault(owner, {}).setdefault(f.leader_zone, [0.0, 0.0])
-        acc[0] += f.bytes_per_s
-        acc[1] += f.batches_per_s
-    if mode == "sidecar":
-        return [WriterLoad(zone, {z: _ZoneStream(b, n) for z, (b, n) in dests.items()})
-                for (_, zone), dests in sorted(groups.items())]
-    k = wal.writers_per_zone
-    return [WriterLoad(zone, {z: _ZoneStream(b / k, n / k) for z, (b, n) in dests.items()})
-            for (_, zone), dests in sorted(groups.items()) for _ in range(k)]
+        groups.setdefault(owner, {}).setdefault((f.host, f.zone), []).append(f)
+    k = 1 if mode == "sidecar" else wal.writers_per_zone
+    out = []
+    for (_, zone), hosts in sorted(groups.items()):
+        dests: dict[str, list[float]] = {}
+        for host_flows in hosts.values():
+            for f in host_flows:
+                acc = dests.setdefault(f.leader_zone, [0.0, 0.0])
+                acc[0] += f.bytes_per_s / k
+                acc[1] += f.batches_per_s / k
+        arrivals = tuple(_host_arrivals(fs, 1.0 / k) for _, fs in sorted(hosts.items()))
+        out += [WriterLoad(zone, {z: _ZoneStream(b, n) for z, (b, n) in sorted(dests.items())}, arrivals)
+                for _ in range(k)]
+    return out
 
 
 def checkpoints_per_s(shares_per_s: float, wal: WalSettings) -> float:
@@ -287,8 +399,7 @@ def plan_mode(flows: Sequence[Flow], mode: str, wal: WalSettings, cls: ClassPric
         for w in writers:
             u = writer_usage(w, wal, cls, prices)
             usage += u
-            via_wal = _wal_zones(w.by_dest, wal, cls, prices)
-            for z, s in _objects({z: w.by_dest[z] for z in via_wal}, wal)[1].items():
+            for z, s in _objects(w, _wal_zones(w, wal, cls, prices), wal)[1].items():
                 shares_into[z] = shares_into.get(z, 0.0) + s
         usage = replace(usage, checkpoints=sum(checkpoints_per_s(s, wal) for s in shares_into.values()))
     m = SECONDS_PER_MONTH
@@ -328,8 +439,12 @@ def break_even_bytes_per_s(flows: Sequence[Flow], wal: WalSettings, cls: ClassPr
 
     def net(rate: float) -> float:
         k = rate / total
-        scaled = [replace(f, host="one", zone="here", bytes_per_s=f.bytes_per_s * k,
-                          batches_per_s=f.batches_per_s * k) for f in cross]
+        # a closed-loop host sends its requests (and their batches) at the pace of the answers,
+        # whatever its rate: only the batches grow
+        scaled = [replace(f, host="one", zone="here", bytes_per_s=f.bytes_per_s * k) if f.closed_loop
+                  else replace(f, host="one", zone="here", bytes_per_s=f.bytes_per_s * k,
+                               batches_per_s=f.batches_per_s * k, requests_per_s=f.requests_per_s * k)
+                  for f in cross]
         return plan_mode(scaled, "sidecar", wal_all, cls, prices).net_savings_usd
 
     lo, hi = 1.0, 1e11
@@ -372,9 +487,21 @@ def host_verdicts(flows: Sequence[Flow], wal: WalSettings, cls: ClassPrices, pri
 
 # ---- profiles ----------------------------------------------------------------------------------
 
+def closed_loop_requests_per_s(wal_latency_ms: float, in_flight: int = 1) -> float:
+    """Produce requests per second a closed-loop producer sends to one leader zone: it keeps
+    `in_flight` requests outstanding and each takes `wal_latency_ms` (linger + PUT + notification
+    + append) to be answered, so it sends in_flight / latency per second, each carrying everything
+    produced since the last: batches of rate x latency / in_flight bytes. Raises PlanError."""
+    if not math.isfinite(wal_latency_ms) or wal_latency_ms <= 0 or in_flight < 1:
+        raise PlanError(f"wal latency {wal_latency_ms!r} ms must be > 0 and in-flight {in_flight!r} >= 1")
+    return in_flight * 1000.0 / wal_latency_ms
+
+
 def flow_from_row(row: Mapping[str, str], default_batch_bytes: int = DEFAULT_BATCH_BYTES,
-                  where: str = "") -> Flow:
-    """One CSV row: host, zone, leader_zone, bytes_per_s and optionally batches_per_s.
+                  where: str = "", closed_loop_requests_per_s: float | None = None) -> Flow:
+    """One CSV row: host, zone, leader_zone, bytes_per_s and optionally batches_per_s and
+    requests_per_s. Without requests_per_s, `closed_loop_requests_per_s` (if given) is the
+    row's request rate (and, without batches_per_s, its batch rate: a batch per request).
 
     Raises PlanError naming the row and column.
     """
@@ -388,19 +515,39 @@ def flow_from_row(row: Mapping[str, str], default_batch_bytes: int = DEFAULT_BAT
             raise PlanError(f"{where}{column}: {text!r} must be a finite number >= 0")
         return value
 
+    def given(column: str) -> bool:
+        return bool((row.get(column) or "").strip())
+
     for column in ("host", "zone", "leader_zone", "bytes_per_s"):
-        if not (row.get(column) or "").strip():
+        if not given(column):
             raise PlanError(f"{where}{column}: missing")
     rate = number("bytes_per_s")
-    batches = number("batches_per_s") if (row.get("batches_per_s") or "").strip() else rate / default_batch_bytes
-    return Flow(row["host"].strip(), row["zone"].strip(), row["leader_zone"].strip(), rate, batches)
+    requests = number("requests_per_s") if given("requests_per_s") else (closed_loop_requests_per_s or 0.0)
+    if rate <= 0:
+        requests = 0.0
+    if given("batches_per_s"):
+        batches = number("batches_per_s")
+    else:
+        batches = requests if requests > 0 else rate / default_batch_bytes
+    if requests > batches > 0:
+        raise PlanError(f"{where}requests_per_s: {requests:g} is more than batches_per_s {batches:g}")
+    closed_loop = requests > 0 and not given("requests_per_s")
+    return Flow(row["host"].strip(), row["zone"].strip(), row["leader_zone"].strip(), rate, batches, requests,
+                closed_loop)
+
+
+# Batches a proxy received within this long of each other (ts_ms - latency_ms) came in one produce
+# request, or in requests that reached the writer together: one arrival for the object model.
+REQUEST_GAP_S = 0.005
 
 
 def flows_from_produce_batches(records: Iterable[Mapping[str, object]]) -> tuple[list[Flow], float]:
     """A profile from audit `produce_batch` records (core/audit.py): per proxy (host) and leader
-    zone, bytes and batches over the window from the first to the last record. Returns the
-    flows and the window in seconds. Raises PlanError when there is nothing to measure."""
+    zone, bytes, batches and arrivals (batches received within REQUEST_GAP_S of each other, a
+    produce request: `requests_per_s`) over the window from the first to the last record.
+    Returns the flows and the window in seconds. Raises PlanError when there is nothing to measure."""
     sums: dict[tuple[str, str, str], list[float]] = {}
+    received: dict[tuple[str, str], list[tuple[float, str]]] = {}
     first = last = None
     for r in records:
         if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
@@ -409,14 +556,28 @@ def flows_from_produce_batches(records: Iterable[Mapping[str, object]]) -> tuple
         first = ts if first is None else min(first, ts)
         last = ts if last is None else max(last, ts)
         leader = str(r.get("leader_zone") or r.get("zone"))
-        key = (str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")), leader)
-        acc = sums.setdefault(key, [0.0, 0.0])
+        host = (str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")))
+        acc = sums.setdefault((*host, leader), [0.0, 0.0, 0.0])
         acc[0] += float(r.get("bytes") or 0)  # type: ignore[arg-type]
         acc[1] += 1
+        latency = max(float(r.get("latency_ms") or 0), 0.0)  # type: ignore[arg-type]
+        received.setdefault(host, []).append(((ts - latency) / 1000.0, leader))
     if first is None or last is None:
         raise PlanError("no successful produce_batch records in the audit input")
+    for (proxy, zone), times in received.items():
+        times.sort()
+        request: set[str] = set()
+        previous = None
+        for t, leader in [*times, (math.inf, "")]:  # the sentinel closes the last request
+            if previous is not None and t - previous > REQUEST_GAP_S:
+                for z in request:
+                    sums[(proxy, zone, z)][2] += 1
+                request = set()
+            request.add(leader)
+            previous = t
     window_s = max((last - first) / 1000.0, 0.001)
-    return [Flow(h, z, lz, b / window_s, n / window_s) for (h, z, lz), (b, n) in sorted(sums.items())], window_s
+    return [Flow(h, z, lz, b / window_s, n / window_s, q / window_s)
+            for (h, z, lz), (b, n, q) in sorted(sums.items())], window_s
 
 
 @dataclass(frozen=True)
@@ -535,10 +696,52 @@ def replay_writer(arrivals: Sequence[Arrival], linger_ms: int, max_bytes: int) -
     return objects
 
 
-def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings) -> tuple[Usage, float]:
+def notify_sizes_from_records(records: Iterable[Mapping[str, object]]) -> tuple[float, float] | None:
+    """(bytes per share, bytes per entry) of a run's notifications (request + response bytes
+    against entries, least squares over the `notification` records with status ok: the key, topic
+    and zone names of a deployment make them differ from the defaults); None without any. With a
+    single entry count, the per-entry default is kept and the per-share figure fitted."""
+    points = [(float(r.get("entries") or 0), float(r.get("request_bytes") or 0) + float(r.get("response_bytes") or 0))  # type: ignore[arg-type]
+              for r in records if r.get("kind") == "notification" and r.get("status", "ok") == "ok"]
+    if not points:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    per_entry = (sum((x - mx) * (y - my) for x, y in points) / sxx) if sxx > 0 else float(NOTIFY_BYTES_PER_ENTRY)
+    return max(my - per_entry * mx, 0.0), max(per_entry, 0.0)
+
+
+def applies_from_records(records: Iterable[Mapping[str, object]]) -> dict[str, list[float]]:
+    """Per agent zone, the times (s, sorted) its agent applied a WAL share, from audit records
+    (`agent_apply` with status ok: emitted once the answer is on its way, when the object's key
+    has joined the next checkpoint manifest)."""
+    times: dict[str, list[float]] = {}
+    for r in records:
+        if r.get("kind") == "agent_apply" and r.get("status", "ok") == "ok":
+            times.setdefault(str(r.get("zone")), []).append(int(r["ts_ms"]) / 1000.0)  # type: ignore[call-overload]
+    return {z: sorted(ts) for z, ts in times.items()}
+
+
+def manifests(applied_s: Sequence[float], wal: WalSettings) -> int:
+    """Checkpoint manifests one agent writes for shares applied at these times (sorted): a timer
+    of `checkpoint_interval_ms` from the first key waiting, or at once at `checkpoint_max_keys`
+    (leader_notify/agent.py), the same rule as the writer's linger and max_bytes."""
+    keys = [Arrival(t, "agent", "-", "-", 1) for t in applied_s]
+    return len(replay_writer(keys, wal.checkpoint_interval_ms, wal.checkpoint_max_keys))
+
+
+def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings,
+                 applied: Mapping[str, Sequence[float]] | None = None) -> tuple[Usage, float]:
     """Usage totals (not rates) and the window in seconds if these arrivals had been served in
     `mode` ("sidecar": a writer per host; "gateway": `writers_per_zone` per zone, hosts
     assigned round robin) with every cross-zone batch through the WAL (policy wal).
+
+    Checkpoint manifests: from `applied` (per agent zone, the measured times its agent applied
+    shares: only right for the run's own mode) if given; else each replayed share is applied at
+    its object's seal (a constant delay would not change the count; applications that bunch
+    behind slow appends, as on a loaded machine, make fewer manifests than this).
     Raises PlanError for an unknown mode or no arrivals."""
     if mode not in ("sidecar", "gateway"):
         raise PlanError(f"replay mode: sidecar or gateway, got {mode!r}")
@@ -561,15 +764,14 @@ def replay_usage(arrivals: Sequence[Arrival], mode: str, wal: WalSettings) -> tu
         objects += replay_writer(stream, wal.linger_ms, wal.max_bytes)
     shares = sum(len(o.entries_by_zone) for o in objects)
     entries = sum(sum(o.entries_by_zone.values()) for o in objects)
-    # each zone's agent (agents_per_zone 1) batches applied objects into manifests the way the
-    # writer batches entries: a timer of checkpoint_interval_ms from the first, or checkpoint_max_keys
-    applied: dict[str, list[Arrival]] = {}
-    for o in sorted(objects, key=lambda o: o.sealed_s):
-        for z in o.entries_by_zone:
-            applied.setdefault(z, []).append(Arrival(o.sealed_s, "agent", z, z, 1))
-    checkpoints = sum(len(replay_writer(keys, wal.checkpoint_interval_ms, wal.checkpoint_max_keys))
-                      for keys in applied.values())
+    if applied is None:  # each zone's agent (agents_per_zone 1) applies a share at its object's seal
+        replayed: dict[str, list[float]] = {}
+        for o in objects:
+            for z in o.entries_by_zone:
+                replayed.setdefault(z, []).append(o.sealed_s)
+        applied = {z: sorted(ts) for z, ts in replayed.items()}
+    checkpoints = sum(manifests(sorted(ts), wal) for ts in applied.values())
     wal_bytes = sum(o.nbytes for o in objects)
-    crossed = shares * NOTIFY_BYTES_PER_SHARE + entries * NOTIFY_BYTES_PER_ENTRY
+    crossed = shares * wal.notify_bytes_per_share + entries * wal.notify_bytes_per_entry
     return Usage(crossed_bytes=crossed, direct_equivalent_bytes=direct_eq, wal_bytes=wal_bytes,
                  objects=len(objects), shares=shares, checkpoints=checkpoints, share_bytes=wal_bytes), window_s

@@ -445,7 +445,7 @@ def writer_drops(rolled: DataFrame) -> DataFrame:
 
 def passthrough_bytes(rolled: DataFrame, prices: Prices, framing: Framing | None = None) -> DataFrame:
     """Requests the proxies passed through to brokers (consumers, admin clients) per client
-    zone x broker zone x API, from `rollup(records)` (schema v6 `passthrough_bytes`).
+    zone x broker zone x API, from `rollup(records)` (schema v7 `passthrough_bytes`).
 
     Columns: zone (the proxy's, i.e. the client's), broker_zone ("" unknown), api_key, api
     (Kafka's name), requests, request_bytes, response_bytes (whole frames), wire_bytes (both

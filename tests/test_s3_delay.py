@@ -9,6 +9,7 @@ import socket
 import time
 
 import boto3
+import h11
 import pytest
 import trio
 
@@ -124,6 +125,49 @@ async def test_hold_answer_stores_at_once_and_answers_after_the_delay(moto_serve
         assert answered_s >= 0.3  # the injected delay, on the answer
         assert stored_s < answered_s  # moto had the object while the client still waited
         nursery.cancel_scope.cancel()
+
+
+UPSTREAM_WORK_S = 0.4  # the slow upstream's own time per request, equal to the injected delay
+
+
+async def _slow_upstream(stream: trio.SocketStream) -> None:
+    """An HTTP/1.1 server that takes UPSTREAM_WORK_S to answer each request (as moto on a loaded host)."""
+    conn = h11.Connection(h11.SERVER)
+    async with stream:
+        while not isinstance(event := conn.next_event(), h11.EndOfMessage):
+            if event is h11.NEED_DATA:
+                conn.receive_data(await stream.receive_some(65536))
+        await trio.sleep(UPSTREAM_WORK_S)  # the upstream's work, not synchronization
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[(b"content-length", b"2"),
+                                                                              (b"connection", b"close")])))
+        await stream.send_all(conn.send(h11.Data(data=b"ok")) + conn.send(h11.EndOfMessage()))
+
+
+@pytest.mark.trio
+async def test_hold_answer_counts_the_upstreams_own_time_in_the_delay():
+    # Delay 400 ms, upstream 400 ms: the answer comes ~400 ms after the request, not ~800 ms
+    # (the profile is S3's whole latency; the upstream's work happens within it).
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, _slow_upstream, 0, host="127.0.0.1"))
+        upstream_port = listeners[0].socket.getsockname()[1]
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", upstream_port),
+                                         UPSTREAM_WORK_S * 1000, 0.0, "keepalive", "answer")
+        client = h11.Connection(h11.CLIENT)
+        stream = await trio.open_tcp_stream(host, port)
+        async with stream:
+            started = trio.current_time()
+            await stream.send_all(client.send(h11.Request(method="PUT", target="/b/k", headers=[
+                (b"host", b"x"), (b"content-length", b"1")])) + client.send(h11.Data(data=b"v"))
+                + client.send(h11.EndOfMessage()))
+            with trio.fail_after(5):
+                while not isinstance(event := client.next_event(), h11.EndOfMessage):
+                    if event is h11.NEED_DATA:
+                        client.receive_data(await stream.receive_some(65536))
+                    elif isinstance(event, h11.Response):
+                        assert event.status_code == 200
+            elapsed = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    assert UPSTREAM_WORK_S <= elapsed < 1.75 * UPSTREAM_WORK_S  # held until the delay, not delay + upstream
 
 
 @pytest.mark.trio

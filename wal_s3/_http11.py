@@ -157,7 +157,8 @@ class ResponseReader:
     # ---- the body -----------------------------------------------------------------------
 
     def _take(self, n: int) -> bytes:
-        piece = bytes(self._buffer[:n])
+        with memoryview(self._buffer) as view:  # one copy out of the buffer (a slice of it would be a second)
+            piece = bytes(view[:n])
         del self._buffer[:n]
         return piece
 

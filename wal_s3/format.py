@@ -332,7 +332,54 @@ def parse_zone_range(data: bytes | memoryview, expected_entries: int | None = No
 
     Batches are memoryview slices of `data`. Raises WalFormatError on any malformed entry,
     CRC mismatch, trailing bytes, or an entry count different from `expected_entries`.
+
+    The agent parses every range it appends (512 entries per 8 MiB object of 16 KiB
+    batches), so valid ranges take a straight loop (no cursor calls, each topic name
+    decoded once); at the first check that fails, the range is parsed again by the
+    step-by-step parser, whose error names exactly what is wrong.
     """
+    view = memoryview(data)
+    end = len(view)
+    pos = 0
+    entries: list[WalEntry] = []
+    topics: dict[bytes, str] = {}
+    fixed_size = _ENTRY_FIXED.size
+    unpack_fixed = _ENTRY_FIXED.unpack_from
+    while pos < end:
+        start = pos
+        if pos + 2 > end:
+            return _parse_zone_range_checked(view, expected_entries)
+        (n,) = _U16.unpack_from(view, pos)
+        head_end = pos + 2 + n + fixed_size
+        if not 1 <= n <= MAX_TOPIC_BYTES or head_end + 4 > end:
+            return _parse_zone_range_checked(view, expected_entries)
+        raw_topic = bytes(view[pos + 2:pos + 2 + n])
+        topic = topics.get(raw_topic)
+        if topic is None:
+            try:
+                topic = topics[raw_topic] = raw_topic.decode()
+            except UnicodeDecodeError:
+                return _parse_zone_range_checked(view, expected_entries)
+        partition, producer_id, producer_epoch, base_sequence, record_count, batch_len, batch_crc = unpack_fixed(
+            view, pos + 2 + n)
+        (stored_head_crc,) = _U32.unpack_from(view, head_end)
+        pos = head_end + 4
+        if (stored_head_crc != _crc32c(view[start:head_end]) or partition < 0 or record_count < 0
+                or pos + batch_len > end):
+            return _parse_zone_range_checked(view, expected_entries)
+        batch = view[pos:pos + batch_len]
+        pos += batch_len
+        if _crc32c(batch) != batch_crc:
+            return _parse_zone_range_checked(view, expected_entries)
+        entries.append(WalEntry(topic, partition, producer_id, producer_epoch, base_sequence,
+                                record_count, batch, batch_crc))
+    if expected_entries is not None and len(entries) != expected_entries:
+        raise WalFormatError(f"zone range holds {len(entries)} entries, index says {expected_entries}")
+    return entries
+
+
+def _parse_zone_range_checked(data: bytes | memoryview, expected_entries: int | None) -> list[WalEntry]:
+    """parse_zone_range step by step: raises the WalFormatError that names the first problem."""
     view = memoryview(data)
     cur = _Cursor(view)
     entries: list[WalEntry] = []

@@ -4,7 +4,10 @@ Strategy: an agent is told (object key, zone byte range) by a notification and f
 exactly that range with one ranged GET, then verifies every entry CRC before use. WAL
 objects are immutable (conditional PUTs, never overwritten, keys never reused), so a
 verified range can be cached by (key, offset, length) without invalidation: the block
-cache is an LRU of such ranges, bounded in bytes. Concurrent reads of a range that is
+cache is an LRU of such ranges, bounded in bytes. It keeps each range's parsed entries
+(memoryview slices of the range's bytes) next to the bytes, so every range is parsed and
+CRC-verified once, by the read that fetched it: a notification that follows its prefetch
+starts appending without parsing again. Concurrent reads of a range that is
 being fetched wait for that one GET instead of issuing their own (single flight).
 
 A GET slower than the deadline derived from recent GETs (wal_s3/latency.py) is abandoned
@@ -60,16 +63,24 @@ class WalNotFoundError(WalReadError):
         super().__init__(message, retriable=False)
 
 
+@dataclass(frozen=True)
+class VerifiedRange:
+    """A fetched byte range and its entries, every CRC verified (batches are slices of `data`)."""
+
+    data: bytes
+    entries: list[WalEntry]
+
+
 @dataclass
 class _Flight:
     # Made by the first concurrent reader that waits: most loads have none, and an
     # anyio.Event costs a backend lookup on the read's latency path.
     done: anyio.Event | None = None
-    data: bytes | None = None  # set when the load succeeded
+    value: VerifiedRange | None = None  # set when the load succeeded
 
 
 class BlockCache:
-    """LRU of immutable byte ranges, bounded in bytes, with single-flight loading."""
+    """LRU of immutable verified byte ranges, bounded in bytes, with single-flight loading."""
 
     def __init__(self, capacity_bytes: int) -> None:
         self.capacity_bytes = capacity_bytes
@@ -77,39 +88,40 @@ class BlockCache:
         self.hits = 0
         self.misses = 0
         self.evictions = 0
-        self._entries: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
+        self._entries: collections.OrderedDict[tuple, VerifiedRange] = collections.OrderedDict()
         self._flights: dict[tuple, _Flight] = {}
 
     def __contains__(self, key: tuple) -> bool:
         return key in self._entries
 
-    async def get_or_load(self, key: tuple, load: Callable[[], Awaitable[bytes]]) -> tuple[bytes, bool]:
-        """(data, hit). Raises whatever `load` raises (a waiter whose loader failed loads itself)."""
+    async def get_or_load(self, key: tuple,
+                          load: Callable[[], Awaitable[VerifiedRange]]) -> tuple[VerifiedRange, bool]:
+        """(range, hit). Raises whatever `load` raises (a waiter whose loader failed loads itself)."""
         while True:
-            data = self._entries.get(key)
-            if data is not None:
+            value = self._entries.get(key)
+            if value is not None:
                 self._entries.move_to_end(key)
                 self._count_hit()
-                return data, True
+                return value, True
             flight = self._flights.get(key)
             if flight is None:
                 break
             if flight.done is None:
                 flight.done = anyio.Event()
             await flight.done.wait()
-            if flight.data is not None:  # served by the concurrent GET, even if not cached
+            if flight.value is not None:  # served by the concurrent GET, even if not cached
                 self._count_hit()
-                return flight.data, True
+                return flight.value, True
             # The loader failed or was cancelled: loop, and load ourselves if no one else is.
         flight = _Flight()
         self._flights[key] = flight
         self.misses += 1
         metrics.CACHE_MISSES.inc()
         try:
-            data = await load()
-            self._insert(key, data)
-            flight.data = data
-            return data, False
+            value = await load()
+            self._insert(key, value)
+            flight.value = value
+            return value, False
         finally:
             del self._flights[key]
             if flight.done is not None:
@@ -119,16 +131,17 @@ class BlockCache:
         self.hits += 1
         metrics.CACHE_HITS.inc()
 
-    def _insert(self, key: tuple, data: bytes) -> None:
-        if len(data) > self.capacity_bytes:
+    def _insert(self, key: tuple, value: VerifiedRange) -> None:
+        size = len(value.data)
+        if size > self.capacity_bytes:
             return
-        self._entries[key] = data
-        self.bytes += len(data)
-        metrics.CACHE_BYTES.inc(len(data))
+        self._entries[key] = value
+        self.bytes += size
+        metrics.CACHE_BYTES.inc(size)
         while self.bytes > self.capacity_bytes:
             _, old = self._entries.popitem(last=False)
-            self.bytes -= len(old)
-            metrics.CACHE_BYTES.dec(len(old))
+            self.bytes -= len(old.data)
+            metrics.CACHE_BYTES.dec(len(old.data))
             self.evictions += 1
             metrics.CACHE_EVICTIONS.inc()
 
@@ -244,20 +257,20 @@ class WalReader:
         if zone_offset < 0 or zone_length <= 0:
             raise ValueError(f"bad zone range {zone_offset}+{zone_length}")
         gets = [0]
-        parsed: list[list[WalEntry]] = []
         store = self._store_for(source_zone)
 
-        async def load() -> bytes:
+        async def load() -> VerifiedRange:
             data = await self._get(store, key, zone_offset, zone_length, gets, get_s)
             if len(data) != zone_length:
                 raise WalFormatError(f"{key}: range {zone_offset}+{zone_length} returned {len(data)} bytes: "
                                      "object shorter than the notified range")
-            parsed.append(parse_zone_range(data, expected_entries))  # never cache bytes that do not verify
-            return data
+            # Never cache bytes that do not verify; a cached range is never parsed again.
+            return VerifiedRange(data, parse_zone_range(data, expected_entries))
 
-        data, hit = await self.cache.get_or_load((key, zone_offset, zone_length), load)
-        # The GET's own parse is reused (each CRC computed once); cached bytes are parsed anew.
-        entries = parsed[0] if parsed else parse_zone_range(data, expected_entries)
+        verified, hit = await self.cache.get_or_load((key, zone_offset, zone_length), load)
+        entries = verified.entries
+        if expected_entries is not None and len(entries) != expected_entries:  # a hit checks the count too
+            raise WalFormatError(f"zone range holds {len(entries)} entries, index says {expected_entries}")
         self.audit.emit("agent_read", {
             "ts_ms": int(time.time() * 1000), "zone": self.zone,
             "source_zone": source_zone, "key": key, "bytes": zone_length, "gets": gets[0] + extra_gets,
@@ -266,4 +279,4 @@ class WalReader:
             "latency_ms": (time.perf_counter() - started) * 1000.0,
             "get_ms": sum(get_s) * 1000.0,
         })
-        return entries
+        return list(entries)  # the caller's own list: the cached one stays as verified

@@ -24,10 +24,15 @@ and 100 MB/s per connection (Standard) or 500 MB/s (Express) stand for the trans
 is the request's Content-Length, GET size its Range (no Range: the fixed part only).
 
 Where the delay goes (`--hold`, keepalive mode): `request` (default) holds the request,
-then passes it on; `answer` passes it on at once and holds moto's complete answer. With
-`answer`, moto's work for the request and the injector's connection to it are done while
-the client waits, as with real S3, whose work costs the client's host no CPU; with
-`request` they land on the shared cores just as the client handles the answer.
+then passes it on; `answer` passes it on at once and holds moto's complete answer until
+the delay has passed since the request's head arrived. With `answer`, moto's work for the
+request and the injector's connection to it are done while the client waits, as with real
+S3, whose work costs the client's host no CPU, and they are part of the delay, not added
+to it: a request answered by moto within its delay takes the profile's time, no more
+(with `request`, and with `answer` before 2026-11-26, the client saw delay + moto's own
+time: ~7 ms more per request on a loaded 2-core machine, more than the Express profile's
+whole 4 ms PUT); with `request` they also land on the shared cores just as the client
+handles the answer.
 
 Run: `python -m deploy.local.s3_delay --upstream 127.0.0.1:4566 --listen 127.0.0.1:0
 --put-ms 30 --get-ms 15 [--profile standard|express] [--mode keepalive|transparent]
@@ -107,12 +112,12 @@ def _passed_on(headers) -> list[tuple[bytes, bytes]]:
 
 
 async def _forward(request: h11.Request, client_conn: h11.Connection, client: trio.SocketStream,
-                   upstream: tuple[str, int], hold_answer_s: float = 0.0) -> None:
+                   upstream: tuple[str, int], answer_at: float | None = None) -> None:
     """Pass one request (head already read) to a new upstream connection and its answer back.
 
-    With `hold_answer_s`, the whole answer is read from upstream (and that connection
-    closed) first, then held that long, then sent. Raises OSError/trio errors/h11 errors if
-    either side breaks; the caller drops the client.
+    With `answer_at` (trio time), the whole answer is read from upstream (and that
+    connection closed) first, then held until `answer_at`, then sent. Raises OSError/trio
+    errors/h11 errors if either side breaks; the caller drops the client.
     """
     held: list = []
     server = await trio.open_tcp_stream(*upstream)
@@ -140,14 +145,14 @@ async def _forward(request: h11.Request, client_conn: h11.Connection, client: tr
                                      reason=event.reason)
             elif not isinstance(event, (h11.Data, h11.EndOfMessage)):
                 raise h11.RemoteProtocolError(f"upstream ended the answer with {type(event).__name__}")
-            if hold_answer_s:
+            if answer_at is not None:
                 held.append(event)
             else:
                 await client.send_all(client_conn.send(event))
             if isinstance(event, h11.EndOfMessage):
                 break
     if held:
-        await trio.sleep(hold_answer_s)  # the injected S3 latency itself
+        await trio.sleep_until(answer_at)  # the injected S3 latency itself (upstream's time included)
         await client.send_all(b"".join(client_conn.send(event) for event in held))
 
 
@@ -166,7 +171,8 @@ async def _serve_keepalive(client: trio.SocketStream, upstream: tuple[str, int],
                     delay = delay_for(event.method, put_s, get_s)
                 if delay and hold == "request":
                     await trio.sleep(delay)  # the injected S3 latency itself
-                await _forward(event, conn, client, upstream, delay if hold == "answer" else 0.0)
+                answer_at = trio.current_time() + delay if delay and hold == "answer" else None
+                await _forward(event, conn, client, upstream, answer_at)
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     return  # the client asked to close, or framing left the connection unusable
                 conn.start_next_cycle()

@@ -6,6 +6,7 @@ import gzip
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,26 @@ def test_plan_from_audit_compares(tmp_path):
     empty.mkdir()
     done = run_plan("--from-audit", str(empty))
     assert done.returncode == 2 and "no *.jsonl.gz audit files" in done.stderr
+
+
+def test_plan_closed_loop_profile_against_an_audited_run(tmp_path):
+    profile = tmp_path / "profile.csv"
+    profile.write_text("host,zone,leader_zone,bytes_per_s\nh,use1-az1,use1-az2,100000\nh,use1-az1,use1-az3,100000\n")
+    done = run_plan("--profile", str(profile), "--policy", "wal", "--wal-latency-ms", "1000", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    sidecar = next(b for b in json.loads(done.stdout)["bills"] if b["mode"] == "sidecar")
+    # a request per second to each zone, sent together: an object per second with two shares;
+    # each agent a manifest per 1 + 1 s: PUTs (1 + 2 x 0.5) x 2,628,000, GETs 2 x 2,628,000
+    assert sidecar["s3_put_requests"] == pytest.approx(5_256_000)
+    assert sidecar["s3_get_requests"] == pytest.approx(5_256_000)
+    audited = Path(__file__).parents[1] / "router" / "fixtures" / "plan" / "fleet-gateways"
+    done = run_plan("--profile", str(profile), "--policy", "wal", "--wal-latency-ms", "1000", "--compare",
+                    "--audited", str(audited), "--compare-mode", "gateway")
+    assert done.returncode == 0, done.stderr
+    assert "16.1 s window, gateway mode" in done.stdout
+    objects = next(line for line in done.stdout.splitlines() if line.strip().startswith("WAL objects"))
+    assert objects.split()[5] == "56"  # the audited run's objects (test_plan_validation counts them)
+    done = run_plan("--profile", str(profile), "--compare")
+    assert done.returncode == 2 and "--compare needs the run's audit records" in done.stderr
+    done = run_plan("--profile", str(profile), "--wal-latency-ms", "0")
+    assert done.returncode == 2 and "wal latency 0.0 ms must be > 0" in done.stderr

@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import pytest
 
+from core.prices import Prices
 from deploy.local.fleet import Fleet, FleetProducer, audit_lines, run_fleet
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import three_zones
-from router.plan import WalSettings, arrivals_from_produce_batches, audited_totals, replay_usage
+from router.plan import (
+    ClassPrices,
+    WalSettings,
+    applies_from_records,
+    arrivals_from_produce_batches,
+    audited_totals,
+    notify_sizes_from_records,
+    replay_usage,
+)
 
 
 def test_fleet_producers_spread_small_ones_per_zone_and_heavy_ones_round_robin():
@@ -25,6 +34,9 @@ def test_fleet_producers_spread_small_ones_per_zone_and_heavy_ones_round_robin()
 def test_fleet_refuses_nonsense(kwargs):
     with pytest.raises(ValueError):
         Fleet(**kwargs)
+
+
+STANDARD = ClassPrices("standard", 0.005, 0.0004)  # list prices: a byte across zones 2e-11 USD
 
 
 @pytest.mark.integration
@@ -51,6 +63,22 @@ def test_sidecars_and_gateways_on_loopback(tmp_path):
         replayed = replay_usage(arrivals_from_produce_batches(recs), "sidecar", wal)[0].objects
         assert audited > 0
         assert abs(replayed - audited) <= max(1, 0.1 * audited), (mode, replayed, audited)
+        # and, with the agents' measured applications and the run's notification sizes, every
+        # figure `azsidecar plan --compare` prints within 5 % (docs/planner.md, "Validation")
+        sizes = notify_sizes_from_records(recs)
+        assert sizes is not None
+        sized = WalSettings(policy="wal", linger_ms=250, notify_bytes_per_share=sizes[0],
+                            notify_bytes_per_entry=sizes[1])
+        usage = replay_usage(arrivals_from_produce_batches(recs), "sidecar", sized,
+                             applied=applies_from_records(recs))[0]
+        a = audited_totals(recs)
+        transfer, requests, net = a.bill(Prices(), STANDARD)
+        predicted_requests = (usage.objects + usage.checkpoints) * STANDARD.put + usage.shares * STANDARD.get
+        for got, want in ((usage.objects + usage.checkpoints, a.put_requests), (usage.shares, a.get_requests),
+                          (usage.crossed_bytes * 2e-11, transfer), (predicted_requests, requests),
+                          (usage.direct_equivalent_bytes * 2e-11 - usage.crossed_bytes * 2e-11 - predicted_requests,
+                           net)):
+            assert got == pytest.approx(want, rel=0.05), (mode, got, want)
     # the same arrivals through one writer per zone never need more objects than one per host
     arrivals = arrivals_from_produce_batches(records["sidecars"])
     assert replay_usage(arrivals, "gateway", wal)[0].objects <= replay_usage(arrivals, "sidecar", wal)[0].objects

@@ -67,6 +67,8 @@ def test_hundred_thousand_idempotent_records_take_the_wal_across_zones(env, tmp_
         assert b["leader_zone"] == partition_zone
         assert b["route"] == ("local" if partition_zone == b["zone"] else "wal"), b
         assert b["error_code"] == 0
+        if b["route"] == "wal":  # the agent's answer says how long the leader's append took (v6)
+            assert 0 <= b["leader_append_ms"] <= b["notify_rtt_ms"], b
     by_route = Counter()
     for b in batches:
         by_route[b["route"]] += b["records"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from aiokafka.protocol.produce import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from leader_notify.appender import KafkaAppender
@@ -29,7 +30,7 @@ def counting_sends(appender: KafkaAppender, gate: asyncio.Event | None = None) -
     real_send = appender._client.send
 
     async def send(node, request, **kwargs):
-        if type(request).__name__ == "ProduceRequest":
+        if isinstance(request, ProduceRequest):  # the appender's RawProduceRequest is one
             sent.append(sorted((topic, p) for topic, parts in request._topics for p, _b in parts))
             if gate is not None:
                 await gate.wait()

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local.processes import free_port
 from leader_notify import protocol as p
-from leader_notify._limits import ListenerLimits, LogLimiter, Refusal, admit, read_deadline
+from leader_notify._limits import ListenerLimits, Refusal, admit, read_deadline
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.agent_process import AgentProcess, notify_recording
 from tests.leader_notify.helpers import consume, put_object, wal_entry
@@ -43,13 +43,6 @@ def test_admit(total, from_source, unauth, loopback, expected):
 def test_read_deadline(established, frame_started_at, expected):
     assert read_deadline(SMALL, now=105.0, accepted_at=100.0, established=established,
                          frame_started_at=frame_started_at) == expected
-
-
-def test_log_limiter_once_per_source_per_interval_and_bounded():
-    lim = LogLimiter(interval_s=60.0, max_sources=2)
-    assert lim.allow("a", 0.0) and not lim.allow("a", 59.9) and lim.allow("a", 60.0)
-    assert lim.allow("b", 1.0) and lim.allow("c", 2.0)  # "a" is forgotten (only 2 remembered)
-    assert lim.allow("a", 61.0)
 
 
 # ---------------------------------------------------------------- an agent process

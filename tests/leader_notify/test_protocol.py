@@ -69,16 +69,16 @@ REQUEST_PAYLOAD = bytes.fromhex(
 )
 
 RESPONSE = NotifyResponse(7, RequestStatus.OK, "", (
-    EntryResult(0, 12), EntryResult(46, -1, True), EntryResult(6)))
+    EntryResult(0, 12, append_us=1500), EntryResult(46, -1, True), EntryResult(6)))
 
 RESPONSE_PAYLOAD = bytes.fromhex(
     "0000000000000007"  # request_id u64 = 7
     "00"  # status u8 = OK
     "0000"  # message "" (u16 length 0)
     "00000003"  # result count u32 = 3
-    "0000" "000000000000000c" "00"  # error 0, base_offset 12, flags 0
-    "002e" "ffffffffffffffff" "01"  # error 46 DUPLICATE_SEQUENCE_NUMBER, offset -1, duplicate flag
-    "0006" "ffffffffffffffff" "00"  # error 6 NOT_LEADER_OR_FOLLOWER, offset -1
+    "0000" "000000000000000c" "00" "000005dc"  # error 0, base_offset 12, flags 0, appended in 1,500 us
+    "002e" "ffffffffffffffff" "01" "ffffffff"  # error 46 DUPLICATE_SEQUENCE_NUMBER, offset -1, duplicate, no append
+    "0006" "ffffffffffffffff" "00" "ffffffff"  # error 6 NOT_LEADER_OR_FOLLOWER, offset -1, no append
 )
 
 
@@ -92,17 +92,26 @@ def test_response_payload_golden():
     assert decode_response(RESPONSE_PAYLOAD) == RESPONSE
 
 
+def test_append_time_saturates_and_unknown_round_trips():
+    # 2**32 us (71.6 min) does not fit: reported as the largest value, never as "unknown"
+    long = NotifyResponse(1, RequestStatus.OK, "", (EntryResult(0, 5, append_us=2**32), EntryResult(0, 6)))
+    payload = encode_response(long)
+    # each result is 15 bytes (i16, i64, u8, u32): the append times end each of the last two
+    assert (payload[-19:-15], payload[-4:]) == (bytes.fromhex("fffffffe"), bytes.fromhex("ffffffff"))
+    assert [r.append_us for r in decode_response(payload).results] == [0xFFFFFFFE, -1]
+
+
 def test_hello_frame_golden():
     key_id = hashlib.sha256(b"azsidecar-notify-key-id\x00" + KEY).digest()[:4]
     signed = (
         bytes.fromhex("0000003e")  # u32 length of the rest: 14 header + 16 challenge + 32 MAC = 62
-        + bytes.fromhex("02")  # version 2
+        + bytes.fromhex("03")  # version 3
         + bytes.fromhex("04")  # type 4 = HELLO_AGENT
         + key_id  # 4-byte key id
         + bytes.fromhex("0000000000000000")  # sequence u64 = 0
         + AGENT_C  # payload: the 16-byte challenge
     )
-    expected = signed + hmac.new(KEY, b"azsidecar-notify-v2 hello\x00" + signed, hashlib.sha256).digest()
+    expected = signed + hmac.new(KEY, b"azsidecar-notify-v3 hello\x00" + signed, hashlib.sha256).digest()
     agent = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
     assert agent.hello() == expected
     assert len(expected) == HELLO_FRAME_BYTES == 66
@@ -113,13 +122,13 @@ def test_request_frame_golden_binds_both_challenges_and_sequence():
     key_id = hashlib.sha256(b"azsidecar-notify-key-id\x00" + KEY).digest()[:4]
     signed = (
         bytes.fromhex("00000030")  # u32 length of the rest: 14 header + 2 payload + 32 MAC = 48
-        + bytes.fromhex("02")  # version 2
+        + bytes.fromhex("03")  # version 3
         + bytes.fromhex("01")  # type 1 = request
         + key_id
         + bytes.fromhex("0000000000000001")  # sequence u64 = 1 (the proxy's HELLO was 0)
         + payload
     )
-    mac = hmac.new(KEY, b"azsidecar-notify-v2 session\x00" + AGENT_C + PROXY_C + signed, hashlib.sha256).digest()
+    mac = hmac.new(KEY, b"azsidecar-notify-v3 session\x00" + AGENT_C + PROXY_C + signed, hashlib.sha256).digest()
     proxy, agent = pair()
     assert proxy.send(MessageType.REQUEST, payload) == signed + mac
     agent.receive_data(signed + mac)

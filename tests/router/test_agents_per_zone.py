@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from leader_notify.owners import AgentMap
+from leader_notify.protocol import EntryResult
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
 from tests.router.test_backend import CTX, FakeDirect, FakeMetadata, FakeWriter, item
@@ -75,7 +76,7 @@ class AgentsSender:
             from leader_notify.sender import NotifyError
 
             raise NotifyError("agent down", retriable=True)
-        return [types.SimpleNamespace(error_code=0, base_offset=100 + agent, duplicate=False)]
+        return [EntryResult(error_code=0, base_offset=100 + agent, duplicate=False)]
 
 
 def backend_for(nursery, sender, log, writer=None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.audit_fields import NOT_APPLICABLE, notification_share, wal_timing_fields, wire_bytes
+from router.audit_fields import NOT_APPLICABLE, notification_share, wal_leader_append_ms, wal_timing_fields, wire_bytes
 
 
 @pytest.mark.parametrize(("route", "size", "share", "expected"), [
@@ -52,3 +52,12 @@ def test_wal_timing_fields_each_cover_their_own_interval(instants, expected):
     assert got.keys() == expected.keys()
     for name, value in expected.items():
         assert got[name] == pytest.approx(value, abs=1e-6), name
+
+
+@pytest.mark.parametrize(("append_us", "expected"), [
+    (2_345, 2.345),  # the agent's answer said 2,345 us
+    (0, 0.0),  # an append under a microsecond is still a known time
+    (-1, NOT_APPLICABLE),  # duplicate from the agent's map, refused, or ack_mode wal: not known
+])
+def test_wal_leader_append_ms_comes_from_the_agents_answer(append_us, expected):
+    assert wal_leader_append_ms(append_us) == expected

@@ -16,6 +16,7 @@ from core.audit import MemoryAuditSink
 from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
 from core.record_batch import RecordBatch
 from leader_notify.owners import AgentMap
+from leader_notify.protocol import EntryResult
 from leader_notify.sender import Answer
 from proxy.metadata import PartitionInfo
 from proxy.upstream import BrokerAddress, UpstreamTimeout
@@ -146,7 +147,7 @@ class SenderFake:
 
 class FakeSender(SenderFake):
     async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
-        return [types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)]
+        return [EntryResult(error_code=0, base_offset=500, duplicate=False)]
 
 
 async def make_backend(nursery, policy: str, log: list, hold: bool = False):
@@ -261,7 +262,7 @@ class BlockingSender(SenderFake):
     async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         await self.release.wait()
         self.notified.append(flushed.key)
-        return [types.SimpleNamespace(error_code=0, base_offset=900, duplicate=False)]
+        return [EntryResult(error_code=0, base_offset=900, duplicate=False)]
 
 
 @pytest.mark.trio
@@ -385,7 +386,7 @@ class FailFirstSender(SenderFake):
             from leader_notify.sender import NotifyError
 
             raise NotifyError("agent unreachable", retriable=True)
-        return [types.SimpleNamespace(error_code=0, base_offset=self.calls, duplicate=False)]
+        return [EntryResult(error_code=0, base_offset=self.calls, duplicate=False)]
 
 
 def seq_item(sequence: int, producer_id: int = 7) -> PartitionBatches:
@@ -423,7 +424,7 @@ class FlakySender(SenderFake):
         if flushed.key == "obj-1" and self.failures > 0:
             self.failures -= 1
             raise ConnectionError("agent unreachable")
-        return [types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)]
+        return [EntryResult(error_code=0, base_offset=500, duplicate=False)]
 
 
 @pytest.mark.trio
@@ -470,7 +471,7 @@ class RefusingSender(SenderFake):
     async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.sent.append(flushed.key)
         code = -1 if flushed.key == "obj-1" else 0
-        return [types.SimpleNamespace(error_code=code, base_offset=-1, duplicate=False)]
+        return [EntryResult(error_code=code, base_offset=-1, duplicate=False)]
 
 
 @pytest.mark.trio
@@ -574,7 +575,7 @@ class NotLeaderOnceSender(SenderFake):
     async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
         code = 6 if self.calls == 1 else 0
-        return [types.SimpleNamespace(error_code=code, base_offset=-1 if code else 77, duplicate=False)]
+        return [EntryResult(error_code=code, base_offset=-1 if code else 77, duplicate=False)]
 
 
 @pytest.mark.trio
@@ -656,7 +657,7 @@ async def test_no_metadata_fails_the_partition_retriably_and_holds_back_later_ba
 
 class NotLeaderSender(SenderFake):
     async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
-        return [types.SimpleNamespace(error_code=6, base_offset=-1, duplicate=False)]
+        return [EntryResult(error_code=6, base_offset=-1, duplicate=False)]
 
 
 @pytest.mark.trio
@@ -675,7 +676,7 @@ class AnswerSender(SenderFake):
     """The real sender's answer: results and the round trip's bytes each way."""
 
     async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
-        return Answer([types.SimpleNamespace(error_code=0, base_offset=500, duplicate=False)], 300, 101)
+        return Answer([EntryResult(error_code=0, base_offset=500, duplicate=False, append_us=2_345)], 300, 101)
 
 
 @pytest.mark.trio
@@ -686,5 +687,6 @@ async def test_a_wal_batch_record_carries_its_share_of_the_notification_bytes(au
         await send(backend, item("t", 0, 100))
         nursery.cancel_scope.cancel()
     (record,) = audit.of("produce_batch")
-    # one entry in its notification: the whole round trip, 300 + 101 bytes
-    assert (record["route"], record["wire_bytes"], record["leader_append_ms"]) == ("wal", 401, -1.0)
+    # one entry in its notification: the whole round trip, 300 + 101 bytes; the agent
+    # appended it in 2,345 us
+    assert (record["route"], record["wire_bytes"], record["leader_append_ms"]) == ("wal", 401, 2.345)

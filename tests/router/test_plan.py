@@ -186,8 +186,9 @@ def test_profile_from_produce_batch_records():
     ]
     flows, window = flows_from_produce_batches(records)
     assert window == 2.0  # 1,000 .. 3,000 ms
-    assert flows == [Flow("p1", "az1", "az1", 500, 0.5), Flow("p1", "az1", "az2", 5000, 1.0),
-                     Flow("p2", "az2", "az1", 4000, 0.5)]
+    # no latency_ms: received at ts_ms; every batch more than 5 ms from the next is its own request
+    assert flows == [Flow("p1", "az1", "az1", 500, 0.5, 0.5), Flow("p1", "az1", "az2", 5000, 1.0, 1.0),
+                     Flow("p2", "az2", "az1", 4000, 0.5, 0.5)]
     with pytest.raises(PlanError):
         flows_from_produce_batches([{"kind": "wal_flush", "ts_ms": 1}])
 

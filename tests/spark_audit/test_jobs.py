@@ -399,12 +399,12 @@ def test_checkpoint_manifests_are_billed_once_and_shared_among_their_objects(spa
 
 
 def test_consumer_bytes_by_zone_pair_with_the_transfer_cost_of_the_cross_zone_ones(spark, tmp_path):
-    # Schema v6 passthrough_bytes records (requests the proxy forwarded to brokers):
+    # Schema v7 passthrough_bytes records (requests the proxy forwarded to brokers):
     # proxy az1 fetched from a broker in az2 over two intervals, from one in its own zone,
     # and asked a broker whose zone it did not know (the bootstrap listener); proxy az2
     # sent a JoinGroup to az3. A produce_batch line must not count.
     def pt(zone, broker_zone, api_key, requests, request_bytes, response_bytes):
-        return rec("passthrough_bytes", zone, version=6, proxy_id=f"p-{zone}", broker_id=1, broker_zone=broker_zone,
+        return rec("passthrough_bytes", zone, version=7, proxy_id=f"p-{zone}", broker_id=1, broker_zone=broker_zone,
                    api_key=api_key, requests=requests, request_bytes=request_bytes, response_bytes=response_bytes,
                    interval_ms=10_000)
 

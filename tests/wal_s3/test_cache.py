@@ -11,7 +11,8 @@ import trio.testing
 from core.audit import MemoryAuditSink
 from tests.wal_s3.conftest import Faults
 from wal_s3 import metrics
-from wal_s3.format import WalEntry, encode_object
+from wal_s3 import reader as reader_module
+from wal_s3.format import WalEntry, WalFormatError, encode_object
 from wal_s3.reader import WalReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.trio]
@@ -99,3 +100,28 @@ async def test_range_larger_than_the_cache_is_served_but_not_cached(wal_env):
     for _ in range(2):
         await reader.read_zone("obj", *ranges["zd"])
     assert (reader.hits, reader.misses, reader.evictions, reader.cache.bytes, gets.requests) == (0, 2, 0, 0, 2)
+
+
+async def test_a_range_is_parsed_once_and_a_hit_still_checks_the_entry_count(wal_env, monkeypatch):
+    make_config, make_client = wal_env
+    config = make_config()
+    client = make_client(config)
+    ranges = put_object(client, config.bucket, "obj")
+    parses = []
+    real_parse = reader_module.parse_zone_range
+
+    def counting_parse(data, expected_entries=None):
+        parses.append(len(data))
+        return real_parse(data, expected_entries)
+
+    monkeypatch.setattr(reader_module, "parse_zone_range", counting_parse)
+    reader = WalReader(config, client, MemoryAuditSink(), "agent")
+    first = await reader.read_zone("obj", *ranges["zc"], expected_entries=1)  # the GET parses
+    first.clear()  # the caller's list is its own: the cached entries stay whole
+    again = await reader.read_zone("obj", *ranges["zc"], expected_entries=1)  # a hit: no parse
+    assert parses == [ZONE_BYTES]
+    assert (reader.hits, reader.misses) == (1, 1)
+    assert [(e.topic, e.partition, bytes(e.batch)) for e in again] == [("t", 2, b"\x02" * 1000)]
+    with pytest.raises(WalFormatError, match="holds 1 entries, index says 2"):
+        await reader.read_zone("obj", *ranges["zc"], expected_entries=2)
+    assert parses == [ZONE_BYTES]

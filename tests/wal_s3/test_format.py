@@ -16,6 +16,7 @@ from wal_s3.format import (
     MAX_HEADER_BYTES,
     WalEntry,
     WalFormatError,
+    _parse_zone_range_checked,
     encode_object,
     header_length,
     parse_header,
@@ -236,3 +237,31 @@ def test_encoder_rejects_bad_input(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         encode_object(**args)
+
+
+def _outcome(parse, data, expected):
+    try:
+        return [(e.topic, e.partition, bytes(e.batch), e.crc32c) for e in parse(data, expected)]
+    except WalFormatError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_straight_zone_parse_answers_as_the_step_by_step_one(data):
+    """parse_zone_range's straight loop and _parse_zone_range_checked: the same entries for a
+    good range, the same error for any corrupted byte, truncation or wrong count."""
+    entries = [WalEntry("orders", 3, 9, 0, 100, 2, b"x" * 20), WalEntry("t", 0, -1, -1, -1, 1, b""),
+               WalEntry("orders", 4, 9, 0, 5, 1, bytes(range(16)))]
+    enc = encode_object(writer_id="w1", epoch=4, sequence=8, created_ms=99, entries_by_zone={"az1": entries})
+    share = enc.zones["az1"]
+    good = bytes(enc.data[share.offset:share.offset + share.length])
+    bad = bytearray(good)
+    pos = data.draw(st.integers(0, len(good) - 1))
+    bad[pos] ^= data.draw(st.integers(1, 255))
+    cut = good[:data.draw(st.integers(0, len(good)))]
+    expected = data.draw(st.sampled_from([None, 3, 2]))
+    for case in (good, bytes(bad), cut):
+        assert _outcome(parse_zone_range, case, expected) == _outcome(_parse_zone_range_checked, case, expected)
+    assert _outcome(parse_zone_range, good, 3) == [("orders", 3, b"x" * 20, crc32c(b"x" * 20)), ("t", 0, b"", crc32c(b"")),
+                                                  ("orders", 4, bytes(range(16)), crc32c(bytes(range(16))))]

@@ -1,0 +1,36 @@
+"""bench/latency_stages.py: per-stage percentiles of one topic's WAL batches from audit records."""
+
+from __future__ import annotations
+
+import math
+
+from bench.latency_stages import percentile, stage_summary
+
+
+def test_percentile_takes_the_value_at_rank_q_times_n():
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.5) == 3.0  # rank int(2.5) = 2 of [1..5]
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.99) == 5.0  # rank int(4.95) = 4
+    assert math.isnan(percentile([], 0.5))
+
+
+def test_summary_keeps_the_topics_batches_and_their_objects_only():
+    records = [
+        {"kind": "produce_batch", "topic": "t", "wal_key": "k1", "latency_ms": 40.0, "linger_wait_ms": 20.0,
+         "s3_put_ms": 5.0, "notify_rtt_ms": 12.0, "queue_ms": 0.1, "records": 3},
+        {"kind": "produce_batch", "topic": "t", "wal_key": "k2", "latency_ms": 60.0, "linger_wait_ms": 19.0,
+         "s3_put_ms": 6.0, "notify_rtt_ms": 30.0, "queue_ms": 0.2, "records": 5},
+        {"kind": "produce_batch", "topic": "other", "wal_key": "k9", "latency_ms": 999.0},
+        # a direct batch of `t` has -1.0 ("did not happen") in the WAL fields
+        {"kind": "produce_batch", "topic": "t", "wal_key": "", "latency_ms": 10.0, "linger_wait_ms": -1.0},
+        {"kind": "wal_flush", "key": "k1", "put_ms": 4.5, "put_wait_ms": 0.2},
+        {"kind": "wal_flush", "key": "k9", "put_ms": 500.0, "put_wait_ms": 9.0},
+        {"kind": "agent_read", "key": "k2", "get_ms": 3.5},
+        {"kind": "agent_apply", "key": "k2", "append_ms": 8.0, "handle_ms": 12.0},
+    ]
+    summary = stage_summary(records, "t")
+    assert summary["produce_batch.latency_ms"] == {"n": 3, "p50": 40.0, "p99": 60.0}  # 10, 40, 60
+    assert summary["produce_batch.linger_wait_ms"] == {"n": 2, "p50": 20.0, "p99": 20.0}  # 19, 20
+    assert summary["wal_flush.put_ms"] == {"n": 1, "p50": 4.5, "p99": 4.5}  # k9 is another topic's
+    assert summary["agent_read.get_ms"] == {"n": 1, "p50": 3.5, "p99": 3.5}
+    assert summary["agent_apply.append_ms"] == {"n": 1, "p50": 8.0, "p99": 8.0}
+    assert "produce_batch.leader_append_ms" not in summary
