@@ -102,8 +102,9 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             return backend
 
         bypass = SameZoneBypass(config.zone or "", config.router.broker_zones)
-        started = await nursery.start(functools.partial(run_proxy, bypass=bypass), config.proxy, config.upstream,
-                                      backend_factory)
+        started = await nursery.start(functools.partial(run_proxy, bypass=bypass, audit=audit,
+                                                        broker_zones=config.router.broker_zones),
+                                      config.proxy, config.upstream, backend_factory)
         if health is not None:
             server = started[0]
             health.draining = lambda: server.draining

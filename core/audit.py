@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -28,6 +28,8 @@ SCHEMA_HISTORY: dict[int, str] = {
        "includes the per-partition Produce overhead, wal wire_bytes is the batch's share of its notification",
     6: "produce_batch.leader_append_ms on the WAL route: the agent's append time from its answer "
        "(notify protocol v3); -1 there before v6",
+    7: "kind passthrough_bytes (requests the proxy forwarded to a broker - Fetch, ListOffsets, groups, admin - "
+       "by broker zone and api key, aggregated per interval)",
 }
 
 # Field types: "string", "long", "double", "boolean".
@@ -84,6 +86,14 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     # (each billed, failed ones too); purpose epoch | epoch_check | gc | recovery.
     "s3_request": (
         ("operation", "string"), ("purpose", "string"), ("requests", "long"),
+    ),
+    # Requests the proxy passed through to one broker (proxy.broker_listeners), per api key,
+    # aggregated over interval_ms: zone = the proxy's (the client's) zone, broker_zone = the
+    # broker's ("" unknown); bytes are whole request and response frames between the proxy
+    # and the broker. api_key -1: keys beyond the proxy's bound, counted together.
+    "passthrough_bytes": (
+        ("proxy_id", "string"), ("broker_id", "long"), ("broker_zone", "string"), ("api_key", "long"),
+        ("requests", "long"), ("request_bytes", "long"), ("response_bytes", "long"), ("interval_ms", "long"),
     ),
     # One per router leader-zone lookup. cache: hit | miss.
     "metadata_lookup": (

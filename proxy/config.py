@@ -39,9 +39,10 @@ class ProxyConfig:
     request_receive_timeout_s: float = 30.0  # once a request's first bytes arrived, the rest must within this (slowloris); a 100 MiB frame at 4 MB/s fits
     idle_timeout_s: float = 600.0  # close a connection with no request for this long: the broker's connections.max.idle.ms default, above Java/kafka-python/aiokafka's 540 s; librdkafka (0 = never) reconnects as it does to brokers
     max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
-    broker_listeners: bool = False  # one local listener per upstream broker; every API passes through (consumers, admin)
-    consumer_rack: str = ""  # with broker_listeners: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
-    bypass_same_zone: bool = False  # with broker_listeners: Metadata names this zone's brokers (broker_zones or rack) at their real address, so same-zone batches skip the proxy; off by default: clients then learn every broker's real address from them (docs/protocol-front-door.md)
+    broker_listeners: bool | None = None  # one local listener per upstream broker, every API passes through (consumers, admin); unset: on for a loopback sidecar (one worker, no advertised address), off for a gateway
+    passthrough_audit_interval_s: float = 10.0  # with pass-through: one passthrough_bytes audit record per broker and API this often
+    consumer_rack: str = ""  # with pass-through: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
+    bypass_same_zone: bool = False  # with pass-through: Metadata names this zone's brokers (broker_zones or rack) at their real address, so same-zone batches skip the proxy; off by default: clients then learn every broker's real address from them (docs/protocol-front-door.md)
     # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
     advertised_host: str = ""  # host clients connect to (a load balancer's zonal DNS name, a Service); "" = listen_host
     advertised_port: int = 0  # port clients connect to; 0 = the port the listener bound
@@ -64,9 +65,11 @@ class ProxyConfig:
         require(self.shutdown_grace_s >= 0, "proxy.shutdown_grace_s: must be >= 0")
         require(bool(self.proxy_id) and "/" not in self.proxy_id, "proxy.proxy_id: non-empty, no '/'")
         require(0 <= self.advertised_port <= 65535, f"proxy.advertised_port: {self.advertised_port} is not a port")
-        require(self.broker_listeners or not self.bypass_same_zone,
-                "proxy.bypass_same_zone: requires proxy.broker_listeners = true (brokers keep their own node ids)")
+        require(self.passthrough or not self.bypass_same_zone,
+                "proxy.bypass_same_zone: requires pass-through (proxy.broker_listeners, on by default for a "
+                "loopback sidecar; brokers keep their own node ids)")
         require(1 <= self.workers <= MAX_WORKERS, f"proxy.workers: 1..{MAX_WORKERS}")
+        require(self.passthrough_audit_interval_s > 0, "proxy.passthrough_audit_interval_s: must be > 0")
         require(self.listen_host not in WILDCARD_HOSTS or bool(self.advertised_host),
                 f"proxy.advertised_host: required when proxy.listen_host is {self.listen_host!r} "
                 "(clients cannot connect to a wildcard address: give the name they reach this proxy by)")
@@ -83,6 +86,15 @@ class ProxyConfig:
         # One whole frame must fit, or a client sending the largest allowed frame would wait forever.
         require(self.max_receive_buffer_bytes >= self.max_frame_bytes + MiB,
                 "proxy.max_receive_buffer_bytes: must be >= proxy.max_frame_bytes + 1 MiB")
+
+    @property
+    def passthrough(self) -> bool:
+        """Whether every broker gets a listener (`broker_listeners`; unset: on for a loopback
+        sidecar, whose extra listeners on ephemeral ports its own clients reach, off for a
+        gateway behind a load balancer or with several workers, where they could not)."""
+        if self.broker_listeners is not None:
+            return self.broker_listeners
+        return is_loopback(self.listen_host) and not self.advertised_host and self.workers == 1
 
     @property
     def advertised(self) -> tuple[str, int]:

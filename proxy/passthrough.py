@@ -1,7 +1,8 @@
 """One bootstrap for the whole application: a local listener per upstream broker.
 
-Strategy (with `proxy.broker_listeners = true`): every upstream broker gets a listener of
-the proxy (an ephemeral port on the proxy's host), and Metadata names the brokers by their
+Strategy (pass-through, `proxy.broker_listeners`; on by default for a loopback sidecar):
+every upstream broker gets a listener of the proxy (an ephemeral port on the proxy's
+host), and Metadata names the brokers by their
 own node ids at those listeners, with their racks and the real leaders, replicas and
 controller. A client therefore keeps one connection per broker, each to the proxy, and
 sends every request where it would send it on a direct connection. The proxy serves
@@ -12,9 +13,10 @@ broker whose listener it arrived on (a request on the bootstrap listener: any he
 broker), and the broker's answer goes back verbatim. So Fetch, ListOffsets, the consumer
 group APIs, OffsetCommit/Fetch and admin requests reach the broker they address.
 
-Not passed through: the inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
-ControlledShutdown) and DescribeCluster (its answer names the brokers' real endpoints; a
-client falls back to Metadata). Fetch is offered up to v12: from v16 a Fetch answer may
+Not passed through: the inter-broker and controller APIs (LeaderAndIsr ... ControlledShutdown,
+WriteTxnMarkers, the KRaft quorum and registration APIs), DescribeCluster (its answer names
+the brokers' real endpoints; a client falls back to Metadata), SASL (the listener's own)
+and client telemetry (KIP-714); see NOT_PASSED. Fetch is offered up to v12: from v16 a Fetch answer may
 carry KIP-951 leader endpoints, which would lead the client past the proxy.
 
 A Fetch (v11+) without a rack_id gets `proxy.consumer_rack` (this zone's AZ id) put in
@@ -40,7 +42,21 @@ API_FETCH = 1
 API_DESCRIBE_CLUSTER = 60
 HIGHEST_FETCH_VERSION = 12  # v16 answers may name leader endpoints (KIP-951)
 FIRST_RACK_FETCH_VERSION = 11  # KIP-392: Fetch carries the consumer's rack_id
-NOT_PASSED = frozenset({4, 5, 6, 7, API_DESCRIBE_CLUSTER})  # inter-broker; DescribeCluster names endpoints
+# KIP-714 client telemetry: a client sends GetTelemetrySubscriptions to one broker right
+# after connecting, ahead of its InitProducerId on the same connection; passed through to
+# a hung broker it held that producer's start (answers go in request order). Metrics the
+# client would push are not worth that: not offered, so clients skip telemetry.
+API_GET_TELEMETRY_SUBSCRIPTIONS, API_PUSH_TELEMETRY = 71, 72
+# SASL belongs to the proxy's own listener (served there when proxy.sasl_mechanisms is set,
+# proxy/versions.with_sasl); passed through it would authenticate the client at the broker
+# on the proxy's connection, and a listener without SASL would advertise it.
+API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE = 17, 36
+# Broker-to-broker and controller APIs: no client sends them, and none should reach a broker
+# with the proxy's identity (WriteTxnMarkers would write transaction markers).
+INTER_BROKER = frozenset({4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 57, 58, 62, 63, 64, 67, 70})
+NOT_PASSED = INTER_BROKER | {API_DESCRIBE_CLUSTER,  # its answer names the brokers' real endpoints
+                             API_GET_TELEMETRY_SUBSCRIPTIONS, API_PUSH_TELEMETRY,
+                             API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE}
 
 
 def passthrough_versions(upstream: Mapping[int, tuple[int, int]],

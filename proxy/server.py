@@ -19,7 +19,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from core.addresses import is_loopback
+from core.audit import AuditSink
 from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
@@ -67,12 +68,14 @@ from proxy.listen import open_listeners
 from proxy.memory import BurstTracker, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
+from proxy.passthrough_audit import PassthroughMeter
 from proxy.produce import (
     DirectBackend,
     encode_produce_answer,
     produce_answers,
     validate_produce,
 )
+from proxy.produce_only import refused_fetch
 from proxy.receive_budget import ReceiveBudget
 from proxy.sasl import (
     SASL_AUTHENTICATION_FAILED,
@@ -101,6 +104,7 @@ PASS_THROUGH_TIMEOUT_S = 310.0
 RECEIVE_CHUNK_BYTES = 256 * 1024
 MIN_RECEIVE_BYTES = 16 * 1024  # with less room than this in the receive budget, a connection stops reading
 HIGHEST_INIT_PRODUCER_ID_VERSION = 5
+MAX_REFUSED_CLIENTS_LOGGED = 1024  # client ids whose refused Fetch was logged (once each)
 LOGIN_THREADS = 2  # PLAIN logins run PBKDF2 (ms each) off the event loop; a login storm gets two threads
 
 
@@ -173,7 +177,9 @@ class RequestHandler:
         self.coordinators = Coordinators(cluster, metadata, upstream.request_timeout_s)
         self.brokers: BrokerListeners | None = None  # set with proxy.broker_listeners: every API passes through
         self.bypass: SameZoneBypass | None = None  # set with proxy.bypass_same_zone: this zone's brokers at their own address
+        self.meter: PassthroughMeter | None = None  # counts the bytes passed through (audit)
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
+        self._fetch_refused_for: set[str | None] = set()
 
     async def start(self) -> None:
         """Learn the upstream's API ranges (so ApiVersions can be answered). Raises UpstreamError."""
@@ -206,6 +212,12 @@ class RequestHandler:
             slot = ResponseSlot(trio.Event())
             nursery.start_soon(self._pass_through, frame, node_id, slot, started)
             return slot
+        if self.brokers is None and frame.api_key == API_FETCH and frame.api_key in self.advertised \
+                and self.advertised[frame.api_key][0] <= frame.api_version <= self.advertised[frame.api_key][1]:
+            refused = refused_fetch(bytes(frame.body), frame.api_version)
+            if refused is not None:  # an answer, not a closed connection: the consumer reports it
+                self._log_refused_fetch(frame.client_id)
+                return _ready(encode_response(refused, frame.correlation_id, frame.api_version))
         try:
             request = decode_request(frame, self.max_versions())
         except UnsupportedRequest:
@@ -289,6 +301,14 @@ class RequestHandler:
         self._finish(slot, SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=token,
                                                     session_lifetime_ms=0), frame, started)
         return slot, False
+
+    def _log_refused_fetch(self, client_id: str | None) -> None:
+        if client_id in self._fetch_refused_for or len(self._fetch_refused_for) >= MAX_REFUSED_CLIENTS_LOGGED:
+            return
+        self._fetch_refused_for.add(client_id)
+        log.warning("answered a Fetch with TOPIC_AUTHORIZATION_FAILED (client_id=%s): this sidecar passes only "
+                    "producers through (proxy.broker_listeners is off); point consumers at the cluster's bootstrap "
+                    "or turn pass-through on", client_id)
 
     def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
                         upstream_results: dict) -> None:
@@ -402,6 +422,8 @@ class RequestHandler:
             slot.broken = True
             slot.ready.set()
             return
+        if self.meter is not None:  # whole frames as they went to and came from the broker
+            self.meter.add(-1 if node_id is None else node_id, frame.api_key, len(raw.frame(0)), len(response) + 4)
         self._finish_encoded(slot, with_correlation_id(response, frame.correlation_id), frame, started)
 
     async def _forward_to_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot,
@@ -733,10 +755,15 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 
 async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                     backend_factory: ProduceBackendFactory | None = None,
-                    task_status=trio.TASK_STATUS_IGNORED, *, bypass: SameZoneBypass | None = None) -> None:
+                    task_status=trio.TASK_STATUS_IGNORED, *, bypass: SameZoneBypass | None = None,
+                    audit: AuditSink | None = None, broker_zones: Mapping[str, str] | None = None) -> None:
     """Connect upstream, listen, serve. `task_status.started((server, port))` once listening.
     `bypass`: with proxy.bypass_same_zone, the zone whose brokers Metadata names at their
     real addresses.
+
+    `audit`: where `passthrough_bytes` records go (with proxy.broker_listeners); the record's
+    `zone` is the audit writer's, and a broker's zone is `broker_zones[str(node id)]`, else
+    its rack.
 
     Raises ConfigError if the listener's TLS or SASL files cannot be loaded.
     """
@@ -755,10 +782,21 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                                  advertised_host, advertised_port or port)
         await handler.start()
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
-        if proxy_config.broker_listeners:
+        if proxy_config.passthrough:
             handler.brokers = BrokerListeners(server.open_broker_listener)
             handler.bypass = bypass if proxy_config.bypass_same_zone else None
+            if audit is not None:
+                zones = dict(broker_zones or {})
+
+                def zone_of(node_id: int) -> str:
+                    broker = metadata.view.brokers.get(node_id)
+                    return zones.get(str(node_id)) or (broker.rack if broker is not None else None) or ""
+
+                handler.meter = PassthroughMeter(audit, proxy_config.proxy_id, zone_of,
+                                                 proxy_config.passthrough_audit_interval_s)
         await handler.start()
         async with trio.open_nursery() as nursery:
+            if handler.meter is not None:
+                nursery.start_soon(handler.meter.run)
             await nursery.start(server.serve, listeners)
             task_status.started((server, port))

@@ -1,11 +1,13 @@
 """The audit jobs, the tables each one writes, and the table file formats (no pyspark here)."""
 
-JOBS = ("savings", "cache", "latency", "report", "all")
+JOBS = ("savings", "cache", "latency", "consumers", "report", "all")
 TABLES_OF_JOB = {
     "savings": ("savings", "break_even", "writer_drops"),
     "cache": ("cache_agent", "cache_metadata"),
     "latency": ("latency",),
-    "report": ("savings", "break_even", "cache_agent", "cache_metadata", "latency", "writer_drops"),
+    "consumers": ("passthrough_bytes",),
+    "report": ("savings", "break_even", "cache_agent", "cache_metadata", "latency", "writer_drops",
+               "passthrough_bytes"),
 }
 TABLES_OF_JOB["all"] = TABLES_OF_JOB["report"]
 

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from core.framing import ACKS_PER_MESSAGE, PRODUCE_OVERHEAD_BYTES, Framing
 from core.prices import Prices
+from proxy.api_names import API_NAMES
 
 BYTES_PER_GB = 10**9  # AWS data-transfer "GB" as in docs/ARCHITECTURE's break-even (270 KB)
 ROUTES = ("local", "direct_cross", "wal")
@@ -42,13 +43,14 @@ STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
 # object, `drop_reason` only for audit_drop (other kinds' `reason` would split groups).
 ROLLUP_KEYS = ("_status", "kind", "schema_version", "hour_ms", "zone", "leader_zone", "dest_zone",
                "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason", "operation",
-               "purpose")
+               "purpose", "broker_zone", "api_key")
 ROLLUP_SUMS = ("records", "bytes", "request_bytes", "response_bytes", "put_requests", "gets",
                "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped", "requests")
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
-                  "dropped_kind", "reason", "status", "wal_keys", "operation", "purpose") + ROLLUP_SUMS
+                  "dropped_kind", "reason", "status", "wal_keys", "operation", "purpose", "broker_zone",
+                  "api_key") + ROLLUP_SUMS
 # Notification bytes on the wire (framing.round_trip_wire_bytes), summed per line in the rollup
 # because whole packets are counted per message.
 NOTIFICATION_WIRE = "notification_wire_bytes"
@@ -111,7 +113,7 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
         F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("wal_keys")).alias("key"),
         "dropped_kind",
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
-        "operation", "purpose", "ts_ms",
+        "operation", "purpose", "broker_zone", "api_key", "ts_ms",
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
         checkpoint_puts.alias(CHECKPOINT_PUTS),
         F.when(kind == "notification", notification_wire(framing)).otherwise(0).cast("long").alias(NOTIFICATION_WIRE),
@@ -438,6 +440,37 @@ def writer_drops(rolled: DataFrame) -> DataFrame:
         .groupBy("zone", "dropped_kind", F.col("drop_reason").alias("reason"))
         .agg(F.sum("dropped").alias("dropped"))
         .transform(lambda f: _sorted(f, "zone", "dropped_kind", "reason"))
+    )
+
+
+def passthrough_bytes(rolled: DataFrame, prices: Prices, framing: Framing | None = None) -> DataFrame:
+    """Requests the proxies passed through to brokers (consumers, admin clients) per client
+    zone x broker zone x API, from `rollup(records)` (schema v7 `passthrough_bytes`).
+
+    Columns: zone (the proxy's, i.e. the client's), broker_zone ("" unknown), api_key, api
+    (Kafka's name), requests, request_bytes, response_bytes (whole frames), wire_bytes (both
+    directions on the wire: a busy stream, `framing.stream_factor` per byte, rounded),
+    cross_zone (null when the broker's zone is unknown), transfer_usd (wire bytes x the
+    cross-zone price both sides pay; 0 in-zone, null unknown).
+    """
+    framing = framing or Framing()
+    names = F.create_map(*[F.lit(x) for key, name in sorted(API_NAMES.items()) for x in (key, name)])
+    cross = F.when(F.col("broker_zone") != "", F.col("zone") != F.col("broker_zone"))
+    return (
+        _kind(rolled, "passthrough_bytes")
+        .withColumn("broker_zone", F.coalesce(F.col("broker_zone"), F.lit("")))
+        .groupBy("zone", "broker_zone", "api_key").agg(
+            F.sum("requests").alias("requests"), F.sum("request_bytes").alias("request_bytes"),
+            F.sum("response_bytes").alias("response_bytes"))
+        .withColumn("api", F.coalesce(names[F.col("api_key")], F.col("api_key").cast("string")))
+        .withColumn("wire_bytes", F.round((F.col("request_bytes") + F.col("response_bytes"))
+                                          * F.lit(framing.stream_factor)).cast("long"))
+        .withColumn("cross_zone", cross)
+        .withColumn("transfer_usd", F.when(cross, F.col("wire_bytes") * F.lit(cross_byte_usd(prices)))
+                    .when(~cross, F.lit(0.0)))
+        .transform(lambda f: _sorted(f, "zone", "broker_zone", "api_key"))
+        .select("zone", "broker_zone", "api_key", "api", "requests", "request_bytes", "response_bytes",
+                "wire_bytes", "cross_zone", "transfer_usd")
     )
 
 

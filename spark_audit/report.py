@@ -32,6 +32,15 @@ def _rows(tables: Mapping[str, Table], name: str) -> list[dict[str, Any]]:
     return table.dicts() if table is not None else []
 
 
+def _passthrough_line(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line on what consumers and admin clients moved through the sidecars."""
+    cross = [r for r in rows if r["cross_zone"]]
+    wire = sum(r["wire_bytes"] or 0 for r in rows)
+    cross_wire = sum(r["wire_bytes"] or 0 for r in cross)
+    return (f"consumer/admin traffic through the sidecars {si_bytes(wire)} on the wire; across zones "
+            f"{si_bytes(cross_wire)} costing {usd(sum(r['transfer_usd'] or 0.0 for r in cross))}")
+
+
 def report_headline(tables: Mapping[str, Table], summary: InputSummary) -> rd.Headline | None:
     savings = _rows(tables, "savings")
     if "savings" not in tables:
@@ -89,6 +98,9 @@ def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Pri
     if mc:
         hits, lookups = sum(r["hits"] or 0 for r in mc), sum(r["lookups"] or 0 for r in mc)
         lines.append(f"router metadata cache hit rate {pct(hits / lookups if lookups else None)}")
+    passed = _rows(tables, "passthrough_bytes")
+    if passed:
+        lines.append(_passthrough_line(passed))
     for lat in rd.latency_by_route(_rows(tables, "latency")):
         lines.append(f"latency {lat.route:12s} worst pair {lat.pair}: p50 {lat.p50_ms:.1f} ms, "
                      f"p99 {lat.p99_ms:.1f} ms")
@@ -272,6 +284,14 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
         parts.append("<h2>Agents' block cache</h2>")
         parts.append(_table(["Agent zone", "Reads", "Lookups hit", "Bytes from cache"],
                             [[c.zone, f"{c.reads:,}", pct(c.hit_rate), pct(c.byte_hit_rate)] for c in caches]))
+    passed = _rows(tables, "passthrough_bytes")
+    if passed:
+        parts.append("<h2>Consumers and admin clients through the sidecars</h2>")
+        parts.append(f"<p class='small'>{html.escape(_passthrough_line(passed))}.</p>")
+        parts.append(_table(["Client zone", "Broker zone", "API", "Requests", "Bytes on the wire", "Transfer cost"],
+                            [[r["zone"], r["broker_zone"] or "unknown", r["api"], f"{r['requests']:,}",
+                              si_bytes(r["wire_bytes"]), usd(r["transfer_usd"]) if r["transfer_usd"] is not None
+                              else "unknown"] for r in passed], text_columns=3))
     parts.append("<h2>Data quality and method</h2>")
     drops = _rows(tables, "writer_drops")
     quality = [["Records read", f"{summary.valid_records:,}"], ["Files", f"{summary.files:,}"],

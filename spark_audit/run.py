@@ -96,6 +96,7 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         "writer_drops": jobs.writer_drops,
         "cache_agent": jobs.agent_cache,
         "cache_metadata": jobs.metadata_cache,
+        "passthrough_bytes": lambda r: jobs.passthrough_bytes(r, prices, framing),
     }
     rolled = None
     reporter = ProgressReporter(job, progress, lambda: active_stages(spark.sparkContext), progress_interval_s)

@@ -48,14 +48,14 @@ def spread_leaders(cluster: MockCluster, topic: str, partitions: int) -> dict[in
 
 @contextlib.contextmanager
 def proxy_on(cluster: MockCluster, log_dir: Path, bootstrap: str | None = None,
-             settings: Mapping[str, Mapping] | None = None) -> Iterator[ProxyProcess]:
-    """An `azsidecar proxy` process in zone use1-az1 in front of the cluster."""
+             settings: Mapping[str, Mapping] | None = None, port: int = 0) -> Iterator[ProxyProcess]:
+    """An `azsidecar proxy` process in zone use1-az1 in front of the cluster (on `port`, 0: a free one)."""
     config = {"audit": {"output": str(log_dir / "audit")}}
     for section, values in (settings or {}).items():
         config[section] = {**config.get(section, {}), **values}
     path = log_dir / "proxy.toml"
     path.write_text(to_toml(config))
-    with start_proxy(bootstrap or cluster.bootstrap, log_dir, config_file=path) as proxy:
+    with start_proxy(bootstrap or cluster.bootstrap, log_dir, config_file=path, port=port) as proxy:
         yield proxy
 
 

@@ -40,9 +40,9 @@ class ProxyProcess:
 
 @contextlib.contextmanager
 def start_proxy(upstream_bootstrap: str, log_dir: Path, extra_args: tuple[str, ...] = (),
-                config_file: Path | None = None) -> Iterator[ProxyProcess]:
-    """`python -m azsidecar proxy` on a free loopback port; terminated on exit."""
-    port = free_port()
+                config_file: Path | None = None, port: int = 0) -> Iterator[ProxyProcess]:
+    """`python -m azsidecar proxy` on `port` (0: a free loopback port); terminated on exit."""
+    port = port or free_port()
     log_path = log_dir / f"proxy-{port}.log"
     cmd = [sys.executable, "-m", "azsidecar", "proxy", "--listen", f"127.0.0.1:{port}",
            "--bootstrap-servers", upstream_bootstrap, "--zone", TEST_ZONE, "--log-level", "INFO", *extra_args]

@@ -58,7 +58,8 @@ def test_coordinator_endpoint_matches_metadata(node_id, expected):
 
 
 def test_bypass_needs_the_broker_listeners():
-    with pytest.raises(ConfigError, match="proxy.bypass_same_zone: requires proxy.broker_listeners"):
-        ProxyConfig(bypass_same_zone=True)
+    with pytest.raises(ConfigError, match="proxy.bypass_same_zone: requires pass-through"):
+        ProxyConfig(broker_listeners=False, bypass_same_zone=True)
     assert ProxyConfig(broker_listeners=True, bypass_same_zone=True).bypass_same_zone
+    assert ProxyConfig(bypass_same_zone=True).bypass_same_zone  # a loopback sidecar has pass-through by default
     assert not ProxyConfig().bypass_same_zone  # off by default: clients leak around it (tests/cluster)

@@ -62,3 +62,16 @@ def test_worker_config_gives_each_worker_its_own_id_and_status_port():
         "gw-az1-a-w2", 9466, 19092, 3)
     assert worker_config(Config(proxy=proxy(workers=2)), 1, 9092).proxy.metrics_port == 0  # off stays off
     assert config.proxy.proxy_id == "gw-az1-a"  # the original is untouched
+
+
+@pytest.mark.parametrize(("settings", "passthrough"), [
+    ({}, True),  # a loopback sidecar: its own clients reach listeners on ephemeral ports
+    ({"listen_host": "::1"}, True),
+    ({"broker_listeners": False}, False),  # turned off
+    ({"advertised_host": "gw.use1-az1.internal"}, False),  # behind a load balancer: ports it does not forward
+    ({"workers": 2}, False),  # SO_REUSEPORT workers: each would open ports of its own
+    ({"listen_host": "10.0.0.5", "insecure_listener": True}, False),  # a gateway
+    ({"listen_host": "10.0.0.5", "insecure_listener": True, "broker_listeners": True}, True),  # explicitly on
+])
+def test_pass_through_is_on_by_default_where_the_listeners_can_be_reached(settings, passthrough):
+    assert ProxyConfig(**settings).passthrough is passthrough

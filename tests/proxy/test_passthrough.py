@@ -40,14 +40,16 @@ def test_a_broker_without_a_listener_is_left_out_and_its_partitions_have_no_lead
     assert answer.topics[1].error_code == 3  # unknown topic
 
 
-def test_versions_pass_through_all_but_inter_broker_apis_and_describe_cluster():
-    upstream = {0: (0, 11), 1: (0, 16), 2: (0, 8), 4: (0, 7), 11: (0, 9), 60: (0, 1), 3: (0, 12)}
+def test_versions_pass_through_all_but_inter_broker_apis_describe_cluster_telemetry_and_sasl():
+    upstream = {0: (0, 11), 1: (0, 16), 2: (0, 8), 4: (0, 7), 11: (0, 9), 60: (0, 1), 3: (0, 12), 71: (0, 0),
+                72: (0, 0), 17: (0, 1), 36: (0, 2), 27: (0, 1)}
     advertised = {0: (0, 11), 3: (0, 12), 18: (0, 4)}
     assert passthrough_versions(upstream, advertised) == {
         0: (0, 11), 3: (0, 12), 18: (0, 4),  # served by the proxy: unchanged
         1: (0, 12),  # Fetch capped below KIP-951's leader endpoints
         2: (0, 8), 11: (0, 9),  # ListOffsets, JoinGroup: the broker's range
-    }  # 4 (LeaderAndIsr) and 60 (DescribeCluster) are not offered
+    }  # not offered: 4 (LeaderAndIsr), 27 (WriteTxnMarkers), 60 (DescribeCluster), 71 and 72
+    # (client telemetry), 17 and 36 (SASL: the listener's own, advertised only where it serves it)
 
 
 def fetch_body(version: int, rack: str) -> bytes:

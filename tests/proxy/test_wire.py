@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 import trio
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
@@ -102,7 +103,7 @@ async def test_acks_zero_is_never_answered_but_later_requests_are(nursery, tansu
 
 
 async def test_api_versions_advertises_served_apis_and_feature_markers(nursery, tansu):
-    port = await start_proxy(nursery, tansu)
+    port = await start_proxy(nursery, tansu, broker_listeners=False)  # produce-only (a gateway's default)
     host, _, tansu_port = tansu.bootstrap.rpartition(":")
     wire = await Wire.connect(int(tansu_port))
     await wire.send(api_versions_request(1, version=0))
@@ -186,14 +187,36 @@ async def test_well_framed_garbage_body_closes(nursery, tansu):
     await assert_serves(port)
 
 
-@pytest.mark.parametrize("api_key", [1000, 1, 11, 2])  # unknown; Fetch (marker); JoinGroup; ListOffsets
+@pytest.mark.parametrize("api_key", [1000, 11, 2])  # unknown; JoinGroup; ListOffsets
 async def test_unknown_or_unserved_api_key_closes(nursery, tansu, api_key):
-    port = await start_proxy(nursery, tansu)
+    port = await start_proxy(nursery, tansu, broker_listeners=False)
     wire = await Wire.connect(port)
     body = struct.pack(">hhih", api_key, 0, 5, -1) + b"\x00" * 16
     await wire.send(struct.pack(">i", len(body)) + body)
     await wire.expect_closed()
     await assert_serves(port)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+async def test_a_produce_only_sidecar_answers_fetch_with_an_error_instead_of_closing(nursery, tansu, version):
+    """Fetch is advertised (feature marker) but not served without pass-through: every
+    partition asked for gets TOPIC_AUTHORIZATION_FAILED (29), and the connection stays."""
+    port = await start_proxy(nursery, tansu, broker_listeners=False)
+    request = FetchRequest(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                           topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+                               FetchRequest.FetchTopic.FetchPartition(partition=p, fetch_offset=0,
+                                                                      partition_max_bytes=1 << 20)
+                               for p in (0, 3)])])
+    wire = await Wire.connect(port)
+    await wire.send(encode(request, 31, version))
+    correlation_id, response = await wire.read_response(FetchResponse, version)
+    assert correlation_id == 31
+    assert [(t.topic, [(p.partition_index, p.error_code, p.records) for p in t.partitions])
+            for t in response.responses] == [("t", [(0, 29, b""), (3, 29, b"")])]
+    await wire.send(api_versions_request(32))  # the same connection still serves
+    correlation_id, versions = await wire.read_response(ApiVersionsResponse, 3)
+    assert (correlation_id, versions.error_code) == (32, 0)
+    await wire.aclose()
 
 
 async def test_api_versions_at_unknown_version_gets_v0_unsupported_with_range(nursery, tansu):
@@ -311,7 +334,7 @@ async def _metadata(port: int, topics: list[str], version: int = 12) -> Metadata
 
 
 async def test_metadata_names_the_proxy_as_the_only_broker_and_keeps_topic_ids(nursery, tansu):
-    port = await start_proxy(nursery, tansu)
+    port = await start_proxy(nursery, tansu, broker_listeners=False)  # produce-only
     topic = await trio.to_thread.run_sync(fresh_topic, tansu, 3)
     missing = unique_name("absent")
     response = await _metadata(port, [topic, missing])
@@ -331,7 +354,7 @@ async def test_metadata_names_the_proxy_as_the_only_broker_and_keeps_topic_ids(n
 
 
 async def test_metadata_v0_and_v1_work_too(nursery, tansu):
-    port = await start_proxy(nursery, tansu)
+    port = await start_proxy(nursery, tansu, broker_listeners=False)  # produce-only
     topic = await trio.to_thread.run_sync(fresh_topic, tansu, 2)
     for version in (0, 1, 4):
         response = await _metadata(port, [topic], version)

@@ -396,3 +396,40 @@ def test_checkpoint_manifests_are_billed_once_and_shared_among_their_objects(spa
     assert {pair: r["s3_put_requests"] for pair, r in savings.items()} == {("az1", "az3"): 1.5, ("az2", "az3"): 1.5}
     assert (bucket["objects"], bucket["put_requests"]) == (2, 3.0)  # 2 WAL PUTs + 1 manifest
     assert summary.records_by_kind["checkpoint_write"] == 1  # one line, though it names two objects
+
+
+def test_consumer_bytes_by_zone_pair_with_the_transfer_cost_of_the_cross_zone_ones(spark, tmp_path):
+    # Schema v7 passthrough_bytes records (requests the proxy forwarded to brokers):
+    # proxy az1 fetched from a broker in az2 over two intervals, from one in its own zone,
+    # and asked a broker whose zone it did not know (the bootstrap listener); proxy az2
+    # sent a JoinGroup to az3. A produce_batch line must not count.
+    def pt(zone, broker_zone, api_key, requests, request_bytes, response_bytes):
+        return rec("passthrough_bytes", zone, version=7, proxy_id=f"p-{zone}", broker_id=1, broker_zone=broker_zone,
+                   api_key=api_key, requests=requests, request_bytes=request_bytes, response_bytes=response_bytes,
+                   interval_ms=10_000)
+
+    lines = [pt("az1", "az2", 1, 3, 100, 10_000), pt("az1", "az2", 1, 4, 200, 20_000), pt("az1", "az1", 1, 2, 50, 950),
+             pt("az1", "", 2, 1, 40, 60), pt("az2", "az3", 11, 1, 300, 100),
+             rec("produce_batch", "az1", leader_zone="az2", route="direct_cross", bytes=1_000, records=1,
+                 wire_bytes=1_041, error_code=0, latency_ms=1.0)]
+    rolled, summary = load(spark, str(write_jsonl(tmp_path / "pt.jsonl.gz", lines)), framing=EASY)
+    try:
+        actual = jobs.passthrough_bytes(rolled, Prices(), EASY)
+        # wire = (request + response) * 1.05; cross-zone: wire * 2e-11 dollars.
+        # az1->az2 Fetch: 300 + 30_000 = 30_300 -> 31_815 B -> $6.363e-7
+        # az1->az1 Fetch: 50 + 950 = 1_000 -> 1_050 B, in-zone: $0
+        # az1->? ListOffsets: 40 + 60 = 100 -> 105 B, zone unknown: no cost
+        # az2->az3 JoinGroup: 300 + 100 = 400 -> 420 B -> $8.4e-9
+        assertDataFrameEqual(actual, [
+            Row(zone="az1", broker_zone="", api_key=2, api="ListOffsets", requests=1, request_bytes=40,
+                response_bytes=60, wire_bytes=105, cross_zone=None, transfer_usd=None),
+            Row(zone="az1", broker_zone="az1", api_key=1, api="Fetch", requests=2, request_bytes=50,
+                response_bytes=950, wire_bytes=1_050, cross_zone=False, transfer_usd=0.0),
+            Row(zone="az1", broker_zone="az2", api_key=1, api="Fetch", requests=7, request_bytes=300,
+                response_bytes=30_000, wire_bytes=31_815, cross_zone=True, transfer_usd=6.363e-7),
+            Row(zone="az2", broker_zone="az3", api_key=11, api="JoinGroup", requests=1, request_bytes=300,
+                response_bytes=100, wire_bytes=420, cross_zone=True, transfer_usd=8.4e-9),
+        ], checkRowOrder=True, **MONEY)
+    finally:
+        rolled.unpersist()
+    assert summary.records_by_kind == {"passthrough_bytes": 5, "produce_batch": 1}

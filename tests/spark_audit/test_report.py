@@ -171,3 +171,18 @@ def test_text_summary_fits_one_screen_and_leads_with_the_money():
     text = summary_text(_tables(100), SUMMARY, Prices())
     assert len(text.splitlines()) <= 20
     assert "NET SAVINGS $800.00 = 80.0 % of the cross-zone transfer bill; at this rate $5,844.00 per month" in text
+
+
+def test_consumer_traffic_is_reported_per_zone_pair_with_its_cost():
+    columns = ("zone", "broker_zone", "api_key", "api", "requests", "request_bytes", "response_bytes", "wire_bytes",
+               "cross_zone", "transfer_usd")
+    rows = (("az1", "az1", 1, "Fetch", 10, 1_000, 2_000_000, 2_000_000, False, 0.0),
+            ("az1", "az2", 1, "Fetch", 20, 2_000, 5_000_000_000, 5_000_000_000, True, 0.1),
+            ("az1", "", 2, "ListOffsets", 1, 40, 60, 100, None, None))
+    tables = {**_tables(2), "passthrough_bytes": Table("passthrough_bytes", columns, rows)}
+    # 2 MB + 5 GB + 100 B on the wire (5.0 GB); 5 GB of it across zones, $0.10 (written to 4 places)
+    line = "consumer/admin traffic through the sidecars 5.0 GB on the wire; across zones 5.0 GB costing $0.1000"
+    assert line in summary_text(tables, SUMMARY, Prices())
+    page = render_html(tables, SUMMARY, Prices())
+    section = page.split("<h2>Consumers and admin clients through the sidecars</h2>")[1].split("</table>")[0]
+    assert section.count("<tr>") == 1 + 3 and "unknown" in section and "$0.1000" in section
