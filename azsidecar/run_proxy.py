@@ -66,6 +66,15 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def with_consumer_rack(config: Config) -> Config:
+    """proxy.consumer_rack unset: this zone's AZ id, so consumers fetch from a replica in this
+    zone wherever the cluster names brokers' racks by AZ id (MSK does) and runs the
+    rack-aware replica selector; set (even to ""), it stays."""
+    if config.proxy.consumer_rack is not None:
+        return config
+    return dataclasses.replace(config, proxy=dataclasses.replace(config.proxy, consumer_rack=config.zone or ""))
+
+
 def main(args: argparse.Namespace) -> int:
     overrides = overrides_from_args(args)
     overrides["imds_endpoint"] = os.environ.get("AZSIDECAR_IMDS_ENDPOINT")
@@ -74,6 +83,7 @@ def main(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, zone=resolve_zone(config.zone, config.imds_endpoint))
     except ZoneUnknown as exc:
         raise ConfigError(str(exc)) from exc
+    config = with_consumer_rack(config)
     config = resolve_secrets(config, os.environ, args.hmac_key_file)
     if wal_enabled(config) and not config.notify.hmac_keys:
         raise ConfigError(f"notify.hmac_keys: none given, and the WAL path (notify.agents of other zones) needs "

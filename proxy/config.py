@@ -41,7 +41,7 @@ class ProxyConfig:
     max_receive_buffer_bytes: int = 256 * MiB  # bytes held for requests still arriving, all connections together; beyond it reads wait (backpressure)
     broker_listeners: bool | None = None  # one local listener per upstream broker, every API passes through (consumers, admin); unset: on for a loopback sidecar (one worker, no advertised address), off for a gateway
     passthrough_audit_interval_s: float = 10.0  # with pass-through: one passthrough_bytes audit record per broker and API this often
-    consumer_rack: str = ""  # with pass-through: rack_id put into consumers' Fetch requests that carry none (KIP-392); this zone's AZ id
+    consumer_rack: str | None = None  # with pass-through: rack_id put into consumers' Fetch requests that carry none (KIP-392); unset: this zone's AZ id (MSK's broker.rack); "" = none
     bypass_same_zone: bool = False  # with pass-through: Metadata names this zone's brokers (broker_zones or rack) at their real address, so same-zone batches skip the proxy; off by default: clients then learn every broker's real address from them (docs/protocol-front-door.md)
     # Zone gateway (docs/deploy.md): the address Metadata answers send clients to, when it is not the bind address.
     advertised_host: str = ""  # host clients connect to (a load balancer's zonal DNS name, a Service); "" = listen_host

@@ -409,7 +409,7 @@ class RequestHandler:
         cannot be reached the connection is closed, as it would be to that broker."""
         raw = forwarded_frame(frame)
         if frame.api_key == API_FETCH:
-            raw = fetch_with_rack(raw.body, frame.api_version, self.config.consumer_rack, frame.client_id) or raw
+            raw = fetch_with_rack(raw.body, frame.api_version, self.config.consumer_rack or "", frame.client_id) or raw
         try:
             if node_id is None:
                 response = await self.metadata.ask_any_broker(raw, frame.api_version)
