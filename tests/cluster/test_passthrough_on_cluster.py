@@ -1,10 +1,11 @@
 """One bootstrap for the whole application (proxy.broker_listeners = true): consumers and
 admin clients through the sidecar, each request reaching the broker it addresses.
 
-kafka-python 3.0.12 cannot use this mock cluster even directly (it cannot decode the
-mock's ApiVersions fallback answer), and through the sidecar the mock closes the
-connection on its flexible-version group requests (JoinGroup v6), which the librdkafka
-clients do not send; its group consumer is tested through the sidecar against Tansu.
+kafka-python 3.0.12 with its defaults cannot use this mock cluster even directly (it
+cannot decode the mock's ApiVersions fallback answer, and the mock closes the connection
+on its flexible-version group requests, JoinGroup v6, which the librdkafka clients do not
+send). Pinned to `api_version=(2, 1, 0)` (non-flexible group APIs) it works, directly and
+through the sidecar; with its defaults its group consumer is tested against Tansu.
 
 Three brokers in three zones (librdkafka's mock cluster); records are produced through the
 same sidecar, so an application needs only the sidecar's address.
@@ -75,6 +76,37 @@ def test_group_consumer_and_producer_through_one_bootstrap(cluster, tmp_path):
             consumer.close()
         log = proxy.log_text()
     assert got == want
+    assert {tp.partition: tp.offset for tp in committed} == {p: len(want[p]) for p in range(PARTITIONS)}
+    assert "internal error" not in log and "closing connection" not in log
+
+
+def test_kafka_python_group_consumer_through_the_sidecar_on_three_brokers(cluster, tmp_path):
+    """kafka-python's group consumer (pinned below the mock's flexible group APIs) through the
+    sidecar: coordinator, JoinGroup/SyncGroup/Heartbeat, Fetch from three leaders in three
+    zones, OffsetCommit; every record once and in order, the commits on the cluster."""
+    spread_leaders(cluster, "kpc", PARTITIONS)
+    with proxy_on(cluster, tmp_path, settings=SETTINGS) as proxy:
+        want = produced(proxy.bootstrap, "kpc", 60)
+        consumer = KafkaConsumer("kpc", bootstrap_servers=proxy.bootstrap, group_id="kpc-readers",
+                                 api_version=(2, 1, 0), auto_offset_reset="earliest", enable_auto_commit=False,
+                                 consumer_timeout_ms=30_000)
+        got: dict[int, list[int]] = {}
+        try:
+            for msg in consumer:
+                got.setdefault(msg.partition, []).append(int(msg.value))
+                if sum(map(len, got.values())) == 60:
+                    break
+            consumer.commit()
+        finally:
+            consumer.close()
+        log = proxy.log_text()
+    assert got == want
+    direct = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kpc-readers"})
+    try:
+        committed = direct.committed([confluent_kafka.TopicPartition("kpc", p) for p in range(PARTITIONS)],
+                                     timeout=10)
+    finally:
+        direct.close()
     assert {tp.partition: tp.offset for tp in committed} == {p: len(want[p]) for p in range(PARTITIONS)}
     assert "internal error" not in log and "closing connection" not in log
 
