@@ -30,7 +30,7 @@ Measured at the producer, through use1-az1's sidecar:
 
 Usage (the lead runs it for figures; tests only smoke it with tiny parameters):
   .venv/bin/python bench/bench_latency.py [--rate 200] [--seconds 20] [--records 20000]
-      [--record-bytes 100] [--setups direct,wal-standard,wal-express,wal-express@5] [--stages] [--linger-ms express=5] [--json FILE]
+      [--record-bytes 100] [--setups direct,wal-standard,wal-express,wal-express@5] [--stages] [--linger-ms express=5] [--brokers-own-s3] [--json FILE]
 """
 
 from __future__ import annotations
@@ -209,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="wal.linger_ms for a storage class instead of its default (e.g. express=5); repeatable")
     parser.add_argument("--stages", action="store_true",
                         help="also print the paced producer's batches per stage (p50/p99 ms, from the audit)")
+    parser.add_argument("--brokers-own-s3", action="store_true",
+                        help="the Tansu brokers store their logs in a moto of their own, not in the WAL's moto "
+                             "(without it a broker's append queues in one moto process behind the WAL's requests)")
     parser.add_argument("--log-dir", help="keep the processes' logs here (default: a temporary directory)")
     args = parser.parse_args(argv)
     try:
@@ -229,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         work = Path(args.log_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        with three_zones(ZONES, mode="loopback", log_dir=work) as env:
+        with three_zones(ZONES, mode="loopback", log_dir=work, brokers_own_s3=args.brokers_own_s3) as env:
             for setup in setups:
                 results.append(run_setup(env, setup, args, work))
     direct = next((r for r in results if r["setup"] == "direct"), None)

@@ -524,7 +524,7 @@ def _sigterm_raises() -> Iterator[None]:
 def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", start_s3: bool = True,
                 start_brokers: bool = True, log_dir: Path | str | None = None,
                 cleanup_first: bool = True, segment_per_packet: bool = False,
-                offloads: bool = True) -> Iterator[ZoneEnv]:
+                offloads: bool = True, brokers_own_s3: bool = False) -> Iterator[ZoneEnv]:
     """Zones, S3 (moto) and one Tansu broker per zone sharing one bucket; all torn down on exit.
 
     mode: "netns" (root: namespaces, metered), "loopback" (127.0.0.1, unmetered) or
@@ -535,7 +535,10 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
     network; by default the kernel's 64 KB GSO packets carry one header each. offloads=False
     turns TSO, GSO and GRO off on both ends of every bridge link (`ethtool -K`): 1,500-byte
     packets each way and one ACK per packet pair or so, as a real network carries them (netns
-    mode only; loopback ignores it). Raises ZoneSetupError when
+    mode only; loopback ignores it). brokers_own_s3 (loopback mode only) gives the brokers'
+    logs a moto server of their own, so a broker's append does not queue in the one moto
+    process behind the WAL's PUTs and GETs (a real cluster's disks are not the WAL's S3);
+    `env.moto` stays the WAL's. Raises ZoneSetupError when
     the network cannot be built, RuntimeError when moto or a broker does not start, and
     ValueError on bad arguments. On SIGTERM inside the block the environment is torn
     down and ZonesTerminated (a BaseException) propagates.
@@ -549,6 +552,8 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
         mode = "netns" if netns_available() else "loopback"
     if mode not in ("netns", "loopback"):
         raise ValueError(f"mode: 'auto', 'netns' or 'loopback', got {mode!r}")
+    if brokers_own_s3 and mode != "loopback":
+        raise ValueError("brokers_own_s3: loopback mode only")
     if mode == "netns" and not netns_available():
         raise ZoneSetupError("netns mode needs root and iproute2 (`ip`)")
     run_id = secrets.token_hex(RUN_ID_HEX)[:RUN_ID_HEX]
@@ -577,7 +582,10 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                     env.moto = stack.enter_context(start_moto(log_dir=log_path))
                     env.zones = tuple(Zone(**{**vars(z), "s3_endpoint": env.moto.endpoint_url}) for z in env.zones)
                 env.bucket = f"{PREFIX}{run_id}-tansu"
-                _create_bucket_in(s3_ns, f"http://127.0.0.1:{env.moto.port}", env.bucket)
+                broker_store = env.moto
+                if brokers_own_s3:
+                    broker_store = stack.enter_context(start_moto(log_dir=log_path))  # its own port: its own log file
+                _create_bucket_in(s3_ns, f"http://127.0.0.1:{broker_store.port}", env.bucket)
             if start_brokers:
                 new_zones = []
                 for z in env.zones:
@@ -585,7 +593,7 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                         broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, host=z.address,
                                                                  port=BROKER_PORT, netns=z.netns, log_dir=log_path))
                     else:
-                        broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, log_dir=log_path))
+                        broker = stack.enter_context(start_tansu(broker_store.endpoint_url, env.bucket, log_dir=log_path))
                     env.brokers[z.name] = broker
                     new_zones.append(Zone(**{**vars(z), "broker_bootstrap": broker.bootstrap}))
                 env.zones = tuple(new_zones)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import boto3
 import pytest
+from kafka.admin import KafkaAdminClient
 
 from deploy.local.scenario import TopicSpec, Workload, run_baseline
 from deploy.local.zones import three_zones
@@ -36,6 +38,24 @@ def test_bad_arguments_are_rejected_before_anything_starts():
         three_zones(mode="loopback", start_s3=False).__enter__()
     with pytest.raises(ValueError):
         three_zones(mode="bogus").__enter__()
+    with pytest.raises(ValueError, match="brokers_own_s3: loopback mode only"):
+        three_zones(mode="netns", brokers_own_s3=True).__enter__()
+
+
+@pytest.mark.integration
+def test_brokers_own_s3_keeps_the_broker_logs_out_of_the_wals_moto():
+    with three_zones(("use1-az1", "use1-az2"), mode="loopback", brokers_own_s3=True) as env:
+        wal_s3 = boto3.client("s3", endpoint_url=env.moto.endpoint_url, region_name="us-east-1",
+                              aws_access_key_id="test", aws_secret_access_key="test")
+        buckets = [b["Name"] for b in wal_s3.list_buckets()["Buckets"]]
+        # the brokers' bucket lives in their own moto; the brokers answer from it
+        assert env.bucket not in buckets
+        for zone in env.zones:
+            admin = KafkaAdminClient(bootstrap_servers=zone.broker_bootstrap, request_timeout_ms=10_000)
+            try:
+                admin.list_topics()
+            finally:
+                admin.close()
 
 
 @pytest.mark.integration
