@@ -27,7 +27,7 @@ SCHEMA_HISTORY: dict[int, str] = {
        "GC, recovery); produce_batch.s3_put_ms no longer includes linger_wait_ms, direct_cross wire_bytes "
        "includes the per-partition Produce overhead, wal wire_bytes is the batch's share of its notification",
     6: "produce_batch.leader_append_ms on the WAL route: the agent's append time from its answer "
-       "(notify protocol v3); -1 there before v6",
+       "(notify protocol v3); -1 there before v6; notification records with status prefetch",
     7: "kind passthrough_bytes (requests the proxy forwarded to a broker - Fetch, ListOffsets, groups, admin - "
        "by broker zone and api key, aggregated per interval)",
 }

@@ -440,8 +440,10 @@ class Agent:
         started = time.perf_counter()
         try:
             async with self._reads:
+                # A prefetch lists no entries (protocol v3): the range is verified, its count is
+                # checked when the notification finds it cached.
                 await self._reader.read_zone(req.key, req.zone_offset, req.zone_length, source_zone=req.source_zone,
-                                             expected_entries=len(req.entries))
+                                             expected_entries=len(req.entries) or None)
         except Exception as exc:  # noqa: BLE001 - the notification itself reads again and reports
             log.info("prefetch of s3://%s/%s [%d+%d] failed: %r", req.bucket, req.key, req.zone_offset,
                      req.zone_length, exc)

@@ -319,3 +319,10 @@ async def test_prefetch_reads_into_the_cache_and_appends_nothing(env, tansu):
     assert reads == [("wal/pf/obj-1", 0, 1), ("wal/pf/obj-1", 1, 0)]  # the notification found it cached
     assert [r["key"] for r in audit.of("agent_apply")] == ["wal/pf/obj-1"]  # the prefetch applied nothing
     assert consume(tansu.bootstrap, topic, 0) == [(0, b"pf-0"), (1, b"pf-1")]
+    # Both round trips crossed zones and are billed; the prefetch lists no entries, so its
+    # request is smaller than the notification's (which names its batch).
+    notes = {r["status"]: r for r in audit.of("notification")}
+    assert set(notes) == {"prefetch", "ok"}
+    assert (notes["prefetch"]["entries"], notes["ok"]["entries"]) == (0, 1)
+    assert 0 < notes["prefetch"]["request_bytes"] < notes["ok"]["request_bytes"]
+    assert notes["prefetch"]["response_bytes"] > 0
