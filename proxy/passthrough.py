@@ -35,6 +35,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata import MetadataResponse
 
 from core.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
+from proxy.fetch_request import decode_fetch_request
 from proxy.metadata import MetadataView
 from proxy.upstream import RawRequest
 
@@ -146,15 +147,8 @@ def fetch_with_rack(body: bytes, api_version: int, rack: str, client_id: str | N
     if not rack or api_version < FIRST_RACK_FETCH_VERSION:
         return None
     flexible = FetchRequest.flexible_version_q(api_version)
-    if flexible:
-        if not body or body[0] != 0:
-            return None
-        body = body[1:]
-    try:
-        request = FetchRequest.decode(body, version=api_version)
-    except Exception:  # noqa: BLE001 - the library raises a variety of errors on bad bytes
-        return None
-    if request.rack_id:
+    request = decode_fetch_request(body, api_version)
+    if request is None or request.rack_id:
         return None
     # A new request from the decoded fields (a decoded one cannot be encoded again).
     fields = {name: getattr(request, name) for name in FetchRequest.fields}

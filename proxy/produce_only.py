@@ -14,7 +14,9 @@ reason (consumers need the cluster's bootstrap or pass-through) once per client.
 
 from __future__ import annotations
 
-from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.fetch import FetchResponse
+
+from proxy.fetch_request import decode_fetch_request
 
 TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's code: the client may not read these partitions
 
@@ -27,13 +29,8 @@ def refused_fetch(body: bytes, api_version: int) -> FetchResponse | None:
     `body` is what the proxy's codec cut after the client id: for flexible versions it
     still starts with the request header's tagged fields.
     """
-    if FetchRequest.flexible_version_q(api_version):
-        if not body or body[0] != 0:
-            return None
-        body = body[1:]
-    try:
-        request = FetchRequest.decode(body, version=api_version)
-    except Exception:  # noqa: BLE001 - the library raises a variety of errors on bad bytes
+    request = decode_fetch_request(body, api_version)
+    if request is None:
         return None
     topic_cls = FetchResponse.FetchableTopicResponse
     partition_cls = topic_cls.PartitionData
