@@ -17,7 +17,7 @@ Before measuring it checks that the bypass is in effect: the bypassing proxy's M
 names Tansu's own port.
 
 Usage:
-  .venv/bin/python bench/bench_bypass.py [--records 30000] [--rounds 3] [--paced-rate 2000]
+  .venv/bin/python bench/bench_bypass.py [--records 300000] [--rounds 5] [--paced-rate 2000]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka.admin import AdminClient
 
-from bench.bench_proxy import PARTITIONS, RECORD_BYTES, RoundResult, create_topic, percentile, run_round
+from bench.bench_proxy import PARTITIONS, RECORD_BYTES, RoundResult, percentile, run_phases
 from deploy.local.processes import free_port, start_tansu, stop_process, wait_for_port
 
 PROXY_STARTUP_TIMEOUT_S = 30.0
@@ -108,8 +108,8 @@ def report(phase: str, results: list[RoundResult]) -> dict[str, dict[str, float]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=30_000, help="records per saturated round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per target and phase (alternating)")
+    parser.add_argument("--records", type=int, default=300_000, help="records per saturated round (a round of ~1 s at least: shorter ones are start-up noise)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per target and phase (alternating)")
     parser.add_argument("--paced-rate", type=float, default=2000.0, help="records/s in the paced phase (0 = skip)")
     parser.add_argument("--paced-records", type=int, default=6000, help="records per paced round")
     args = parser.parse_args(argv)
@@ -128,16 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tansu {tansu.bootstrap} (node {node_id}, placed in {ZONE}); bypass proxy {targets['bypass'][0]}, "
                   f"proxy {targets['proxy'][0]}; {RECORD_BYTES} B records, acks=all, idempotence on, linger.ms=5, "
                   f"{PARTITIONS} partitions, {args.rounds} rounds per target")
-            phases = [("saturated", args.records, None)]
-            if args.paced_rate > 0:
-                phases.append((f"paced at {args.paced_rate:.0f} records/s", args.paced_records, args.paced_rate))
-            for phase, records, rate in phases:
-                results = []
-                for _ in range(args.rounds):
-                    for target, (bootstrap, pid) in targets.items():
-                        topic = create_topic(tansu.bootstrap, PARTITIONS)
-                        results.append(run_round(target, bootstrap, topic, records, rate, pid))
-                report(phase, results)
+            run_phases(tansu.bootstrap, targets, args, report)
         finally:
             for proc, _port in proxies.values():
                 stop_process(proc)

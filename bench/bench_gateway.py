@@ -12,7 +12,7 @@ workers, Tansu excluded, for the gateways), which varies less than wall-clock fi
 Same-zone traffic only (no agents): this measures the proxy's own cost per byte.
 
 Usage:
-  .venv/bin/python bench/bench_gateway.py [--records 40000] [--producers 4] [--rounds 3]
+  .venv/bin/python bench/bench_gateway.py [--records 300000] [--producers 4] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ def start_gateway(log_dir: Path, bootstrap: str, workers: int) -> tuple[subproce
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=40_000, help="records per round, all producers together")
+    parser.add_argument("--records", type=int, default=300_000, help="records per round, all producers together (rounds of ~1 s at least)")
     parser.add_argument("--producers", type=int, default=4, help="concurrent producers (connections)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per target (alternating)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per target (alternating)")
     args = parser.parse_args(argv)
     log_dir = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     with start_tansu(log_dir=log_dir) as tansu:

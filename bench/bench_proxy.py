@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,6 +152,22 @@ def report(phase: str, results: list[RoundResult]) -> dict[str, dict[str, float]
     return out
 
 
+def run_phases(broker_bootstrap: str, targets: dict[str, tuple[str, int]], args: argparse.Namespace,
+               report_phase: Callable[[str, list[RoundResult]], object]) -> None:
+    """The saturated phase (and the paced one if --paced-rate > 0): --rounds rounds, each
+    round every target in turn on a fresh topic, so machine drift hits all alike."""
+    phases: list[tuple[str, int, float | None]] = [("saturated", args.records, None)]
+    if args.paced_rate > 0:
+        phases.append((f"paced at {args.paced_rate:.0f} records/s", args.paced_records, args.paced_rate))
+    for phase, records, rate in phases:
+        results = []
+        for _ in range(args.rounds):
+            for target, (bootstrap, pid) in targets.items():
+                topic = create_topic(broker_bootstrap, PARTITIONS)
+                results.append(run_round(target, bootstrap, topic, records, rate, pid))
+        report_phase(phase, results)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=30_000, help="records per saturated round")
@@ -180,16 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tansu {tansu.bootstrap}, proxy 127.0.0.1:{port}; {RECORD_BYTES} B records, acks=all, "
                   f"idempotence on, linger.ms=5, {PARTITIONS} partitions, {args.rounds} rounds per side, "
                   f"proxy audit {args.audit}")
-            phases = [("saturated", args.records, None)]
-            if args.paced_rate > 0:
-                phases.append((f"paced at {args.paced_rate:.0f} records/s", args.paced_records, args.paced_rate))
-            for phase, records, rate in phases:
-                results = []
-                for _ in range(args.rounds):
-                    for target, (bootstrap, pid) in targets.items():
-                        topic = create_topic(tansu.bootstrap, PARTITIONS)
-                        results.append(run_round(target, bootstrap, topic, records, rate, pid))
-                report(phase, results)
+            run_phases(tansu.bootstrap, targets, args, report)
         finally:
             stop_process(proxy)
     return 0
