@@ -11,7 +11,10 @@ partition is led in use1-az2, so each batch crosses zones:
   wal-standard  router.policy wal, wal.storage_class standard (linger 250 ms by default)
   wal-express   router.policy wal, wal.storage_class express (linger 20 ms by default)
 A setup may name its own linger after an @ (`wal-express@5`), so one run can put the default
-and a shorter linger side by side.
+and a shorter linger side by side, and may end in `+arrival` (`wal-standard+arrival`): the
+linger then counts from a batch's arrival at the proxy only (wal.linger_counts_producer_wait
+false, the behaviour before it existed). Each WAL setup also reports the objects per second
+its proxy wrote while the paced producer ran (what the latency costs in PUTs).
 
 The injector runs with `--hold answer`: each S3 request is answered when the profile's time
 has passed since it arrived, moto's own time included (not added on top of the profile).
@@ -159,40 +162,56 @@ def kafka_python_throughput(bootstrap: str, topic: str, records: int, record_byt
     return elapsed
 
 
-def parse_setup(text: str) -> tuple[str, int | None]:
-    """"wal-express@5" -> ("wal-express", 5); "direct" -> ("direct", None). ValueError if unknown."""
-    name, _, linger = text.partition("@")
-    if name not in SETUPS or (linger and (not linger.isdigit() or name == "direct")):
+def parse_setup(text: str) -> tuple[str, int | None, bool]:
+    """"wal-express@5" -> ("wal-express", 5, True); "wal-standard+arrival" -> ("wal-standard", None,
+    False); "direct" -> ("direct", None, True). The bool: the linger counts the producer's wait.
+    ValueError if unknown."""
+    base, plus, modifier = text.partition("+")
+    name, _, linger = base.partition("@")
+    if (name not in SETUPS or (linger and (not linger.isdigit() or name == "direct"))
+            or (plus and (modifier != "arrival" or name == "direct"))):
         raise ValueError(text)
-    return name, int(linger) if linger else None
+    return name, int(linger) if linger else None, not plus
+
+
+def objects_per_s(records: list[dict], zone: str, start_ms: int, end_ms: int) -> float:
+    """WAL objects `zone`'s proxy wrote per second between start_ms and end_ms (wal_flush records)."""
+    n = sum(1 for r in records if r.get("kind") == "wal_flush" and r.get("zone") == zone
+            and start_ms <= int(r["ts_ms"]) <= end_ms)
+    return n / max((end_ms - start_ms) / 1000.0, 0.001)
 
 
 def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) -> dict:
-    kind, linger_override = parse_setup(setup)
+    kind, linger_override, counts_wait = parse_setup(setup)
     with s3_store(env, kind, work) as (storage_class, endpoint, bucket):
         linger_ms = linger_override if linger_override is not None else args.linger_ms.get(
             storage_class, DEFAULT_LINGER_MS[storage_class])
         settings = SidecarSettings(
-            wal_bucket=bucket, audit_dir=work / f"audit-{setup.replace('@', '-')}",
+            wal_bucket=bucket, audit_dir=work / f"audit-{setup.replace('@', '-').replace('+', '-')}",
             policy="direct" if kind == "direct" else "wal",
             linger_ms=linger_ms, partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
-            extra={"wal": {"storage_class": storage_class, "endpoint_url": endpoint}})
+            extra={"wal": {"storage_class": storage_class, "endpoint_url": endpoint,
+                           "linger_counts_producer_wait": counts_wait}})
         start = sidecar_starter(env, settings)
         with contextlib.ExitStack() as stack:
             for zone in env.zones:
                 stack.enter_context(start(env, zone))
             bootstrap = env.zone(ZONES[0]).sidecar_bootstrap
-            tag = setup.replace("@", "-")
+            tag = setup.replace("@", "-").replace("+", "-")
             topics = {t: f"{TOPIC_PREFIX}{tag}-{t}-{uuid.uuid4().hex[:6]}" for t in ("paced", "rdk", "kp")}
             create_topics(env.zone(ZONES[0]).broker_bootstrap,
                           {"topics": [{"name": t, "partitions": 1} for t in topics.values()]})
+            paced_from_ms = int(time.time() * 1000)
             latencies = paced_latency_ms(bootstrap, topics["paced"], args.rate, args.seconds)
+            paced_to_ms = int(time.time() * 1000)
             rdk_s = librdkafka_throughput(bootstrap, topics["rdk"], args.records, args.record_bytes)
             kp_s = kafka_python_throughput(bootstrap, topics["kp"], args.records, args.record_bytes)
     # The sidecars have stopped: their audit files are complete.
-    stages = stage_summary(audit_lines(settings.audit_dir), topics["paced"])
+    records = list(audit_lines(settings.audit_dir))
+    stages = stage_summary(records, topics["paced"])
     mb = args.records * args.record_bytes / 1e6
     return {"setup": setup, "storage_class": storage_class, "linger_ms": settings.linger_ms,
+            "objects_per_s": objects_per_s(records, ZONES[0], paced_from_ms, paced_to_ms),
             "p50_ms": percentile(latencies, 0.50), "p99_ms": percentile(latencies, 0.99), "paced_records": len(latencies),
             "librdkafka_s": rdk_s, "librdkafka_mb_s": mb / rdk_s, "kafka_python_s": kp_s, "kafka_python_mb_s": mb / kp_s, "stages": stages}
 
@@ -225,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in setups:
             parse_setup(s)
     except ValueError as exc:
-        parser.error(f"--setups: {exc} is not one of {','.join(SETUPS)} (a WAL setup may add @LINGER_MS)")
+        parser.error(f"--setups: {exc} is not one of {','.join(SETUPS)} "
+                     "(a WAL setup may add @LINGER_MS and end in +arrival)")
     if not setups:
         parser.error(f"--setups: a comma-separated subset of {','.join(SETUPS)}")
     results = []
@@ -236,12 +256,13 @@ def main(argv: list[str] | None = None) -> int:
             for setup in setups:
                 results.append(run_setup(env, setup, args, work))
     direct = next((r for r in results if r["setup"] == "direct"), None)
-    print(f"{'setup':<17}{'linger':>8}{'p50 ms':>9}{'p99 ms':>9}{'librdkafka MB/s':>17}{'kafka-python MB/s':>19}"
-          f"{'vs direct':>11}")
+    print(f"{'setup':<22}{'linger':>7}{'p50 ms':>9}{'p99 ms':>9}{'objects/s':>10}{'librdkafka MB/s':>17}"
+          f"{'kafka-python MB/s':>19}{'rdk vs direct':>15}{'kp vs direct':>14}")
     for r in results:
         ratio = r["librdkafka_mb_s"] / direct["librdkafka_mb_s"] if direct else float("nan")
-        print(f"{r['setup']:<17}{r['linger_ms']:>8}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['librdkafka_mb_s']:>17.3f}"
-              f"{r['kafka_python_mb_s']:>19.3f}{ratio:>11.2f}")
+        kp_ratio = r["kafka_python_mb_s"] / direct["kafka_python_mb_s"] if direct else float("nan")
+        print(f"{r['setup']:<22}{r['linger_ms']:>7}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['objects_per_s']:>10.1f}"
+              f"{r['librdkafka_mb_s']:>17.3f}{r['kafka_python_mb_s']:>19.3f}{ratio:>15.2f}{kp_ratio:>14.2f}")
     if args.stages:
         for r in results:
             print(f"\n{r['setup']}: the paced topic's batches per stage (ms; records per batch)")

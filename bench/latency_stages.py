@@ -18,6 +18,7 @@ from collections.abc import Iterable
 STAGES = (
     ("produce_batch", "latency_ms"),
     ("produce_batch", "queue_ms"),
+    ("produce_batch", "producer_wait_ms"),
     ("produce_batch", "linger_wait_ms"),
     ("produce_batch", "s3_put_ms"),
     ("produce_batch", "notify_rtt_ms"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -30,6 +30,8 @@ SCHEMA_HISTORY: dict[int, str] = {
        "(notify protocol v3); -1 there before v6; notification records with status prefetch",
     7: "kind passthrough_bytes (requests the proxy forwarded to a broker - Fetch, ListOffsets, groups, admin - "
        "by broker zone and api key, aggregated per interval)",
+    8: "produce_batch.producer_wait_ms: on the WAL route, what the batch's oldest record had waited in its "
+       "producer as counted into the linger (wal.linger_counts_producer_wait; 0 when off), -1 elsewhere",
 }
 
 # Field types: "string", "long", "double", "boolean".
@@ -50,7 +52,7 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("bytes", "long"), ("records", "long"), ("wire_bytes", "long"),
         ("error_code", "long"), ("latency_ms", "double"), ("queue_ms", "double"),
         ("s3_put_ms", "double"), ("notify_rtt_ms", "double"), ("leader_append_ms", "double"),
-        ("wal_key", "string"), ("linger_wait_ms", "double"),
+        ("wal_key", "string"), ("linger_wait_ms", "double"), ("producer_wait_ms", "double"),
     ),
     # One per WAL object PUT. reason: size | linger | cost | shutdown.
     "wal_flush": (

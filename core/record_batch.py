@@ -37,6 +37,8 @@ class RecordBatch:
     record_count: int
     is_transactional: bool
     crc: int
+    # baseTimestamp: the first record's timestamp (CreateTime, producer clock, ms); -1 if unset.
+    first_timestamp: int = -1
 
 
 class InvalidBatch(Exception):
@@ -61,7 +63,7 @@ def split_batches(records: bytes | memoryview | None, max_batch_bytes: int) -> l
     while pos < len(view):
         if len(view) - pos < BATCH_HEADER_BYTES:
             raise InvalidBatch(CORRUPT_MESSAGE, f"truncated batch header ({len(view) - pos} bytes)")
-        (_base_offset, batch_length, _leader_epoch, magic, crc, attributes, _last_delta, _base_ts,
+        (_base_offset, batch_length, _leader_epoch, magic, crc, attributes, _last_delta, base_ts,
          _max_ts, producer_id, producer_epoch, base_sequence, record_count) = BATCH_HEADER.unpack_from(view, pos)
         if magic != MAGIC_V2:
             raise InvalidBatch(INVALID_RECORD, f"record batch magic {magic}; only magic 2 is accepted")
@@ -80,6 +82,6 @@ def split_batches(records: bytes | memoryview | None, max_batch_bytes: int) -> l
         if attributes & CONTROL_FLAG:
             raise InvalidBatch(INVALID_RECORD, "clients may not produce control batches")
         batches.append(RecordBatch(data, producer_id, producer_epoch, base_sequence, record_count,
-                                   bool(attributes & TRANSACTIONAL_FLAG), crc))
+                                   bool(attributes & TRANSACTIONAL_FLAG), crc, base_ts))
         pos += total
     return batches

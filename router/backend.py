@@ -51,6 +51,7 @@ from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_
 from router.rates import ZoneRates
 from router.seams import WalSink, ZoneAnswers
 from wal_s3.config import WalConfig
+from wal_s3.flush_policy import producer_wait_s
 from wal_s3.format import WalEntry
 from wal_s3.writer import FlushedObject, WalPlacement
 
@@ -69,6 +70,7 @@ class PartitionState:
     path: Path | None = None
     in_flight: int = 0
     drained: trio.Event = field(default_factory=trio.Event)
+    last_request_at: float | None = None  # trio time this proxy last got a batch of the partition
 
 
 class _WalOutcome:
@@ -84,6 +86,7 @@ class _WalOutcome:
         self.key = ""  # that object's key
         self.wire_bytes = 0  # its batches' shares of their notification round trips, when the sender said
         self.append_us = -1  # the agent's longest append of its batches, when the answer said (protocol v3)
+        self.producer_wait_s = 0.0  # what its records had waited in the producer, counted into the linger
         self._results: list[PartitionResult | None] = [None] * batches
         self._missing = batches
         self._submitted = False
@@ -206,15 +209,19 @@ class WalPath:
             return None
         return self.observed
 
-    async def submit(self, item: PartitionBatches, dest_zone: str, ack_mode: str) -> _WalOutcome:
+    async def submit(self, item: PartitionBatches, dest_zone: str, ack_mode: str,
+                     producer_wait_s: float = 0.0) -> _WalOutcome:
         """Buffer every batch of `item` in order; returns once all are in the writer's buffer
-        (without a checkpoint when there is room). The outcome completes by callbacks."""
+        (without a checkpoint when there is room). The outcome completes by callbacks.
+        `producer_wait_s`: what the oldest record had waited in the producer (counted into the
+        linger)."""
         outcome = _WalOutcome(len(item.batches))
+        outcome.producer_wait_s = producer_wait_s
         for index, batch in enumerate(item.batches):
             entry = WalEntry(item.topic, item.partition, batch.producer_id, batch.producer_epoch,
                              batch.base_sequence, batch.record_count, batch.data)
             try:
-                pending = await self._writer.buffer(entry, dest_zone)
+                pending = await self._writer.buffer(entry, dest_zone, producer_wait_s)
             except Exception as exc:  # noqa: BLE001 - WalWriteError and friends: the batch fails retriably
                 outcome.set(index, PartitionResult(errors.REQUEST_TIMED_OUT, error_message=f"WAL write: {exc}"))
                 continue
@@ -447,6 +454,18 @@ class RoutingBackend:
         """Health is per agent: one of a zone's agents down opens only its partitions' breaker."""
         return dest if self._wal is None else self._wal.breaker_key(dest, item.topic, item.partition)
 
+    def _since_previous_request(self, state: PartitionState) -> float | None:
+        """Seconds since this proxy last got a batch of the partition (None: never), and now noted."""
+        now = trio.current_time()
+        since = None if state.last_request_at is None else now - state.last_request_at
+        state.last_request_at = now
+        return since
+
+    def _producer_wait_s(self, item: PartitionBatches, since_previous: float | None) -> float:
+        if not self._wal_config.linger_counts_producer_wait:
+            return 0.0
+        return producer_wait_s(time.time() * 1000.0, item.batches[0].first_timestamp, since_previous)
+
     def _ack_mode(self, topic: str) -> str:
         return self.config.ack_mode(topic)
 
@@ -495,6 +514,7 @@ class RoutingBackend:
                 continue
             lookups.append((item, dest, cached))
             state = self._partitions[tp]
+            since_previous = self._since_previous_request(state)
             route = self._route(item, dest, state)
             if state.path is not None and state.path != route.path and state.in_flight > 0:
                 await state.drained.wait()  # a path switch waits for the old path to drain
@@ -513,7 +533,8 @@ class RoutingBackend:
             if route.path is Path.WAL:
                 assert self._wal is not None and dest is not None
                 outcome = await self._wal.submit(item, dest, self._ack_mode(item.topic)
-                                                 if not any(b.is_transactional for b in item.batches) else "leader")
+                                                 if not any(b.is_transactional for b in item.batches) else "leader",
+                                                 self._producer_wait_s(item, since_previous))
                 wal_items.append((item, dest, outcome))
             else:
                 target = self._direct
@@ -589,10 +610,11 @@ class RoutingBackend:
             "wire_bytes": audit_fields.wire_bytes(route.path.value, size, outcome.wire_bytes if outcome else 0),
             "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
             "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
-            "wal_key": "", "linger_wait_ms": -1.0,
+            "wal_key": "", "linger_wait_ms": -1.0, "producer_wait_ms": -1.0,
         }
         if outcome is not None:
             record["wal_key"] = outcome.key
+            record["producer_wait_ms"] = outcome.producer_wait_s * 1000
             record.update(audit_fields.wal_timing_fields(started, outcome.buffered_at, outcome.sealed_at,
                                                          outcome.durable_at, outcome.notified_at))
             record["leader_append_ms"] = audit_fields.wal_leader_append_ms(outcome.append_us)

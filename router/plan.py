@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from core.prices import Prices
+from wal_s3.flush_policy import linger_due
 
 GB = 1_000_000_000  # AWS bills transfer per decimal GB
 SECONDS_PER_MONTH = 730 * 3600  # AWS's month: 730 hours
@@ -641,6 +642,7 @@ class Arrival:
     zone: str
     leader_zone: str
     nbytes: int
+    waited_s: float = 0.0  # what its oldest record had waited in the producer, counted into the linger
 
 
 def arrivals_from_produce_batches(records: Iterable[Mapping[str, object]]) -> list[Arrival]:
@@ -650,9 +652,11 @@ def arrivals_from_produce_batches(records: Iterable[Mapping[str, object]]) -> li
         if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
             continue
         latency = float(r.get("latency_ms") or 0)  # type: ignore[arg-type]
+        waited_ms = float(r.get("producer_wait_ms") or 0)  # type: ignore[arg-type]  # absent before schema v8
         out.append(Arrival((int(r["ts_ms"]) - max(latency, 0.0)) / 1000.0,  # type: ignore[call-overload]
                            str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")),
-                           str(r.get("leader_zone") or r.get("zone")), int(r.get("bytes") or 0)))  # type: ignore[call-overload]
+                           str(r.get("leader_zone") or r.get("zone")), int(r.get("bytes") or 0),  # type: ignore[call-overload]
+                           max(waited_ms, 0.0) / 1000.0))
     out.sort(key=lambda a: a.t_s)
     return out
 
@@ -666,11 +670,13 @@ class ReplayedObject:
 
 def replay_writer(arrivals: Sequence[Arrival], linger_ms: int, max_bytes: int) -> list[ReplayedObject]:
     """The objects one WAL writer makes of these cross-zone arrivals (time order), flushing as
-    wal_s3/writer.py does: an object opens with its first entry and is sealed `linger_ms` later,
-    or before an entry that would take it past `max_bytes`, or once it reaches `max_bytes`."""
+    wal_s3/writer.py does: an object opens with its first entry and is sealed `linger_ms` after
+    its earliest-due entry (wal_s3.flush_policy.linger_due: the linger counts what an entry's
+    records had waited in the producer), or before an entry that would take it past
+    `max_bytes`, or once it reaches `max_bytes`."""
     linger_s = linger_ms / 1000.0
     objects: list[ReplayedObject] = []
-    opened = 0.0
+    due = 0.0
     nbytes = 0
     entries: dict[str, int] = {}
 
@@ -681,18 +687,18 @@ def replay_writer(arrivals: Sequence[Arrival], linger_ms: int, max_bytes: int) -
         nbytes, entries = 0, {}
 
     for a in arrivals:
-        if entries and a.t_s > opened + linger_s:
-            seal(opened + linger_s)
+        if entries and a.t_s > due:
+            seal(due)
         if entries and nbytes + a.nbytes > max_bytes:
             seal(a.t_s)
-        if not entries:
-            opened = a.t_s
+        entry_due = linger_due(a.t_s, linger_s, a.waited_s)
+        due = entry_due if not entries else min(due, entry_due)
         nbytes += a.nbytes
         entries[a.leader_zone] = entries.get(a.leader_zone, 0) + 1
-        if nbytes >= max_bytes:
+        if nbytes >= max_bytes or due <= a.t_s:
             seal(a.t_s)
     if entries:
-        seal(opened + linger_s)
+        seal(due)
     return objects
 
 

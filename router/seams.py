@@ -35,8 +35,9 @@ class WalSink(Protocol):
     # on_gray_put(zones of the object): a PUT attempt abandoned at its gray deadline.
     on_gray_put: Callable[[tuple[str, ...]], None] | None
 
-    async def buffer(self, entry: WalEntry, dest_zone: str) -> PendingWal:
-        """Put `entry` into the open object for `dest_zone`. Raises WalWriteError."""
+    async def buffer(self, entry: WalEntry, dest_zone: str, waited_s: float = 0.0) -> PendingWal:
+        """Put `entry` into the open object for `dest_zone`; its linger counts from `waited_s`
+        before now (what its records had waited in the producer). Raises WalWriteError."""
         ...
 
 

@@ -36,6 +36,12 @@ class WalConfig:
     # bucket per zone named <bucket>--<az-id>--x-s3 (zone names are AZ ids then).
     storage_class: str = "standard"  # "standard" (one bucket) or "express" (S3 Express One Zone, <bucket>--<zone>--x-s3 per zone)
     linger_ms: int | None = None  # flush age of the oldest buffered entry; unset: 250 standard, 20 express
+    # Count linger from when the oldest record was made (its batch's timestamp), as far as the
+    # proxy can trust it (never more than since the partition's previous request), not from
+    # when the proxy got it: a producer with one request in flight per partition keeps records
+    # while the previous request is answered, so otherwise they wait ~1.5 x linger at p50.
+    # Costs up to ~2x the PUTs of a lightly loaded writer (docs/latency-and-cost.md).
+    linger_counts_producer_wait: bool = True  # linger counts from when the oldest record was made (bounded by the partition's previous request), not from its arrival
     # Seal an object as soon as its requests (PUT, per zone a GET and a checkpoint PUT) cost at
     # most this share of the cross-zone transfer it replaces; 0 = only size and linger.
     max_request_cost_share: float = 0.05  # seal once an object's requests cost at most this share of the transfer it replaces; 0 = off

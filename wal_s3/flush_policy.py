@@ -1,7 +1,9 @@
 """When the writer seals its open object (pure functions, no I/O, no clock).
 
-Three triggers, in this order: the object reached `max_bytes` ("size"); its oldest entry is
-`linger_ms` old ("linger", the latency bound); or it is big enough that its requests cost at
+Three triggers, in this order: the object reached `max_bytes` ("size"); an entry's oldest
+record has waited `linger_ms` ("linger", the latency bound: counted from the entry's arrival,
+less what its records had already waited in the producer, `producer_wait_s`, when
+`wal.linger_counts_producer_wait`); or it is big enough that its requests cost at
 most `max_request_cost_share` of the cross-zone transfer it replaces ("cost"). A bigger
 object would save a little more on requests but make every entry in it wait longer.
 
@@ -54,3 +56,26 @@ def seal_reason(nbytes: int, age_s: float, *, max_bytes: int, linger_s: float, c
     if nbytes > 0 and nbytes >= cost_bound_bytes:
         return "cost"
     return None
+
+
+def producer_wait_s(now_ms: float, first_timestamp_ms: int, since_previous_s: float | None) -> float:
+    """How long a request's oldest record had waited in its producer when the proxy got it, as
+    far as the proxy can trust that.
+
+    The batch's first timestamp says when the record was made, on the producer's clock. A
+    producer keeping one request in flight per partition holds new records until the previous
+    request is answered, so they can have waited for us at most since that previous request
+    reached the proxy (`since_previous_s`): the bound keeps an old timestamp (a backfill, a
+    clock behind ours) from sealing every object at once. 0 for a partition's first request,
+    a batch without a timestamp (-1), or a timestamp ahead of our clock."""
+    if since_previous_s is None or first_timestamp_ms < 0:
+        return 0.0
+    age_s = (now_ms - first_timestamp_ms) / 1000.0
+    return max(0.0, min(age_s, since_previous_s))
+
+
+def linger_due(arrival_s: float, linger_s: float, waited_s: float) -> float:
+    """When an entry that arrived at `arrival_s`, whose oldest record had waited `waited_s` in
+    the producer, must be sealed: `linger_s` after the record was made, and never before the
+    entry arrived."""
+    return arrival_s + linger_s - min(max(waited_s, 0.0), linger_s)

@@ -60,7 +60,7 @@ from wal_s3 import metrics
 from wal_s3._s3_http import http_transport
 from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
-from wal_s3.flush_policy import cost_seal_bytes, seal_reason
+from wal_s3.flush_policy import cost_seal_bytes, linger_due, seal_reason
 from wal_s3.format import (
     MAX_HEADER_BYTES,
     TRAILER_BYTES,
@@ -161,8 +161,9 @@ class _Pending:
     """An object being filled, then PUT; its waiters wait on `done`, its PendingEntries'
     callbacks run when it is released."""
 
-    def __init__(self, opened_at: float) -> None:
+    def __init__(self, opened_at: float, due_at: float) -> None:
         self.opened_at = opened_at
+        self.due_at = due_at  # sealed for "linger" at this trio time: the earliest entry's linger_due
         # zone -> share name -> entries in arrival order (one share per zone unless the zone
         # has several agents: wal_s3/agent_shares.py); laid out share after share at encode.
         self.shares: dict[str, dict[str, list[WalEntry]]] = {}
@@ -412,8 +413,11 @@ class WalWriter:
         task_status.started()
         return await pending.placement()
 
-    async def buffer(self, entry: WalEntry, dest_zone: str) -> PendingEntry:
+    async def buffer(self, entry: WalEntry, dest_zone: str, waited_s: float = 0.0) -> PendingEntry:
         """Put entry for dest_zone into the open object and return its PendingEntry.
+
+        `waited_s`: how long the entry's oldest record had already waited in its producer
+        (flush_policy.producer_wait_s); the linger is counted from then.
 
         Returns without a checkpoint when there is room; otherwise waits first-come
         first-served while `max_buffered_bytes` are buffered (backpressure). Raises like
@@ -430,9 +434,14 @@ class WalWriter:
         await self._reserve(size)
         if self._open is not None and self._open.nbytes + size > self.config.max_bytes:
             self._seal("size")  # keep objects at or under max_bytes unless one entry is larger
+        now = trio.current_time()
+        due = linger_due(now, self.config.linger_ms / 1000.0, waited_s)
         if self._open is None:
-            self._open = _Pending(trio.current_time())
+            self._open = _Pending(now, due)
             self._wakeup.set()  # the loop starts this object's linger timer
+        elif due < self._open.due_at:
+            self._open.due_at = due
+            self._wakeup.set()  # the loop moves the timer earlier
         obj = self._open
         share = dest_zone if self.share_of is None else self.share_of(dest_zone, entry.topic, entry.partition)
         zone_shares = obj.shares.get(dest_zone)
@@ -542,7 +551,6 @@ class WalWriter:
     # ---- flush loop and PUTs -----------------------------------------------------------
 
     async def _flush_loop(self, nursery: trio.Nursery) -> None:
-        linger_s = self.config.linger_ms / 1000.0
         check_s = self.config.epoch_check_interval_s
         while True:
             self._wakeup = trio.Event()
@@ -551,7 +559,7 @@ class WalWriter:
             now = trio.current_time()
             if self._state == "closing":
                 self._seal("shutdown")
-            elif (self._open is not None and now >= self._open.opened_at + linger_s - LINGER_TIMER_SLACK_S
+            elif (self._open is not None and now >= self._open.due_at - LINGER_TIMER_SLACK_S
                   and self._puts_running < self.config.max_in_flight_puts):
                 # With every PUT slot busy a sealed object would only queue; letting the open
                 # object keep filling until a slot frees costs no latency and saves PUTs.
@@ -563,7 +571,7 @@ class WalWriter:
                 return
             deadline = float("inf")
             if self._open is not None and self._puts_running < self.config.max_in_flight_puts:
-                deadline = self._open.opened_at + linger_s - LINGER_TIMER_SLACK_S  # else a finishing PUT wakes us
+                deadline = self._open.due_at - LINGER_TIMER_SLACK_S  # else a finishing PUT wakes us
             if check_s > 0:
                 if now >= self._next_epoch_check and not self._epoch_check_running:
                     self._epoch_check_running = True

@@ -69,6 +69,10 @@ def test_hundred_thousand_idempotent_records_take_the_wal_across_zones(env, tmp_
         assert b["error_code"] == 0
         if b["route"] == "wal":  # the agent's answer says how long the leader's append took (v6)
             assert 0 <= b["leader_append_ms"] <= b["notify_rtt_ms"], b
+            # what its records had waited in the producer, counted into the linger (v8)
+            assert b["producer_wait_ms"] >= 0, b
+        else:
+            assert b["producer_wait_ms"] == -1, b
     by_route = Counter()
     for b in batches:
         by_route[b["route"]] += b["records"]

@@ -6,6 +6,7 @@ the integration tests (tests/wal_s3, tests/leader_notify, tests/e2e).
 
 from __future__ import annotations
 
+import time
 import types
 
 import pytest
@@ -29,6 +30,12 @@ CTX = ProduceContext(acks=-1, timeout_ms=30_000, transactional_id=None, client_v
 
 def batch(nbytes: int) -> RecordBatch:
     return RecordBatch(memoryview(b"x" * nbytes), 7, 0, 0, 1, False, 0)
+
+
+def made_at(first_timestamp_ms: int) -> PartitionBatches:
+    """A WAL-routed batch of t-0 whose first record was made at `first_timestamp_ms`."""
+    return PartitionBatches("t", 0, (RecordBatch(memoryview(b"x" * 100), -1, -1, -1, 1, False, 0,
+                                                 first_timestamp_ms),))
 
 
 def item(topic: str, partition: int, nbytes: int) -> PartitionBatches:
@@ -95,9 +102,11 @@ class FakeWriter:
         self._queue: list = []
         self._wake = trio.Event()
         self._releasing = False
+        self.waited: list[float] = []
 
-    async def buffer(self, entry, zone):
+    async def buffer(self, entry, zone, waited_s=0.0):
         self.log.append(("wal", entry.partition, trio.current_time()))
+        self.waited.append(waited_s)
         pending = FakePending()
         self._queue.append((entry, zone, pending))
         self._wake.set()
@@ -352,7 +361,7 @@ class FailSecondObjectWriter(FakeWriter):
 
 
 class RefuseSecondBatchWriter(FakeWriter):
-    async def buffer(self, entry, zone):
+    async def buffer(self, entry, zone, waited_s=0.0):
         if entry.base_sequence == 1:
             from wal_s3.writer import WalWriteError
 
@@ -690,3 +699,41 @@ async def test_a_wal_batch_record_carries_its_share_of_the_notification_bytes(au
     # one entry in its notification: the whole round trip, 300 + 101 bytes; the agent
     # appended it in 2,345 us
     assert (record["route"], record["wire_bytes"], record["leader_append_ms"]) == ("wal", 401, 2.345)
+
+
+@pytest.mark.trio
+async def test_the_linger_counts_what_a_batch_waited_in_its_producer(autojump_clock, monkeypatch):
+    # The wall clock (batch timestamps) is pinned; trio's clock measures the gaps between requests.
+    now_ms = 1_700_000_000_000
+    monkeypatch.setattr(time, "time", lambda: now_ms / 1000)
+    audit = MemoryAuditSink()
+    writer = FakeWriter([])
+    async with trio.open_nursery() as nursery:
+        backend = wal_backend(nursery, FakeSender(), [], writer=writer, audit=audit)
+        await send(backend, made_at(now_ms - 300))  # first request of t-0: nothing to bound it by
+        await trio.sleep(0.2)
+        await send(backend, made_at(now_ms - 300))  # made 300 ms ago, previous request 200 ms ago
+        await trio.sleep(0.5)
+        await send(backend, made_at(now_ms - 40))  # made 40 ms ago
+        await trio.sleep(0.5)
+        await send(backend, made_at(now_ms + 30))  # a producer clock ahead of ours
+        nursery.cancel_scope.cancel()
+    assert writer.waited == pytest.approx([0.0, 0.2, 0.04, 0.0])
+    assert [r["producer_wait_ms"] for r in audit.of("produce_batch")] == pytest.approx([0.0, 200.0, 40.0, 0.0])
+
+
+@pytest.mark.trio
+async def test_the_linger_ignores_the_producers_wait_when_configured_off(autojump_clock, monkeypatch):
+    now_ms = 1_700_000_000_000
+    monkeypatch.setattr(time, "time", lambda: now_ms / 1000)
+    writer = FakeWriter([])
+    async with trio.open_nursery() as nursery:
+        wal = WalPath(writer, FakeSender(), nursery)
+        backend = RoutingBackend("az1", RouterConfig(policy="wal", partition_zones={"*:*": "az2"}),
+                                 WalConfig(linger_counts_producer_wait=False), FakeDirect([]), FakeMetadata(), wal,
+                                 nursery)
+        await send(backend, made_at(now_ms - 300))
+        await trio.sleep(0.2)
+        await send(backend, made_at(now_ms - 300))
+        nursery.cancel_scope.cancel()
+    assert writer.waited == [0.0, 0.0]

@@ -234,6 +234,27 @@ def test_replay_writer_seals_before_an_entry_that_would_overflow():
     assert [(o.sealed_s, o.nbytes) for o in objects] == [(0.1, 600), (0.35, 600)]
 
 
+def test_replay_writer_counts_what_entries_waited_in_the_producer():
+    from router.plan import Arrival, replay_writer
+    arrivals = [Arrival(0.0, "h1", "az1", "az2", 100),  # due 0.25
+                Arrival(0.1, "h1", "az1", "az2", 100, waited_s=0.2),  # due 0.1 + 0.25 - 0.2 = 0.15
+                Arrival(0.2, "h1", "az1", "az2", 100, waited_s=0.3),  # waited past the linger: sealed on arrival
+                Arrival(0.5, "h1", "az1", "az2", 100)]  # opens a third, due 0.75
+    objects = replay_writer(arrivals, linger_ms=250, max_bytes=1000)
+    assert [o.nbytes for o in objects] == [200, 100, 100]
+    assert [o.sealed_s for o in objects] == pytest.approx([0.15, 0.2, 0.75])
+
+
+def test_arrivals_read_the_producers_wait_from_schema_v8_records():
+    from router.plan import arrivals_from_produce_batches
+    base = {"kind": "produce_batch", "error_code": 0, "zone": "az1", "leader_zone": "az2", "proxy_id": "p",
+            "bytes": 10, "latency_ms": 0.0}
+    got = arrivals_from_produce_batches([{**base, "ts_ms": 1000, "producer_wait_ms": 120.0},
+                                         {**base, "ts_ms": 2000},  # before v8: no field
+                                         {**base, "ts_ms": 3000, "producer_wait_ms": -1.0}])  # not on the WAL route
+    assert [a.waited_s for a in got] == [0.12, 0.0, 0.0]
+
+
 def test_replay_sidecars_vs_gateway():
     from router.plan import replay_usage
     # two hosts of az1, each a batch every 0.2 s for 1 s to az2, offset by 0.1 s; and local traffic

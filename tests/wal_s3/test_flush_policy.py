@@ -7,7 +7,14 @@ import pytest
 from core.configload import ConfigError
 from core.prices import Prices
 from wal_s3.config import WalConfig, directory_bucket_name
-from wal_s3.flush_policy import cost_seal_bytes, request_cost_share, request_usd, seal_reason
+from wal_s3.flush_policy import (
+    cost_seal_bytes,
+    linger_due,
+    producer_wait_s,
+    request_cost_share,
+    request_usd,
+    seal_reason,
+)
 
 LIST = Prices()
 STANDARD = LIST.store("standard")
@@ -94,3 +101,31 @@ def test_bucket_per_zone():
 def test_directory_bucket_name_rules(base, az, message):
     with pytest.raises(ValueError, match=message):
         directory_bucket_name(base, az)
+
+
+NOW_MS = 1_700_000_000_000
+
+
+@pytest.mark.parametrize(("first_timestamp_ms", "since_previous_s", "expected_s"), [
+    (NOW_MS - 300, 0.5, 0.3),  # made 300 ms ago, previous request 500 ms ago: it waited 300 ms
+    (NOW_MS - 300, 0.2, 0.2),  # made 300 ms ago, but the previous request came 200 ms ago: at most 200
+    (NOW_MS - 86_400_000, 0.05, 0.05),  # a backfill's day-old timestamp: bounded by the previous request
+    (NOW_MS - 300, None, 0.0),  # the partition's first request: nothing to trust it against
+    (NOW_MS + 40, 0.5, 0.0),  # a producer clock 40 ms ahead of ours
+    (-1, 0.5, 0.0),  # no timestamp in the batch
+    (NOW_MS, 0.5, 0.0),  # made just now
+])
+def test_producer_wait_is_the_records_age_bounded_by_the_previous_request(first_timestamp_ms, since_previous_s,
+                                                                          expected_s):
+    assert producer_wait_s(NOW_MS, first_timestamp_ms, since_previous_s) == pytest.approx(expected_s)
+
+
+@pytest.mark.parametrize(("arrival_s", "linger_s", "waited_s", "expected_s"), [
+    (10.0, 0.25, 0.0, 10.25),  # nothing waited: the whole linger
+    (10.0, 0.25, 0.1, 10.15),  # waited 100 ms in the producer: 150 ms left
+    (10.0, 0.25, 0.25, 10.0),  # waited the whole linger: due at arrival
+    (10.0, 0.25, 0.9, 10.0),  # waited longer: still never before arrival
+    (10.0, 0.02, -0.5, 10.02),  # a negative wait counts as none
+])
+def test_linger_due_counts_from_when_the_oldest_record_was_made(arrival_s, linger_s, waited_s, expected_s):
+    assert linger_due(arrival_s, linger_s, waited_s) == pytest.approx(expected_s)

@@ -365,6 +365,32 @@ async def test_linger_seals_within_the_timer_tick_not_after_it(wal_env, mock_clo
 
 
 @pytest.mark.trio
+async def test_linger_counts_what_the_records_waited_in_the_producer(wal_env, mock_clock):
+    # linger 100 ms. Entry 1 arrives fresh (due at +100 ms); entry 2 arrives 10 ms later with
+    # records that had waited 60 ms in their producer: the object is due at 10 + 100 - 60 = 50 ms.
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=100, epoch_check_interval_s=0)
+    audit = MemoryAuditSink()
+    writer = WalWriter(config, "az1", "p1", make_client(config), audit)
+    async with writer.running():
+        await writer.buffer(entry(1, 100), "az2")
+        mock_clock.jump(0.010)
+        await writer.buffer(entry(2, 100), "az2", waited_s=0.060)
+        mock_clock.jump(0.0385)  # at 48.5 ms: 1.5 ms before the entry-2 due time
+        await trio.testing.wait_all_tasks_blocked()
+        assert writer._open is not None and writer._open.count == 2
+        mock_clock.jump(0.001)  # at 49.5 ms: within the timer tick of 50 ms, sealed
+        await trio.testing.wait_all_tasks_blocked()
+        assert writer._open is None
+        # An entry whose records waited the whole linger is sealed at once.
+        await writer.buffer(entry(3, 100), "az2", waited_s=0.5)
+        await trio.testing.wait_all_tasks_blocked()
+        assert writer._open is None
+    flushes = sorted(audit.of("wal_flush"), key=lambda f: f["sequence"])
+    assert [(f["entries"], f["reason"]) for f in flushes] == [(2, "linger"), (1, "linger")]
+
+
+@pytest.mark.trio
 async def test_buffer_returns_at_once_and_done_callbacks_run_in_object_order(wal_env):
     make_config, make_client = wal_env
     config = make_config(max_bytes=64 * KiB, linger_ms=20)
