@@ -11,9 +11,10 @@ partition is led in use1-az2, so each batch crosses zones:
   wal-standard  router.policy wal, wal.storage_class standard (linger 250 ms by default)
   wal-express   router.policy wal, wal.storage_class express (linger 20 ms by default)
 A setup may name its own linger after an @ (`wal-express@5`), so one run can put the default
-and a shorter linger side by side, and may end in `+arrival` (`wal-standard+arrival`): the
-linger then counts from a batch's arrival at the proxy only (wal.linger_counts_producer_wait
-false, the behaviour before it existed). Each WAL setup also reports the objects per second
+and a shorter linger side by side, and may end in `+arrival` or `+made`
+(wal.linger_counts_producer_wait false / true; by default true for express, false for
+standard): with `+made` the linger counts from when a batch's oldest record was made, with
+`+arrival` from the batch's arrival at the proxy. Each WAL setup also reports the objects per second
 its proxy wrote while the paced producer ran (what the latency costs in PUTs).
 
 The injector runs with `--hold answer`: each S3 request is answered when the profile's time
@@ -162,16 +163,19 @@ def kafka_python_throughput(bootstrap: str, topic: str, records: int, record_byt
     return elapsed
 
 
-def parse_setup(text: str) -> tuple[str, int | None, bool]:
-    """"wal-express@5" -> ("wal-express", 5, True); "wal-standard+arrival" -> ("wal-standard", None,
-    False); "direct" -> ("direct", None, True). The bool: the linger counts the producer's wait.
-    ValueError if unknown."""
+LINGER_FROM = {"arrival": False, "made": True}  # setup suffix -> wal.linger_counts_producer_wait
+
+
+def parse_setup(text: str) -> tuple[str, int | None, bool | None]:
+    """"wal-express@5" -> ("wal-express", 5, None); "wal-standard+made" -> ("wal-standard", None,
+    True); "direct" -> ("direct", None, None). The third: wal.linger_counts_producer_wait, None
+    for the class's default. ValueError if unknown."""
     base, plus, modifier = text.partition("+")
     name, _, linger = base.partition("@")
     if (name not in SETUPS or (linger and (not linger.isdigit() or name == "direct"))
-            or (plus and (modifier != "arrival" or name == "direct"))):
+            or (plus and (modifier not in LINGER_FROM or name == "direct"))):
         raise ValueError(text)
-    return name, int(linger) if linger else None, not plus
+    return name, int(linger) if linger else None, LINGER_FROM[modifier] if plus else None
 
 
 def objects_per_s(records: list[dict], zone: str, start_ms: int, end_ms: int) -> float:
@@ -191,7 +195,7 @@ def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) ->
             policy="direct" if kind == "direct" else "wal",
             linger_ms=linger_ms, partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
             extra={"wal": {"storage_class": storage_class, "endpoint_url": endpoint,
-                           "linger_counts_producer_wait": counts_wait}})
+                           **({} if counts_wait is None else {"linger_counts_producer_wait": counts_wait})}})
         start = sidecar_starter(env, settings)
         with contextlib.ExitStack() as stack:
             for zone in env.zones:
@@ -245,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             parse_setup(s)
     except ValueError as exc:
         parser.error(f"--setups: {exc} is not one of {','.join(SETUPS)} "
-                     "(a WAL setup may add @LINGER_MS and end in +arrival)")
+                     "(a WAL setup may add @LINGER_MS and end in +arrival or +made)")
     if not setups:
         parser.error(f"--setups: a comma-separated subset of {','.join(SETUPS)}")
     results = []

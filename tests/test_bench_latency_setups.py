@@ -8,9 +8,9 @@ from bench.bench_latency import objects_per_s, parse_setup
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("direct", ("direct", None, True)),
-    ("wal-express@5", ("wal-express", 5, True)),
-    ("wal-standard+arrival", ("wal-standard", None, False)),
+    ("direct", ("direct", None, None)),
+    ("wal-express@5", ("wal-express", 5, None)),
+    ("wal-standard+made", ("wal-standard", None, True)),
     ("wal-express@5+arrival", ("wal-express", 5, False)),
 ])
 def test_setup_names(text, expected):

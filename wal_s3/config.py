@@ -18,6 +18,8 @@ MiB = 1024 * 1024
 # Flush age when wal.linger_ms is not set: a Standard PUT takes tens of ms, so a longer linger
 # buys bigger, cheaper objects; an Express PUT takes single-digit ms, so latency is the point.
 DEFAULT_LINGER_MS = {"standard": 250, "express": 20}
+# wal.linger_counts_producer_wait when not set: Express is chosen for latency, Standard for cost.
+DEFAULT_LINGER_COUNTS_PRODUCER_WAIT = {"standard": False, "express": True}
 DIRECTORY_BUCKET_SUFFIX = "--x-s3"
 # A directory bucket's base name: lowercase letters, digits and hyphens (the full name, with
 # `--<az-id>--x-s3`, is at most 63 characters and may not contain "--" elsewhere).
@@ -40,8 +42,9 @@ class WalConfig:
     # proxy can trust it (never more than since the partition's previous request), not from
     # when the proxy got it: a producer with one request in flight per partition keeps records
     # while the previous request is answered, so otherwise they wait ~1.5 x linger at p50.
-    # Costs up to ~2x the PUTs of a lightly loaded writer (docs/latency-and-cost.md).
-    linger_counts_producer_wait: bool = True  # linger counts from when the oldest record was made (bounded by the partition's previous request), not from its arrival
+    # It costs PUTs (2-2.5x on the demo's and bench_latency's workloads: docs/latency-and-cost.md),
+    # so it is on by default where latency is the point (express), off for standard.
+    linger_counts_producer_wait: bool | None = None  # linger from when the oldest record was made (bounded by the partition's previous request), not from its arrival; unset: on for express, off for standard
     # Seal an object as soon as its requests (PUT, per zone a GET and a checkpoint PUT) cost at
     # most this share of the cross-zone transfer it replaces; 0 = only size and linger.
     max_request_cost_share: float = 0.05  # seal once an object's requests cost at most this share of the transfer it replaces; 0 = off
@@ -86,6 +89,9 @@ class WalConfig:
         if self.linger_ms is None:  # resolved once here, so every reader sees an int
             object.__setattr__(self, "linger_ms", DEFAULT_LINGER_MS[self.storage_class])
         require(1 <= self.linger_ms <= 60_000, "wal.linger_ms: 1..60000")  # type: ignore[operator]
+        if self.linger_counts_producer_wait is None:
+            object.__setattr__(self, "linger_counts_producer_wait",
+                               DEFAULT_LINGER_COUNTS_PRODUCER_WAIT[self.storage_class])
         require(0 <= self.max_request_cost_share <= 1, "wal.max_request_cost_share: 0..1")
         if self.storage_class == "express":
             require(bool(_BASE_NAME_RE.match(self.bucket)) and "--" not in self.bucket,

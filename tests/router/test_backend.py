@@ -709,7 +709,10 @@ async def test_the_linger_counts_what_a_batch_waited_in_its_producer(autojump_cl
     audit = MemoryAuditSink()
     writer = FakeWriter([])
     async with trio.open_nursery() as nursery:
-        backend = wal_backend(nursery, FakeSender(), [], writer=writer, audit=audit)
+        wal = WalPath(writer, FakeSender(), nursery)
+        backend = RoutingBackend("az1", RouterConfig(policy="wal", partition_zones={"*:*": "az2"}),
+                                 WalConfig(linger_counts_producer_wait=True), FakeDirect([]), FakeMetadata(), wal,
+                                 nursery, audit)
         await send(backend, made_at(now_ms - 300))  # first request of t-0: nothing to bound it by
         await trio.sleep(0.2)
         await send(backend, made_at(now_ms - 300))  # made 300 ms ago, previous request 200 ms ago
@@ -723,7 +726,8 @@ async def test_the_linger_counts_what_a_batch_waited_in_its_producer(autojump_cl
 
 
 @pytest.mark.trio
-async def test_the_linger_ignores_the_producers_wait_when_configured_off(autojump_clock, monkeypatch):
+async def test_the_linger_ignores_the_producers_wait_when_off(autojump_clock, monkeypatch):
+    # off: the default for S3 Standard
     now_ms = 1_700_000_000_000
     monkeypatch.setattr(time, "time", lambda: now_ms / 1000)
     writer = FakeWriter([])

@@ -71,6 +71,13 @@ def test_linger_default_follows_the_storage_class():
     assert WalConfig().max_request_cost_share == 0.05
 
 
+def test_counting_the_producers_wait_defaults_to_on_for_express_off_for_standard():
+    assert WalConfig().linger_counts_producer_wait is False
+    assert WalConfig(storage_class="express").linger_counts_producer_wait is True
+    assert WalConfig(linger_counts_producer_wait=True).linger_counts_producer_wait is True
+    assert WalConfig(storage_class="express", linger_counts_producer_wait=False).linger_counts_producer_wait is False
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"storage_class": "glacier"}, "wal.storage_class: one of standard, express"),
     ({"max_request_cost_share": 1.5}, "wal.max_request_cost_share: 0..1"),
