@@ -72,6 +72,7 @@ class Workload:
     key_space: int = 1000
     linger_ms: int = 20
     timeout_s: float = 1800.0  # all producers of one run
+    records_per_s: float | None = None  # per producer; None: as fast as it goes
 
     def __post_init__(self) -> None:
         if self.record_bytes < 32 or self.total_bytes < self.record_bytes:
@@ -90,6 +91,7 @@ class Workload:
         return {
             "zones": list(zones), "record_bytes": self.record_bytes, "key_space": self.key_space,
             "linger_ms": self.linger_ms,
+            **({} if self.records_per_s is None else {"records_per_s": self.records_per_s}),
             "topics": [{"name": n, "partitions": t.partitions, "keyed": t.keyed}
                        for n, t in zip(topic_names, self.topics, strict=True)],
         }

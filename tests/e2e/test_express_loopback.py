@@ -21,17 +21,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(600)
 ZONES = ("use1-az1", "use1-az2")
 
 
-def flushes(audit_dir: Path) -> list[dict]:
+def records_of(audit_dir: Path, kind: str) -> list[dict]:
     out = []
     for path in audit_dir.rglob("*.jsonl.gz"):
         with gzip.open(path, "rt") as f:
-            out.extend(r for r in map(json.loads, f) if r["kind"] == "wal_flush")
+            out.extend(r for r in map(json.loads, f) if r["kind"] == kind)
     return out
 
 
 def test_records_cross_zones_through_each_zone_directory_bucket(tmp_path):
+    # paced (2,000 records per producer over ~1 s), so every partition takes many requests
     workload = Workload(total_bytes=400_000, record_bytes=100, topics=(TopicSpec("orders", partitions=4, keyed=True),),
-                        linger_ms=5)
+                        linger_ms=5, records_per_s=2_000)
     with three_zones(ZONES, mode="loopback", log_dir=tmp_path / "zones") as env:
         assert env.moto is not None
         for zone in ZONES:
@@ -49,9 +50,14 @@ def test_records_cross_zones_through_each_zone_directory_bucket(tmp_path):
 
     assert result.verification["ok"], result.verification["problems"]
     assert result.records == 4_000 and result.verification["records"] == 4_000
-    written = flushes(settings.audit_dir)
+    written = records_of(settings.audit_dir, "wal_flush")
     assert written and all(f["ok"] for f in written)
     assert {f["zone"] for f in written} == set(ZONES)  # both proxies took the WAL path
     for f in written:  # each zone's proxy wrote into its own zone's directory bucket (no GC runs here)
         assert f["key"] in in_bucket[f["zone"]], f
         assert f"/wal/{f['zone']}/" in f["key"]
+    # Express counts what a batch's records waited in the producer into the linger by default:
+    # the partitions' later requests carry librdkafka's real record timestamps, so some waited
+    batches = [b for b in records_of(settings.audit_dir, "produce_batch") if b["route"] == "wal"]
+    assert batches and all(b["producer_wait_ms"] >= 0 for b in batches)
+    assert any(b["producer_wait_ms"] > 0 for b in batches)
