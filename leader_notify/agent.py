@@ -196,6 +196,7 @@ class Agent:
         self.applied = AppliedEntries(settings.applied_cache_entries)
         self._server: asyncio.base_events.Server | None = None
         self._conn_tasks: set[asyncio.Task] = set()
+        self._closing = False  # close() is cancelling the connections
         self._writers: set[asyncio.StreamWriter] = set()
         self._by_source: dict[str, int] = {}  # open connections per peer address
         self._unauthenticated = 0
@@ -212,7 +213,7 @@ class Agent:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen; returns the bound (host, port) (port 0 picks a free one)."""
-        self._server = await asyncio.start_server(self._on_connection, host, port)
+        self._server = await asyncio.start_server(self._connection_until_closed, host, port)
         addr = self._server.sockets[0].getsockname()
         log.info("agent for zone %s listening on %s:%d", self._s.zone, addr[0], addr[1])
         return addr[0], addr[1]
@@ -228,6 +229,7 @@ class Agent:
         the sender retries them elsewhere or later)."""
         if self._server is not None:
             self._server.close()
+        self._closing = True
         for task in list(self._conn_tasks):
             task.cancel()
         if self._conn_tasks:
@@ -247,6 +249,17 @@ class Agent:
         allowed, held_back = self._log_limiter.allow(source, time.monotonic())
         if allowed:
             log.warning(msg + " (logged once per source per minute; %d held back)", *args, held_back)
+
+    async def _connection_until_closed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one connection; a cancellation by close() ends it like a return. Python 3.11's
+        start_server calls task.exception() on the finished handler, which raises for a
+        cancelled task: every connection open at shutdown logged a CancelledError traceback
+        (3.12 checks task.cancelled() first)."""
+        try:
+            await self._on_connection(reader, writer)
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")

@@ -151,3 +151,27 @@ def test_silent_slow_and_idle_connections_are_closed_and_counted(agent):
     assert m("azsidecar_agent_connections", state="unauthenticated") == 0
     # Logged once per source per minute: both deadlines hit 127.0.0.1, so one line for them.
     assert a.log_text().count("closed: request_deadline") + a.log_text().count("closed: idle") == 1
+
+
+@pytest.mark.integration
+def test_connections_open_at_shutdown_end_without_a_traceback(agent):
+    a, _s3, _bucket = agent
+    keyring = p.Keyring([b"test-notify-key-0123456789"])
+    socks = []
+    try:
+        for i in range(3):  # established, idle connections, as a proxy keeps them
+            s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+            channel = p.Channel(keyring, p.Role.PROXY, bytes([i]) * 16)
+            s.sendall(channel.hello())
+            while not channel.established:
+                channel.receive_data(s.recv(65536))
+                channel.next_frame()
+            socks.append(s)
+        a.stop(signal.SIGTERM)
+        assert a.proc.returncode == 0
+    finally:
+        for s in socks:
+            s.close()
+    log = a.log_text()
+    assert "shutting down" in log
+    assert "Traceback" not in log and "CancelledError" not in log, log[-3000:]
