@@ -39,7 +39,6 @@ notification of the agent is queued or in flight may use it (ZoneNotifier does).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import os
@@ -218,11 +217,9 @@ class NotifySender:
             return False
         begun = time.monotonic()
         try:
-            request, _ = self._encode(flushed, dest_zone, agent)
             # No entry list: the agent needs only the range to read it, and the list crosses
             # zones (the notification that follows carries it and checks the count on the hit).
-            request = dataclasses.replace(request, prefetch=True, entries=())
-            payload = p.encode_request(request)
+            request, payload = self._encode(flushed, dest_zone, agent, prefetch=True)
             response, sent, received = await self._round_trip(self.agents.agents(dest_zone)[agent],
                                                               request.request_id, payload)
         except (NotifyError, ValueError, OSError, trio.BrokenResourceError, trio.ClosedResourceError,
@@ -362,9 +359,10 @@ class NotifySender:
         except ValueError as exc:  # a writer not laying out by owner: our wiring is wrong
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
 
-    def _encode(self, flushed: AnnouncedObject, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]:
-        """The request for `agent`'s part of `dest_zone`'s share of `flushed` and its encoding.
-        Raises NotifyError."""
+    def _encode(self, flushed: AnnouncedObject, dest_zone: str, agent: int,
+                prefetch: bool = False) -> tuple[p.NotifyRequest, bytes]:
+        """The request for `agent`'s part of `dest_zone`'s share of `flushed` and its encoding;
+        with `prefetch`, a prefetch of that range (no entry list). Raises NotifyError."""
         share = flushed.zones[dest_zone]
         count = self.agents.count(dest_zone)
         refs = share.entries
@@ -383,9 +381,10 @@ class NotifySender:
             request_id=next(self._ids), source_zone=self._zone, dest_zone=dest_zone, proxy_id=self._proxy_id,
             epoch=self._epoch, bucket=self._bucket, key=flushed.key, zone_offset=zone_offset,
             zone_length=zone_length,
-            entries=tuple(p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
-                                        e.producer_id, e.producer_epoch, e.base_sequence) for e in refs),
-            share=share_label)
+            entries=() if prefetch else tuple(
+                p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
+                              e.producer_id, e.producer_epoch, e.base_sequence) for e in refs),
+            share=share_label, prefetch=prefetch)
         try:
             payload = p.encode_request(request)
             if len(payload) + p.FRAME_OVERHEAD_BYTES > p.MAX_FRAME_BYTES:
