@@ -50,6 +50,12 @@ class Appender:
         offset = sum(1 for t, q, _ in self.log if (t, q) == (topic, partition)) - 1
         return AppendResult(0, offset)
 
+    async def append_run(self, topic, partition, batches, results):
+        for batch in batches:  # as KafkaAppender's: in order, stopping after the first failure
+            results.append(await self.append(topic, partition, batch))
+            if results[-1].error_code:
+                return
+
 
 def crc(b: bytes) -> int:
     import crc32c
