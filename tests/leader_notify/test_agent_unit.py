@@ -116,6 +116,20 @@ def test_failed_entry_fails_later_entries_of_its_partition_only():
     assert checkpoints == []  # not every entry applied: GC must keep the object
 
 
+def test_entry_not_matching_the_object_fails_itself_and_later_entries_of_its_partition():
+    named = [E("t", 0, b"a"), E("t", 0, b"b"), E("t", 0, b"c"), E("t", 1, b"d")]
+    in_object = [E("t", 0, b"a"), E("t", 0, b"B"), E("t", 0, b"c"), E("t", 1, b"d")]  # b's bytes changed
+
+    async def main():
+        app = Appender()
+        res = await agent(Reader({"wal/m": in_object}), app).handle_request(request("wal/m", named))
+        return app.log, res
+
+    log, res = asyncio.run(main())
+    assert [b for _, _, b in log] == [b"a", b"d"]  # c is never appended before the missing b
+    assert [r.error_code for r in res.results] == [0, 2, 2, 0]  # CORRUPT_MESSAGE
+
+
 def test_resend_answers_from_applied_map_and_checkpoints_once_complete():
     entries = [E("t", 0, b"a"), E("t", 0, b"b")]
     checkpoints: list = []
