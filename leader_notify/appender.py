@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import AIOKafkaConnection
 from aiokafka.errors import KafkaError, RequestTimedOutError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.offset import OffsetRequest
@@ -36,7 +37,8 @@ from aiokafka.structs import TopicPartition
 
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 from core.zones import leader_zone
-from leader_notify.produce_codec import Batch
+from leader_notify.produce_channel import answer_within, channel_version, leader_connection, send_produce
+from leader_notify.produce_codec import Batch, PartitionAnswer
 from leader_notify.produce_request import RawProduceRequest
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,7 @@ class KafkaAppender:
         # Per leader node: runs of batches waiting for the next ProduceRequest, and the task sending them.
         self._pending: dict[int, list[_Run]] = {}
         self._drains: dict[int, asyncio.Task] = {}
+        self._conns: dict[int, AIOKafkaConnection] = {}  # aiokafka's connection per leader, as last used
 
     async def start(self) -> None:
         """Connect and fetch metadata. Raises KafkaAppendUnavailable if no broker answers."""
@@ -178,6 +181,7 @@ class KafkaAppender:
             task.cancel()
         if drains:
             await asyncio.gather(*drains, return_exceptions=True)
+        self._conns.clear()
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -398,21 +402,17 @@ class KafkaAppender:
             by_topic: dict[str, list[tuple[int, Batch]]] = {}
             for tp, run in taken.items():
                 by_topic.setdefault(tp.topic, []).append((tp.partition, run.batches[run.next]))
-            # The batches go into the request body as given (memoryviews of the WAL object's
-            # GET body): one copy here instead of aiokafka's Schema's four (produce_request.py).
-            request = RawProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
-                                        topics=list(by_topic.items()))
             outcome: dict[tuple[str, int], tuple[int, int]] = {}
             failure = None
             try:
-                response = await client.send(node, request)
+                answer = await self._produce(client, node, list(by_topic.items()))
             except RequestTimedOutError:
                 failure = REQUEST_TIMED_OUT
             except KafkaError as exc:
                 log.info("produce to node %s: %r", node, exc)
                 failure = NETWORK_EXCEPTION
             else:
-                for topic, partitions in response.topics:
+                for topic, partitions in answer:
                     for part in partitions:
                         outcome[(topic, int(part[0]))] = (int(part[1]), int(part[2]))
             now = time.monotonic()
@@ -433,6 +433,29 @@ class KafkaAppender:
                 for run in taken.values():
                     run.stop(NETWORK_EXCEPTION)
             self._pending[node] = [run for run in self._pending[node] if not run.done.done()]
+
+    async def _produce(self, client: AIOKafkaClient, node: int,
+                       topics: list[tuple[str, list[tuple[int, Batch]]]]) -> list[tuple[str, list[PartitionAnswer]]]:
+        """One ProduceRequest (acks all) to `node`; its answer per topic and partition. Raises
+        KafkaError (RequestTimedOutError after request_timeout_ms).
+
+        The batches go into the request as given (memoryviews of the WAL object's GET body),
+        copied once into the frame. Written straight onto aiokafka's connection
+        (produce_channel.py says why and what stays aiokafka's); through client.send where
+        that connection does not offer what the channel needs.
+        """
+        conn = self._conns.get(node)
+        if conn is None or not conn.connected():
+            conn = self._conns[node] = await leader_connection(client, node)
+        version = channel_version(conn)
+        if version is None:
+            request = RawProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
+                                        topics=topics)
+            response = await client.send(node, request)
+            return list(response.topics)
+        future = send_produce(conn, version, -1, self._produce_timeout_ms, topics)
+        answer = await answer_within(conn, future, self._request_timeout_ms / 1000)
+        return answer.topics
 
     async def _verify_duplicate(self, client: AIOKafkaClient, tp: TopicPartition, batch: Batch) -> tuple[Verdict, int]:
         """Search the leader's tail for `batch` (producer id, epoch, base sequence); never raises."""

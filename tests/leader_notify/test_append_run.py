@@ -1,16 +1,19 @@
-"""KafkaAppender.append_run above aiokafka's client: a scripted client (the part of
-AIOKafkaClient the appender uses) answers each ProduceRequest, so the tests see every
-request's contents and can fail a chosen batch. test_appender.py runs the real client
-against Tansu."""
+"""KafkaAppender.append_run above its Kafka I/O: a scripted client (the metadata part of
+AIOKafkaClient the appender reads) and a scripted `_produce` (one ProduceRequest to a
+leader) answer each request, so the tests see every request's contents and can fail a
+chosen batch. test_appender.py runs the real client against Tansu."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from aiokafka.conn import CloseReason
+from aiokafka.errors import RequestTimedOutError
 from aiokafka.structs import BrokerMetadata
 
 from leader_notify.appender import AppendResult, KafkaAppender
+from leader_notify.produce_channel import answer_within
 
 NOT_LEADER_OR_FOLLOWER = 6
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45  # not retriable: the run stops there
@@ -27,11 +30,6 @@ class Cluster:
         return BrokerMetadata(node_id, "h", 9092, None)
 
 
-class Answer:
-    def __init__(self, topics) -> None:
-        self.topics = topics
-
-
 class Client:
     """Appends every batch it is sent unless `refuse` names it (batch -> codes, one per try)."""
 
@@ -44,8 +42,8 @@ class Client:
         self.hold: set[bytes] = set()  # a request with one of these batches waits for `release`
         self.release = asyncio.Event()
 
-    async def send(self, node_id, request):
-        parts = [(partition, bytes(batch)) for _topic, partitions in request._topics for partition, batch in partitions]
+    async def produce(self, client, node_id, topics):
+        parts = [(partition, bytes(batch)) for _topic, partitions in topics for partition, batch in partitions]
         self.requests.append(parts)
         if self.hold.intersection(batch for _p, batch in parts):
             await self.release.wait()
@@ -58,7 +56,7 @@ class Client:
             log = self.logs.setdefault(partition, [])
             log.append(batch)
             answers.append((partition, 0, len(log) - 1))
-        return Answer([("t", answers)])
+        return [("t", answers)]
 
     async def force_metadata_update(self):
         self.refreshed += 1
@@ -68,6 +66,7 @@ class Client:
 def appender(client: Client) -> KafkaAppender:
     app = KafkaAppender(["x:1"], max_attempts=3)
     app._client = client
+    app._produce = client.produce
     return app
 
 
@@ -169,3 +168,20 @@ def test_no_leader_known_goes_through_the_attempt_path_then_the_run():
     assert codes_and_offsets(results) == [(0, 0), (0, 1)]
     assert results[0].attempts == 2 and client.refreshed == 1
     assert client.requests == [[(0, b"a0")], [(0, b"a1")]]
+
+
+def test_an_answer_that_does_not_come_times_out_and_closes_the_connection():
+    class Conn:
+        closed: list = []
+
+        def close(self, reason=None):
+            self.closed.append(reason)
+
+    async def main():
+        conn = Conn()
+        future = asyncio.get_running_loop().create_future()  # no answer ever
+        with pytest.raises(RequestTimedOutError):
+            await answer_within(conn, future, 0.01)
+        return conn.closed
+
+    assert asyncio.run(main()) == [CloseReason.CONNECTION_TIMEOUT]
