@@ -150,7 +150,8 @@ class KafkaAppender:
         # Per leader node: runs of batches waiting for the next ProduceRequest, and the task sending them.
         self._pending: dict[int, list[_Run]] = {}
         self._drains: dict[int, asyncio.Task] = {}
-        self._conns: dict[int, AIOKafkaConnection] = {}  # aiokafka's connection per leader, as last used
+        # aiokafka's connection per leader as last used, with its ProduceRequest version for the channel
+        self._conns: dict[int, tuple[AIOKafkaConnection, int | None]] = {}
 
     async def start(self) -> None:
         """Connect and fetch metadata. Raises KafkaAppendUnavailable if no broker answers."""
@@ -413,8 +414,8 @@ class KafkaAppender:
                 failure = NETWORK_EXCEPTION
             else:
                 for topic, partitions in answer:
-                    for part in partitions:
-                        outcome[(topic, int(part[0]))] = (int(part[1]), int(part[2]))
+                    for partition, code, offset in partitions:
+                        outcome[(topic, partition)] = (code, offset)
             now = time.monotonic()
             for tp, run in taken.items():
                 if run.done.done():
@@ -422,7 +423,7 @@ class KafkaAppender:
                 if failure is not None:
                     run.stop(failure)
                     continue
-                code, offset = outcome.get((tp.topic, tp.partition), (UNKNOWN_TOPIC_OR_PARTITION, -1))
+                code, offset = outcome.get(tp, (UNKNOWN_TOPIC_OR_PARTITION, -1))  # a TopicPartition is a tuple
                 if code == NONE:
                     run.appended(offset, now)
                 else:
@@ -444,15 +445,16 @@ class KafkaAppender:
         (produce_channel.py says why and what stays aiokafka's); through client.send where
         that connection does not offer what the channel needs.
         """
-        conn = self._conns.get(node)
-        if conn is None or not conn.connected():
-            conn = self._conns[node] = await leader_connection(client, node)
-        version = channel_version(conn)
+        known = self._conns.get(node)
+        if known is None or not known[0].connected():
+            conn = await leader_connection(client, node)
+            known = self._conns[node] = (conn, channel_version(conn))
+        conn, version = known
         if version is None:
             request = RawProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
                                         topics=topics)
             response = await client.send(node, request)
-            return list(response.topics)
+            return [(topic, [(part[0], part[1], part[2]) for part in parts]) for topic, parts in response.topics]
         future = send_produce(conn, version, -1, self._produce_timeout_ms, topics)
         answer = await answer_within(conn, future, self._request_timeout_ms / 1000)
         return answer.topics

@@ -96,12 +96,12 @@ def test_requests_go_on_aiokafkas_connection_and_a_closed_one_is_replaced(tansu)
     async def run():
         async with KafkaAppender([tansu.bootstrap]) as appender:
             first = await appender.append(topic, 0, batch(b"one"))
-            [(node, conn)] = appender._conns.items()
-            version = channel_version(conn)  # the channel, not the client.send fallback, is in use
+            [(node, (conn, version))] = appender._conns.items()
+            assert version == channel_version(conn)  # the channel, not the client.send fallback, is in use
             conn.close()  # as when the broker drops it: the next append reconnects
             results: list = []
             await appender.append_run(topic, 0, [batch(b"two"), batch(b"three")], results)
-            return first, version, appender._conns[node] is not conn, results
+            return first, version, appender._conns[node][0] is not conn, results
 
     first, version, replaced, results = asyncio.run(run())
     assert (first.error_code, first.base_offset) == (0, 0)
