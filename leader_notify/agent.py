@@ -3,12 +3,14 @@
 Concurrency model (asyncio, because aiokafka is asyncio):
 - One task per connection reads frames and answers them one after another (the sender keeps
   one request in flight per connection and opens more connections for concurrency).
-- Within a notification, each partition's entries are appended strictly in order, one
-  ProduceRequest per batch; different partitions run in parallel.
+- Within a notification, each partition's entries are appended strictly in order, as one
+  run (Appender.append_run: one batch per ProduceRequest, the next after the previous one
+  is appended); different partitions run in parallel and share requests.
 - Across notifications, per-partition order is arrival order: on arrival, before any await,
   a request takes a ticket per partition (`PartitionSequencer`); the S3 read runs
   concurrently, but appends wait for the previous ticket of the same partition.
-- Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` ProduceRequests, and an
+- Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` partition runs (each has
+  one batch in flight at a time), and an
   LRU of applied entries (`applied_cache_entries`), so memory stays bounded.
 - Connections: each opens with a HELLO each way (protocol.Channel: per-connection
   challenges under every MAC, so no replay cache is kept). Before the peer's HELLO verifies

@@ -2,9 +2,13 @@
 
 Strategy: the batch bytes travel unchanged (producer id, epoch and sequence included), so
 the leader does its own duplicate detection. Per leader node one drain task keeps one
-ProduceRequest in flight and puts into it every batch waiting for that node, at most one
-per partition (Kafka's rule), the way a producer's sender does; callers append a
-partition's batches one after another, so each partition's order is kept. Leader moves
+ProduceRequest in flight and puts into it the next batch of every partition queued for
+that node, at most one per partition (Kafka's rule), the way a producer's sender does. A
+caller queues a partition's batches as one run (`append_run`; `append` is a run of one):
+the drain task sends a run's next batch only after the previous one's answer said
+appended, so each partition's order is kept with one of its batches in flight, and the
+caller's task wakes once per run, not per batch. Requests are framed and written onto
+aiokafka's connection by produce_channel.py. Leader moves
 and unknown partitions refresh metadata and retry; a leader in another zone (by
 `router.broker_zones`, else the broker's rack) is looked up again before the batch is
 refused, so a leader that came back into this zone is used at once; connection failures and timeouts retry
