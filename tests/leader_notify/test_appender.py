@@ -108,3 +108,34 @@ def test_requests_go_on_aiokafkas_connection_and_a_closed_one_is_replaced(tansu)
     assert version is not None and 3 <= version <= 7
     assert replaced
     assert [(r.error_code, r.base_offset) for r in results] == [(0, 1), (0, 2)]
+
+
+def test_without_the_channel_requests_go_through_client_send(tansu):
+    """Where aiokafka's connection lacks what produce_channel needs (channel_version None),
+    the appender sends its RawProduceRequest through client.send."""
+    topic = unique_name("appender")
+    create_topics(tansu.bootstrap, {topic: 2})
+
+    async def run():
+        async with KafkaAppender([tansu.bootstrap]) as appender:
+            await appender.append(topic, 0, batch(b"warm-up"))
+            [(node, (conn, _version))] = appender._conns.items()
+            appender._conns[node] = (conn, None)  # as channel_version answers for an unknown aiokafka
+            sent = []
+            real_send = appender._client.send
+
+            async def send(node_id, request, **kwargs):
+                sent.append(type(request).__name__)
+                return await real_send(node_id, request, **kwargs)
+
+            appender._client.send = send
+            r0: list = []
+            r1: list = []
+            await asyncio.gather(appender.append_run(topic, 0, [batch(b"a"), batch(b"b")], r0),
+                                 appender.append_run(topic, 1, [batch(b"c")], r1))
+            return sent, r0, r1
+
+    sent, r0, r1 = asyncio.run(run())
+    assert sent == ["RawProduceRequest", "RawProduceRequest"]  # a+c, then b
+    assert [(r.error_code, r.base_offset) for r in r0] == [(0, 1), (0, 2)]
+    assert [(r.error_code, r.base_offset) for r in r1] == [(0, 0)]
