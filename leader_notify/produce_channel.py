@@ -102,7 +102,7 @@ def channel_version(conn: AIOKafkaConnection) -> int | None:
 
 
 def send_produce(conn: AIOKafkaConnection, version: int, required_acks: int, timeout_ms: int,
-                 topics: TopicBatches) -> asyncio.Future:
+                 topics: TopicBatches) -> asyncio.Future[ProduceAnswer]:
     """Write one ProduceRequest on `conn`; the future resolves to its ProduceAnswer, or fails
     with KafkaConnectionError when the connection closes first. Raises KafkaConnectionError
     if the connection is closed or the write fails, and what encode_produce_frame raises."""
@@ -117,12 +117,12 @@ def send_produce(conn: AIOKafkaConnection, version: int, required_acks: int, tim
     except OSError as exc:
         conn.close(reason=CloseReason.CONNECTION_BROKEN)
         raise KafkaConnectionError(f"connection to {conn.host}:{conn.port} broken: {exc}") from exc
-    future = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[ProduceAnswer] = asyncio.get_running_loop().create_future()
     conn._requests.append((correlation_id, _QUEUED[version], future))  # noqa: SLF001
     return future
 
 
-async def answer_within(conn: AIOKafkaConnection, future: asyncio.Future, timeout_s: float) -> ProduceAnswer:
+async def answer_within(conn: AIOKafkaConnection, future: asyncio.Future[ProduceAnswer], timeout_s: float) -> ProduceAnswer:
     """The request's answer. Raises RequestTimedOutError after `timeout_s` (closing the
     connection, as aiokafka's client.send does, so the next request gets a new one), or
     KafkaConnectionError if the connection closed.
@@ -138,7 +138,7 @@ async def answer_within(conn: AIOKafkaConnection, future: asyncio.Future, timeou
     return answer
 
 
-def _expire(conn: AIOKafkaConnection, future: asyncio.Future) -> None:
+def _expire(conn: AIOKafkaConnection, future: asyncio.Future[ProduceAnswer]) -> None:
     if not future.done():
         future.set_exception(RequestTimedOutError())
         conn.close(reason=CloseReason.CONNECTION_TIMEOUT)
