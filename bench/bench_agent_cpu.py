@@ -1,17 +1,22 @@
 """The agent's own CPU per MiB of appends, in-process, without S3, the proxy or the network frames.
 
 Run:  .venv/bin/python bench/bench_agent_cpu.py [--total-mib 32] [--batch-kib 16] [--partitions 8]
-                                                [--rounds 3] [--profile FILE]
+                                                [--rounds 3] [--profile FILE [--profile-cpu-clock]]
 
 One memory-backed Tansu broker on loopback. The record batches (`batch-kib` each, no
 producer id) are laid out in ~8 MiB WAL objects (wal_s3 format) and parsed once, as the
 agent's block cache holds them after a prefetch; an in-memory reader hands them over. Each
 object is applied with `Agent.handle_request` (the agent's real per-notification path:
 applied map, partition tickets, per-partition runs, metrics) and the real KafkaAppender
-(ProduceRequests to Tansu). Printed per round: MiB/s and this process's CPU seconds per MiB
-(user+system, both printed), which leaves out the broker's and S3's CPU that bench_agent.py's shared
-figure mixes in: steadier on a busy host, and what the agent's own code costs. `--profile`
-writes cProfile stats (CPU-time clock) of the timed part.
+(ProduceRequests to Tansu). The collector is tuned as the agent process tunes it
+(azsidecar/runtime.py). Printed per round: MiB/s and this process's CPU seconds per MiB
+(user+system, and each apart from getrusage), which leaves out the broker's and S3's CPU
+that bench_agent.py's shared figure mixes in: steadier on a busy host, and what the
+agent's own code costs. With few partitions each ProduceRequest carries few batches (as
+each of several agents per zone does), so the figure shows the cost per request.
+`--profile` writes cProfile stats of the timed part, on the wall clock (whose time in
+epoll and send is not CPU) or with `--profile-cpu-clock` on process time (a syscall per
+event: slow, and heavier on functions called often).
 """
 
 from __future__ import annotations
