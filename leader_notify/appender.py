@@ -41,7 +41,7 @@ from aiokafka.structs import TopicPartition
 
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 from core.zones import leader_zone
-from leader_notify.produce_channel import answer_within, channel_version, leader_connection, send_produce
+from leader_notify.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
 from leader_notify.produce_codec import Batch, PartitionAnswer
 from leader_notify.produce_request import RawProduceRequest
 
@@ -71,6 +71,7 @@ RETRIABLE_CODES = REFRESH_METADATA_CODES | {REQUEST_TIMED_OUT, NOT_ENOUGH_REPLIC
 _LEADER_IN_OTHER_ZONE = -1000
 
 BACKOFF_INITIAL_S = 0.1
+DEADLINE_CHECK_S = 0.5  # how often answers past request_timeout_ms are looked for (a timer per request costs more)
 BACKOFF_MAX_S = 1.0  # a Tansu/Kafka restart takes about a second to reach; wait no longer per step
 TAIL_FETCH_BYTES = 4 * 1024 * 1024  # per Fetch while searching a partition's tail for a duplicate
 TAIL_FETCHES_PER_RANGE = 256  # a range that takes more Fetches than this is left unknown
@@ -156,6 +157,7 @@ class KafkaAppender:
         self._drains: dict[int, asyncio.Task] = {}
         # aiokafka's connection per leader as last used, with its ProduceRequest version for the channel
         self._conns: dict[int, tuple[AIOKafkaConnection, int | None]] = {}
+        self._deadlines = AnswerDeadlines(min(DEADLINE_CHECK_S, request_timeout_ms / 1000 / 10))
 
     async def start(self) -> None:
         """Connect and fetch metadata. Raises KafkaAppendUnavailable if no broker answers."""
@@ -187,6 +189,7 @@ class KafkaAppender:
         if drains:
             await asyncio.gather(*drains, return_exceptions=True)
         self._conns.clear()
+        self._deadlines.close()
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -460,7 +463,7 @@ class KafkaAppender:
             response = await client.send(node, request)
             return [(topic, [(part[0], part[1], part[2]) for part in parts]) for topic, parts in response.topics]
         future = send_produce(conn, version, -1, self._produce_timeout_ms, topics)
-        answer = await answer_within(conn, future, self._request_timeout_ms / 1000)
+        answer = await self._deadlines.answer(conn, future, self._request_timeout_ms / 1000)
         return answer.topics
 
     async def _verify_duplicate(self, client: AIOKafkaClient, tp: TopicPartition, batch: Batch) -> tuple[Verdict, int]:

@@ -13,7 +13,7 @@ from aiokafka.errors import RequestTimedOutError
 from aiokafka.structs import BrokerMetadata
 
 from leader_notify.appender import AppendResult, KafkaAppender
-from leader_notify.produce_channel import answer_within
+from leader_notify.produce_channel import AnswerDeadlines
 
 NOT_LEADER_OR_FOLLOWER = 6
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45  # not retriable: the run stops there
@@ -170,18 +170,36 @@ def test_no_leader_known_goes_through_the_attempt_path_then_the_run():
     assert client.requests == [[(0, b"a0")], [(0, b"a1")]]
 
 
+class Conn:
+    def __init__(self) -> None:
+        self.closed: list = []
+
+    def close(self, reason=None):
+        self.closed.append(reason)
+
+
 def test_an_answer_that_does_not_come_times_out_and_closes_the_connection():
-    class Conn:
-        closed: list = []
-
-        def close(self, reason=None):
-            self.closed.append(reason)
-
     async def main():
+        deadlines = AnswerDeadlines(check_interval_s=0.01)
         conn = Conn()
         future = asyncio.get_running_loop().create_future()  # no answer ever
         with pytest.raises(RequestTimedOutError):
-            await answer_within(conn, future, 0.01)
-        return conn.closed
+            await deadlines.answer(conn, future, 0.02)
+        return conn.closed, deadlines.watched, deadlines.armed
 
-    assert asyncio.run(main()) == [CloseReason.CONNECTION_TIMEOUT]
+    closed, watched, armed = asyncio.run(main())
+    assert closed == [CloseReason.CONNECTION_TIMEOUT]
+    assert (watched, armed) == (0, False)  # nothing left to watch: no timer keeps running
+
+
+def test_an_answer_in_time_is_returned_and_the_connection_kept():
+    async def main():
+        deadlines = AnswerDeadlines(check_interval_s=0.01)
+        conn = Conn()
+        future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(future.set_result, "answer")
+        got = await deadlines.answer(conn, future, 10.0)
+        deadlines.close()
+        return got, conn.closed, deadlines.watched, deadlines.armed
+
+    assert asyncio.run(main()) == ("answer", [], 0, False)
