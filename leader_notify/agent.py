@@ -10,8 +10,8 @@ Concurrency model (asyncio, because aiokafka is asyncio):
   a request takes a ticket per partition (`PartitionSequencer`); the S3 read runs
   concurrently, but appends wait for the previous ticket of the same partition.
 - Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` partition runs (each has
-  one batch in flight at a time), and an
-  LRU of applied entries (`applied_cache_entries`), so memory stays bounded.
+  one batch in flight at a time), and an LRU of applied entries (`applied_cache_entries`),
+  so memory stays bounded.
 - Connections: each opens with a HELLO each way (protocol.Channel: per-connection
   challenges under every MAC, so no replay cache is kept). Before the peer's HELLO verifies
   the connection is unauthenticated: it may announce nothing but a HELLO-sized frame and
