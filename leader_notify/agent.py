@@ -3,13 +3,15 @@
 Concurrency model (asyncio, because aiokafka is asyncio):
 - One task per connection reads frames and answers them one after another (the sender keeps
   one request in flight per connection and opens more connections for concurrency).
-- Within a notification, each partition's entries are appended strictly in order, one
-  ProduceRequest per batch; different partitions run in parallel.
+- Within a notification, each partition's entries are appended strictly in order, as one
+  run (Appender.append_run: one batch per ProduceRequest, the next after the previous one
+  is appended); different partitions run in parallel and share requests.
 - Across notifications, per-partition order is arrival order: on arrival, before any await,
   a request takes a ticket per partition (`PartitionSequencer`); the S3 read runs
   concurrently, but appends wait for the previous ticket of the same partition.
-- Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` ProduceRequests, and an
-  LRU of applied entries (`applied_cache_entries`), so memory stays bounded.
+- Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` partition runs (each has
+  one batch in flight at a time), and an LRU of applied entries (`applied_cache_entries`),
+  so memory stays bounded.
 - Connections: each opens with a HELLO each way (protocol.Channel: per-connection
   challenges under every MAC, so no replay cache is kept). Before the peer's HELLO verifies
   the connection is unauthenticated: it may announce nothing but a HELLO-sized frame and
@@ -76,7 +78,11 @@ class ZoneReader(Protocol):
 
 
 class Appender(Protocol):
-    async def append(self, topic: str, partition: int, batch: bytes | memoryview) -> AppendResult: ...
+    async def append_run(self, topic: str, partition: int, batches: Sequence[bytes | memoryview],
+                         results: list[AppendResult]) -> None:
+        """Append the batches in order, adding one result per batch to `results` (also when
+        cancelled), stopping after the first that fails (its result last)."""
+        ...
 
     async def probe(self) -> None:
         """One Metadata request to the cluster (readiness). Raises when it does not answer."""
@@ -506,35 +512,59 @@ class Agent:
 
     async def _apply_partition(self, req: p.NotifyRequest, indexes: list[int], zone_entries: Sequence[ZoneEntry],
                                ticket: _Ticket, results: list[p.EntryResult | None]) -> None:
+        """Append the partition's entries of `req` in order, as one run (Appender.append_run)."""
         await ticket.turn()
-        failed: p.EntryResult | None = None
-        for i in indexes:
-            if failed is not None:
-                # An earlier batch of this partition failed: appending later ones would
-                # reorder the log (or hit OUT_OF_ORDER_SEQUENCE); they fail alike.
-                results[i] = p.EntryResult(failed.error_code)
-                continue
-            ref = req.entries[i]
-            batch = _matching_batch(ref, i, zone_entries)
+        batches: list[bytes | memoryview] = []
+        for i in indexes:  # the batches up to the first that does not match the object
+            batch = _matching_batch(req.entries[i], i, zone_entries)
             if batch is None:
-                log.warning("entry %d of %s does not match the WAL object (topic/partition/CRC)", i, req.key)
-                results[i] = failed = p.EntryResult(CORRUPT_MESSAGE)
-                self.metrics.errors.labels(code=str(CORRUPT_MESSAGE)).inc()
-                continue
-            async with self._appends:
-                res = await self._appender.append(ref.topic, ref.partition, batch)
+                break
+            batches.append(batch)
+        appended: list[AppendResult] = []
+        try:
+            if batches:
+                ref = req.entries[indexes[0]]
+                # A run has one batch in flight at a time: it takes one append slot.
+                async with self._appends:
+                    await self._appender.append_run(ref.topic, ref.partition, batches, appended)
+        finally:  # also when cancelled: what the leader has is remembered for a re-sent notification
+            failed = self._record_appends(req, indexes, batches, appended, results)
+        if failed is None and len(batches) < len(indexes):
+            i = indexes[len(batches)]
+            log.warning("entry %d of %s does not match the WAL object (topic/partition/CRC)", i, req.key)
+            results[i] = failed = p.EntryResult(CORRUPT_MESSAGE)
+            self.metrics.errors.labels(code=str(CORRUPT_MESSAGE)).inc()
+        if failed is not None:
+            # An earlier batch of this partition failed: appending later ones would
+            # reorder the log (or hit OUT_OF_ORDER_SEQUENCE); they fail alike.
+            for i in indexes:
+                if results[i] is None:
+                    results[i] = p.EntryResult(failed.error_code)
+
+    def _record_appends(self, req: p.NotifyRequest, indexes: list[int], batches: list[bytes | memoryview],
+                        appended: list[AppendResult], results: list[p.EntryResult | None]) -> p.EntryResult | None:
+        """Results, applied map and metrics of a run's answers (in order; a failed one is
+        last); returns the failed entry's result, if one failed."""
+        count = size = 0
+        for i, batch, res in zip(indexes, batches, appended, strict=False):
             self.metrics.append_latency.observe(res.latency_s)
             if res.error_code != 0:
                 self.metrics.errors.labels(code=str(res.error_code)).inc()
                 results[i] = failed = p.EntryResult(res.error_code)
-                continue
+                break
             if res.duplicate:
                 self.metrics.duplicates.labels(source="leader").inc()
             else:
-                self.metrics.entries_appended.inc()
-                self.metrics.bytes_appended.inc(len(batch))
+                count += 1
+                size += len(batch)
             self.applied.put(req.key, i, res.base_offset)
             results[i] = p.EntryResult(0, res.base_offset, res.duplicate, round(res.latency_s * 1_000_000))
+        else:
+            failed = None
+        if count:
+            self.metrics.entries_appended.inc(count)
+            self.metrics.bytes_appended.inc(size)
+        return failed
 
 
 def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | memoryview | None:

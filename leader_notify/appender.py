@@ -2,9 +2,13 @@
 
 Strategy: the batch bytes travel unchanged (producer id, epoch and sequence included), so
 the leader does its own duplicate detection. Per leader node one drain task keeps one
-ProduceRequest in flight and puts into it every batch waiting for that node, at most one
-per partition (Kafka's rule), the way a producer's sender does; callers append a
-partition's batches one after another, so each partition's order is kept. Leader moves
+ProduceRequest in flight and puts into it the next batch of every partition queued for
+that node, at most one per partition (Kafka's rule), the way a producer's sender does. A
+caller queues a partition's batches as one run (`append_run`; `append` is a run of one):
+the drain task sends a run's next batch only after the previous one's answer said
+appended, so each partition's order is kept with one of its batches in flight, and the
+caller's task wakes once per run, not per batch. Requests are framed and written onto
+aiokafka's connection by produce_channel.py. Leader moves
 and unknown partitions refresh metadata and retry; a leader in another zone (by
 `router.broker_zones`, else the broker's rack) is looked up again before the batch is
 refused, so a leader that came back into this zone is used at once; connection failures and timeouts retry
@@ -24,11 +28,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import AIOKafkaConnection
 from aiokafka.errors import KafkaError, RequestTimedOutError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.offset import OffsetRequest
@@ -36,7 +41,8 @@ from aiokafka.structs import TopicPartition
 
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 from core.zones import leader_zone
-from leader_notify.produce_codec import Batch
+from leader_notify.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
+from leader_notify.produce_codec import Batch, PartitionAnswer
 from leader_notify.produce_request import RawProduceRequest
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,7 @@ RETRIABLE_CODES = REFRESH_METADATA_CODES | {REQUEST_TIMED_OUT, NOT_ENOUGH_REPLIC
 _LEADER_IN_OTHER_ZONE = -1000
 
 BACKOFF_INITIAL_S = 0.1
+DEADLINE_CHECK_S = 0.5  # how often answers past request_timeout_ms are looked for (a timer per request costs more)
 BACKOFF_MAX_S = 1.0  # a Tansu/Kafka restart takes about a second to reach; wait no longer per step
 TAIL_FETCH_BYTES = 4 * 1024 * 1024  # per Fetch while searching a partition's tail for a duplicate
 TAIL_FETCHES_PER_RANGE = 256  # a range that takes more Fetches than this is left unknown
@@ -88,6 +95,42 @@ class AppendResult:
     reason: str = ""  # why the append was refused, for the agent's log
 
 
+class _Run:
+    """One partition's batches queued with its leader's drain task, sent one per request.
+
+    `next` is the batch to send; `offsets` and `latencies_s` hold the answers of
+    batches[first:next]. `done` resolves when the run is through, or stopped at `next`
+    with `failure` (an error code: that batch was not appended); its caller cancelled
+    leaves it cancelled, and the drain task drops it.
+    """
+
+    __slots__ = ("tp", "batches", "next", "offsets", "latencies_s", "failure", "done", "last_s")
+
+    def __init__(self, tp: TopicPartition, batches: Sequence[Batch], first: int, done: asyncio.Future,
+                 now: float) -> None:
+        self.tp = tp
+        self.batches = batches
+        self.next = first
+        self.offsets: list[int] = []
+        self.latencies_s: list[float] = []
+        self.failure: int | None = None
+        self.done = done
+        self.last_s = now  # when the batch in flight became the next one (its latency starts)
+
+    def appended(self, base_offset: int, now: float) -> None:
+        self.offsets.append(base_offset)
+        self.latencies_s.append(now - self.last_s)
+        self.last_s = now
+        self.next += 1
+        if self.next == len(self.batches) and not self.done.done():
+            self.done.set_result(None)
+
+    def stop(self, code: int) -> None:
+        if not self.done.done():
+            self.failure = code
+            self.done.set_result(None)
+
+
 class KafkaAppender:
     """Owns one AIOKafkaClient for the zone's cluster. Use `async with` (or start/close)."""
 
@@ -109,9 +152,12 @@ class KafkaAppender:
         self._produce_timeout_ms = produce_timeout_ms
         self._request_timeout_ms = request_timeout_ms
         self._client: AIOKafkaClient | None = None
-        # Per leader node: batches waiting for the next ProduceRequest, and the task sending them.
-        self._pending: dict[int, list[tuple[TopicPartition, Batch, asyncio.Future]]] = {}
+        # Per leader node: runs of batches waiting for the next ProduceRequest, and the task sending them.
+        self._pending: dict[int, list[_Run]] = {}
         self._drains: dict[int, asyncio.Task] = {}
+        # aiokafka's connection per leader as last used, with its ProduceRequest version for the channel
+        self._conns: dict[int, tuple[AIOKafkaConnection, int | None]] = {}
+        self._deadlines = AnswerDeadlines(min(DEADLINE_CHECK_S, request_timeout_ms / 1000 / 10))
 
     async def start(self) -> None:
         """Connect and fetch metadata. Raises KafkaAppendUnavailable if no broker answers."""
@@ -142,6 +188,8 @@ class KafkaAppender:
             task.cancel()
         if drains:
             await asyncio.gather(*drains, return_exceptions=True)
+        self._conns.clear()
+        self._deadlines.close()
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -156,13 +204,72 @@ class KafkaAppender:
     async def append(self, topic: str, partition: int, batch: Batch) -> AppendResult:
         """Append one raw batch; returns the leader's base offset or the last error code."""
         assert self._client is not None, "start() first"
+        return await self._append_one(self._client, TopicPartition(topic, partition), batch, time.monotonic(), None)
+
+    async def append_run(self, topic: str, partition: int, batches: Sequence[Batch],
+                         results: list[AppendResult]) -> None:
+        """Append a partition's batches in order, adding one result per batch to `results`.
+
+        Stops at the first batch that fails (its result is the last one added; the batches
+        after it are not attempted), so the partition's log never skips a batch. `results`
+        holds the batches appended so far also when the caller is cancelled.
+
+        While the leader is known and in this zone the batches are queued as one run with the
+        leader's drain task, which sends the next one in the first request after the previous
+        one's answer said appended: the caller's task wakes once per run, not once per batch
+        (per batch a future, a task step and the attempt's bookkeeping were the agent's
+        largest CPU item per ProduceRequest besides aiokafka's). A batch the leader refuses
+        goes through `append`'s retries (metadata refresh, backoff, duplicate check) and the
+        run goes on after it.
+        """
+        assert self._client is not None, "start() first"
         client = self._client
         tp = TopicPartition(topic, partition)
-        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        count = len(batches)
+        i = 0
+        while i < count:
+            started = time.monotonic()
+            first: tuple[int, int, str] | None = None
+            leader = self._known_leader_in_zone(client, tp)
+            if leader is not None:
+                run = _Run(tp, batches, i, loop.create_future(), started)
+                self._queue(client, leader, run)
+                try:
+                    await run.done  # cancelled with its caller: the drain task then drops the run
+                finally:
+                    results.extend(AppendResult(NONE, offset, False, 1, latency_s)
+                                   for offset, latency_s in zip(run.offsets, run.latencies_s, strict=True))
+                i = run.next
+                if run.failure is None:
+                    continue
+                first, started = (run.failure, -1, ""), run.last_s
+            result = await self._append_one(client, tp, batches[i], started, first)
+            results.append(result)
+            if result.error_code != NONE:
+                return
+            i += 1
+
+    def _known_leader_in_zone(self, client: AIOKafkaClient, tp: TopicPartition) -> int | None:
+        """The partition's leader if the metadata names one that this agent may append to;
+        None sends the batch through `_attempt`, which learns, refreshes or refuses."""
+        leader = client.cluster.leader_for_partition(tp)
+        if leader is None or leader == -1 or self._other_zone(client, tp, leader):
+            return None
+        return int(leader)
+
+    async def _append_one(self, client: AIOKafkaClient, tp: TopicPartition, batch: Batch, started: float,
+                          first: tuple[int, int, str] | None) -> AppendResult:
+        """`append` with retries; `first`, if given, is the outcome of an attempt already made
+        (a run's batch the leader refused), counted as attempt 1."""
+        topic, partition = tp.topic, tp.partition
         backoff_s = BACKOFF_INITIAL_S
         code = LEADER_NOT_AVAILABLE
         for attempt in range(1, self._max_attempts + 1):
-            code, offset, reason = await self._attempt(client, tp, batch)
+            if first is not None:
+                (code, offset, reason), first = first, None
+            else:
+                code, offset, reason = await self._attempt(client, tp, batch)
             if code == NONE:
                 return AppendResult(NONE, offset, False, attempt, time.monotonic() - started)
             if code == DUPLICATE_SEQUENCE_NUMBER:
@@ -241,85 +348,123 @@ class KafkaAppender:
                 await client.force_metadata_update()
 
     async def _enqueue(self, client: AIOKafkaClient, node: int, tp: TopicPartition, batch: Batch) -> tuple[int, int]:
-        """Queue the batch for `node`; the node's drain task sends it with other partitions' batches.
+        """Send one batch to `node` as a run of one; (error code, base offset)."""
+        run = _Run(tp, (batch,), 0, asyncio.get_running_loop().create_future(), time.monotonic())
+        self._queue(client, node, run)
+        await run.done
+        if run.failure is not None:
+            return run.failure, -1
+        return NONE, run.offsets[0]
+
+    def _queue(self, client: AIOKafkaClient, node: int, run: _Run) -> None:
+        """Queue the run for `node`; the node's drain task sends it with other partitions' runs.
 
         The drain task starts at the loop's next turn, after the other partitions' appends of
         the same notification have queued theirs: one request carries them all. (Sending a
         lone batch from its caller at once saved ~0.06 ms at p50 in bench_router but cost
         bench_agent ~7 % of its throughput in smaller requests: not done.)
         """
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending.setdefault(node, []).append((tp, batch, fut))
+        self._pending.setdefault(node, []).append(run)
         if node not in self._drains:
             self._drains[node] = asyncio.create_task(self._drain(client, node))
-        return await fut
 
     async def _drain(self, client: AIOKafkaClient, node: int) -> None:
-        """Send the node's queued batches, one ProduceRequest in flight at a time."""
+        """Send the node's queued runs, one ProduceRequest in flight at a time."""
         try:
             while self._pending.get(node):
                 await self._send_round(client, node)
                 if not self._pending.get(node):
-                    # The callers just answered queue their partitions' next batches at the
+                    # The callers just answered queue their partitions' next runs at the
                     # loop's next turn: this task waits that one turn and sends them, where
                     # ending here would have the first of them start a new task that sends
                     # a turn later (a task and a loop turn less per round trip).
                     await asyncio.sleep(0)
         finally:
             del self._drains[node]
-            for _tp, _batch, fut in self._pending.pop(node, []):
-                if not fut.done():
-                    fut.set_result((NETWORK_EXCEPTION, -1))
+            for run in self._pending.pop(node, []):
+                run.stop(NETWORK_EXCEPTION)
 
     async def _send_round(self, client: AIOKafkaClient, node: int) -> None:
-        """One ProduceRequest of the node's queued batches, then their results.
+        """One ProduceRequest with the next batch of each partition's first queued run, then
+        their results.
 
-        A request carries at most one batch per partition (Kafka's rule for v3+), so a second
-        batch of the same partition waits for the next request and order is kept. Taken
-        batches whose answer never came (cancelled) get NETWORK_EXCEPTION, which is retried.
+        A request carries at most one batch per partition (Kafka's rule for v3+), and a run's
+        next batch goes only in a request after its previous batch's answer said appended, so
+        each partition's order is kept. A run whose batch failed stops there (its caller
+        retries that batch); runs whose caller was cancelled are dropped. Runs in this request
+        whose answer never came (cancelled) stop with NETWORK_EXCEPTION, which is retried.
         """
-        queue = self._pending[node]
-        taken: dict[TopicPartition, tuple[Batch, asyncio.Future]] = {}
-        rest = []
-        for tp, batch, fut in queue:
-            if fut.done():
-                continue  # its appender was cancelled
-            if tp in taken:
-                rest.append((tp, batch, fut))
-            else:
-                taken[tp] = (batch, fut)
-        self._pending[node] = rest
+        taken: dict[TopicPartition, _Run] = {}
+        live = []
+        for run in self._pending[node]:
+            if run.done.done():
+                continue  # its caller was cancelled
+            live.append(run)
+            if run.tp not in taken:
+                taken[run.tp] = run
+        self._pending[node] = live
         if not taken:
             return
+        answered = False
         try:
             by_topic: dict[str, list[tuple[int, Batch]]] = {}
-            for tp, (batch, _fut) in taken.items():
-                by_topic.setdefault(tp.topic, []).append((tp.partition, batch))
-            # The batches go into the request body as given (memoryviews of the WAL object's
-            # GET body): one copy here instead of aiokafka's Schema's four (produce_request.py).
-            request = RawProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
-                                        topics=list(by_topic.items()))
+            for tp, run in taken.items():
+                by_topic.setdefault(tp.topic, []).append((tp.partition, run.batches[run.next]))
             outcome: dict[tuple[str, int], tuple[int, int]] = {}
             failure = None
             try:
-                response = await client.send(node, request)
+                answer = await self._produce(client, node, list(by_topic.items()))
             except RequestTimedOutError:
                 failure = REQUEST_TIMED_OUT
             except KafkaError as exc:
                 log.info("produce to node %s: %r", node, exc)
                 failure = NETWORK_EXCEPTION
             else:
-                for topic, partitions in response.topics:
-                    for part in partitions:
-                        outcome[(topic, int(part[0]))] = (int(part[1]), int(part[2]))
-            for tp, (_batch, fut) in taken.items():
-                if not fut.done():
-                    fut.set_result((failure, -1) if failure is not None
-                                   else outcome.get((tp.topic, tp.partition), (UNKNOWN_TOPIC_OR_PARTITION, -1)))
+                for topic, partitions in answer:
+                    for partition, code, offset in partitions:
+                        outcome[(topic, partition)] = (code, offset)
+            now = time.monotonic()
+            for tp, run in taken.items():
+                if run.done.done():
+                    continue
+                if failure is not None:
+                    run.stop(failure)
+                    continue
+                code, offset = outcome.get(tp, (UNKNOWN_TOPIC_OR_PARTITION, -1))  # a TopicPartition is a tuple
+                if code == NONE:
+                    run.appended(offset, now)
+                else:
+                    run.stop(code)
+            answered = True
         finally:
-            for _batch, fut in taken.values():
-                if not fut.done():
-                    fut.set_result((NETWORK_EXCEPTION, -1))
+            if not answered:
+                for run in taken.values():
+                    run.stop(NETWORK_EXCEPTION)
+            self._pending[node] = [run for run in self._pending[node] if not run.done.done()]
+
+    async def _produce(self, client: AIOKafkaClient, node: int,
+                       topics: list[tuple[str, list[tuple[int, Batch]]]]) -> list[tuple[str, list[PartitionAnswer]]]:
+        """One ProduceRequest (acks all) to `node`; its answer per topic and partition. Raises
+        KafkaError (RequestTimedOutError after request_timeout_ms).
+
+        The batches go into the request as given (memoryviews of the WAL object's GET body),
+        copied once into the frame. Written straight onto aiokafka's connection
+        (produce_channel.py says why and what stays aiokafka's); through client.send where
+        that connection does not offer what the channel needs.
+        """
+        known = self._conns.get(node)
+        if known is None or not known[0].connected():
+            conn = await leader_connection(client, node)
+            known = self._conns[node] = (conn, channel_version(conn))
+        conn, version = known
+        if version is None:
+            request = RawProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
+                                        topics=topics)
+            response = await client.send(node, request)
+            return [(topic, [(part[0], part[1], part[2]) for part in parts]) for topic, parts in response.topics]
+        future = send_produce(conn, version, -1, self._produce_timeout_ms, topics)
+        answer = await self._deadlines.answer(conn, future, self._request_timeout_ms / 1000)
+        return answer.topics
 
     async def _verify_duplicate(self, client: AIOKafkaClient, tp: TopicPartition, batch: Batch) -> tuple[Verdict, int]:
         """Search the leader's tail for `batch` (producer id, epoch, base sequence); never raises."""

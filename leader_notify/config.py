@@ -58,7 +58,7 @@ class AgentConfig:
     listen_host: str = "127.0.0.1"
     listen_port: int = 9400
     max_concurrent_reads: int = 8
-    max_in_flight_appends: int = 64
+    max_in_flight_appends: int = 64  # partitions appending at once (each one batch in flight)
     max_append_attempts: int = 5  # per batch, with metadata refresh and backoff (~1.5 s in total)
     produce_timeout_ms: int = 10_000  # ProduceRequest timeout sent to the leader
     # Entries already appended, remembered with their offsets so a re-sent notification

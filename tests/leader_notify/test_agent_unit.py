@@ -50,6 +50,12 @@ class Appender:
         offset = sum(1 for t, q, _ in self.log if (t, q) == (topic, partition)) - 1
         return AppendResult(0, offset)
 
+    async def append_run(self, topic, partition, batches, results):
+        for batch in batches:  # as KafkaAppender's: in order, stopping after the first failure
+            results.append(await self.append(topic, partition, batch))
+            if results[-1].error_code:
+                return
+
 
 def crc(b: bytes) -> int:
     import crc32c
@@ -108,6 +114,20 @@ def test_failed_entry_fails_later_entries_of_its_partition_only():
     assert [b for _, _, b in log] == [b"a", b"d"]
     assert [r.error_code for r in res.results] == [0, 6, 6, 0]
     assert checkpoints == []  # not every entry applied: GC must keep the object
+
+
+def test_entry_not_matching_the_object_fails_itself_and_later_entries_of_its_partition():
+    named = [E("t", 0, b"a"), E("t", 0, b"b"), E("t", 0, b"c"), E("t", 1, b"d")]
+    in_object = [E("t", 0, b"a"), E("t", 0, b"B"), E("t", 0, b"c"), E("t", 1, b"d")]  # b's bytes changed
+
+    async def main():
+        app = Appender()
+        res = await agent(Reader({"wal/m": in_object}), app).handle_request(request("wal/m", named))
+        return app.log, res
+
+    log, res = asyncio.run(main())
+    assert [b for _, _, b in log] == [b"a", b"d"]  # c is never appended before the missing b
+    assert [r.error_code for r in res.results] == [0, 2, 2, 0]  # CORRUPT_MESSAGE
 
 
 def test_resend_answers_from_applied_map_and_checkpoints_once_complete():

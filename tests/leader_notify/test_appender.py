@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiokafka.protocol.produce import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from leader_notify.appender import KafkaAppender
+from leader_notify.produce_channel import channel_version
 from tests.conftest import create_topics, unique_name
 
 pytestmark = pytest.mark.integration
@@ -24,19 +24,18 @@ def batch(value: bytes) -> bytes:
 
 
 def counting_sends(appender: KafkaAppender, gate: asyncio.Event | None = None) -> list:
-    """Wrap the appender's client.send: records each ProduceRequest's partitions, optionally
-    holding every send until `gate` is set."""
+    """Wrap the appender's ProduceRequest sender: records each request's partitions,
+    optionally holding every send until `gate` is set."""
     sent: list = []
-    real_send = appender._client.send
+    real_produce = appender._produce
 
-    async def send(node, request, **kwargs):
-        if isinstance(request, ProduceRequest):  # the appender's RawProduceRequest is one
-            sent.append(sorted((topic, p) for topic, parts in request._topics for p, _b in parts))
-            if gate is not None:
-                await gate.wait()
-        return await real_send(node, request, **kwargs)
+    async def produce(client, node, topics):
+        sent.append(sorted((topic, p) for topic, parts in topics for p, _b in parts))
+        if gate is not None:
+            await gate.wait()
+        return await real_produce(client, node, topics)
 
-    appender._client.send = send
+    appender._produce = produce
     return sent
 
 
@@ -88,3 +87,55 @@ def test_a_cancelled_caller_does_not_hold_up_the_batches_queued_behind_its_reque
     result, sent = asyncio.run(run())
     assert (result.error_code, result.base_offset) == (0, 0)
     assert sent[0] == [(topic, 0)] and [(topic, 1)] in sent[1:]  # the second went in a later request
+
+
+def test_requests_go_on_aiokafkas_connection_and_a_closed_one_is_replaced(tansu):
+    topic = unique_name("appender")
+    create_topics(tansu.bootstrap, {topic: 1})
+
+    async def run():
+        async with KafkaAppender([tansu.bootstrap]) as appender:
+            first = await appender.append(topic, 0, batch(b"one"))
+            [(node, (conn, version))] = appender._conns.items()
+            assert version == channel_version(conn)  # the channel, not the client.send fallback, is in use
+            conn.close()  # as when the broker drops it: the next append reconnects
+            results: list = []
+            await appender.append_run(topic, 0, [batch(b"two"), batch(b"three")], results)
+            return first, version, appender._conns[node][0] is not conn, results
+
+    first, version, replaced, results = asyncio.run(run())
+    assert (first.error_code, first.base_offset) == (0, 0)
+    assert version is not None and 3 <= version <= 7
+    assert replaced
+    assert [(r.error_code, r.base_offset) for r in results] == [(0, 1), (0, 2)]
+
+
+def test_without_the_channel_requests_go_through_client_send(tansu):
+    """Where aiokafka's connection lacks what produce_channel needs (channel_version None),
+    the appender sends its RawProduceRequest through client.send."""
+    topic = unique_name("appender")
+    create_topics(tansu.bootstrap, {topic: 2})
+
+    async def run():
+        async with KafkaAppender([tansu.bootstrap]) as appender:
+            await appender.append(topic, 0, batch(b"warm-up"))
+            [(node, (conn, _version))] = appender._conns.items()
+            appender._conns[node] = (conn, None)  # as channel_version answers for an unknown aiokafka
+            sent = []
+            real_send = appender._client.send
+
+            async def send(node_id, request, **kwargs):
+                sent.append(type(request).__name__)
+                return await real_send(node_id, request, **kwargs)
+
+            appender._client.send = send
+            r0: list = []
+            r1: list = []
+            await asyncio.gather(appender.append_run(topic, 0, [batch(b"a"), batch(b"b")], r0),
+                                 appender.append_run(topic, 1, [batch(b"c")], r1))
+            return sent, r0, r1
+
+    sent, r0, r1 = asyncio.run(run())
+    assert sent == ["RawProduceRequest", "RawProduceRequest"]  # a+c, then b
+    assert [(r.error_code, r.base_offset) for r in r0] == [(0, 1), (0, 2)]
+    assert [(r.error_code, r.base_offset) for r in r1] == [(0, 0)]

@@ -10,7 +10,12 @@ import struct
 import pytest
 from aiokafka.protocol.produce import ProduceRequest
 
-from leader_notify.produce_codec import decode_produce_response, encode_produce_body
+from leader_notify.produce_codec import (
+    decode_produce_response,
+    decode_response_header,
+    encode_produce_body,
+    encode_produce_frame,
+)
 from leader_notify.produce_request import RawProduceRequest
 
 # Two topics, the first with two partitions (one batch a memoryview slice), the second an empty batch.
@@ -39,6 +44,32 @@ def test_body_written_by_hand(version, transactional_id, want):
 
 def test_no_topics_is_an_empty_array():
     assert encode_produce_body(7, None, 1, 0, []) == bytes.fromhex("ffff" "0001" "00000000" "00000000")
+
+
+def test_frame_written_by_hand():
+    # size 8 + 2 + 3 + body; api_key 0, api_version 7, correlation_id 42, client_id "cid" (len 3)
+    head = bytes.fromhex("0000" "0007" "0000002a" "0003") + b"cid"
+    want = struct.pack(">i", len(head) + len(BODY_V3_PLUS)) + head + BODY_V3_PLUS
+    assert encode_produce_frame(7, 42, "cid", None, -1, 1000, TOPICS) == want
+    null_client = bytes.fromhex("0000" "0002" "00000001" "ffff")  # client_id null: int16 -1
+    assert encode_produce_frame(2, 1, None, None, -1, 1000, TOPICS) == (
+        struct.pack(">i", len(null_client) + len(BODY_V0_V2)) + null_client + BODY_V0_V2)
+
+
+@pytest.mark.parametrize("struct_class", ProduceRequest._CLASSES, ids=lambda c: c.__name__)
+def test_frame_as_aiokafkas_connection_writes_it(struct_class):
+    """conn.send writes int32 size + header.encode() + struct.encode()."""
+    as_bytes = [(t, [(q, bytes(b)) for q, b in parts]) for t, parts in TOPICS]
+    theirs = ProduceRequest(None, -1, 1000, as_bytes).build(struct_class)
+    message = theirs.build_request_header(correlation_id=9, client_id="agent").encode() + theirs.encode()
+    ours = encode_produce_frame(struct_class.API_VERSION, 9, "agent", None, -1, 1000, TOPICS)
+    assert ours == struct.pack(">i", len(message)) + message
+
+
+def test_response_header():
+    assert decode_response_header(bytes.fromhex("0000002a") + b"rest") == 42
+    with pytest.raises(ValueError, match="cut short"):
+        decode_response_header(b"\0\0")
 
 
 @pytest.mark.parametrize(("version", "transactional_id", "topics", "error"), [

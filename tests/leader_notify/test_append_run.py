@@ -1,0 +1,205 @@
+"""KafkaAppender.append_run above its Kafka I/O: a scripted client (the metadata part of
+AIOKafkaClient the appender reads) and a scripted `_produce` (one ProduceRequest to a
+leader) answer each request, so the tests see every request's contents and can fail a
+chosen batch. test_appender.py runs the real client against Tansu."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka.conn import CloseReason
+from aiokafka.errors import RequestTimedOutError
+from aiokafka.structs import BrokerMetadata
+
+from leader_notify.appender import AppendResult, KafkaAppender
+from leader_notify.produce_channel import AnswerDeadlines
+
+NOT_LEADER_OR_FOLLOWER = 6
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45  # not retriable: the run stops there
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.leader = 1
+
+    def leader_for_partition(self, tp):
+        return self.leader
+
+    def broker_metadata(self, node_id):
+        return BrokerMetadata(node_id, "h", 9092, None)
+
+
+class Client:
+    """Appends every batch it is sent unless `refuse` names it (batch -> codes, one per try)."""
+
+    def __init__(self, refuse=None) -> None:
+        self.cluster = Cluster()
+        self.refuse = {batch: list(codes) for batch, codes in (refuse or {}).items()}
+        self.requests: list[list[tuple[int, bytes]]] = []  # (partition, batch) per request
+        self.logs: dict[int, list[bytes]] = {}
+        self.refreshed = 0
+        self.hold: set[bytes] = set()  # a request with one of these batches waits for `release`
+        self.release = asyncio.Event()
+
+    async def produce(self, client, node_id, topics):
+        parts = [(partition, bytes(batch)) for _topic, partitions in topics for partition, batch in partitions]
+        self.requests.append(parts)
+        if self.hold.intersection(batch for _p, batch in parts):
+            await self.release.wait()
+        answers = []
+        for partition, batch in parts:
+            codes = self.refuse.get(batch)
+            if codes:
+                answers.append((partition, codes.pop(0), -1))
+                continue
+            log = self.logs.setdefault(partition, [])
+            log.append(batch)
+            answers.append((partition, 0, len(log) - 1))
+        return [("t", answers)]
+
+    async def force_metadata_update(self):
+        self.refreshed += 1
+        return True
+
+
+def appender(client: Client) -> KafkaAppender:
+    app = KafkaAppender(["x:1"], max_attempts=3)
+    app._client = client
+    app._produce = client.produce
+    return app
+
+
+def codes_and_offsets(results: list[AppendResult]) -> list[tuple[int, int]]:
+    return [(r.error_code, r.base_offset) for r in results]
+
+
+def test_runs_of_two_partitions_share_requests_one_batch_per_partition_in_order():
+    client = Client()
+
+    async def main():
+        app = appender(client)
+        r0: list[AppendResult] = []
+        r1: list[AppendResult] = []
+        await asyncio.gather(app.append_run("t", 0, [b"a0", b"a1", b"a2"], r0),
+                             app.append_run("t", 1, [b"b0", b"b1"], r1))
+        return r0, r1
+
+    r0, r1 = asyncio.run(main())
+    assert codes_and_offsets(r0) == [(0, 0), (0, 1), (0, 2)]
+    assert codes_and_offsets(r1) == [(0, 0), (0, 1)]
+    assert client.requests == [[(0, b"a0"), (1, b"b0")], [(0, b"a1"), (1, b"b1")], [(0, b"a2")]]
+    assert client.logs == {0: [b"a0", b"a1", b"a2"], 1: [b"b0", b"b1"]}
+
+
+def test_a_batch_refused_for_good_stops_the_run_and_later_batches_are_never_sent():
+    client = Client(refuse={b"a1": [OUT_OF_ORDER_SEQUENCE_NUMBER]})
+
+    async def main():
+        results: list[AppendResult] = []
+        await appender(client).append_run("t", 0, [b"a0", b"a1", b"a2"], results)
+        return results
+
+    results = asyncio.run(main())
+    assert codes_and_offsets(results) == [(0, 0), (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]
+    assert client.requests == [[(0, b"a0")], [(0, b"a1")]]  # a2 never left
+    assert client.logs == {0: [b"a0"]}
+
+
+def test_a_retriable_refusal_retries_that_batch_then_the_run_goes_on_in_order():
+    client = Client(refuse={b"a1": [NOT_LEADER_OR_FOLLOWER]})
+
+    async def main():
+        results: list[AppendResult] = []
+        await appender(client).append_run("t", 0, [b"a0", b"a1", b"a2"], results)
+        return results
+
+    results = asyncio.run(main())
+    assert codes_and_offsets(results) == [(0, 0), (0, 1), (0, 2)]
+    assert results[1].attempts == 2  # the refused try counts as the first
+    assert client.refreshed == 1  # NOT_LEADER_OR_FOLLOWER: metadata refreshed before the retry
+    assert client.requests == [[(0, b"a0")], [(0, b"a1")], [(0, b"a1")], [(0, b"a2")]]
+    assert client.logs == {0: [b"a0", b"a1", b"a2"]}
+
+
+def test_a_cancelled_run_keeps_what_was_appended_and_sends_no_more():
+    client = Client()
+    client.hold = {b"a1"}
+
+    async def main():
+        app = appender(client)
+        results: list[AppendResult] = []
+        task = asyncio.create_task(app.append_run("t", 0, [b"a0", b"a1", b"a2"], results))
+        async with asyncio.timeout(10):
+            while len(client.requests) < 2:  # a0 answered, a1 in flight (held)
+                await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        client.release.set()
+        for _ in range(5):  # a few loop turns: the drain task gets a1's answer and must stop
+            await asyncio.sleep(0)
+        return results
+
+    results = asyncio.run(main())
+    assert codes_and_offsets(results) == [(0, 0)]
+    assert client.requests == [[(0, b"a0")], [(0, b"a1")]]  # a2 never left
+    assert client.logs == {0: [b"a0", b"a1"]}  # a1 was in flight: the leader has it, the caller was gone
+
+
+def test_no_leader_known_goes_through_the_attempt_path_then_the_run():
+    client = Client()
+    client.cluster.leader = -1  # leader election under way: LEADER_NOT_AVAILABLE, retried
+
+    async def main():
+        app = appender(client)
+        results: list[AppendResult] = []
+
+        async def refresh():
+            client.refreshed += 1
+            client.cluster.leader = 1
+            return True
+
+        client.force_metadata_update = refresh
+        await app.append_run("t", 0, [b"a0", b"a1"], results)
+        return results
+
+    results = asyncio.run(main())
+    assert codes_and_offsets(results) == [(0, 0), (0, 1)]
+    assert results[0].attempts == 2 and client.refreshed == 1
+    assert client.requests == [[(0, b"a0")], [(0, b"a1")]]
+
+
+class Conn:
+    def __init__(self) -> None:
+        self.closed: list = []
+
+    def close(self, reason=None):
+        self.closed.append(reason)
+
+
+def test_an_answer_that_does_not_come_times_out_and_closes_the_connection():
+    async def main():
+        deadlines = AnswerDeadlines(check_interval_s=0.01)
+        conn = Conn()
+        future = asyncio.get_running_loop().create_future()  # no answer ever
+        with pytest.raises(RequestTimedOutError):
+            await deadlines.answer(conn, future, 0.02)
+        return conn.closed, deadlines.watched, deadlines.armed
+
+    closed, watched, armed = asyncio.run(main())
+    assert closed == [CloseReason.CONNECTION_TIMEOUT]
+    assert (watched, armed) == (0, False)  # nothing left to watch: no timer keeps running
+
+
+def test_an_answer_in_time_is_returned_and_the_connection_kept():
+    async def main():
+        deadlines = AnswerDeadlines(check_interval_s=0.01)
+        conn = Conn()
+        future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(future.set_result, "answer")
+        got = await deadlines.answer(conn, future, 10.0)
+        deadlines.close()
+        return got, conn.closed, deadlines.watched, deadlines.armed
+
+    assert asyncio.run(main()) == ("answer", [], 0, False)
