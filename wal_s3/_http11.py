@@ -73,6 +73,9 @@ class ResponseReader:
     def __init__(self, method: bytes) -> None:
         self._head_request = method == b"HEAD"
         self._buffer = bytearray()
+        # A Content-Length body piece as it was received, handed out as is: an 8 MiB GET
+        # body went through the buffer and out of it, two copies besides the caller's join.
+        self._direct: bytes | None = None
         self._closed = False
         self._state = "head"  # head, length, chunk_header, chunk_data, chunk_end, trailers, until_close, done
         self._remaining = 0  # bytes left of the Content-Length body or of the current chunk
@@ -83,6 +86,13 @@ class ResponseReader:
         if data:
             if self._closed:
                 raise ProtocolError("data after the connection closed")
+            if (self._state == "length" and not self._buffer and self._direct is None
+                    and len(data) <= self._remaining):
+                self._direct = bytes(data)  # no copy for bytes; the body's next piece
+                return
+            if self._direct is not None:  # keep the order: the pending piece goes first
+                self._buffer += self._direct
+                self._direct = None
             self._buffer += data
         else:
             self._closed = True
@@ -166,6 +176,12 @@ class ResponseReader:
         if self._remaining == 0:
             self._state = then
             return END if then == "done" else self._read_chunked()
+        if self._direct is not None:
+            piece, self._direct = self._direct, None
+            self._remaining -= len(piece)
+            if self._remaining == 0:
+                self._state = then
+            return piece
         if not self._buffer:
             if self._closed:
                 raise ProtocolError(f"the server closed the connection {self._remaining} bytes before the body's end")
