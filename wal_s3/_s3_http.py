@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import logging
 import select
+import socket
 import ssl
 import time
 import urllib.request
@@ -80,11 +81,13 @@ class S3Http:
 
     def __init__(self, *, bucket_url: str, region: str, credentials: Any, connect_timeout_s: float,
                  request_timeout_s: float, max_idle: int, ssl_context: ssl.SSLContext | None = None,
-                 express: bool = False, clock: Callable[[], float] = time.time) -> None:
+                 express: bool = False, clock: Callable[[], float] = time.time,
+                 receive_buffer_bytes: int = 0) -> None:
         """bucket_url: the URL an object key is appended to (percent-encoded), ending in '/'.
         credentials: a botocore Credentials (or RefreshableCredentials), None if there are none.
         express: a directory bucket (S3 Express One Zone session authentication); `clock`
-        (seconds since the epoch) times its sessions."""
+        (seconds since the epoch) times its sessions. receive_buffer_bytes: SO_RCVBUF of each
+        connection (0: the OS default)."""
         parts = urlsplit(bucket_url)
         if parts.scheme not in ("http", "https") or not parts.hostname or not bucket_url.endswith("/"):
             raise ValueError(f"bad bucket URL {bucket_url!r}")
@@ -105,6 +108,7 @@ class S3Http:
         self._connect_timeout_s = connect_timeout_s
         self._request_timeout_s = request_timeout_s
         self._max_idle = max_idle
+        self._receive_buffer_bytes = receive_buffer_bytes
         self._idle: list[_Conn] = []
         self._loop_token: object | None = None  # pooled connections belong to one event loop
 
@@ -305,6 +309,11 @@ class S3Http:
         except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
             raise S3TransientError(f"{what}: connecting to {self._host}:{self._port}: {exc}") from exc
         sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        if self._receive_buffer_bytes and sock is not None:
+            try:  # a larger window after connecting is fine: Linux scales the window for tcp_rmem's max
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
+            except OSError as exc:
+                log.debug("SO_RCVBUF %d refused: %s", self._receive_buffer_bytes, exc)
         return _Conn(stream, sock)
 
     async def _checkin(self, conn: _Conn) -> None:
@@ -381,7 +390,8 @@ def http_transport(client: Any, config: WalConfig, bucket: str | None = None) ->
         ssl_context = ssl.create_default_context(cafile=ca_bundle or get_cert_path(True))
     return S3Http(bucket_url=bucket_url, region=client.meta.region_name, credentials=boto3.session.Session().get_credentials(),
                   connect_timeout_s=config.connect_timeout_s, request_timeout_s=config.request_timeout_s,
-                  max_idle=config.max_s3_threads, ssl_context=ssl_context, express=config.storage_class == "express")
+                  max_idle=config.max_s3_threads, ssl_context=ssl_context, express=config.storage_class == "express",
+                  receive_buffer_bytes=config.receive_buffer_bytes)
 
 
 PROBE_KEY = "azsidecar-url-probe"

@@ -67,6 +67,11 @@ class WalConfig:
     # WAL object PUTs and ranged GETs: "auto" (on the event loop, wal_s3/_s3_http.py; boto3 if an HTTP proxy is
     # set for the endpoint), "http" (always the event loop), "boto3" (worker threads, like every other call).
     s3_transport: str = "auto"
+    # The kernel's receive buffer of each event-loop S3 connection (SO_RCVBUF), so a ranged GET of
+    # a few MiB arrives in a few large reads: with the OS default an 8 MiB GET cost the agent 9 ms
+    # of kernel CPU on loopback, with 4 MiB 1-2 ms (docs/benchmarks.md). Capped by the kernel at
+    # net.core.rmem_max; 0 leaves it to the OS (autotuning).
+    receive_buffer_bytes: int = 4 * MiB  # SO_RCVBUF of the event-loop S3 connections (capped at net.core.rmem_max); 0 = the OS default
     # A writer lists its epoch markers this often and stops if a newer epoch exists; 0 = never.
     epoch_check_interval_s: float = 30.0
     # Checkpoints (applied (object, zone) markers) live under <prefix><checkpoint_prefix>/.
@@ -107,6 +112,8 @@ class WalConfig:
         require(self.gray_factor >= 1, "wal.gray_factor: must be >= 1")
         require(self.max_s3_threads >= self.max_in_flight_puts, "wal.max_s3_threads: must be >= wal.max_in_flight_puts")
         require(self.s3_transport in ("auto", "http", "boto3"), "wal.s3_transport: auto, http or boto3")
+        require(self.receive_buffer_bytes == 0 or 64 * 1024 <= self.receive_buffer_bytes <= 256 * MiB,
+                "wal.receive_buffer_bytes: 0 (the OS default) or 64 KiB..256 MiB")
         require(self.epoch_check_interval_s >= 0, "wal.epoch_check_interval_s: must be >= 0")
         for name in ("checkpoint_prefix", "epoch_prefix"):
             value = getattr(self, name)

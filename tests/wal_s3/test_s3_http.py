@@ -10,9 +10,11 @@ a pooled connection the server dropped. Faults on real sockets: test_fault_proxy
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 import threading
+from pathlib import Path
 
 import boto3
 import h11
@@ -20,6 +22,7 @@ import pytest
 import trio
 from botocore.credentials import Credentials
 
+from core.configload import ConfigError
 from deploy.local.processes import start_moto
 from wal_s3._s3_http import S3Http, bucket_url_of, http_transport
 from wal_s3.config import WalConfig
@@ -213,12 +216,12 @@ class KeepAliveServer:
 def keepalive():
     servers: list[KeepAliveServer] = []
 
-    def make(drop_after: int | None = None) -> tuple[KeepAliveServer, S3Http]:
+    def make(drop_after: int | None = None, receive_buffer_bytes: int = 0) -> tuple[KeepAliveServer, S3Http]:
         server = KeepAliveServer(drop_after)
         servers.append(server)
         http = S3Http(bucket_url=f"http://127.0.0.1:{server.port}/wal/", region="us-east-1",
                       credentials=Credentials("AKIDEXAMPLE", "secret"), connect_timeout_s=2, request_timeout_s=2,
-                      max_idle=4)
+                      max_idle=4, receive_buffer_bytes=receive_buffer_bytes)
         return server, http
     yield make
     for s in servers:
@@ -264,3 +267,32 @@ def test_keepalive_reuse_and_a_dropped_idle_connection(keepalive):
         await http.aclose()
     trio.run(main)
     assert [r[0] for r in server.requests] == ["GET", "PUT", "GET", "GET"]
+
+
+@pytest.mark.parametrize("requested", [1024 * 1024, 0])
+def test_connections_get_the_configured_receive_buffer(keepalive, requested):
+    # Linux doubles what SO_RCVBUF asks for (bookkeeping overhead) and caps the request at
+    # net.core.rmem_max; 0 leaves the socket at the OS default (tcp_rmem's middle value).
+    _server, http = keepalive(receive_buffer_bytes=requested)
+    rmem_max = int(Path("/proc/sys/net/core/rmem_max").read_text())
+    tcp_rmem_default = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[1])
+    expected = 2 * min(requested, rmem_max) if requested else tcp_rmem_default
+
+    async def main():
+        assert await http.get_range("k", 0, 3) == b"xyz"
+        [conn] = http._idle  # the pooled connection the GET used
+        return conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    assert asyncio.run(main()) == expected
+
+
+def test_the_transport_takes_the_receive_buffer_from_the_config(signed_env):
+    config, client, _http = signed_env
+    assert config.receive_buffer_bytes == 4 * 1024 * 1024  # the default
+    http = http_transport(client, dataclasses.replace(config, receive_buffer_bytes=2 * 1024 * 1024))
+    assert http._receive_buffer_bytes == 2 * 1024 * 1024
+
+
+@pytest.mark.parametrize("size", [1000, 64 * 1024 - 1, 257 * 1024 * 1024])
+def test_receive_buffer_bounds(size):
+    with pytest.raises(ConfigError, match="wal.receive_buffer_bytes"):
+        WalConfig(bucket="wal", receive_buffer_bytes=size)
