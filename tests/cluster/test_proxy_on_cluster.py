@@ -32,7 +32,24 @@ def assert_exactly_once_in_order(cluster, topic: str, records: list[tuple[int, i
     assert not delivery.failed, delivery.failed[:5]
     want = expected_by_partition(records)
     assert delivery.acked == want  # every record acknowledged, per partition in produce order
-    assert read_back(cluster.bootstrap, topic, PARTITIONS, len(records)) == want  # and so in the log
+    got = read_back(cluster.bootstrap, topic, PARTITIONS, len(records))
+    assert got == want, log_differences(got, want)  # and so in the log
+
+
+def log_differences(got: dict[int, list[int]], want: dict[int, list[int]]) -> str:
+    """Per differing partition: where the log first departs from the produce order, and the
+    values it has twice or lacks (a flake seen once in CI left only a truncated diff)."""
+    lines = []
+    for partition in sorted(set(got) | set(want)):
+        g, w = got.get(partition, []), want.get(partition, [])
+        if g == w:
+            continue
+        first = next((i for i, (a, b) in enumerate(zip(g, w)) if a != b), min(len(g), len(w)))
+        twice = sorted({v for v in g if g.count(v) > 1})
+        lines.append(f"partition {partition}: {len(g)} in the log, {len(w)} produced; first difference at "
+                     f"{first} (log {g[first:first + 5]}, produced {w[first:first + 5]}); twice {twice}; "
+                     f"missing {sorted(set(w) - set(g))}")
+    return "; ".join(lines)
 
 
 def audit_batches(log_dir) -> list[dict]:
