@@ -96,18 +96,21 @@ def read_back(bootstrap: str, topic: str, partitions: int, expected: int, timeou
 def read_partitions(bootstrap: str, topic: str, partitions: list[int], expected: int,
                     timeout_s: float = 30.0) -> dict[int, list[int]]:
     """Every committed record of these partitions, in log order: `expected` of them, then on
-    to each partition's log end (so a duplicate after them shows too), within timeout_s."""
+    to each partition's log end (so a duplicate after them shows too), within timeout_s.
+
+    Kept by offset: a record the consumer is handed twice (a fetch re-sent after a broker
+    came back) is one record of the log, and a duplicate in the log has an offset of its own."""
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{topic}",
                                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                      for p in partitions])
-    got: dict[int, list[int]] = {}
+    got: dict[int, dict[int, int]] = {}  # partition -> offset -> value
     deadline = time.monotonic() + timeout_s
     try:
         while sum(map(len, got.values())) < expected and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
-                got.setdefault(msg.partition(), []).append(int(msg.value()))
+                got.setdefault(msg.partition(), {})[msg.offset()] = int(msg.value())
         # then on to each partition's log end, so a duplicate after the expected records shows too
         ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
                 for p in partitions}
@@ -117,10 +120,10 @@ def read_partitions(bootstrap: str, topic: str, partitions: list[int], expected:
                 break
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
-                got.setdefault(msg.partition(), []).append(int(msg.value()))
+                got.setdefault(msg.partition(), {})[msg.offset()] = int(msg.value())
     finally:
         consumer.close()
-    return got
+    return {p: [values[o] for o in sorted(values)] for p, values in got.items()}
 
 
 @dataclass
