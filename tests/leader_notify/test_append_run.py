@@ -92,15 +92,19 @@ def test_runs_of_two_partitions_share_requests_one_batch_per_partition_in_order(
     assert client.logs == {0: [b"a0", b"a1", b"a2"], 1: [b"b0", b"b1"]}
 
 
-def test_a_batch_refused_for_good_stops_the_run_and_later_batches_are_never_sent():
-    client = Client(refuse={b"a1": [OUT_OF_ORDER_SEQUENCE_NUMBER]})
-
+def run_a0_a1_a2(client) -> list[AppendResult]:
+    """Partition t-0's run of a0, a1, a2 through an appender on `client`; its results."""
     async def main():
         results: list[AppendResult] = []
         await appender(client).append_run("t", 0, [b"a0", b"a1", b"a2"], results)
         return results
+    return asyncio.run(main())
 
-    results = asyncio.run(main())
+
+def test_a_batch_refused_for_good_stops_the_run_and_later_batches_are_never_sent():
+    client = Client(refuse={b"a1": [OUT_OF_ORDER_SEQUENCE_NUMBER]})
+
+    results = run_a0_a1_a2(client)
     assert codes_and_offsets(results) == [(0, 0), (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]
     assert client.requests == [[(0, b"a0")], [(0, b"a1")]]  # a2 never left
     assert client.logs == {0: [b"a0"]}
@@ -109,12 +113,7 @@ def test_a_batch_refused_for_good_stops_the_run_and_later_batches_are_never_sent
 def test_a_retriable_refusal_retries_that_batch_then_the_run_goes_on_in_order():
     client = Client(refuse={b"a1": [NOT_LEADER_OR_FOLLOWER]})
 
-    async def main():
-        results: list[AppendResult] = []
-        await appender(client).append_run("t", 0, [b"a0", b"a1", b"a2"], results)
-        return results
-
-    results = asyncio.run(main())
+    results = run_a0_a1_a2(client)
     assert codes_and_offsets(results) == [(0, 0), (0, 1), (0, 2)]
     assert results[1].attempts == 2  # the refused try counts as the first
     assert client.refreshed == 1  # NOT_LEADER_OR_FOLLOWER: metadata refreshed before the retry
