@@ -12,6 +12,11 @@ class NotifyConfig:
     # Agents per zone: {"use1-az1": "10.0.1.5:9400"} or a list, {"use1-az1": ["10.0.1.5:9400",
     # "10.0.1.6:9400"]}; partitions are spread over a zone's agents (leader_notify/owners.py).
     agents: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
+    # How a zone's partitions are spread over its agents (leader_notify/owners.py): "leader",
+    # each broker's partitions to one agent (agents' and brokers' CPU per MB flat as agents are
+    # added; a zone scales out with its brokers), or "partition", rendezvous hashing of every
+    # partition (scales out on one broker, at agents-times the ProduceRequests).
+    agent_ownership: str = "leader"  # "leader": a broker's partitions to one agent of its zone; "partition": hashed per partition
     # File with the HMAC-SHA256 keys, one per line, the first signs, all verify (rotation);
     # owner-readable only. Without it: $AZSIDECAR_NOTIFY_HMAC_KEYS (comma-separated).
     hmac_key_file: str = ""  # the notification keys, one per line (mode 600); else $AZSIDECAR_NOTIFY_HMAC_KEYS
@@ -39,6 +44,8 @@ class NotifyConfig:
         require(0 < self.backoff_initial_s <= self.backoff_max_s, "notify.backoff_initial_s: 0 < initial <= backoff_max_s")
         require(self.max_idle_s > 0, "notify.max_idle_s: must be > 0")
         require(0 <= self.prefetch_depth <= 16, "notify.prefetch_depth: 0..16")
+        require(self.agent_ownership in ("leader", "partition"),
+                f"notify.agent_ownership: {self.agent_ownership!r} is not \"leader\" or \"partition\"")
         for key in self.hmac_keys:
             require(len(key.encode()) >= 16, "notify.hmac_keys: every key must be at least 16 bytes")
         require(1 <= self.max_in_flight_per_zone <= 4096, "notify.max_in_flight_per_zone: 1..4096")

@@ -1,20 +1,33 @@
-"""Which agent of a zone owns a partition: rendezvous (highest random weight) hashing.
+"""Which agent of a zone owns a partition (`notify.agent_ownership`).
 
-Every partition of a zone belongs to exactly one of the zone's agents, chosen by a stable
-function of (agent address, topic, partition) alone: each proxy computes the same owner
-with no coordination, and adding or removing an agent moves only the partitions that
-agent gains or loses (about 1/n of them), never one between two other agents. The WAL
-writer groups a zone's entries by owner, so each agent reads one contiguous byte range,
-and the sender notifies each owner of its range (docs/routing.md, "Several agents per
-zone"). Pure functions, table-tested in tests/leader_notify/test_owners.py.
+"leader" (the default): every partition led by one broker belongs to the same agent, so a
+broker gets one ProduceRequest per round from one agent, as from one agent serving the
+whole zone: agents' and brokers' CPU per MB stay flat as agents are added (Kafka takes one
+batch per partition per request, so agents splitting a broker's partitions multiply its
+requests; docs/routing.md). A proxy ranks the brokers it has seen lead in the zone by node
+id and gives the broker of rank r to agent r mod n: balanced, and stable until a broker
+the proxy has not seen before leads there. A zone scales out with its brokers; agents
+beyond the zone's brokers stand by. A partition whose leader is not known yet falls back
+to "partition".
 
+"partition": rendezvous (highest random weight) hashing of (agent address, topic,
+partition): each proxy computes the same owner with no coordination, and adding or
+removing an agent moves only the partitions that agent gains or loses (about 1/n of
+them). Spreads even one broker's partitions over every agent, at n times the requests.
 Score: the first 8 bytes, big-endian, of BLAKE2b-64(address ‖ 0x00 ‖ topic ‖ 0x00 ‖
 partition as decimal); the highest score owns the partition, ties (never seen in
 practice) go to the first agent in the list.
+
+Either way the WAL writer groups a zone's entries by owner when it buffers them, so each
+agent reads one contiguous byte range, and the layout is recorded with the object
+(wal_s3/agent_shares.py): an owner that changes later (its leader moved) never splits an
+object's run. The router drains a partition before its owner changes, as on any path
+switch. Pure functions, table-tested in tests/leader_notify/test_owners.py.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -25,6 +38,16 @@ from wal_s3.agent_shares import share_name
 class _Entry(Protocol):
     topic: str
     partition: int
+
+
+class _Share(Protocol):
+    @property
+    def entries(self) -> Sequence[_Entry]: ...
+
+
+class _Flushed(Protocol):
+    @property
+    def zones(self) -> Mapping[str, _Share]: ...
 
 
 def score(address: str, topic: str, partition: int) -> int:
@@ -44,6 +67,20 @@ def owner_index(agents: Sequence[str], topic: str, partition: int) -> int:
         if s > best_score:
             best, best_score = i, s
     return best
+
+
+def leader_owner_index(count: int, leader_id: int, zone_leaders: Sequence[int]) -> int:
+    """Index of the agent (of `count`) owning the partitions led by broker `leader_id`:
+    its rank among `zone_leaders` (sorted node ids, containing it) modulo `count`."""
+    if count < 1:
+        raise ValueError("a zone needs at least one agent")
+    rank = bisect.bisect_left(zone_leaders, leader_id)
+    if rank == len(zone_leaders) or zone_leaders[rank] != leader_id:
+        raise ValueError(f"broker {leader_id} is not among the zone's leaders {list(zone_leaders)}")
+    return rank % count
+
+
+OWNERSHIPS = ("leader", "partition")
 
 
 def agent_lists(agents: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[str, ...]]:
@@ -67,9 +104,35 @@ def probe_targets(agents: Mapping[str, str | Sequence[str]], skip_zone: str | No
 class AgentMap:
     """The agents of each zone and who owns what. Caches owners (a proxy asks per batch)."""
 
-    def __init__(self, agents: Mapping[str, str | Sequence[str]]) -> None:
+    def __init__(self, agents: Mapping[str, str | Sequence[str]], ownership: str = "partition") -> None:
+        if ownership not in OWNERSHIPS:
+            raise ValueError(f"ownership {ownership!r} is not one of {OWNERSHIPS}")
         self._agents = agent_lists(agents)
+        self.ownership = ownership
         self._owners: dict[tuple[str, str, int], int] = {}
+        self._leader_of: dict[tuple[str, int], int] = {}  # topic-partition -> leader node id ("leader")
+        self._zone_leaders: dict[str, list[int]] = {}  # zone -> node ids seen leading there, sorted
+
+    def note_leader(self, zone: str, topic: str, partition: int, leader_id: int) -> bool:
+        """The router resolved topic-partition's leader (in `zone`). Returns True if that
+        can change owners: the partition's leader changed, or a new broker leads in `zone`."""
+        if self.ownership != "leader" or self.count(zone) <= 1 or leader_id < 0:
+            return False
+        key = (topic, partition)
+        changed = self._leader_of.get(key) != leader_id
+        if changed:
+            if len(self._leader_of) > 1_000_000:  # topics come and go: a bound, not an LRU
+                self._leader_of.clear()
+            self._leader_of[key] = leader_id
+            for z in self._agents:
+                self._owners.pop((z, topic, partition), None)
+        leaders = self._zone_leaders.setdefault(zone, [])
+        at = bisect.bisect_left(leaders, leader_id)
+        if at == len(leaders) or leaders[at] != leader_id:
+            leaders.insert(at, leader_id)  # ranks shift: every owner of the zone is recomputed
+            self._owners = {k: v for k, v in self._owners.items() if k[0] != zone}
+            return True
+        return changed
 
     def agents(self, zone: str) -> tuple[str, ...]:
         return self._agents.get(zone, ())
@@ -83,7 +146,14 @@ class AgentMap:
         found = self._owners.get(key)
         if found is None:
             agents = self._agents.get(zone, ())
-            found = owner_index(agents, topic, partition) if len(agents) > 1 else 0
+            leader = self._leader_of.get((topic, partition)) if self.ownership == "leader" else None
+            zone_leaders = self._zone_leaders.get(zone, ())
+            if len(agents) <= 1:
+                found = 0
+            elif leader is not None and leader in zone_leaders:
+                found = leader_owner_index(len(agents), leader, zone_leaders)
+            else:
+                found = owner_index(agents, topic, partition)
             if len(self._owners) > 1_000_000:  # topics come and go: a bound, not an LRU
                 self._owners.clear()
             self._owners[key] = found
@@ -93,6 +163,15 @@ class AgentMap:
         """The share name of topic-partition in `zone` (the WAL writer groups entries by it)."""
         n = self.count(zone)
         return zone if n <= 1 else share_name(zone, self.owner(zone, topic, partition), n)
+
+    def runs(self, flushed: _Flushed, zone: str) -> list[tuple[int, int, int]]:
+        """(agent index, first entry, end entry) of each owner's run in `flushed`'s share of
+        `zone`: as the writer laid it out (recorded), else recomputed by `slices`. Raises
+        ValueError as `slices`."""
+        recorded = getattr(flushed, "share_runs", None)
+        if recorded and zone in recorded:
+            return list(recorded[zone])
+        return self.slices(zone, flushed.zones[zone].entries)
 
     def slices(self, zone: str, entries: Sequence[_Entry]) -> list[tuple[int, int, int]]:
         """(agent index, first entry, end entry) of each owner's run in a zone share.

@@ -18,9 +18,12 @@ as in Kafka. Objects with no wal-mode entry in an unapplied zone are left to GC.
 
 A zone with several agents (docs/routing.md): each agent's run of the share is its own
 share name (`<zone>.<i>of<n>`) with its own checkpoint; only the runs without one are
-re-sent, each to its owner, so an agent that applied its run is not asked again. (Owners
-are those of the current `notify.agents`: with the list changed since the object was
-written, a run may no longer be contiguous; the sender then refuses it and it is reported.)
+re-sent, each to its owner, so an agent that applied its run is not asked again. The runs
+are read from the object's `share-entries` metadata (the owners when it was written, which
+with notify.agent_ownership = "leader" followed the leaders then); an object without it
+(written before, or by one agent per zone) is split by the current owners. (With
+`notify.agents` changed since the object was written, an owner index may name another
+agent or none; the sender then refuses it and it is reported.)
 
 Shares that still fail are reported (log, metric, return value) and stay in S3; GC keeps
 them (`acked_topic` in wal_s3.gc.run_gc) and `azsidecar recover` retries later.
@@ -37,7 +40,7 @@ import trio
 from core import errors
 from core.audit import AuditSink
 from leader_notify.sender import NotifyError
-from wal_s3.agent_shares import share_name
+from wal_s3.agent_shares import parse_share_entries, share_name
 from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
 from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, entry_encoded_size, parse_object
@@ -66,10 +69,12 @@ class RecoveryReport:
 
 @dataclass(frozen=True)
 class _Recovered:
-    """What NotifySender.notify reads of a flushed object: its key and zone shares."""
+    """What NotifySender.notify reads of a flushed object: its key, zone shares and, where
+    the metadata recorded them, each zone's runs by agent."""
 
     key: str
     zones: Mapping[str, ZoneShare] = field(default_factory=dict)
+    share_runs: Mapping[str, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
 
 
 def earlier_objects(keys: Iterable[str], prefix: str, writer_id: str, current_epoch: int) -> list[str]:
@@ -151,24 +156,30 @@ async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current
         except (S3Error, CheckpointError, WalFormatError) as exc:
             failed.append((key, "*", f"{type(exc).__name__}: {exc}"))
             continue
+        layout: dict[str, tuple[tuple[int, int, int], ...]] | None = None  # read once, if a zone has several agents
         for zone, share in zone_shares(parsed).items():
             if zone in applied or not holds_acknowledged(share, acked_topic):
                 skipped += 1
                 continue
             agents = getattr(sender, "agents", None)  # leader_notify.owners.AgentMap
+            recorded: Mapping[str, tuple[tuple[int, int, int], ...]] = {}
             if agents is None or agents.count(zone) <= 1:
                 runs: list[tuple[int | None, str]] = [(None, zone)]
             else:
+                if layout is None:
+                    layout = await _recorded_layout(store, key, tally, retry)
+                recorded = {zone: layout[zone]} if zone in layout else {}
                 try:
-                    owners = [owner for owner, _first, _end in agents.slices(zone, share.entries)]
+                    owners = [owner for owner, _first, _end in agents.runs(_Recovered(key, {zone: share}, recorded), zone)]
                 except ValueError:
                     owners = []
-                runs = [(o, share_name(zone, o, agents.count(zone))) for o in owners] or [(None, zone)]
+                runs = [(o, share_name(zone, o, agents.count(zone))) if o < agents.count(zone) else (o, f"{zone}#{o}")
+                        for o in owners] or [(None, zone)]
             for agent, name in runs:
                 if name in applied:
                     skipped += 1
                     continue
-                why = await _deliver(sender, _Recovered(key, {zone: share}), zone, agent)
+                why = await _deliver(sender, _Recovered(key, {zone: share}, recorded), zone, agent)
                 if why is None:
                     delivered.append((key, name))
                 else:
@@ -177,6 +188,25 @@ async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current
     for line in report.lines():
         (log.error if line.startswith("FAILED") else log.info)("%s", line)
     return report
+
+
+async def _recorded_layout(store: S3Store, key: str, tally: S3RequestTally,
+                           retry: dict) -> dict[str, tuple[tuple[int, int, int], ...]]:
+    """zone -> runs by agent from the object's `share-entries` metadata ({} without it, or if
+    it cannot be read: the share is then split by the current owners)."""
+    try:
+        meta = await with_retries(tally.each_attempt("HEAD", lambda _n: store.head_metadata(key)), **retry)
+    except S3Error as exc:
+        log.warning("recovery: metadata of %s unreadable (%s); splitting by the current owners", key, exc)
+        return {}
+    zones, counts = meta.get("zones", ""), meta.get("share-entries")
+    if counts is None:
+        return {}
+    try:
+        return parse_share_entries(zones, counts)
+    except ValueError as exc:
+        log.warning("recovery: %s: %s; splitting by the current owners", key, exc)
+        return {}
 
 
 async def _deliver(sender, obj: _Recovered, zone: str, agent: int | None = None) -> str | None:

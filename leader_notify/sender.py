@@ -73,6 +73,9 @@ class AnnouncedObject(Protocol):
     @property
     def zones(self) -> Mapping[str, ZoneShare]: ...
 
+    @property
+    def share_runs(self) -> Mapping[str, tuple[tuple[int, int, int], ...]]: ...
+
 
 class NotifyError(Exception):
     """A notification could not be completed. retriable=True: a later attempt may succeed
@@ -128,7 +131,7 @@ class NotifySender:
         self._keyring = p.Keyring(config.hmac_keys)
         self.metrics = metrics or SenderMetrics()
         self._ids = itertools.count(1)
-        self.agents = AgentMap(config.agents)
+        self.agents = AgentMap(config.agents, config.agent_ownership)
         self._idle: dict[str, list[_Conn]] = {}  # per agent address
         self._slots: dict[str, trio.Semaphore] = {}  # per agent address
         self._started: set[Started] = set()  # started and not yet taken over by notify
@@ -355,7 +358,7 @@ class NotifySender:
     def _slices(self, flushed: AnnouncedObject, dest_zone: str) -> list[tuple[int, int, int]]:
         """(agent, first entry, end entry) per owner of the zone share. Raises NotifyError."""
         try:
-            return self.agents.slices(dest_zone, flushed.zones[dest_zone].entries)
+            return self.agents.runs(flushed, dest_zone)
         except ValueError as exc:  # a writer not laying out by owner: our wiring is wrong
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
 

@@ -71,6 +71,9 @@ class PartitionState:
     in_flight: int = 0
     drained: trio.Event = field(default_factory=trio.Event)
     last_request_at: float | None = None  # trio time this proxy last got a batch of the partition
+    # WAL path: (leader's zone, owning agent) of the batches in flight. A new lane drains the
+    # old one first, as a path switch does: a partition moves between agents in order.
+    lane: tuple[str, int] | None = None
 
 
 class _WalOutcome:
@@ -151,6 +154,10 @@ class WalPath:
         """Index of the agent of `zone` that owns topic-partition (0 with one agent)."""
         return self._agents.owner(zone, topic, partition)
 
+    def note_leader(self, zone: str, topic: str, partition: int, leader_id: int) -> None:
+        """The partition's leader as just resolved (owners may follow leaders: owners.py)."""
+        self._agents.note_leader(zone, topic, partition, leader_id)
+
     def breaker_key(self, zone: str, topic: str, partition: int) -> str:
         """What health is tracked by: the zone, or `zone/agent address` when it has several."""
         agents = self._agents.agents(zone)
@@ -189,7 +196,7 @@ class WalPath:
                 self._notifier(zone).announce(flushed)
             else:
                 try:
-                    runs = self._agents.slices(zone, share.entries)
+                    runs = self._agents.runs(flushed, zone)
                 except ValueError:  # not laid out by owner (cannot happen with share_of set): one notifier
                     log.exception("WAL object %s is not laid out by agent for %s", flushed.key, zone)
                     runs = [(0, 0, len(share.entries))]
@@ -239,9 +246,9 @@ class WalPath:
         outcome.durable_at = time.perf_counter()
         outcome.sealed_at, outcome.key = placement.flushed.sealed_at, placement.key
         agent = 0
-        if self._agents.count(zone) > 1:
-            ref = placement.flushed.zones[zone].entries[placement.entry_index_in_zone]
-            agent = self._agents.owner(zone, ref.topic, ref.partition)
+        if self._agents.count(zone) > 1:  # the owner when the entry was written (it may have moved since)
+            at = placement.entry_index_in_zone
+            agent = next(owner for owner, first, end in self._agents.runs(placement.flushed, zone) if first <= at < end)
         notifier = self._notifier(zone, agent)
         first = notifier.first_index(placement.key)
         if ack_mode == "wal":
@@ -409,6 +416,8 @@ class RoutingBackend:
         info, broker, _err = await self._metadata.leader(item.topic, item.partition)
         zone = leader_zone(item.topic, item.partition, info.leader_id if info else None,
                            broker.rack if broker else None, self.config.partition_zones, self.config.broker_zones)
+        if self._wal is not None and zone is not None and info is not None:
+            self._wal.note_leader(zone, item.topic, item.partition, info.leader_id)
         return zone, cached
 
     def _count_submit(self, lookups: list[tuple[PartitionBatches, str | None, bool]],
@@ -516,8 +525,11 @@ class RoutingBackend:
             state = self._partitions[tp]
             since_previous = self._since_previous_request(state)
             route = self._route(item, dest, state)
-            if state.path is not None and state.path != route.path and state.in_flight > 0:
-                await state.drained.wait()  # a path switch waits for the old path to drain
+            lane = None
+            if route.path is Path.WAL and self._wal is not None and dest is not None:
+                lane = (dest, self._wal.agent_of(dest, item.topic, item.partition))
+            if state.in_flight > 0 and state.path is not None and (state.path != route.path or state.lane != lane):
+                await state.drained.wait()  # a path or agent switch waits for the old one to drain
             if self._behind_a_gap(item):
                 held_back[tp] = PartitionResult(
                     errors.REQUEST_TIMED_OUT,
@@ -525,7 +537,7 @@ class RoutingBackend:
                 continue
             if state.in_flight == 0:
                 state.drained = trio.Event()
-            state.path = route.path
+            state.path, state.lane = route.path, lane
             state.in_flight += 1
             routes[tp] = (route, dest)
             self.route_counts[route.path.value] += 1

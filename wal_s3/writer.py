@@ -49,7 +49,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import trio
@@ -57,6 +57,7 @@ import trio
 from core.audit import AuditSink
 from core.prices import Prices
 from wal_s3 import metrics
+from wal_s3.agent_shares import encode_share_entries, share_runs
 from wal_s3._s3_http import http_transport
 from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
@@ -123,6 +124,9 @@ class FlushedObject:
     # time.perf_counter() when the object was sealed: an entry waited from its append until
     # then for the flush trigger (linger or size); the latency audit splits on it.
     sealed_at: float = 0.0
+    # zone -> (agent index, first entry, end entry) of each agent's run, for zones with several
+    # agents: who owns an entry was decided when it was written (it may follow its leader).
+    share_runs: Mapping[str, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
 
 
 class WalPlacement(NamedTuple):
@@ -170,6 +174,9 @@ class _Pending:
         self.entries_by_zone: dict[str, list[WalEntry]] = {}  # the layout, filled by lay_out()
         self.share_start: dict[tuple[str, str], int] = {}  # (zone, share) -> its first entry's index in the zone
         self.share_names: list[str] = []  # the object's `zones` metadata: what GC waits for
+        self.share_counts: list[int] = []  # entries of each share, in share_names order
+        # zone -> (agent index, first entry, end entry) per share, for zones with several
+        self.share_runs: dict[str, tuple[tuple[int, int, int], ...]] = {}
         self.nbytes = 0
         self.count = 0
         self.sequence = -1
@@ -189,13 +196,27 @@ class _Pending:
                 self.entries_by_zone[zone] = entries
                 self.share_start[(zone, name)] = 0
                 self.share_names.append(name)
+                self.share_counts.append(len(entries))
+                if name != zone:  # one agent's share of a several-agent zone
+                    self.share_runs[zone] = share_runs((name,), (len(entries),))
                 continue
             flat: list[WalEntry] = []
-            for name in sorted(by_share):
+            names = sorted(by_share)
+            for name in names:
                 self.share_start[(zone, name)] = len(flat)
                 self.share_names.append(name)
+                self.share_counts.append(len(by_share[name]))
                 flat.extend(by_share[name])
             self.entries_by_zone[zone] = flat
+            self.share_runs[zone] = share_runs(names, [len(by_share[n]) for n in names])
+
+    def metadata(self) -> dict[str, str]:
+        """The object's S3 user metadata: its share names (GC) and, when a zone has several
+        agents, each share's entry count (a restarted proxy's recovery)."""
+        meta = {"zones": ",".join(self.share_names)}
+        if self.share_runs:
+            meta["share-entries"] = encode_share_entries(self.share_counts)
+        return meta
 
     def complete(self, result: FlushedObject | None, error: WalWriteError | None) -> None:
         """Record the outcome (first one wins); waiters wake when the object is released."""
@@ -715,11 +736,11 @@ class WalWriter:
                 put_wait_s = time.perf_counter() - obj.sealed_at
                 started = trio.current_time()
                 try:
-                    await self._put_conditional(key, encoded.data, {"zones": ",".join(obj.share_names)}, attempts,
+                    await self._put_conditional(key, encoded.data, obj.metadata(), attempts,
                                                 request_s, tuple(obj.entries_by_zone))
                     put_s = trio.current_time() - started
                     result = FlushedObject(key, self.writer_id, self.epoch, obj.sequence, encoded.zones,
-                                           nbytes, obj.reason, obj.sealed_at)
+                                           nbytes, obj.reason, obj.sealed_at, obj.share_runs)
                 except _Collision:
                     put_s = trio.current_time() - started
                     self._fence(f"{key} already exists: another writer uses epoch {self.epoch}")
