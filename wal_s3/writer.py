@@ -57,8 +57,8 @@ import trio
 from core.audit import AuditSink
 from core.prices import Prices
 from wal_s3 import metrics
-from wal_s3.agent_shares import encode_share_entries, share_runs
 from wal_s3._s3_http import http_transport
+from wal_s3.agent_shares import encode_share_entries, share_runs
 from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
 from wal_s3.flush_policy import cost_seal_bytes, linger_due, seal_reason
