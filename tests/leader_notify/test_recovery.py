@@ -99,10 +99,13 @@ def test_recover_cli_says_why_there_is_nothing_to_do(tmp_path, capsys, monkeypat
 
 @pytest.mark.integration
 @pytest.mark.trio
+@pytest.mark.parametrize("ownership", ["partition", "leader"])
 async def test_recovery_with_two_agents_resends_only_the_run_whose_agent_did_not_apply_it(s3_bucket, tansu,
-                                                                                         monkeypatch):
+                                                                                         monkeypatch, ownership):
+    """"leader": the writer's owners followed leaders the recovering proxy does not know (it
+    would hash them the other way round); recovery reads the runs from the object's metadata."""
     from core.audit import MemoryAuditSink
-    from leader_notify.owners import AgentMap
+    from leader_notify.owners import AgentMap, owner_index
     from leader_notify.sender import NotifySender
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, wal_entry
@@ -117,10 +120,17 @@ async def test_recovery_with_two_agents_resends_only_the_run_whose_agent_did_not
     audit = MemoryAuditSink()
     base = config_for(server.endpoint_url, bucket, tansu.bootstrap)
     a0, a1 = AgentThread(base, "az2", audit).start(), AgentThread(base, "az2", audit).start()
-    config = config_for(server.endpoint_url, bucket, tansu.bootstrap, agents={"az2": [a0.address, a1.address]})
-    owners = AgentMap(config.notify.agents)
-    p0 = next(p for p in range(8) if owners.owner("az2", acked, p) == 0)
-    p1 = next(p for p in range(8) if owners.owner("az2", acked, p) == 1)
+    config = config_for(server.endpoint_url, bucket, tansu.bootstrap, agents={"az2": [a0.address, a1.address]},
+                        **{"notify.agent_ownership": ownership})
+    hashed = [owner_index((a0.address, a1.address), acked, p) for p in range(8)]
+    owners = AgentMap(config.notify.agents, ownership)
+    if ownership == "partition":
+        p0, p1 = hashed.index(0), hashed.index(1)
+    else:  # p0 hashes to agent 1 but its leader (broker 10, rank 0) gives it to agent 0; p1 the other way
+        p0, p1 = hashed.index(1), hashed.index(0)
+        owners.note_leader("az2", acked, p0, 10)
+        owners.note_leader("az2", acked, p1, 20)
+    assert (owners.owner("az2", acked, p0), owners.owner("az2", acked, p1)) == (0, 1)
     try:
         writer = WalWriter(config.wal, "az1", "proxy-a", make_s3_client(config.wal), audit)
         writer.share_of = owners.share_of
@@ -130,13 +140,15 @@ async def test_recovery_with_two_agents_resends_only_the_run_whose_agent_did_not
         # Agent 0 applied its run (and checkpoints it when it stops); agent 1 never heard of it.
         sender = NotifySender(config.notify, "az1", "proxy-a", 1, audit, bucket=bucket)
         assert [r.error_code for r in await sender.notify(flushed, "az2", agent=0)] == [0]
+        await sender.aclose()
         a0.stop()
         second = WalWriter(config.wal, "az1", "proxy-a", make_s3_client(config.wal), audit)
         assert await second.register_epoch() == 2
+        restarted = NotifySender(config.notify, "az1", "proxy-a", 2, audit, bucket=bucket)  # knows no leader
         with trio.fail_after(60):
-            report = await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, "proxy-a", 2,
+            report = await recover_acknowledged(config.wal, make_s3_client(config.wal), restarted, "proxy-a", 2,
                                                 lambda topic: topic == acked)
-        await sender.aclose()
+        await restarted.aclose()
     finally:
         a0.stop()
         a1.stop()

@@ -12,9 +12,12 @@ import trio
 
 from leader_notify.owners import AgentMap
 from leader_notify.protocol import EntryResult
+from proxy.metadata import PartitionInfo
+from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
 from tests.router.test_backend import CTX, FakeDirect, FakeMetadata, FakeWriter, item
+from wal_s3.agent_shares import share_index
 from wal_s3.config import WalConfig
 
 AGENTS = ("10.0.2.1:9400", "10.0.2.2:9400")
@@ -30,6 +33,14 @@ class EntryWriter(FakeWriter):
 
     share_of = None
 
+    async def buffer(self, entry, zone, waited_s=0.0):
+        # The owner is decided when the entry is buffered and recorded with its object, as
+        # WalWriter records share runs: a later owner change does not move a written entry.
+        share = zone if self.share_of is None else self.share_of(zone, entry.topic, entry.partition)
+        pending = await super().buffer(entry, zone, waited_s)
+        pending.share = share
+        return pending
+
     async def _release_in_order(self) -> None:
         while True:
             await self._wake.wait()
@@ -40,8 +51,10 @@ class EntryWriter(FakeWriter):
                 self.sequence += 1
                 ref = types.SimpleNamespace(topic=entry.topic, partition=entry.partition, length=len(entry.batch))
                 share = types.SimpleNamespace(offset=0, length=len(entry.batch), entries=(ref,))
+                runs = {zone: ((share_index(pending.share), 0, 1),)} if pending.share != zone else {}
                 flushed = types.SimpleNamespace(key=f"obj-{self.sequence}", sequence=self.sequence,
-                                                bytes=len(entry.batch), zones={zone: share}, sealed_at=0.0)
+                                                bytes=len(entry.batch), zones={zone: share}, sealed_at=0.0,
+                                                share_runs=runs)
                 self.on_released(flushed)
                 pending.finish(types.SimpleNamespace(key=flushed.key, entry_index_in_zone=0, flushed=flushed), None)
 
@@ -127,4 +140,67 @@ async def test_an_agent_down_sends_only_its_own_partitions_to_the_fallback(autoj
             r1 = await (await backend.submit([item("t", P1, 100)], CTX))()
         assert r0[("t", P0)].error_code == 0 and r1[("t", P1)].error_code == 0
         assert [(path, p) for path, p, _t in log] == [("wal", P0), ("direct", P1)]
+        nursery.cancel_scope.cancel()
+
+
+class LeaderMetadata(FakeMetadata):
+    """Leaders per partition that a test can move (every broker is in az2: partition_zones)."""
+
+    def __init__(self, leaders: dict[int, int]) -> None:
+        super().__init__()
+        self.leaders = leaders
+
+    async def leader(self, topic, partition):
+        self.view.topics[topic] = True
+        node = self.leaders[partition]
+        return PartitionInfo(0, node, 0), BrokerAddress(node, f"b{node}", 9092, None), 0
+
+
+class LeaderOwnedSender(AgentsSender):
+    """AgentsSender whose agents own brokers (notify.agent_ownership = "leader")."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.agents = AgentMap({"az2": AGENTS}, "leader")
+
+    def share_of(self, zone, topic, partition):
+        return self.agents.share_of(zone, topic, partition)
+
+
+@pytest.mark.trio
+async def test_a_partition_whose_leader_moves_to_another_agents_broker_drains_first(autojump_clock):
+    """t-0 led by broker 1 (agent 0) has a batch in flight at agent 0 when its leader moves to
+    broker 2 (agent 1): the next batch waits until agent 0 has answered, then goes to agent 1."""
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        sender = LeaderOwnedSender()
+        writer = EntryWriter(log)
+        wal = WalPath(writer, sender, nursery)
+        metadata = LeaderMetadata({0: 1, 1: 2})
+        config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), metadata, wal, nursery)
+        with trio.fail_after(5):
+            for p in (0, 1):  # brokers 1 and 2 seen leading: ranks 0 and 1
+                await (await backend.submit([item("t", p, 100)], CTX))()
+        assert sender.notified == [(0, "obj-1"), (1, "obj-2")]
+        sender.blocked = 0
+        with trio.fail_after(5):
+            first = await backend.submit([item("t", 0, 100)], CTX)  # to agent 0, which holds it
+        metadata.leaders[0] = 2  # t-0's leader moves to broker 2, agent 1's
+        second: list = []
+
+        async def submit_second():
+            second.append(await backend.submit([item("t", 0, 100)], CTX))
+
+        nursery.start_soon(submit_second)
+        await trio.sleep(1)  # (autojump clock) every task is blocked: the second batch waits
+        assert second == [] and sender.agents.owner("az2", "t", 0) == 1
+        assert sender.notified == [(0, "obj-1"), (1, "obj-2")]
+        sender.release.set()
+        with trio.fail_after(5):
+            assert (await first())[("t", 0)].base_offset == 100
+            while not second:
+                await trio.sleep(0.01)
+            assert (await second[0]())[("t", 0)].base_offset == 101  # agent 1 appended it
+        assert sender.notified == [(0, "obj-1"), (1, "obj-2"), (0, "obj-3"), (1, "obj-4")]
         nursery.cancel_scope.cancel()

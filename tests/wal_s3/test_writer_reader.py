@@ -496,5 +496,8 @@ def test_shares_of_a_zone_with_several_agents_are_contiguous_and_in_order(wal_en
             assert bytes(parsed.zones[zone][p.entry_index_in_zone].batch) == bytes(e.batch)
         head = client.head_object(Bucket=config.bucket, Key=key)
         assert head["Metadata"]["zones"] == "az2.1of2,az2.2of2,az3"
+        # The layout as written, for owners that change later: 6 entries each, then az3's one.
+        assert head["Metadata"]["share-entries"] == "6,6,1"
+        assert placements[0].flushed.share_runs == {"az2": ((0, 0, 6), (1, 6, 12))}
 
     trio.run(main)
