@@ -35,7 +35,9 @@ Tansu or mock cluster process -, and this process, i.e. the proxy's notifiers; f
 producer phase Kafka).
 
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
-record-batch bytes for each and the ratio agent/producer.
+record-batch bytes for each and the ratio agent/producer; each round's line also says how
+many partitions each agent owned, e.g. "(3+3+2)". After every phase (untimed) the topic's
+log end offsets must equal the records sent, else the bench stops.
 """
 
 from __future__ import annotations
@@ -127,6 +129,22 @@ def note_leaders(agents: AgentMap, topic: str, leaders: Mapping[int, int]) -> No
     so they agree on owners."""
     for partition, leader_id in sorted(leaders.items()):
         agents.note_leader(ZONE, topic, partition, leader_id)
+
+
+def partitions_per_agent(agents: AgentMap, topic: str, partitions: int) -> list[int]:
+    """How many of `topic`'s partitions each agent of ZONE owns (agents with none: 0)."""
+    counts = [0] * max(1, agents.count(ZONE))
+    for partition in range(partitions):
+        counts[agents.owner(ZONE, topic, partition)] += 1
+    return counts
+
+
+def records_per_partition(batches) -> dict[int, int]:
+    """{partition: records} the batches hold: what the topic's log end offsets must be after a phase."""
+    out: dict[int, int] = {}
+    for partition, values, _raw in batches:
+        out[partition] = out.get(partition, 0) + len(values)
+    return out
 
 
 def lay_out(entries: Sequence[WalEntry], agents: AgentMap) -> list[WalEntry]:
@@ -297,6 +315,19 @@ def topic_leaders(bootstrap: str, topic: str, partitions: int) -> dict[int, int]
     raise RuntimeError(f"{topic}: leaders of {sorted(found)} of {partitions} partitions after {METADATA_TIMEOUT_S}s")
 
 
+def check_appended(bootstrap: str, topic: str, expected: Mapping[int, int]) -> None:
+    """Raises RuntimeError unless every partition's log end offset is `expected` (records)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-check-{topic}"})
+    try:
+        got = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in expected}
+    finally:
+        consumer.close()
+    if got != dict(expected):
+        raise RuntimeError(f"{topic}: log end offsets {got}, expected {dict(expected)}")
+
+
 @dataclass(frozen=True)
 class Kafka:
     """The cluster under test: its bootstraps, its process (for CPU) and how to make a topic."""
@@ -353,6 +384,7 @@ def main() -> int:
     batches = build_batches(args.total_mib, args.batch_kib, args.partitions)
     batch_bytes = sum(len(raw) for _, _, raw in batches)
     mib = batch_bytes / MiB
+    expected = records_per_partition(batches)
     kafka_name = "one Tansu broker" if args.brokers == 1 else f"{args.brokers} brokers (librdkafka mock cluster)"
     print(f"{len(batches)} batches of ~{args.batch_kib} KiB over {args.partitions} partitions, "
           f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}, "
@@ -394,7 +426,9 @@ def main() -> int:
                     o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
                     others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
                     wall[n] += t
-                    line.append(f"agents x{n} {mib / t:7.1f} MiB/s")
+                    check_appended(kafka.bootstrap, topic, expected)
+                    shares = "+".join(map(str, partitions_per_agent(layout, topic, args.partitions)))
+                    line.append(f"agents x{n} {mib / t:7.1f} MiB/s ({shares})")
                 topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
                 kafka.create_topic(topic_p, args.partitions)
                 c1 = time.process_time()
@@ -403,6 +437,7 @@ def main() -> int:
                 cpu_producer += time.process_time() - c1
                 others_producer += process_cpu_s(kafka.pid) - t1
                 t_producer += tp
+                check_appended(kafka.bootstrap, topic_p, expected)
                 line.append(f"producer {mib / tp:7.1f} MiB/s")
                 print("   ".join(line))
     total = mib * args.rounds

@@ -11,7 +11,15 @@ from __future__ import annotations
 import pytest
 
 from azsidecar.config import load_config
-from bench.bench_agent import KEYS, ZONE, lay_out, note_leaders, round_robin_leaders
+from bench.bench_agent import (
+    KEYS,
+    ZONE,
+    lay_out,
+    note_leaders,
+    partitions_per_agent,
+    records_per_partition,
+    round_robin_leaders,
+)
 from core.audit import NullAuditSink
 from leader_notify.owners import AgentMap
 from leader_notify.sender import NotifySender
@@ -73,3 +81,21 @@ def test_a_sender_not_told_the_leaders_hashes_and_refuses_the_leader_layout():
 ])
 def test_round_robin_leaders(partitions, brokers, leaders):
     assert round_robin_leaders(partitions, brokers) == leaders
+
+
+@pytest.mark.parametrize(("ownership", "agents", "leaders", "counts"), [
+    ("leader", 3, LEADERS, [2, 2, 2]),
+    ("leader", 2, LEADERS, [4, 2]),  # owners [1, 0, 0, 1, 0, 0]
+    ("leader", 3, ONE_BROKER, [6, 0, 0]),
+    ("partition", 3, LEADERS, [3, 1, 2]),  # owners [2, 0, 2, 0, 1, 0]
+    ("partition", 1, LEADERS, [6]),
+])
+def test_partitions_per_agent(ownership, agents, leaders, counts):
+    agent_map = AgentMap({ZONE: list(ADDRESSES[:agents])}, ownership)
+    note_leaders(agent_map, TOPIC, leaders)
+    assert partitions_per_agent(agent_map, TOPIC, 6) == counts
+
+
+def test_records_per_partition():
+    batches = [(0, [b"a", b"b"], b""), (1, [b"c"], b""), (0, [b"d", b"e", b"f"], b"")]
+    assert records_per_partition(batches) == {0: 5, 1: 1}
