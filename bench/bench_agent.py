@@ -58,13 +58,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio  # noqa: E402
+from aiokafka import AIOKafkaProducer  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from azsidecar.config import load_config  # noqa: E402
 from core.audit import NullAuditSink  # noqa: E402
 from deploy.local.mock_cluster import start_mock_cluster  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
 from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
+from leader_notify.notifier import ZoneNotifier  # noqa: E402
 from leader_notify.owners import OWNERSHIPS, AgentMap  # noqa: E402
+from leader_notify.sender import NotifySender  # noqa: E402
 from wal_s3.format import WalEntry, encode_object  # noqa: E402
 
 MiB = 1024 * 1024
@@ -103,8 +110,6 @@ class Flushed:
 
 def build_batches(total_mib: int, batch_kib: int, partitions: int) -> list[tuple[int, list[bytes], bytes]]:
     """[(partition, record values, raw batch)] round-robin over partitions."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
     per_batch = max(1, batch_kib * 1024 // RECORD_BYTES)
     count = max(1, total_mib * MiB // (per_batch * RECORD_BYTES))
     out = []
@@ -228,9 +233,6 @@ def process_cpu_s(pid: int) -> float:
 
 async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mapping[int, int]) -> float:
     """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do."""
-    from leader_notify.notifier import ZoneNotifier
-    from leader_notify.sender import NotifySender
-
     sender = NotifySender(config.notify, "az1", "bench", 1, NullAuditSink(), bucket=bucket)
     note_leaders(sender.agents, topic, leaders)  # before any owner is asked: else it hashes
     failures: list[str] = []
@@ -266,8 +268,6 @@ async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mappin
 
 
 async def run_producer_phase(bootstrap: str, topic: str, batches) -> float:
-    from aiokafka import AIOKafkaProducer
-
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_batch_size=1 << 24,
                                 enable_idempotence=False)
     await producer.start()
@@ -288,8 +288,6 @@ async def run_producer_phase(bootstrap: str, topic: str, batches) -> float:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
         admin.create_topics([NewTopic(name, partitions, 1)])
@@ -300,8 +298,6 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 def topic_leaders(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     """{partition: leader node id} of `topic` from Metadata. Raises RuntimeError if some
     partition has no leader within METADATA_TIMEOUT_S."""
-    from confluent_kafka.admin import AdminClient
-
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + METADATA_TIMEOUT_S
     found: dict[int, int] = {}
@@ -317,8 +313,6 @@ def topic_leaders(bootstrap: str, topic: str, partitions: int) -> dict[int, int]
 
 def check_appended(bootstrap: str, topic: str, expected: Mapping[int, int]) -> None:
     """Raises RuntimeError unless every partition's log end offset is `expected` (records)."""
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-check-{topic}"})
     try:
         got = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in expected}
