@@ -15,10 +15,11 @@ from bench.bench_agent import (
     KEYS,
     ZONE,
     lay_out,
+    log_ends,
     note_leaders,
     partitions_per_agent,
-    records_per_partition,
     round_robin_leaders,
+    wrong_ends,
 )
 from core.audit import NullAuditSink
 from leader_notify.owners import AgentMap
@@ -96,6 +97,18 @@ def test_partitions_per_agent(ownership, agents, leaders, counts):
     assert partitions_per_agent(agent_map, TOPIC, 6) == counts
 
 
-def test_records_per_partition():
+def test_log_ends():
     batches = [(0, [b"a", b"b"], b""), (1, [b"c"], b""), (0, [b"d", b"e", b"f"], b"")]
-    assert records_per_partition(batches) == {0: 5, 1: 1}
+    assert log_ends(batches) == {0: (5, 3), 1: (1, 1)}
+
+
+@pytest.mark.parametrize(("got", "base_plus_one", "wrong"), [
+    ({0: 5, 1: 1}, False, {}),
+    ({0: 3, 1: 1}, False, {0: 3}),  # the last batch's base + 1: wrong on Kafka
+    ({0: 3, 1: 1}, True, {}),  # Tansu's answer
+    ({0: 8, 1: 1}, True, {0: 8}),  # the last batch appended twice
+    ({0: 1, 1: 1}, True, {0: 1}),  # the last batch missing (Tansu: the first batch's base + 1)
+    ({0: 5}, False, {1: -1}),  # a partition with no answer
+])
+def test_wrong_ends(got, base_plus_one, wrong):
+    assert wrong_ends(got, {0: (5, 3), 1: (1, 1)}, base_plus_one) == wrong
