@@ -36,9 +36,9 @@ producer phase Kafka).
 
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer; each round's line also says how
-many partitions each agent owned, e.g. "(3+3+2)". After every phase (untimed) each partition's log
-end offset must be its record count (on Tansu also: its last batch's base offset + 1, what
-Tansu can report), else the bench stops.
+many partitions each agent owned, e.g. "(3+3+2)". After every phase (untimed) each
+partition's log end offset must be its record count (on Tansu also: its last batch's base
+offset + 1, what Tansu can report), else the bench stops.
 """
 
 from __future__ import annotations
