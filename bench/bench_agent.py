@@ -1,10 +1,20 @@
-"""Agent append throughput (S3 -> Tansu) with 1, 2, 3 agents per zone vs a plain aiokafka producer, same batches, same run.
+"""Agent append throughput (S3 -> Kafka) with 1, 2, 3 agents per zone vs a plain aiokafka producer, same batches, same run.
 
 Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
-                                            [--agents 1,2,3] [--profile-dir DIR]
+                                            [--agents 1,2,3] [--brokers 1] [--ownership leader|partition]
+                                            [--profile-dir DIR]
 
-Setup: one moto server and one memory-backed Tansu broker on loopback. The record batches
-(`batch-kib` each, 1 KiB records, no producer id) are built once.
+Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
+memory-backed Tansu broker, with --brokers N > 1 librdkafka's mock cluster of N brokers
+(deploy/local/mock_cluster.py, one process; topics made through its control channel with
+partition p led by broker p % N + 1, every broker's rack az2, the bench's only zone). The
+record batches (`batch-kib` each, 1 KiB records, no producer id) are built once.
+
+Ownership (--ownership, `notify.agent_ownership`, leader_notify/owners.py): "leader" (the
+default) gives every broker's partitions to one agent (broker of rank r to agent r mod n),
+so agents beyond the broker count stand by (with Tansu, one agent works); "partition"
+hashes each partition to an agent. The topic's leaders are read from Metadata and told to
+the layout's AgentMap and to the sender's (note_leaders), so both place partitions alike.
 
 Phase "agent xN" (N from --agents): N agent processes (`azsidecar agent`) serve the zone.
 The batches sit in WAL objects of ~8 MiB (wal_s3 format, each zone share laid out by owning
@@ -20,22 +30,28 @@ Phase "producer": a plain AIOKafkaProducer (acks=all) sends the same records gro
 same batches (create_batch/send_batch), to a fresh topic. Timed: first send to last ack.
 Also printed: CPU time per MiB of the agents (their processes) and of the producer (this
 process), steadier than wall clock on a shared host, and the others' CPU per MiB: what the
-phase costs the rest of the stack on the same cores (moto serving the GETs, Tansu, and
-this process, i.e. the proxy's notifiers; for the producer phase Tansu).
+phase costs the rest of the stack on the same cores (moto serving the GETs, Kafka - the
+Tansu or mock cluster process -, and this process, i.e. the proxy's notifiers; for the
+producer phase Kafka).
 
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
-record-batch bytes for each and the ratio agent/producer.
+record-batch bytes for each and the ratio agent/producer; each round's line also says how
+many partitions each agent owned, e.g. "(3+3+2)". After every phase (untimed) each
+partition's log end offset must be its record count (on Tansu also: its last batch's base
+offset + 1, what Tansu can report), else the bench stops.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,12 +59,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio  # noqa: E402
+from aiokafka import AIOKafkaProducer  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from azsidecar.config import load_config  # noqa: E402
 from core.audit import NullAuditSink  # noqa: E402
+from deploy.local.mock_cluster import start_mock_cluster  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
 from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
-from leader_notify.owners import AgentMap  # noqa: E402
+from leader_notify.notifier import ZoneNotifier  # noqa: E402
+from leader_notify.owners import OWNERSHIPS, AgentMap  # noqa: E402
+from leader_notify.sender import NotifySender  # noqa: E402
 from wal_s3.format import WalEntry, encode_object  # noqa: E402
 
 MiB = 1024 * 1024
@@ -56,6 +80,8 @@ OBJECT_BYTES = 8 * MiB  # the WAL writer's default flush size
 RECORD_BYTES = 1024
 KEYS = ("bench-notify-key-0123456789",)
 AGENT_READY_S = 30.0
+ZONE = "az2"  # the agents' zone; every broker is in it
+METADATA_TIMEOUT_S = 30.0  # a new topic's leaders in Metadata
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -85,8 +111,6 @@ class Flushed:
 
 def build_batches(total_mib: int, batch_kib: int, partitions: int) -> list[tuple[int, list[bytes], bytes]]:
     """[(partition, record values, raw batch)] round-robin over partitions."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
     per_batch = max(1, batch_kib * 1024 // RECORD_BYTES)
     count = max(1, total_mib * MiB // (per_batch * RECORD_BYTES))
     out = []
@@ -100,14 +124,59 @@ def build_batches(total_mib: int, batch_kib: int, partitions: int) -> list[tuple
     return out
 
 
+def round_robin_leaders(partitions: int, brokers: int) -> dict[int, int]:
+    """{partition: broker id}: partition p led by broker p % brokers + 1 (mock cluster ids are 1..N)."""
+    return {p: p % brokers + 1 for p in range(partitions)}
+
+
+def note_leaders(agents: AgentMap, topic: str, leaders: Mapping[int, int]) -> None:
+    """Tell `agents` each partition's leader in ZONE, as the proxy's router does (a no-op
+    for "partition" ownership or one agent): the layout's map and the sender's both get it,
+    so they agree on owners."""
+    for partition, leader_id in sorted(leaders.items()):
+        agents.note_leader(ZONE, topic, partition, leader_id)
+
+
+def partitions_per_agent(agents: AgentMap, topic: str, partitions: int) -> list[int]:
+    """How many of `topic`'s partitions each agent of ZONE owns (agents with none: 0)."""
+    counts = [0] * max(1, agents.count(ZONE))
+    for partition in range(partitions):
+        counts[agents.owner(ZONE, topic, partition)] += 1
+    return counts
+
+
+def log_ends(batches) -> dict[int, tuple[int, int]]:
+    """{partition: (records, base offset of its last batch + 1)} once `batches` are appended
+    to an empty topic: the log end offset Kafka reports, and what Tansu can report instead
+    (its ListOffsets latest answers the base offset of the last batch + 1,
+    docs/operations-local.md)."""
+    out: dict[int, tuple[int, int]] = {}
+    for partition, values, _raw in batches:
+        end = out.get(partition, (0, 0))[0]
+        out[partition] = (end + len(values), end + 1)
+    return out
+
+
+def wrong_ends(got: Mapping[int, int], ends: Mapping[int, tuple[int, int]], base_plus_one: bool) -> dict[int, int]:
+    """The partitions whose reported end offset in `got` is not the log's end (`ends` as
+    log_ends gives), nor, when `base_plus_one` (Tansu), its last batch's base offset + 1."""
+    return {p: got.get(p, -1) for p, (end, last_base) in ends.items()
+            if got.get(p) != end and not (base_plus_one and got.get(p) == last_base)}
+
+
+def lay_out(entries: Sequence[WalEntry], agents: AgentMap) -> list[WalEntry]:
+    """A zone share's entries grouped by owning agent, as WalWriter does; each partition's
+    entries keep their order (a stable sort)."""
+    return sorted(entries, key=lambda e: agents.share_of(ZONE, e.topic, e.partition))
+
+
 def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap) -> list[Flushed]:
     """~8 MiB objects; each object's az2 share laid out by owning agent, as WalWriter does."""
     objs, current, size, seq = [], [], 0, 0
     for partition, values, raw in [*batches, (None, None, None)]:
         if raw is None or (size + len(raw) > OBJECT_BYTES and current):
-            laid_out = sorted(current, key=lambda e: agents.share_of("az2", e.topic, e.partition))  # stable
             enc = encode_object(writer_id="bench", epoch=1, sequence=seq, created_ms=int(time.time() * 1000),
-                                entries_by_zone={"az2": laid_out})
+                                entries_by_zone={ZONE: lay_out(current, agents)})
             key = f"wal/{uuid.uuid4().hex[:8]}/bench-{seq}"
             s3.put_object(Bucket=bucket, Key=key, Body=enc.data)
             objs.append(Flushed(key, enc.zones))
@@ -174,12 +243,10 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15 of stat)
 
 
-async def run_agent_phase(config, objs, bucket: str) -> float:
+async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mapping[int, int]) -> float:
     """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do."""
-    from leader_notify.notifier import ZoneNotifier
-    from leader_notify.sender import NotifySender
-
     sender = NotifySender(config.notify, "az1", "bench", 1, NullAuditSink(), bucket=bucket)
+    note_leaders(sender.agents, topic, leaders)  # before any owner is asked: else it hashes
     failures: list[str] = []
 
     def check(key: str, got: Any) -> None:
@@ -193,10 +260,10 @@ async def run_agent_phase(config, objs, bucket: str) -> float:
             notifiers: dict[int, ZoneNotifier] = {}
             started = time.perf_counter()
             for obj in objs:
-                for agent, first, end in sender.agents.slices("az2", obj.zones["az2"].entries):
+                for agent, first, end in sender.agents.slices(ZONE, obj.zones[ZONE].entries):
                     notifier = notifiers.get(agent)
                     if notifier is None:
-                        notifier = notifiers[agent] = ZoneNotifier("az2", sender, nursery, agent=agent)
+                        notifier = notifiers[agent] = ZoneNotifier(ZONE, sender, nursery, agent=agent)
                     notifier.announce(obj, first, end)
                     notifier.on_result(obj.key, lambda got, key=obj.key: check(key, got))
                     for _ in range(first + 1, end):  # every entry asks once (the proxy's waiters)
@@ -213,8 +280,6 @@ async def run_agent_phase(config, objs, bucket: str) -> float:
 
 
 async def run_producer_phase(bootstrap: str, topic: str, batches) -> float:
-    from aiokafka import AIOKafkaProducer
-
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_batch_size=1 << 24,
                                 enable_idempotence=False)
     await producer.start()
@@ -235,13 +300,73 @@ async def run_producer_phase(bootstrap: str, topic: str, batches) -> float:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
         admin.create_topics([NewTopic(name, partitions, 1)])
     finally:
         admin.close()
+
+
+def topic_leaders(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """{partition: leader node id} of `topic` from Metadata. Raises RuntimeError if some
+    partition has no leader within METADATA_TIMEOUT_S."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    found: dict[int, int] = {}
+    while time.monotonic() < deadline:  # each try is one Metadata round trip
+        meta = admin.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+        t = meta.topics.get(topic)
+        if t is not None and t.error is None:
+            found = {p: m.leader for p, m in t.partitions.items() if m.leader >= 0}
+            if len(found) == partitions:
+                return found
+    raise RuntimeError(f"{topic}: leaders of {sorted(found)} of {partitions} partitions after {METADATA_TIMEOUT_S}s")
+
+
+def check_appended(kafka: Kafka, topic: str, ends: Mapping[int, tuple[int, int]]) -> None:
+    """Raises RuntimeError unless every partition of `topic` ends where `ends` (log_ends) says."""
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"bench-check-{topic}"})
+    try:
+        got = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in ends}
+    finally:
+        consumer.close()
+    wrong = wrong_ends(got, ends, kafka.base_plus_one)
+    if wrong:
+        raise RuntimeError(f"{topic}: partitions {wrong} end elsewhere than {dict(ends)} "
+                           "(records, last batch's base offset + 1): not every batch was appended once")
+
+
+@dataclass(frozen=True)
+class Kafka:
+    """The cluster under test: its bootstraps, its process (for CPU) and how to make a topic."""
+
+    bootstraps: tuple[str, ...]
+    pid: int
+    create_topic: Callable[[str, int], None]
+    base_plus_one: bool  # Tansu: its log end offset can be the last batch's base offset + 1
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.bootstraps)
+
+
+@contextlib.contextmanager
+def start_kafka(brokers: int, log_dir: Path) -> Iterator[Kafka]:
+    """One Tansu broker (brokers == 1) or librdkafka's mock cluster of `brokers` brokers in
+    zone az2, partitions' leaders round-robin over them (it has no CreateTopics)."""
+    if brokers == 1:
+        with start_tansu(log_dir=log_dir) as tansu:
+            assert tansu.proc is not None
+            yield Kafka((tansu.bootstrap,), tansu.proc.pid,
+                        lambda name, partitions: create_topic(tansu.bootstrap, name, partitions), True)
+        return
+    with start_mock_cluster(brokers, racks={b: ZONE for b in range(1, brokers + 1)}, log_dir=log_dir) as cluster:
+        def create(name: str, partitions: int) -> None:
+            cluster.create_topic(name, partitions)
+            for partition, broker_id in round_robin_leaders(partitions, brokers).items():
+                cluster.set_leader(name, partition, broker_id)
+
+        yield Kafka(cluster.bootstraps, cluster.proc.pid, create, False)
 
 
 def main() -> int:
@@ -251,35 +376,44 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--agents", default="1,2,3", help="agents per zone to compare, comma-separated")
+    ap.add_argument("--brokers", type=int, default=1,
+                    help="1: one Tansu broker; N > 1: librdkafka's mock cluster of N brokers, leaders round-robin")
+    ap.add_argument("--ownership", choices=OWNERSHIPS, default="leader",
+                    help="notify.agent_ownership: a broker's partitions to one agent, or hashed per partition")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
     counts = [int(n) for n in args.agents.split(",")]
     if not counts or min(counts) < 1:
         ap.error("--agents: positive counts")
+    if args.brokers < 1:
+        ap.error("--brokers: at least 1")
     os.environ.update(DUMMY_CREDENTIALS)  # boto3 in this process talks to moto
 
     batches = build_batches(args.total_mib, args.batch_kib, args.partitions)
     batch_bytes = sum(len(raw) for _, _, raw in batches)
     mib = batch_bytes / MiB
+    ends = log_ends(batches)
+    kafka_name = "one Tansu broker" if args.brokers == 1 else f"{args.brokers} brokers (librdkafka mock cluster)"
     print(f"{len(batches)} batches of ~{args.batch_kib} KiB over {args.partitions} partitions, "
-          f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}")
+          f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}, "
+          f"ownership {args.ownership}, {kafka_name}")
     wall = {n: 0.0 for n in counts}
     cpu = {n: 0.0 for n in counts}
     t_producer = cpu_producer = 0.0
-    # The rest of each phase's CPU on the same cores: moto (S3) and Tansu; for the agents also
+    # The rest of each phase's CPU on the same cores: moto (S3) and Kafka; for the agents also
     # this process (the proxy's notifiers and sender). Printed so the ratio can be read
     # against what the agents' phase makes the shared cores do besides appending.
-    others = {n: [0.0, 0.0, 0.0] for n in counts}  # moto, Tansu, this process
+    others = {n: [0.0, 0.0, 0.0] for n in counts}  # moto, Kafka, this process
     others_producer = 0.0
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True)
-    with start_moto() as moto, start_tansu() as tansu:
+    with start_moto() as moto, start_kafka(args.brokers, log_dir) as kafka:
         bucket = "bench-agent"
         moto.create_bucket(bucket)
         s3 = moto.client()
         base = {"wal": {"bucket": bucket, "prefix": "wal/", "endpoint_url": moto.endpoint_url},
-                "upstream": {"bootstrap_servers": [tansu.bootstrap]}}
+                "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
         with AgentProcesses(max(counts), base, log_dir, args.profile_dir) as agents:
             for r in range(args.rounds):
                 line = [f"round {r}:"]
@@ -287,32 +421,38 @@ def main() -> int:
                     config = load_config(None, {
                         "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": moto.endpoint_url,
                         "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0,
-                        "notify.agents": {"az2": agents.addresses(n)}})
+                        "notify.agents": {ZONE: agents.addresses(n)}, "notify.agent_ownership": args.ownership})
                     topic = f"bench-agent{n}-{r}-{uuid.uuid4().hex[:6]}"
-                    create_topic(tansu.bootstrap, topic, args.partitions)
-                    objs = put_objects(s3, bucket, topic, batches, AgentMap(config.notify.agents))
+                    kafka.create_topic(topic, args.partitions)
+                    leaders = topic_leaders(kafka.bootstrap, topic, args.partitions)
+                    layout = AgentMap(config.notify.agents, config.notify.agent_ownership)
+                    note_leaders(layout, topic, leaders)
+                    objs = put_objects(s3, bucket, topic, batches, layout)
                     c0 = agents.cpu_s(n)
-                    o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(tansu.proc.pid), time.process_time())
-                    t = trio.run(run_agent_phase, config, objs, bucket)
+                    o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
+                    t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders)
                     cpu[n] += agents.cpu_s(n) - c0
-                    o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(tansu.proc.pid), time.process_time())
+                    o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
                     others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
                     wall[n] += t
-                    line.append(f"agents x{n} {mib / t:7.1f} MiB/s")
+                    check_appended(kafka, topic, ends)
+                    shares = "+".join(map(str, partitions_per_agent(layout, topic, args.partitions)))
+                    line.append(f"agents x{n} {mib / t:7.1f} MiB/s ({shares})")
                 topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
-                create_topic(tansu.bootstrap, topic_p, args.partitions)
+                kafka.create_topic(topic_p, args.partitions)
                 c1 = time.process_time()
-                t1 = process_cpu_s(tansu.proc.pid)
-                tp = asyncio.run(run_producer_phase(tansu.bootstrap, topic_p, batches))
+                t1 = process_cpu_s(kafka.pid)
+                tp = asyncio.run(run_producer_phase(kafka.bootstrap, topic_p, batches))
                 cpu_producer += time.process_time() - c1
-                others_producer += process_cpu_s(tansu.proc.pid) - t1
+                others_producer += process_cpu_s(kafka.pid) - t1
                 t_producer += tp
+                check_appended(kafka, topic_p, ends)
                 line.append(f"producer {mib / tp:7.1f} MiB/s")
                 print("   ".join(line))
     total = mib * args.rounds
     producer_rate = total / t_producer
     print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s}   others' CPU s/MiB: "
-          f"{'moto':>7s} {'Tansu':>7s} {'proxy':>7s}")
+          f"{'moto':>7s} {'Kafka':>7s} {'proxy':>7s}")
     for n in counts:
         rate = total / wall[n]
         print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f}   {'':19s}"
