@@ -2,7 +2,7 @@
 
 Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
                                             [--agents 1,2,3] [--brokers 1] [--ownership leader|partition]
-                                            [--profile-dir DIR]
+                                            [--offered-mib-s 0] [--profile-dir DIR]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
 memory-backed Tansu broker, with --brokers N > 1 librdkafka's mock cluster of N brokers
@@ -34,6 +34,14 @@ phase costs the rest of the stack on the same cores (moto serving the GETs, Kafk
 Tansu or mock cluster process -, and this process, i.e. the proxy's notifiers; for the
 producer phase Kafka).
 
+--offered-mib-s R: the notifier announces object k only once objects 0..k-1 make R MiB/s
+since the phase began, a steady offered load instead of everything at once. CPU per MiB is
+then compared at one load for every agent count, without the host's two cores saturated
+(at saturation, more processes than cores add preemptions to the figures). --profile-dir
+DIR: each agent runs under cProfile (CPU-time clock), enabled only during the timed agent
+phases (SIGUSR1/SIGUSR2), stats in DIR/agent<i>.prof when it stops; run one agent count
+per invocation to profile it alone.
+
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer; each round's line also says how
 many partitions each agent owned, e.g. "(3+3+2)". After every phase (untimed) each
@@ -47,6 +55,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -86,13 +95,16 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --profile-dir: the agent under cProfile with a CPU-time clock (time blocked in epoll is not
-# counted), the stats written when SIGTERM ends it. argv: [output, azsidecar arguments...].
+# counted), profiling only between SIGUSR1 and SIGUSR2 (the bench sends them around each timed
+# agent phase, so start-up and idle time stay out), the stats written when SIGTERM ends it.
+# argv: [output, azsidecar arguments...].
 PROFILED_AGENT = """
-import cProfile, runpy, sys, time
+import cProfile, runpy, signal, sys, time
 out = sys.argv[1]
 sys.argv = ["azsidecar", *sys.argv[2:]]
 profiler = cProfile.Profile(time.process_time)
-profiler.enable()
+signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())
+signal.signal(signal.SIGUSR2, lambda *_: profiler.disable())
 try:
     runpy.run_module("azsidecar", run_name="__main__")
 except SystemExit:
@@ -231,6 +243,12 @@ class AgentProcesses:
     def addresses(self, n: int) -> list[str]:
         return [f"127.0.0.1:{port}" for port in self.ports[:n]]
 
+    def signal(self, n: int, signum: int) -> None:
+        """Send `signum` to the first `n` agents if they run under the profiler."""
+        if self.profile_dir is not None:
+            for proc in self.procs[:n]:
+                proc.send_signal(signum)
+
     def cpu_s(self, n: int) -> float:
         """user + system CPU seconds of the first `n` agent processes so far."""
         return sum(process_cpu_s(proc.pid) for proc in self.procs[:n])
@@ -243,8 +261,10 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15 of stat)
 
 
-async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mapping[int, int]) -> float:
-    """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do."""
+async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mapping[int, int],
+                          offered_mib_s: float = 0.0) -> float:
+    """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do;
+    with `offered_mib_s`, object k is announced once the objects before it make that rate."""
     sender = NotifySender(config.notify, "az1", "bench", 1, NullAuditSink(), bucket=bucket)
     note_leaders(sender.agents, topic, leaders)  # before any owner is asked: else it hashes
     failures: list[str] = []
@@ -258,8 +278,11 @@ async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mappin
     try:
         async with trio.open_nursery() as nursery:
             notifiers: dict[int, ZoneNotifier] = {}
-            started = time.perf_counter()
+            started, paced_from, offered = time.perf_counter(), trio.current_time(), 0
             for obj in objs:
+                if offered_mib_s > 0:  # a steady offered load: CPU per MiB without saturating the host
+                    await trio.sleep_until(paced_from + offered / (offered_mib_s * MiB))
+                    offered += obj.zones[ZONE].length
                 for agent, first, end in sender.agents.slices(ZONE, obj.zones[ZONE].entries):
                     notifier = notifiers.get(agent)
                     if notifier is None:
@@ -380,6 +403,8 @@ def main() -> int:
                     help="1: one Tansu broker; N > 1: librdkafka's mock cluster of N brokers, leaders round-robin")
     ap.add_argument("--ownership", choices=OWNERSHIPS, default="leader",
                     help="notify.agent_ownership: a broker's partitions to one agent, or hashed per partition")
+    ap.add_argument("--offered-mib-s", type=float, default=0.0,
+                    help="announce objects at this rate (0: all at once); compares CPU per MiB at one load")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
@@ -397,7 +422,8 @@ def main() -> int:
     kafka_name = "one Tansu broker" if args.brokers == 1 else f"{args.brokers} brokers (librdkafka mock cluster)"
     print(f"{len(batches)} batches of ~{args.batch_kib} KiB over {args.partitions} partitions, "
           f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}, "
-          f"ownership {args.ownership}, {kafka_name}")
+          f"ownership {args.ownership}, {kafka_name}"
+          + (f", objects offered at {args.offered_mib_s:g} MiB/s" if args.offered_mib_s > 0 else ""))
     wall = {n: 0.0 for n in counts}
     cpu = {n: 0.0 for n in counts}
     t_producer = cpu_producer = 0.0
@@ -409,17 +435,18 @@ def main() -> int:
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True)
     with start_moto() as moto, start_kafka(args.brokers, log_dir) as kafka:
+        endpoint_url = moto.endpoint_url
         bucket = "bench-agent"
         moto.create_bucket(bucket)
         s3 = moto.client()
-        base = {"wal": {"bucket": bucket, "prefix": "wal/", "endpoint_url": moto.endpoint_url},
+        base = {"wal": {"bucket": bucket, "prefix": "wal/", "endpoint_url": endpoint_url},
                 "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
         with AgentProcesses(max(counts), base, log_dir, args.profile_dir) as agents:
             for r in range(args.rounds):
                 line = [f"round {r}:"]
                 for n in counts:  # side by side in the same round
                     config = load_config(None, {
-                        "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": moto.endpoint_url,
+                        "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": endpoint_url,
                         "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0,
                         "notify.agents": {ZONE: agents.addresses(n)}, "notify.agent_ownership": args.ownership})
                     topic = f"bench-agent{n}-{r}-{uuid.uuid4().hex[:6]}"
@@ -430,7 +457,9 @@ def main() -> int:
                     objs = put_objects(s3, bucket, topic, batches, layout)
                     c0 = agents.cpu_s(n)
                     o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
-                    t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders)
+                    agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
+                    t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders, args.offered_mib_s)
+                    agents.signal(n, signal.SIGUSR2)
                     cpu[n] += agents.cpu_s(n) - c0
                     o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
                     others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
