@@ -134,18 +134,23 @@ class WalSidecars:
 
 
 @contextlib.contextmanager
-def wal_sidecars(cluster: MockCluster, moto, bucket: str, log_dir: Path, policy: str = "wal") -> Iterator[WalSidecars]:
-    """A proxy in use1-az1 and agents in use1-az2 and use1-az3, as `azsidecar` processes in
-    front of the cluster; the WAL in `bucket` on the moto server."""
-    agents = {ZONES[b]: f"127.0.0.1:{free_port()}" for b in (2, 3)}
+def wal_sidecars(cluster: MockCluster, moto, bucket: str, log_dir: Path, policy: str = "wal",
+                 agent_counts: Mapping[str, int] | None = None,
+                 settings: Mapping[str, Mapping] | None = None) -> Iterator[WalSidecars]:
+    """A proxy in use1-az1 and agents in use1-az2 and use1-az3 (`agent_counts` per zone, one
+    each by default), as `azsidecar` processes in front of the cluster; the WAL in `bucket`
+    on the moto server. `settings`: more settings by section, for every process."""
+    counts = agent_counts or {ZONES[2]: 1, ZONES[3]: 1}
+    addresses = {zone: [f"127.0.0.1:{free_port()}" for _ in range(n)] for zone, n in counts.items()}
+    agents: dict[str, str | list[str]] = {zone: a[0] if len(a) == 1 else a for zone, a in addresses.items()}
     proxy_port = free_port()
     audit_dir = log_dir / "audit"
     env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": secrets.token_hex(24),
            "AWS_DEFAULT_REGION": "us-east-1"}
 
-    def config(zone: str) -> dict:
-        host, _, port = agents.get(zone, "127.0.0.1:0").rpartition(":")
-        return {"zone": zone,
+    def config(zone: str, address: str) -> dict:
+        host, _, port = address.rpartition(":")
+        base = {"zone": zone,
                 "proxy": {"listen_host": "127.0.0.1", "listen_port": proxy_port, "proxy_id": f"proxy-{zone}"},
                 "upstream": {"bootstrap_servers": list(cluster.bootstraps)},
                 "router": {"policy": policy},
@@ -153,20 +158,25 @@ def wal_sidecars(cluster: MockCluster, moto, bucket: str, log_dir: Path, policy:
                 "notify": {"agents": agents},
                 "agent": {"listen_host": host, "listen_port": int(port)},
                 "audit": {"output": str(audit_dir)}}
+        for section, values in (settings or {}).items():
+            base[section] = {**base.get(section, {}), **values}
+        return base
 
     logs: dict[str, Path] = {}
     with contextlib.ExitStack() as stack:
-        def launch(role: str, zone: str, port: int) -> None:
-            path = log_dir / f"{zone}.toml"
-            path.write_text(to_toml(config(zone)))
-            logs[f"{role}-{zone}"] = log_path = log_dir / f"{role}-{zone}.log"
+        def launch(role: str, zone: str, address: str, name: str) -> None:
+            path = log_dir / f"{name}.toml"
+            path.write_text(to_toml(config(zone, address)))
+            port = int(address.rpartition(":")[2])
+            logs[name] = log_path = log_dir / f"{name}.log"
             with open(log_path, "wb") as out:
                 proc = subprocess.Popen([sys.executable, "-m", "azsidecar", role, "--config", str(path)],
                                         stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
             stack.callback(stop_process, proc, SIDECAR_STOP_S)
             wait_for_port("127.0.0.1", port, proc, SIDECAR_START_S, f"azsidecar {role} {zone}", log_path)
 
-        for zone, address in agents.items():
-            launch("agent", zone, int(address.rpartition(":")[2]))
-        launch("proxy", ZONES[1], proxy_port)
+        for zone, listed in addresses.items():
+            for i, address in enumerate(listed):
+                launch("agent", zone, address, f"agent-{zone}" if len(listed) == 1 else f"agent-{zone}-{i}")
+        launch("proxy", ZONES[1], f"127.0.0.1:{proxy_port}", f"proxy-{ZONES[1]}")
         yield WalSidecars(f"127.0.0.1:{proxy_port}", audit_dir, logs)

@@ -2,7 +2,8 @@
 broker each), 3 agents per zone and a proxy per zone as processes, 12-partition topics,
 idempotent and non-idempotent librdkafka producers in every zone; one agent is killed -9
 mid-run and restarted. Read back from the brokers: idempotent producers exactly once and
-in order; non-idempotent ones at least once and never reordered. Every agent appended.
+in order; non-idempotent ones at least once and never reordered. Every agent appended
+(partitions hashed over the agents: notify.agent_ownership = "partition").
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class Stack:
     def _config(self, zone, agent: int | None) -> str:
         config = zone_config(self.env, zone, self.settings, {z: lst[0] for z, lst in self.lists.items()})
         config["notify"]["agents"] = self.lists  # every zone's list: no load balancer in between
+        # One broker per zone here: owning brokers ("leader", the default) would leave two
+        # agents of each zone standing by; hashed partitions spread the zone over all three
+        # (tests/cluster/test_agents_own_brokers_on_cluster.py has "leader" on several brokers).
+        config["notify"]["agent_ownership"] = "partition"
         config["notify"]["timeout_s"] = 2.0
         if agent is not None:
             config["agent"]["listen_port"] = self.ports[(zone.name, agent)]
