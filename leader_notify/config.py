@@ -13,8 +13,8 @@ class NotifyConfig:
     # "10.0.1.6:9400"]}; partitions are spread over a zone's agents (leader_notify/owners.py).
     agents: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
     # How a zone's partitions are spread over its agents (leader_notify/owners.py): "leader",
-    # each broker's partitions to one agent (agents' and brokers' CPU per MB flat as agents are
-    # added; a zone scales out with its brokers), or "partition", rendezvous hashing of every
+    # each broker's partitions to one agent (a broker gets the requests one agent would send;
+    # a zone scales out with its brokers), or "partition", rendezvous hashing of every
     # partition (scales out on one broker, at agents-times the ProduceRequests).
     agent_ownership: str = "leader"  # "leader": a broker's partitions to one agent of its zone; "partition": hashed per partition
     # File with the HMAC-SHA256 keys, one per line, the first signs, all verify (rotation);

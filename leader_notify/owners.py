@@ -2,9 +2,9 @@
 
 "leader" (the default): every partition led by one broker belongs to the same agent, so a
 broker gets one ProduceRequest per round from one agent, as from one agent serving the
-whole zone: agents' and brokers' CPU per MB stay flat as agents are added (Kafka takes one
-batch per partition per request, so agents splitting a broker's partitions multiply its
-requests; docs/routing.md). A proxy ranks the brokers it has seen lead in the zone by node
+whole zone (Kafka takes one batch per partition per request, so agents splitting a
+broker's partitions multiply its requests and the CPU both sides spend on them;
+docs/routing.md). A proxy ranks the brokers it has seen lead in the zone by node
 id and gives the broker of rank r to agent r mod n: balanced, and stable until a broker
 the proxy has not seen before leads there. A zone scales out with its brokers; agents
 beyond the zone's brokers stand by. A partition whose leader is not known yet falls back
