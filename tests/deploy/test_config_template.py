@@ -53,7 +53,7 @@ def sidecar_settings(**changes):
                               "use1-az2": ["use1-az2-a0.azsidecar.internal:9400"],
                               "use1-az4": ["use1-az4-a0.azsidecar.internal:9400",
                                            "use1-az4-a1.azsidecar.internal:9400"]},
-                   "timeout_s": 10, "max_in_flight_per_zone": 64, "max_attempts": 3},
+                   "agent_ownership": "partition", "timeout_s": 10, "max_in_flight_per_zone": 64, "max_attempts": 3},
         "agent": {"listen_host": "127.0.0.1", "listen_port": 9400, "max_concurrent_reads": 8,
                   "max_in_flight_appends": 64, "metrics_port": 0, "checkpoint_interval_ms": 2500,
                   "checkpoint_max_keys": 400},
@@ -93,6 +93,7 @@ def test_rendered_sidecar_config_loads_with_the_values_given(tmp_path):
     assert dict(config.notify.agents)["use1-az4"] == ("use1-az4-a0.azsidecar.internal:9400",
                                                       "use1-az4-a1.azsidecar.internal:9400")
     assert config.notify.hmac_keys == ()  # secrets never go through the template
+    assert config.notify.agent_ownership == "partition"
     assert config.audit.output == "s3://demo-wal-123456789012/audit/"
     assert config.agent.listen_port == 9400
     assert (config.agent.checkpoint_interval_ms, config.agent.checkpoint_max_keys) == (2500, 400)

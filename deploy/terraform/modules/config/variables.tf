@@ -78,7 +78,9 @@ variable "settings" {
     })
     notify = optional(object({
       # AZ id => the zone's agents, host:port each (partitions are spread over them by owner).
-      agents                 = optional(map(list(string)), {})
+      agents = optional(map(list(string)), {})
+      # "leader": each broker's partitions to one agent of its zone; "partition": hashed per partition
+      agent_ownership        = optional(string, "leader")
       timeout_s              = optional(number, 10)
       max_in_flight_per_zone = optional(number, 64)
       max_attempts           = optional(number, 3)
@@ -115,6 +117,10 @@ variable "settings" {
       p >= 0 && p <= 65535 && floor(p) == p
     ])
     error_message = "proxy.listen_port, proxy.metrics_port, agent.listen_port, agent.metrics_port and wal.gc_metrics_port must be ports (0..65535)."
+  }
+  validation {
+    condition     = contains(["leader", "partition"], var.settings.notify.agent_ownership)
+    error_message = "notify.agent_ownership is leader or partition."
   }
   validation {
     condition     = var.settings.agent.checkpoint_interval_ms >= 1 && var.settings.agent.checkpoint_interval_ms <= 600000 && var.settings.agent.checkpoint_max_keys >= 1 && var.settings.agent.checkpoint_max_keys <= 10000
