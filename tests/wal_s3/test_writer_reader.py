@@ -108,15 +108,18 @@ async def test_flush_reasons_size_then_shutdown(wal_env):
 
 
 async def append_all_then_close(writer: WalWriter, items):
-    """Append all, and close the writer once every append is buffered (so linger never fires)."""
+    """Append all in the order given, and close the writer once every append is buffered
+    (so linger never fires). In order: `nursery.start` returns once the entry is in the open
+    object (start_soon alone lets trio start the tasks in any order, which moved the cost
+    seal of tests/wal_s3/test_cost_flush.py in ~1 run of 8)."""
     placements: list = [None] * len(items)
 
-    async def one(i, e, zone):
-        placements[i] = await writer.append(e, zone)
+    async def one(i, e, zone, task_status=trio.TASK_STATUS_IGNORED):
+        placements[i] = await writer.append(e, zone, task_status=task_status)
 
     async with trio.open_nursery() as n:
         for i, (e, zone) in enumerate(items):
-            n.start_soon(one, i, e, zone)
+            await n.start(one, i, e, zone)
         await trio.testing.wait_all_tasks_blocked()
         writer.close()
     return placements
