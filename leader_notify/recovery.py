@@ -167,7 +167,7 @@ async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current
                 runs: list[tuple[int | None, str]] = [(None, zone)]
             else:
                 if layout is None:
-                    layout = await _recorded_layout(store, key, tally, retry)
+                    layout = await recorded_layout(store, key, tally, retry)
                 recorded = {zone: layout[zone]} if zone in layout else {}
                 try:
                     owners = [owner for owner, _first, _end in agents.runs(_Recovered(key, {zone: share}, recorded), zone)]
@@ -190,7 +190,7 @@ async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current
     return report
 
 
-async def _recorded_layout(store: S3Store, key: str, tally: S3RequestTally,
+async def recorded_layout(store: S3Store, key: str, tally: S3RequestTally,
                            retry: dict) -> dict[str, tuple[tuple[int, int, int], ...]]:
     """zone -> runs by agent from the object's `share-entries` metadata ({} without it, or if
     it cannot be read: the share is then split by the current owners)."""

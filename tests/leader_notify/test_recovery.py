@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import trio
 
-from leader_notify.recovery import earlier_objects, recover_acknowledged, zone_shares
+from leader_notify.recovery import earlier_objects, recorded_layout, recover_acknowledged, zone_shares
+from wal_s3.billing import S3RequestTally
 from wal_s3.format import WalEntry, encode_object, parse_object
+from wal_s3.s3 import S3PermanentError
 from wal_s3.writer import object_key
 
 
@@ -20,6 +22,30 @@ def test_earlier_objects_are_this_writers_older_epochs_in_epoch_then_sequence_or
         object_key("wal/", "az1", "p1", 1, 9), object_key("wal/", "az1", "p1", 1, 10),
         object_key("wal/", "az1", "p1", 2, 1)]
     assert earlier_objects(keys, "wal/", "p1", 1) == []
+
+
+class _MetadataStore:
+    """head_metadata only (the layout read is all that is tested here)."""
+
+    def __init__(self, meta=None, error=None) -> None:
+        self.meta, self.error = meta, error
+
+    async def head_metadata(self, key):
+        if self.error is not None:
+            raise self.error
+        return self.meta
+
+
+@pytest.mark.parametrize(("store", "layout"), [
+    (_MetadataStore({"zones": "az1,az2.1of3,az2.3of3", "share-entries": "2,4,1"}),
+     {"az1": ((0, 0, 2),), "az2": ((0, 0, 4), (2, 4, 5))}),
+    (_MetadataStore({"zones": "az2.1of3,az2.3of3"}), {}),  # written before share-entries: split by today's owners
+    (_MetadataStore({"zones": "az2.1of3,az2.3of3", "share-entries": "4"}), {}),  # does not match: same
+    (_MetadataStore(error=S3PermanentError("HEAD k: 403")), {}),
+])
+def test_recovery_reads_the_layout_from_the_metadata_or_falls_back(store, layout):
+    retry = {"max_attempts": 1, "base_ms": 1, "max_ms": 1}
+    assert trio.run(recorded_layout, store, "k", S3RequestTally(), retry) == layout
 
 
 def test_zone_shares_of_a_parsed_object_are_the_encoders_own():

@@ -105,6 +105,10 @@ async def test_flush_reasons_size_then_shutdown(wal_env):
     assert [(f["sequence"], f["entries"], f["reason"]) for f in flushes] == \
         [(0, 3, "size"), (1, 3, "size"), (2, 1, "shutdown")]
     assert len({p.key for p in placements}) == 3
+    # One agent per zone: the metadata names the zone, no share layout, no runs in memory.
+    head = make_client(config).head_object(Bucket=config.bucket, Key=placements[0].key)
+    assert head["Metadata"] == {"zones": "az2"}
+    assert placements[0].flushed.share_runs == {}
 
 
 async def append_all_then_close(writer: WalWriter, items):
