@@ -248,7 +248,11 @@ class WalPath:
         agent = 0
         if self._agents.count(zone) > 1:  # the owner when the entry was written (it may have moved since)
             at = placement.entry_index_in_zone
-            agent = next(owner for owner, first, end in self._agents.runs(placement.flushed, zone) if first <= at < end)
+            try:
+                runs = self._agents.runs(placement.flushed, zone)
+            except ValueError:  # not laid out by owner: _on_released announced it to agent 0
+                runs = []
+            agent = next((owner for owner, first, end in runs if first <= at < end), 0)
         notifier = self._notifier(zone, agent)
         first = notifier.first_index(placement.key)
         if ack_mode == "wal":
