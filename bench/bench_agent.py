@@ -2,7 +2,7 @@
 
 Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
                                             [--agents 1,2,3] [--brokers 1] [--ownership leader|partition]
-                                            [--offered-mib-s 0] [--profile-dir DIR]
+                                            [--offered-mib-s 0 [--per-agent]] [--profile-dir DIR]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
 memory-backed Tansu broker, with --brokers N > 1 librdkafka's mock cluster of N brokers
@@ -37,7 +37,9 @@ producer phase Kafka).
 --offered-mib-s R: the notifier announces object k only once objects 0..k-1 make R MiB/s
 since the phase began, a steady offered load instead of everything at once. CPU per MiB is
 then compared at one load for every agent count, without the host's two cores saturated
-(at saturation, more processes than cores add preemptions to the figures). --profile-dir
+(at saturation, more processes than cores add preemptions to the figures). With
+--per-agent the offered rate is R per agent (N agents: N x R), as a zone adds agents when
+its load grows: CPU per MiB at the same load per agent. --profile-dir
 DIR: each agent runs under cProfile (CPU-time clock), enabled only during the timed agent
 phases (SIGUSR1/SIGUSR2), stats in DIR/agent<i>.prof when it stops; run one agent count
 per invocation to profile it alone.
@@ -405,6 +407,8 @@ def main() -> int:
                     help="notify.agent_ownership: a broker's partitions to one agent, or hashed per partition")
     ap.add_argument("--offered-mib-s", type=float, default=0.0,
                     help="announce objects at this rate (0: all at once); compares CPU per MiB at one load")
+    ap.add_argument("--per-agent", action="store_true",
+                    help="--offered-mib-s is per agent: N agents are offered N times it")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
@@ -423,7 +427,8 @@ def main() -> int:
     print(f"{len(batches)} batches of ~{args.batch_kib} KiB over {args.partitions} partitions, "
           f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}, "
           f"ownership {args.ownership}, {kafka_name}"
-          + (f", objects offered at {args.offered_mib_s:g} MiB/s" if args.offered_mib_s > 0 else ""))
+          + (f", objects offered at {args.offered_mib_s:g} MiB/s{' per agent' if args.per_agent else ''}"
+             if args.offered_mib_s > 0 else ""))
     wall = {n: 0.0 for n in counts}
     cpu = {n: 0.0 for n in counts}
     t_producer = cpu_producer = 0.0
@@ -458,7 +463,8 @@ def main() -> int:
                     c0 = agents.cpu_s(n)
                     o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
                     agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
-                    t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders, args.offered_mib_s)
+                    t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders,
+                                 args.offered_mib_s * (n if args.per_agent else 1))
                     agents.signal(n, signal.SIGUSR2)
                     cpu[n] += agents.cpu_s(n) - c0
                     o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
