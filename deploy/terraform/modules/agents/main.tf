@@ -2,7 +2,8 @@
 # that zone's subnets, each registered in Cloud Map as <zone id>-a<i>.<namespace>; plus one
 # gc service for the region. The sidecars get every zone's list of agent names
 # (output agent_endpoints) and spread the zone's partitions over them themselves
-# (rendezvous hashing): each agent owns its partitions, so each needs its own stable
+# (notify.agent_ownership: by leader broker, or rendezvous hashing of each partition): each
+# agent owns its partitions, so each needs its own stable
 # address and no load balancer sits in between (one behind a shared name could receive
 # any partition and break its order).
 #

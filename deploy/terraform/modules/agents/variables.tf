@@ -40,7 +40,9 @@ variable "zones" {
     in every account, names do not). Each zone gets `agents` agents, each its own one-task
     service with its own Cloud Map name (<zone id>-a<i>), pinned to subnet_ids, which must
     all be in that zone (checked at plan time). The proxies spread the zone's partitions over
-    them (rendezvous hashing, docs/routing.md); changing `agents` moves about 1/n of them.
+    them (notify.agent_ownership: each leader broker's partitions to one agent by default, or
+    rendezvous hashing per partition; docs/routing.md). With one broker per zone and the
+    default, a zone's second agent stands by.
   EOT
   type = map(object({
     subnet_ids = list(string)
