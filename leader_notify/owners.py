@@ -164,13 +164,13 @@ class AgentMap:
         n = self.count(zone)
         return zone if n <= 1 else share_name(zone, self.owner(zone, topic, partition), n)
 
-    def runs(self, flushed: _Flushed, zone: str) -> list[tuple[int, int, int]]:
+    def runs(self, flushed: _Flushed, zone: str) -> Sequence[tuple[int, int, int]]:
         """(agent index, first entry, end entry) of each owner's run in `flushed`'s share of
-        `zone`: as the writer laid it out (recorded), else recomputed by `slices`. Raises
-        ValueError as `slices`."""
+        `zone`: as the writer laid it out (recorded; asked per entry, so not copied), else
+        recomputed by `slices`. Raises ValueError as `slices`."""
         recorded = getattr(flushed, "share_runs", None)
         if recorded and zone in recorded:
-            return list(recorded[zone])
+            return recorded[zone]
         return self.slices(zone, flushed.zones[zone].entries)
 
     def slices(self, zone: str, entries: Sequence[_Entry]) -> list[tuple[int, int, int]]:

@@ -173,8 +173,12 @@ async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current
                     owners = [owner for owner, _first, _end in agents.runs(_Recovered(key, {zone: share}, recorded), zone)]
                 except ValueError:
                     owners = []
-                runs = [(o, share_name(zone, o, agents.count(zone))) if o < agents.count(zone) else (o, f"{zone}#{o}")
-                        for o in owners] or [(None, zone)]
+                runs = [(o, share_name(zone, o, agents.count(zone))) for o in owners if o < agents.count(zone)]
+                for o in owners:
+                    if o >= agents.count(zone):  # written for a longer notify.agents list
+                        failed.append((key, f"{zone} agent {o + 1}", f"notify.agents lists {agents.count(zone)}"))
+                if not owners:
+                    runs = [(None, zone)]
             for agent, name in runs:
                 if name in applied:
                     skipped += 1

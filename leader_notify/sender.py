@@ -43,7 +43,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import trio
@@ -355,7 +355,7 @@ class NotifySender:
                 "status": status, "attempts": attempt,
             })
 
-    def _slices(self, flushed: AnnouncedObject, dest_zone: str) -> list[tuple[int, int, int]]:
+    def _slices(self, flushed: AnnouncedObject, dest_zone: str) -> Sequence[tuple[int, int, int]]:
         """(agent, first entry, end entry) per owner of the zone share. Raises NotifyError."""
         try:
             return self.agents.runs(flushed, dest_zone)

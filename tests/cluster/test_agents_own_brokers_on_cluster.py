@@ -97,6 +97,7 @@ def test_agents_own_the_zones_brokers_and_follow_moving_leaders(moto_server, tmp
                             assert agent in (AGENT_OF_BROKER[BEFORE[part]], AGENT_OF_BROKER[AFTER[part]]), runs
                             if agent == AGENT_OF_BROKER[AFTER[part]]:
                                 moved_to_new.add(part)
+            del p  # before the sidecars stop: an idle producer would keep reconnecting to the proxy
         assert moved_to_new == set(range(PARTITIONS))
         assert not delivery.failed, delivery.failed[:5]
         want: dict[int, list[int]] = {}

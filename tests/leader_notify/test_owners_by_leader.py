@@ -99,7 +99,7 @@ def test_runs_are_the_recorded_layout_not_todays_owners():
     entries = [_E("t", 0), _E("t", 0), _E("t", 1)]
     # written when t-0 was led by agent 2's broker and t-1 by agent 0's; today both hash elsewhere
     recorded = _Obj({"az2": _Share(entries)}, {"az2": ((0, 0, 2), (2, 2, 3))})
-    assert m.runs(recorded, "az2") == [(0, 0, 2), (2, 2, 3)]
+    assert list(m.runs(recorded, "az2")) == [(0, 0, 2), (2, 2, 3)]
     unrecorded = _Obj({"az2": _Share(entries)})
     assert m.runs(unrecorded, "az2") == m.slices("az2", entries)
 
