@@ -2,7 +2,8 @@
 
 Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
                                             [--agents 1,2,3] [--brokers 1] [--ownership leader|partition]
-                                            [--offered-mib-s 0 [--per-agent]] [--profile-dir DIR]
+                                            [--offered-mib-s 0 [--per-agent] [--stagger]]
+                                            [--cache-mib 256] [--warmup-rounds 0] [--profile-dir DIR]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
 memory-backed Tansu broker, with --brokers N > 1 librdkafka's mock cluster of N brokers
@@ -39,14 +40,22 @@ since the phase began, a steady offered load instead of everything at once. CPU 
 then compared at one load for every agent count, without the host's two cores saturated
 (at saturation, more processes than cores add preemptions to the figures). With
 --per-agent the offered rate is R per agent (N agents: N x R), as a zone adds agents when
-its load grows: CPU per MiB at the same load per agent. --profile-dir
+its load grows: CPU per MiB at the same load per agent. With --stagger each agent's share of
+an object is paced on its own (share k of object j once the shares before it make R MiB/s),
+so the agents' bursts take turns instead of meeting on the host's two cores: as when each
+agent has its own vCPU (the Terraform agents module runs each in its own Fargate task).
+
+--cache-mib M: the agents' block cache (wal.cache_bytes, default 256 MiB). Until an agent's
+cache is full every GET lands in fresh memory (page faults, printed as faults/MiB); an
+agent that serves a third of the load fills it three times later. --warmup-rounds W runs W
+rounds first that are not counted, so the figures are the agents' steady state. --profile-dir
 DIR: each agent runs under cProfile (CPU-time clock), enabled only during the timed agent
 phases (SIGUSR1/SIGUSR2), stats in DIR/agent<i>.prof when it stops; run one agent count
 per invocation to profile it alone.
 
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer; each round's line also says how
-many partitions each agent owned, e.g. "(3+3+2)". After every phase (untimed) each
+many partitions each agent owned, e.g. "(3+3+2)", and the agents' CPU s/MiB that round. After every phase (untimed) each
 partition's log end offset must be its record count (on Tansu also: its last batch's base
 offset + 1, what Tansu can report), else the bench stops.
 """
@@ -255,18 +264,34 @@ class AgentProcesses:
         """user + system CPU seconds of the first `n` agent processes so far."""
         return sum(process_cpu_s(proc.pid) for proc in self.procs[:n])
 
+    def minor_faults(self, n: int) -> int:
+        """Minor page faults of the first `n` agent processes so far."""
+        return sum(process_minor_faults(proc.pid) for proc in self.procs[:n])
+
 
 def process_cpu_s(pid: int) -> float:
     """user + system CPU seconds of process `pid` so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = _stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15 of stat)
 
 
+def process_minor_faults(pid: int) -> int:
+    """Minor page faults of process `pid` so far (a first touch of fresh memory)."""
+    return int(_stat_fields(pid)[7])  # minflt, field 10 of stat
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name (fields 3 on)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mapping[int, int],
-                          offered_mib_s: float = 0.0) -> float:
+                          offered_mib_s: float = 0.0, stagger: bool = False) -> float:
     """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do;
-    with `offered_mib_s`, object k is announced once the objects before it make that rate."""
+    with `offered_mib_s`, object k is announced once the objects before it make that rate,
+    with `stagger` too each agent's share once the shares before it make it (the agents'
+    bursts then take turns on the host's cores)."""
     sender = NotifySender(config.notify, "az1", "bench", 1, NullAuditSink(), bucket=bucket)
     note_leaders(sender.agents, topic, leaders)  # before any owner is asked: else it hashes
     failures: list[str] = []
@@ -282,10 +307,14 @@ async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mappin
             notifiers: dict[int, ZoneNotifier] = {}
             started, paced_from, offered = time.perf_counter(), trio.current_time(), 0
             for obj in objs:
-                if offered_mib_s > 0:  # a steady offered load: CPU per MiB without saturating the host
+                share = obj.zones[ZONE]
+                if offered_mib_s > 0 and not stagger:  # a steady offered load: CPU per MiB without saturating the host
                     await trio.sleep_until(paced_from + offered / (offered_mib_s * MiB))
-                    offered += obj.zones[ZONE].length
-                for agent, first, end in sender.agents.slices(ZONE, obj.zones[ZONE].entries):
+                    offered += share.length
+                for agent, first, end in sender.agents.slices(ZONE, share.entries):
+                    if offered_mib_s > 0 and stagger:
+                        await trio.sleep_until(paced_from + offered / (offered_mib_s * MiB))
+                        offered += sum(entry.length for entry in share.entries[first:end])
                     notifier = notifiers.get(agent)
                     if notifier is None:
                         notifier = notifiers[agent] = ZoneNotifier(ZONE, sender, nursery, agent=agent)
@@ -409,6 +438,13 @@ def main() -> int:
                     help="announce objects at this rate (0: all at once); compares CPU per MiB at one load")
     ap.add_argument("--per-agent", action="store_true",
                     help="--offered-mib-s is per agent: N agents are offered N times it")
+    ap.add_argument("--stagger", action="store_true",
+                    help="with --offered-mib-s: pace each agent's share of an object on its own, so the agents' "
+                         "bursts take turns on the host's cores (as agents on their own vCPUs) instead of meeting")
+    ap.add_argument("--cache-mib", type=int, default=None,
+                    help="the agents' block cache, wal.cache_bytes (default: the agent's own, 256 MiB)")
+    ap.add_argument("--warmup-rounds", type=int, default=0,
+                    help="rounds run first and not counted (the agents' caches filled: their steady state)")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
@@ -417,6 +453,10 @@ def main() -> int:
         ap.error("--agents: positive counts")
     if args.brokers < 1:
         ap.error("--brokers: at least 1")
+    if args.stagger and args.offered_mib_s <= 0:
+        ap.error("--stagger paces shares: give --offered-mib-s")
+    if args.warmup_rounds < 0 or args.rounds < 1:
+        ap.error("--rounds: at least 1; --warmup-rounds: at least 0")
     os.environ.update(DUMMY_CREDENTIALS)  # boto3 in this process talks to moto
 
     batches = build_batches(args.total_mib, args.batch_kib, args.partitions)
@@ -428,9 +468,12 @@ def main() -> int:
           f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}, "
           f"ownership {args.ownership}, {kafka_name}"
           + (f", objects offered at {args.offered_mib_s:g} MiB/s{' per agent' if args.per_agent else ''}"
-             if args.offered_mib_s > 0 else ""))
+             f"{', shares staggered' if args.stagger else ''}" if args.offered_mib_s > 0 else "")
+          + (f", agents' cache {args.cache_mib} MiB" if args.cache_mib is not None else "")
+          + (f", {args.warmup_rounds} warm-up rounds not counted" if args.warmup_rounds else ""))
     wall = {n: 0.0 for n in counts}
     cpu = {n: 0.0 for n in counts}
+    faults = {n: 0 for n in counts}
     t_producer = cpu_producer = 0.0
     # The rest of each phase's CPU on the same cores: moto (S3) and Kafka; for the agents also
     # this process (the proxy's notifiers and sender). Printed so the ratio can be read
@@ -444,11 +487,14 @@ def main() -> int:
         bucket = "bench-agent"
         moto.create_bucket(bucket)
         s3 = moto.client()
-        base = {"wal": {"bucket": bucket, "prefix": "wal/", "endpoint_url": endpoint_url},
-                "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
+        wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": endpoint_url}
+        if args.cache_mib is not None:
+            wal["cache_bytes"] = args.cache_mib * MiB
+        base = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
         with AgentProcesses(max(counts), base, log_dir, args.profile_dir) as agents:
-            for r in range(args.rounds):
-                line = [f"round {r}:"]
+            for r in range(-args.warmup_rounds, args.rounds):
+                counted = r >= 0
+                line = [f"round {r}:" if counted else f"warm-up {r + args.warmup_rounds}:"]
                 for n in counts:  # side by side in the same round
                     config = load_config(None, {
                         "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": endpoint_url,
@@ -460,40 +506,44 @@ def main() -> int:
                     layout = AgentMap(config.notify.agents, config.notify.agent_ownership)
                     note_leaders(layout, topic, leaders)
                     objs = put_objects(s3, bucket, topic, batches, layout)
-                    c0 = agents.cpu_s(n)
+                    c0, f0 = agents.cpu_s(n), agents.minor_faults(n)
                     o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
                     agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
                     t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders,
-                                 args.offered_mib_s * (n if args.per_agent else 1))
+                                 args.offered_mib_s * (n if args.per_agent else 1), args.stagger)
                     agents.signal(n, signal.SIGUSR2)
-                    cpu[n] += agents.cpu_s(n) - c0
+                    spent = agents.cpu_s(n) - c0
                     o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
-                    others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
-                    wall[n] += t
+                    if counted:
+                        cpu[n] += spent
+                        faults[n] += agents.minor_faults(n) - f0
+                        others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
+                        wall[n] += t
                     check_appended(kafka, topic, ends)
                     shares = "+".join(map(str, partitions_per_agent(layout, topic, args.partitions)))
-                    line.append(f"agents x{n} {mib / t:7.1f} MiB/s ({shares})")
+                    line.append(f"agents x{n} {mib / t:7.1f} MiB/s ({shares}) {spent / mib:.4f} s/MiB")
                 topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
                 kafka.create_topic(topic_p, args.partitions)
                 c1 = time.process_time()
                 t1 = process_cpu_s(kafka.pid)
                 tp = asyncio.run(run_producer_phase(kafka.bootstrap, topic_p, batches))
-                cpu_producer += time.process_time() - c1
-                others_producer += process_cpu_s(kafka.pid) - t1
-                t_producer += tp
+                if counted:
+                    cpu_producer += time.process_time() - c1
+                    others_producer += process_cpu_s(kafka.pid) - t1
+                    t_producer += tp
                 check_appended(kafka, topic_p, ends)
                 line.append(f"producer {mib / tp:7.1f} MiB/s")
                 print("   ".join(line))
     total = mib * args.rounds
     producer_rate = total / t_producer
-    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s}   others' CPU s/MiB: "
-          f"{'moto':>7s} {'Kafka':>7s} {'proxy':>7s}")
+    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s} {'faults/MiB':>11s}   "
+          f"others' CPU s/MiB: {'moto':>7s} {'Kafka':>7s} {'proxy':>7s}")
     for n in counts:
         rate = total / wall[n]
-        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f}   {'':19s}"
-              + " ".join(f"{x / total:7.4f}" for x in others[n]))
-    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f}   {'':19s}"
-          f"{'-':>7s} {others_producer / total:7.4f} {'-':>7s}")
+        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f} "
+              f"{faults[n] / total:11.0f}   {'':19s}" + " ".join(f"{x / total:7.4f}" for x in others[n]))
+    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f} {'-':>11s}   "
+          f"{'':19s}{'-':>7s} {others_producer / total:7.4f} {'-':>7s}")
     return 0
 
 
