@@ -286,6 +286,27 @@ def _stat_fields(pid: int) -> list[str]:
         return f.read().rsplit(")", 1)[1].split()
 
 
+def announcements(objs, slices: Callable[[Any], Sequence[tuple[int, int, int]]], offered_mib_s: float,
+                  stagger: bool) -> list[tuple[float, Any, int, int, int]]:
+    """(due s after the phase starts, object, agent, first entry, end entry) of every share in
+    announcement order. Unpaced (offered_mib_s 0): all due at 0. Paced: an object is due once
+    the zone bytes of the objects before it make `offered_mib_s`; with `stagger` each share
+    once the bytes of the shares before it do (the agents' bursts then take turns)."""
+    out: list[tuple[float, Any, int, int, int]] = []
+    offered = 0
+    for obj in objs:
+        share = obj.zones[ZONE]
+        due = offered / (offered_mib_s * MiB) if offered_mib_s > 0 else 0.0
+        if not stagger:
+            offered += share.length
+        for agent, first, end in slices(share.entries):
+            if stagger and offered_mib_s > 0:
+                due = offered / (offered_mib_s * MiB)
+                offered += sum(entry.length for entry in share.entries[first:end])
+            out.append((due, obj, agent, first, end))
+    return out
+
+
 async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mapping[int, int],
                           offered_mib_s: float = 0.0, stagger: bool = False) -> float:
     """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do;
@@ -305,23 +326,19 @@ async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mappin
     try:
         async with trio.open_nursery() as nursery:
             notifiers: dict[int, ZoneNotifier] = {}
-            started, paced_from, offered = time.perf_counter(), trio.current_time(), 0
-            for obj in objs:
-                share = obj.zones[ZONE]
-                if offered_mib_s > 0 and not stagger:  # a steady offered load: CPU per MiB without saturating the host
-                    await trio.sleep_until(paced_from + offered / (offered_mib_s * MiB))
-                    offered += share.length
-                for agent, first, end in sender.agents.slices(ZONE, share.entries):
-                    if offered_mib_s > 0 and stagger:
-                        await trio.sleep_until(paced_from + offered / (offered_mib_s * MiB))
-                        offered += sum(entry.length for entry in share.entries[first:end])
-                    notifier = notifiers.get(agent)
-                    if notifier is None:
-                        notifier = notifiers[agent] = ZoneNotifier(ZONE, sender, nursery, agent=agent)
-                    notifier.announce(obj, first, end)
-                    notifier.on_result(obj.key, lambda got, key=obj.key: check(key, got))
-                    for _ in range(first + 1, end):  # every entry asks once (the proxy's waiters)
-                        notifier.on_result(obj.key, lambda got: None)
+            schedule = announcements(objs, lambda entries: sender.agents.slices(ZONE, entries), offered_mib_s,
+                                     stagger)
+            started, paced_from = time.perf_counter(), trio.current_time()
+            for due, obj, agent, first, end in schedule:
+                if due > 0:  # a steady offered load: CPU per MiB without saturating the host
+                    await trio.sleep_until(paced_from + due)
+                notifier = notifiers.get(agent)
+                if notifier is None:
+                    notifier = notifiers[agent] = ZoneNotifier(ZONE, sender, nursery, agent=agent)
+                notifier.announce(obj, first, end)
+                notifier.on_result(obj.key, lambda got, key=obj.key: check(key, got))
+                for _ in range(first + 1, end):  # every entry asks once (the proxy's waiters)
+                    notifier.on_result(obj.key, lambda got: None)
             for notifier in notifiers.values():
                 await notifier.wait_idle()
             elapsed = time.perf_counter() - started

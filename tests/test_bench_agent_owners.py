@@ -14,6 +14,8 @@ from azsidecar.config import load_config
 from bench.bench_agent import (
     KEYS,
     ZONE,
+    Flushed,
+    announcements,
     lay_out,
     log_ends,
     note_leaders,
@@ -24,7 +26,7 @@ from bench.bench_agent import (
 from core.audit import NullAuditSink
 from leader_notify.owners import AgentMap
 from leader_notify.sender import NotifySender
-from wal_s3.format import WalEntry
+from wal_s3.format import EntryRef, WalEntry, ZoneShare
 
 ADDRESSES = ("10.0.1.5:9400", "10.0.1.6:9400", "10.0.1.7:9400")
 TOPIC = "orders"
@@ -112,3 +114,43 @@ def test_log_ends():
 ])
 def test_wrong_ends(got, base_plus_one, wrong):
     assert wrong_ends(got, {0: (5, 3), 1: (1, 1)}, base_plus_one) == wrong
+
+
+# --- announcements: when each share is announced (pacing by hand) ---------------------------
+#
+# Two objects; object A's zone share is 3 MiB in three 1 MiB entries, B's 2 MiB in two.
+# Owners by hand: A's entries 0-1 go to agent 0, entry 2 to agent 1; B's single run to agent 1.
+
+MIB = 1024 * 1024
+
+
+def _object(key: str, entries: int) -> Flushed:
+    refs = tuple(EntryRef(TOPIC, i, i * MIB, MIB, 0, 1, -1, -1, -1) for i in range(entries))
+    return Flushed(key, {ZONE: ZoneShare(0, entries * MIB, refs)})
+
+
+OBJ_A, OBJ_B = _object("a", 3), _object("b", 2)
+RUNS = {3: [(0, 0, 2), (1, 2, 3)], 2: [(1, 0, 2)]}  # by entry count: A has 3, B has 2
+
+
+def _slices(entries):
+    return RUNS[len(entries)]
+
+
+def _schedule(offered_mib_s: float, stagger: bool) -> list[tuple[float, str, int, int, int]]:
+    return [(due, obj.key, agent, first, end)
+            for due, obj, agent, first, end in announcements([OBJ_A, OBJ_B], _slices, offered_mib_s, stagger)]
+
+
+def test_unpaced_announces_everything_at_once():
+    assert _schedule(0, False) == [(0.0, "a", 0, 0, 2), (0.0, "a", 1, 2, 3), (0.0, "b", 1, 0, 2)]
+
+
+def test_paced_objects_wait_for_the_bytes_before_them():
+    # 1 MiB/s: B is due once A's 3 MiB are offered; both of A's shares at once.
+    assert _schedule(1, False) == [(0.0, "a", 0, 0, 2), (0.0, "a", 1, 2, 3), (3.0, "b", 1, 0, 2)]
+
+
+def test_staggered_shares_wait_for_the_shares_before_them():
+    # 2 MiB/s: A's second share after A's first 2 MiB (1 s), B after all of A's 3 MiB (1.5 s).
+    assert _schedule(2, True) == [(0.0, "a", 0, 0, 2), (1.0, "a", 1, 2, 3), (1.5, "b", 1, 0, 2)]
