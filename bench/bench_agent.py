@@ -3,10 +3,11 @@
 Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
                                             [--agents 1,2,3] [--brokers 1] [--ownership leader|partition]
                                             [--offered-mib-s 0 [--per-agent] [--stagger]]
-                                            [--cache-mib 256] [--warmup-rounds 0] [--profile-dir DIR]
+                                            [--cache-mib 256] [--warmup-rounds 0] [--object-mib 8]
+                                            [--mock-cluster] [--profile-dir DIR]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
-memory-backed Tansu broker, with --brokers N > 1 librdkafka's mock cluster of N brokers
+memory-backed Tansu broker, with --brokers N > 1 (or --mock-cluster) librdkafka's mock cluster of N brokers
 (deploy/local/mock_cluster.py, one process; topics made through its control channel with
 partition p led by broker p % N + 1, every broker's rack az2, the bench's only zone). The
 record batches (`batch-kib` each, 1 KiB records, no producer id) are built once.
@@ -18,7 +19,7 @@ hashes each partition to an agent. The topic's leaders are read from Metadata an
 the layout's AgentMap and to the sender's (note_leaders), so both place partitions alike.
 
 Phase "agent xN" (N from --agents): N agent processes (`azsidecar agent`) serve the zone.
-The batches sit in WAL objects of ~8 MiB (wal_s3 format, each zone share laid out by owning
+The batches sit in WAL objects of ~8 MiB (--object-mib; wal_s3 format, each zone share laid out by owning
 agent as the proxy's writer does, PUT before the clock starts). The proxy's own
 ZoneNotifier per agent (leader_notify/notifier.py, with the real NotifySender: a notification
 written ahead when the agent is idle, the next objects prefetched) notifies each agent of
@@ -193,11 +194,12 @@ def lay_out(entries: Sequence[WalEntry], agents: AgentMap) -> list[WalEntry]:
     return sorted(entries, key=lambda e: agents.share_of(ZONE, e.topic, e.partition))
 
 
-def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap) -> list[Flushed]:
-    """~8 MiB objects; each object's az2 share laid out by owning agent, as WalWriter does."""
+def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap,
+                object_bytes: int = OBJECT_BYTES) -> list[Flushed]:
+    """Objects of ~object_bytes; each object's az2 share laid out by owning agent, as WalWriter does."""
     objs, current, size, seq = [], [], 0, 0
     for partition, values, raw in [*batches, (None, None, None)]:
-        if raw is None or (size + len(raw) > OBJECT_BYTES and current):
+        if raw is None or (size + len(raw) > object_bytes and current):
             enc = encode_object(writer_id="bench", epoch=1, sequence=seq, created_ms=int(time.time() * 1000),
                                 entries_by_zone={ZONE: lay_out(current, agents)})
             key = f"wal/{uuid.uuid4().hex[:8]}/bench-{seq}"
@@ -422,10 +424,10 @@ class Kafka:
 
 
 @contextlib.contextmanager
-def start_kafka(brokers: int, log_dir: Path) -> Iterator[Kafka]:
-    """One Tansu broker (brokers == 1) or librdkafka's mock cluster of `brokers` brokers in
-    zone az2, partitions' leaders round-robin over them (it has no CreateTopics)."""
-    if brokers == 1:
+def start_kafka(brokers: int, log_dir: Path, mock: bool = False) -> Iterator[Kafka]:
+    """One Tansu broker (brokers == 1, not `mock`) or librdkafka's mock cluster of `brokers`
+    brokers in zone az2, partitions' leaders round-robin over them (it has no CreateTopics)."""
+    if brokers == 1 and not mock:
         with start_tansu(log_dir=log_dir) as tansu:
             assert tansu.proc is not None
             yield Kafka((tansu.bootstrap,), tansu.proc.pid,
@@ -458,6 +460,10 @@ def main() -> int:
     ap.add_argument("--stagger", action="store_true",
                     help="with --offered-mib-s: pace each agent's share of an object on its own, so the agents' "
                          "bursts take turns on the host's cores (as agents on their own vCPUs) instead of meeting")
+    ap.add_argument("--mock-cluster", action="store_true",
+                    help="librdkafka's mock cluster even for --brokers 1 (default there: one Tansu broker)")
+    ap.add_argument("--object-mib", type=float, default=OBJECT_BYTES / MiB,
+                    help="WAL object size (default 8, the writer's flush size); each agent's share is its part")
     ap.add_argument("--cache-mib", type=int, default=None,
                     help="the agents' block cache, wal.cache_bytes (default: the agent's own, 256 MiB)")
     ap.add_argument("--warmup-rounds", type=int, default=0,
@@ -472,6 +478,8 @@ def main() -> int:
         ap.error("--brokers: at least 1")
     if args.stagger and args.offered_mib_s <= 0:
         ap.error("--stagger paces shares: give --offered-mib-s")
+    if args.object_mib <= 0:
+        ap.error("--object-mib: positive")
     if args.warmup_rounds < 0 or args.rounds < 1:
         ap.error("--rounds: at least 1; --warmup-rounds: at least 0")
     os.environ.update(DUMMY_CREDENTIALS)  # boto3 in this process talks to moto
@@ -480,7 +488,8 @@ def main() -> int:
     batch_bytes = sum(len(raw) for _, _, raw in batches)
     mib = batch_bytes / MiB
     ends = log_ends(batches)
-    kafka_name = "one Tansu broker" if args.brokers == 1 else f"{args.brokers} brokers (librdkafka mock cluster)"
+    kafka_name = ("one Tansu broker" if args.brokers == 1 and not args.mock_cluster
+                  else f"{args.brokers} broker(s) (librdkafka mock cluster)")
     print(f"{len(batches)} batches of ~{args.batch_kib} KiB over {args.partitions} partitions, "
           f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}, "
           f"ownership {args.ownership}, {kafka_name}"
@@ -499,7 +508,7 @@ def main() -> int:
     others_producer = 0.0
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True)
-    with start_moto() as moto, start_kafka(args.brokers, log_dir) as kafka:
+    with start_moto() as moto, start_kafka(args.brokers, log_dir, args.mock_cluster) as kafka:
         endpoint_url = moto.endpoint_url
         bucket = "bench-agent"
         moto.create_bucket(bucket)
@@ -522,7 +531,7 @@ def main() -> int:
                     leaders = topic_leaders(kafka.bootstrap, topic, args.partitions)
                     layout = AgentMap(config.notify.agents, config.notify.agent_ownership)
                     note_leaders(layout, topic, leaders)
-                    objs = put_objects(s3, bucket, topic, batches, layout)
+                    objs = put_objects(s3, bucket, topic, batches, layout, int(args.object_mib * MiB))
                     c0, f0 = agents.cpu_s(n), agents.minor_faults(n)
                     o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
                     agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
