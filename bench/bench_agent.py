@@ -478,8 +478,8 @@ def main() -> int:
         ap.error("--brokers: at least 1")
     if args.stagger and args.offered_mib_s <= 0:
         ap.error("--stagger paces shares: give --offered-mib-s")
-    if args.object_mib <= 0:
-        ap.error("--object-mib: positive")
+    if args.object_mib <= 0 or (args.cache_mib is not None and args.cache_mib < 0):
+        ap.error("--object-mib: positive; --cache-mib: at least 0")
     if args.warmup_rounds < 0 or args.rounds < 1:
         ap.error("--rounds: at least 1; --warmup-rounds: at least 0")
     os.environ.update(DUMMY_CREDENTIALS)  # boto3 in this process talks to moto
