@@ -4,7 +4,8 @@ Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [-
                                             [--agents 1,2,3] [--brokers 1] [--ownership leader|partition]
                                             [--offered-mib-s 0 [--per-agent] [--stagger]]
                                             [--cache-mib 256] [--warmup-rounds 0] [--object-mib 8]
-                                            [--mock-cluster] [--profile-dir DIR]
+                                            [--mock-cluster] [--one-at-a-time] [--s3-keepalive]
+                                            [--profile-dir DIR]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
 memory-backed Tansu broker, with --brokers N > 1 (or --mock-cluster) librdkafka's mock cluster of N brokers
@@ -32,7 +33,7 @@ Phase "producer": a plain AIOKafkaProducer (acks=all) sends the same records gro
 same batches (create_batch/send_batch), to a fresh topic. Timed: first send to last ack.
 Also printed: CPU time per MiB of the agents (their processes) and of the producer (this
 process), steadier than wall clock on a shared host, and the others' CPU per MiB: what the
-phase costs the rest of the stack on the same cores (moto serving the GETs, Kafka - the
+phase costs the rest of the stack on the same cores (S3: moto serving the GETs, Kafka - the
 Tansu or mock cluster process -, and this process, i.e. the proxy's notifiers; for the
 producer phase Kafka).
 
@@ -54,9 +55,19 @@ DIR: each agent runs under cProfile (CPU-time clock), enabled only during the ti
 phases (SIGUSR1/SIGUSR2), stats in DIR/agent<i>.prof when it stops; run one agent count
 per invocation to profile it alone.
 
+--one-at-a-time (unpaced): each agent gets all its shares of the phase, and answers them,
+before the next agent gets any, so every agent has the host to itself while it works, as on
+its own vCPU, and works at its own capacity (never idle between shares). Timed: the sum of
+the agents' turns, so MiB/s is what one agent after another made, not the zone's parallel
+rate. --s3-keepalive: the agents reach moto through deploy/local/s3_delay.py (keep-alive
+mode, no delay), which keeps their connections open between requests as S3 does; moto's
+server closes every connection, so without it each GET pays a TCP connect and close that a
+client of S3 pays once. The front's CPU is counted with moto's (the S3 column).
+
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer; each round's line also says how
-many partitions each agent owned, e.g. "(3+3+2)", and the agents' CPU s/MiB that round. After every phase (untimed) each
+many partitions each agent owned, e.g. "(3+3+2)", and the agents' CPU s/MiB that round; the
+summary also gives the system (kernel) part of the agents' CPU. After every phase (untimed) each
 partition's log end offset must be its record count (on Tansu also: its last batch's base
 offset + 1, what Tansu can report), else the bench stops.
 """
@@ -88,6 +99,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from azsidecar.config import load_config  # noqa: E402
 from core.audit import NullAuditSink  # noqa: E402
+from deploy.local.fault_common import running_listener  # noqa: E402
 from deploy.local.mock_cluster import start_mock_cluster  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
 from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
@@ -212,6 +224,20 @@ def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap,
     return objs
 
 
+@contextlib.contextmanager
+def agents_s3(moto, log_dir: Path, keepalive: bool) -> Iterator[tuple[str, list[int]]]:
+    """(the S3 URL the agents use, the pids serving it): moto's, or with `keepalive` the
+    keep-alive front's (no delay) in front of moto's."""
+    if not keepalive:
+        yield moto.endpoint_url, [moto.proc.pid]
+        return
+    argv = [sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"{moto.host}:{moto.port}",
+            "--listen", "127.0.0.1:0", "--put-ms", "0", "--get-ms", "0", "--mode", "keepalive"]
+    front: list[subprocess.Popen] = []
+    with running_listener(argv, log_dir / "s3-keepalive.log", "S3 keep-alive front", started=front) as listening:
+        yield f"http://{listening}", [moto.proc.pid, front[0].pid]
+
+
 class AgentProcesses:
     """`count` agent processes of zone az2 on loopback ports."""
 
@@ -266,6 +292,10 @@ class AgentProcesses:
         """user + system CPU seconds of the first `n` agent processes so far."""
         return sum(process_cpu_s(proc.pid) for proc in self.procs[:n])
 
+    def system_cpu_s(self, n: int) -> float:
+        """The system (kernel) part of cpu_s."""
+        return sum(process_system_cpu_s(proc.pid) for proc in self.procs[:n])
+
     def minor_faults(self, n: int) -> int:
         """Minor page faults of the first `n` agent processes so far."""
         return sum(process_minor_faults(proc.pid) for proc in self.procs[:n])
@@ -275,6 +305,11 @@ def process_cpu_s(pid: int) -> float:
     """user + system CPU seconds of process `pid` so far."""
     fields = _stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15 of stat)
+
+
+def process_system_cpu_s(pid: int) -> float:
+    """system CPU seconds of process `pid` so far (syscalls, the TCP work they do, page faults)."""
+    return int(_stat_fields(pid)[12]) / CLOCK_TICKS  # stime, field 15 of stat
 
 
 def process_minor_faults(pid: int) -> int:
@@ -309,12 +344,22 @@ def announcements(objs, slices: Callable[[Any], Sequence[tuple[int, int, int]]],
     return out
 
 
+def in_turn(schedule: Sequence[tuple[float, Any, int, int, int]]) -> list[list[tuple[float, Any, int, int, int]]]:
+    """`schedule` (announcements' output) as one list per agent, agents in the order they
+    first appear, each list in schedule order: --in-turn runs them one after another."""
+    by_agent: dict[int, list[tuple[float, Any, int, int, int]]] = {}
+    for item in schedule:
+        by_agent.setdefault(item[2], []).append(item)
+    return list(by_agent.values())
+
+
 async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mapping[int, int],
-                          offered_mib_s: float = 0.0, stagger: bool = False) -> float:
+                          offered_mib_s: float = 0.0, stagger: bool = False, one_at_a_time: bool = False) -> float:
     """Every object to every owning agent of az2, as the proxy's per-agent ZoneNotifiers do;
     with `offered_mib_s`, object k is announced once the objects before it make that rate,
     with `stagger` too each agent's share once the shares before it make it (the agents'
-    bursts then take turns on the host's cores)."""
+    bursts then take turns on the host's cores). With `one_at_a_time` (unpaced) each agent gets
+    all its shares, and answers them all, before the next agent gets any."""
     sender = NotifySender(config.notify, "az1", "bench", 1, NullAuditSink(), bucket=bucket)
     note_leaders(sender.agents, topic, leaders)  # before any owner is asked: else it hashes
     failures: list[str] = []
@@ -331,18 +376,19 @@ async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mappin
             schedule = announcements(objs, lambda entries: sender.agents.slices(ZONE, entries), offered_mib_s,
                                      stagger)
             started, paced_from = time.perf_counter(), trio.current_time()
-            for due, obj, agent, first, end in schedule:
-                if due > 0:  # a steady offered load: CPU per MiB without saturating the host
-                    await trio.sleep_until(paced_from + due)
-                notifier = notifiers.get(agent)
-                if notifier is None:
-                    notifier = notifiers[agent] = ZoneNotifier(ZONE, sender, nursery, agent=agent)
-                notifier.announce(obj, first, end)
-                notifier.on_result(obj.key, lambda got, key=obj.key: check(key, got))
-                for _ in range(first + 1, end):  # every entry asks once (the proxy's waiters)
-                    notifier.on_result(obj.key, lambda got: None)
-            for notifier in notifiers.values():
-                await notifier.wait_idle()
+            for turn in (in_turn(schedule) if one_at_a_time else [schedule]):
+                for due, obj, agent, first, end in turn:
+                    if due > 0:  # a steady offered load: CPU per MiB without saturating the host
+                        await trio.sleep_until(paced_from + due)
+                    notifier = notifiers.get(agent)
+                    if notifier is None:
+                        notifier = notifiers[agent] = ZoneNotifier(ZONE, sender, nursery, agent=agent)
+                    notifier.announce(obj, first, end)
+                    notifier.on_result(obj.key, lambda got, key=obj.key: check(key, got))
+                    for _ in range(first + 1, end):  # every entry asks once (the proxy's waiters)
+                        notifier.on_result(obj.key, lambda got: None)
+                for notifier in notifiers.values():
+                    await notifier.wait_idle()
             elapsed = time.perf_counter() - started
             nursery.cancel_scope.cancel()
         if failures:
@@ -460,6 +506,8 @@ def main() -> int:
     ap.add_argument("--stagger", action="store_true",
                     help="with --offered-mib-s: pace each agent's share of an object on its own, so the agents' "
                          "bursts take turns on the host's cores (as agents on their own vCPUs) instead of meeting")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="unpaced, the agents one after another: each has the host to itself, as on its own vCPU")
     ap.add_argument("--mock-cluster", action="store_true",
                     help="librdkafka's mock cluster even for --brokers 1 (default there: one Tansu broker)")
     ap.add_argument("--object-mib", type=float, default=OBJECT_BYTES / MiB,
@@ -468,6 +516,9 @@ def main() -> int:
                     help="the agents' block cache, wal.cache_bytes (default: the agent's own, 256 MiB)")
     ap.add_argument("--warmup-rounds", type=int, default=0,
                     help="rounds run first and not counted (the agents' caches filled: their steady state)")
+    ap.add_argument("--s3-keepalive", action="store_true",
+                    help="the agents' S3 through deploy/local/s3_delay.py at 0 ms, which keeps their "
+                         "connections alive as S3 does (moto closes each one)")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
@@ -478,6 +529,8 @@ def main() -> int:
         ap.error("--brokers: at least 1")
     if args.stagger and args.offered_mib_s <= 0:
         ap.error("--stagger paces shares: give --offered-mib-s")
+    if args.one_at_a_time and args.offered_mib_s > 0:
+        ap.error("--one-at-a-time runs each agent at its own pace: no --offered-mib-s")
     if args.object_mib <= 0 or (args.cache_mib is not None and args.cache_mib < 0):
         ap.error("--object-mib: positive; --cache-mib: at least 0")
     if args.warmup_rounds < 0 or args.rounds < 1:
@@ -495,28 +548,32 @@ def main() -> int:
           f"ownership {args.ownership}, {kafka_name}"
           + (f", objects offered at {args.offered_mib_s:g} MiB/s{' per agent' if args.per_agent else ''}"
              f"{', shares staggered' if args.stagger else ''}" if args.offered_mib_s > 0 else "")
+          + (", agents one at a time" if args.one_at_a_time else "")
           + (f", agents' cache {args.cache_mib} MiB" if args.cache_mib is not None else "")
           + (f", {args.warmup_rounds} warm-up rounds not counted" if args.warmup_rounds else ""))
     wall = {n: 0.0 for n in counts}
     cpu = {n: 0.0 for n in counts}
     faults = {n: 0 for n in counts}
+    system = {n: 0.0 for n in counts}
     t_producer = cpu_producer = 0.0
     # The rest of each phase's CPU on the same cores: moto (S3) and Kafka; for the agents also
     # this process (the proxy's notifiers and sender). Printed so the ratio can be read
     # against what the agents' phase makes the shared cores do besides appending.
-    others = {n: [0.0, 0.0, 0.0] for n in counts}  # moto, Kafka, this process
+    others = {n: [0.0, 0.0, 0.0] for n in counts}  # S3 (moto, and the keep-alive front), Kafka, this process
     others_producer = 0.0
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True)
-    with start_moto() as moto, start_kafka(args.brokers, log_dir, args.mock_cluster) as kafka:
+    with start_moto() as moto, start_kafka(args.brokers, log_dir, args.mock_cluster) as kafka, \
+            agents_s3(moto, log_dir, args.s3_keepalive) as (agents_s3_url, s3_pids):
         endpoint_url = moto.endpoint_url
         bucket = "bench-agent"
         moto.create_bucket(bucket)
         s3 = moto.client()
-        wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": endpoint_url}
+        wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": agents_s3_url}
         if args.cache_mib is not None:
             wal["cache_bytes"] = args.cache_mib * MiB
         base = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
+
         with AgentProcesses(max(counts), base, log_dir, args.profile_dir) as agents:
             for r in range(-args.warmup_rounds, args.rounds):
                 counted = r >= 0
@@ -532,17 +589,19 @@ def main() -> int:
                     layout = AgentMap(config.notify.agents, config.notify.agent_ownership)
                     note_leaders(layout, topic, leaders)
                     objs = put_objects(s3, bucket, topic, batches, layout, int(args.object_mib * MiB))
-                    c0, f0 = agents.cpu_s(n), agents.minor_faults(n)
-                    o0 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
+                    c0, f0, s0 = agents.cpu_s(n), agents.minor_faults(n), agents.system_cpu_s(n)
+                    o0 = (sum(map(process_cpu_s, s3_pids)), process_cpu_s(kafka.pid), time.process_time())
                     agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
                     t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders,
-                                 args.offered_mib_s * (n if args.per_agent else 1), args.stagger)
+                                 args.offered_mib_s * (n if args.per_agent else 1), args.stagger,
+                                 args.one_at_a_time)
                     agents.signal(n, signal.SIGUSR2)
                     spent = agents.cpu_s(n) - c0
-                    o1 = (process_cpu_s(moto.proc.pid), process_cpu_s(kafka.pid), time.process_time())
+                    o1 = (sum(map(process_cpu_s, s3_pids)), process_cpu_s(kafka.pid), time.process_time())
                     if counted:
                         cpu[n] += spent
                         faults[n] += agents.minor_faults(n) - f0
+                        system[n] += agents.system_cpu_s(n) - s0
                         others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
                         wall[n] += t
                     check_appended(kafka, topic, ends)
@@ -562,13 +621,14 @@ def main() -> int:
                 print("   ".join(line))
     total = mib * args.rounds
     producer_rate = total / t_producer
-    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s} {'faults/MiB':>11s}   "
-          f"others' CPU s/MiB: {'moto':>7s} {'Kafka':>7s} {'proxy':>7s}")
+    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s} {'of it sys':>10s} {'faults/MiB':>11s}   "
+          f"others' CPU s/MiB: {'S3':>7s} {'Kafka':>7s} {'proxy':>7s}")
     for n in counts:
         rate = total / wall[n]
         print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f} "
-              f"{faults[n] / total:11.0f}   {'':19s}" + " ".join(f"{x / total:7.4f}" for x in others[n]))
-    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f} {'-':>11s}   "
+              f"{system[n] / total:10.4f} {faults[n] / total:11.0f}   {'':19s}"
+              + " ".join(f"{x / total:7.4f}" for x in others[n]))
+    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f} {'-':>10s} {'-':>11s}   "
           f"{'':19s}{'-':>7s} {others_producer / total:7.4f} {'-':>7s}")
     return 0
 

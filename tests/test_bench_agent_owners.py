@@ -16,6 +16,7 @@ from bench.bench_agent import (
     ZONE,
     Flushed,
     announcements,
+    in_turn,
     lay_out,
     log_ends,
     note_leaders,
@@ -154,3 +155,10 @@ def test_paced_objects_wait_for_the_bytes_before_them():
 def test_staggered_shares_wait_for_the_shares_before_them():
     # 2 MiB/s: A's second share after A's first 2 MiB (1 s), B after all of A's 3 MiB (1.5 s).
     assert _schedule(2, True) == [(0.0, "a", 0, 0, 2), (1.0, "a", 1, 2, 3), (1.5, "b", 1, 0, 2)]
+
+
+def test_one_at_a_time_gives_each_agent_all_its_shares_in_turn():
+    # Unpaced: agent 0 has A's first share only; agent 1 A's second and B's, in object order.
+    turns = [[(due, obj.key, agent, first, end) for due, obj, agent, first, end in turn]
+             for turn in in_turn(announcements([OBJ_A, OBJ_B], _slices, 0, False))]
+    assert turns == [[(0.0, "a", 0, 0, 2)], [(0.0, "a", 1, 2, 3), (0.0, "b", 1, 0, 2)]]

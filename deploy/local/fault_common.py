@@ -35,12 +35,16 @@ async def keep_writing_counts(counts: Counter[str], path: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_listener(argv: Sequence[str], log_path: Path, what: str, timeout_s: float = 30.0) -> Iterator[str]:
+def running_listener(argv: Sequence[str], log_path: Path, what: str, timeout_s: float = 30.0,
+                     started: list[subprocess.Popen] | None = None) -> Iterator[str]:
     """Run one of these injectors as a process; yield the HOST:PORT of its `listening=` line
     and stop it (SIGTERM, then kill) on exit. Raises RuntimeError if it does not come up
-    within `timeout_s` (its stderr is in `log_path`)."""
+    within `timeout_s` (its stderr is in `log_path`). `started`, if given, gets the process
+    (a benchmark reads its CPU time)."""
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    if started is not None:
+        started.append(proc)
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout_s
