@@ -346,7 +346,7 @@ def announcements(objs, slices: Callable[[Any], Sequence[tuple[int, int, int]]],
 
 def in_turn(schedule: Sequence[tuple[float, Any, int, int, int]]) -> list[list[tuple[float, Any, int, int, int]]]:
     """`schedule` (announcements' output) as one list per agent, agents in the order they
-    first appear, each list in schedule order: --in-turn runs them one after another."""
+    first appear, each list in schedule order: --one-at-a-time runs them one after another."""
     by_agent: dict[int, list[tuple[float, Any, int, int, int]]] = {}
     for item in schedule:
         by_agent.setdefault(item[2], []).append(item)
@@ -573,7 +573,6 @@ def main() -> int:
         if args.cache_mib is not None:
             wal["cache_bytes"] = args.cache_mib * MiB
         base = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
-
         with AgentProcesses(max(counts), base, log_dir, args.profile_dir) as agents:
             for r in range(-args.warmup_rounds, args.rounds):
                 counted = r >= 0
