@@ -79,6 +79,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -90,8 +91,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import crc32c  # noqa: E402
 import trio  # noqa: E402
 from aiokafka import AIOKafkaProducer  # noqa: E402
+from aiokafka.client import AIOKafkaClient  # noqa: E402
+from aiokafka.protocol.transaction import InitProducerIdRequest  # noqa: E402
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
@@ -206,11 +210,47 @@ def lay_out(entries: Sequence[WalEntry], agents: AgentMap) -> list[WalEntry]:
     return sorted(entries, key=lambda e: agents.share_of(ZONE, e.topic, e.partition))
 
 
+_BATCH_PRODUCER = struct.Struct(">qhi")  # producer id, epoch, base sequence at byte 43 of a v2 batch
+_BATCH_CRC_AT, _BATCH_CRC_FROM, _BATCH_PRODUCER_AT = 17, 21, 43
+
+
+def stamp_idempotent(batches, producer_id: int, epoch: int) -> list[tuple[int, list[bytes], bytes, int]]:
+    """`batches` (build_batches) as one idempotent producer's: its id and epoch in every
+    batch header, each partition's base sequences 0, n, 2n, ... (n records per batch), the
+    CRC-32C recomputed; [(partition, values, raw, base sequence)]."""
+    out = []
+    sequences: dict[int, int] = {}
+    for partition, values, raw in batches:
+        seq = sequences.get(partition, 0)
+        sequences[partition] = seq + len(values)
+        stamped = bytearray(raw)
+        _BATCH_PRODUCER.pack_into(stamped, _BATCH_PRODUCER_AT, producer_id, epoch, seq)
+        struct.pack_into(">I", stamped, _BATCH_CRC_AT, crc32c.crc32c(stamped[_BATCH_CRC_FROM:]))
+        out.append((partition, values, bytes(stamped), seq))
+    return out
+
+
+def new_producer_id(bootstrap: str) -> tuple[int, int]:
+    """(producer id, epoch) from the cluster's InitProducerId, as an idempotent producer gets them."""
+    async def ask() -> tuple[int, int]:
+        client = AIOKafkaClient(bootstrap_servers=bootstrap)
+        await client.bootstrap()
+        try:
+            answer = await client.send(client.get_random_node(), InitProducerIdRequest(None, 60_000))
+        finally:
+            await client.close()
+        if answer.error_code != 0:
+            raise RuntimeError(f"InitProducerId: error {answer.error_code}")
+        return answer.producer_id, answer.producer_epoch
+    return asyncio.run(ask())
+
+
 def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap,
-                object_bytes: int = OBJECT_BYTES) -> list[Flushed]:
-    """Objects of ~object_bytes; each object's az2 share laid out by owning agent, as WalWriter does."""
+                object_bytes: int = OBJECT_BYTES, producer: tuple[int, int] = (-1, -1)) -> list[Flushed]:
+    """Objects of ~object_bytes; each object's az2 share laid out by owning agent, as WalWriter does.
+    `batches` as build_batches gives them, or stamp_idempotent with `producer` its (id, epoch)."""
     objs, current, size, seq = [], [], 0, 0
-    for partition, values, raw in [*batches, (None, None, None)]:
+    for partition, values, raw, *base_sequence in [*batches, (None, None, None)]:
         if raw is None or (size + len(raw) > object_bytes and current):
             enc = encode_object(writer_id="bench", epoch=1, sequence=seq, created_ms=int(time.time() * 1000),
                                 entries_by_zone={ZONE: lay_out(current, agents)})
@@ -219,7 +259,8 @@ def put_objects(s3, bucket: str, topic: str, batches, agents: AgentMap,
             objs.append(Flushed(key, enc.zones))
             current, size, seq = [], 0, seq + 1
         if raw is not None:
-            current.append(WalEntry(topic, partition, -1, -1, -1, len(values), raw))
+            current.append(WalEntry(topic, partition, producer[0], producer[1],
+                                    base_sequence[0] if base_sequence else -1, len(values), raw))
             size += len(raw)
     return objs
 
@@ -241,10 +282,13 @@ def agents_s3(moto, log_dir: Path, keepalive: bool) -> Iterator[tuple[str, list[
 class AgentProcesses:
     """`count` agent processes of zone az2 on loopback ports."""
 
-    def __init__(self, count: int, base: dict, log_dir: Path, profile_dir: Path | None = None) -> None:
+    def __init__(self, count: int, base: dict, log_dir: Path, profile_dir: Path | None = None,
+                 agent: Mapping[str, Any] | None = None) -> None:
+        """agent: more of the agents' `agent` settings."""
         self.ports = [free_port() for _ in range(count)]
         self.procs: list[subprocess.Popen] = []
         self.base, self.log_dir, self.profile_dir = base, log_dir, profile_dir
+        self.agent = dict(agent or {})
 
     def __enter__(self) -> AgentProcesses:
         env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": ",".join(KEYS),
@@ -254,7 +298,7 @@ class AgentProcesses:
                 config = self.log_dir / f"agent{i}.toml"
                 config.write_text(to_toml({"zone": "az2", **self.base,
                                            "agent": {"listen_host": "127.0.0.1", "listen_port": port,
-                                                     "checkpoint_interval_ms": 600_000}}))
+                                                     "checkpoint_interval_ms": 600_000, **self.agent}}))
                 log = self.log_dir / f"agent{i}.log"
                 with open(log, "ab") as out:
                     args = ["agent", "--config", str(config)]
@@ -296,9 +340,28 @@ class AgentProcesses:
         """The system (kernel) part of cpu_s."""
         return sum(process_system_cpu_s(proc.pid) for proc in self.procs[:n])
 
+    def sleeps(self, n: int) -> int:
+        """Voluntary context switches of the first `n` agent processes so far."""
+        return sum(process_sleeps(proc.pid) for proc in self.procs[:n])
+
     def minor_faults(self, n: int) -> int:
         """Minor page faults of the first `n` agent processes so far."""
         return sum(process_minor_faults(proc.pid) for proc in self.procs[:n])
+
+
+def process_sleeps(pid: int) -> int:
+    """Voluntary context switches of process `pid`'s threads so far: each time one blocked
+    (the event loop waiting in epoll for an answer, mostly) and was woken."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue  # a thread that just ended
+        for line in text.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
 
 
 def process_cpu_s(pid: int) -> float:
@@ -398,9 +461,9 @@ async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mappin
         await sender.aclose()
 
 
-async def run_producer_phase(bootstrap: str, topic: str, batches) -> float:
+async def run_producer_phase(bootstrap: str, topic: str, batches, idempotent: bool = False) -> float:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_batch_size=1 << 24,
-                                enable_idempotence=False)
+                                enable_idempotence=idempotent)
     await producer.start()
     try:
         await producer.client._wait_on_metadata(topic)  # metadata outside the timed part, as for the agent
@@ -519,6 +582,11 @@ def main() -> int:
     ap.add_argument("--s3-keepalive", action="store_true",
                     help="the agents' S3 through deploy/local/s3_delay.py at 0 ms, which keeps their "
                          "connections alive as S3 does (moto closes each one)")
+    ap.add_argument("--idempotent", action="store_true",
+                    help="the batches as one idempotent producer's (a producer id per agent phase, sequences); "
+                         "the plain producer with enable_idempotence")
+    ap.add_argument("--requests-in-flight", type=int, default=0,
+                    help="the agents' agent.requests_in_flight_per_leader (0: its default)")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
@@ -549,11 +617,14 @@ def main() -> int:
           + (f", objects offered at {args.offered_mib_s:g} MiB/s{' per agent' if args.per_agent else ''}"
              f"{', shares staggered' if args.stagger else ''}" if args.offered_mib_s > 0 else "")
           + (", agents one at a time" if args.one_at_a_time else "")
+          + (", idempotent batches" if args.idempotent else "")
+          + (f", {args.requests_in_flight} requests in flight per leader" if args.requests_in_flight else "")
           + (f", agents' cache {args.cache_mib} MiB" if args.cache_mib is not None else "")
           + (f", {args.warmup_rounds} warm-up rounds not counted" if args.warmup_rounds else ""))
     wall = {n: 0.0 for n in counts}
     cpu = {n: 0.0 for n in counts}
     faults = {n: 0 for n in counts}
+    sleeps = {n: 0 for n in counts}
     system = {n: 0.0 for n in counts}
     t_producer = cpu_producer = 0.0
     # The rest of each phase's CPU on the same cores: moto (S3) and Kafka; for the agents also
@@ -573,7 +644,9 @@ def main() -> int:
         if args.cache_mib is not None:
             wal["cache_bytes"] = args.cache_mib * MiB
         base = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
-        with AgentProcesses(max(counts), base, log_dir, args.profile_dir) as agents:
+        agent_settings = ({"requests_in_flight_per_leader": args.requests_in_flight}
+                          if args.requests_in_flight else {})
+        with AgentProcesses(max(counts), base, log_dir, args.profile_dir, agent_settings) as agents:
             for r in range(-args.warmup_rounds, args.rounds):
                 counted = r >= 0
                 line = [f"round {r}:" if counted else f"warm-up {r + args.warmup_rounds}:"]
@@ -587,8 +660,14 @@ def main() -> int:
                     leaders = topic_leaders(kafka.bootstrap, topic, args.partitions)
                     layout = AgentMap(config.notify.agents, config.notify.agent_ownership)
                     note_leaders(layout, topic, leaders)
-                    objs = put_objects(s3, bucket, topic, batches, layout, int(args.object_mib * MiB))
+                    if args.idempotent:
+                        producer = new_producer_id(kafka.bootstrap)
+                        objs = put_objects(s3, bucket, topic, stamp_idempotent(batches, *producer), layout,
+                                           int(args.object_mib * MiB), producer)
+                    else:
+                        objs = put_objects(s3, bucket, topic, batches, layout, int(args.object_mib * MiB))
                     c0, f0, s0 = agents.cpu_s(n), agents.minor_faults(n), agents.system_cpu_s(n)
+                    w0 = agents.sleeps(n)
                     o0 = (sum(map(process_cpu_s, s3_pids)), process_cpu_s(kafka.pid), time.process_time())
                     agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
                     t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders,
@@ -600,6 +679,7 @@ def main() -> int:
                     if counted:
                         cpu[n] += spent
                         faults[n] += agents.minor_faults(n) - f0
+                        sleeps[n] += agents.sleeps(n) - w0
                         system[n] += agents.system_cpu_s(n) - s0
                         others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
                         wall[n] += t
@@ -610,7 +690,7 @@ def main() -> int:
                 kafka.create_topic(topic_p, args.partitions)
                 c1 = time.process_time()
                 t1 = process_cpu_s(kafka.pid)
-                tp = asyncio.run(run_producer_phase(kafka.bootstrap, topic_p, batches))
+                tp = asyncio.run(run_producer_phase(kafka.bootstrap, topic_p, batches, args.idempotent))
                 if counted:
                     cpu_producer += time.process_time() - c1
                     others_producer += process_cpu_s(kafka.pid) - t1
@@ -620,14 +700,16 @@ def main() -> int:
                 print("   ".join(line))
     total = mib * args.rounds
     producer_rate = total / t_producer
-    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s} {'of it sys':>10s} {'faults/MiB':>11s}   "
+    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s} {'of it sys':>10s} {'faults/MiB':>11s} "
+          f"{'sleeps/MiB':>11s}   "
           f"others' CPU s/MiB: {'S3':>7s} {'Kafka':>7s} {'proxy':>7s}")
     for n in counts:
         rate = total / wall[n]
-        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.4f} "
-              f"{system[n] / total:10.4f} {faults[n] / total:11.0f}   {'':19s}"
+        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.5f} "
+              f"{system[n] / total:10.5f} {faults[n] / total:11.0f} {sleeps[n] / total:11.1f}   {'':19s}"
               + " ".join(f"{x / total:7.4f}" for x in others[n]))
-    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f} {'-':>10s} {'-':>11s}   "
+    print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f} {'-':>10s} {'-':>11s} "
+          f"{'-':>11s}   "
           f"{'':19s}{'-':>7s} {others_producer / total:7.4f} {'-':>7s}")
     return 0
 

@@ -26,11 +26,12 @@ readable: retried like a timeout.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.conn import AIOKafkaConnection
@@ -42,8 +43,9 @@ from aiokafka.structs import TopicPartition
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 from core.zones import leader_zone
 from leader_notify.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
-from leader_notify.produce_codec import Batch, PartitionAnswer
-from leader_notify.produce_request import RawProduceRequest
+from leader_notify.produce_codec import Batch
+from leader_notify.produce_request import ProduceAnswer, RawProduceRequest
+from leader_notify.sequence_chain import may_send_ahead
 
 log = logging.getLogger(__name__)
 
@@ -104,13 +106,17 @@ class _Run:
     leaves it cancelled, and the drain task drops it.
     """
 
-    __slots__ = ("tp", "batches", "next", "offsets", "latencies_s", "failure", "done", "last_s")
+    __slots__ = ("tp", "batches", "first", "next", "sent", "in_flight", "offsets", "latencies_s", "failure", "done",
+                 "last_s")
 
     def __init__(self, tp: TopicPartition, batches: Sequence[Batch], first: int, done: asyncio.Future,
                  now: float) -> None:
         self.tp = tp
         self.batches = batches
+        self.first = first
         self.next = first
+        self.sent = first  # the next batch to put in a request (> next while batches are in flight)
+        self.in_flight = 0  # requests in flight with one of its batches
         self.offsets: list[int] = []
         self.latencies_s: list[float] = []
         self.failure: int | None = None
@@ -131,17 +137,34 @@ class _Run:
             self.done.set_result(None)
 
 
+class _Flight(NamedTuple):
+    """A ProduceRequest in flight: its answer, and which batch of which run it carries."""
+    answer: Awaitable[ProduceAnswer]
+    batches: list[tuple[_Run, int]]
+
+
+async def _answered(response: Any) -> ProduceAnswer:
+    """client.send's ProduceResponse as the channel's answer (per topic: partition, code, offset)."""
+    return ProduceAnswer([(topic, [(part[0], part[1], part[2]) for part in parts]) for topic, parts in response.topics])
+
+
 class KafkaAppender:
     """Owns one AIOKafkaClient for the zone's cluster. Use `async with` (or start/close)."""
 
     def __init__(self, bootstrap_servers: list[str] | tuple[str, ...], *, client_id: str = "azsidecar-agent",
                  max_attempts: int = 5, produce_timeout_ms: int = 10_000, request_timeout_ms: int = 15_000,
+                 requests_in_flight: int = 2,
                  home_zone: str | None = None, security: Mapping[str, Any] | None = None,
                  broker_zones: Mapping[str, str] | None = None) -> None:
         """home_zone: refuse (NOT_LEADER_OR_FOLLOWER) to append to a leader in another zone -
         by broker_zones (broker id -> zone, router.broker_zones), else by its broker's rack -
         so the proxy re-routes instead of the agent crossing zones.
-        security: AIOKafkaClient's security_protocol/ssl_context/sasl_* arguments (TLS, SASL)."""
+        security: AIOKafkaClient's security_protocol/ssl_context/sasl_* arguments (TLS, SASL).
+        requests_in_flight: ProduceRequests in flight per leader (1-5); the ones beyond the
+        first carry only batches that sequence_chain.may_send_ahead lets go ahead."""
+        if not 1 <= requests_in_flight <= 5:
+            raise ValueError(f"requests_in_flight: 1..5, got {requests_in_flight}")
+        self._requests_in_flight = requests_in_flight
         self._security = dict(security or {})
         self._home_zone = home_zone
         self._broker_zones = dict(broker_zones or {})
@@ -369,102 +392,163 @@ class KafkaAppender:
             self._drains[node] = asyncio.create_task(self._drain(client, node))
 
     async def _drain(self, client: AIOKafkaClient, node: int) -> None:
-        """Send the node's queued runs, one ProduceRequest in flight at a time."""
+        """Send the node's queued runs: one ProduceRequest in flight, or up to
+        `requests_in_flight` while the extra requests carry only batches that may go ahead
+        of their predecessor's answer (sequence_chain.py)."""
+        flights: collections.deque[_Flight] = collections.deque()
+        busy: dict[TopicPartition, _Run] = {}  # partitions with a batch in flight: whose run
         try:
-            while self._pending.get(node):
-                await self._send_round(client, node)
+            while True:
+                while len(flights) < self._requests_in_flight:
+                    flight = await self._start_request(client, node, flights, busy)
+                    if flight is None:
+                        break
+                    flights.append(flight)
+                if flights:
+                    await self._finish_request(node, flights.popleft(), busy)
+                    continue
                 if not self._pending.get(node):
                     # The callers just answered queue their partitions' next runs at the
                     # loop's next turn: this task waits that one turn and sends them, where
                     # ending here would have the first of them start a new task that sends
                     # a turn later (a task and a loop turn less per round trip).
                     await asyncio.sleep(0)
+                    if not self._pending.get(node):
+                        return
         finally:
             del self._drains[node]
+            for flight in flights:
+                for run, _index in flight.batches:
+                    run.stop(NETWORK_EXCEPTION)
             for run in self._pending.pop(node, []):
                 run.stop(NETWORK_EXCEPTION)
 
-    async def _send_round(self, client: AIOKafkaClient, node: int) -> None:
-        """One ProduceRequest with the next batch of each partition's first queued run, then
-        their results.
+    async def _start_request(self, client: AIOKafkaClient, node: int, flights: collections.deque[_Flight],
+                             busy: dict[TopicPartition, _Run]) -> _Flight | None:
+        """Send one ProduceRequest with the next batch of each partition's first queued run
+        that may go now; None if there is none (or the request could not be sent: its runs
+        are then stopped).
 
-        A request carries at most one batch per partition (Kafka's rule for v3+), and a run's
-        next batch goes only in a request after its previous batch's answer said appended, so
-        each partition's order is kept. A run whose batch failed stops there (its caller
-        retries that batch); runs whose caller was cancelled are dropped. Runs in this request
-        whose answer never came (cancelled) stop with NETWORK_EXCEPTION, which is retried.
+        A request carries at most one batch per partition (Kafka's rule for v3+). A run's
+        next batch goes after its previous batch's answer said appended, or, with requests
+        already in flight, ahead of that answer when sequence_chain.may_send_ahead allows
+        it; a partition with a batch in flight takes no batch of another run. So each
+        partition's order is kept. Runs whose caller was cancelled are dropped.
         """
         taken: dict[TopicPartition, _Run] = {}
+        blocked: set[TopicPartition] = set()
         live = []
-        for run in self._pending[node]:
+        for run in self._pending.get(node, ()):
             if run.done.done():
-                continue  # its caller was cancelled
+                continue  # stopped, or its caller was cancelled
             live.append(run)
-            if run.tp not in taken:
-                taken[run.tp] = run
+            tp = run.tp
+            if tp in taken or tp in blocked:
+                continue
+            flying = busy.get(tp)
+            if flying is None:
+                if run.sent == run.next:
+                    taken[tp] = run
+                else:
+                    blocked.add(tp)  # cannot happen: a run with batches out is busy
+            elif flying is run and may_send_ahead(run.batches, run.first, run.next, run.sent):
+                taken[tp] = run
+            else:
+                blocked.add(tp)
         self._pending[node] = live
         if not taken:
-            return
-        answered = False
+            return None
+        by_topic: dict[str, list[tuple[int, Batch]]] = {}
+        sent: list[tuple[_Run, int]] = []
+        for tp, run in taken.items():
+            by_topic.setdefault(tp.topic, []).append((tp.partition, run.batches[run.sent]))
+            sent.append((run, run.sent))
         try:
-            by_topic: dict[str, list[tuple[int, Batch]]] = {}
-            for tp, run in taken.items():
-                by_topic.setdefault(tp.topic, []).append((tp.partition, run.batches[run.next]))
-            outcome: dict[tuple[str, int], tuple[int, int]] = {}
-            failure = None
-            try:
-                answer = await self._produce(client, node, list(by_topic.items()))
-            except RequestTimedOutError:
-                failure = REQUEST_TIMED_OUT
-            except KafkaError as exc:
-                log.info("produce to node %s: %r", node, exc)
-                failure = NETWORK_EXCEPTION
-            else:
-                for topic, partitions in answer:
-                    for partition, code, offset in partitions:
-                        outcome[(topic, partition)] = (code, offset)
-            now = time.monotonic()
-            for tp, run in taken.items():
-                if run.done.done():
-                    continue
-                if failure is not None:
-                    run.stop(failure)
-                    continue
-                code, offset = outcome.get(tp, (UNKNOWN_TOPIC_OR_PARTITION, -1))  # a TopicPartition is a tuple
-                if code == NONE:
-                    run.appended(offset, now)
-                else:
-                    run.stop(code)
-            answered = True
-        finally:
-            if not answered:
-                for run in taken.values():
-                    run.stop(NETWORK_EXCEPTION)
-            self._pending[node] = [run for run in self._pending[node] if not run.done.done()]
+            answer = await self._send(client, node, list(by_topic.items()), pipelined=bool(flights))
+        except RequestTimedOutError:
+            failure: int | None = REQUEST_TIMED_OUT
+        except KafkaError as exc:
+            log.info("produce to node %s: %r", node, exc)
+            failure = NETWORK_EXCEPTION
+        else:
+            if answer is None:
+                return None  # no second request on this connection now: the first one's answer comes first
+            for run, index in sent:
+                run.sent = index + 1
+                run.in_flight += 1
+                busy[run.tp] = run
+            return _Flight(answer, sent)
+        for run, _index in sent:
+            run.stop(failure)
+        self._pending[node] = [run for run in self._pending[node] if not run.done.done()]
+        return None
 
-    async def _produce(self, client: AIOKafkaClient, node: int,
-                       topics: list[tuple[str, list[tuple[int, Batch]]]]) -> list[tuple[str, list[PartitionAnswer]]]:
-        """One ProduceRequest (acks all) to `node`; its answer per topic and partition. Raises
-        KafkaError (RequestTimedOutError after request_timeout_ms).
+    async def _finish_request(self, node: int, flight: _Flight, busy: dict[TopicPartition, _Run]) -> None:
+        """Wait for the request's answer and give each of its runs its batch's result. A run
+        whose batch failed stops there (its caller retries that batch; answers to its
+        batches sent ahead are then ignored). Runs whose caller was cancelled are dropped."""
+        outcome: dict[tuple[str, int], tuple[int, int]] = {}
+        failure = None
+        try:
+            for topic, partitions in (await flight.answer).topics:
+                for partition, code, offset in partitions:
+                    outcome[(topic, partition)] = (code, offset)
+        except RequestTimedOutError:
+            failure = REQUEST_TIMED_OUT
+        except KafkaError as exc:
+            log.info("produce to node %s: %r", node, exc)
+            failure = NETWORK_EXCEPTION
+        except BaseException:
+            for run, _index in flight.batches:
+                run.stop(NETWORK_EXCEPTION)
+            raise
+        now = time.monotonic()
+        for run, index in flight.batches:
+            run.in_flight -= 1
+            if run.in_flight == 0 and busy.get(run.tp) is run:
+                del busy[run.tp]
+            if run.done.done():
+                continue
+            if failure is not None:
+                run.stop(failure)
+                continue
+            code, offset = outcome.get(run.tp, (UNKNOWN_TOPIC_OR_PARTITION, -1))  # a TopicPartition is a tuple
+            if index != run.next:
+                run.stop(NETWORK_EXCEPTION)  # answers come in request order: never, but never append out of order
+            elif code == NONE:
+                run.appended(offset, now)
+            else:
+                run.stop(code)
+        self._pending[node] = [run for run in self._pending.get(node, ()) if not run.done.done()]
+
+    async def _send(self, client: AIOKafkaClient, node: int, topics: list[tuple[str, list[tuple[int, Batch]]]],
+                    *, pipelined: bool) -> Awaitable[ProduceAnswer] | None:
+        """Send one ProduceRequest (acks all) to `node`; an awaitable of its answer per topic
+        and partition, which raises KafkaError (RequestTimedOutError after request_timeout_ms).
+        None if `pipelined` (requests are in flight) and this connection cannot take another.
 
         The batches go into the request as given (memoryviews of the WAL object's GET body),
         copied once into the frame. Written straight onto aiokafka's connection
         (produce_channel.py says why and what stays aiokafka's); through client.send where
-        that connection does not offer what the channel needs.
+        that connection does not offer what the channel needs (then one request at a time).
         """
         known = self._conns.get(node)
         if known is None or not known[0].connected():
+            if pipelined:
+                return None
             conn = await leader_connection(client, node)
             known = self._conns[node] = (conn, channel_version(conn))
         conn, version = known
         if version is None:
+            if pipelined:
+                return None
             request = RawProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
                                         topics=topics)
-            response = await client.send(node, request)
-            return [(topic, [(part[0], part[1], part[2]) for part in parts]) for topic, parts in response.topics]
+            return _answered(await client.send(node, request))
         future = send_produce(conn, version, -1, self._produce_timeout_ms, topics)
-        answer = await self._deadlines.answer(conn, future, self._request_timeout_ms / 1000)
-        return answer.topics
+        timeout_s = self._request_timeout_ms / 1000
+        self._deadlines.watch(conn, future, timeout_s)  # the deadline runs from the send
+        return self._deadlines.answer(conn, future, timeout_s)
 
     async def _verify_duplicate(self, client: AIOKafkaClient, tp: TopicPartition, batch: Batch) -> tuple[Verdict, int]:
         """Search the leader's tail for `batch` (producer id, epoch, base sequence); never raises."""

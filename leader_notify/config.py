@@ -60,6 +60,9 @@ class NotifyConfig:
                         f"notify.agents.{zone}: {address!r} is not host:port")
 
 
+EVENT_LOOPS = ("uvloop", "asyncio")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     listen_host: str = "127.0.0.1"
@@ -67,6 +70,10 @@ class AgentConfig:
     max_concurrent_reads: int = 8
     max_in_flight_appends: int = 64  # partitions appending at once (each one batch in flight)
     max_append_attempts: int = 5  # per batch, with metadata refresh and backoff (~1.5 s in total)
+    # ProduceRequests in flight per leader. Above 1, the extra requests carry only batches of
+    # idempotent producers that follow, in sequence, a batch already in flight and appended
+    # after one the leader confirmed (leader_notify/sequence_chain.py); others go one at a time.
+    requests_in_flight_per_leader: int = 2
     produce_timeout_ms: int = 10_000  # ProduceRequest timeout sent to the leader
     # Entries already appended, remembered with their offsets so a re-sent notification
     # never appends a batch without producer id twice. ~200 bytes each.
@@ -83,6 +90,9 @@ class AgentConfig:
     max_unauthenticated_connections: int = 64  # connected, HELLO not yet verified
     request_timeout_s: float = 10.0  # a frame begun (or the HELLO, from accept) must arrive whole within this
     idle_timeout_s: float = 900.0  # between frames; above notify.max_idle_s, so proxies close first
+    # The `azsidecar agent` process's asyncio event loop. uvloop costs 10-15 % less CPU per
+    # MiB appended (docs/benchmarks.md, session 15); "asyncio" is the standard library's.
+    event_loop: str = "uvloop"
 
     def __post_init__(self) -> None:
         require(1 <= self.max_connections <= 1_000_000, "agent.max_connections: 1..1000000")
@@ -92,9 +102,13 @@ class AgentConfig:
                 "agent.max_unauthenticated_connections: 1..agent.max_connections")
         require(self.request_timeout_s > 0, "agent.request_timeout_s: must be > 0")
         require(self.idle_timeout_s > 0, "agent.idle_timeout_s: must be > 0")
+        require(self.event_loop in EVENT_LOOPS,
+                f"agent.event_loop: {self.event_loop!r} is not one of {', '.join(EVENT_LOOPS)}")
         require(1 <= self.checkpoint_interval_ms <= 600_000, "agent.checkpoint_interval_ms: 1..600000")
         require(1 <= self.checkpoint_max_keys <= 10_000, "agent.checkpoint_max_keys: 1..10000")
         require(1 <= self.max_append_attempts <= 50, "agent.max_append_attempts: 1..50")
+        require(1 <= self.requests_in_flight_per_leader <= 5, "agent.requests_in_flight_per_leader: 1..5 "
+                "(Kafka keeps an idempotent producer's order for at most 5 requests in flight)")
         require(self.produce_timeout_ms > 0, "agent.produce_timeout_ms: must be > 0")
         require(1 <= self.applied_cache_entries <= 10_000_000, "agent.applied_cache_entries: 1..10000000")
         require(0 <= self.metrics_port <= 65535, f"agent.metrics_port: {self.metrics_port} is not a port")

@@ -130,7 +130,7 @@ class AnswerDeadlines:
     CPU per MiB in bench_agent_cpu.py at 2 partitions (4 alternating runs, under load). Here one timer, armed only while an
     answer is awaited, looks every `check_interval_s` for requests past their deadline:
     a request times out between `timeout_s` and `timeout_s + check_interval_s` after it was
-    sent. A node has one request in flight, so the scan covers a few entries.
+    sent. A node has one to five requests in flight, so the scan covers a few entries.
     """
 
     def __init__(self, check_interval_s: float) -> None:
@@ -143,14 +143,20 @@ class AnswerDeadlines:
         """The request's answer. Raises RequestTimedOutError once `timeout_s` has passed
         (closing the connection, as aiokafka's client.send does, so the next request gets
         a new one), or KafkaConnectionError if the connection closed."""
-        loop = asyncio.get_running_loop()
-        self._watched[future] = (conn, loop.time() + timeout_s)
-        if self._timer is None:
-            self._timer = loop.call_later(self._check_interval_s, self._check)
+        self.watch(conn, future, timeout_s)
         try:
             return await future
         finally:
-            del self._watched[future]
+            self._watched.pop(future, None)
+
+    def watch(self, conn: AIOKafkaConnection, future: asyncio.Future[ProduceAnswer], timeout_s: float) -> None:
+        """Start `future`'s deadline now (a request sent ahead of the answers before it is
+        watched from its send, not from when its answer is awaited); a second call keeps
+        the first deadline."""
+        loop = asyncio.get_running_loop()
+        self._watched.setdefault(future, (conn, loop.time() + timeout_s))
+        if self._timer is None:
+            self._timer = loop.call_later(self._check_interval_s, self._check)
 
     @property
     def watched(self) -> int:

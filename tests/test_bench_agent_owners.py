@@ -162,3 +162,20 @@ def test_one_at_a_time_gives_each_agent_all_its_shares_in_turn():
     turns = [[(due, obj.key, agent, first, end) for due, obj, agent, first, end in turn]
              for turn in in_turn(announcements([OBJ_A, OBJ_B], _slices, 0, False))]
     assert turns == [[(0.0, "a", 0, 0, 2)], [(0.0, "a", 1, 2, 3), (0.0, "b", 1, 0, 2)]]
+
+
+def test_stamped_batches_are_one_idempotent_producers_with_valid_crcs():
+    from kafka.record.default_records import DefaultRecordBatch
+
+    from bench.bench_agent import build_batches, stamp_idempotent
+
+    batches = build_batches(1, 16, 2)[:4]  # partitions 0, 1, 0, 1
+    per_batch = len(batches[0][1])
+    stamped = stamp_idempotent(batches, 4242, 3)
+    assert [(p, seq) for p, _v, _raw, seq in stamped] == [(0, 0), (1, 0), (0, per_batch), (1, per_batch)]
+    for (_p, values, raw, seq), (_p0, _v0, original) in zip(stamped, batches, strict=True):
+        batch = DefaultRecordBatch(raw)
+        assert batch.validate_crc()
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (4242, 3, seq)
+        assert [r.value for r in batch] == values
+        assert raw[61:] == original[61:]  # the records untouched

@@ -35,6 +35,7 @@ def test_readme_example_loads(tmp_path):
     ({"wal.lingerms": 5}, "wal.lingerms: unknown setting"),
     ({"router.ack_modes": {"t": "eventually"}}, "router.ack_modes.t: 'leader' or 'wal'"),
     ({"router.zone_brokers": {"az1": "x"}}, "router.zone_brokers.az1: 'x' is not host:port"),
+    ({"agent.event_loop": "trio"}, "agent.event_loop: 'trio' is not one of uvloop, asyncio"),
 ])
 def test_bad_values_name_their_key(overrides, message):
     with pytest.raises(ConfigError) as info:

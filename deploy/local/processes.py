@@ -149,6 +149,7 @@ class TansuBroker:
     storage: str
     env: dict
     netns: str | None = None
+    advertised_port: int | None = None  # a front's port (deploy/local/kafka_faults.py) that clients use
 
     @property
     def bootstrap(self) -> str:
@@ -168,7 +169,7 @@ class TansuBroker:
                 _command_prefix(self.netns) + [
                     tansu_binary(), "broker",
                     "--listener-url", f"tcp://{self.host}:{self.port}",
-                    "--advertised-listener-url", f"tcp://{self.host}:{self.port}",
+                    "--advertised-listener-url", f"tcp://{self.host}:{self.advertised_port or self.port}",
                     "--storage-engine", self.storage,
                 ],
                 stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
@@ -178,8 +179,9 @@ class TansuBroker:
 @contextlib.contextmanager
 def start_tansu(s3_endpoint: str | None = None, bucket: str | None = None, host: str = "127.0.0.1",
                 port: int = 0, netns: str | None = None, log_dir: Path | None = None,
-                cluster_id: str = "tansu_cluster") -> Iterator[TansuBroker]:
-    """A Tansu broker; with s3_endpoint and bucket, brokers sharing the bucket serve the same topics."""
+                cluster_id: str = "tansu_cluster", advertised_port: int | None = None) -> Iterator[TansuBroker]:
+    """A Tansu broker; with s3_endpoint and bucket, brokers sharing the bucket serve the same topics.
+    advertised_port: the port Metadata names for it (a front's), if not its own."""
     port = port or free_port()
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="azsidecar-tansu-"))
     env = {**os.environ, "CLUSTER_ID": cluster_id, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")}
@@ -189,7 +191,7 @@ def start_tansu(s3_endpoint: str | None = None, bucket: str | None = None, host:
         env.update({"AWS_ENDPOINT": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_DEFAULT_REGION": "us-east-1"})
     else:
         storage = f"memory://tansu{port}/"
-    broker = TansuBroker(host, port, None, log_dir / f"tansu-{port}.log", storage, env, netns)
+    broker = TansuBroker(host, port, None, log_dir / f"tansu-{port}.log", storage, env, netns, advertised_port)
     broker.start()
     try:
         yield broker

@@ -1,5 +1,5 @@
 """KafkaAppender.append_run above its Kafka I/O: a scripted client (the metadata part of
-AIOKafkaClient the appender reads) and a scripted `_produce` (one ProduceRequest to a
+AIOKafkaClient the appender reads) and a scripted `_send` (one ProduceRequest to a
 leader) answer each request, so the tests see every request's contents and can fail a
 chosen batch. test_appender.py runs the real client against Tansu."""
 
@@ -14,8 +14,12 @@ from aiokafka.structs import BrokerMetadata
 
 from leader_notify.appender import AppendResult, KafkaAppender
 from leader_notify.produce_channel import AnswerDeadlines
+from leader_notify.produce_request import ProduceAnswer
+from leader_notify.sequence_chain import producer_run_key
+from tests.leader_notify.idempotent_batches import idempotent_batch
 
 NOT_LEADER_OR_FOLLOWER = 6
+NOT_ENOUGH_REPLICAS = 19  # retriable; the batch was not appended
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45  # not retriable: the run stops there
 
 
@@ -41,32 +45,52 @@ class Client:
         self.refreshed = 0
         self.hold: set[bytes] = set()  # a request with one of these batches waits for `release`
         self.release = asyncio.Event()
+        self.next_sequence: dict[tuple[int, int], int] = {}  # (partition, producer id) -> sequence the leader expects
+        self.outstanding = 0  # requests sent whose answer was not yet made
+        self.most_outstanding = 0
+        self.in_flight_at_send: list[int] = []  # per request: requests in flight once it was sent
 
-    async def produce(self, client, node_id, topics):
+    async def send(self, client, node_id, topics, *, pipelined=False):
+        """The appender's `_send`: records the request now, answers it when awaited (in
+        the order sent, as a broker answers one connection's requests)."""
         parts = [(partition, bytes(batch)) for _topic, partitions in topics for partition, batch in partitions]
         self.requests.append(parts)
+        self.outstanding += 1
+        self.most_outstanding = max(self.most_outstanding, self.outstanding)
+        self.in_flight_at_send.append(self.outstanding)
+        return self._answer(parts)
+
+    async def _answer(self, parts):
         if self.hold.intersection(batch for _p, batch in parts):
             await self.release.wait()
+        self.outstanding -= 1
         answers = []
         for partition, batch in parts:
             codes = self.refuse.get(batch)
             if codes:
                 answers.append((partition, codes.pop(0), -1))
                 continue
+            key = producer_run_key(batch)
+            if key is not None:  # an idempotent batch: the leader's sequence check, as Kafka's
+                expected = self.next_sequence.get((partition, key[0]))
+                if expected is not None and key[2] != expected:
+                    answers.append((partition, OUT_OF_ORDER_SEQUENCE_NUMBER, -1))
+                    continue
+                self.next_sequence[(partition, key[0])] = key[3]
             log = self.logs.setdefault(partition, [])
             log.append(batch)
             answers.append((partition, 0, len(log) - 1))
-        return [("t", answers)]
+        return ProduceAnswer([("t", answers)])
 
     async def force_metadata_update(self):
         self.refreshed += 1
         return True
 
 
-def appender(client: Client) -> KafkaAppender:
-    app = KafkaAppender(["x:1"], max_attempts=3)
+def appender(client: Client, requests_in_flight: int = 2) -> KafkaAppender:
+    app = KafkaAppender(["x:1"], max_attempts=3, requests_in_flight=requests_in_flight)
     app._client = client
-    app._produce = client.produce
+    app._send = client.send
     return app
 
 
@@ -202,3 +226,68 @@ def test_an_answer_in_time_is_returned_and_the_connection_kept():
         return got, conn.closed, deadlines.watched, deadlines.armed
 
     assert asyncio.run(main()) == ("answer", [], 0, False)
+
+
+def idempotent_run(count: int, producer_id: int = 7) -> list[bytes]:
+    """`count` one-record batches of one idempotent producer, sequences 0, 1, 2, ..."""
+    return [idempotent_batch(producer_id, 0, i, [f"r{i}".encode()]) for i in range(count)]
+
+
+def append_one_run(client: Client, batches: list[bytes], requests_in_flight: int = 2) -> list[AppendResult]:
+    async def main():
+        results: list[AppendResult] = []
+        await appender(client, requests_in_flight).append_run("t", 0, batches, results)
+        return results
+    return asyncio.run(main())
+
+
+def test_an_idempotent_run_keeps_two_requests_in_flight_after_its_first_batch_is_confirmed():
+    client = Client()
+    batches = idempotent_run(4)
+
+    results = append_one_run(client, batches)
+    assert codes_and_offsets(results) == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert client.requests == [[(0, batches[0])], [(0, batches[1])], [(0, batches[2])], [(0, batches[3])]]
+    # b0 alone (the leader may not know the producer yet), b1 after its answer, then b2 and
+    # b3 each sent ahead of the answer to the batch before.
+    assert client.in_flight_at_send == [1, 1, 2, 2]
+    assert client.logs == {0: batches}
+
+
+def test_with_one_request_in_flight_an_idempotent_run_goes_one_at_a_time():
+    client = Client()
+    batches = idempotent_run(4)
+
+    assert codes_and_offsets(append_one_run(client, batches, requests_in_flight=1)) == [(0, i) for i in range(4)]
+    assert client.most_outstanding == 1
+
+
+def test_batches_without_producer_id_never_go_ahead_of_an_answer():
+    client = Client()
+
+    assert codes_and_offsets(run_a0_a1_a2(client)) == [(0, 0), (0, 1), (0, 2)]
+    assert client.most_outstanding == 1
+
+
+def test_a_batch_refused_with_one_sent_ahead_is_retried_and_the_partition_stays_in_order():
+    batches = idempotent_run(4)
+    client = Client(refuse={batches[1]: [NOT_ENOUGH_REPLICAS]})
+
+    results = append_one_run(client, batches)
+    assert codes_and_offsets(results) == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    # b1 refused while b2 was in flight behind it: the leader refused b2 out of sequence;
+    # b1 again, then the rest of the run from b2, whose first batch goes alone.
+    assert client.requests == [[(0, batches[0])], [(0, batches[1])], [(0, batches[2])], [(0, batches[1])],
+                               [(0, batches[2])], [(0, batches[3])]]
+    assert client.logs == {0: batches}
+
+
+def test_another_producers_batch_waits_for_the_answer_before_it():
+    a = idempotent_run(2, producer_id=7)
+    b = idempotent_run(2, producer_id=8)
+    client = Client()
+
+    append_one_run(client, [a[0], a[1], b[0], b[1]])
+    # a1 may go ahead of nothing (a0 is the run's first), b0 follows another producer's batch,
+    # b1 follows b0 but b0 is the first of its producer in the run: none overlap.
+    assert client.most_outstanding == 1

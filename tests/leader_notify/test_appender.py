@@ -27,15 +27,15 @@ def counting_sends(appender: KafkaAppender, gate: asyncio.Event | None = None) -
     """Wrap the appender's ProduceRequest sender: records each request's partitions,
     optionally holding every send until `gate` is set."""
     sent: list = []
-    real_produce = appender._produce
+    real_send = appender._send
 
-    async def produce(client, node, topics):
+    async def send(client, node, topics, *, pipelined):
         sent.append(sorted((topic, p) for topic, parts in topics for p, _b in parts))
         if gate is not None:
             await gate.wait()
-        return await real_produce(client, node, topics)
+        return await real_send(client, node, topics, pipelined=pipelined)
 
-    appender._produce = produce
+    appender._send = send
     return sent
 
 

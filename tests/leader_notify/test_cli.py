@@ -35,26 +35,29 @@ def _agent_cmd(config_path, bootstrap, *extra):
             "--listen", "127.0.0.1:0", "--bootstrap-servers", bootstrap, *extra]
 
 
-def _write_config(path, endpoint, bucket, audit_dir):
+def _write_config(path, endpoint, bucket, audit_dir, event_loop=None):
     path.write_text(f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
-                    f'[audit]\noutput = "{audit_dir}"\n')
+                    f'[audit]\noutput = "{audit_dir}"\n'
+                    + (f'[agent]\nevent_loop = "{event_loop}"\n' if event_loop else ""))
 
 
 @pytest.mark.integration
 @pytest.mark.trio
-async def test_agent_command_serves_and_stops_on_sigterm(s3_bucket, tansu, tmp_path):
+@pytest.mark.parametrize("event_loop,expected", [(None, "uvloop"), ("asyncio", "asyncio")])
+async def test_agent_command_serves_and_stops_on_sigterm(s3_bucket, tansu, tmp_path, event_loop, expected):
     server, bucket = s3_bucket
     topic = unique_name("cli")
     create_topics(tansu.bootstrap, {topic: 1})
     cfg = tmp_path / "agent.toml"
-    _write_config(cfg, server.endpoint_url, bucket, tmp_path / "audit")
+    _write_config(cfg, server.endpoint_url, bucket, tmp_path / "audit", event_loop)
     env = {**os.environ, "AZSIDECAR_NOTIFY_HMAC_KEYS": ",".join(KEYS),
            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     proc = subprocess.Popen(_agent_cmd(cfg, tansu.bootstrap), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=env)
     try:
         line = await trio.to_thread.run_sync(_read_line, proc, START_TIMEOUT_S)
-        assert line.startswith("agent zone=az2 listening=127.0.0.1:")
+        # The default loop is uvloop; the line names the loop the process actually runs.
+        assert line.startswith(f"agent zone=az2 event_loop={expected} listening=127.0.0.1:")
         address = line.strip().rpartition("=")[2]
         obj = put_object(server.client(), bucket, "wal/cli/obj-1", {"az2": [wal_entry(topic, 0, [b"via-cli"])]})
         config = config_for(server.endpoint_url, bucket, tansu.bootstrap, agents={"az2": address})

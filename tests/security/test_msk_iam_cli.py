@@ -97,7 +97,7 @@ def test_agent_process_authenticates_to_an_msk_iam_cluster(certs, tmp_path, aws_
                                  "--listen", "127.0.0.1:0"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            line = _wait_for_line(proc, "agent zone=use1-az1 listening=", START_TIMEOUT_S)
+            line = _wait_for_line(proc, "agent zone=use1-az1 ", START_TIMEOUT_S)
         finally:
             proc.terminate()
             try:
@@ -105,7 +105,7 @@ def test_agent_process_authenticates_to_an_msk_iam_cluster(certs, tmp_path, aws_
             except subprocess.TimeoutExpired:
                 proc.kill()
                 _, stderr = proc.communicate(timeout=START_TIMEOUT_S)
-    assert line.startswith("agent zone=use1-az1 listening=127.0.0.1:"), stderr[-2000:]
+    assert line.startswith("agent zone=use1-az1 event_loop=uvloop listening=127.0.0.1:"), stderr[-2000:]
     assert double.tokens and all(token_is_valid(t, ENV_CREDENTIALS.credentials, REGION) for t in double.tokens)
     first = double.connections[0].events
     assert first[1:3] == [("SaslHandshake", "OAUTHBEARER"), ("SaslAuthenticate", "v1 ok")], first
