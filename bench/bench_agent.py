@@ -5,6 +5,7 @@ Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [-
                                             [--offered-mib-s 0 [--per-agent] [--stagger]]
                                             [--cache-mib 256] [--warmup-rounds 0] [--object-mib 8]
                                             [--mock-cluster] [--one-at-a-time] [--s3-keepalive]
+                                            [--idempotent] [--requests-in-flight N] [--event-loop uvloop|asyncio]
                                             [--profile-dir DIR]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
@@ -64,10 +65,18 @@ mode, no delay), which keeps their connections open between requests as S3 does;
 server closes every connection, so without it each GET pays a TCP connect and close that a
 client of S3 pays once. The front's CPU is counted with moto's (the S3 column).
 
+--idempotent: the batches as one idempotent producer's (a producer id from the cluster's
+InitProducerId per agent phase, each partition's sequences from 0; needs the mock cluster:
+aiokafka's InitProducerId gets error -1 from Tansu), and the plain producer with
+enable_idempotence. --requests-in-flight N and --event-loop set the agents'
+agent.requests_in_flight_per_leader and agent.event_loop.
+
 Phases alternate for `rounds` rounds; figures are sums over rounds. Prints MiB/s of
 record-batch bytes for each and the ratio agent/producer; each round's line also says how
 many partitions each agent owned, e.g. "(3+3+2)", and the agents' CPU s/MiB that round; the
-summary also gives the system (kernel) part of the agents' CPU. After every phase (untimed) each
+summary also gives the system (kernel) part of the agents' CPU and their voluntary context
+switches per MiB ("sleeps": a thread blocked, mostly the loop waiting for an answer, and was
+woken). After every phase (untimed) each
 partition's log end offset must be its record count (on Tansu also: its last batch's base
 offset + 1, what Tansu can report), else the bench stops.
 """
@@ -107,6 +116,7 @@ from deploy.local.fault_common import running_listener  # noqa: E402
 from deploy.local.mock_cluster import start_mock_cluster  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
 from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
+from leader_notify.config import EVENT_LOOPS  # noqa: E402
 from leader_notify.notifier import ZoneNotifier  # noqa: E402
 from leader_notify.owners import OWNERSHIPS, AgentMap  # noqa: E402
 from leader_notify.sender import NotifySender  # noqa: E402
@@ -585,6 +595,8 @@ def main() -> int:
     ap.add_argument("--idempotent", action="store_true",
                     help="the batches as one idempotent producer's (a producer id per agent phase, sequences); "
                          "the plain producer with enable_idempotence")
+    ap.add_argument("--event-loop", choices=EVENT_LOOPS, default=None,
+                    help="the agents' agent.event_loop (default: the agent's default)")
     ap.add_argument("--requests-in-flight", type=int, default=0,
                     help="the agents' agent.requests_in_flight_per_leader (0: its default)")
     ap.add_argument("--profile-dir", type=Path, default=None,
@@ -595,6 +607,11 @@ def main() -> int:
         ap.error("--agents: positive counts")
     if args.brokers < 1:
         ap.error("--brokers: at least 1")
+    if args.idempotent and args.brokers == 1 and not args.mock_cluster:
+        ap.error("--idempotent needs the mock cluster (--mock-cluster or --brokers N > 1): "
+                 "aiokafka's InitProducerId gets error -1 from Tansu")
+    if args.requests_in_flight and not 1 <= args.requests_in_flight <= 5:
+        ap.error("--requests-in-flight: 1..5")
     if args.stagger and args.offered_mib_s <= 0:
         ap.error("--stagger paces shares: give --offered-mib-s")
     if args.one_at_a_time and args.offered_mib_s > 0:
@@ -619,6 +636,7 @@ def main() -> int:
           + (", agents one at a time" if args.one_at_a_time else "")
           + (", idempotent batches" if args.idempotent else "")
           + (f", {args.requests_in_flight} requests in flight per leader" if args.requests_in_flight else "")
+          + (f", agents on {args.event_loop}" if args.event_loop else "")
           + (f", agents' cache {args.cache_mib} MiB" if args.cache_mib is not None else "")
           + (f", {args.warmup_rounds} warm-up rounds not counted" if args.warmup_rounds else ""))
     wall = {n: 0.0 for n in counts}
@@ -644,8 +662,9 @@ def main() -> int:
         if args.cache_mib is not None:
             wal["cache_bytes"] = args.cache_mib * MiB
         base = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
-        agent_settings = ({"requests_in_flight_per_leader": args.requests_in_flight}
-                          if args.requests_in_flight else {})
+        agent_settings: dict[str, Any] = {"event_loop": args.event_loop} if args.event_loop else {}
+        if args.requests_in_flight:
+            agent_settings["requests_in_flight_per_leader"] = args.requests_in_flight
         with AgentProcesses(max(counts), base, log_dir, args.profile_dir, agent_settings) as agents:
             for r in range(-args.warmup_rounds, args.rounds):
                 counted = r >= 0

@@ -10,7 +10,7 @@ Concurrency model (asyncio, because aiokafka is asyncio):
   a request takes a ticket per partition (`PartitionSequencer`); the S3 read runs
   concurrently, but appends wait for the previous ticket of the same partition.
 - Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` partition runs (each has
-  one batch in flight at a time), and an LRU of applied entries (`applied_cache_entries`),
+  one batch in flight, an idempotent producer's up to `requests_in_flight_per_leader`), and an LRU of applied entries (`applied_cache_entries`),
   so memory stays bounded.
 - Connections: each opens with a HELLO each way (protocol.Channel: per-connection
   challenges under every MAC, so no replay cache is kept). Before the peer's HELLO verifies
@@ -524,7 +524,7 @@ class Agent:
         try:
             if batches:
                 ref = req.entries[indexes[0]]
-                # A run has one batch in flight at a time: it takes one append slot.
+                # A run takes one append slot, whatever number of its batches is in flight.
                 async with self._appends:
                     await self._appender.append_run(ref.topic, ref.partition, batches, appended)
         finally:  # also when cancelled: what the leader has is remembered for a re-sent notification

@@ -7,7 +7,13 @@ that node, at most one per partition (Kafka's rule), the way a producer's sender
 caller queues a partition's batches as one run (`append_run`; `append` is a run of one):
 the drain task sends a run's next batch only after the previous one's answer said
 appended, so each partition's order is kept with one of its batches in flight, and the
-caller's task wakes once per run, not per batch. Requests are framed and written onto
+caller's task wakes once per run, not per batch. With `requests_in_flight` > 1 the drain
+task also sends further requests before the first one's answer, carrying only batches
+that sequence_chain.may_send_ahead lets go ahead: an idempotent producer's next batch in
+sequence, behind a batch of it the leader confirmed, so the leader's sequence check
+refuses it (OUT_OF_ORDER_SEQUENCE_NUMBER) if the batch before it fails; that answer is
+ignored and both are retried in order. An agent that leads one broker then has the next
+request on the wire while it waits, instead of sleeping once per request. Requests are framed and written onto
 aiokafka's connection by produce_channel.py. Leader moves
 and unknown partitions refresh metadata and retry; a leader in another zone (by
 `router.broker_zones`, else the broker's rack) is looked up again before the batch is
