@@ -35,7 +35,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -144,14 +144,18 @@ class _Run:
 
 
 class _Flight(NamedTuple):
-    """A ProduceRequest in flight: its answer, and which batch of which run it carries."""
-    answer: Awaitable[ProduceAnswer]
+    """A ProduceRequest in flight: the connection it went on (None: sent through
+    client.send, already answered), its answer, and which batch of which run it carries."""
+    conn: AIOKafkaConnection | None
+    answer: asyncio.Future[ProduceAnswer]
     batches: list[tuple[_Run, int]]
 
 
-async def _answered(response: Any) -> ProduceAnswer:
-    """client.send's ProduceResponse as the channel's answer (per topic: partition, code, offset)."""
-    return ProduceAnswer([(topic, [(part[0], part[1], part[2]) for part in parts]) for topic, parts in response.topics])
+def _consume_outcome(future: asyncio.Future[ProduceAnswer]) -> None:
+    """Done callback of an answer nobody will await (its drain task ended): take its
+    exception so asyncio does not log it as never retrieved."""
+    if not future.cancelled():
+        future.exception()
 
 
 class KafkaAppender:
@@ -424,6 +428,8 @@ class KafkaAppender:
         finally:
             del self._drains[node]
             for flight in flights:
+                self._deadlines.forget(flight.answer)
+                flight.answer.add_done_callback(_consume_outcome)
                 for run, _index in flight.batches:
                     run.stop(NETWORK_EXCEPTION)
             for run in self._pending.pop(node, []):
@@ -483,7 +489,7 @@ class KafkaAppender:
                 run.sent = index + 1
                 run.in_flight += 1
                 busy[run.tp] = run
-            return _Flight(answer, sent)
+            return _Flight(answer[0], answer[1], sent)
         for run, _index in sent:
             run.stop(failure)
         self._pending[node] = [run for run in self._pending[node] if not run.done.done()]
@@ -496,7 +502,11 @@ class KafkaAppender:
         outcome: dict[tuple[str, int], tuple[int, int]] = {}
         failure = None
         try:
-            for topic, partitions in (await flight.answer).topics:
+            if flight.conn is None:
+                answer = await flight.answer
+            else:
+                answer = await self._deadlines.answer(flight.conn, flight.answer, self._request_timeout_ms / 1000)
+            for topic, partitions in answer.topics:
                 for partition, code, offset in partitions:
                     outcome[(topic, partition)] = (code, offset)
         except RequestTimedOutError:
@@ -528,10 +538,12 @@ class KafkaAppender:
         self._pending[node] = [run for run in self._pending.get(node, ()) if not run.done.done()]
 
     async def _send(self, client: AIOKafkaClient, node: int, topics: list[tuple[str, list[tuple[int, Batch]]]],
-                    *, pipelined: bool) -> Awaitable[ProduceAnswer] | None:
-        """Send one ProduceRequest (acks all) to `node`; an awaitable of its answer per topic
-        and partition, which raises KafkaError (RequestTimedOutError after request_timeout_ms).
-        None if `pipelined` (requests are in flight) and this connection cannot take another.
+                    *, pipelined: bool) -> tuple[AIOKafkaConnection | None, asyncio.Future[ProduceAnswer]] | None:
+        """Send one ProduceRequest (acks all) to `node`: (the connection it went on, its
+        answer), the answer's deadline running from now (AnswerDeadlines.answer raises
+        RequestTimedOutError after request_timeout_ms; the future fails with KafkaError if
+        the connection closes). None if `pipelined` (requests are in flight) and this
+        connection cannot take another. Raises KafkaError if the request cannot be sent.
 
         The batches go into the request as given (memoryviews of the WAL object's GET body),
         copied once into the frame. Written straight onto aiokafka's connection
@@ -550,11 +562,14 @@ class KafkaAppender:
                 return None
             request = RawProduceRequest(transactional_id=None, required_acks=-1, timeout=self._produce_timeout_ms,
                                         topics=topics)
-            return _answered(await client.send(node, request))
+            response = await client.send(node, request)
+            answered: asyncio.Future[ProduceAnswer] = asyncio.get_running_loop().create_future()
+            answered.set_result(ProduceAnswer([(topic, [(part[0], part[1], part[2]) for part in parts])
+                                               for topic, parts in response.topics]))
+            return None, answered
         future = send_produce(conn, version, -1, self._produce_timeout_ms, topics)
-        timeout_s = self._request_timeout_ms / 1000
-        self._deadlines.watch(conn, future, timeout_s)  # the deadline runs from the send
-        return self._deadlines.answer(conn, future, timeout_s)
+        self._deadlines.watch(conn, future, self._request_timeout_ms / 1000)  # from the send, not the await
+        return conn, future
 
     async def _verify_duplicate(self, client: AIOKafkaClient, tp: TopicPartition, batch: Batch) -> tuple[Verdict, int]:
         """Search the leader's tail for `batch` (producer id, epoch, base sequence); never raises."""

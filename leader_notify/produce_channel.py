@@ -158,6 +158,10 @@ class AnswerDeadlines:
         if self._timer is None:
             self._timer = loop.call_later(self._check_interval_s, self._check)
 
+    def forget(self, future: asyncio.Future[ProduceAnswer]) -> None:
+        """Stop watching a request whose answer nobody will await (its sender stopped)."""
+        self._watched.pop(future, None)
+
     @property
     def watched(self) -> int:
         return len(self._watched)

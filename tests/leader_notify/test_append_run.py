@@ -58,7 +58,7 @@ class Client:
         self.outstanding += 1
         self.most_outstanding = max(self.most_outstanding, self.outstanding)
         self.in_flight_at_send.append(self.outstanding)
-        return self._answer(parts)
+        return None, LazyAnswer(self._answer(parts))
 
     async def _answer(self, parts):
         if self.hold.intersection(batch for _p, batch in parts):
@@ -85,6 +85,21 @@ class Client:
     async def force_metadata_update(self):
         self.refreshed += 1
         return True
+
+
+class LazyAnswer:
+    """Stands for the answer future: the scripted leader makes the answer when the appender
+    awaits it, in the order the appender awaits them (request order), so `outstanding`
+    counts the requests the appender has sent and not yet taken the answer of."""
+
+    def __init__(self, coro) -> None:
+        self._coro = coro
+
+    def __await__(self):
+        return self._coro.__await__()
+
+    def add_done_callback(self, _callback) -> None:  # an answer nobody will await: never made
+        self._coro.close()
 
 
 def appender(client: Client, requests_in_flight: int = 2) -> KafkaAppender:
