@@ -462,7 +462,10 @@ class KafkaAppender:
                 if run.sent == run.next:
                     taken[tp] = run
                 else:
-                    blocked.add(tp)  # cannot happen: a run with batches out is busy
+                    # Cannot happen (a run with batches out is busy). Were it to, stopping the
+                    # run (its caller retries from `next`) keeps the drain loop from spinning
+                    # on a run that nothing would ever send.
+                    run.stop(NETWORK_EXCEPTION)
             elif flying is run and may_send_ahead(run.batches, run.first, run.next, run.sent):
                 taken[tp] = run
             else:
