@@ -67,17 +67,23 @@ def append_run(bootstrap: str, topic: str, batches: list[bytes], requests_in_fli
     return asyncio.run(asyncio.wait_for(main(), 60))
 
 
-def test_a_batch_sent_ahead_of_a_refused_one_is_refused_by_the_leader_and_both_are_retried(tmp_path):
+def run_with_fourth_request_refused(tmp_path, code: int, count: int) -> tuple[int, list[AppendResult], list]:
+    """One idempotent producer's `count` one-record batches (sequences 0.., values 0..) through
+    the front, which refuses the 4th ProduceRequest with `code`; (producer id, results, log)."""
     topic, source = unique_name("ahead"), unique_name("pid")
+    with tansu_behind_front(tmp_path, topic, f"4:{code}") as front:
+        create_topics(front, {topic: 1, source: 1})
+        producer_id, epoch = idempotent_producer_id(front, source)
+        batches = [idempotent_batch(producer_id, epoch, seq, [str(seq).encode()]) for seq in range(count)]
+        results = append_run(front, topic, batches)
+        return producer_id, results, raw_log(front, topic, 0)
+
+
+def test_a_batch_sent_ahead_of_a_refused_one_is_refused_by_the_leader_and_both_are_retried(tmp_path):
     # The appender's requests: #1 sequence 0 alone (the leader may not know the producer yet),
     # #2 sequence 1 after its answer, #3 sequence 2 sent ahead, #4 sequence 3 sent ahead:
     # refused by the front; #5 sequence 4 was already in flight behind it.
-    with tansu_behind_front(tmp_path, topic, f"4:{NOT_ENOUGH_REPLICAS}") as front:
-        create_topics(front, {topic: 1, source: 1})
-        producer_id, epoch = idempotent_producer_id(front, source)
-        batches = [idempotent_batch(producer_id, epoch, seq, [str(seq).encode()]) for seq in range(12)]
-        results = append_run(front, topic, batches)
-        log = raw_log(front, topic, 0)
+    producer_id, results, log = run_with_fourth_request_refused(tmp_path, NOT_ENOUGH_REPLICAS, 12)
     assert [(r.error_code, r.base_offset) for r in results] == [(0, i) for i in range(12)]
     assert [r.attempts for r in results] == [1, 1, 1, 2] + [1] * 8
     assert [(b.producer_id, b.values) for b in log] == [(producer_id, [seq]) for seq in range(12)]
@@ -88,13 +94,7 @@ def test_a_batch_sent_ahead_of_a_refused_one_is_refused_by_the_leader_and_both_a
 
 
 def test_a_batch_refused_for_good_leaves_the_one_sent_ahead_unappended(tmp_path):
-    topic, source = unique_name("ahead"), unique_name("pid")
-    with tansu_behind_front(tmp_path, topic, f"4:{MESSAGE_TOO_LARGE}") as front:
-        create_topics(front, {topic: 1, source: 1})
-        producer_id, epoch = idempotent_producer_id(front, source)
-        batches = [idempotent_batch(producer_id, epoch, seq, [str(seq).encode()]) for seq in range(8)]
-        results = append_run(front, topic, batches)
-        log = raw_log(front, topic, 0)
+    _producer_id, results, log = run_with_fourth_request_refused(tmp_path, MESSAGE_TOO_LARGE, 8)
     # Sequence 3 refused: the run stops there; sequence 4, sent ahead, was refused by Tansu
     # out of sequence and is neither appended nor reported.
     assert [(r.error_code, r.base_offset) for r in results] == [(0, 0), (0, 1), (0, 2), (MESSAGE_TOO_LARGE, -1)]
