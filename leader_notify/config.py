@@ -70,9 +70,9 @@ class AgentConfig:
     max_concurrent_reads: int = 8
     max_in_flight_appends: int = 64  # partitions appending at once (each one batch in flight)
     max_append_attempts: int = 5  # per batch, with metadata refresh and backoff (~1.5 s in total)
-    # ProduceRequests in flight per leader. Above 1, the extra requests carry only batches of
-    # idempotent producers that follow, in sequence, a batch already in flight and appended
-    # after one the leader confirmed (leader_notify/sequence_chain.py); others go one at a time.
+    # ProduceRequests in flight per leader. Above 1, the extra requests carry only an
+    # idempotent producer's next batch in sequence, once the leader confirmed one of its
+    # batches in the run (leader_notify/sequence_chain.py); other batches go one at a time.
     requests_in_flight_per_leader: int = 2
     produce_timeout_ms: int = 10_000  # ProduceRequest timeout sent to the leader
     # Entries already appended, remembered with their offsets so a re-sent notification
@@ -90,7 +90,7 @@ class AgentConfig:
     max_unauthenticated_connections: int = 64  # connected, HELLO not yet verified
     request_timeout_s: float = 10.0  # a frame begun (or the HELLO, from accept) must arrive whole within this
     idle_timeout_s: float = 900.0  # between frames; above notify.max_idle_s, so proxies close first
-    # The `azsidecar agent` process's asyncio event loop. uvloop costs 10-15 % less CPU per
+    # The `azsidecar agent` process's asyncio event loop. uvloop costs 9-12 % less CPU per
     # MiB appended (docs/benchmarks.md, session 15); "asyncio" is the standard library's.
     event_loop: str = "uvloop"
 
