@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -20,11 +21,63 @@ MOTO_LAUNCHER = Path(__file__).with_name("moto_atomic.py")
 MOTO_CONDITIONAL_WRITES = "atomic"  # "moto": moto's racy check-then-store, lost updates logged
 
 
+# Ports handed out by free_port in this process: never handed out twice, so a
+# harness that keeps a port across a process restart keeps it to itself.
+_HANDED_OUT: set[int] = set()
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_LISTENER_PORT = 10000
+FEWEST_LISTENER_PORTS = 1000
+
+
+def listener_ports(ephemeral_low: int, ephemeral_high: int) -> range | None:
+    """Ports for test listeners that the kernel never gives to an outgoing connection.
+
+    connect() takes its local port from the ephemeral range, the same range that
+    bind(port 0) picks from. A port found free there can be taken by any outgoing
+    connection before the listener binds it (the suite's S3 clients open thousands),
+    and a restarted process finds its old port taken. Below the ephemeral range only
+    an explicit bind takes a port. None when too few ports lie below the range.
+    """
+    ports = range(LOWEST_LISTENER_PORT, ephemeral_low)
+    return ports if len(ports) >= FEWEST_LISTENER_PORTS else None
+
+
+def _ephemeral_range() -> tuple[int, int] | None:
+    try:
+        low, high = EPHEMERAL_RANGE_FILE.read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (the kernel picks it)."""
+    """A port free now, outside the ephemeral range where the host allows it.
+
+    Falls back to the kernel's pick (bind to port 0) on hosts whose ephemeral range
+    leaves too few ports below it.
+    """
+    ephemeral = _ephemeral_range()
+    ports = listener_ports(*ephemeral) if ephemeral else None
+    for _ in range(200 if ports else 0):
+        port = random.choice(ports)  # noqa: S311 - spreading ports, not a secret
+        if port in _HANDED_OUT or not _bindable(host, port):
+            continue
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _bindable(host: str, port: int) -> bool:
+    # Without SO_REUSEADDR: stricter than any listener's bind, so a port left in
+    # TIME_WAIT is skipped even for a listener that does not set it.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def tansu_binary() -> str:
