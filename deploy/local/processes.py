@@ -29,7 +29,7 @@ LOWEST_LISTENER_PORT = 10000
 FEWEST_LISTENER_PORTS = 1000
 
 
-def listener_ports(ephemeral_low: int, ephemeral_high: int) -> range | None:
+def listener_ports(ephemeral_low: int) -> range | None:
     """Ports for test listeners that the kernel never gives to an outgoing connection.
 
     connect() takes its local port from the ephemeral range, the same range that
@@ -57,7 +57,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     leaves too few ports below it.
     """
     ephemeral = _ephemeral_range()
-    ports = listener_ports(*ephemeral) if ephemeral else None
+    ports = listener_ports(ephemeral[0]) if ephemeral else None
     for _ in range(200 if ports else 0):
         port = random.choice(ports)  # noqa: S311 - spreading ports, not a secret
         if port in _HANDED_OUT or not _bindable(host, port):
