@@ -57,7 +57,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     leaves too few ports below it.
     """
     ephemeral = _ephemeral_range()
-    ports = listener_ports(ephemeral[0]) if ephemeral else None
+    ports = (listener_ports(ephemeral[0]) if ephemeral else None) or range(0)
     for _ in range(200 if ports else 0):
         port = random.choice(ports)  # noqa: S311 - spreading ports, not a secret
         if port in _HANDED_OUT or not _bindable(host, port):
@@ -66,7 +66,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        picked: int = s.getsockname()[1]
+        return picked
 
 
 def _bindable(host: str, port: int) -> bool:
