@@ -63,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deploy.local.scenario import TopicSpec, Workload, router_overrides  # noqa: E402
 from deploy.local.sidecar_stack import SidecarSettings  # noqa: E402
 from deploy.local.zones import three_zones  # noqa: E402
-from tests.reliability.flood import flood  # noqa: E402
+from tests.reliability.flood import flood, trims_logged  # noqa: E402
 from tests.reliability.harness import (  # noqa: E402
     CampaignResult,
     TickContext,
@@ -112,7 +112,8 @@ def cycle_action(scenario: str, rng: random.Random, targets: dict | None = None)
             return f"{scenario} {'s3' if scenario == 's3-hang' else zone.name} for {down_s:.1f}s"
         if scenario == "flood":
             host, port = zone.sidecar_bootstrap.rsplit(":", 1)
-            result = flood(host, int(port), ctx.fleet.proxies[zone.name].pid, hold_s=4.0).as_dict()
+            proxy = ctx.fleet.proxies[zone.name]
+            result = flood(host, int(port), proxy.pid, hold_s=4.0, trims=trims_logged(proxy.log_path)).as_dict()
             ctx.state.setdefault("floods", []).append({"zone": zone.name, **result})
             return f"flood {zone.name}: {result}"
         if scenario == "proxy-kill":

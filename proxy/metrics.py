@@ -19,6 +19,8 @@ BYTES_OUT = Counter("azsidecar_proxy_bytes_out_total", "Record batch bytes sent 
 ERRORS = Counter("azsidecar_proxy_errors_total", "Kafka error codes returned to clients", ["error_code"])
 PROTOCOL_ERRORS = Counter("azsidecar_proxy_protocol_errors_total", "Connections closed for bad input", ["reason"])
 CONNECTIONS = Gauge("azsidecar_proxy_open_connections", "Open client connections")
+MEMORY_TRIMS = Counter("azsidecar_proxy_memory_trims_total",
+                       "Free heap memory returned to the OS after a burst of connections or bytes")
 CONNECTIONS_LIMITED = Counter(
     "azsidecar_proxy_connections_limited_total",
     "Connections refused or closed by a listener limit (proxy/limits.py reasons)", ["reason"])

@@ -65,7 +65,7 @@ from proxy.kafka_codec import (
 )
 from proxy.limits import admit, receive_deadline
 from proxy.listen import open_listeners
-from proxy.memory import BurstTracker, should_trim, trim
+from proxy.memory import TRIM_CHECK_INTERVAL_S, BurstTracker, burst_over_since, should_trim, trim
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.passthrough_audit import PassthroughMeter
@@ -478,8 +478,15 @@ class ProxyServer:
                     self._listening = (listening, nursery)
                     listening.start_soon(functools.partial(trio.serve_listeners, self._handle_connection, listeners,
                                                            handler_nursery=nursery))
+                    listening.start_soon(self._trim_after_bursts)
                     task_status.started(listeners)
             self._listening = None
+
+    async def _trim_after_bursts(self) -> None:
+        """Give a burst's memory back once it has been over a while (proxy/memory.py)."""
+        while True:
+            await trio.sleep(TRIM_CHECK_INTERVAL_S)
+            self._after_burst()
 
     async def open_broker_listener(self) -> int:
         """One more listener on the proxy's host (an ephemeral port), served like the first;
@@ -530,7 +537,8 @@ class ProxyServer:
             return
         metrics.CONNECTIONS.inc()
         self._connections += 1
-        self._burst.peak_connections = max(self._burst.peak_connections, self._connections)
+        if self._connections > self._burst.peak_connections:  # a burst growing is not over
+            self._burst.peak_connections, self._burst.over_since = self._connections, None
         self._open_by_source[source] = self._open_by_source.get(source, 0) + 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
@@ -555,13 +563,14 @@ class ProxyServer:
                 self._idle.set()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
-            self._after_burst()
 
     def _after_burst(self) -> None:
-        """Once a burst of connections or bytes is over, give its memory back (proxy/memory.py)."""
+        """Once a burst of connections or bytes has been over a while, give its memory back."""
         now = trio.current_time()
-        if should_trim(self._burst, now, self._connections, self._budget.used):
+        self._burst.over_since = burst_over_since(self._burst, now, self._connections, self._budget.used)
+        if should_trim(self._burst, now):
             started = time.perf_counter()
+            metrics.MEMORY_TRIMS.inc()
             if trim():
                 log.info("a burst of %d connections (peak %d bytes held) is over: free memory returned to the OS "
                          "in %.1f ms", self._burst.peak_connections, self._burst.peak_held_bytes,
@@ -602,7 +611,7 @@ class ProxyServer:
         self._budget.add(held - state.accounted)
         state.accounted = held
         if self._budget.used > self._burst.peak_held_bytes:
-            self._burst.peak_held_bytes = self._budget.used
+            self._burst.peak_held_bytes, self._burst.over_since = self._budget.used, None
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
                              session: SaslSession | None = None, writer: _ResponseWriter | None = None,

@@ -118,6 +118,8 @@ def test_rss_grows_with_bytes_received_is_capped_and_goes_back(tansu, tmp_path):
         wait_for(metrics_port, lambda m: m["azsidecar_proxy_open_connections"] == 0
                  and m["azsidecar_proxy_receive_buffered_bytes"] == 0, "the flood's connections to close",
                  timeout_s=90)
+        wait_for(metrics_port, lambda m: m["azsidecar_proxy_memory_trims_total"] >= 1,
+                 "the proxy to return the burst's memory (a second after it is over)")
         after = rss_kib(proxy.proc.pid)
         print(f"proxy RSS KiB: before {before}, headers-only flood {during_headers}, "
               f"8 MiB each {during_bytes}, after close {after}")

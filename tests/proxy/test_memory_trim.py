@@ -1,4 +1,4 @@
-"""When the proxy gives memory back after a burst: proxy.memory.should_trim, table-tested."""
+"""When the proxy gives memory back after a burst: proxy.memory's decisions, table-tested."""
 
 from __future__ import annotations
 
@@ -6,25 +6,37 @@ import platform
 
 import pytest
 
-from proxy.memory import BurstTracker, should_trim, trim
+from proxy.memory import BurstTracker, burst_over_since, should_trim, trim
 
 MiB = 1024 * 1024
 
 
 @pytest.mark.parametrize(("burst", "now", "open_connections", "held", "expected"), [
     # 1,024 connections over a baseline of 4; at most 4 + 1020 // 64 = 19 may be left open.
-    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 19, 0, True),
-    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 20, 0, False),   # the burst is not over yet
-    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 5, 4096, False),  # bytes still held for arriving requests
-    (BurstTracker(-5.0, 4, 1024, 0), 0.0, 5, 0, False),      # trimmed 5 s ago (at most every 10 s)
-    (BurstTracker(-100.0, 4, 200, 0), 0.0, 4, 0, False),     # 196 connections: no burst
-    (BurstTracker(-100.0, 4, 10, 64 * MiB), 0.0, 6, 0, True),  # a burst of bytes: 2 above the baseline is over
-    (BurstTracker(-100.0, 4, 10, 64 * MiB), 0.0, 7, 0, False),
-    (BurstTracker(-100.0, 4, 10, 16 * MiB), 0.0, 4, 0, False),
-    (BurstTracker(), 0.0, 0, 0, False),                      # nothing happened since start
+    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 19, 0, 0.0),     # over from now
+    (BurstTracker(-100.0, 4, 1024, 0, -3.0), 0.0, 19, 0, -3.0),  # over since before: stays
+    (BurstTracker(-100.0, 4, 1024, 0, -3.0), 0.0, 20, 0, None),  # not over (again)
+    (BurstTracker(-100.0, 4, 1024, 0), 0.0, 5, 4096, None),  # bytes still held for arriving requests
+    (BurstTracker(-100.0, 4, 10, 64 * MiB), 0.0, 6, 0, 0.0),  # a burst of bytes: 2 above the baseline is over
+    (BurstTracker(-100.0, 4, 10, 64 * MiB), 0.0, 7, 0, None),
 ])
-def test_should_trim(burst, now, open_connections, held, expected):
-    assert should_trim(burst, now, open_connections, held) is expected
+def test_burst_over_since(burst, now, open_connections, held, expected):
+    assert burst_over_since(burst, now, open_connections, held) == expected
+
+
+@pytest.mark.parametrize(("burst", "now", "expected"), [
+    (BurstTracker(-100.0, 4, 1024, 0, -1.0), 0.0, True),     # over for 1 s
+    (BurstTracker(-100.0, 4, 1024, 0, -0.5), 0.0, False),    # over for only 0.5 s: its last buffers may be live
+    (BurstTracker(-100.0, 4, 1024, 0, None), 0.0, False),    # not over
+    (BurstTracker(-5.0, 4, 1024, 0, -2.0), 0.0, False),      # trimmed 5 s ago (at most every 10 s) ...
+    (BurstTracker(-10.0, 4, 1024, 0, -7.0), 0.0, True),      # ... but trimmed once 10 s have passed
+    (BurstTracker(-100.0, 4, 200, 0, -5.0), 0.0, False),     # 196 connections: no burst
+    (BurstTracker(-100.0, 4, 10, 64 * MiB, -5.0), 0.0, True),  # a burst of bytes
+    (BurstTracker(-100.0, 4, 10, 16 * MiB, -5.0), 0.0, False),
+    (BurstTracker(), 0.0, False),                            # nothing happened since start
+])
+def test_should_trim(burst, now, expected):
+    assert should_trim(burst, now) is expected
 
 
 def test_trim_is_available_with_glibc():

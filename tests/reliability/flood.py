@@ -6,7 +6,8 @@ Three kinds at once, as an attacker on the proxy's host would send them:
 - `slow`: the first 3 bytes of a request, then silence (slowloris);
 - `idle`: connect and send nothing (beyond proxy.max_connections they are refused at once).
 The flood is held `hold_s` seconds while the proxy's VmRSS is sampled, then every socket is
-closed and the RSS is sampled until it settles (bounded). Used by tests/reliability and by
+closed; once the proxy has let go of them and returned the burst's memory (its log says so,
+`trims_logged`), the RSS after is sampled (all waits bounded). Used by tests/reliability and by
 bench/campaign.py's `flood` scenario.
 """
 
@@ -17,7 +18,9 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tests.reliability.harness import rss_kib
 
@@ -25,7 +28,8 @@ MiB = 1024 * 1024
 ANNOUNCED = 16 * MiB - 4  # the largest frame the proxy receives into a buffer of its own
 SAMPLE_S = 0.1  # RSS sampling period while the flood is held
 AFTER_S = 2.0  # RSS "after" is the last of its samples over this long, once the flood's sockets are gone
-SETTLE_S = 30.0  # after closing: how long the proxy may take to let go of the flood's connections
+SETTLE_S = 30.0  # after closing: how long the proxy may take to let go of the flood's connections and trim
+TRIMMED = "free memory returned to the OS"  # the proxy's log line after a burst's trim (proxy/server.py)
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,22 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         return True  # reset
 
 
+def trims_logged(log_path: Path) -> Callable[[], int]:
+    """How many times the proxy logging to `log_path` has returned a burst's memory so far."""
+    def count() -> int:
+        try:
+            return log_path.read_text(errors="replace").count(TRIMMED)
+        except OSError:
+            return 0
+    return count
+
+
 def flood(host: str, port: int, pid: int, *, big: int = 30, big_bytes: int = 8 * MiB, slow: int = 70,
-          idle: int = 1000, hold_s: float = 5.0) -> FloodResult:
-    """Flood the proxy at host:port (process `pid`) and measure it. Raises OSError if it cannot connect at all."""
+          idle: int = 1000, hold_s: float = 5.0, trims: Callable[[], int] | None = None) -> FloodResult:
+    """Flood the proxy at host:port (process `pid`) and measure it; `trims` (trims_logged) lets
+    the RSS after wait for the proxy's trim. Raises OSError if it cannot connect at all."""
     before = rss_kib(pid) or 0
+    trims_before = trims() if trims is not None else 0
     fds_before = open_fds(pid)
     socks: list[tuple[str, socket.socket]] = []
     try:
@@ -96,11 +112,14 @@ def flood(host: str, port: int, pid: int, *, big: int = 30, big_bytes: int = 8 *
         for _kind, sock in socks:
             sock.close()
     # The proxy has let go of the flood once its descriptors are back to what they were (it
-    # may first drain what the kernel still held for it, and it returns free memory to the
-    # OS when the last of the burst closes); its RSS is then read over AFTER_S.
+    # may first drain what the kernel still held for it) and it has returned the burst's free
+    # memory to the OS (a second after, at least 10 s after its previous trim); its RSS is
+    # then read over AFTER_S.
     settle_until = time.monotonic() + SETTLE_S
     while open_fds(pid) > fds_before and time.monotonic() < settle_until:
         time.sleep(0.1)  # polling the proxy's descriptor count, bounded by SETTLE_S
+    while trims is not None and trims() <= trims_before and time.monotonic() < settle_until:
+        time.sleep(0.1)  # polling the proxy's log for its trim, bounded by SETTLE_S
     after = rss_kib(pid) or 0
     for _ in range(int(AFTER_S / SAMPLE_S)):
         time.sleep(SAMPLE_S)  # the sampling period of the measurement
