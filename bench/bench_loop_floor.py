@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import resource
 import struct
@@ -97,7 +98,19 @@ class Connection:
         return await fut
 
 
-async def drive(ports: list[int], requests_each: int, request_bytes: int, in_flight: int) -> dict:
+def python_work(steps: int) -> int:
+    """A fixed amount of interpreter work (what the agent does per request, in kind: objects,
+    dicts, calls), so its cost per request can be compared between the two shapes."""
+    total = 0
+    table: dict[int, int] = {}
+    for i in range(steps):
+        table[i & 63] = table.get(i & 63, 0) + i
+        total += len(str(i))
+    return total
+
+
+async def drive(ports: list[int], requests_each: int, request_bytes: int, in_flight: int,
+                work_steps: int = 0) -> dict:
     body = b"\x01" * request_bytes
     frame = SIZE.pack(len(body)) + body
     conns = [Connection(*await asyncio.open_connection("127.0.0.1", port)) for port in ports]
@@ -105,6 +118,8 @@ async def drive(ports: list[int], requests_each: int, request_bytes: int, in_fli
     async def one(conn: Connection, count: int) -> None:
         for _ in range(count):
             await conn.request(frame)
+            if work_steps:
+                python_work(work_steps)
 
     lanes = [(c, requests_each // in_flight + (i < requests_each % in_flight))
              for c in conns for i in range(in_flight)]
@@ -119,9 +134,11 @@ async def drive(ports: list[int], requests_each: int, request_bytes: int, in_fli
             "requests": requests_each * len(ports)}
 
 
-def client(ports: list[int], requests_each: int, request_bytes: int, loop: str, in_flight: int) -> dict:
+def client(ports: list[int], requests_each: int, request_bytes: int, loop: str, in_flight: int,
+           work_steps: int) -> dict:
     argv = [sys.executable, __file__, "--client", ",".join(map(str, ports)), "--requests", str(requests_each),
-            "--request-bytes", str(request_bytes), "--event-loop", loop, "--in-flight", str(in_flight)]
+            "--request-bytes", str(request_bytes), "--event-loop", loop, "--in-flight", str(in_flight),
+            "--work-steps", str(work_steps)]
     out = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=600)
     return json.loads(out.stdout)
 
@@ -134,6 +151,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop")
     ap.add_argument("--in-flight", type=int, default=1, help="requests in flight per connection")
+    ap.add_argument("--work-steps", type=int, default=0,
+                    help="interpreter work per answer (python_work steps; 150 take ~13 µs here)")
     ap.add_argument("--client", help=argparse.SUPPRESS)
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     ap.add_argument("--request-bytes", type=int, help=argparse.SUPPRESS)
@@ -144,7 +163,7 @@ def main() -> int:
         return 0
     if args.client:
         print(json.dumps(asyncio.run(drive([int(p) for p in args.client.split(",")], args.requests,
-                                            args.request_bytes, args.in_flight))))
+                                            args.request_bytes, args.in_flight, args.work_steps))))
         return 0
 
     ports = [free_port() for _ in range(3)]
@@ -157,11 +176,13 @@ def main() -> int:
         if server.stdout.readline().strip() != "listening":
             raise SystemExit("the server did not start")
         print(f"{3 * each} requests of {request_bytes} bytes per shape per round, answers of "
-              f"{len(ANSWER)} bytes, {args.event_loop}, {args.in_flight} request(s) in flight per connection")
+              f"{len(ANSWER)} bytes, {args.event_loop}, {args.in_flight} request(s) in flight per connection, "
+              f"{args.work_steps} steps of interpreter work per answer")
         sums = {"x1": [0.0, 0.0, 0], "x3": [0.0, 0.0, 0]}  # CPU s, of it system, sleeps
         for r in range(args.rounds):
-            got = {"x1": [client(ports, each, request_bytes, args.event_loop, args.in_flight)],
-                   "x3": [client([port], each, request_bytes, args.event_loop, args.in_flight) for port in ports]}
+            run = functools.partial(client, requests_each=each, request_bytes=request_bytes, loop=args.event_loop,
+                                    in_flight=args.in_flight, work_steps=args.work_steps)
+            got = {"x1": [run(ports)], "x3": [run([port]) for port in ports]}
             line = [f"round {r}:"]
             for shape, runs in got.items():
                 cpu = sum(x["user"] + x["system"] for x in runs)
