@@ -570,8 +570,8 @@ class ProxyServer:
         self._burst.over_since = burst_over_since(self._burst, now, self._connections, self._budget.used)
         if should_trim(self._burst, now):
             started = time.perf_counter()
-            metrics.MEMORY_TRIMS.inc()
             if trim():
+                metrics.MEMORY_TRIMS.inc()
                 log.info("a burst of %d connections (peak %d bytes held) is over: free memory returned to the OS "
                          "in %.1f ms", self._burst.peak_connections, self._burst.peak_held_bytes,
                          (time.perf_counter() - started) * 1000)
