@@ -40,12 +40,14 @@ class FloodResult:
     opened: int  # connections the kernel accepted
     refused: int  # of those, closed by the proxy before the hold ended (limits, deadlines)
     big_bytes_sent: int  # what the `big` connections got into the kernel's buffers and the proxy
+    trimmed: bool | None = None  # the proxy logged a trim after the flood (None: not watched)
 
     def as_dict(self) -> dict:
         return {"rss_before_mib": round(self.rss_before_kib / 1024, 1),
                 "rss_peak_mib": round(self.rss_peak_kib / 1024, 1),
                 "rss_after_mib": round(self.rss_after_kib / 1024, 1), "opened": self.opened,
-                "closed_by_proxy": self.refused, "big_mib_sent": round(self.big_bytes_sent / MiB, 1)}
+                "closed_by_proxy": self.refused, "big_mib_sent": round(self.big_bytes_sent / MiB, 1),
+                "trimmed": self.trimmed}
 
 
 def _header(size: int) -> bytes:
@@ -120,11 +122,12 @@ def flood(host: str, port: int, pid: int, *, big: int = 30, big_bytes: int = 8 *
         time.sleep(0.1)  # polling the proxy's descriptor count, bounded by SETTLE_S
     while trims is not None and trims() <= trims_before and time.monotonic() < settle_until:
         time.sleep(0.1)  # polling the proxy's log for its trim, bounded by SETTLE_S
+    trimmed = None if trims is None else trims() > trims_before
     after = rss_kib(pid) or 0
     for _ in range(int(AFTER_S / SAMPLE_S)):
         time.sleep(SAMPLE_S)  # the sampling period of the measurement
         after = rss_kib(pid) or after
-    return FloodResult(before, peak, after, len(socks), refused, sum(sent.values()))
+    return FloodResult(before, peak, after, len(socks), refused, sum(sent.values()), trimmed)
 
 
 def open_fds(pid: int) -> int:
