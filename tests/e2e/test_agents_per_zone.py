@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections import defaultdict
@@ -23,6 +22,7 @@ from deploy.local.sidecar_stack import SidecarSettings, _wait_for_log_line, to_t
 from deploy.local.zones import partition_zones, three_zones
 from leader_notify.owners import owner_index
 from tests.conftest import create_topics
+from tests.readback import read_partitions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -127,25 +127,11 @@ def stack(tmp_path):
             s.stop()
 
 
-def consume_all(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                      request_timeout_ms=15_000)
-    try:
-        c.assign(tps)
-        ends = c.end_offsets(tps)
-        c.seek_to_beginning(*tps)
-        out: dict[int, list[bytes]] = defaultdict(list)
-        deadline = time.monotonic() + CONSUME_TIMEOUT_S
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, "reading the topic back timed out"
-            for tp, records in c.poll(timeout_ms=500).items():
-                out[tp.partition].extend(r.value for r in records)
-        return out
-    finally:
-        c.close()
+def lost_report(pid: str, partition: int, lost: set[int], acked, log) -> str:
+    """The offsets the lost records were acknowledged with, and what the log holds there."""
+    at = dict(log[partition])
+    return "; ".join(f"seq {seq} acked at offset {offset}, log has {at.get(offset)!r}"
+                     for p, seq, offset in sorted(acked[pid], key=lambda a: a[1]) if p == partition and seq in lost)
 
 
 def spread_topic(lists, zones) -> str:
@@ -168,7 +154,7 @@ def test_three_agents_per_zone_kill_one_nothing_lost_or_reordered(stack):
     env = stack.env
     topic = spread_topic(stack.lists, env.zone_names)
     create_topics(env.zones[0].broker_bootstrap, {topic: PARTITIONS})
-    acked: dict[str, list[tuple[int, int]]] = defaultdict(list)  # producer -> (partition, seq)
+    acked: dict[str, list[tuple[int, int, int]]] = defaultdict(list)  # producer -> (partition, seq, offset)
     failed: dict[str, int] = defaultdict(int)
     producers = {}
     for zone in env.zones:
@@ -182,7 +168,7 @@ def test_three_agents_per_zone_kill_one_nothing_lost_or_reordered(stack):
     def on_delivery(pid: str, seq: int):
         def cb(err, msg):
             if err is None:
-                acked[pid].append((msg.partition(), seq))
+                acked[pid].append((msg.partition(), seq, msg.offset()))
             else:
                 failed[pid] += 1
         return cb
@@ -207,21 +193,32 @@ def test_three_agents_per_zone_kill_one_nothing_lost_or_reordered(stack):
                 for k, port in stack.metrics_ports.items()}
     stack.stop()  # proxies drain, then agents: everything acknowledged is in the log by now
 
-    log = consume_all(env.zones[0].broker_bootstrap, topic)
+    acked_ends: dict[int, int] = defaultdict(int)  # partition -> one past its highest acknowledged offset
+    for records in acked.values():
+        for p, _seq, offset in records:
+            acked_ends[p] = max(acked_ends[p], offset + 1)
+    read = read_partitions(env.zones[0].broker_bootstrap, [(topic, p) for p in range(PARTITIONS)],
+                           at_least={(topic, p): end for p, end in acked_ends.items()}, timeout_s=CONSUME_TIMEOUT_S)
+    log = {p: [(r.offset, r.value) for r in read.get((topic, p), [])] for p in range(PARTITIONS)}
+    at = {p: dict(records) for p, records in log.items()}  # partition -> offset -> value
     for pid in producers:
         by_partition: dict[int, list[int]] = defaultdict(list)
         for p, values in log.items():
-            for v in values:
+            for _offset, v in values:
                 owner, _, seq = v.decode().partition("|")
                 if owner == pid:
                     by_partition[p].append(int(seq))
         want: dict[int, list[int]] = defaultdict(list)
-        for p, seq in acked[pid]:
+        for p, seq, offset in acked[pid]:
             want[p].append(seq)
+            held = at.get(p, {}).get(offset)
+            assert held is None or held == f"{pid}|{seq}".encode(), (
+                f"{pid} p{p}: seq {seq} acknowledged at offset {offset}, which holds {held!r}")
         for p in range(PARTITIONS):
             got = by_partition[p]
             acked_seqs = sorted(want[p])
-            assert set(acked_seqs) <= set(got), f"{pid} p{p}: acknowledged records lost"
+            lost = set(acked_seqs) - set(got)
+            assert not lost, f"{pid} p{p}: acknowledged records lost: " + lost_report(pid, p, lost, acked, log)
             assert all(s % PARTITIONS == p for s in got), f"{pid} p{p}: foreign records"
             if pid.endswith("idem"):
                 assert got == sorted(set(got)), f"{pid} p{p}: duplicate or out of order {got[:20]}"

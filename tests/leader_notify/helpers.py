@@ -11,6 +11,7 @@ from typing import Any
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from azsidecar.config import load_config
+from tests.readback import read_partitions
 from wal_s3.format import WalEntry, encode_object
 
 KEYS = ("test-notify-key-0123456789",)
@@ -122,23 +123,7 @@ class AgentThread:
 
 
 def consume(bootstrap: str, topic: str, partition: int, timeout_s: float = 20.0) -> list[tuple[int, bytes]]:
-    """Every (offset, value) of the partition, read with kafka-python from the beginning."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    tp = TopicPartition(topic, partition)
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                      request_timeout_ms=15_000)
-    try:
-        c.assign([tp])
-        end = c.end_offsets([tp])[tp]
-        c.seek_to_beginning(tp)
-        out: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + timeout_s
-        while c.position(tp) < end:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"read {len(out)} records of {topic}-{partition}, end offset {end}")
-            for records in c.poll(timeout_ms=500).values():
-                out.extend((r.offset, r.value) for r in records)
-        return out
-    finally:
-        c.close()
+    """Every (offset, value) of the partition, read with kafka-python from the beginning
+    (tests/readback.py: to the high watermark of the Fetch answers)."""
+    records = read_partitions(bootstrap, [(topic, partition)], timeout_s=timeout_s)
+    return [(r.offset, r.value) for r in records.get((topic, partition), [])]

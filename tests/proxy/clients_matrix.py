@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tests.readback import read_partitions
+
 TOPIC_COUNT = 3
 PARTITIONS = 6
 KEY_SPACE = 40  # keyed runs spread over every partition, with repeats per key
@@ -51,30 +53,13 @@ def topic_names(prefix: str) -> list[str]:
 
 
 def consume_everything(upstream_bootstrap: str, topics: list[str]) -> dict[tuple[str, int], list[tuple[bytes | None, bytes]]]:
-    """Read every partition of `topics` from the broker up to its end offset (kafka-python).
+    """Read every partition of `topics` from the broker to its end (tests/readback.py).
 
     Returns (topic, partition) -> [(key, value)] in offset order.
     """
-    import time
-
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=upstream_bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest", consumer_timeout_ms=1000)
-    try:
-        tps = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        end = consumer.end_offsets(tps)
-        out: dict[tuple[str, int], list] = defaultdict(list)
-        deadline = time.monotonic() + CONSUME_TIMEOUT_S
-        while any(consumer.position(tp) < end[tp] for tp in tps):
-            assert time.monotonic() < deadline, "consumer did not reach the end offsets in time"
-            for tp, records in consumer.poll(timeout_ms=500).items():
-                out[(tp.topic, tp.partition)].extend((r.key, r.value) for r in records)
-        return dict(out)
-    finally:
-        consumer.close()
+    records = read_partitions(upstream_bootstrap, [(t, p) for t in topics for p in range(PARTITIONS)],
+                              timeout_s=CONSUME_TIMEOUT_S)
+    return {tp: [(r.key, r.value) for r in rs] for tp, rs in records.items()}
 
 
 def check_delivery(received: dict[tuple[str, int], list[tuple[bytes | None, bytes]]], topics: list[str],
