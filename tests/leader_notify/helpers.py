@@ -123,7 +123,7 @@ class AgentThread:
 
 
 def consume(bootstrap: str, topic: str, partition: int, timeout_s: float = 20.0) -> list[tuple[int, bytes]]:
-    """Every (offset, value) of the partition, read with kafka-python from the beginning
-    (tests/readback.py: to the high watermark of the Fetch answers)."""
+    """Every (offset, value) of the partition, read with kafka-python from the beginning to
+    its end (tests/readback.py says where that is on Tansu)."""
     records = read_partitions(bootstrap, [(topic, partition)], timeout_s=timeout_s)
     return [(r.offset, r.value) for r in records.get((topic, partition), [])]
