@@ -54,8 +54,25 @@ class JsonLineFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to `sys.stderr` as it is when a record is emitted, not when set up: a command
+    run inside another program (the test suite captures and later closes its stderr) must
+    not leave a handler on a closed stream behind."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201 - logging's attribute
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # noqa: ANN001 - StreamHandler.__init__ assigns it
+        pass
+
+
 def setup_logging(log_format: str = "text", level: str = "INFO") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     if log_format == "json":
         handler.setFormatter(JsonLineFormatter())
     else:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
 
 import pytest
 
-from azsidecar.logs import JsonLineFormatter, TextFormatter, escape_text
+from azsidecar.logs import JsonLineFormatter, TextFormatter, escape_text, setup_logging
 
 
 @pytest.mark.parametrize(("text", "escaped"), [
@@ -52,3 +53,24 @@ def test_json_format_is_one_line_with_the_raw_value():
     line = JsonLineFormatter().format(_record("client_id=%s", "x\ny"))
     assert "\n" not in line
     assert json.loads(line)["msg"] == "client_id=x\ny"
+
+
+def test_the_handler_follows_sys_stderr_so_a_closed_one_is_never_written(monkeypatch):
+    # A command run in-process (tests capture stderr, then close it) set up logging on the
+    # stderr of its time; later records went to the closed stream ("Logging error").
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        first = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", first)
+        setup_logging("text", "INFO")
+        first.close()
+        second = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", second)
+        logging.getLogger("azsidecar.test").warning("after the first stderr closed")
+        written = second.getvalue()
+        assert "Logging error" not in written
+        assert written.endswith("WARNING azsidecar.test: after the first stderr closed\n"), written
+    finally:
+        root.handlers[:], level = saved[0], saved[1]
+        root.setLevel(level)
