@@ -43,6 +43,7 @@ SEPARATOR = b"|"
 SEQ_DIGITS = 10  # fixed width keeps every value of one size the same length
 PROGRESS_EVERY_S = 1.0  # how often the progress file is rewritten
 FLUSH_TIMEOUT_S = 120.0  # waiting for the last acks; a healthy broker needs a second
+METADATA_TIMEOUT_S = 30.0  # a paced producer waits this long at most for its first metadata
 VERIFY_IDLE_TIMEOUT_S = 30.0  # no new record for this long while records are missing: give up
 DRAIN_TIMEOUT_S = 2.0  # after the expected end, an empty poll this long means the log has no extra records
 MAX_PROBLEMS = 20  # the first few problems say enough; a broken run would list millions
@@ -143,6 +144,12 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
     records = total_bytes // record_bytes
     per_topic_n = [0] * len(topics)
     progress = out.with_suffix(".progress")
+    if records_per_s:
+        # Paced: start the clock once each producer has its brokers' metadata. Otherwise a slow
+        # start (a loaded machine) queues the first seconds' records at once, and they go out
+        # in one request per partition instead of at the pace asked for.
+        for producer in producers.values():
+            producer.list_topics(timeout=METADATA_TIMEOUT_S)
     started = time.monotonic()
     last_progress = started
     payload_bytes = 0

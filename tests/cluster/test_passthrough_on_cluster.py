@@ -180,10 +180,11 @@ def test_kafka_python_group_consumer_through_the_sidecar(tansu, tmp_path):
         p = producer(proxy.bootstrap)
         produce(p, topic, [(i % 3, i) for i in range(30)], delivery)
         assert p.flush(30) == 0
-        # Tansu holds the first JoinGroup for a while (its rebalance wait): a long timeout.
+        # Tansu holds the first JoinGroup for the group's rebalance timeout (kafka-python sends
+        # max_poll_interval_ms, 300 s by default; it took 24 s of this test): a short one.
         consumer = KafkaConsumer(topic, bootstrap_servers=proxy.bootstrap, group_id=f"{topic}-g",
                                  client_id="kp-app", auto_offset_reset="earliest", enable_auto_commit=False,
-                                 consumer_timeout_ms=60_000)
+                                 consumer_timeout_ms=60_000, max_poll_interval_ms=5_000, session_timeout_ms=6_000)
         got: dict[int, list[int]] = {}
         try:
             for msg in consumer:

@@ -1,6 +1,10 @@
 """The demo's pipeline, smaller, in real network namespaces (root only): the two targets
 of the three-zone environment and exactly-once delivery in both runs, with the links'
-offloads on (64 KB packets) and off (1,500-byte packets, as a real network carries them)."""
+offloads off (1,500-byte packets, as a real network carries them).
+
+Offloads on (64 KB packets) is what `make demo` runs; the suite ran it here too until the
+suite neared CI's 20 minutes (41 s). Its assertions are a subset of these: the same runs
+and checks without the per-packet framing floor."""
 
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.root, pytest
 
 
 @pytest.mark.parametrize("offloads", [
-    pytest.param(True, id="offloads-on"),
     pytest.param(False, id="offloads-off",
                  marks=pytest.mark.skipif(shutil.which("ethtool") is None, reason="needs ethtool (make setup)")),
 ])

@@ -42,6 +42,7 @@ from deploy.local.zones import Zone, ZoneEnv
 
 TICK_S = 0.2  # how often on_tick runs and memory is sampled while producers run
 READY_TIMEOUT_S = 30.0  # a proxy or agent (re)start: imports plus binding
+READY_LINES = {"agent": "listening=", "proxy": "listening on"}  # what each logs once it serves
 STOP_GRACE_S = 20.0  # a proxy drains in-flight requests and the WAL writer flushes (S3 faults slow it)
 ADMIN_TIMEOUT_S = 60.0
 VERIFY_IDLE_TIMEOUT_S = 30.0  # no new record for this long while acknowledged ones are missing: give up
@@ -93,30 +94,38 @@ class Fleet:
         self.agents: dict[str, subprocess.Popen] = {}
         self.events: list[tuple[float, str]] = []  # (monotonic time, what happened)
 
-    def _start(self, zone: Zone, role: str, ready: str) -> subprocess.Popen:
+    def _spawn(self, zone: Zone, role: str) -> tuple[subprocess.Popen, int]:
+        """Start the zone's proxy or agent; (the process, where its log's new lines begin)."""
         log_name = f"{zone.name}-{role}"
         log_path = self.env.log_dir / f"{log_name}.log"
         offset = log_path.stat().st_size if log_path.exists() else 0
         proc = self.env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", role, "--config",
                                            str(self.configs[zone.name])], self.process_env, log_name=log_name)
-        _wait_for_log_line(proc, proc.log_path, ready, READY_TIMEOUT_S, f"{role} of {zone.name}", offset)
-        return proc
+        return proc, offset
+
+    def _started(self, role: str, zones: Sequence[Zone]) -> None:
+        """Start `role` in every zone at once, then wait for each to be ready (one start-up
+        after another cost ~1 s of interpreter start and imports each)."""
+        ready = READY_LINES[role]
+        spawned = [(zone, *self._spawn(zone, role)) for zone in zones]
+        for zone, proc, offset in spawned:
+            (self.agents if role == "agent" else self.proxies)[zone.name] = proc
+        for zone, proc, offset in spawned:
+            _wait_for_log_line(proc, proc.log_path, ready, READY_TIMEOUT_S, f"{role} of {zone.name}", offset)
+            self.events.append((time.monotonic(), f"start {role} {zone.name}"))
 
     def start_agent(self, zone: Zone) -> None:
         """Start (or restart) the zone's agent. Raises RuntimeError if it does not come up."""
-        self.agents[zone.name] = self._start(zone, "agent", "listening=")
-        self.events.append((time.monotonic(), f"start agent {zone.name}"))
+        self._started("agent", [zone])
 
     def start_proxy(self, zone: Zone) -> None:
         """Start (or restart) the zone's proxy. Raises RuntimeError if it does not come up."""
-        self.proxies[zone.name] = self._start(zone, "proxy", "listening on")
-        self.events.append((time.monotonic(), f"start proxy {zone.name}"))
+        self._started("proxy", [zone])
 
     def start_all(self) -> None:
-        for zone in self.env.zones:
-            self.start_agent(zone)
-        for zone in self.env.zones:
-            self.start_proxy(zone)
+        """Every zone's agent, then every zone's proxy (a proxy's first notification finds its agent)."""
+        self._started("agent", self.env.zones)
+        self._started("proxy", self.env.zones)
 
     def kill(self, role: str, zone: Zone) -> None:
         """kill -9 the zone's proxy or agent and reap it."""

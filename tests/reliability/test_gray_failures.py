@@ -1,13 +1,19 @@
 """Gray failures over three loopback zones: S3 or an agent that hangs instead of refusing.
 
 S3 hanging: the sidecars' (and agents') WAL endpoint is deploy/local/s3_faults.py in front
-of moto, passing everything through, and that process is SIGSTOPped for 10 s (the brokers
+of moto, passing everything through, and that process is SIGSTOPped for 15 s (the brokers
 keep their own moto endpoint, so the direct path stays healthy). An agent hanging: zone 2's
-agent is SIGSTOPped for 10 s. Both used to stall the producers for the whole outage (the
+agent is SIGSTOPped for 15 s. Both used to stall the producers for the whole outage (the
 breaker counted only after every attempt, each with a 30 s / 10 s timeout); now a PUT or
 notification slower than its gray deadline counts at once, the zone falls back to direct
 within 5 s, nothing is lost or reordered, and the WAL path is used again once the hang ends
 (the breaker's half-open try after its 10 s).
+
+The hang lasts 15 s so that "the producers did not wait it out" (their worst latency around
+it below its length) tells the two apart with room on both sides: waiting it out costs the
+hang plus a recovery; falling back costs two gray deadlines and librdkafka's retry of a
+batch answered REQUEST_TIMED_OUT (drain, backoff), which reached 11.3 s on a slow CI machine
+and does not grow with the hang. A 10 s hang left no room (docs/reliability.md).
 
 Three paced idempotent producers (1,000 records/s each, 25 s) run through their zone's
 proxy, policy wal, fallback direct. When the fault lands and ends is recorded on the
@@ -35,12 +41,13 @@ from tests.reliability.harness import TickContext, fault_proxy, run_campaign
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
-RECORDS_PER_PRODUCER = 35_000  # 35 s: the hang at ~7 s, two half-open tries of the breaker after it
+RECORDS_PER_PRODUCER = 40_000  # 40 s: the hang from ~4 s to ~19 s, two half-open tries of the breaker after it
+HANG_AT_FRACTION = 0.1  # of the records acknowledged: thousands of PUTs and notifications have set the deadlines
 RATE_PER_PRODUCER = 1_000
 PACED = Workload(total_bytes=3 * RECORDS_PER_PRODUCER * 100, record_bytes=100, topics=TOPICS, linger_ms=20,
                  timeout_s=200)
 TOTAL = 3 * RECORDS_PER_PRODUCER
-HANG_S = 10.0
+HANG_S = 15.0
 FALLBACK_WITHIN_S = 5.0  # issue 23: a zone falls back within 5 s of S3 or its agents hanging
 
 
@@ -125,7 +132,7 @@ def test_s3_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tmp_path
                                    partition_zones=router_overrides(env, PACED)["partition_zones"],
                                    extra={"router": {"fallback": "direct"}, "wal": {"endpoint_url": endpoint}})
         try:
-            result = run_campaign(env, PACED, settings, hang_for(lambda ctx: procs[0].pid, 0.2, HANG_S, times),
+            result = run_campaign(env, PACED, settings, hang_for(lambda ctx: procs[0].pid, HANG_AT_FRACTION, HANG_S, times),
                                   name="s3-hang", records_per_s=RATE_PER_PRODUCER)
         finally:
             if procs and procs[0].poll() is None:
@@ -137,7 +144,7 @@ def test_s3_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tmp_path
           f"the hang ended; worst produce->ack latency {worst_ms:.0f} ms "
           f"around the hang, {worst_run_ms:.0f} ms in the whole run")
     assert fell_back_s < FALLBACK_WITHIN_S
-    # the producers did not wait out the hang (10.3 s before issue 23)
+    # the producers did not wait out the hang (before issue 23: 10.3 s of a 10 s hang)
     assert worst_ms < HANG_S * 1000, proxy_side(batches(settings.audit_dir))
     assert_everything_delivered_in_order(result)
 
@@ -155,7 +162,7 @@ def test_an_agent_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tm
         return ctx.fleet.agents[zone.name].pid
 
     try:
-        result = run_campaign(env, PACED, settings, hang_for(pid_of, 0.2, HANG_S, times), name="agent-hang",
+        result = run_campaign(env, PACED, settings, hang_for(pid_of, HANG_AT_FRACTION, HANG_S, times), name="agent-hang",
                               records_per_s=RATE_PER_PRODUCER)
     finally:
         if "pid" in times and "resumed" not in times:
