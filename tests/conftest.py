@@ -22,10 +22,28 @@ os.environ["AZSIDECAR_IMDS_ENDPOINT"] = "http://127.0.0.1:9"
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 from deploy.local import start_moto, start_tansu
-from deploy.local.processes import DUMMY_CREDENTIALS
+from deploy.local.processes import DUMMY_CREDENTIALS, PORT_SLICE_ENV
 from deploy.local.s3_express import create_directory_bucket, running_front
 from wal_s3.config import WalConfig
 from wal_s3.s3 import make_s3_client
+
+# `make test` runs most of the suite on parallel workers (pytest-xdist): each picks listener
+# ports from its own slice, so two workers never start servers on the same free port.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
+    os.environ[PORT_SLICE_ENV] = f"{int(_WORKER[2:])}/{os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')}"
+
+# The three-zone systems: many processes each and bounds on latency, so they run alone,
+# after the parallel part (`make test`; marker "serial").
+SERIAL_DIRS = ("reliability", "e2e", "deploy_local")
+
+
+def pytest_collection_modifyitems(config, items):
+    tests_dir = os.path.dirname(__file__)
+    for item in items:
+        relative = os.path.relpath(str(item.path), tests_dir)
+        if relative.split(os.sep, 1)[0] in SERIAL_DIRS:
+            item.add_marker(pytest.mark.serial)
 
 
 def unique_name(prefix: str) -> str:

@@ -27,6 +27,9 @@ _HANDED_OUT: set[int] = set()
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_LISTENER_PORT = 10000
 FEWEST_LISTENER_PORTS = 1000
+# "k/n": this process picks only ports p with p % n == k, so n processes picking ports at
+# the same time (the test suite's parallel workers) never pick the same one.
+PORT_SLICE_ENV = "AZSIDECAR_PORT_SLICE"
 
 
 def listener_ports(ephemeral_low: int) -> range | None:
@@ -40,6 +43,15 @@ def listener_ports(ephemeral_low: int) -> range | None:
     """
     ports = range(LOWEST_LISTENER_PORT, ephemeral_low)
     return ports if len(ports) >= FEWEST_LISTENER_PORTS else None
+
+
+def port_slice() -> tuple[int, int]:
+    """(k, n) from AZSIDECAR_PORT_SLICE; (0, 1), every port, when unset or malformed."""
+    try:
+        k, n = (int(part) for part in os.environ.get(PORT_SLICE_ENV, "").split("/"))
+    except ValueError:
+        return 0, 1
+    return (k, n) if 0 <= k < n else (0, 1)
 
 
 def _ephemeral_range() -> tuple[int, int] | None:
@@ -58,6 +70,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """
     ephemeral = _ephemeral_range()
     ports = (listener_ports(ephemeral[0]) if ephemeral else None) or range(0)
+    k, n = port_slice()
+    ports = ports[k::n]
     for _ in range(200 if ports else 0):
         port = random.choice(ports)  # noqa: S311 - spreading ports, not a secret
         if port in _HANDED_OUT or not _bindable(host, port):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from deploy.local import processes
 from deploy.local.processes import free_port, listener_ports
 
@@ -45,3 +47,23 @@ def test_a_missing_range_file_falls_back_to_the_kernels_pick(monkeypatch, tmp_pa
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_two_port_slices_never_share_a_port(monkeypatch, tmp_path):
+    # the suite's parallel workers pick ports at the same time, each from its own slice
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("32768\t60999\n")
+    monkeypatch.setattr(processes, "EPHEMERAL_RANGE_FILE", range_file)
+    picked = {}
+    for k in (0, 1):
+        monkeypatch.setenv(processes.PORT_SLICE_ENV, f"{k}/2")
+        picked[k] = [free_port() for _ in range(100)]
+    assert all(p % 2 == 0 for p in picked[0]) and all(p % 2 == 1 for p in picked[1])
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("1/3", (1, 3)), ("0/1", (0, 1)), ("", (0, 1)), ("3/3", (0, 1)), ("-1/2", (0, 1)), ("x/2", (0, 1)), ("2", (0, 1)),
+])
+def test_port_slice_reads_k_of_n_and_ignores_anything_else(monkeypatch, raw, expected):
+    monkeypatch.setenv(processes.PORT_SLICE_ENV, raw)
+    assert processes.port_slice() == expected
