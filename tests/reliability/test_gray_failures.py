@@ -41,7 +41,9 @@ from tests.reliability.harness import TickContext, fault_proxy, run_campaign
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
-RECORDS_PER_PRODUCER = 40_000  # 40 s: the hang from ~4 s to ~19 s, two half-open tries of the breaker after it
+# 45 s: the hang from ~4.5 s to ~19.5 s; the breaker, open from ~7 s, tries again at ~17 s (in
+# the hang), ~29 s and ~39 s: two half-open tries after it (one can meet an agent still busy)
+RECORDS_PER_PRODUCER = 45_000
 HANG_AT_FRACTION = 0.1  # of the records acknowledged: thousands of PUTs and notifications have set the deadlines
 RATE_PER_PRODUCER = 1_000
 PACED = Workload(total_bytes=3 * RECORDS_PER_PRODUCER * 100, record_bytes=100, topics=TOPICS, linger_ms=20,
