@@ -44,15 +44,19 @@ STANDARD = ClassPrices("standard", 0.005, 0.0004)  # list prices: a byte across 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sidecars_and_gateways_on_loopback(tmp_path):
-    fleet = Fleet(small_per_zone=1, small_bytes_per_s=100_000, heavy=1, heavy_bytes_per_s=300_000, duration_s=3)
+    # 6 s: usually the planner's replay matches every audited figure exactly, but what the
+    # audit counts and the replay cannot know (most likely a notification sent again on a
+    # loaded machine) weighs on few objects: at 3 s one of six runs had the transfer 6.8 %
+    # under the audit's, past the 5 % bound below (session 19).
+    fleet = Fleet(small_per_zone=1, small_bytes_per_s=100_000, heavy=1, heavy_bytes_per_s=300_000, duration_s=6)
     with three_zones(mode="loopback", log_dir=tmp_path / "zones") as env:
         env.create_bucket("wal")
         settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path, policy="wal", linger_ms=250)
         runs = {mode: run_fleet(env, fleet, mode, settings) for mode in ("sidecars", "gateways")}
-    # 3 x 100 KB/s + 300 KB/s for 3 s in 1000 B records: 3 x 300 + 900
+    # 3 x 100 KB/s + 300 KB/s for 6 s in 1000 B records: 3 x 600 + 1800
     for mode, run in runs.items():
         assert run.ok, (mode, run.verification.get("problems"))
-        assert run.records == 1800
+        assert run.records == 3600
     assert (runs["sidecars"].proxies, runs["gateways"].proxies) == (4, 3)
     records = {mode: list(audit_lines(run.audit_dir)) for mode, run in runs.items()}
     wal = WalSettings(policy="wal", linger_ms=250)
