@@ -706,9 +706,21 @@ def notify_sizes_from_records(records: Iterable[Mapping[str, object]]) -> tuple[
     """(bytes per share, bytes per entry) of a run's notifications (request + response bytes
     against entries, least squares over the `notification` records with status ok: the key, topic
     and zone names of a deployment make them differ from the defaults); None without any. With a
-    single entry count, the per-entry default is kept and the per-share figure fitted."""
-    points = [(float(r.get("entries") or 0), float(r.get("request_bytes") or 0) + float(r.get("response_bytes") or 0))  # type: ignore[arg-type]
-              for r in records if r.get("kind") == "notification" and r.get("status", "ok") == "ok"]
+    single entry count, the per-entry default is kept and the per-share figure fitted.
+
+    Prefetches (status "prefetch": the objects queued behind the one in flight, announced
+    early so the agent reads ahead) cross zones too, as often as notifications queue up, which
+    the replay cannot know; their bytes are spread over the run's shares."""
+    points: list[tuple[float, float]] = []
+    prefetch_bytes = 0.0
+    for r in records:
+        if r.get("kind") != "notification":
+            continue
+        size = float(r.get("request_bytes") or 0) + float(r.get("response_bytes") or 0)  # type: ignore[arg-type]
+        if r.get("status", "ok") == "ok":
+            points.append((float(r.get("entries") or 0), size))  # type: ignore[arg-type]
+        elif r.get("status") == "prefetch":
+            prefetch_bytes += size
     if not points:
         return None
     n = len(points)
@@ -716,7 +728,7 @@ def notify_sizes_from_records(records: Iterable[Mapping[str, object]]) -> tuple[
     my = sum(y for _, y in points) / n
     sxx = sum((x - mx) ** 2 for x, _ in points)
     per_entry = (sum((x - mx) * (y - my) for x, y in points) / sxx) if sxx > 0 else float(NOTIFY_BYTES_PER_ENTRY)
-    return max(my - per_entry * mx, 0.0), max(per_entry, 0.0)
+    return max(my - per_entry * mx, 0.0) + prefetch_bytes / n, max(per_entry, 0.0)
 
 
 def applies_from_records(records: Iterable[Mapping[str, object]]) -> dict[str, list[float]]:

@@ -32,6 +32,7 @@ from deploy.local.scenario import (
     _wait_producers,
 )
 from deploy.local.sidecar_stack import (
+    READY_LINES,
     READY_TIMEOUT_S,
     STOP_GRACE_S,
     SidecarSettings,
@@ -178,10 +179,10 @@ def _start(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: dict[str
         port = free_port()
         config["proxy"] = {"listen_host": zone.sidecar_host, "listen_port": port, "proxy_id": proxy_id}
         address = f"{zone.sidecar_host}:{port}"
-        ready = "listening on"
+        ready = READY_LINES["proxy"]
     else:
         address = agents[zone.name]
-        ready = "listening="
+        ready = READY_LINES["agent"]
     path = env.log_dir / f"{log_name}.toml"
     path.write_text(to_toml(config))
     offset = _log_size(env, log_name)

@@ -25,6 +25,8 @@ from deploy.local.zones import Zone, ZoneEnv
 
 AGENT_PORT = 9400
 READY_TIMEOUT_S = 30.0
+# What `azsidecar agent` and `azsidecar proxy` log once they serve: the readiness the local tools wait for.
+READY_LINES = {"agent": "listening=", "proxy": "listening on"}
 STOP_GRACE_S = 15.0  # the proxy drains in-flight requests, the WAL writer flushes
 
 
@@ -135,9 +137,9 @@ def sidecar_starter(env: ZoneEnv, settings: SidecarSettings):
             proxy_offset = _log_size(env, f"{zone.name}-proxy")
             proxy = env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", "proxy", "--config", str(config_path)],
                                     process_env, log_name=f"{zone.name}-proxy")
-            _wait_for_log_line(agent, agent.log_path, "listening=", READY_TIMEOUT_S, f"agent of {zone.name}",
+            _wait_for_log_line(agent, agent.log_path, READY_LINES["agent"], READY_TIMEOUT_S, f"agent of {zone.name}",
                                agent_offset)
-            _wait_for_log_line(proxy, proxy.log_path, "listening on", READY_TIMEOUT_S, f"proxy of {zone.name}",
+            _wait_for_log_line(proxy, proxy.log_path, READY_LINES["proxy"], READY_TIMEOUT_S, f"proxy of {zone.name}",
                                proxy_offset)
             yield {"agent": agents[zone.name], "proxy": zone.sidecar_bootstrap, "config": config_path,
                    "agent_proc": agent, "proxy_proc": proxy}

@@ -18,7 +18,7 @@ from collections import defaultdict
 import pytest
 
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port
-from deploy.local.sidecar_stack import SidecarSettings, _wait_for_log_line, to_toml, zone_config
+from deploy.local.sidecar_stack import READY_LINES, SidecarSettings, _wait_for_log_line, to_toml, zone_config
 from deploy.local.zones import partition_zones, three_zones
 from leader_notify.owners import owner_index
 from tests.conftest import create_topics
@@ -88,7 +88,7 @@ class Stack:
         return wait
 
     def _launch_agent(self, zone, i: int):
-        return self._launch(zone, "agent", self._config(zone, i), f"{zone.name}-agent{i}", "listening=")
+        return self._launch(zone, "agent", self._config(zone, i), f"{zone.name}-agent{i}", READY_LINES["agent"])
 
     def start_agent(self, zone, i: int) -> None:
         self.agents[(zone.name, i)] = self._launch_agent(zone, i)()
@@ -99,7 +99,7 @@ class Stack:
         waits = {(z.name, i): self._launch_agent(z, i) for z in self.env.zones for i in range(AGENTS_PER_ZONE)}
         for key, wait in waits.items():
             self.agents[key] = wait()
-        waits = {z.name: self._launch(z, "proxy", self._config(z, None), f"{z.name}-proxy", "listening on")
+        waits = {z.name: self._launch(z, "proxy", self._config(z, None), f"{z.name}-proxy", READY_LINES["proxy"])
                  for z in self.env.zones}
         for name, wait in waits.items():
             self.proxies[name] = wait()

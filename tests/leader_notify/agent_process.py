@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port
-from deploy.local.sidecar_stack import _wait_for_log_line, to_toml
+from deploy.local.sidecar_stack import READY_LINES, _wait_for_log_line, to_toml
 from leader_notify import protocol as p
 from tests.leader_notify.helpers import KEYS
 
@@ -51,7 +51,7 @@ class AgentProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "agent", "--config",
                                           str(self.config_path)], stdout=log, stderr=subprocess.STDOUT, env=env)
-        _wait_for_log_line(self.proc, self.log_path, "listening=", READY_TIMEOUT_S, self.name, offset)
+        _wait_for_log_line(self.proc, self.log_path, READY_LINES["agent"], READY_TIMEOUT_S, self.name, offset)
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> None:

@@ -37,12 +37,18 @@ from typing import Any
 
 from deploy.local.processes import DUMMY_CREDENTIALS, stop_process
 from deploy.local.scenario import WORKLOAD_SCRIPT, Workload
-from deploy.local.sidecar_stack import SidecarSettings, _wait_for_log_line, agent_addresses, to_toml, zone_config
+from deploy.local.sidecar_stack import (
+    READY_LINES,
+    SidecarSettings,
+    _wait_for_log_line,
+    agent_addresses,
+    to_toml,
+    zone_config,
+)
 from deploy.local.zones import Zone, ZoneEnv
 
 TICK_S = 0.2  # how often on_tick runs and memory is sampled while producers run
 READY_TIMEOUT_S = 30.0  # a proxy or agent (re)start: imports plus binding
-READY_LINES = {"agent": "listening=", "proxy": "listening on"}  # what each logs once it serves
 STOP_GRACE_S = 20.0  # a proxy drains in-flight requests and the WAL writer flushes (S3 faults slow it)
 ADMIN_TIMEOUT_S = 60.0
 VERIFY_IDLE_TIMEOUT_S = 30.0  # no new record for this long while acknowledged ones are missing: give up
@@ -108,7 +114,7 @@ class Fleet:
         after another cost ~1 s of interpreter start and imports each)."""
         ready = READY_LINES[role]
         spawned = [(zone, *self._spawn(zone, role)) for zone in zones]
-        for zone, proc, offset in spawned:
+        for zone, proc, _offset in spawned:
             (self.agents if role == "agent" else self.proxies)[zone.name] = proc
         for zone, proc, offset in spawned:
             _wait_for_log_line(proc, proc.log_path, ready, READY_TIMEOUT_S, f"{role} of {zone.name}", offset)

@@ -118,6 +118,15 @@ def test_notification_sizes_fitted_per_share_and_entry():
     assert notify_sizes_from_records([{"kind": "wal_flush"}]) is None
 
 
+def test_prefetch_bytes_are_spread_over_the_shares():
+    # the three notifications above (255 per share + 73 per entry) and two prefetches of
+    # 120 + 30 bytes each: 300 bytes more over 3 shares -> 355 per share, entries unchanged
+    records = [_note(1, 252, 76), _note(2, 314, 87), _note(3, 376, 98),
+               _note(0, 120, 30, status="prefetch"), _note(0, 120, 30, status="prefetch")]
+    assert notify_sizes_from_records(records) == pytest.approx((355.0, 73.0))
+    assert notify_sizes_from_records([_note(0, 120, 30, status="prefetch")]) is None  # no share to spread over
+
+
 def test_applications_per_agent_zone():
     records = [
         {"kind": "wal_flush", "key": "k1", "ts_ms": 1_000, "put_ms": 100.0, "ok": True},
