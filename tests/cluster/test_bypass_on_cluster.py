@@ -202,7 +202,10 @@ def test_confluent_kafka_follows_a_leader_out_of_the_zone_around_the_proxy(clust
     assert not delivery.failed and delivery.acked == want
     assert read_back(cluster.bootstrap, "moves", PARTITIONS, 1200) == want
     assert before <= {1}
-    assert brokers_seen(peers, ports) == {1, 2}  # broker 2 reached directly: the proxy was not asked
+    # broker 2 reached directly: the proxy was not asked. librdkafka may also ask broker 3 for
+    # Metadata once it knows the cluster's brokers (a loaded run did: {1, 2, 3}); that is the
+    # same leak, not a different outcome.
+    assert {1, 2} <= brokers_seen(peers, ports)
 
 
 def test_aiokafka_follows_a_leader_out_of_the_zone_around_the_proxy(cluster, tmp_path):
