@@ -41,6 +41,7 @@ class Appender:
     def __init__(self, fail=None):
         self.log: list[tuple[str, int, bytes]] = []
         self.fail = fail or {}  # batch -> error code
+        self.groups: list[list[tuple[str, int]]] = []  # the partitions of each append_runs call
 
     async def append(self, topic, partition, batch):
         await asyncio.sleep(0)
@@ -55,6 +56,16 @@ class Appender:
             results.append(await self.append(topic, partition, batch))
             if results[-1].error_code:
                 return
+
+    async def append_runs(self, runs, on_through=None):
+        self.groups.append([(run.topic, run.partition) for run in runs])
+
+        async def one(k, run):
+            await self.append_run(*run)
+            if on_through is not None:
+                on_through(k)
+
+        await asyncio.gather(*(one(k, run) for k, run in enumerate(runs)))
 
 
 def crc(b: bytes) -> int:
@@ -288,3 +299,61 @@ def test_appender_answers_not_leader_at_once_when_leader_left_the_zone():
     assert (first.error_code, first.attempts, Client.sent) == (NOT_LEADER_OR_FOLLOWER, 1, 0)
     assert second.error_code == NOT_LEADER_OR_FOLLOWER and Client.refreshed == 2
     assert "broker 7 in use1-az3 (its rack)" in first.reason
+
+
+def test_partitions_whose_turn_it_is_go_to_the_appender_as_one_group():
+    """Notification 2 finds partition 0 still being appended by notification 1 (its read is
+    slow): partitions 2 and 3 go at once, together; partition 0 waits for its turn alone."""
+    objs = {"wal/1": [E("t", 0, b"first"), E("t", 1, b"other")],
+            "wal/2": [E("t", 0, b"second"), E("t", 2, b"c"), E("t", 3, b"d")]}
+
+    async def main():
+        reader = Reader(objs, slow_key="wal/1")
+        app = Appender()
+        a = agent(reader, app)
+        t1 = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"])))
+        await asyncio.sleep(0)  # t1 holds its tickets and waits in the slow read
+        t2 = asyncio.create_task(a.handle_request(request("wal/2", objs["wal/2"], 2)))
+        async with asyncio.timeout(10):
+            while len(app.log) < 2:  # t2's partitions 2 and 3 do not wait for t1
+                await asyncio.sleep(0)
+        assert [b for _t, q, b in app.log] == [b"c", b"d"]
+        reader.release.set()
+        return app, await t1, await t2
+
+    app, r1, r2 = asyncio.run(main())
+    assert app.groups == [[("t", 2), ("t", 3)], [("t", 0), ("t", 1)]]
+    assert [b for t, q, b in app.log if q == 0] == [b"first", b"second"]
+    assert [(r.error_code, r.base_offset) for r in r1.results] == [(0, 0), (0, 0)]
+    assert [(r.error_code, r.base_offset) for r in r2.results] == [(0, 1), (0, 0), (0, 0)]
+
+
+def test_partitions_beyond_the_free_append_slots_wait_for_one_and_all_are_appended():
+    entries = [E("t", 0, b"a"), E("t", 1, b"b"), E("t", 1, b"b2"), E("t", 2, b"c")]
+
+    async def main():
+        app = Appender()
+        res = await agent(Reader({"wal/x": entries}), app, max_in_flight_appends=1).handle_request(
+            request("wal/x", entries))
+        return app, res
+
+    app, res = asyncio.run(main())
+    assert app.groups == [[("t", 0)]]  # one slot: partitions 1 and 2 took the slot in turn
+    assert sorted(b for _t, _q, b in app.log) == [b"a", b"b", b"b2", b"c"]
+    assert [b for _t, q, b in app.log if q == 1] == [b"b", b"b2"]
+    assert [(r.error_code, r.base_offset) for r in res.results] == [(0, 0), (0, 0), (0, 1), (0, 0)]
+
+
+def test_a_group_failure_fails_later_entries_of_that_partition_only_and_a_mismatch_is_corrupt():
+    named = [E("t", 0, b"a"), E("t", 0, b"b"), E("t", 1, b"c"), E("t", 2, b"d"), E("t", 2, b"e")]
+    stored = named[:2] + [E("t", 1, b"XX")] + named[3:]  # partition 1's entry is not what the notification names
+
+    async def main():
+        app = Appender(fail={b"d": 19})
+        res = await agent(Reader({"wal/x": stored}), app).handle_request(request("wal/x", named))
+        return app, res
+
+    app, res = asyncio.run(main())
+    assert app.groups == [[("t", 0), ("t", 2)]]  # partition 1 has nothing to append
+    assert [b for _t, _q, b in app.log] == [b"a", b"b"]
+    assert [r.error_code for r in res.results] == [0, 0, 2, 19, 19]

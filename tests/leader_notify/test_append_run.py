@@ -12,7 +12,7 @@ from aiokafka.conn import CloseReason
 from aiokafka.errors import RequestTimedOutError
 from aiokafka.structs import BrokerMetadata
 
-from leader_notify.appender import AppendResult, KafkaAppender
+from leader_notify.appender import AppendResult, KafkaAppender, PartitionRun
 from leader_notify.produce_channel import AnswerDeadlines
 from leader_notify.produce_request import ProduceAnswer
 from leader_notify.sequence_chain import producer_run_key
@@ -206,6 +206,77 @@ def test_no_leader_known_goes_through_the_attempt_path_then_the_run():
     assert codes_and_offsets(results) == [(0, 0), (0, 1)]
     assert results[0].attempts == 2 and client.refreshed == 1
     assert client.requests == [[(0, b"a0")], [(0, b"a1")]]
+
+
+def test_append_runs_queues_the_partitions_together_and_each_stays_in_order():
+    """Three partitions in one call: their batches share requests as concurrent append_run
+    calls' do; a retriable refusal is retried in order, a refusal for good stops only its
+    partition."""
+    client = Client(refuse={b"b1": [NOT_ENOUGH_REPLICAS], b"c0": [OUT_OF_ORDER_SEQUENCE_NUMBER]})
+
+    async def main():
+        runs = [PartitionRun("t", 0, [b"a0", b"a1"], []), PartitionRun("t", 1, [b"b0", b"b1", b"b2"], []),
+                PartitionRun("t", 2, [b"c0", b"c1"], [])]
+        await appender(client).append_runs(runs, through.append)
+        return [run.results for run in runs]
+
+    through: list[int] = []
+    r0, r1, r2 = asyncio.run(main())
+    # Run 0 is through with the group, run 2 at its refusal for good, run 1 after its retry's backoff.
+    assert through == [0, 2, 1]
+    assert codes_and_offsets(r0) == [(0, 0), (0, 1)]
+    assert codes_and_offsets(r1) == [(0, 0), (0, 1), (0, 2)]
+    assert r1[1].attempts == 2
+    assert codes_and_offsets(r2) == [(OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]
+    assert client.requests[0] == [(0, b"a0"), (1, b"b0"), (2, b"c0")]
+    assert client.logs == {0: [b"a0", b"a1"], 1: [b"b0", b"b1", b"b2"]}
+    assert [b for req in client.requests for p, b in req if p == 2] == [b"c0"]  # c1 never left
+
+
+def test_append_runs_without_a_known_leader_goes_through_the_attempt_path():
+    client = Client()
+    client.cluster.leader = -1
+
+    async def main():
+        async def refresh():
+            client.refreshed += 1
+            client.cluster.leader = 1
+            return True
+
+        client.force_metadata_update = refresh
+        runs = [PartitionRun("t", 0, [b"a0", b"a1"], []), PartitionRun("t", 1, [b"b0"], [])]
+        await appender(client).append_runs(runs)
+        return [run.results for run in runs]
+
+    r0, r1 = asyncio.run(main())
+    assert codes_and_offsets(r0) == [(0, 0), (0, 1)]
+    assert codes_and_offsets(r1) == [(0, 0)]
+    assert client.logs == {0: [b"a0", b"a1"], 1: [b"b0"]}
+
+
+def test_cancelled_append_runs_keep_what_was_appended_and_send_no_more():
+    client = Client()
+    client.hold = {b"a1"}
+
+    async def main():
+        app = appender(client)
+        runs = [PartitionRun("t", 0, [b"a0", b"a1", b"a2"], []), PartitionRun("t", 1, [b"b0"], [])]
+        task = asyncio.create_task(app.append_runs(runs))
+        async with asyncio.timeout(10):
+            while len(client.requests) < 2:  # a0 and b0 answered, a1 in flight (held)
+                await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        client.release.set()
+        for _ in range(5):  # a few loop turns: the drain task gets a1's answer and must stop
+            await asyncio.sleep(0)
+        return [run.results for run in runs]
+
+    r0, r1 = asyncio.run(main())
+    assert codes_and_offsets(r0) == [(0, 0)]
+    assert codes_and_offsets(r1) == [(0, 0)]
+    assert client.requests == [[(0, b"a0"), (1, b"b0")], [(0, b"a1")]]  # a2 never left
 
 
 class Conn:
