@@ -51,7 +51,7 @@ from core.zones import leader_zone
 from leader_notify.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
 from leader_notify.produce_codec import Batch
 from leader_notify.produce_request import ProduceAnswer, RawProduceRequest
-from leader_notify.sequence_chain import may_send_ahead
+from leader_notify.sequence_chain import SequenceChain
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class _Run:
     """
 
     __slots__ = ("tp", "batches", "first", "next", "sent", "in_flight", "offsets", "latencies_s", "failure", "done",
-                 "last_s", "group", "group_index")
+                 "last_s", "group", "group_index", "chain")
 
     def __init__(self, tp: TopicPartition, batches: Sequence[Batch], first: int, done: asyncio.Future,
                  now: float, group: _RunGroup | None = None) -> None:
@@ -130,6 +130,7 @@ class _Run:
         self.last_s = now  # when the batch in flight became the next one (its latency starts)
         self.group = group  # runs queued together (append_runs): their caller waits for all at once
         self.group_index = 0  # which of the group's runs
+        self.chain = SequenceChain(batches)  # may its next batch go ahead of the answers?
 
     def appended(self, base_offset: int, now: float) -> None:
         self.offsets.append(base_offset)
@@ -563,7 +564,7 @@ class KafkaAppender:
                     # run (its caller retries from `next`) keeps the drain loop from spinning
                     # on a run that nothing would ever send.
                     run.stop(NETWORK_EXCEPTION)
-            elif flying is run and may_send_ahead(run.batches, run.first, run.next, run.sent):
+            elif flying is run and run.chain.may_send_ahead(run.first, run.next, run.sent):
                 taken[tp] = run
             else:
                 blocked.add(tp)

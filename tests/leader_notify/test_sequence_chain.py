@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leader_notify.sequence_chain import follows, may_send_ahead, producer_run_key
+from leader_notify.sequence_chain import SequenceChain, follows, may_send_ahead, producer_run_key
 from tests.leader_notify.idempotent_batches import idempotent_batch
 
 MAX_SEQUENCE = (1 << 31) - 1
@@ -48,3 +48,23 @@ def test_may_send_ahead_only_behind_a_confirmed_predecessor():
     assert not may_send_ahead(gap, 0, 1, 2)
     other = [run[0], idempotent_batch(43, 0, 1, [b"x"]), idempotent_batch(43, 0, 2, [b"x"])]
     assert not may_send_ahead(other, 0, 1, 2)  # run[1] is not the confirmed batch's successor
+
+
+def test_the_chain_answers_as_the_function_for_every_ask_in_any_order():
+    """SequenceChain memoizes `follows` per pair: over a run with a gap, another producer, a
+    batch without producer id and a new epoch, every (first, confirmed, sent) asked in
+    forward then reverse order on one chain gives may_send_ahead's answer."""
+    run = ([idempotent_batch(42, 0, i, [b"x"]) for i in range(4)]  # 0-3 in sequence
+           + [idempotent_batch(42, 0, 5, [b"x"]), idempotent_batch(42, 0, 6, [b"x"])]  # a gap before 4
+           + [idempotent_batch(43, 0, 7, [b"x"]), idempotent_batch(-1, -1, -1, [b"x"])]
+           + [idempotent_batch(42, 1, 0, [b"x"]), idempotent_batch(42, 1, 1, [b"x"])])
+    asks = [(f, c, s) for f in range(len(run) + 1) for c in range(len(run) + 1) for s in range(len(run) + 2)]
+    chain = SequenceChain(run)
+    for ask in asks + asks[::-1]:
+        assert chain.may_send_ahead(*ask) == may_send_ahead(run, *ask), ask
+    # Hand-checked: 1-3 follow 0, 4 does not follow 3 (a gap), 6 is another producer's, 7 has
+    # no producer id.
+    assert [chain.may_send_ahead(0, 1, s) for s in (2, 3, 4)] == [True, True, False]
+    assert chain.may_send_ahead(0, 2, 3) is True
+    assert chain.may_send_ahead(4, 5, 6) is False
+    assert chain.may_send_ahead(6, 7, 8) is False
