@@ -524,8 +524,8 @@ class Agent:
 
         The partitions whose turn it is (no earlier notification still appending them) and
         that find an append slot free go to the appender together (`append_runs`: one
-        wake-up for all of them, where a task and a wake-up per partition cost ~50 µs each,
-        most of a short run). The others wait for their turn and a slot in a task each."""
+        wake-up for all of them instead of a task, a ticket wait and a wake-up per
+        partition). The others wait for their turn and a slot in a task each."""
         ready: list[tuple[list[int], PartitionRun]] = []
         waiting: list[tuple[tuple[str, int], list[int]]] = []
         for tp, indexes in by_partition.items():

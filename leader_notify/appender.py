@@ -153,8 +153,8 @@ class _Run:
 
 class _RunGroup:
     """Runs queued together by `append_runs`: one future resolves when the last is through,
-    so the caller wakes once for all of them (a wake-up per run was most of a short run's
-    cost; the runs' own `done` futures then have no waiter and cost no loop callback)."""
+    so the caller wakes once for all of them (the runs' own `done` futures then have no
+    waiter and cost no loop callback)."""
 
     __slots__ = ("remaining", "all_done", "on_through")
 
@@ -303,7 +303,7 @@ class KafkaAppender:
 
         The runs whose leader is known and in this zone are queued at once, as one group;
         the caller waits for the group, not for each run (an agent's notification carries a
-        run per partition: with a task and a wake-up each, a short run cost ~50 µs of CPU).
+        run per partition, which needed a task and a wake-up each).
         A run that a refusal stopped, or whose leader is not known, then goes on as
         `append_run` does. Each run's `results` holds what was appended also when the
         caller is cancelled."""
