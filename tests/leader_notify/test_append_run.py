@@ -160,23 +160,29 @@ def test_a_retriable_refusal_retries_that_batch_then_the_run_goes_on_in_order():
     assert client.logs == {0: [b"a0", b"a1", b"a2"]}
 
 
+async def cancel_once_a1_is_in_flight(client: Client, call) -> None:
+    """Start `call` (an appender coroutine), cancel it once two requests went out (the
+    second, with a1, held by the leader), then let a1's answer come: the drain task gets it
+    and must send nothing more."""
+    task = asyncio.create_task(call)
+    async with asyncio.timeout(10):
+        while len(client.requests) < 2:
+            await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    client.release.set()
+    for _ in range(5):  # a few loop turns: the drain task gets a1's answer and must stop
+        await asyncio.sleep(0)
+
+
 def test_a_cancelled_run_keeps_what_was_appended_and_sends_no_more():
     client = Client()
     client.hold = {b"a1"}
 
     async def main():
-        app = appender(client)
         results: list[AppendResult] = []
-        task = asyncio.create_task(app.append_run("t", 0, [b"a0", b"a1", b"a2"], results))
-        async with asyncio.timeout(10):
-            while len(client.requests) < 2:  # a0 answered, a1 in flight (held)
-                await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        client.release.set()
-        for _ in range(5):  # a few loop turns: the drain task gets a1's answer and must stop
-            await asyncio.sleep(0)
+        await cancel_once_a1_is_in_flight(client, appender(client).append_run("t", 0, [b"a0", b"a1", b"a2"], results))
         return results
 
     results = asyncio.run(main())
@@ -259,18 +265,8 @@ def test_cancelled_append_runs_keep_what_was_appended_and_send_no_more():
     client.hold = {b"a1"}
 
     async def main():
-        app = appender(client)
         runs = [PartitionRun("t", 0, [b"a0", b"a1", b"a2"], []), PartitionRun("t", 1, [b"b0"], [])]
-        task = asyncio.create_task(app.append_runs(runs))
-        async with asyncio.timeout(10):
-            while len(client.requests) < 2:  # a0 and b0 answered, a1 in flight (held)
-                await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        client.release.set()
-        for _ in range(5):  # a few loop turns: the drain task gets a1's answer and must stop
-            await asyncio.sleep(0)
+        await cancel_once_a1_is_in_flight(client, appender(client).append_runs(runs))
         return [run.results for run in runs]
 
     r0, r1 = asyncio.run(main())
