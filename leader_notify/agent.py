@@ -9,9 +9,11 @@ Concurrency model (asyncio, because aiokafka is asyncio):
 - Across notifications, per-partition order is arrival order: on arrival, before any await,
   a request takes a ticket per partition (`PartitionSequencer`); the S3 read runs
   concurrently, but appends wait for the previous ticket of the same partition.
-- After the read, the partitions whose turn it is and that find an append slot free go to
-  the appender as one group (Appender.append_runs: the notification's task wakes once for
-  all of them); the others wait for their turn and a slot in a task each (append_run).
+- After the read, a partition's run starts once it is its turn and it holds an append slot
+  (append_slots.py); both arrive by callback, so a waiting partition costs no task. Runs
+  that start together go to the appender as one wave (Appender.append_runs: the
+  notification's task wakes once for all of them): every partition at once when slots are
+  free, else a wave per burst of slots that an answer frees.
 - Bounds: `max_concurrent_reads` S3 reads, `max_in_flight_appends` partition runs (each has
   one batch in flight, an idempotent producer's up to `requests_in_flight_per_leader`; a
   run's slot is free again when it is through), and an LRU of applied entries
@@ -54,6 +56,7 @@ from core.audit import AuditSink, NullAuditSink
 from core.log_limit import LogLimiter
 from leader_notify import protocol as p
 from leader_notify._limits import ListenerLimits, admit, read_deadline
+from leader_notify.append_slots import AppendSlots
 from leader_notify.appender import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult, PartitionRun
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share
@@ -82,15 +85,11 @@ class ZoneReader(Protocol):
 
 
 class Appender(Protocol):
-    async def append_run(self, topic: str, partition: int, batches: Sequence[bytes | memoryview],
-                         results: list[AppendResult]) -> None:
-        """Append the batches in order, adding one result per batch to `results` (also when
-        cancelled), stopping after the first that fails (its result last)."""
-        ...
-
     async def append_runs(self, runs: Sequence[PartitionRun], on_through: Callable[[int], None] | None = None) -> None:
-        """`append_run` for several partitions, concurrently (each one in order); calls
-        `on_through(k)` once run k's results are final (not if cancelled before)."""
+        """Append each run's batches in order, the runs concurrently, adding one result per
+        batch to the run's `results` (also when cancelled) and stopping a run after its first
+        batch that fails (its result last); calls `on_through(k)` once run k's results are
+        final (not if cancelled before)."""
         ...
 
     async def probe(self) -> None:
@@ -153,9 +152,12 @@ class _Ticket:
         """True when no earlier notification is still appending this partition."""
         return self._prev is None or self._prev.done()
 
-    async def turn(self) -> None:
-        if self._prev is not None and not self._prev.done():
-            await asyncio.shield(self._prev)
+    def when_ready(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` now if it is our turn, else once it is (from the loop)."""
+        if self._prev is None or self._prev.done():
+            callback()
+        else:
+            self._prev.add_done_callback(lambda _f: callback())
 
     def release(self) -> None:
         """Pass the turn on once our predecessor is done too (a cancelled waiter never lets
@@ -170,6 +172,52 @@ class _Ticket:
             self._mine.set_result(None)
         if self._seq._tails.get(self._tp) is self._mine:  # noqa: SLF001
             del self._seq._tails[self._tp]  # noqa: SLF001
+
+
+class _Admission:
+    """One notification's partition runs on their way to the appender. A run starts once its
+    ticket says it is its turn and it holds an append slot; the ticket's and the slots'
+    callbacks move it from `waiting` to `started`, from which the notification's task takes
+    waves. Closed when the notification ends or is cancelled: runs that have not started
+    never will, and slots of started runs not taken into a wave are given back."""
+
+    __slots__ = ("_slots", "waiting", "started", "_wake", "_closed")
+
+    def __init__(self, slots: AppendSlots) -> None:
+        self._slots = slots
+        self.waiting = 0  # admitted runs that have not started
+        self.started: list[tuple[list[int], PartitionRun]] = []  # started, not yet in a wave (each holds a slot)
+        self._wake: asyncio.Future[None] | None = None
+        self._closed = False
+
+    def admit(self, ticket: _Ticket, item: tuple[list[int], PartitionRun]) -> None:
+        self.waiting += 1
+
+        def start() -> bool:
+            if self._closed:
+                return False
+            self.waiting -= 1
+            self.started.append(item)
+            if self._wake is not None and not self._wake.done():
+                self._wake.set_result(None)
+            return True
+
+        ticket.when_ready(lambda: None if self._closed else self._slots.take(start))
+
+    def take_started(self) -> list[tuple[list[int], PartitionRun]]:
+        wave, self.started = self.started, []
+        return wave
+
+    async def next_start(self) -> None:
+        """Until another run starts."""
+        self._wake = asyncio.get_running_loop().create_future()
+        await self._wake
+
+    def close(self) -> None:
+        self._closed = True
+        for _ in self.started:
+            self._slots.release()
+        self.started = []
 
 
 class AppliedEntries:
@@ -210,7 +258,7 @@ class Agent:
         self._checkpoint = checkpoint
         self.metrics = metrics or AgentMetrics()
         self._reads = asyncio.Semaphore(settings.max_concurrent_reads)
-        self._appends = asyncio.Semaphore(settings.max_in_flight_appends)
+        self._appends = AppendSlots(settings.max_in_flight_appends)
         self._sequencer = PartitionSequencer()
         self.applied = AppliedEntries(settings.applied_cache_entries)
         self._server: asyncio.base_events.Server | None = None
@@ -522,37 +570,36 @@ class Agent:
                                  results: list[p.EntryResult | None]) -> None:
         """Append each partition's entries of `req` in order, the partitions concurrently.
 
-        The partitions whose turn it is (no earlier notification still appending them) and
-        that find an append slot free go to the appender together (`append_runs`: one
-        wake-up for all of them instead of a task, a ticket wait and a wake-up per
-        partition). The others wait for their turn and a slot in a task each."""
-        ready: list[tuple[list[int], PartitionRun]] = []
-        waiting: list[tuple[tuple[str, int], list[int]]] = []
+        A partition's run starts when it is its turn (no earlier notification still appending
+        it) and it holds an append slot; both arrive by callback (_Admission), so a partition
+        waiting costs no task. The runs that start together go to the appender as one wave
+        (`append_runs`: one wake-up for all of them): all of them at once in the common
+        case, then a wave per burst of slots that one ProduceRequest's answer frees."""
+        admission = _Admission(self._appends)
         for tp, indexes in by_partition.items():
-            if not tickets[tp].ready() or self._appends.locked():
-                waiting.append((tp, indexes))
-                continue
             batches = self._matching_batches(req, indexes, zone_entries)
             if not batches:  # the first entry does not match the object: nothing to append
                 self._settle(req, indexes, batches, None, results)
                 continue
-            await self._appends.acquire()  # never waits: not locked (asyncio takes a free slot at once)
-            ready.append((indexes, PartitionRun(tp[0], tp[1], batches, [])))
-        if not waiting:
-            await self._append_ready(req, ready, results)
-            return
-        async with asyncio.TaskGroup() as tg:
-            for tp, indexes in waiting:
-                tg.create_task(self._apply_partition(req, indexes, zone_entries, tickets[tp], results))
-            await self._append_ready(req, ready, results)
+            admission.admit(tickets[tp], (indexes, PartitionRun(tp[0], tp[1], batches, [])))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                while admission.waiting or admission.started:
+                    wave = admission.take_started()
+                    if not wave:
+                        await admission.next_start()
+                    elif admission.waiting:
+                        tg.create_task(self._append_ready(req, wave, results))
+                    else:  # the last wave: no task needed
+                        await self._append_ready(req, wave, results)
+        finally:
+            admission.close()
 
     async def _append_ready(self, req: p.NotifyRequest, ready: list[tuple[list[int], PartitionRun]],
                             results: list[p.EntryResult | None]) -> None:
         """Append the runs that hold a slot each, as one group; a run's slot is free again
         as soon as that run is through (partitions waiting for a slot need not wait for
         the whole group)."""
-        if not ready:
-            return
         held = [True] * len(ready)
 
         def through(k: int) -> None:
@@ -568,23 +615,6 @@ class Agent:
             failed = [self._record_appends(req, indexes, run.batches, run.results, results) for indexes, run in ready]
         for (indexes, run), failure in zip(ready, failed, strict=True):
             self._settle(req, indexes, run.batches, failure, results)
-
-    async def _apply_partition(self, req: p.NotifyRequest, indexes: list[int], zone_entries: Sequence[ZoneEntry],
-                               ticket: _Ticket, results: list[p.EntryResult | None]) -> None:
-        """Append the partition's entries of `req` in order, as one run, once it is its turn
-        and an append slot is free (Appender.append_run)."""
-        await ticket.turn()
-        batches = self._matching_batches(req, indexes, zone_entries)
-        appended: list[AppendResult] = []
-        try:
-            if batches:
-                ref = req.entries[indexes[0]]
-                # A run takes one append slot, whatever number of its batches is in flight.
-                async with self._appends:
-                    await self._appender.append_run(ref.topic, ref.partition, batches, appended)
-        finally:  # also when cancelled: what the leader has is remembered for a re-sent notification
-            failed = self._record_appends(req, indexes, batches, appended, results)
-        self._settle(req, indexes, batches, failed, results)
 
     @staticmethod
     def _matching_batches(req: p.NotifyRequest, indexes: list[int],

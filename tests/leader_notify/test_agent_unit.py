@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+import pytest
+
 from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
 from leader_notify.agent import Agent, AgentSettings, AppliedEntries
@@ -303,7 +305,8 @@ def test_appender_answers_not_leader_at_once_when_leader_left_the_zone():
 
 def test_partitions_whose_turn_it_is_go_to_the_appender_as_one_group():
     """Notification 2 finds partition 0 still being appended by notification 1 (its read is
-    slow): partitions 2 and 3 go at once, together; partition 0 waits for its turn alone."""
+    slow): partitions 2 and 3 go at once, together; partition 0 waits for its turn and then
+    goes as a wave of its own."""
     objs = {"wal/1": [E("t", 0, b"first"), E("t", 1, b"other")],
             "wal/2": [E("t", 0, b"second"), E("t", 2, b"c"), E("t", 3, b"d")]}
 
@@ -322,7 +325,7 @@ def test_partitions_whose_turn_it_is_go_to_the_appender_as_one_group():
         return app, await t1, await t2
 
     app, r1, r2 = asyncio.run(main())
-    assert app.groups == [[("t", 2), ("t", 3)], [("t", 0), ("t", 1)]]
+    assert app.groups == [[("t", 2), ("t", 3)], [("t", 0), ("t", 1)], [("t", 0)]]
     assert [b for t, q, b in app.log if q == 0] == [b"first", b"second"]
     assert [(r.error_code, r.base_offset) for r in r1.results] == [(0, 0), (0, 0)]
     assert [(r.error_code, r.base_offset) for r in r2.results] == [(0, 1), (0, 0), (0, 0)]
@@ -338,7 +341,7 @@ def test_partitions_beyond_the_free_append_slots_wait_for_one_and_all_are_append
         return app, res
 
     app, res = asyncio.run(main())
-    assert app.groups == [[("t", 0)]]  # one slot: partitions 1 and 2 took the slot in turn
+    assert app.groups == [[("t", 0)], [("t", 1)], [("t", 2)]]  # one slot: a wave of one each, in order
     assert sorted(b for _t, _q, b in app.log) == [b"a", b"b", b"b2", b"c"]
     assert [b for _t, q, b in app.log if q == 1] == [b"b", b"b2"]
     assert [(r.error_code, r.base_offset) for r in res.results] == [(0, 0), (0, 0), (0, 1), (0, 0)]
@@ -357,3 +360,88 @@ def test_a_group_failure_fails_later_entries_of_that_partition_only_and_a_mismat
     assert app.groups == [[("t", 0), ("t", 2)]]  # partition 1 has nothing to append
     assert [b for _t, _q, b in app.log] == [b"a", b"b"]
     assert [r.error_code for r in res.results] == [0, 0, 2, 19, 19]
+
+
+class CountingAppender(Appender):
+    """Appender that counts the runs at it at once (a run is at the appender from its
+    append_runs call until its on_through)."""
+
+    def __init__(self):
+        super().__init__()
+        self.at_once = 0
+        self.most_at_once = 0
+
+    async def append_runs(self, runs, on_through=None):
+        self.at_once += len(runs)
+        self.most_at_once = max(self.most_at_once, self.at_once)
+
+        def through(k):
+            self.at_once -= 1
+            if on_through is not None:
+                on_through(k)
+
+        await super().append_runs(runs, through)
+
+
+def test_many_partitions_over_few_slots_go_in_waves_never_beyond_the_slots():
+    """Ten partitions of two entries each, three append slots: at most three runs at the
+    appender at any time; the first wave is partitions 0-2, each later one at most three;
+    every batch appended once and each partition in order."""
+    entries = [E("t", q, f"{q}-{i}".encode()) for q in range(10) for i in range(2)]
+
+    async def main():
+        app = CountingAppender()
+        res = await agent(Reader({"wal/x": entries}), app, max_in_flight_appends=3).handle_request(
+            request("wal/x", entries))
+        return app, res
+
+    app, res = asyncio.run(main())
+    assert app.most_at_once == 3
+    assert app.groups[0] == [("t", 0), ("t", 1), ("t", 2)]
+    assert all(1 <= len(group) <= 3 for group in app.groups)
+    assert sorted(q for group in app.groups for _t, q in group) == list(range(10))
+    for q in range(10):
+        assert [b for _t, p_, b in app.log if p_ == q] == [f"{q}-0".encode(), f"{q}-1".encode()]
+    assert [(r.error_code, r.base_offset) for r in res.results] == [(0, 0), (0, 1)] * 10
+
+
+class GatedAppender(Appender):
+    """Appender whose runs wait for `gate` before appending."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def append_runs(self, runs, on_through=None):
+        await self.gate.wait()
+        await super().append_runs(runs, on_through)
+
+
+def test_a_cancelled_notification_starts_none_of_its_waiting_runs_and_leaks_no_slot():
+    """One slot, held by notification 1 (gated); notification 2's two partitions wait for it
+    and notification 2 is cancelled. Released, notification 1 finishes; notification 2's
+    batches are never appended, and notification 3 gets the slot."""
+    objs = {"wal/1": [E("t", 0, b"a")], "wal/2": [E("t", 1, b"b"), E("t", 2, b"c")], "wal/3": [E("t", 3, b"d")]}
+
+    async def main():
+        app = GatedAppender()
+        a = agent(Reader(objs), app, max_in_flight_appends=1)
+        t1 = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"])))
+        t2 = asyncio.create_task(a.handle_request(request("wal/2", objs["wal/2"], 2)))
+        reader = a._reader  # noqa: SLF001 - the test's own Reader
+        async with asyncio.timeout(10):
+            while reader.reads < 2:  # notification 1 holds the slot, notification 2 waits for it
+                await asyncio.sleep(0)
+            t2.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t2
+            app.gate.set()
+            r1 = await t1
+            r3 = await a.handle_request(request("wal/3", objs["wal/3"], 3))
+        return app, r1, r3
+
+    app, r1, r3 = asyncio.run(main())
+    assert app.groups == [[("t", 0)], [("t", 3)]]
+    assert [b for _t, _q, b in app.log] == [b"a", b"d"]
+    assert [(r.error_code, r.base_offset) for r in r1.results] == [(0, 0)]
+    assert [(r.error_code, r.base_offset) for r in r3.results] == [(0, 0)]
