@@ -543,9 +543,10 @@ class Kafka:
 
 
 @contextlib.contextmanager
-def start_kafka(brokers: int, log_dir: Path, mock: bool = False) -> Iterator[Kafka]:
+def start_kafka(brokers: int, log_dir: Path, mock: bool = False, rtt_ms: int = 0) -> Iterator[Kafka]:
     """One Tansu broker (brokers == 1, not `mock`) or librdkafka's mock cluster of `brokers`
-    brokers in zone az2, partitions' leaders round-robin over them (it has no CreateTopics)."""
+    brokers in zone az2, partitions' leaders round-robin over them (it has no CreateTopics);
+    the mock's brokers delay every answer by `rtt_ms` (a leader's acks=all latency)."""
     if brokers == 1 and not mock:
         with start_tansu(log_dir=log_dir) as tansu:
             assert tansu.proc is not None
@@ -558,6 +559,8 @@ def start_kafka(brokers: int, log_dir: Path, mock: bool = False) -> Iterator[Kaf
             for partition, broker_id in round_robin_leaders(partitions, brokers).items():
                 cluster.set_leader(name, partition, broker_id)
 
+        for broker_id in range(1, brokers + 1) if rtt_ms else ():
+            cluster.set_rtt(broker_id, rtt_ms)
         yield Kafka(cluster.bootstraps, cluster.proc.pid, create, False)
 
 
@@ -599,6 +602,10 @@ def main() -> int:
                     help="the agents' agent.event_loop (default: the agent's default)")
     ap.add_argument("--requests-in-flight", type=int, default=0,
                     help="the agents' agent.requests_in_flight_per_leader (0: its default)")
+    ap.add_argument("--broker-rtt-ms", type=int, default=0,
+                    help="the mock cluster's brokers answer every request this much later (a leader's latency)")
+    ap.add_argument("--append-slots", type=int, default=0,
+                    help="the agents' agent.max_in_flight_appends (0: its default)")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
@@ -610,6 +617,10 @@ def main() -> int:
     if args.idempotent and args.brokers == 1 and not args.mock_cluster:
         ap.error("--idempotent needs the mock cluster (--mock-cluster or --brokers N > 1): "
                  "aiokafka's InitProducerId gets error -1 from Tansu")
+    if args.broker_rtt_ms and (args.brokers == 1 and not args.mock_cluster or args.broker_rtt_ms < 0):
+        ap.error("--broker-rtt-ms: a positive delay, on the mock cluster (--mock-cluster or --brokers N > 1)")
+    if args.append_slots < 0:
+        ap.error("--append-slots: at least 1 (0: the agents' default)")
     if args.requests_in_flight and not 1 <= args.requests_in_flight <= 5:
         ap.error("--requests-in-flight: 1..5")
     if args.stagger and args.offered_mib_s <= 0:
@@ -636,6 +647,8 @@ def main() -> int:
           + (", agents one at a time" if args.one_at_a_time else "")
           + (", idempotent batches" if args.idempotent else "")
           + (f", {args.requests_in_flight} requests in flight per leader" if args.requests_in_flight else "")
+          + (f", brokers answer after {args.broker_rtt_ms} ms" if args.broker_rtt_ms else "")
+          + (f", {args.append_slots} append slots per agent" if args.append_slots else "")
           + (f", agents on {args.event_loop}" if args.event_loop else "")
           + (f", agents' cache {args.cache_mib} MiB" if args.cache_mib is not None else "")
           + (f", {args.warmup_rounds} warm-up rounds not counted" if args.warmup_rounds else ""))
@@ -652,7 +665,7 @@ def main() -> int:
     others_producer = 0.0
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True)
-    with start_moto() as moto, start_kafka(args.brokers, log_dir, args.mock_cluster) as kafka, \
+    with start_moto() as moto, start_kafka(args.brokers, log_dir, args.mock_cluster, args.broker_rtt_ms) as kafka, \
             agents_s3(moto, log_dir, args.s3_keepalive) as (agents_s3_url, s3_pids):
         endpoint_url = moto.endpoint_url
         bucket = "bench-agent"
@@ -665,6 +678,8 @@ def main() -> int:
         agent_settings: dict[str, Any] = {"event_loop": args.event_loop} if args.event_loop else {}
         if args.requests_in_flight:
             agent_settings["requests_in_flight_per_leader"] = args.requests_in_flight
+        if args.append_slots:
+            agent_settings["max_in_flight_appends"] = args.append_slots
         with AgentProcesses(max(counts), base, log_dir, args.profile_dir, agent_settings) as agents:
             for r in range(-args.warmup_rounds, args.rounds):
                 counted = r >= 0

@@ -109,7 +109,7 @@ class AgentSettings:
     prefix: str
     keys: tuple[bytes, ...]
     max_concurrent_reads: int = 8
-    max_in_flight_appends: int = 64
+    max_in_flight_appends: int = 1024
     applied_cache_entries: int = 100_000
     checkpoint_interval_s: float = 1.0
     checkpoint_max_keys: int = 1_000

@@ -3,7 +3,9 @@
 Strategy: the batch bytes travel unchanged (producer id, epoch and sequence included), so
 the leader does its own duplicate detection. Per leader node one drain task keeps one
 ProduceRequest in flight and puts into it the next batch of every partition queued for
-that node, at most one per partition (Kafka's rule), the way a producer's sender does. A
+that node, at most one per partition (Kafka's rule), the way a producer's sender does, up
+to `max_request_bytes` (a producer's max.request.size; the runs queued after the first
+batch that does not fit wait for the next request, so none overtakes another). A
 caller queues a partition's batches as one run (`append_run`; `append` is a run of one):
 the drain task sends a run's next batch only after the previous one's answer said
 appended, so each partition's order is kept with one of its batches in flight, and the
@@ -199,17 +201,23 @@ class KafkaAppender:
 
     def __init__(self, bootstrap_servers: list[str] | tuple[str, ...], *, client_id: str = "azsidecar-agent",
                  max_attempts: int = 5, produce_timeout_ms: int = 10_000, request_timeout_ms: int = 15_000,
-                 requests_in_flight: int = 2,
+                 requests_in_flight: int = 2, max_request_bytes: int = 1024 * 1024,
                  home_zone: str | None = None, security: Mapping[str, Any] | None = None,
                  broker_zones: Mapping[str, str] | None = None) -> None:
         """home_zone: refuse (NOT_LEADER_OR_FOLLOWER) to append to a leader in another zone -
         by broker_zones (broker id -> zone, router.broker_zones), else by its broker's rack -
         so the proxy re-routes instead of the agent crossing zones.
         security: AIOKafkaClient's security_protocol/ssl_context/sasl_* arguments (TLS, SASL).
-        requests_in_flight: ProduceRequests in flight per leader (1-5); the ones beyond the
-        first carry only batches that sequence_chain.may_send_ahead lets go ahead."""
+        requests_in_flight: ProduceRequests in flight per leader (1-5); a partition with a
+        batch in flight adds one only if sequence_chain.may_send_ahead lets it go ahead.
+        max_request_bytes: the record batches one ProduceRequest carries at most (a batch
+        larger than this goes alone), as a producer's max.request.size: requests stay far
+        below the broker's socket.request.max.bytes however many partitions are appending."""
         if not 1 <= requests_in_flight <= 5:
             raise ValueError(f"requests_in_flight: 1..5, got {requests_in_flight}")
+        if max_request_bytes < 1:
+            raise ValueError(f"max_request_bytes: at least 1, got {max_request_bytes}")
+        self._max_request_bytes = max_request_bytes
         self._requests_in_flight = requests_in_flight
         self._security = dict(security or {})
         self._home_zone = home_zone
@@ -547,27 +555,38 @@ class KafkaAppender:
         """
         taken: dict[TopicPartition, _Run] = {}
         blocked: set[TopicPartition] = set()
-        live = []
-        for run in self._pending.get(node, ()):
+        live: list[_Run] = []
+        pending = self._pending.get(node, [])
+        room = self._max_request_bytes
+        for i, run in enumerate(pending):
             if run.done.done():
                 continue  # stopped, or its caller was cancelled
-            live.append(run)
             tp = run.tp
             if tp in taken or tp in blocked:
+                live.append(run)
                 continue
             flying = busy.get(tp)
             if flying is None:
-                if run.sent == run.next:
-                    taken[tp] = run
-                else:
+                if run.sent != run.next:
                     # Cannot happen (a run with batches out is busy). Were it to, stopping the
                     # run (its caller retries from `next`) keeps the drain loop from spinning
                     # on a run that nothing would ever send.
                     run.stop(NETWORK_EXCEPTION)
-            elif flying is run and run.chain.may_send_ahead(run.first, run.next, run.sent):
-                taken[tp] = run
-            else:
+                    continue
+            elif not (flying is run and run.chain.may_send_ahead(run.first, run.next, run.sent)):
                 blocked.add(tp)
+                live.append(run)
+                continue
+            size = len(run.batches[run.sent])
+            if size > room and taken:
+                # Full: this run and every one queued after it wait for the next request, so
+                # no later run of a partition overtakes an earlier one. A batch larger than
+                # the limit goes alone.
+                live.extend(r for r in pending[i:] if not r.done.done())
+                break
+            room -= size
+            taken[tp] = run
+            live.append(run)
         self._pending[node] = live
         if not taken:
             return None

@@ -78,6 +78,7 @@ async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audi
                              max_attempts=config.agent.max_append_attempts,
                              produce_timeout_ms=config.agent.produce_timeout_ms,
                              requests_in_flight=config.agent.requests_in_flight_per_leader,
+                             max_request_bytes=config.agent.max_request_bytes,
                              request_timeout_ms=int(config.upstream.request_timeout_s * 1000),
                              home_zone=zone, broker_zones=config.router.broker_zones,
                              security=security) as appender:

@@ -55,7 +55,7 @@ def sidecar_settings(**changes):
                                            "use1-az4-a1.azsidecar.internal:9400"]},
                    "agent_ownership": "partition", "timeout_s": 10, "max_in_flight_per_zone": 64, "max_attempts": 3},
         "agent": {"listen_host": "127.0.0.1", "listen_port": 9400, "max_concurrent_reads": 8,
-                  "max_in_flight_appends": 64, "metrics_port": 0, "checkpoint_interval_ms": 2500,
+                  "max_in_flight_appends": 512, "max_request_bytes": 2097152, "metrics_port": 0, "checkpoint_interval_ms": 2500,
                   "checkpoint_max_keys": 400},
         "audit": {"enabled": True, "output": "s3://demo-wal-123456789012/audit/", "max_queue": 100000,
                   "roll_seconds": 300, "roll_bytes": 67108864},
@@ -97,6 +97,7 @@ def test_rendered_sidecar_config_loads_with_the_values_given(tmp_path):
     assert config.audit.output == "s3://demo-wal-123456789012/audit/"
     assert config.agent.listen_port == 9400
     assert (config.agent.checkpoint_interval_ms, config.agent.checkpoint_max_keys) == (2500, 400)
+    assert (config.agent.max_in_flight_appends, config.agent.max_request_bytes) == (512, 2097152)
     assert (config.wal.gc_metrics_port, config.wal.gc_metrics_host) == (9465, "0.0.0.0")
 
 

@@ -102,8 +102,9 @@ class LazyAnswer:
         self._coro.close()
 
 
-def appender(client: Client, requests_in_flight: int = 2) -> KafkaAppender:
-    app = KafkaAppender(["x:1"], max_attempts=3, requests_in_flight=requests_in_flight)
+def appender(client: Client, requests_in_flight: int = 2, max_request_bytes: int = 1024 * 1024) -> KafkaAppender:
+    app = KafkaAppender(["x:1"], max_attempts=3, requests_in_flight=requests_in_flight,
+                        max_request_bytes=max_request_bytes)
     app._client = client
     app._send = client.send
     return app
@@ -373,3 +374,33 @@ def test_another_producers_batch_waits_for_the_answer_before_it():
     # a1 may go ahead of nothing (a0 is the run's first), b0 follows another producer's batch,
     # b1 follows b0 but b0 is the first of its producer in the run: none overlap.
     assert client.most_outstanding == 1
+
+
+def test_a_request_carries_batches_up_to_max_request_bytes_in_queue_order():
+    """Five partitions of 4-byte batches, 10 bytes a request, one request in flight: a
+    request takes the queued runs' next batches in queue order while they fit, and stops at
+    the first that does not (no later partition overtakes it); a 12-byte batch goes alone;
+    nothing is lost and each partition stays in order."""
+    client = Client()
+
+    async def main():
+        runs = [PartitionRun("t", 0, [b"a0.."], []), PartitionRun("t", 1, [b"b0..", b"b1.."], []),
+                PartitionRun("t", 2, [b"c0..big.....", b"c1.."], []), PartitionRun("t", 3, [b"d0.."], []),
+                PartitionRun("t", 4, [b"e0.."], [])]
+        await appender(client, requests_in_flight=1, max_request_bytes=10).append_runs(runs)
+        return [run.results for run in runs]
+
+    results = asyncio.run(main())
+    assert client.requests == [
+        [(0, b"a0.."), (1, b"b0..")],  # c0 does not fit after them
+        [(1, b"b1..")],  # b is queued before c, whose c0 still does not fit
+        [(2, b"c0..big.....")],  # larger than the limit: alone
+        [(2, b"c1.."), (3, b"d0..")],
+        [(4, b"e0..")],
+    ]
+    assert [codes_and_offsets(r) for r in results] == [[(0, 0)], [(0, 0), (0, 1)], [(0, 0), (0, 1)], [(0, 0)], [(0, 0)]]
+
+
+def test_max_request_bytes_at_least_one():
+    with pytest.raises(ValueError, match="max_request_bytes"):
+        KafkaAppender(["x:1"], max_request_bytes=0)

@@ -89,7 +89,8 @@ variable "settings" {
       listen_host            = optional(string, "127.0.0.1")
       listen_port            = optional(number, 9400)
       max_concurrent_reads   = optional(number, 8)
-      max_in_flight_appends  = optional(number, 64)
+      max_in_flight_appends  = optional(number, 1024)
+      max_request_bytes      = optional(number, 1048576)
       metrics_port           = optional(number, 0)
       checkpoint_interval_ms = optional(number, 1000)
       checkpoint_max_keys    = optional(number, 1000)
@@ -216,6 +217,7 @@ variable "settings" {
       var.settings.notify.max_attempts >= 1 && var.settings.notify.max_attempts <= 20,
       var.settings.agent.max_concurrent_reads >= 1 && var.settings.agent.max_concurrent_reads <= 256,
       var.settings.agent.max_in_flight_appends >= 1 && var.settings.agent.max_in_flight_appends <= 4096,
+      var.settings.agent.max_request_bytes >= 65536 && var.settings.agent.max_request_bytes <= 67108864,
     ])
     error_message = "notify and agent limits out of range (see leader_notify/config.py)."
   }
