@@ -9,9 +9,10 @@ import asyncio
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from leader_notify.appender import KafkaAppender
+from leader_notify.appender import KafkaAppender, PartitionRun
 from leader_notify.produce_channel import channel_version
 from tests.conftest import create_topics, unique_name
+from tests.leader_notify.helpers import consume
 
 pytestmark = pytest.mark.integration
 
@@ -139,3 +140,26 @@ def test_without_the_channel_requests_go_through_client_send(tansu):
     assert sent == ["RawProduceRequest", "RawProduceRequest"]  # a+c, then b
     assert [(r.error_code, r.base_offset) for r in r0] == [(0, 1), (0, 2)]
     assert [(r.error_code, r.base_offset) for r in r1] == [(0, 0)]
+
+
+def test_requests_stay_within_max_request_bytes_and_every_partition_reads_back_in_order(tansu):
+    """Twelve partitions of three ~10 KiB batches, at most 32 KiB a request: no request
+    carries more than three batches, and a consumer reads each partition's batches back
+    once each, in order."""
+    topic = unique_name("appender")
+    create_topics(tansu.bootstrap, {topic: 12})
+    value = b"x" * 10_000
+
+    async def run():
+        async with KafkaAppender([tansu.bootstrap], max_request_bytes=32 * 1024) as appender:
+            sent = counting_sends(appender)
+            runs = [PartitionRun(topic, p, [batch(value + f"{p}-{i}".encode()) for i in range(3)], [])
+                    for p in range(12)]
+            await appender.append_runs(runs)
+            return sent, runs
+
+    sent, runs = asyncio.run(run())
+    assert all(len(parts) <= 3 for parts in sent) and len(sent) >= 12  # 36 batches, 3 a request at most
+    for p, run in enumerate(runs):
+        assert [(r.error_code, r.base_offset) for r in run.results] == [(0, 0), (0, 1), (0, 2)]
+        assert [v for _offset, v in consume(tansu.bootstrap, topic, p)] == [value + f"{p}-{i}".encode() for i in range(3)]
