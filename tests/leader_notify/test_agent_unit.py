@@ -445,3 +445,92 @@ def test_a_cancelled_notification_starts_none_of_its_waiting_runs_and_leaks_no_s
     assert [b for _t, _q, b in app.log] == [b"a", b"d"]
     assert [(r.error_code, r.base_offset) for r in r1.results] == [(0, 0)]
     assert [(r.error_code, r.base_offset) for r in r3.results] == [(0, 0)]
+
+
+class JitteryAppender(CountingAppender):
+    """CountingAppender whose batches take 0-3 loop turns each (seeded), so runs of
+    different notifications interleave."""
+
+    def __init__(self, seed):
+        super().__init__()
+        import random
+
+        self.rng = random.Random(seed)
+
+    async def append(self, topic, partition, batch):
+        for _ in range(self.rng.randrange(4)):
+            await asyncio.sleep(0)
+        return await super().append(topic, partition, batch)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_concurrent_notifications_over_shared_partitions_keep_arrival_order_and_the_slot_bound(seed):
+    """Twelve notifications arrive at once, each with entries of 2-5 of eight partitions
+    (so most partitions wait for an earlier notification's turn), over 1-4 slots: each
+    partition's log is its entries in arrival order, no more runs than slots are ever at
+    the appender, and every slot is free again at the end (a last notification over as
+    many partitions as there are slots goes as one wave)."""
+    import random
+
+    rng = random.Random(seed)
+    slots = rng.randrange(1, 5)
+    objs = {}
+    for n in range(12):
+        partitions = rng.sample(range(8), rng.randrange(2, 6))
+        objs[f"wal/{n}"] = [E("t", q, f"{n}-{q}-{i}".encode()) for q in partitions for i in range(rng.randrange(1, 3))]
+    objs["wal/last"] = [E("t", q, f"last-{q}".encode()) for q in range(slots)]
+
+    async def main():
+        app = JitteryAppender(seed)
+        a = agent(Reader(objs), app, max_in_flight_appends=slots)
+        tasks = [asyncio.create_task(a.handle_request(request(f"wal/{n}", objs[f"wal/{n}"], n + 1))) for n in range(12)]
+        async with asyncio.timeout(30):
+            answers = await asyncio.gather(*tasks)
+            most = app.most_at_once
+            app.groups.clear()
+            last = await a.handle_request(request("wal/last", objs["wal/last"], 99))
+        return app, answers, most, last
+
+    app, answers, most, last = asyncio.run(main())
+    assert most <= slots
+    assert all(r.error_code == 0 for resp in answers for r in resp.results)
+    for q in range(8):
+        expected = [e.batch for n in range(12) for e in objs[f"wal/{n}"] if e.partition == q]
+        assert [b for _t, p_, b in app.log if p_ == q and not b.startswith(b"last")] == expected
+    assert app.groups == [[("t", q) for q in range(slots)]]
+    assert all(r.error_code == 0 for r in last.results)
+
+
+def test_a_notification_cancelled_after_its_run_got_a_slot_gives_the_slot_back():
+    """One slot. Notification 2's run waits for it; the moment notification 1's run is
+    through, the slot passes to notification 2's run, and notification 2 is cancelled
+    before its task takes it to the appender. The slot is free again: notification 3 gets
+    it, and notification 2's batch is never appended."""
+    objs = {"wal/1": [E("t", 0, b"a")], "wal/2": [E("t", 1, b"b")], "wal/3": [E("t", 2, b"c")]}
+    victim: list[asyncio.Task] = []
+
+    class CancelOnThrough(Appender):
+        async def append_runs(self, runs, on_through=None):
+            def through(k):
+                on_through(k)  # the slot goes to notification 2's waiting run now
+                if victim:
+                    victim.pop().cancel()
+
+            await super().append_runs(runs, through)
+
+    async def main():
+        app = CancelOnThrough()
+        a = agent(Reader(objs), app, max_in_flight_appends=1)
+        t1 = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"])))
+        t2 = asyncio.create_task(a.handle_request(request("wal/2", objs["wal/2"], 2)))
+        victim.append(t2)
+        async with asyncio.timeout(10):
+            r1 = await t1
+            with pytest.raises(asyncio.CancelledError):
+                await t2
+            r3 = await a.handle_request(request("wal/3", objs["wal/3"], 3))
+        return app, r1, r3
+
+    app, r1, r3 = asyncio.run(main())
+    assert [b for _t, _q, b in app.log] == [b"a", b"c"]
+    assert [r.error_code for r in r1.results] == [0] and [r.error_code for r in r3.results] == [0]
