@@ -259,6 +259,8 @@ class Agent:
         self.metrics = metrics or AgentMetrics()
         self._reads = asyncio.Semaphore(settings.max_concurrent_reads)
         self._appends = AppendSlots(settings.max_in_flight_appends)
+        self.metrics.append_slots_free.set_function(lambda: self._appends.free)
+        self.metrics.append_runs_waiting.set_function(lambda: self._appends.waiting)
         self._sequencer = PartitionSequencer()
         self.applied = AppliedEntries(settings.applied_cache_entries)
         self._server: asyncio.base_events.Server | None = None

@@ -49,6 +49,11 @@ class AgentMetrics:
         self.connections_closed = Counter("azsidecar_agent_connections_timed_out",
                                           "Connections closed by a timeout: request_deadline, idle",
                                           ["reason"], registry=r)
+        # Read when scraped (Agent sets the functions): nothing to update per append.
+        self.append_slots_free = Gauge("azsidecar_agent_append_slots_free",
+                                       "agent.max_in_flight_appends slots no partition run holds", registry=r)
+        self.append_runs_waiting = Gauge("azsidecar_agent_append_runs_waiting",
+                                         "Partition runs whose turn it is, waiting for an append slot", registry=r)
 
     def value(self, name: str, **labels: str) -> float:
         """Current value of a sample (tests and the benchmark read counters through this)."""

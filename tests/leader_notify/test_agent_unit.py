@@ -432,15 +432,20 @@ def test_a_cancelled_notification_starts_none_of_its_waiting_runs_and_leaks_no_s
         async with asyncio.timeout(10):
             while reader.reads < 2:  # notification 1 holds the slot, notification 2 waits for it
                 await asyncio.sleep(0)
+            waiting = (a.metrics.value("azsidecar_agent_append_slots_free"),
+                       a.metrics.value("azsidecar_agent_append_runs_waiting"))
             t2.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await t2
             app.gate.set()
             r1 = await t1
             r3 = await a.handle_request(request("wal/3", objs["wal/3"], 3))
-        return app, r1, r3
+        after = (a.metrics.value("azsidecar_agent_append_slots_free"),
+                 a.metrics.value("azsidecar_agent_append_runs_waiting"))
+        return app, r1, r3, waiting, after
 
-    app, r1, r3 = asyncio.run(main())
+    app, r1, r3, waiting, after = asyncio.run(main())
+    assert waiting == (0, 2) and after == (1, 0)  # the gauges: no slot free, two runs waiting; then all free
     assert app.groups == [[("t", 0)], [("t", 3)]]
     assert [b for _t, _q, b in app.log] == [b"a", b"d"]
     assert [(r.error_code, r.base_offset) for r in r1.results] == [(0, 0)]
