@@ -6,7 +6,7 @@ Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [-
                                             [--cache-mib 256] [--warmup-rounds 0] [--object-mib 8]
                                             [--mock-cluster] [--one-at-a-time] [--s3-keepalive]
                                             [--idempotent] [--requests-in-flight N] [--event-loop uvloop|asyncio]
-                                            [--profile-dir DIR]
+                                            [--broker-rtt-ms MS] [--append-slots N] [--profile-dir DIR]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
 memory-backed Tansu broker, with --brokers N > 1 (or --mock-cluster) librdkafka's mock cluster of N brokers
@@ -27,7 +27,7 @@ ZoneNotifier per agent (leader_notify/notifier.py, with the real NotifySender: a
 written ahead when the agent is idle, the next objects prefetched) notifies each agent of
 its range of every object, agents in parallel, each in object order; an agent does one
 ranged GET per object, verifies CRCs and appends every raw batch with one ProduceRequest
-per batch, partitions in parallel. Timed: first notification sent to last response
+per batch of a partition, partitions in parallel. Timed: first notification sent to last response
 received. CPU: the agent processes' user+system time (/proc), per MiB.
 
 Phase "producer": a plain AIOKafkaProducer (acks=all) sends the same records grouped in the
@@ -37,6 +37,10 @@ process), steadier than wall clock on a shared host, and the others' CPU per MiB
 phase costs the rest of the stack on the same cores (S3: moto serving the GETs, Kafka - the
 Tansu or mock cluster process -, and this process, i.e. the proxy's notifiers; for the
 producer phase Kafka).
+
+--broker-rtt-ms MS (mock cluster only): every broker answers each request MS later, as a
+leader with acks=all does on a network; --append-slots N: the agents' max_in_flight_appends
+(with many partitions and a leader's latency, the slots bound an agent's rate).
 
 --offered-mib-s R: the notifier announces object k only once objects 0..k-1 make R MiB/s
 since the phase began, a steady offered load instead of everything at once. CPU per MiB is
