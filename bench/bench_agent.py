@@ -26,8 +26,8 @@ agent as the proxy's writer does, PUT before the clock starts). The proxy's own
 ZoneNotifier per agent (leader_notify/notifier.py, with the real NotifySender: a notification
 written ahead when the agent is idle, the next objects prefetched) notifies each agent of
 its range of every object, agents in parallel, each in object order; an agent does one
-ranged GET per object, verifies CRCs and appends every raw batch with one ProduceRequest
-per batch of a partition, partitions in parallel. Timed: first notification sent to last response
+ranged GET per object, verifies CRCs and appends every raw batch (one batch of a partition per
+ProduceRequest, partitions in parallel, sharing requests). Timed: first notification sent to last response
 received. CPU: the agent processes' user+system time (/proc), per MiB.
 
 Phase "producer": a plain AIOKafkaProducer (acks=all) sends the same records grouped in the
