@@ -148,10 +148,6 @@ class _Ticket:
                  mine: asyncio.Future) -> None:
         self._seq, self._tp, self._prev, self._mine = seq, tp, prev, mine
 
-    def ready(self) -> bool:
-        """True when no earlier notification is still appending this partition."""
-        return self._prev is None or self._prev.done()
-
     def when_ready(self, callback: Callable[[], None]) -> None:
         """Call `callback()` now if it is our turn, else once it is (from the loop)."""
         if self._prev is None or self._prev.done():
