@@ -24,6 +24,11 @@ class NotifyConfig:
     timeout_s: float = 10.0  # per attempt; recent answers set a tighter one (gray_factor x p99, at least gray_floor_s)
     gray_floor_s: float = 1.0  # an attempt slower than max(gray_factor x p99 of the last minute, this) is abandoned and counts as a failure
     gray_factor: float = 3.0  # that deadline in multiples of the recent p99 round trip
+    # ... and at most this, however slow the recent answers were: a hung agent is abandoned
+    # within it and its zone falls back within about two of it (the attempt and its hedge),
+    # inside issue 23's 5 s even on a loaded host (a p99 of 0.85 s made the deadline 2.5 s
+    # and the fallback 5.1 s). An agent whose answers all take longer is treated as failing.
+    gray_max_s: float = 2.0
     max_in_flight_per_zone: int = 64  # per agent address (the name predates several agents per zone)
     max_attempts: int = 3
     connect_timeout_s: float = 3.0
@@ -40,6 +45,7 @@ class NotifyConfig:
         require(self.timeout_s > 0, "notify.timeout_s: must be > 0")
         require(self.gray_floor_s > 0, "notify.gray_floor_s: must be > 0")
         require(self.gray_factor >= 1, "notify.gray_factor: must be >= 1")
+        require(self.gray_floor_s <= self.gray_max_s, "notify.gray_max_s: must be >= notify.gray_floor_s")
         require(self.connect_timeout_s > 0, "notify.connect_timeout_s: must be > 0")
         require(0 < self.backoff_initial_s <= self.backoff_max_s, "notify.backoff_initial_s: 0 < initial <= backoff_max_s")
         require(self.max_idle_s > 0, "notify.max_idle_s: must be > 0")

@@ -25,7 +25,7 @@ the agent keeps per-partition order in arrival order.
 
 Gray agents (they hang instead of refusing): each zone keeps the round trips of its recent
 successful attempts (wal_s3/latency.py). An attempt slower than max(gray_factor x p99 of the
-last minute, gray_floor_s) is abandoned at once and reported through `on_gray(zone)` (the
+last minute, gray_floor_s), at most gray_max_s, is abandoned at once and reported through `on_gray(zone)` (the
 router's breaker counts it); it is retried once, and while the zone stays gray only one
 attempt at a time goes out (a probe) and every other notification fails at once, so the
 partitions behind a hung agent fail retriably within about one deadline and can fall back.
@@ -148,7 +148,8 @@ class NotifySender:
         if guard is None:
             guard = self._guards[address] = LatencyGuard(floor_s=self._config.gray_floor_s,
                                                        ceiling_s=self._config.timeout_s,
-                                                       factor=self._config.gray_factor)
+                                                       factor=self._config.gray_factor,
+                                                       max_deadline_s=self._config.gray_max_s)
         return guard
 
     async def aclose(self) -> None:

@@ -55,15 +55,22 @@ def p99(values: Sequence[float]) -> float:
 
 
 def gray_deadline_s(latencies_s: Sequence[float], *, floor_s: float, ceiling_s: float,
-                    factor: float = DEFAULT_FACTOR, min_samples: int = MIN_SAMPLES) -> float:
-    """max(factor x p99(latencies_s), floor_s), at most ceiling_s.
+                    factor: float = DEFAULT_FACTOR, min_samples: int = MIN_SAMPLES,
+                    max_s: float | None = None) -> float:
+    """max(factor x p99(latencies_s), floor_s), at most max_s (if given) and ceiling_s.
 
     With fewer than min_samples latencies nothing is known yet: the ceiling (the
     configured timeout), so a cold start never abandons a healthy first request.
+    `max_s` bounds the deadline however slow the recent requests were, so that a hang is
+    noticed within it even on a loaded host (the price: a place whose requests all take
+    longer is treated as failing).
     """
     if len(latencies_s) < min_samples:
         return ceiling_s
-    return min(ceiling_s, max(floor_s, factor * p99(latencies_s)))
+    deadline = max(floor_s, factor * p99(latencies_s))
+    if max_s is not None:
+        deadline = min(deadline, max_s)
+    return min(ceiling_s, deadline)
 
 
 @dataclass(slots=True)
@@ -81,8 +88,9 @@ class LatencyGuard:
 
     def __init__(self, *, floor_s: float, ceiling_s: float, factor: float = DEFAULT_FACTOR,
                  window_s: float = WINDOW_S, min_samples: int = MIN_SAMPLES,
-                 probe_interval_s: float = PROBE_INTERVAL_S) -> None:
+                 probe_interval_s: float = PROBE_INTERVAL_S, max_deadline_s: float | None = None) -> None:
         self.floor_s, self.ceiling_s, self.factor = floor_s, ceiling_s, factor
+        self.max_deadline_s = max_deadline_s
         self.window_s, self.min_samples, self.probe_interval_s = window_s, min_samples, probe_interval_s
         self.gray = False
         self._samples: deque[tuple[float, float]] = deque(maxlen=MAX_SAMPLES)  # (ended at, seconds)
@@ -98,7 +106,7 @@ class LatencyGuard:
             while len(self._samples) > self.min_samples and now - self._samples[0][0] > self.window_s:
                 self._samples.popleft()
             value = gray_deadline_s([s for _, s in self._samples], floor_s=self.floor_s, ceiling_s=self.ceiling_s,
-                                    factor=self.factor, min_samples=self.min_samples)
+                                    factor=self.factor, min_samples=self.min_samples, max_s=self.max_deadline_s)
             cached = self._deadline = (now, value)
         return cached[1]
 

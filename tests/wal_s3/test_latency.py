@@ -35,6 +35,32 @@ def test_gray_deadline(latencies, expected):
     assert gray_deadline_s(latencies, floor_s=1.0, ceiling_s=30.0, factor=3.0, min_samples=20) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(("latencies", "expected"), [
+    ([], 10.0),                          # nothing known: still the configured timeout
+    ([0.2] * 20, 1.0),                   # 3 x 0.2 = 0.6 < floor 1.0
+    ([0.5] * 20, 1.5),                   # below the maximum: 3 x p99
+    ([0.85] * 20, 2.0),                  # 2.55 s capped at the maximum
+    ([12.0] * 20, 2.0),                  # even above the timeout: the maximum, not "no deadline"
+])
+def test_gray_deadline_at_most_max_s(latencies, expected):
+    assert gray_deadline_s(latencies, floor_s=1.0, ceiling_s=10.0, factor=3.0, min_samples=20,
+                           max_s=2.0) == pytest.approx(expected)
+
+
+def test_guard_with_a_maximum_deadline_bounds_attempt_and_hedge_whatever_the_p99():
+    """Every recent round trip took 0.9 s (3 x p99 = 2.7 s): with max_deadline_s 2.0 an
+    attempt and its hedge are abandoned after 2.0 s each, 4.0 s together."""
+    guard = LatencyGuard(floor_s=1.0, ceiling_s=10.0, min_samples=3, max_deadline_s=2.0)
+    for t in (1.0, 2.0, 3.0):
+        guard.observe(t, 0.9)
+    first = guard.start(10.0)
+    assert first is not None and guard.attempt_timeout_s(10.0, first) == 2.0
+    assert guard.failed(first, 12.0, timed_out=True) is False  # gray now; the hedge may go
+    hedge = guard.start(12.0, hedge=True)
+    assert hedge is not None and guard.attempt_timeout_s(12.0, hedge) == 2.0
+    assert guard.failed(hedge, 14.0, timed_out=True) is True  # the hedge spent: give up at 4.0 s
+
+
 def test_guard_deadline_follows_the_last_minute_but_keeps_the_last_samples():
     guard = LatencyGuard(floor_s=1.0, ceiling_s=30.0, min_samples=3)
     assert guard.deadline_s(0.0) == 30.0
