@@ -331,16 +331,18 @@ def test_partitions_whose_turn_it_is_go_to_the_appender_as_one_group():
     assert [(r.error_code, r.base_offset) for r in r2.results] == [(0, 1), (0, 0), (0, 0)]
 
 
+def one_notification(app, entries, *, slots):
+    """(app, answer) of an agent with `slots` append slots applying one object of `entries`."""
+    async def main():
+        return await agent(Reader({"wal/x": entries}), app, max_in_flight_appends=slots).handle_request(
+            request("wal/x", entries))
+
+    return app, asyncio.run(main())
+
+
 def test_partitions_beyond_the_free_append_slots_wait_for_one_and_all_are_appended():
     entries = [E("t", 0, b"a"), E("t", 1, b"b"), E("t", 1, b"b2"), E("t", 2, b"c")]
-
-    async def main():
-        app = Appender()
-        res = await agent(Reader({"wal/x": entries}), app, max_in_flight_appends=1).handle_request(
-            request("wal/x", entries))
-        return app, res
-
-    app, res = asyncio.run(main())
+    app, res = one_notification(Appender(), entries, slots=1)
     assert app.groups == [[("t", 0)], [("t", 1)], [("t", 2)]]  # one slot: a wave of one each, in order
     assert sorted(b for _t, _q, b in app.log) == [b"a", b"b", b"b2", b"c"]
     assert [b for _t, q, b in app.log if q == 1] == [b"b", b"b2"]
@@ -388,14 +390,7 @@ def test_many_partitions_over_few_slots_go_in_waves_never_beyond_the_slots():
     appender at any time; the first wave is partitions 0-2, each later one at most three;
     every batch appended once and each partition in order."""
     entries = [E("t", q, f"{q}-{i}".encode()) for q in range(10) for i in range(2)]
-
-    async def main():
-        app = CountingAppender()
-        res = await agent(Reader({"wal/x": entries}), app, max_in_flight_appends=3).handle_request(
-            request("wal/x", entries))
-        return app, res
-
-    app, res = asyncio.run(main())
+    app, res = one_notification(CountingAppender(), entries, slots=3)
     assert app.most_at_once == 3
     assert app.groups[0] == [("t", 0), ("t", 1), ("t", 2)]
     assert all(1 <= len(group) <= 3 for group in app.groups)
