@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check setup system-packages clean bench
+.PHONY: demo test check setup system-packages kafka-jars clean bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -12,9 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
-# kcat, ethtool (the demo's links with offloads off) and chromium + poppler-utils (the
+# kcat, ethtool (the demo's links with offloads off), chromium + poppler-utils (the
 # report's print check) are Debian packages; install the missing ones when we can (root).
-SYSTEM_PACKAGES := kcat:kcat ethtool:ethtool chromium:chromium pdftoppm:poppler-utils
+SYSTEM_PACKAGES := kcat:kcat ethtool:ethtool chromium:chromium pdftoppm:poppler-utils java:openjdk-17-jre-headless mvn:maven
 system-packages:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; \
@@ -26,7 +26,12 @@ system-packages:
 	  else echo "missing and not root:$$missing; the tests that need them will skip or fail"; fi; \
 	fi
 
-setup: $(STAMP) system-packages
+# Apache Kafka's jars (the local cluster, its tools and the Java clients) from Maven Central,
+# cached per version in ~/.cache/azsidecar (deploy/local/kafka_jars.py).
+kafka-jars: $(STAMP)
+	$(BIN)/python -m deploy.local.kafka_jars fetch
+
+setup: $(STAMP) system-packages kafka-jars
 
 # Static checks first (seconds): lint, the layer contracts, strict types on the core.
 check: setup
