@@ -179,6 +179,10 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes.values())
 
+    @property
+    def bootstraps(self) -> list[str]:
+        return [n.bootstrap for n in self.nodes.values()]
+
     def listener_bootstrap(self, name: str) -> str:
         return ",".join(n.listener_bootstrap(name) for n in self.nodes.values())
 
