@@ -11,6 +11,10 @@ import argparse
 
 from spark_audit.cli import add_job_arguments
 
+# deploy.local.kafka_jars.SUPPORTED_VERSIONS, named here so `azsidecar --help` imports no
+# local-environment code (a test keeps the two equal).
+SUPPORTED_KAFKA_VERSIONS = ("4.4.0", "3.9.1")
+
 HMAC_ENV = "AZSIDECAR_NOTIFY_HMAC_KEYS"
 
 # subcommand -> "module:function" taking the parsed arguments and returning the exit code
@@ -142,6 +146,11 @@ def _demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--offloads", choices=("on", "off"), default="on",
                    help="segmentation/receive offloads of the metered links (netns): off carries 1,500-byte "
                         "packets with their own headers and ACKs, as a real network does (needs ethtool)")
+    p.add_argument("--broker", choices=("kafka", "tansu"), default="kafka",
+                   help="kafka (default): a three-node Apache Kafka cluster, one node per zone with its rack, "
+                        "leaders placed by the brokers; tansu: one Tansu broker per zone, lighter")
+    p.add_argument("--kafka-version", choices=SUPPORTED_KAFKA_VERSIONS, default=SUPPORTED_KAFKA_VERSIONS[0],
+                   help="Apache Kafka version of the local cluster (default %(default)s)")
     p.add_argument("--out", default="demo-out", help="directory for logs, audit records and the report")
     p.add_argument("--skip-audit", action="store_true", help="do not run the Spark audit")
     fleet = p.add_argument_group("fleet (--fleet): many small producers and a few heavy ones, "

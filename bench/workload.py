@@ -88,7 +88,9 @@ def create_topics(bootstrap: str, spec: dict, timeout_s: float = 30.0) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(t["name"], t["partitions"], 1) for t in spec["topics"]],
+    # -1: the brokers' default.replication.factor (3 on the local Apache Kafka cluster).
+    replication = int(spec.get("replication_factor", 1))
+    futures = admin.create_topics([NewTopic(t["name"], t["partitions"], replication) for t in spec["topics"]],
                                   operation_timeout=timeout_s, request_timeout=timeout_s)
     for name, fut in futures.items():
         try:
@@ -122,6 +124,14 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         })
         for z, b in bootstraps.items()
     }
+    # Kafka: each partition's leader zone as Metadata named it when the run began (the
+    # scenario reads it after creating the topics); Tansu: the partition-number convention.
+    leader_zones = spec.get("leader_zones", {})
+
+    def leader_zone(topic_name: str, partition: int) -> str:
+        known = leader_zones.get(topic_name, {}).get(str(partition))
+        return known if known is not None else leader_zone_of(partition, spec["zones"])
+
     parts: dict[str, dict] = {}
     digests: dict[str, object] = {}
     state = {"acked": 0, "acked_bytes": 0, "errors": 0, "first_error": None}
@@ -162,7 +172,7 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         partition = partition_of(topic, per_topic_n[t], key)
         per_topic_n[t] += 1
         value = value_of(producer_id, seq, record_bytes)
-        leader = zones[0] if len(zones) == 1 else leader_zone_of(partition, zones)
+        leader = zones[0] if len(zones) == 1 else leader_zone(topic["name"], partition)
         producer = producers[leader]
         while True:
             try:
@@ -175,7 +185,7 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         entry = parts.get(tp)
         if entry is None:
             entry = parts[tp] = {"count": 0, "bytes": 0, "first_seq": seq, "last_seq": seq,
-                                 "leader_zone": leader_zone_of(partition, spec["zones"])}
+                                 "leader_zone": leader_zone(topic["name"], partition)}
             digests[tp] = hashlib.sha256()
         entry["count"] += 1
         entry["bytes"] += len(value) + (len(key) if key else 0)

@@ -52,12 +52,12 @@ ADMIN_TIMEOUT_S = 60.0
 HEAP_MB = 256  # measured RSS ~200-300 MB per node at this heap (docs/operations-local.md)
 NETNS_PORT = 9093  # netns mode: the node's client port on its zone address (9092 is the sidecar's)
 NETNS_CONTROLLER_PORT = 9094
+REPLICATION_PORT = 9095  # the inter-broker listener when it has an address of its own
 
 # Broker settings of every node; `overrides` in start_kafka_cluster adds or replaces keys.
 BASE_SETTINGS: dict[str, str] = {
     "process.roles": "broker,controller",
     "controller.listener.names": "CONTROLLER",
-    "inter.broker.listener.name": "PLAINTEXT",
     "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
     "default.replication.factor": "3",
     "min.insync.replicas": "2",
@@ -110,6 +110,9 @@ class KafkaNode:
     argv: list[str]
     env: dict[str, str]
     extra_ports: dict[str, int] = field(default_factory=dict)  # listener name -> port
+    # Where replication and the quorum listen, when on a link of their own (netns mode:
+    # the replication bridge, so its counters tell replication from client bytes).
+    internal_host: str | None = None
     proc: subprocess.Popen | None = None
 
     @property
@@ -361,14 +364,23 @@ def _node_settings(node: KafkaNode, voters: str, listeners: Sequence[Listener],
     names = ["PLAINTEXT", *(lst.name for lst in listeners)]
     ports = {"PLAINTEXT": node.port, **node.extra_ports}
     protocol_map = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", **{lst.name: lst.protocol for lst in listeners}}
+    internal = node.internal_host or node.host
+    endpoints = [f"{n}://{node.host}:{ports[n]}" for n in names]
+    inter_broker = "PLAINTEXT"
+    if node.internal_host:
+        # Replication on its own address: followers fetch from the leader's REPLICATION
+        # endpoint, so those bytes never share a link with the clients'.
+        endpoints.append(f"REPLICATION://{node.internal_host}:{REPLICATION_PORT}")
+        protocol_map["REPLICATION"] = "PLAINTEXT"
+        inter_broker = "REPLICATION"
     settings = dict(BASE_SETTINGS)
     settings.update({
         "node.id": str(node.node_id),
         "broker.rack": node.rack,
-        "listeners": ",".join(f"{n}://{node.host}:{ports[n]}" for n in names)
-                     + f",CONTROLLER://{node.host}:{node.controller_port}",
-        "advertised.listeners": ",".join(f"{n}://{node.host}:{ports[n]}" for n in names),
+        "listeners": ",".join(endpoints) + f",CONTROLLER://{internal}:{node.controller_port}",
+        "advertised.listeners": ",".join(endpoints),
         "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocol_map.items()),
+        "inter.broker.listener.name": inter_broker,
         "controller.quorum.voters": voters,
         "log.dirs": str(node.directory / "data"),
     })
@@ -404,7 +416,8 @@ def _format_all(nodes: Sequence[KafkaNode], version: str, cluster_id: str) -> No
 
 @contextlib.contextmanager
 def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence[str] | None = None,
-                        netns: Sequence[str | None] | None = None, log_dir: Path | str | None = None,
+                        netns: Sequence[str | None] | None = None, internal_hosts: Sequence[str] | None = None,
+                        log_dir: Path | str | None = None,
                         version: str = KAFKA_VERSION, heap_mb: int = HEAP_MB,
                         overrides: Mapping[str, str] | None = None, listeners: Sequence[Listener] = (),
                         admin_security: Mapping[str, Any] | None = None,
@@ -413,7 +426,9 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
 
     hosts/netns (one per rack): where each node listens (netns mode: the zone's bridge
     address and namespace, ports 9093/9094); default 127.0.0.1 with free ports. Admin
-    operations then run in the first node's namespace. Without log_dir the cluster lives
+    operations then run in the first node's namespace. internal_hosts (one per rack):
+    an address of each node's own for replication (port 9095) and the quorum, so their
+    bytes travel a link of their own. Without log_dir the cluster lives
     in a temporary directory, removed after a clean stop. Raises KafkaClusterError,
     kafka_jars.KafkaJarsError, ValueError.
     """
@@ -421,8 +436,9 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
         raise ValueError(f"distinct racks, one per node, got {racks!r}")
     hosts = list(hosts or ["127.0.0.1"] * len(racks))
     namespaces = list(netns or [None] * len(racks))
-    if len(hosts) != len(racks) or len(namespaces) != len(racks):
-        raise ValueError("hosts and netns need one entry per rack")
+    internal = list(internal_hosts or [None] * len(racks))
+    if len(hosts) != len(racks) or len(namespaces) != len(racks) or len(internal) != len(racks):
+        raise ValueError("hosts, netns and internal_hosts need one entry per rack")
     root = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="azsidecar-kafka-"))
     own_dir = not log_dir
     root.mkdir(parents=True, exist_ok=True)
@@ -438,8 +454,8 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
         (directory / "data").mkdir(parents=True, exist_ok=True)
         nodes[i] = KafkaNode(node_id=i, rack=rack, host=hosts[i - 1], port=port, controller_port=controller,
                              netns=namespaces[i - 1], directory=directory, argv=[], env=dict(os.environ),
-                             extra_ports=extra)
-    voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in nodes.values())
+                             extra_ports=extra, internal_host=internal[i - 1])
+    voters = ",".join(f"{n.node_id}@{n.internal_host or n.host}:{n.controller_port}" for n in nodes.values())
     for node in nodes.values():
         (node.directory / "server.properties").write_text(
             _properties(_node_settings(node, voters, listeners, overrides or {})))

@@ -109,6 +109,8 @@ class RunResult:
     topics: tuple[str, ...]
     summaries: tuple[Mapping[str, Any], ...] = field(repr=False)
     out_dir: Path = Path()
+    # Kafka's replication and quorum between zones over the run (unmetered: Tansu or loopback).
+    replication: CrossZoneReading | None = None
 
     @property
     def ok(self) -> bool:
@@ -118,7 +120,8 @@ class RunResult:
         return {"name": self.name, "reading": self.reading.as_dict(), "payload_bytes": self.payload_bytes,
                 "cross_zone_payload_bytes": self.cross_zone_payload_bytes, "records": self.records,
                 "duration_s": self.duration_s, "verification": dict(self.verification),
-                "topics": list(self.topics), "out_dir": str(self.out_dir)}
+                "topics": list(self.topics), "out_dir": str(self.out_dir),
+                "replication": self.replication.as_dict() if self.replication else None}
 
 
 def cross_zone_payload_bytes(summaries: Sequence[Mapping[str, Any]]) -> int:
@@ -181,16 +184,27 @@ def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Z
     suffix = uuid.uuid4().hex[:6]
     topic_names = [f"{t.name}-{name}-{suffix}" for t in workload.topics]
     spec = workload.spec(env.zone_names, topic_names)
-    spec_json = json.dumps(spec)
+    if env.kafka is not None:
+        spec["replication_factor"] = -1  # the brokers' default: 3, one replica per rack
     out_dir = env.log_dir / f"{name}-{suffix}"
     out_dir.mkdir(parents=True)
     first = env.zones[0]
-    _run_step(env, first, _python("create-topics", "--bootstrap", first.broker_bootstrap, "--spec", spec_json),
+    _run_step(env, first, _python("create-topics", "--bootstrap", first.broker_bootstrap, "--spec", json.dumps(spec)),
               ADMIN_TIMEOUT_S, f"{name}-create-topics", f"{name}: creating topics")
+    if env.kafka is not None:
+        # The brokers placed the replicas across racks; each leader's rack is its zone.
+        spec["leader_zones"] = {t: {str(p): zone for p, zone in env.kafka.leader_racks(t).items()}
+                                for t in topic_names}
+        if progress is not None:
+            led = [z for t in topic_names for z in spec["leader_zones"][t].values()]
+            progress(f"{name}: leaders placed by Kafka: "
+                     + ", ".join(f"{zone} {led.count(zone)}" for zone in env.zone_names))
+    spec_json = json.dumps(spec)
     producers = len(env.zones) * workload.producers_per_zone
     share_bytes = workload.total_bytes // producers
     total_records = producers * (share_bytes // workload.record_bytes)
     meter = env.meter()
+    replication_meter = env.replication_meter()
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         enter_around(stack)
@@ -198,6 +212,7 @@ def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Z
             progress(f"{name}: {producers} producers, {total_records} records of {workload.record_bytes} B, "
                      f"topics {', '.join(topic_names)}")
         meter.start()
+        replication_meter.start()
         procs = []
         for zone in env.zones:
             for k in range(workload.producers_per_zone):
@@ -209,6 +224,7 @@ def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Z
                 procs.append((pid, env.run_in_zone(zone, argv, log_name=f"{name}-{suffix}-{pid}"), out))
         _wait_producers(procs, total_records, workload.timeout_s, progress, name)
     reading = meter.stop()
+    replication = replication_meter.stop()
     duration_s = time.monotonic() - started
     summaries = tuple(json.loads(out.read_text()) for _, _, out in procs)
     if progress is not None:
@@ -230,15 +246,20 @@ def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Z
         name=name, reading=reading, payload_bytes=sum(s["payload_bytes"] for s in summaries),
         cross_zone_payload_bytes=cross_zone_payload_bytes(summaries), records=sum(s["records"] for s in summaries),
         duration_s=duration_s, verification=verification, topics=tuple(topic_names), summaries=summaries,
-        out_dir=out_dir)
+        out_dir=out_dir, replication=replication)
 
 
 def run_baseline(env: ZoneEnv, workload: Workload, progress: Progress | None = None,
                  name: str = "baseline") -> RunResult:
-    """Producers write straight to each partition's leader-zone broker. Raises ScenarioError.
+    """Producers write straight to each partition's leader. Raises ScenarioError.
 
+    On Kafka a producer is an ordinary client of the cluster (it finds the leaders); on
+    Tansu it writes to the leader zone's broker by the partition convention.
     Verification problems do not raise: they are in result.verification (result.ok).
     """
+    if env.kafka is not None:
+        return _run(env, workload, name, lambda zone: {zone.name: env.cluster_bootstrap}, lambda stack: None,
+                    progress)
     leaders = {z.name: z.broker_bootstrap for z in env.zones}
     return _run(env, workload, name, lambda zone: leaders, lambda stack: None, progress)
 
@@ -261,7 +282,12 @@ def run_sidecar(env: ZoneEnv, workload: Workload, start_sidecar_fn: StartSidecar
 
 
 def router_overrides(env: ZoneEnv, workload: Workload) -> dict[str, dict[str, str]]:
-    """The router config section that makes it agree with the baseline's leaders."""
+    """The router config section that makes it agree with the baseline's leaders.
+
+    Kafka: none (the router reads the leaders' racks); Tansu: the partition convention.
+    """
+    if env.kafka is not None:
+        return {"partition_zones": {}}
     return {"partition_zones": env.partition_zones(workload.max_partitions)}
 
 

@@ -89,7 +89,7 @@ def zone_config(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: Map
         "agent": {"listen_host": agent_host, "listen_port": int(agent_port)},
         "audit": {"output": str(settings.audit_dir)},
     }
-    if settings.route_direct_to_leader_zone:
+    if settings.route_direct_to_leader_zone and env.kafka is None:  # Kafka's leaders are real
         config["router"]["zone_brokers"] = {z.name: z.broker_bootstrap for z in env.zones}
     for section, values in settings.extra.items():
         config.setdefault(section, {}).update(values)

@@ -17,9 +17,17 @@ normal exit, on exceptions, on Ctrl-C and on SIGTERM.
 Without root (or with mode="loopback") everything runs on 127.0.0.1 and the meter says
 "unmetered": there is no link whose counters mean "crossed a zone".
 
-Leadership: Tansu names itself leader of every partition, so the zone that "leads" a
-partition is a convention: partition p of every topic leads in zone p % len(zones).
-The router enforces it through its `partition_zones` override map (`partition_zones()`).
+Brokers: Apache Kafka (the demo's default), one KRaft node per zone with `broker.rack` = the zone
+(deploy/local/kafka_cluster.py). Leadership is then Kafka's own: the brokers place each
+partition's replicas across the racks and the proxies read the leader's rack from
+Metadata. Replication and the controller quorum use a third link per zone, `repl`, to a
+bridge of their own, so the meter tells replication bytes (a cost of running Kafka
+across zones, not of producing) from the clients' bytes on the `xzone` bridge.
+
+With `broker="tansu"` every zone runs a Tansu broker sharing one bucket. Tansu names
+itself leader of every partition, so the zone that "leads" a partition is a convention:
+partition p of every topic leads in zone p % len(zones). The router enforces it through
+its `partition_zones` override map (`partition_zones()`).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
 from deploy.local.processes import (
     MotoServer,
     TansuBroker,
@@ -56,6 +65,9 @@ RUN_ID_HEX = 5  # 4+5+3 = 12 characters for "azs-xxxxx-b0": interface names are 
 MAX_ZONES = 9  # one digit in interface names; addresses 10.214.N.0/30 per zone
 BRIDGE_PREFIX = "10.213.0"  # zone i is 10.213.0.(i+1)/24 on the inter-zone bridge
 S3_LINK_PREFIX = "10.214"  # zone i: 10.214.i.2/30, the s3 namespace 10.214.i.1/30
+REPLICATION_PREFIX = "10.215.0"  # zone i is 10.215.0.(i+1)/24 on the replication bridge (Kafka)
+REPLICATION_IF = "repl"  # the zone's end of the replication link, inside its namespace
+BROKERS = ("kafka", "tansu")
 S3_PORT = 4566  # moto in its own namespace, so any fixed port is free there
 BROKER_PORT = 9093  # Tansu on the zone address; 9092 stays for the sidecar on 127.0.0.1
 SIDECAR_PORT = 9092  # what producers use as bootstrap.servers inside a zone
@@ -97,6 +109,8 @@ class Zone:
     sidecar_host: str = "127.0.0.1"
     sidecar_port: int = SIDECAR_PORT
     bridge_port: str | None = None  # root-namespace end of the bridge link; None = unmetered
+    replication_address: str | None = None  # Kafka in netns mode: the node's replication address
+    replication_port: str | None = None  # root-namespace end of the replication link (its meter)
 
     @property
     def sidecar_bootstrap(self) -> str:
@@ -155,19 +169,28 @@ def _read_counters(port: str) -> LinkBytes:
 
 
 class CrossZoneMeter:
-    """Reads the bridge-port counters at start() and stop(); the difference is the interval."""
+    """Reads the bridge-port counters at start() and stop(); the difference is the interval.
 
-    def __init__(self, zones: Sequence[Zone]) -> None:
+    `link` names the zones' port attribute to read: "bridge_port" (clients' traffic) or
+    "replication_port" (Kafka's replication and quorum).
+    """
+
+    def __init__(self, zones: Sequence[Zone], link: str = "bridge_port") -> None:
         self._zones = tuple(zones)
+        self._link = link
         self._start: dict[str, LinkBytes] | None = None
         self._started_at = 0.0
 
+    def _port(self, zone: Zone) -> str | None:
+        port: str | None = getattr(zone, self._link)
+        return port
+
     @property
     def metered(self) -> bool:
-        return all(z.bridge_port is not None for z in self._zones)
+        return all(self._port(z) is not None for z in self._zones)
 
     def _snapshot(self) -> dict[str, LinkBytes]:
-        return {z.name: _read_counters(z.bridge_port) for z in self._zones if z.bridge_port is not None}
+        return {z.name: _read_counters(port) for z in self._zones if (port := self._port(z)) is not None}
 
     def start(self) -> None:
         self._start = self._snapshot() if self.metered else {}
@@ -210,7 +233,8 @@ class ZoneEnv:
     log_dir: Path
     bucket: str | None = None  # the bucket the brokers share
     s3_namespace: str | None = None
-    brokers: dict[str, TansuBroker] = field(default_factory=dict)
+    brokers: dict[str, TansuBroker] = field(default_factory=dict)  # broker="tansu"
+    kafka: KafkaCluster | None = None  # broker="kafka"
     moto: MotoServer | None = None
     _procs: list[subprocess.Popen] = field(default_factory=list)
 
@@ -232,6 +256,19 @@ class ZoneEnv:
 
     def meter(self) -> CrossZoneMeter:
         return CrossZoneMeter(self.zones)
+
+    def replication_meter(self) -> CrossZoneMeter:
+        """Kafka's replication and quorum bytes between zones (unmetered without Kafka in netns)."""
+        return CrossZoneMeter(self.zones, link="replication_port")
+
+    @property
+    def broker(self) -> str:
+        return "kafka" if self.kafka is not None else "tansu"
+
+    @property
+    def cluster_bootstrap(self) -> str:
+        """Every zone's broker: a Kafka client finds the leaders from any of them."""
+        return ",".join(z.broker_bootstrap for z in self.zones)
 
     def partition_zones(self, max_partitions: int, topic_glob: str = "*") -> dict[str, str]:
         return partition_zones(self.zone_names, max_partitions, topic_glob)
@@ -440,10 +477,15 @@ def cleanup_leftovers(prefix: str = PREFIX) -> list[str]:
 # -- the context manager ----------------------------------------------------------------
 
 def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool,
-                 offloads: bool = True) -> tuple[list[Zone], str]:
+                 offloads: bool = True, replication_link: bool = False) -> tuple[list[Zone], str]:
     base = f"{PREFIX}{run_id}"
     s3_ns = f"{base}-s3"
     bridge = f"{base}-br"
+    repl_bridge = f"{base}-rb"
+    if replication_link:
+        _ip("link", "add", repl_bridge, "type", "bridge", "mcast_snooping", "0")
+        _disable_ipv6_root(repl_bridge)
+        _ip("link", "set", repl_bridge, "up")
     _ip("netns", "add", s3_ns)
     _ip("-n", s3_ns, "link", "set", "lo", "up")
     _sysctl_in(s3_ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
@@ -481,9 +523,23 @@ def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool,
         _ip("-n", s3_ns, "addr", "add", f"{S3_LINK_PREFIX}.{i}.1/30", "dev", s3_peer)
         _ip("-n", ns, "link", "set", S3_IF, "up")
         _ip("-n", s3_ns, "link", "set", s3_peer, "up")
+        repl_address = repl_port = None
+        if replication_link:
+            # Kafka's replication and quorum: a link and bridge of their own, metered apart.
+            repl_port = f"{base}-r{i}"
+            repl_address = f"{REPLICATION_PREFIX}.{i + 1}"
+            _ip("link", "add", repl_port, "type", "veth", "peer", "name", REPLICATION_IF, "netns", ns)
+            _disable_ipv6_root(repl_port)
+            _ip("link", "set", repl_port, "master", repl_bridge, "up")
+            _ip("-n", ns, "addr", "add", f"{repl_address}/24", "dev", REPLICATION_IF)
+            if not offloads:
+                _offloads_off(ns, REPLICATION_IF)
+                _offloads_off(None, repl_port)
+            _ip("-n", ns, "link", "set", REPLICATION_IF, "up")
         zones.append(Zone(name=name, index=i, netns=ns, address=address,
                           s3_endpoint=f"http://{S3_LINK_PREFIX}.{i}.1:{S3_PORT}",
-                          broker_bootstrap=f"{address}:{BROKER_PORT}", bridge_port=port))
+                          broker_bootstrap=f"{address}:{BROKER_PORT}", bridge_port=port,
+                          replication_address=repl_address, replication_port=repl_port))
     return zones, s3_ns
 
 
@@ -524,8 +580,15 @@ def _sigterm_raises() -> Iterator[None]:
 def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", start_s3: bool = True,
                 start_brokers: bool = True, log_dir: Path | str | None = None,
                 cleanup_first: bool = True, segment_per_packet: bool = False,
-                offloads: bool = True, brokers_own_s3: bool = False) -> Iterator[ZoneEnv]:
-    """Zones, S3 (moto) and one Tansu broker per zone sharing one bucket; all torn down on exit.
+                offloads: bool = True, brokers_own_s3: bool = False, broker: str = "tansu",
+                kafka_version: str | None = None) -> Iterator[ZoneEnv]:
+    """Zones, S3 (moto) and a broker per zone; all torn down on exit.
+
+    broker "kafka": a three-node Apache Kafka cluster (kafka_version, default the newest
+    pinned), one node per zone with the zone as its rack, replication on links of its own
+    in netns mode (the demo's default). broker "tansu" (this function's default, which the
+    campaigns and most end-to-end tests still use): one Tansu broker per zone sharing a
+    bucket (start_brokers then needs start_s3).
 
     mode: "netns" (root: namespaces, metered), "loopback" (127.0.0.1, unmetered) or
     "auto" (netns when root). start_brokers needs start_s3. Without log_dir the processes
@@ -546,8 +609,12 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
     names = tuple(zones)
     if not names or len(names) > MAX_ZONES or len(set(names)) != len(names):
         raise ValueError(f"1..{MAX_ZONES} distinct zone names, got {names!r}")
-    if start_brokers and not start_s3:
+    if broker not in BROKERS:
+        raise ValueError(f"broker: one of {BROKERS}, got {broker!r}")
+    if start_brokers and broker == "tansu" and not start_s3:
         raise ValueError("start_brokers needs start_s3 (the brokers store their logs in S3)")
+    if brokers_own_s3 and broker != "tansu":
+        raise ValueError("brokers_own_s3: Tansu brokers only")
     if mode == "auto":
         mode = "netns" if netns_available() else "loopback"
     if mode not in ("netns", "loopback"):
@@ -568,7 +635,8 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                         log.info("removed leftover %s", line)
                 _write_state(run_id)
                 stack.callback(_remove_run, run_id)
-                zone_list, s3_ns = _build_netns(run_id, names, segment_per_packet, offloads)
+                zone_list, s3_ns = _build_netns(run_id, names, segment_per_packet, offloads,
+                                                replication_link=start_brokers and broker == "kafka")
             else:
                 s3_ns = None
                 zone_list = [Zone(name=name, index=i, netns=None, address="127.0.0.1", s3_endpoint="",
@@ -581,12 +649,22 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                 else:
                     env.moto = stack.enter_context(start_moto(log_dir=log_path))
                     env.zones = tuple(Zone(**{**vars(z), "s3_endpoint": env.moto.endpoint_url}) for z in env.zones)
-                env.bucket = f"{PREFIX}{run_id}-tansu"
                 broker_store = env.moto
-                if brokers_own_s3:
-                    broker_store = stack.enter_context(start_moto(log_dir=log_path))  # its own port: its own log file
-                _create_bucket_in(s3_ns, f"http://127.0.0.1:{broker_store.port}", env.bucket)
-            if start_brokers:
+                if broker == "tansu":
+                    env.bucket = f"{PREFIX}{run_id}-tansu"
+                    if brokers_own_s3:
+                        broker_store = stack.enter_context(start_moto(log_dir=log_path))  # its own port: its own log file
+                    _create_bucket_in(s3_ns, f"http://127.0.0.1:{broker_store.port}", env.bucket)
+            if start_brokers and broker == "kafka":
+                netns_mode = mode == "netns"
+                env.kafka = stack.enter_context(start_kafka_cluster(
+                    names, hosts=[z.address for z in env.zones] if netns_mode else None,
+                    netns=[z.netns for z in env.zones] if netns_mode else None,
+                    internal_hosts=[z.replication_address or "" for z in env.zones] if netns_mode else None,
+                    log_dir=log_path / "kafka", **({"version": kafka_version} if kafka_version else {})))
+                env.zones = tuple(Zone(**{**vars(z), "broker_bootstrap": env.kafka.node_of_rack(z.name).bootstrap})
+                                  for z in env.zones)
+            elif start_brokers:
                 new_zones = []
                 for z in env.zones:
                     if mode == "netns":
