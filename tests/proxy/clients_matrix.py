@@ -8,6 +8,8 @@ Tansu directly can tell, per partition, whether records arrived once and in orde
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -17,6 +19,7 @@ TOPIC_COUNT = 3
 PARTITIONS = 6
 KEY_SPACE = 40  # keyed runs spread over every partition, with repeats per key
 CONSUME_TIMEOUT_S = 60.0
+PRODUCE_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -92,3 +95,82 @@ def check_delivery(received: dict[tuple[str, int], list[tuple[bytes | None, byte
             assert set(got) <= set(range(run.count)), f"{run.name}: records never produced"
         else:
             assert got == list(range(run.count)), f"{run.name}: {len(got)} of {run.count}, not each once"
+
+
+# --- the matrix, produced by each client (the tests call these against a proxy) -----------
+
+def acks_text(acks: int) -> str:
+    return "all" if acks == -1 else str(acks)
+
+
+def produce_confluent(bootstrap: str, topics: list[str], runs=RUNS) -> None:
+    from confluent_kafka import Producer
+
+    for run in runs:
+        errors: list = []
+        producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": acks_text(run.acks),
+            "enable.idempotence": run.idempotent, "compression.type": run.compression,
+            "linger.ms": 5, "partitioner": "murmur2_random",
+        })
+        for seq in range(run.count):
+            producer.produce(topics[run.topic_index], value=run.value(seq), key=run.key(seq),
+                             on_delivery=lambda err, _msg: errors.append(err) if err else None)
+            producer.poll(0)
+        assert producer.flush(PRODUCE_TIMEOUT_S) == 0, f"{run.name}: undelivered records"
+        assert errors == [], f"{run.name}: {errors[:3]}"
+
+
+def produce_kafka_python(bootstrap: str, topics: list[str], runs=RUNS) -> None:
+    from kafka import KafkaProducer
+
+    for run in runs:
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks="all" if run.acks == -1 else run.acks,
+            enable_idempotence=run.idempotent,
+            compression_type=None if run.compression == "none" else run.compression, linger_ms=5)
+        try:
+            futures = [producer.send(topics[run.topic_index], value=run.value(seq), key=run.key(seq))
+                       for seq in range(run.count)]
+            producer.flush(timeout=PRODUCE_TIMEOUT_S)
+            if run.acks != 0:
+                for f in futures:
+                    f.get(timeout=PRODUCE_TIMEOUT_S)  # raises the broker's error, if any
+        finally:
+            producer.close(timeout=10)
+
+
+def produce_aiokafka(bootstrap: str, topics: list[str], runs=RUNS) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    async def produce_all() -> None:
+        for run in runs:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=bootstrap, acks="all" if run.acks == -1 else run.acks,
+                enable_idempotence=run.idempotent,
+                compression_type=None if run.compression == "none" else run.compression, linger_ms=5)
+            await producer.start()
+            try:
+                futures = [await producer.send(topics[run.topic_index], value=run.value(seq), key=run.key(seq))
+                           for seq in range(run.count)]
+                async with asyncio.timeout(PRODUCE_TIMEOUT_S):
+                    await asyncio.gather(*futures)  # raises the broker's error, if any
+            finally:
+                await producer.stop()
+
+    asyncio.run(produce_all())
+
+
+def produce_kcat(bootstrap: str, topics: list[str], runs=RUNS) -> None:
+    for run in runs:
+        # kcat reads one record per line; -K splits key and value at the first ':'.
+        lines = [(run.key(seq) + b"|" if run.keyed else b"") + run.value(seq) for seq in range(run.count)]
+        cmd = ["kcat", "-P", "-b", bootstrap, "-t", topics[run.topic_index],
+               "-X", f"acks={acks_text(run.acks)}", "-X", f"enable.idempotence={str(run.idempotent).lower()}",
+               "-X", f"compression.codec={run.compression}", "-X", "linger.ms=5",
+               "-X", "partitioner=murmur2_random"]
+        if run.keyed:
+            cmd += ["-K", "|"]
+        done = subprocess.run(cmd, input=b"\n".join(lines) + b"\n", capture_output=True, timeout=PRODUCE_TIMEOUT_S)
+        assert done.returncode == 0, f"{run.name}: kcat failed: {done.stderr.decode(errors='replace')[-2000:]}"
+        assert b"ERROR" not in done.stderr and b"error" not in done.stderr.lower(), done.stderr[-2000:]

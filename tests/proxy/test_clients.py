@@ -14,11 +14,20 @@ import subprocess
 import pytest
 
 from tests.conftest import create_topics, unique_name
-from tests.proxy.clients_matrix import PARTITIONS, RUNS, Run, check_delivery, consume_everything, topic_names
+from tests.proxy.clients_matrix import (
+    PARTITIONS,
+    PRODUCE_TIMEOUT_S,
+    Run,
+    check_delivery,
+    consume_everything,
+    produce_aiokafka,
+    produce_confluent,
+    produce_kafka_python,
+    produce_kcat,
+    topic_names,
+)
 
 pytestmark = pytest.mark.integration
-
-PRODUCE_TIMEOUT_S = 60.0
 
 
 def _fresh_topics(tansu, client: str) -> list[str]:
@@ -27,27 +36,9 @@ def _fresh_topics(tansu, client: str) -> list[str]:
     return topics
 
 
-def _acks_text(acks: int) -> str:
-    return "all" if acks == -1 else str(acks)
-
-
 def test_confluent_kafka_through_proxy(tansu, proxy):
-    from confluent_kafka import Producer
-
     topics = _fresh_topics(tansu, "ck")
-    for run in RUNS:
-        errors: list = []
-        producer = Producer({
-            "bootstrap.servers": proxy.bootstrap, "acks": _acks_text(run.acks),
-            "enable.idempotence": run.idempotent, "compression.type": run.compression,
-            "linger.ms": 5, "partitioner": "murmur2_random",
-        })
-        for seq in range(run.count):
-            producer.produce(topics[run.topic_index], value=run.value(seq), key=run.key(seq),
-                             on_delivery=lambda err, _msg: errors.append(err) if err else None)
-            producer.poll(0)
-        assert producer.flush(PRODUCE_TIMEOUT_S) == 0, f"{run.name}: undelivered records"
-        assert errors == [], f"{run.name}: {errors[:3]}"
+    produce_confluent(proxy.bootstrap, topics)
     check_delivery(consume_everything(tansu.bootstrap, topics), topics)
 
 
@@ -70,64 +61,20 @@ def test_confluent_kafka_with_default_settings_works_unchanged(tansu, proxy):
 
 
 def test_kafka_python_through_proxy(tansu, proxy):
-    from kafka import KafkaProducer
-
     topics = _fresh_topics(tansu, "kp")
-    for run in RUNS:
-        producer = KafkaProducer(
-            bootstrap_servers=proxy.bootstrap, acks="all" if run.acks == -1 else run.acks,
-            enable_idempotence=run.idempotent,
-            compression_type=None if run.compression == "none" else run.compression, linger_ms=5)
-        try:
-            futures = [producer.send(topics[run.topic_index], value=run.value(seq), key=run.key(seq))
-                       for seq in range(run.count)]
-            producer.flush(timeout=PRODUCE_TIMEOUT_S)
-            if run.acks != 0:
-                for f in futures:
-                    f.get(timeout=PRODUCE_TIMEOUT_S)  # raises the broker's error, if any
-        finally:
-            producer.close(timeout=10)
+    produce_kafka_python(proxy.bootstrap, topics)
     check_delivery(consume_everything(tansu.bootstrap, topics), topics)
 
 
 def test_aiokafka_through_proxy(tansu, proxy):
-    from aiokafka import AIOKafkaProducer
-
     topics = _fresh_topics(tansu, "aio")
-
-    async def produce_all() -> None:
-        for run in RUNS:
-            producer = AIOKafkaProducer(
-                bootstrap_servers=proxy.bootstrap, acks="all" if run.acks == -1 else run.acks,
-                enable_idempotence=run.idempotent,
-                compression_type=None if run.compression == "none" else run.compression, linger_ms=5)
-            await producer.start()
-            try:
-                futures = [await producer.send(topics[run.topic_index], value=run.value(seq), key=run.key(seq))
-                           for seq in range(run.count)]
-                async with asyncio.timeout(PRODUCE_TIMEOUT_S):
-                    await asyncio.gather(*futures)  # raises the broker's error, if any
-            finally:
-                await producer.stop()
-
-    asyncio.run(produce_all())
+    produce_aiokafka(proxy.bootstrap, topics)
     check_delivery(consume_everything(tansu.bootstrap, topics), topics)
 
 
 def test_kcat_through_proxy(tansu, proxy):
     topics = _fresh_topics(tansu, "kcat")
-    for run in RUNS:
-        # kcat reads one record per line; -K splits key and value at the first ':'.
-        lines = [(run.key(seq) + b"|" if run.keyed else b"") + run.value(seq) for seq in range(run.count)]
-        cmd = ["kcat", "-P", "-b", proxy.bootstrap, "-t", topics[run.topic_index],
-               "-X", f"acks={_acks_text(run.acks)}", "-X", f"enable.idempotence={str(run.idempotent).lower()}",
-               "-X", f"compression.codec={run.compression}", "-X", "linger.ms=5",
-               "-X", "partitioner=murmur2_random"]
-        if run.keyed:
-            cmd += ["-K", "|"]
-        done = subprocess.run(cmd, input=b"\n".join(lines) + b"\n", capture_output=True, timeout=PRODUCE_TIMEOUT_S)
-        assert done.returncode == 0, f"{run.name}: kcat failed: {done.stderr.decode(errors='replace')[-2000:]}"
-        assert b"ERROR" not in done.stderr and b"error" not in done.stderr.lower(), done.stderr[-2000:]
+    produce_kcat(proxy.bootstrap, topics)
     check_delivery(consume_everything(tansu.bootstrap, topics), topics)
 
 
