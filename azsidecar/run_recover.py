@@ -26,8 +26,10 @@ ALL_EPOCHS = 10**10  # above any registered epoch: every object of the writer is
 
 
 def main(args: argparse.Namespace) -> int:
-    config = resolve_secrets(load_config(args.config, {"zone": args.zone}), os.environ, args.hmac_key_file)
-    writer_id = args.writer_id or config.proxy.proxy_id
+    # --writer-id names a proxy's objects: checked as proxy.proxy_id is (non-empty, no "/").
+    config = resolve_secrets(load_config(args.config, {"zone": args.zone, "proxy.proxy_id": args.writer_id}),
+                             os.environ, args.hmac_key_file)
+    writer_id = config.proxy.proxy_id
     if not config.zone:
         raise ConfigError("zone: recover needs the writer's zone (--zone or zone in the config file)")
     if not config.notify.hmac_keys:
