@@ -44,8 +44,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         if not host or not port.isdigit():
             raise ConfigError(f"--listen: expected HOST:PORT, got {args.listen!r}")
         out["agent.listen_host"], out["agent.listen_port"] = host, int(port)
-    if args.bootstrap_servers:
-        out["upstream.bootstrap_servers"] = [s.strip() for s in args.bootstrap_servers.split(",") if s.strip()]
+    out["upstream.bootstrap_servers"] = args.bootstrap_servers  # HOST:PORT[,...], split as in the file
     return out
 
 

@@ -83,3 +83,26 @@ def test_every_setting_is_documented():
             missing.append(f.name)
     missing += [f"router.prices.{g.name}" for g in dataclasses.fields(Prices) if f"`router.prices.{g.name}`" not in doc]
     assert not missing, f"docs/configuration.md lacks {missing}"
+
+
+@pytest.mark.parametrize("toml_value,expected", [
+    ('"a:9092,b:9092"', ("a:9092", "b:9092")),
+    ('["a:9092", "b:9092"]', ("a:9092", "b:9092")),
+    ('" a:9092 , b:9092, "', ("a:9092", "b:9092")),  # spaces stripped, a trailing comma dropped
+    ('"b-1.msk.example:9094"', ("b-1.msk.example:9094",)),
+])
+def test_bootstrap_servers_takes_kafkas_comma_separated_form_or_a_list(tmp_path, toml_value, expected):
+    path = tmp_path / "azsidecar.toml"
+    path.write_text(f"[upstream]\nbootstrap_servers = {toml_value}\n")
+    assert load_config(path).upstream.bootstrap_servers == expected
+
+
+@pytest.mark.parametrize("value,message", [
+    ("a:9092,nohostport", "upstream.bootstrap_servers: 'nohostport' is not host:port"),
+    (" , ", "upstream.bootstrap_servers: at least one host:port"),
+    (9092, "upstream.bootstrap_servers: expected a list, got int"),
+])
+def test_bad_bootstrap_strings_name_the_bad_item(value, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides={"upstream.bootstrap_servers": value})
+    assert message in str(info.value)
