@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from azsidecar.commands import HMAC_ENV
+from azsidecar.commands import HMAC_ENV, LOG_LEVELS
+from core.az_ids import zone_problem
 from core.configload import ConfigError, build, require
 from leader_notify.config import AgentConfig, NotifyConfig
 from proxy.config import ProxyConfig, UpstreamConfig
@@ -27,7 +28,7 @@ __all__ = ["Config", "ConfigError", "load_config"]
 
 @dataclass(frozen=True)
 class Config:
-    zone: str | None = None  # this process's AZ id (use1-az1); None = ask instance metadata
+    zone: str | None = None  # this process's AZ id (use1-az1); None = ask instance metadata. An AZ name (us-east-1a) is refused here and wherever a zone is named (`notify.agents`, `router.zone_brokers` keys; `router.broker_zones`, `router.partition_zones` values)
     imds_endpoint: str = "http://169.254.169.254"  # EC2 instance metadata, asked only when zone is unset
     log_format: str = "text"
     log_level: str = "INFO"
@@ -41,7 +42,19 @@ class Config:
 
     def __post_init__(self) -> None:
         require(self.log_format in ("text", "json"), "log_format: 'text' or 'json'")
-        require(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level: DEBUG|INFO|WARNING|ERROR")
+        require(self.log_level.upper() in LOG_LEVELS, "log_level: DEBUG|INFO|WARNING|ERROR")
+        for key, zone in self.zone_settings():
+            problem = zone_problem(zone)
+            require(problem is None, f"{key}: {zone!r} {problem}")
+
+    def zone_settings(self) -> list[tuple[str, str]]:
+        """(key, zone) of every setting that names a zone: compared with each other and
+        with the brokers' racks, so all of them are AZ ids."""
+        return [*([("zone", self.zone)] if self.zone else []),
+                *((f"notify.agents.{z}", z) for z in self.notify.agents),
+                *((f"router.zone_brokers.{z}", z) for z in self.router.zone_brokers),
+                *((f"router.broker_zones.{b}", z) for b, z in self.router.broker_zones.items()),
+                *((f"router.partition_zones.{p}", z) for p, z in self.router.partition_zones.items())]
 
 
 # Settings that hold a secret itself; the TOML file may name their files, never the values.

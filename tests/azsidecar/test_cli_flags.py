@@ -41,6 +41,8 @@ def test_proxy_log_level_verbose_is_a_usage_error_not_a_traceback():
     (["gc", "--bucket", "b", "--once", "--endpoint-url", "localhost:9000"],
      "wal.endpoint_url: 'localhost:9000' is not an http:// or https:// URL with a host"),
     (["recover", "--zone", "use1-az1", "--writer-id", "a/b"], "proxy.proxy_id: non-empty, no '/'"),
+    (["proxy", "--zone", "us-east-1a"], "zone: 'us-east-1a' is an AZ name, not an AZ id"),
+    (["agent", "--zone", "eu-west-1b"], "zone: 'eu-west-1b' is an AZ name, not an AZ id"),
 ])
 def test_flags_that_set_config_keys_get_the_keys_checks(argv, message):
     done = run_cli(*argv)
