@@ -30,6 +30,7 @@ RUNNERS = {
     "demo": "azsidecar.demo:main",
     "plan": "azsidecar.run_plan:main",
     "status": "azsidecar.run_status:main",
+    "config": "azsidecar.run_config:main",
 }
 
 
@@ -118,6 +119,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     _demo(sub)
     _plan(sub)
     _status(sub)
+    _config(sub)
 
 
 def _proxy(sub: argparse._SubParsersAction) -> None:
@@ -270,3 +272,16 @@ def _status(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", choices=("live", "ready"), default="ready", help="which endpoint (default ready)")
     p.add_argument("--wait-s", type=not_negative, default=0.0,
                    help="keep asking once a second until the answer is yes or this many seconds passed (default: once)")
+
+
+def _config(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="check a config file, or print the effective config with each value's origin",
+                       description="Load the config as `azsidecar proxy` and `agent` do (the file, then the "
+                                   "AZSIDECAR__SECTION__KEY environment variables) without starting anything or "
+                                   "reading a secret.")
+    actions = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    for action, text in (("validate", "print one line: OK, or the first error (exit code 2)"),
+                         ("show", "print the effective config as TOML; after each value, where it came from "
+                                  "(default, file or the variable); secrets redacted")):
+        a = actions.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
+        a.add_argument("--config", metavar="FILE", help="TOML configuration file (default: none, the defaults)")
