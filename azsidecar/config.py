@@ -32,8 +32,8 @@ __all__ = ["Config", "ConfigError", "load_config", "load_config_with_origins"]
 class Config:
     zone: str | None = None  # this process's AZ id (use1-az1); None = ask instance metadata. An AZ name (us-east-1a) is refused here and wherever a zone is named (`notify.agents`, `router.zone_brokers` keys; `router.broker_zones`, `router.partition_zones` values)
     imds_endpoint: str = "http://169.254.169.254"  # EC2 instance metadata, asked only when zone is unset
-    log_format: str = "text"
-    log_level: str = "INFO"
+    log_format: str = "text"  # stderr log lines: "text" or "json"
+    log_level: str = "INFO"  # DEBUG, INFO, WARNING or ERROR, any case
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     router: RouterConfig = field(default_factory=RouterConfig)
