@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azsidecar.commands import HMAC_ENV, LOG_LEVELS
-from azsidecar.config_layers import dotted_assignments, env_assignments, merge, origin_of_key, origins
+from azsidecar.config_layers import FLAGS, dotted_assignments, env_assignments, merge, origin_of_key, origins
 from core.az_ids import zone_problem
 from core.configload import ConfigError, build, require
 from leader_notify.config import AgentConfig, NotifyConfig
@@ -107,8 +107,8 @@ def load_config_with_origins(path: str | Path | None = None, overrides: Mapping[
     try:
         config = build(Config, merge(data, layered))
     except ConfigError as exc:
-        origin = origin_of_key(str(exc), from_env)
-        if origin is None:
+        origin = origin_of_key(str(exc), layered)
+        if origin is None or origin == FLAGS:  # a flag's message names its key as it is
             raise
         raise ConfigError(f"{exc} (set by {origin})") from exc
     return config, origins(Config, data, layered)

@@ -104,6 +104,13 @@ def test_a_variable_gets_the_files_checks_and_the_message_names_it(environ, mess
     assert str(info.value).endswith(f"(set by ${next(iter(environ))})")
 
 
+def test_a_bad_flag_over_a_good_variable_is_not_blamed_on_the_variable():
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides={"zone": "us-east-1a"}, environ={"AZSIDECAR__ZONE": "use1-az1"})
+    assert str(info.value).startswith("zone: 'us-east-1a' is an AZ name")
+    assert "AZSIDECAR__ZONE" not in str(info.value)
+
+
 @pytest.mark.parametrize("environ,message", [
     ({"AZSIDECAR__NOTIFY__HMAC_KEYS": "k" * 32},
      "$AZSIDECAR__NOTIFY__HMAC_KEYS: notify.hmac_keys is a secret, not read from a variable of this form; "
