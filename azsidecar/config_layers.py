@@ -32,19 +32,19 @@ DEFAULT = "default"
 FILE = "file"
 FLAGS = "command line"
 
-Path_ = tuple[str, ...]
+KeyPath = tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class Assignment:
     """One layer's value for the key at `path` (a whole table when `value` is one)."""
 
-    path: Path_
+    path: KeyPath
     value: Any
     origin: str  # FILE, FLAGS, or "$AZSIDECAR__..." (the variable's name)
 
 
-def env_name(path: Path_) -> str:
+def env_name(path: KeyPath) -> str:
     """The variable that sets `path`: ("wal", "linger_ms") -> AZSIDECAR__WAL__LINGER_MS."""
     return ENV_PREFIX + ENV_SEPARATOR.join(part.upper() for part in path)
 
@@ -120,11 +120,11 @@ def origin_of_key(message: str, assignments: list[Assignment]) -> str | None:
     return None
 
 
-def _prefix(short: Path_, long: Path_) -> bool:
+def _prefix(short: KeyPath, long: KeyPath) -> bool:
     return long[:len(short)] == short
 
 
-def _settings(cls: type, path: Path_, value: Any) -> list[Path_]:
+def _settings(cls: type, path: KeyPath, value: Any) -> list[KeyPath]:
     """The settings (leaves of the dataclass tree) that a value at `path` sets; with `value`
     None, every setting under `path`. Unknown keys are skipped (build() reports them)."""
     hint: Any = cls
