@@ -4,7 +4,7 @@ The composition root: nothing imports this package. `azsidecar/commands.py` defi
 arguments; the chosen subcommand's runner module (`azsidecar/run_*.py`, `demo.py`) is
 imported only then, wires the components from the one validated Config and runs them.
 The runners and `azsidecar/secrets.py` are the only code that reads the environment
-(secrets such as HMAC keys). Here logging is set up, and a failed start becomes one line
+(`AZSIDECAR__SECTION__KEY` config variables, secrets such as HMAC keys). Here logging is set up, and a failed start becomes one line
 on stderr: ConfigError exit code 2, StartupFailure (credentials, bucket, brokers) 1.
 """
 

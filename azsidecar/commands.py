@@ -3,11 +3,16 @@
 Only argparse lives here, so `azsidecar --help` and a mistyped flag stay instant: the
 module that runs a subcommand (`RUNNERS`) is imported once it is chosen, and it imports
 the components it wires (trio, aiokafka, boto3, pyspark) at its top.
+
+A flag's value is checked where it is parsed: a flag that sets a config key is checked by
+the config (the same message as the TOML key gets, exit code 2); any other flag has an
+argparse `type` below, so a bad value is a usage error (exit code 2), never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from spark_audit.cli import add_job_arguments
 
@@ -16,6 +21,7 @@ from spark_audit.cli import add_job_arguments
 SUPPORTED_KAFKA_VERSIONS = ("4.4.0", "3.9.1")
 
 HMAC_ENV = "AZSIDECAR_NOTIFY_HMAC_KEYS"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")  # azsidecar.config.Config.log_level accepts the same
 
 # subcommand -> "module:function" taking the parsed arguments and returning the exit code
 RUNNERS = {
@@ -28,7 +34,70 @@ RUNNERS = {
     "demo": "azsidecar.demo:main",
     "plan": "azsidecar.run_plan:main",
     "status": "azsidecar.run_status:main",
+    "config": "azsidecar.run_config:main",
 }
+
+
+def log_level(text: str) -> str:
+    """--log-level: one of LOG_LEVELS, any case (as the config's log_level)."""
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return text.upper()
+
+
+def port(text: str) -> int:
+    """A TCP port, 0..65535."""
+    value = _number(text, int, "an integer")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0..65535)")
+    return value
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An integer >= `minimum`."""
+    def check(text: str) -> int:
+        value = _number(text, int, "an integer")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+    return check
+
+
+def positive(text: str) -> float:
+    """A finite number > 0."""
+    value = _number(text, float, "a number")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number > 0")
+    return value
+
+
+def not_negative(text: str) -> float:
+    """A finite number >= 0."""
+    value = _number(text, float, "a number")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number >= 0")
+    return value
+
+
+def hostname(text: str) -> str:
+    """A host name or address: not empty, no spaces, slashes or control characters."""
+    if not text or any(c.isspace() or c in "/?#@" or ord(c) < 32 for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a host name or address")
+    return text
+
+
+def name(text: str) -> str:
+    """A non-empty name without control characters (user names)."""
+    if not text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r}: a non-empty name without control characters")
+    return text
+
+
+def _number(text: str, kind: Callable[[str], int] | Callable[[str], float], what: str) -> int | float:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +110,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 def add_log_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-format", choices=("text", "json"), default=None,
                         help="stderr log format (default text)")
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("--log-level", type=log_level, default=None, help="DEBUG, INFO, WARNING or ERROR")
 
 
 def register_all(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +123,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     _demo(sub)
     _plan(sub)
     _status(sub)
+    _config(sub)
 
 
 def _proxy(sub: argparse._SubParsersAction) -> None:
@@ -73,7 +143,7 @@ def _proxy_user(sub: argparse._SubParsersAction) -> None:
     u = sub.add_parser("proxy-user", help="print a users-file entry for the proxy's SASL listener",
                        description="Read a password from stdin and print the SCRAM keys (salted, never "
                                    "the password) to append to proxy.sasl_users_file.")
-    u.add_argument("username")
+    u.add_argument("username", type=name)
     u.add_argument("--mechanism", action="append", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
                    help="repeatable; default both (PLAIN logins check against the stored keys)")
     u.add_argument("--iterations", type=int, default=8192, help="PBKDF2 iterations, 4096..16384 (default 8192)")
@@ -100,7 +170,8 @@ def _gc(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoint-url", help="S3 endpoint URL (overrides wal.endpoint_url)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="one pass, then exit")
-    when.add_argument("--interval-s", type=float, help="seconds between passes (default wal.gc_interval_s)")
+    when.add_argument("--interval-s", type=float,
+                      help="seconds between passes (overrides wal.gc_interval_s)")
     p.add_argument("--max-orphan-age-s", type=float,
                    help="delete orphans older than this (overrides wal.max_orphan_age_s)")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
@@ -131,14 +202,14 @@ def _audit(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="Spark jobs over the audit records: savings, cache, latency, report")
     add_job_arguments(p)
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    p.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument("--log-level", type=log_level, default=None, help="DEBUG, INFO, WARNING or ERROR")
 
 
 def _demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the local three-zone system: baseline vs sidecar, audited",
                        description="The local three-zone system end to end, baseline against sidecar.")
-    p.add_argument("--mb", type=float, default=200.0, help="payload per run in MB (default 200)")
-    p.add_argument("--record-bytes", type=int, default=1000, help="record value size (default 1000)")
+    p.add_argument("--mb", type=positive, default=200.0, help="payload per run in MB (default 200)")
+    p.add_argument("--record-bytes", type=at_least(32), default=1000, help="record value size, >= 32 (default 1000)")
     p.add_argument("--policy", choices=("wal", "cost", "direct"), default="wal",
                    help="router policy of the sidecar run (default wal: every cross-zone batch via S3)")
     p.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto",
@@ -156,11 +227,11 @@ def _demo(sub: argparse._SubParsersAction) -> None:
     fleet = p.add_argument_group("fleet (--fleet): many small producers and a few heavy ones, "
                                  "per-host sidecars vs one gateway per zone (router policy: --policy)")
     fleet.add_argument("--fleet", action="store_true", help="run the fleet demo instead (deploy/local/fleet.py)")
-    fleet.add_argument("--small-per-zone", type=int, default=3, help="small producers per zone (default 3)")
-    fleet.add_argument("--small-kbps", type=float, default=200.0, help="KB/s of each small producer (default 200)")
-    fleet.add_argument("--heavy", type=int, default=2, help="heavy producers (default 2)")
-    fleet.add_argument("--heavy-mbps", type=float, default=1.0, help="MB/s of each heavy producer (default 1)")
-    fleet.add_argument("--duration-s", type=float, default=15.0, help="seconds each run produces (default 15)")
+    fleet.add_argument("--small-per-zone", type=at_least(0), default=3, help="small producers per zone (default 3)")
+    fleet.add_argument("--small-kbps", type=positive, default=200.0, help="KB/s of each small producer (default 200)")
+    fleet.add_argument("--heavy", type=at_least(0), default=2, help="heavy producers (default 2)")
+    fleet.add_argument("--heavy-mbps", type=positive, default=1.0, help="MB/s of each heavy producer (default 1)")
+    fleet.add_argument("--duration-s", type=positive, default=15.0, help="seconds each run produces (default 15)")
 
 
 def _plan(sub: argparse._SubParsersAction) -> None:
@@ -196,7 +267,7 @@ def _plan(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agents-per-zone", type=int, default=1, help="agents per zone (default 1)")
     p.add_argument("--writers-per-zone", type=int, default=1,
                    help="gateway instances x proxy.workers per zone, each its own WAL writer (default 1)")
-    p.add_argument("--batch-bytes", type=int, default=16384,
+    p.add_argument("--batch-bytes", type=at_least(1), default=16384,
                    help="mean partition batch size for CSV rows without batches_per_s (default 16384)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -205,8 +276,21 @@ def _status(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="ask a running proxy or agent whether it is live or ready (probes, scripts)",
                        description="GET /livez or /readyz on a status port (proxy.metrics_port, agent.metrics_port); "
                                    "prints the answer; exit code 0 when live/ready, 1 otherwise.")
-    p.add_argument("--host", default="127.0.0.1", help="where the status port listens (default 127.0.0.1)")
-    p.add_argument("--port", type=int, required=True, help="the status port")
+    p.add_argument("--host", type=hostname, default="127.0.0.1", help="where the status port listens (default 127.0.0.1)")
+    p.add_argument("--port", type=port, required=True, help="the status port")
     p.add_argument("--check", choices=("live", "ready"), default="ready", help="which endpoint (default ready)")
-    p.add_argument("--wait-s", type=float, default=0.0,
+    p.add_argument("--wait-s", type=not_negative, default=0.0,
                    help="keep asking once a second until the answer is yes or this many seconds passed (default: once)")
+
+
+def _config(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="check a config file, or print the effective config with each value's origin",
+                       description="Load the config as `azsidecar proxy` and `agent` do (the file, then the "
+                                   "AZSIDECAR__SECTION__KEY environment variables) without starting anything or "
+                                   "reading a secret.")
+    actions = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    for action, text in (("validate", "print one line: OK, or the first error (exit code 2)"),
+                         ("show", "print the effective config as TOML; after each value, where it came from "
+                                  "(default, file or the variable); secrets redacted")):
+        a = actions.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
+        a.add_argument("--config", metavar="FILE", help="TOML configuration file (default: none, the defaults)")

@@ -1,9 +1,10 @@
 """The one validated configuration object, built at start-up and passed down.
 
 Each package owns the dataclass of its section; this module composes them. Sources, in
-order of precedence: command-line flags, then a TOML file. Environment variables are
-read only by the runners of `azsidecar/` (secrets through `azsidecar/secrets.py`), never by
-library code.
+order of precedence: command-line flags, then `AZSIDECAR__SECTION__KEY` environment
+variables (azsidecar/config_layers.py has the naming rule), then a TOML file, then the
+defaults. The environment is read only by the runners of `azsidecar/`, which pass it here
+(secrets through `azsidecar/secrets.py`), never by library code.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from azsidecar.commands import HMAC_ENV
+from azsidecar.commands import HMAC_ENV, LOG_LEVELS
+from azsidecar.config_layers import FLAGS, dotted_assignments, env_assignments, merge, origin_of_key, origins
+from core.az_ids import zone_problem
 from core.configload import ConfigError, build, require
 from leader_notify.config import AgentConfig, NotifyConfig
 from proxy.config import ProxyConfig, UpstreamConfig
@@ -22,15 +25,15 @@ from router.config import RouterConfig
 from spark_audit.config import AuditConfig
 from wal_s3.config import WalConfig
 
-__all__ = ["Config", "ConfigError", "load_config"]
+__all__ = ["Config", "ConfigError", "load_config", "load_config_with_origins"]
 
 
 @dataclass(frozen=True)
 class Config:
-    zone: str | None = None  # this process's AZ id (use1-az1); None = ask instance metadata
+    zone: str | None = None  # this process's AZ id (use1-az1); None = ask instance metadata. An AZ name (us-east-1a) is refused here and wherever a zone is named (`notify.agents`, `router.zone_brokers` keys; `router.broker_zones`, `router.partition_zones` values)
     imds_endpoint: str = "http://169.254.169.254"  # EC2 instance metadata, asked only when zone is unset
-    log_format: str = "text"
-    log_level: str = "INFO"
+    log_format: str = "text"  # stderr log lines: "text" or "json"
+    log_level: str = "INFO"  # DEBUG, INFO, WARNING or ERROR, any case
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     router: RouterConfig = field(default_factory=RouterConfig)
@@ -41,7 +44,19 @@ class Config:
 
     def __post_init__(self) -> None:
         require(self.log_format in ("text", "json"), "log_format: 'text' or 'json'")
-        require(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level: DEBUG|INFO|WARNING|ERROR")
+        require(self.log_level.upper() in LOG_LEVELS, "log_level: DEBUG|INFO|WARNING|ERROR")
+        for key, zone in self.zone_settings():
+            problem = zone_problem(zone)
+            require(problem is None, f"{key}: {zone!r} {problem}")
+
+    def zone_settings(self) -> list[tuple[str, str]]:
+        """(key, zone) of every setting that names a zone: compared with each other and
+        with the brokers' racks, so all of them are AZ ids."""
+        return [*([("zone", self.zone)] if self.zone else []),
+                *((f"notify.agents.{z}", z) for z in self.notify.agents),
+                *((f"router.zone_brokers.{z}", z) for z in self.router.zone_brokers),
+                *((f"router.broker_zones.{b}", z) for b, z in self.router.broker_zones.items()),
+                *((f"router.partition_zones.{p}", z) for p, z in self.router.partition_zones.items())]
 
 
 # Settings that hold a secret itself; the TOML file may name their files, never the values.
@@ -59,11 +74,20 @@ def refuse_secrets_in_file(data: Mapping[str, Any], path: str) -> None:
             raise ConfigError(f"{section}.{name} in {path}: secrets are not read from the config file; use {instead}")
 
 
-def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
-    """Read the TOML file (if any), apply dotted-key overrides, validate.
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+                environ: Mapping[str, str] | None = None) -> Config:
+    """Read the TOML file (if any), apply the `AZSIDECAR__...` variables of `environ` and the
+    dotted-key `overrides` (flags), validate the result as one.
 
-    Raises ConfigError with the offending key's path.
+    Raises ConfigError with the offending key's path (and the variable, when one set it).
     """
+    return load_config_with_origins(path, overrides, environ)[0]
+
+
+def load_config_with_origins(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+                             environ: Mapping[str, str] | None = None) -> tuple[Config, dict[str, str]]:
+    """`load_config`, and where each setting's value came from (dotted key -> "default",
+    "file", "command line" or the variable's name, config_layers.origins)."""
     data: dict[str, Any] = {}
     if path is not None:
         try:
@@ -73,12 +97,22 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path}: {exc}") from exc
         refuse_secrets_in_file(data, str(path))
-    for dotted, value in (overrides or {}).items():
-        if value is None:
-            continue
-        node = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return build(Config, data)
+    from_env = env_assignments(environ or {})
+    for a in from_env:
+        for (section, name), instead in SECRET_SETTINGS.items():
+            if a.path[:2] == (section, name) or (a.path == (section,) and _holds(a.value, name)):
+                raise ConfigError(f"{a.origin}: {section}.{name} is a secret, not read from a variable of this "
+                                  f"form; use {instead}")
+    layered = from_env + dotted_assignments(overrides)
+    try:
+        config = build(Config, merge(data, layered))
+    except ConfigError as exc:
+        origin = origin_of_key(str(exc), layered)
+        if origin is None or origin == FLAGS:  # a flag's message names its key as it is
+            raise
+        raise ConfigError(f"{exc} (set by {origin})") from exc
+    return config, origins(Config, data, layered)
+
+
+def _holds(table: Any, name: str) -> bool:
+    return isinstance(table, Mapping) and name in table

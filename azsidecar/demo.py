@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from azsidecar import fleet_demo
+from core.configload import ConfigError
 from core.framing import Framing
 from core.prices import Prices
 from deploy.local.kafka_jars import KAFKA_VERSION
@@ -115,6 +116,8 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
 def main(args: argparse.Namespace) -> int:
     if args.fleet:
         return fleet_demo.main(args)
+    if int(args.mb * MB) < args.record_bytes:
+        raise ConfigError(f"--mb {args.mb}: less than one record of --record-bytes {args.record_bytes}")
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.mode == "netns" and not netns_available():

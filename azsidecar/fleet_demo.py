@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from core.configload import ConfigError
 from core.prices import Prices
 from deploy.local.fleet import Fleet, FleetRun, audit_lines, run_fleet
 from deploy.local.sidecar_stack import SidecarSettings
@@ -39,9 +40,12 @@ def say(message: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    fleet = Fleet(small_per_zone=args.small_per_zone, small_bytes_per_s=args.small_kbps * 1000,
-                  heavy=args.heavy, heavy_bytes_per_s=args.heavy_mbps * MB, duration_s=args.duration_s,
-                  record_bytes=args.record_bytes)
+    try:
+        fleet = Fleet(small_per_zone=args.small_per_zone, small_bytes_per_s=args.small_kbps * 1000,
+                      heavy=args.heavy, heavy_bytes_per_s=args.heavy_mbps * MB, duration_s=args.duration_s,
+                      record_bytes=args.record_bytes)
+    except ValueError as exc:  # the flags' combination (each flag alone is checked by argparse)
+        raise ConfigError(f"--small-per-zone, --heavy, --small-kbps, --heavy-mbps, --duration-s: {exc}") from exc
     mode = args.mode if args.mode != "auto" else ("netns" if netns_available() else "loopback")
     if mode == "netns":
         cleanup_leftovers()

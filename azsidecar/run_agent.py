@@ -22,6 +22,7 @@ from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
 from azsidecar.exposition import LabelledRegistry
 from azsidecar.failures import StartupFailure
+from azsidecar.logs import setup_logging
 from azsidecar.monitor import AgentHealth, monitor_agent
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.secrets import resolve_secrets
@@ -44,13 +45,14 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         if not host or not port.isdigit():
             raise ConfigError(f"--listen: expected HOST:PORT, got {args.listen!r}")
         out["agent.listen_host"], out["agent.listen_port"] = host, int(port)
-    if args.bootstrap_servers:
-        out["upstream.bootstrap_servers"] = [s.strip() for s in args.bootstrap_servers.split(",") if s.strip()]
+    out["upstream.bootstrap_servers"] = args.bootstrap_servers  # HOST:PORT[,...], split as in the file
     return out
 
 
 def main(args: argparse.Namespace) -> int:
-    config = resolve_secrets(load_config(args.config, overrides_from_args(args)), os.environ, args.hmac_key_file)
+    config = load_config(args.config, overrides_from_args(args), os.environ)
+    setup_logging(config.log_format, config.log_level)  # the flags', else the variables' or the file's
+    config = resolve_secrets(config, os.environ, args.hmac_key_file)
     if not config.zone:
         raise ConfigError("zone: the agent needs --zone (or zone in the config file)")
     if not config.notify.hmac_keys:

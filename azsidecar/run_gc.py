@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import trio
 from prometheus_client import start_http_server
 
 from azsidecar.config import load_config
+from azsidecar.logs import setup_logging
 from azsidecar.preflight import check_wal_store, startup_errors
 from core.configload import ConfigError
 from spark_audit.writer import AuditWriter
@@ -20,7 +22,9 @@ def main(args: argparse.Namespace) -> int:
     full = load_config(args.config, {
         "wal.bucket": args.bucket, "wal.endpoint_url": args.endpoint_url,
         "wal.max_orphan_age_s": args.max_orphan_age_s, "wal.gc_metrics_port": args.metrics_port,
-    })
+        "wal.gc_interval_s": args.interval_s, "log_format": args.log_format, "log_level": args.log_level,
+    }, os.environ)
+    setup_logging(full.log_format, full.log_level)
     config = full.wal
     # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
     acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
@@ -34,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     client = make_s3_client(config)
     # The GC's S3 requests are billed in the audit (s3_request records) when the zone is configured.
     audit = AuditWriter(full.audit, full.zone, "gc") if full.audit.enabled and full.zone else None
-    interval_s = args.interval_s if args.interval_s is not None else config.gc_interval_s
+    interval_s = config.gc_interval_s
     if config.gc_metrics_port and not args.once:
         start_http_server(config.gc_metrics_port, addr=config.gc_metrics_host)  # GC deletions and orphans
 

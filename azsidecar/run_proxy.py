@@ -59,8 +59,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         if not host or not port.isdigit():
             raise ConfigError(f"--listen: expected HOST:PORT, got {args.listen!r}")
         out["proxy.listen_host"], out["proxy.listen_port"] = host, int(port)
-    if args.bootstrap_servers:
-        out["upstream.bootstrap_servers"] = [s.strip() for s in args.bootstrap_servers.split(",") if s.strip()]
+    out["upstream.bootstrap_servers"] = args.bootstrap_servers  # HOST:PORT[,...], split as in the file
     out["proxy.proxy_id"] = args.proxy_id
     out["proxy.metrics_port"] = args.metrics_port
     return out
@@ -78,7 +77,8 @@ def with_consumer_rack(config: Config) -> Config:
 def main(args: argparse.Namespace) -> int:
     overrides = overrides_from_args(args)
     overrides["imds_endpoint"] = os.environ.get("AZSIDECAR_IMDS_ENDPOINT")
-    config = load_config(args.config, overrides)
+    config = load_config(args.config, overrides, os.environ)
+    setup_logging(config.log_format, config.log_level)  # the flags', else the variables' or the file's
     try:
         config = dataclasses.replace(config, zone=resolve_zone(config.zone, config.imds_endpoint))
     except ZoneUnknown as exc:
@@ -166,7 +166,7 @@ def _reload_policy(config_path: str | None, backends: list[RoutingBackend]) -> N
         log.warning("SIGHUP ignored: no --config file to reload")
         return
     try:
-        policy = load_config(config_path).router.policy
+        policy = load_config(config_path, environ=os.environ).router.policy
     except ConfigError as exc:
         log.error("SIGHUP: config not reloaded: %s", exc)
         return

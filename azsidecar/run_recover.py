@@ -14,6 +14,7 @@ import trio
 
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
+from azsidecar.logs import setup_logging
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.secrets import resolve_secrets
 from core.audit import NullAuditSink
@@ -26,8 +27,12 @@ ALL_EPOCHS = 10**10  # above any registered epoch: every object of the writer is
 
 
 def main(args: argparse.Namespace) -> int:
-    config = resolve_secrets(load_config(args.config, {"zone": args.zone}), os.environ, args.hmac_key_file)
-    writer_id = args.writer_id or config.proxy.proxy_id
+    # --writer-id names a proxy's objects: checked as proxy.proxy_id is (non-empty, no "/").
+    config = load_config(args.config, {"zone": args.zone, "proxy.proxy_id": args.writer_id,
+                                       "log_format": args.log_format, "log_level": args.log_level}, os.environ)
+    setup_logging(config.log_format, config.log_level)
+    config = resolve_secrets(config, os.environ, args.hmac_key_file)
+    writer_id = config.proxy.proxy_id
     if not config.zone:
         raise ConfigError("zone: recover needs the writer's zone (--zone or zone in the config file)")
     if not config.notify.hmac_keys:

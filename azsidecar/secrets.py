@@ -22,7 +22,19 @@ from collections.abc import Mapping
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config
 from core.configload import ConfigError
-from core.tls import check_private, upstream_sasl_password
+from core.tls import UPSTREAM_PASSWORD_ENV, check_private, upstream_sasl_password
+
+
+def secret_sources(config: Config, environ: Mapping[str, str]) -> dict[str, str | None]:
+    """Dotted key of each secret -> where it would be read from (its file setting, else the
+    variable, when set), or None; reads neither (`azsidecar config show`)."""
+    hmac_file, sasl_file = config.notify.hmac_key_file, config.upstream.sasl_password_file
+    return {
+        "notify.hmac_keys": ("from notify.hmac_key_file" if hmac_file
+                             else f"${HMAC_ENV}" if environ.get(HMAC_ENV, "").strip() else None),
+        "upstream.sasl_password": ("from upstream.sasl_password_file" if sasl_file
+                                   else f"${UPSTREAM_PASSWORD_ENV}" if environ.get(UPSTREAM_PASSWORD_ENV) else None),
+    }
 
 
 def resolve_secrets(config: Config, environ: Mapping[str, str], hmac_key_file: str | None = None) -> Config:

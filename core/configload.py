@@ -1,8 +1,8 @@
 """Build frozen config dataclasses from plain mappings (TOML), with precise errors.
 
 Strategy: every config section is a frozen dataclass whose fields carry type hints and
-defaults; `build()` walks the hints, converts lists to tuples, rejects unknown keys and
-wrong types, then lets each section's `__post_init__` check ranges. Errors name the
+defaults; `build()` walks the hints, converts lists to tuples (and a comma-separated string
+where a field is marked COMMA_SEPARATED), rejects unknown keys and wrong types, then lets each section's `__post_init__` check ranges. Errors name the
 dotted path of the offending key so a user can find it in their file.
 """
 
@@ -19,10 +19,19 @@ class ConfigError(ValueError):
     """The configuration given by the user is invalid (message names the key)."""
 
 
+class CommaSeparated:
+    """Marks a `tuple[str, ...]` setting that also takes one comma-separated string, as Kafka
+    writes bootstrap.servers: `Annotated[tuple[str, ...], COMMA_SEPARATED]`. Items are
+    stripped; empty items (a trailing comma) are dropped."""
+
+
+COMMA_SEPARATED = CommaSeparated()
+
+
 def build(cls: type, data: Mapping[str, Any] | None, path: str = "") -> Any:
     """Construct dataclass `cls` from `data`; raises ConfigError on any bad key or value."""
     data = dict(data or {})
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -47,6 +56,10 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
     args = typing.get_args(hint)
     if hint is Any:
         return value
+    if origin is typing.Annotated:
+        if isinstance(value, str) and any(isinstance(m, CommaSeparated) for m in args[1:]):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        return _convert(args[0], value, path)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None

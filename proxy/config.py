@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 from core.addresses import is_loopback
-from core.configload import require
+from core.configload import COMMA_SEPARATED, require
 from core.msk_iam import REGION_RE
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # served and spoken upstream (proxy/sasl.py)
@@ -104,7 +104,7 @@ class ProxyConfig:
 
 @dataclass(frozen=True)
 class UpstreamConfig:
-    bootstrap_servers: tuple[str, ...] = ("127.0.0.1:19092",)
+    bootstrap_servers: Annotated[tuple[str, ...], COMMA_SEPARATED] = ("127.0.0.1:19092",)  # a list, or Kafka's comma-separated form "b-1:9092,b-2:9092"
     client_id: str = "azsidecar"
     metadata_ttl_s: float = 30.0  # how long a cached upstream Metadata view is trusted
     request_timeout_s: float = 30.0

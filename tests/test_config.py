@@ -83,3 +83,59 @@ def test_every_setting_is_documented():
             missing.append(f.name)
     missing += [f"router.prices.{g.name}" for g in dataclasses.fields(Prices) if f"`router.prices.{g.name}`" not in doc]
     assert not missing, f"docs/configuration.md lacks {missing}"
+
+
+@pytest.mark.parametrize("toml_value,expected", [
+    ('"a:9092,b:9092"', ("a:9092", "b:9092")),
+    ('["a:9092", "b:9092"]', ("a:9092", "b:9092")),
+    ('" a:9092 , b:9092, "', ("a:9092", "b:9092")),  # spaces stripped, a trailing comma dropped
+    ('"b-1.msk.example:9094"', ("b-1.msk.example:9094",)),
+])
+def test_bootstrap_servers_takes_kafkas_comma_separated_form_or_a_list(tmp_path, toml_value, expected):
+    path = tmp_path / "azsidecar.toml"
+    path.write_text(f"[upstream]\nbootstrap_servers = {toml_value}\n")
+    assert load_config(path).upstream.bootstrap_servers == expected
+
+
+@pytest.mark.parametrize("value,message", [
+    ("a:9092,nohostport", "upstream.bootstrap_servers: 'nohostport' is not host:port"),
+    (" , ", "upstream.bootstrap_servers: at least one host:port"),
+    (9092, "upstream.bootstrap_servers: expected a list, got int"),
+])
+def test_bad_bootstrap_strings_name_the_bad_item(value, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides={"upstream.bootstrap_servers": value})
+    assert message in str(info.value)
+
+
+AZ_NAME_MESSAGE = "is an AZ name, not an AZ id: give the id (the use1-az1 form"
+
+
+@pytest.mark.parametrize("overrides,key_and_value", [
+    ({"zone": "us-east-1a"}, "zone: 'us-east-1a'"),
+    ({"zone": "eu-central-1c"}, "zone: 'eu-central-1c'"),
+    ({"zone": "us-gov-west-1a"}, "zone: 'us-gov-west-1a'"),
+    ({"zone": "us-west-2-lax-1a"}, "zone: 'us-west-2-lax-1a'"),  # a Local Zone's name
+    ({"notify.agents": {"us-east-1b": "10.0.2.15:9400"}}, "notify.agents.us-east-1b: 'us-east-1b'"),
+    ({"router.zone_brokers": {"us-east-1b": "b:9092"}}, "router.zone_brokers.us-east-1b: 'us-east-1b'"),
+    ({"router.broker_zones": {"2": "us-east-1b"}}, "router.broker_zones.2: 'us-east-1b'"),
+    ({"router.partition_zones": {"orders:*": "us-east-1c"}}, "router.partition_zones.orders:*: 'us-east-1c'"),
+])
+def test_an_az_name_is_refused_with_what_an_az_id_is(overrides, key_and_value):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=overrides)
+    assert str(info.value).startswith(f"{key_and_value} {AZ_NAME_MESSAGE}")
+    assert "per AWS account" in str(info.value)
+
+
+def test_an_az_id_in_upper_case_is_refused_with_the_lower_case_form():
+    with pytest.raises(ConfigError, match=r"^zone: 'USE1-AZ1' is an AZ id in upper case: .* \('use1-az1'\)$"):
+        load_config(overrides={"zone": "USE1-AZ1"})
+
+
+@pytest.mark.parametrize("zone", ["use1-az1", "euc1-az3", "apne1-az4", "usgw1-az2", "usw2-lax1-az1",
+                                  "az2", "z1"])  # AZ ids; other labels (test systems, racks off AWS) pass
+def test_az_ids_and_other_zone_labels_are_taken(zone):
+    config = load_config(overrides={"zone": zone, "notify.agents": {zone: "10.0.0.1:9400"},
+                                    "router.broker_zones": {"1": zone}})
+    assert (config.zone, list(config.notify.agents), config.router.broker_zones["1"]) == (zone, [zone], zone)

@@ -24,6 +24,7 @@ DIRECTORY_BUCKET_SUFFIX = "--x-s3"
 # A directory bucket's base name: lowercase letters, digits and hyphens (the full name, with
 # `--<az-id>--x-s3`, is at most 63 characters and may not contain "--" elsewhere).
 _BASE_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+_ENDPOINT_URL_RE = re.compile(r"^https?://[^/\s?#]+(/\S*)?$")  # botocore refuses anything else
 _AZ_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")  # use1-az4, usw2-lax1-az1: no "--", no upper case
 
 
@@ -118,6 +119,8 @@ class WalConfig:
         for name in ("checkpoint_prefix", "epoch_prefix"):
             value = getattr(self, name)
             require(bool(value) and "/" not in value, f"wal.{name}: one non-empty path segment")
+        require(self.endpoint_url is None or bool(_ENDPOINT_URL_RE.match(self.endpoint_url)),
+                f"wal.endpoint_url: {self.endpoint_url!r} is not an http:// or https:// URL with a host")
         require(self.gc_interval_s > 0, "wal.gc_interval_s: must be > 0")
         require(self.orphan_report_age_s > 0 and self.max_orphan_age_s > 0, "wal.orphan_report_age_s/max_orphan_age_s: must be > 0")
         require(0 <= self.gc_metrics_port <= 65535, "wal.gc_metrics_port: 0..65535")

@@ -33,7 +33,7 @@ from tests.deploy._hcl import ROOT
 DOCKERFILE = ROOT / "Dockerfile"
 PINNED_BASE = re.compile(r"^python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?$")
 BUILD_TOOLS = re.compile(r"\b(build-essential|gcc|g\+\+|clang|make|cmake|cc|libc6-dev|python3-dev|rustc|cargo)\b")
-SUBCOMMANDS = {"proxy", "proxy-user", "agent", "gc", "recover", "audit", "demo", "plan", "status"}
+SUBCOMMANDS = {"proxy", "proxy-user", "agent", "gc", "recover", "audit", "demo", "plan", "status", "config"}
 PIP_TIMEOUT_S = 300  # from pip's cache and the configured indexes: ~25 s here, ~55 s on a loaded machine
 CLI_TIMEOUT_S = 60
 
