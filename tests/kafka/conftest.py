@@ -2,7 +2,9 @@
 
 One cluster per test module where the tests only create their own topics and move
 leaders (`kafka`); a test that kills or stops brokers takes a cluster of its own
-(`own_kafka`). Both are deploy/local/kafka_cluster.py's, as in the demo.
+(`own_kafka`). Both are deploy/local/kafka_cluster.py's, as in the demo. A module runs
+on another Apache Kafka version by overriding the `kafka_version` fixture (the newest
+pinned by default; test_kafka_3.py runs the wire tests on 3.9).
 """
 
 from __future__ import annotations
@@ -12,19 +14,32 @@ from collections.abc import Iterator
 import pytest
 
 from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
+from deploy.local.kafka_jars import KAFKA_3_VERSION, KAFKA_VERSION
+
+__all__ = ["KAFKA_3_VERSION", "KAFKA_VERSION"]
 
 ZONES = {1: "use1-az1", 2: "use1-az2", 3: "use1-az3"}  # node id -> rack; proxies in these tests run in use1-az1
 
 
+# Two broker versions: the newest 4.x and the 3.x line still common on MSK.
+VERSIONS = (KAFKA_VERSION, KAFKA_3_VERSION)
+
+
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory) -> Iterator[KafkaCluster]:
-    with start_kafka_cluster(tuple(ZONES.values()), log_dir=tmp_path_factory.mktemp("kafka")) as cluster:
+def kafka_version() -> str:
+    return KAFKA_VERSION
+
+
+@pytest.fixture(scope="module")
+def kafka(kafka_version, tmp_path_factory) -> Iterator[KafkaCluster]:
+    with start_kafka_cluster(tuple(ZONES.values()), version=kafka_version,
+                             log_dir=tmp_path_factory.mktemp(f"kafka-{kafka_version}")) as cluster:
         yield cluster
 
 
 @pytest.fixture
-def own_kafka(tmp_path) -> Iterator[KafkaCluster]:
-    with start_kafka_cluster(tuple(ZONES.values()), log_dir=tmp_path / "kafka") as cluster:
+def own_kafka(kafka_version, tmp_path) -> Iterator[KafkaCluster]:
+    with start_kafka_cluster(tuple(ZONES.values()), version=kafka_version, log_dir=tmp_path / "kafka") as cluster:
         yield cluster
 
 

@@ -20,6 +20,11 @@ def run_java(version: str, main_class: str, args: Sequence[str], *, stdin: bytes
     return subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout_s)
 
 
+def console_producer_class(version: str) -> str:
+    # The console producer moved from the broker's Scala code to kafka-tools in 4.0.
+    return "kafka.tools.ConsoleProducer" if version.startswith("3.") else "org.apache.kafka.tools.ConsoleProducer"
+
+
 def _props(flag: str, props: Mapping[str, str]) -> list[str]:
     out: list[str] = []
     for k, v in props.items():
@@ -33,7 +38,7 @@ def console_produce(version: str, bootstrap: str, topic: str, lines: Iterable[by
     args = ["--bootstrap-server", bootstrap, "--topic", topic, *_props("--producer-property", props)]
     if key_separator is not None:
         args += ["--property", "parse.key=true", "--property", f"key.separator={key_separator}"]
-    done = run_java(version, "org.apache.kafka.tools.ConsoleProducer", args, stdin=b"\n".join(lines) + b"\n")
+    done = run_java(version, console_producer_class(version), args, stdin=b"\n".join(lines) + b"\n")
     err = done.stderr.decode(errors="replace")
     assert done.returncode == 0 and "ERROR" not in err, f"console producer (exit {done.returncode}): {err[-3000:]}"
     return done

@@ -71,8 +71,7 @@ def _placed_topics(kafka, prefix: str) -> list[str]:
     return topics
 
 
-@pytest.mark.parametrize("client", sorted(CLIENTS))
-def test_client_matrix_through_the_sidecar_on_kafka(client, kafka, sidecars):
+def check_client_matrix(client: str, kafka, sidecars) -> None:
     topics = _placed_topics(kafka, client)
     racks = {kafka.nodes[b].rack for t in topics for b in kafka.leaders(t).values()}
     assert racks == {"use1-az1", "use1-az2", "use1-az3"}  # both routes are taken
@@ -80,7 +79,16 @@ def test_client_matrix_through_the_sidecar_on_kafka(client, kafka, sidecars):
     check_delivery(consume_everything(kafka.bootstrap, topics), topics)
 
 
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_client_matrix_through_the_sidecar_on_kafka(client, kafka, sidecars):
+    check_client_matrix(client, kafka, sidecars)
+
+
 def test_java_producer_performance_idempotent_then_java_consumer_through_the_sidecar(kafka, sidecars):
+    check_java_perf_and_consumer(kafka, sidecars)
+
+
+def check_java_perf_and_consumer(kafka, sidecars) -> None:
     topic = unique_name("perf")
     kafka.create_topic(topic, PARTITIONS)
     records = 20_000

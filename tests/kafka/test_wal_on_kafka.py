@@ -27,6 +27,10 @@ def batches(audit_dir) -> list[dict]:
 
 
 def test_wal_path_on_kafka_with_leaders_moved_by_reassignment(kafka, moto_server, tmp_path):
+    check_wal_path_with_leaders_moved(kafka, moto_server, tmp_path)
+
+
+def check_wal_path_with_leaders_moved(kafka, moto_server, tmp_path) -> None:
     bucket = unique_name("wal")
     moto_server.create_bucket(bucket)
     topic = unique_name("orders")
