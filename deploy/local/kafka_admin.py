@@ -106,18 +106,26 @@ def _all_led(state: dict[int, dict[str, Any]], partitions: int) -> dict[int, dic
     return None
 
 
-def describe_topic(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None) -> dict[int, dict[str, Any]]:
-    """{partition: {"leader": id, "replicas": [ids], "isr": [ids]}}; {} if the topic is unknown."""
-    with _admin(bootstrap, security) as admin:
-        described = admin.describe_topics([topic])
-    out: dict[int, dict[str, Any]] = {}
-    for t in described:
-        if t.get("error_code", 0) != 0:
-            return {}
-        for p in t["partitions"]:
-            out[int(p["partition_index"])] = {"leader": int(p["leader_id"]), "replicas": list(p["replica_nodes"]),
-                                              "isr": list(p["isr_nodes"])}
-    return out
+def describe_topic(bootstrap: str, topic: str, security: Mapping[str, Any] | None = None,
+                   timeout_s: float = 15.0) -> dict[int, dict[str, Any]]:
+    """{partition: {"leader": id, "replicas": [ids], "isr": [ids]}}; {} if the topic is unknown.
+
+    Retried within timeout_s: the client may first ask a broker that has just died.
+    Raises KafkaAdminError when no broker answers in time.
+    """
+    def once() -> tuple[dict[int, dict[str, Any]]]:
+        with _admin(bootstrap, security) as admin:
+            described = admin.describe_topics([topic])
+        out: dict[int, dict[str, Any]] = {}
+        for t in described:
+            if t.get("error_code", 0) != 0:
+                return ({},)
+            for p in t["partitions"]:
+                out[int(p["partition_index"])] = {"leader": int(p["leader_id"]),
+                                                  "replicas": list(p["replica_nodes"]), "isr": list(p["isr_nodes"])}
+        return (out,)
+    answer: tuple[dict[int, dict[str, Any]]] = _until(f"a description of {topic}", timeout_s, once)
+    return answer[0]
 
 
 def move_leader(bootstrap: str, topic: str, partition: int, broker_id: int, timeout_s: float = 30.0,
