@@ -18,7 +18,7 @@ from leader_notify.appender import KafkaAppender, KafkaAppendUnavailable
 PASSWORD = "never-Shown-77"
 
 
-def test_failed_start_names_each_addresss_refusal(monkeypatch):
+def test_failed_start_names_each_addresses_refusal(monkeypatch):
     async def bootstrap(self) -> None:
         raise KafkaConnectionError("Unable to bootstrap from [...]")
 
