@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from aiokafka.client import AIOKafkaClient
-from aiokafka.conn import AIOKafkaConnection
+from aiokafka.conn import AIOKafkaConnection, collect_hosts, create_conn
 from aiokafka.errors import KafkaError, RequestTimedOutError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.offset import OffsetRequest
@@ -81,6 +81,7 @@ RETRIABLE_CODES = REFRESH_METADATA_CODES | {REQUEST_TIMED_OUT, NOT_ENOUGH_REPLIC
 _LEADER_IN_OTHER_ZONE = -1000
 
 BACKOFF_INITIAL_S = 0.1
+PROBE_TIMEOUT_S = 5.0  # one address's TCP, TLS and SASL when a failed start asks why: the start must end, not hang
 DEADLINE_CHECK_S = 0.5  # how often answers past request_timeout_ms are looked for (a timer per request costs more)
 BACKOFF_MAX_S = 1.0  # a Tansu/Kafka restart takes about a second to reach; wait no longer per step
 TAIL_FETCH_BYTES = 4 * 1024 * 1024  # per Fetch while searching a partition's tail for a duplicate
@@ -246,7 +247,30 @@ class KafkaAppender:
         except KafkaError as exc:
             await self._client.close()
             self._client = None
-            raise KafkaAppendUnavailable(f"no broker of {self._bootstrap} answered: {exc}") from exc
+            reasons = "; ".join(await self._refusals()) or str(exc)
+            raise KafkaAppendUnavailable(f"no broker of {self._bootstrap} could be used: {reasons}") from exc
+
+    async def _refusals(self) -> list[str]:
+        """Why each bootstrap address cannot be used, for the start-up failure's message.
+
+        aiokafka's bootstrap only logs each address's error and raises "Unable to bootstrap",
+        which hides a wrong CA or a wrong SASL password; so after a failed start every
+        address is tried once more, alone, as aiokafka connects (TCP, TLS, SASL), within
+        PROBE_TIMEOUT_S, and its exception kept. An address that now answers is left out.
+        """
+        reasons = []
+        for host, port, _family in collect_hosts(self._bootstrap, randomize=False):
+            try:
+                conn = await asyncio.wait_for(
+                    create_conn(host, port, client_id=self._client_id, request_timeout_ms=self._request_timeout_ms,
+                                **self._security), PROBE_TIMEOUT_S)
+            except TimeoutError:
+                reasons.append(f"{host}:{port}: no answer within {PROBE_TIMEOUT_S:g} s")
+            except (OSError, KafkaError) as exc:
+                reasons.append(f"{host}:{port}: {exc or type(exc).__name__}")
+            else:
+                conn.close()
+        return reasons
 
     async def probe(self) -> None:
         """One Metadata request for the whole cluster (readiness). Raises KafkaAppendUnavailable."""

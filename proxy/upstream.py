@@ -369,7 +369,8 @@ class UpstreamCluster:
             try:
                 return await self._connect_to(node_id, host, port)
             except UpstreamError as exc:
-                failures.append(f"{host}:{port}: {exc}")
+                reason = str(exc)  # SASL failures name their address already
+                failures.append(reason if reason.startswith(f"{host}:{port}:") else f"{host}:{port}: {reason}")
                 if node_id == BOOTSTRAP_NODE or node_id not in self._brokers:
                     self._bootstrap_start += 1
                 log.info("upstream node %d at %s:%d failed: %s", node_id, host, port, exc)

@@ -390,12 +390,12 @@ def _node_settings(node: KafkaNode, voters: str, listeners: Sequence[Listener],
     return settings
 
 
-def _format_all(nodes: Sequence[KafkaNode], version: str, cluster_id: str) -> None:
+def _format_all(nodes: Sequence[KafkaNode], version: str, cluster_id: str, format_args: Sequence[str] = ()) -> None:
     """StorageTool format of every node's log directory, in parallel. Raises KafkaClusterError."""
     procs = []
     for node in nodes:
         argv = java_command(version, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                            "-c", str(node.directory / "server.properties"), "--ignore-formatted",
+                            "-c", str(node.directory / "server.properties"), "--ignore-formatted", *format_args,
                             heap_mb=128, log_dir=node.directory)
         out = open(node.directory / "format.log", "wb")  # noqa: SIM115 - closed below, after the wait
         procs.append((node, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT), out))
@@ -420,7 +420,7 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
                         log_dir: Path | str | None = None,
                         version: str = KAFKA_VERSION, heap_mb: int = HEAP_MB,
                         overrides: Mapping[str, str] | None = None, listeners: Sequence[Listener] = (),
-                        admin_security: Mapping[str, Any] | None = None,
+                        admin_security: Mapping[str, Any] | None = None, format_args: Sequence[str] = (),
                         ready_timeout_s: float = READY_TIMEOUT_S) -> Iterator[KafkaCluster]:
     """Start one KRaft node per rack (node ids 1..n) and yield the ready cluster; stop it on exit.
 
@@ -431,6 +431,9 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
     bytes travel a link of their own. Without log_dir the cluster lives
     in a temporary directory, removed after a clean stop. Raises KafkaClusterError,
     kafka_jars.KafkaJarsError, ValueError.
+
+    format_args: more `StorageTool format` arguments, e.g. `--add-scram` users
+    (kafka_security.scram_format_args), written into the bootstrap metadata of every node.
     """
     if not racks or len(set(racks)) != len(racks):
         raise ValueError(f"distinct racks, one per node, got {racks!r}")
@@ -464,7 +467,7 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
     cluster = KafkaCluster(nodes=nodes, version=version, cluster_id=cluster_id, directory=root,
                            admin_netns=namespaces[0], admin_security=dict(admin_security or {}))
     try:
-        _format_all(list(nodes.values()), version, cluster_id)
+        _format_all(list(nodes.values()), version, cluster_id, format_args)
         for node in nodes.values():
             node.start()
         cluster.wait_ready(ready_timeout_s)
