@@ -1,10 +1,10 @@
-# Two entry points: `make demo` and `make test`. Both set up what they need.
+# Entry points: `make demo`, `make test` and `make unit` (the fast tier). Each sets up what it needs.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check setup system-packages kafka-jars clean bench
+.PHONY: demo test unit check setup system-packages kafka-jars clean bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,14 +39,24 @@ check: setup
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 
-# Most of the suite runs on TEST_WORKERS parallel workers (it mostly waits on sockets and
-# timeouts); the three-zone systems (marker "serial") run alone after it. Both parts always
-# run; the target fails if either did.
+# The unit tier (tests/unit): pure tests, no sockets, subprocesses or JVM (its conftest refuses
+# them); stops on the first failure. Run it after every edit. `time make unit`, 2026-11-29,
+# 990 tests in one process: 33-36 s of CPU with bytecode cached (39-43 s with
+# PYTHONDONTWRITEBYTECODE=1); wall clock 43 s to 2 min on a 2-core host that was also running
+# Kafka brokers (load 3-14).
+unit: setup
+	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests/unit
+
+# `make test`: the static checks, then the unit tier (stopping on its first failure), then the
+# rest. Most of the rest runs on TEST_WORKERS parallel workers (it mostly waits on sockets and
+# timeouts); the three-zone systems (marker "serial") run alone after it. Both parts of the
+# rest always run; the target fails if either did.
 TEST_WORKERS ?= 2
 test: check
+	$(MAKE) --no-print-directory unit
 	@status=0; \
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" tests || status=1; \
-	$(BIN)/python -m pytest -q -m serial tests || status=1; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" --ignore=tests/unit tests || status=1; \
+	$(BIN)/python -m pytest -q -m serial --ignore=tests/unit tests || status=1; \
 	exit $$status
 
 demo: setup

@@ -25,7 +25,7 @@ When attempts run out the caller gets the last Kafka error code, which is retria
 the producer, never an exception. aiokafka's exceptions stop here.
 
 A DUPLICATE_SEQUENCE_NUMBER answer is verified before it counts as appended: the partition's
-tail is fetched and searched for the batch (proxy/duplicates.py says why: a restarted Tansu
+tail is fetched and searched for the batch (core/duplicates.py says why: a restarted Tansu
 can call a batch a duplicate that it never wrote). Present: its real offset. Absent:
 UNKNOWN_SERVER_ERROR, which no client retries and which never claims success. Tail not
 readable: retried like a timeout.

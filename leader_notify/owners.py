@@ -22,7 +22,7 @@ Either way the WAL writer groups a zone's entries by owner when it buffers them,
 agent reads one contiguous byte range, and the layout is recorded with the object
 (wal_s3/agent_shares.py): an owner that changes later (its leader moved) never splits an
 object's run. The router drains a partition before its owner changes, as on any path
-switch. Pure functions, table-tested in tests/leader_notify/test_owners.py.
+switch. Pure functions, table-tested in tests/unit/leader_notify/test_owners.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Sans-IO on purpose (h11 style): bytes in, frozen dataclasses out. Nothing here touches a
 socket, a clock, trio or asyncio, or draws random numbers: challenges are passed in by the
 caller. The wire format is specified byte by byte in docs/notify-protocol.md; this module
-is its only implementation and `tests/leader_notify/test_protocol.py` pins it with golden
+is its only implementation and `tests/unit/leader_notify/test_protocol.py` pins it with golden
 bytes.
 
 Strategy (since version 2): a frame is `u32 length | header | payload | HMAC-SHA256`. A

@@ -73,7 +73,7 @@ class SequenceChain:
     A leader's drain task asks again each time it starts a request, about four times per
     batch of a busy partition; parsing both headers each time cost ~3-4 µs per ask, ~13 %
     of an idempotent agent's time under cProfile. The answers are the function's, for any order of
-    asks (tests/leader_notify/test_sequence_chain.py compares them)."""
+    asks (tests/unit/leader_notify/test_sequence_chain.py compares them)."""
 
     __slots__ = ("_batches", "_follows")
 

@@ -382,7 +382,7 @@ def encode_response(response: Any, correlation_id: int, api_version: int) -> byt
 # int16, timeout_ms int32, topic_data [name string, partition_data [index int32, records
 # nullable bytes]]; from v9 strings, arrays and bytes are "compact" (uvarint length + 1,
 # 0 = null) and every struct ends in tagged fields. Tested byte for byte against the
-# library in tests/proxy/test_codec_produce_fast.py.
+# library in tests/unit/proxy/test_codec_produce_fast.py.
 
 FAST_PRODUCE_VERSIONS = (3, 12)  # v0-v2 predate magic 2; v13 names topics by id
 FIRST_FLEXIBLE_PRODUCE_VERSION = 9

@@ -111,7 +111,7 @@ class DirectBackend:
     Kafka accepts one batch per partition per ProduceRequest (v3+): a partition with
     several batches takes several requests, pipelined in order on the leader's connection.
     A DUPLICATE_SEQUENCE_NUMBER answer is checked against the leader's log before it is
-    passed on as success (proxy/duplicates.py says why).
+    passed on as success (core/duplicates.py says why).
     """
 
     def __init__(self, cluster: UpstreamCluster, metadata: MetadataCache, timeout_s: float) -> None:

@@ -5,7 +5,7 @@ encodes the client's. With kafka-python's schema classes these two took about a 
 the proxy's Python time per request (a tree of DataContainer objects built and walked per
 response, ~1,500 function calls per one-record request in all). The layout is small and
 fixed, so it is written by hand here, sans-IO, and tested byte for byte against the
-library in tests/proxy/test_produce_response_codec.py.
+library in tests/unit/proxy/test_produce_response_codec.py.
 
 Layout (v3-v12; response header v0 = correlation_id int32, v1 from v9 adds tagged fields):
   responses [name string, partition_responses [index int32, error_code int16,

@@ -1,6 +1,6 @@
 """Verify a leader's DUPLICATE_SEQUENCE_NUMBER by reading the partition's tail (trio shell).
 
-The search itself is proxy/duplicates.py (pure); this module only fetches the offset
+The search itself is core/duplicates.py (pure); this module only fetches the offset
 ranges it asks for over an upstream connection. The agent does the same with aiokafka
 (leader_notify/appender.py), with the same waits for the same Tansu reasons.
 """

@@ -7,7 +7,7 @@ emitted, instead of being handed to a later loop turn (which cost a wake-up of t
 per record on trio and put the encoding back on the data path in between its steps).
 
 The output is byte for byte what `json.dumps(coerce(kind, record), separators=(",", ":"))`
-gives (tests/spark_audit/test_jsonline.py checks it against the json module with
+gives (tests/unit/spark_audit/test_jsonline.py checks it against the json module with
 generated records): keys in the record's order, strings through the json module's own
 ASCII escaper, numbers by their repr, NaN/Infinity as the json module writes them.
 """

@@ -1,7 +1,7 @@
 """The HTTP/1.1 client side of the WAL's two S3 requests, sans-IO: a request head encoder
 and a response reader.
 
-Why not h11 (which this replaced, and against which tests/wal_s3/test_http11.py checks
+Why not h11 (which this replaced, and against which tests/unit/wal_s3/test_http11.py checks
 this module byte for byte): h11 is general (both roles, every state, events as objects)
 and cost ~190 µs of CPU per request and response on the 2-core sandbox, on the event loop
 in the latency path of every WAL record (a PUT in the proxy, a ranged GET in the agent).

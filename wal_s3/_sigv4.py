@@ -2,7 +2,7 @@
 S3 Express One Zone's CreateSession (service `s3express`, one query parameter).
 
 Why not botocore's S3SigV4Auth (which this replaced, and against which
-tests/wal_s3/test_sigv4.py checks it byte for byte): botocore builds an AWSRequest,
+tests/unit/wal_s3/test_sigv4.py checks it byte for byte): botocore builds an AWSRequest,
 an HTTPHeaders message and the signing key (four HMACs) for every request, ~90 µs on the
 2-core sandbox, on the event loop in the latency path of every WAL record. This does the
 same computation for the one shape of request the WAL sends (no query string, payload

@@ -26,7 +26,7 @@ def test_plan_from_csv_prints_each_mode_and_verdicts(tmp_path):
     lines = done.stdout.splitlines()
     direct = next(line for line in lines if line.startswith("direct"))
     sidecar = next(line for line in lines if line.startswith("sidecar"))
-    # hand-computed in tests/router/test_plan.py: $52.58 direct; the sidecar saves $2.22
+    # hand-computed in tests/unit/router/test_plan.py: $52.58 direct; the sidecar saves $2.22
     assert "52.58" in direct.split()[3]
     assert sidecar.split()[-1] == "2.22"
     assert any("heavy" in line and "sidecar pays" in line for line in lines)

@@ -140,7 +140,7 @@ def test_a_consumer_follows_the_preferred_read_replica_through_the_sidecar(clust
     the consumer's Fetches after the first go to broker 1's listener, and the proxy forwards
     them to broker 1. (The mock names its preferred replica whatever the rack_id, so the
     rack the proxy puts in, consumer_rack, is checked byte for byte in
-    tests/proxy/test_passthrough.py instead.)"""
+    tests/unit/proxy/test_passthrough.py instead.)"""
     cluster.create_topic("near", 1, 3)
     cluster.set_leader("near", 0, 2)
     cluster.command("set_follower", topic="near", partition=0, broker=1)

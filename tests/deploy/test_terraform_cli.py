@@ -25,7 +25,7 @@ import pytest
 
 from azsidecar.config import load_config
 from tests.deploy._hcl import MODULES, TERRAFORM, render_template
-from tests.deploy.test_config_template import sidecar_settings
+from tests.unit.deploy.test_config_template import sidecar_settings
 
 TERRAFORM_BIN = shutil.which("terraform")
 TIMEOUT_S = 120  # init and apply of a provider-less root module take well under a second here

@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 spec = importlib.util.spec_from_file_location("azsidecar_bench_campaign",
-                                              Path(__file__).resolve().parents[2] / "bench" / "campaign.py")
+                                              Path(__file__).resolve().parents[3] / "bench" / "campaign.py")
 campaign = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(campaign)
 

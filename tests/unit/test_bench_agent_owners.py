@@ -3,7 +3,7 @@
 Twelve entries, entry i of partition i % 6 of "orders"; expected layouts (entry indices)
 and runs written by hand from the owners: "leader" from the leader ids below (node ids
 4, 7, 9 rank 0, 1, 2; broker of rank r to agent r mod n), "partition" from the pinned
-hashing owners of orders-0..5 (tests/leader_notify/test_owners.py).
+hashing owners of orders-0..5 (tests/unit/leader_notify/test_owners.py).
 """
 
 from __future__ import annotations

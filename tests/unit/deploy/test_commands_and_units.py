@@ -51,7 +51,7 @@ def test_settings_built_by_sidecar_and_agents_use_only_declared_keys():
 
 def test_gc_gets_the_sidecars_ack_modes_and_the_example_passes_one_map_to_both():
     # GC keeps an unapplied object holding acknowledged (ack_mode wal) entries only if its own
-    # configuration names those topics (wal_s3/cli.py builds acked_topic from router.ack_modes).
+    # configuration names those topics (azsidecar/run_gc.py builds that test from router.ack_modes).
     modules = {name: body for entry in parse(MODULES / "agents" / "main.tf")["module"] for name, body in entry.items()}
     gc_settings = attr(modules["gc_config"], "settings").replace(" ", "")
     assert "'router':{'ack_modes':'${var.ack_modes}'}" in gc_settings

@@ -16,7 +16,7 @@ from proxy.metadata import PartitionInfo
 from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
-from tests.router.test_backend import CTX, FakeDirect, FakeMetadata, FakeWriter, item
+from tests.unit.router.test_backend import CTX, FakeDirect, FakeMetadata, FakeWriter, item
 from wal_s3.agent_shares import share_index
 from wal_s3.config import WalConfig
 

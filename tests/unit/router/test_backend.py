@@ -141,7 +141,7 @@ class FakeWriter:
 
 
 class SenderFake:
-    agents = AgentMap({})  # one agent per zone (tests/router/test_agents_per_zone.py has several)
+    agents = AgentMap({})  # one agent per zone (tests/unit/router/test_agents_per_zone.py has several)
     prefetch_depth = 0
 
     def share_of(self, zone, topic, partition):

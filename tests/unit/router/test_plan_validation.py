@@ -1,4 +1,4 @@
-"""The planner against measured runs: audit records of real runs (tests/router/fixtures/plan,
+"""The planner against measured runs: audit records of real runs (tests/unit/router/fixtures/plan,
 produced by `azsidecar demo --mb 100 --skip-audit` and `azsidecar demo --fleet --small-per-zone 2
 --duration-s 12` on 2026-11-26, netns mode, policy wal; only the record kinds the planner reads
 were kept), the audited figures counted by hand from them (zcat | grep, see each case), and the
