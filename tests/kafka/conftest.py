@@ -1,7 +1,7 @@
 """Fixtures for tests against Apache Kafka: three KRaft nodes, racks use1-az1/az2/az3.
 
-One cluster per test module where the tests only create their own topics and move
-leaders (`kafka`); a test that kills or stops brokers takes a cluster of its own
+One cluster per version, shared by the session's modules, where the tests only create
+their own topics and move leaders (`kafka`); a test that kills or stops brokers takes a cluster of its own
 (`own_kafka`). Both are deploy/local/kafka_cluster.py's, as in the demo. A module runs
 on another Apache Kafka version by overriding the `kafka_version` fixture (the newest
 pinned by default; test_kafka_3.py runs the wire tests on 3.9).
@@ -9,6 +9,7 @@ pinned by default; test_kafka_3.py runs the wire tests on 3.9).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -30,11 +31,25 @@ def kafka_version() -> str:
     return KAFKA_VERSION
 
 
+@pytest.fixture(scope="session")
+def _shared_clusters(tmp_path_factory) -> Iterator[dict]:
+    """Clusters by version, started on first use and shared by the session's modules (each
+    test makes its own topics); stopped at the session's end."""
+    with contextlib.ExitStack() as stack:
+        clusters: dict = {"stack": stack, "factory": tmp_path_factory}
+        yield clusters
+
+
 @pytest.fixture(scope="module")
-def kafka(kafka_version, tmp_path_factory) -> Iterator[KafkaCluster]:
-    with start_kafka_cluster(tuple(ZONES.values()), version=kafka_version,
-                             log_dir=tmp_path_factory.mktemp(f"kafka-{kafka_version}")) as cluster:
-        yield cluster
+def kafka(kafka_version, _shared_clusters) -> KafkaCluster:
+    cluster = _shared_clusters.get(kafka_version)
+    if cluster is None:
+        log_dir = _shared_clusters["factory"].mktemp(f"kafka-{kafka_version}")
+        cluster = _shared_clusters["stack"].enter_context(
+            start_kafka_cluster(tuple(ZONES.values()), version=kafka_version, log_dir=log_dir))
+        _shared_clusters[kafka_version] = cluster
+    assert all(node.running for node in cluster.nodes.values()), "a shared cluster lost a node"
+    return cluster
 
 
 @pytest.fixture
