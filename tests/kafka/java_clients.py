@@ -4,6 +4,7 @@ consumer, and ProducerPerformance. Options are the ones both 3.9 and 4.x accept
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -72,4 +73,30 @@ def console_consume(version: str, bootstrap: str, topic: str, max_messages: int,
         head, _, value = line.partition("\t")
         if head.startswith("Partition:"):
             out.append((int(head.split(":", 1)[1]), value))
+    return out
+
+
+def reassign_partitions(version: str, bootstrap: str, topic: str, replicas: Mapping[int, Sequence[int]],
+                        work_dir: Path) -> None:
+    """kafka-reassign-partitions --execute: each partition's replica list, in this order."""
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": list(r)}
+                                         for p, r in replicas.items()]}
+    path = work_dir / f"reassign-{topic}.json"
+    path.write_text(json.dumps(plan))
+    done = run_java(version, "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                    ["--bootstrap-server", bootstrap, "--reassignment-json-file", str(path), "--execute"])
+    out = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+    assert done.returncode == 0 and "Successfully started" in out, out[-3000:]
+
+
+def elect_preferred_leaders(version: str, bootstrap: str, topic: str, partitions: Iterable[int],
+                            work_dir: Path) -> str:
+    """kafka-leader-election --election-type PREFERRED for these partitions; returns its output."""
+    plan = {"partitions": [{"topic": topic, "partition": p} for p in partitions]}
+    path = work_dir / f"elect-{topic}.json"
+    path.write_text(json.dumps(plan))
+    done = run_java(version, "org.apache.kafka.tools.LeaderElectionCommand",
+                    ["--bootstrap-server", bootstrap, "--election-type", "PREFERRED", "--path-to-json-file", str(path)])
+    out = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+    assert done.returncode == 0, out[-3000:]
     return out
