@@ -179,22 +179,38 @@ def _acked(procs: Sequence[tuple[str, subprocess.Popen, Path]]) -> int:
     return acked
 
 
+def spec_for(env: ZoneEnv, workload: Workload, topic_names: Sequence[str]) -> dict:
+    """The workload's spec for this environment: on Kafka the brokers' replication factor."""
+    spec = workload.spec(env.zone_names, topic_names)
+    if env.kafka is not None:
+        spec["replication_factor"] = -1  # the brokers' default: 3, one replica per rack
+    return spec
+
+
+def record_leader_zones(env: ZoneEnv, spec: dict) -> None:
+    """On Kafka, after the topics exist: each partition's leader zone into the spec.
+
+    The brokers placed the replicas across the racks; a leader's rack is its zone. The
+    producers and the verifier read it (`leader_zones`) instead of the Tansu convention.
+    """
+    if env.kafka is None:
+        return
+    spec["leader_zones"] = {t["name"]: {str(p): zone for p, zone in env.kafka.leader_racks(t["name"]).items()}
+                            for t in spec["topics"]}
+
+
 def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Zone], dict[str, str]],
          enter_around: Callable[[contextlib.ExitStack], None], progress: Progress | None) -> RunResult:
     suffix = uuid.uuid4().hex[:6]
     topic_names = [f"{t.name}-{name}-{suffix}" for t in workload.topics]
-    spec = workload.spec(env.zone_names, topic_names)
-    if env.kafka is not None:
-        spec["replication_factor"] = -1  # the brokers' default: 3, one replica per rack
+    spec = spec_for(env, workload, topic_names)
     out_dir = env.log_dir / f"{name}-{suffix}"
     out_dir.mkdir(parents=True)
     first = env.zones[0]
     _run_step(env, first, _python("create-topics", "--bootstrap", first.broker_bootstrap, "--spec", json.dumps(spec)),
               ADMIN_TIMEOUT_S, f"{name}-create-topics", f"{name}: creating topics")
     if env.kafka is not None:
-        # The brokers placed the replicas across racks; each leader's rack is its zone.
-        spec["leader_zones"] = {t: {str(p): zone for p, zone in env.kafka.leader_racks(t).items()}
-                                for t in topic_names}
+        record_leader_zones(env, spec)
         if progress is not None:
             led = [z for t in topic_names for z in spec["leader_zones"][t].values()]
             progress(f"{name}: leaders placed by Kafka: "

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.local.processes import DUMMY_CREDENTIALS, stop_process
-from deploy.local.scenario import WORKLOAD_SCRIPT, Workload
+from deploy.local.scenario import WORKLOAD_SCRIPT, Workload, record_leader_zones, spec_for
 from deploy.local.sidecar_stack import (
     READY_LINES,
     SidecarSettings,
@@ -219,7 +219,7 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
     """
     suffix = uuid.uuid4().hex[:6]
     topic_names = [f"{t.name}-{name}-{suffix}" for t in workload.topics]
-    spec = workload.spec(env.zone_names, topic_names)
+    spec = spec_for(env, workload, topic_names)
     spec["message_timeout_ms"] = message_timeout_ms
     if records_per_s:
         spec["records_per_s"] = records_per_s
@@ -231,6 +231,7 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
                                  ADMIN_TIMEOUT_S, log_name=f"{name}-{suffix}-create-topics")
     if code != 0:
         raise RuntimeError(f"{name}: creating topics exited {code}")
+    record_leader_zones(env, spec)
     producers_n = len(env.zones) * workload.producers_per_zone
     share_bytes = workload.total_bytes // producers_n
     total_records = producers_n * (share_bytes // workload.record_bytes)
@@ -241,7 +242,8 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
     try:
         if through_sidecars:
             fleet.start_all()
-        leaders = {z.name: z.broker_bootstrap for z in env.zones}
+        leaders = ({env.zones[0].name: env.cluster_bootstrap} if env.kafka is not None
+                   else {z.name: z.broker_bootstrap for z in env.zones})
         for zone in env.zones:
             for k in range(workload.producers_per_zone):
                 pid = f"{name}-z{zone.index}-p{k}"
