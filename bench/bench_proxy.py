@@ -15,13 +15,19 @@ Two phases: "saturated" pushes records as fast as librdkafka takes them (through
 latency there is mostly queueing), "paced" sends at a fixed rate well below either
 side's capacity (the latency the proxy adds to an unhurried producer).
 
+With `--broker kafka` the broker side is the local three-node Apache Kafka cluster
+(deploy/local/kafka_cluster.py, racks use1-az1..3) and the proxy runs in use1-az1 with no
+agents, so its batches for other zones' leaders go direct: the proxy's pass-through cost in
+front of real Kafka. "cpu" of the direct side is then the three JVMs together.
+
 Usage:
-  .venv/bin/python bench/bench_proxy.py [--records 30000] [--rounds 3] [--paced-rate 2000]
+  .venv/bin/python bench/bench_proxy.py [--records 30000] [--rounds 3] [--paced-rate 2000] [--broker kafka]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -69,22 +75,26 @@ def create_topic(bootstrap: str, partitions: int) -> str:
     from kafka.admin import KafkaAdminClient, NewTopic
 
     name = f"bench-{uuid.uuid4().hex[:10]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=10_000)
     try:
-        admin.create_topics([NewTopic(name, partitions, 1)])
+        # -1: the broker's default replication factor (3 on the Kafka cluster, 1 on Tansu)
+        admin.create_topics([NewTopic(name, partitions, -1 if "," in bootstrap else 1)], wait_for_metadata=True)
     finally:
         admin.close()
     return name
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pids: tuple[int, ...]) -> float:
+    """User + system CPU time of the processes so far (Linux /proc)."""
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def run_round(target: str, bootstrap: str, topic: str, records: int, rate_per_s: float | None,
-              server_pid: int) -> RoundResult:
+              server_pid: tuple[int, ...]) -> RoundResult:
     """Produce `records` 1 KiB records; at `rate_per_s` if given, else as fast as possible."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "queue.buffering.max.kbytes": 256 * 1024})
@@ -152,7 +162,7 @@ def report(phase: str, results: list[RoundResult]) -> dict[str, dict[str, float]
     return out
 
 
-def run_phases(broker_bootstrap: str, targets: dict[str, tuple[str, int]], args: argparse.Namespace,
+def run_phases(broker_bootstrap: str, targets: dict[str, tuple[str, tuple[int, ...]]], args: argparse.Namespace,
                report_phase: Callable[[str, list[RoundResult]], object]) -> None:
     """The saturated phase (and the paced one if --paced-rate > 0): --rounds rounds, each
     round every target in turn on a fresh topic, so machine drift hits all alike."""
@@ -176,10 +186,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paced-records", type=int, default=6000, help="records per paced round")
     parser.add_argument("--audit", choices=("on", "off"), default="on",
                         help="the proxy's audit trail (on is the default configuration)")
+    parser.add_argument("--broker", choices=("tansu", "kafka"), default="tansu",
+                        help="the broker side: one memory-backed Tansu, or the local three-node Apache Kafka")
     args = parser.parse_args(argv)
 
     log_dir = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
-    with start_tansu(log_dir=log_dir) as tansu:
+    with contextlib.ExitStack() as stack:
+        if args.broker == "kafka":
+            from deploy.local.kafka_cluster import start_kafka_cluster  # noqa: PLC0415 - the JVM side only here
+
+            cluster = stack.enter_context(start_kafka_cluster(log_dir=log_dir / "kafka"))
+            bootstrap = cluster.bootstrap
+            broker_pids = tuple(n.proc.pid for n in cluster.nodes.values() if n.proc is not None)
+            what = f"Apache Kafka {cluster.version} (3 nodes)"
+        else:
+            tansu = stack.enter_context(start_tansu(log_dir=log_dir))
+            bootstrap, broker_pids, what = tansu.bootstrap, (tansu.proc.pid,), "tansu"
         port = free_port()
         log_path = log_dir / "proxy.log"
         config_path = log_dir / "proxy.toml"
@@ -188,16 +210,16 @@ def main(argv: list[str] | None = None) -> int:
         with open(log_path, "wb") as out:
             proxy = subprocess.Popen(
                 [sys.executable, "-m", "azsidecar", "proxy", "--listen", f"127.0.0.1:{port}",
-                 "--bootstrap-servers", tansu.bootstrap, "--zone", "use1-az1", "--log-level", "WARNING",
+                 "--bootstrap-servers", bootstrap, "--zone", "use1-az1", "--log-level", "WARNING",
                  "--config", str(config_path)],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_for_port("127.0.0.1", port, proxy, PROXY_STARTUP_TIMEOUT_S, "azsidecar proxy", log_path)
-            targets = {"direct": (tansu.bootstrap, tansu.proc.pid), "proxy": (f"127.0.0.1:{port}", proxy.pid)}
-            print(f"tansu {tansu.bootstrap}, proxy 127.0.0.1:{port}; {RECORD_BYTES} B records, acks=all, "
+            targets = {"direct": (bootstrap, broker_pids), "proxy": (f"127.0.0.1:{port}", (proxy.pid,))}
+            print(f"{what} {bootstrap}, proxy 127.0.0.1:{port}; {RECORD_BYTES} B records, acks=all, "
                   f"idempotence on, linger.ms=5, {PARTITIONS} partitions, {args.rounds} rounds per side, "
                   f"proxy audit {args.audit}")
-            run_phases(tansu.bootstrap, targets, args, report)
+            run_phases(bootstrap, targets, args, report)
         finally:
             stop_process(proxy)
     return 0
