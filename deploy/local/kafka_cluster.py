@@ -2,7 +2,8 @@
 
 Strategy. Each node is one JVM running `kafka.Kafka` as broker and controller, from the
 jars `kafka_jars` caches. A start writes each node's `server.properties`, formats every
-log directory with one cluster id (`kafka.tools.StorageTool`, the three in parallel),
+log directory with one cluster id (`kafka.tools.StorageTool`, the three in parallel, once
+per cluster shape: later starts copy the formatted directories),
 starts the three JVMs together (a broker waits for the quorum) and is ready when each
 node, asked alone, lists every broker in a Metadata answer. Stop sends SIGTERM to all
 nodes together and kills what has not stopped in time (a node left without a quorum can
@@ -23,6 +24,7 @@ the JIT stops at C1 so three nodes fit beside the rest of a test on two cores
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.local import kafka_admin
-from deploy.local.kafka_jars import KAFKA_VERSION, LOG4J2_CONFIG, classpath
+from deploy.local.kafka_jars import COMPLETE_MARKER, KAFKA_VERSION, LOG4J2_CONFIG, classpath, lib_dir
 from deploy.local.processes import free_port
 
 log = logging.getLogger(__name__)
@@ -390,17 +392,18 @@ def _node_settings(node: KafkaNode, voters: str, listeners: Sequence[Listener],
     return settings
 
 
-def _format_all(nodes: Sequence[KafkaNode], version: str, cluster_id: str, format_args: Sequence[str] = ()) -> None:
-    """StorageTool format of every node's log directory, in parallel. Raises KafkaClusterError."""
+def _format_all(configs: Mapping[int, Path], version: str, cluster_id: str, format_args: Sequence[str] = ()) -> None:
+    """StorageTool format of each node's log directory ({node id: its server.properties}), in
+    parallel; each writes format.log beside its config. Raises KafkaClusterError."""
     procs = []
-    for node in nodes:
+    for node_id, config in configs.items():
         argv = java_command(version, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                            "-c", str(node.directory / "server.properties"), "--ignore-formatted", *format_args,
-                            heap_mb=128, log_dir=node.directory)
-        out = open(node.directory / "format.log", "wb")  # noqa: SIM115 - closed below, after the wait
-        procs.append((node, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT), out))
+                            "-c", str(config), "--ignore-formatted", *format_args,
+                            heap_mb=128, log_dir=config.parent)
+        out = open(config.parent / "format.log", "wb")  # noqa: SIM115 - closed below, after the wait
+        procs.append((node_id, config, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT), out))
     failed = []
-    for node, proc, out in procs:
+    for node_id, config, proc, out in procs:
         try:
             code = proc.wait(timeout=FORMAT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -409,9 +412,49 @@ def _format_all(nodes: Sequence[KafkaNode], version: str, cluster_id: str, forma
             code = -1
         out.close()
         if code != 0:
-            failed.append(f"node {node.node_id} (exit {code}):\n{_tail(node.directory / 'format.log', node.directory)}")
+            failed.append(f"node {node_id} (exit {code}):\n{_tail(config.parent / 'format.log', config.parent)}")
     if failed:
         raise KafkaClusterError("formatting the log directories failed: " + "\n".join(failed))
+
+
+def _formatted_logs(nodes: Mapping[int, KafkaNode], settings: Mapping[int, Mapping[str, str]], version: str,
+                    format_args: Sequence[str], overrides: Mapping[str, str]) -> str:
+    """Fill each node's empty log directory from a formatted template; returns its cluster id.
+
+    Formatting starts three JVMs (~8 s of both cores here); its output (meta.properties with
+    the cluster and node ids, the bootstrap metadata) names no address or port, so one
+    formatted copy per version, node ids, format arguments and overrides serves every
+    later cluster of that shape. The template is made once, in a staging directory renamed
+    into place, so concurrent starts (parallel test workers) never see half of one.
+    """
+    key = hashlib.sha256(json.dumps([version, sorted(nodes), list(format_args), sorted(overrides.items())])
+                         .encode()).hexdigest()[:16]
+    template = lib_dir(version).parent / "formatted" / key
+    if not (template / COMPLETE_MARKER).exists():
+        template.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="staging-", dir=template.parent))
+        try:
+            cluster_id = _cluster_id()
+            configs = {}
+            for node_id in nodes:
+                (staging / f"node-{node_id}" / "data").mkdir(parents=True)
+                config = staging / f"node-{node_id}" / "server.properties"
+                config.write_text(_properties({**settings[node_id],
+                                               "log.dirs": str(staging / f"node-{node_id}" / "data")}))
+                configs[node_id] = config
+            _format_all(configs, version, cluster_id, format_args)
+            (staging / "cluster_id").write_text(cluster_id)
+            (staging / COMPLETE_MARKER).write_text(version)
+            try:
+                staging.rename(template)
+            except OSError:  # another process made it meanwhile: theirs is as good
+                shutil.rmtree(staging, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    for node_id, node in nodes.items():
+        shutil.copytree(template / f"node-{node_id}" / "data", node.directory / "data", dirs_exist_ok=True)
+    return (template / "cluster_id").read_text().strip()
 
 
 @contextlib.contextmanager
@@ -446,7 +489,6 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
     own_dir = not log_dir
     root.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    cluster_id = _cluster_id()
     nodes: dict[int, KafkaNode] = {}
     for i, rack in enumerate(racks, start=1):
         in_netns = namespaces[i - 1] is not None
@@ -459,15 +501,15 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
                              netns=namespaces[i - 1], directory=directory, argv=[], env=dict(os.environ),
                              extra_ports=extra, internal_host=internal[i - 1])
     voters = ",".join(f"{n.node_id}@{n.internal_host or n.host}:{n.controller_port}" for n in nodes.values())
-    for node in nodes.values():
-        (node.directory / "server.properties").write_text(
-            _properties(_node_settings(node, voters, listeners, overrides or {})))
+    settings = {i: _node_settings(node, voters, listeners, overrides or {}) for i, node in nodes.items()}
+    for i, node in nodes.items():
+        (node.directory / "server.properties").write_text(_properties(settings[i]))
         node.argv = java_command(version, "kafka.Kafka", str(node.directory / "server.properties"),
                                  heap_mb=heap_mb, log_dir=node.directory)
-    cluster = KafkaCluster(nodes=nodes, version=version, cluster_id=cluster_id, directory=root,
+    cluster = KafkaCluster(nodes=nodes, version=version, cluster_id="", directory=root,
                            admin_netns=namespaces[0], admin_security=dict(admin_security or {}))
     try:
-        _format_all(list(nodes.values()), version, cluster_id, format_args)
+        cluster.cluster_id = _formatted_logs(nodes, settings, version, format_args, overrides or {})
         for node in nodes.values():
             node.start()
         cluster.wait_ready(ready_timeout_s)
