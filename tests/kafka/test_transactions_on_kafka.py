@@ -370,7 +370,8 @@ def test_proxy_killed_mid_transaction_nothing_commits_twice(txn_kafka, tmp_path,
             produce(p, topic, in_flight, Delivery())
             deadline = time.monotonic() + IN_FLIGHT_S
             while (waiting := unread_at_brokers(txn_kafka, proxy.proc.pid)) != {1, 2, 3}:
-                assert time.monotonic() < deadline, f"Produce unread only at {waiting}"
+                assert time.monotonic() < deadline, \
+                    f"Produce unread only at {waiting}; the proxy's log: {proxy.log_text()[-3000:]}"
                 p.poll(0.01)
             os.kill(proxy.proc.pid, signal.SIGKILL)
             assert proxy.proc.wait(timeout=10) == -signal.SIGKILL
