@@ -50,7 +50,10 @@ READ_S = 30.0  # a read_committed consumer reaching the log ends
 ABORTED_BY_TIMEOUT_S = 45.0  # timeout 5 s + check 1 s + markers; loaded two cores
 CHILD_S = 60.0  # a producer subprocess: interpreter start, init_transactions, flush
 BROKER_SESSION_MS = 30_000  # broker.session.timeout.ms (default 9 s): nodes paused for a while stay unfenced
-IN_FLIGHT_S = 15.0  # paused nodes: inside BROKER_SESSION_MS
+IN_FLIGHT_S = 5.0  # the wait for a Produce at every paused leader: well inside BROKER_SESSION_MS
+# A Produce of 10 of these records is more: a record batch's 61-byte header and 10 bytes a
+# record; a Metadata or ApiVersions request the proxy may send meanwhile is less.
+PRODUCE_MIN_BYTES = 61 + 10 * 10
 
 
 @pytest.fixture(scope="module")
@@ -322,8 +325,9 @@ def _tcp_sockets() -> list[tuple[int, int, int, int]]:
     return out
 
 
-def unread_at_brokers(cluster: KafkaCluster, proxy_pid: int) -> set[int]:
-    """The nodes with bytes from the proxy's connections waiting unread in their receive queue."""
+def unread_at_brokers(cluster: KafkaCluster, proxy_pid: int, min_bytes: int) -> set[int]:
+    """The nodes with at least min_bytes from one of the proxy's connections waiting unread
+    in their receive queue."""
     inodes = set()
     for fd in Path(f"/proc/{proxy_pid}/fd").iterdir():
         with contextlib.suppress(OSError):
@@ -333,18 +337,20 @@ def unread_at_brokers(cluster: KafkaCluster, proxy_pid: int) -> set[int]:
     sockets = _tcp_sockets()
     broker_ports = {node.port: node_id for node_id, node in cluster.nodes.items()}
     proxy_ports = {(local, remote) for local, remote, _, inode in sockets if inode in inodes and remote in broker_ports}
-    return {broker_ports[local] for local, remote, unread, _ in sockets if (remote, local) in proxy_ports and unread}
+    return {broker_ports[local] for local, remote, unread, _ in sockets
+            if (remote, local) in proxy_ports and unread >= min_bytes}
 
 
 @pytest.mark.parametrize("recovery", ["abort_then_new_instance", "new_instance_only"])
 def test_proxy_killed_mid_transaction_nothing_commits_twice(txn_kafka, tmp_path, recovery):
     """The proxy dies with a transaction open on all three partitions: some records in the
-    log, and a Produce to every leader in flight (the nodes paused, the requests in their
-    receive queues); the nodes go on and the proxy comes back on the same port. Then the
-    application either aborts and restarts with a new producer instance (Kafka Streams,
-    then Flink), or only starts a new instance with the same transactional.id, whose
-    InitProducerId makes the coordinator abort the open transaction. The redo commits
-    once; the doomed records never show, whether the in-flight ones reached the log or not."""
+    log, and a Produce to the leaders in flight (the nodes paused, the requests in their
+    receive queues, or still in the proxy); the nodes go on and the proxy comes back on
+    the same port. Then the application either aborts and restarts with a new producer
+    instance (Kafka Streams, then Flink), or only starts a new instance with the same
+    transactional.id, whose InitProducerId makes the coordinator abort the open
+    transaction. The redo commits once; the doomed records never show, whether the
+    in-flight ones reached the log or not."""
     topic = unique_name("kill")
     spread_leaders(txn_kafka, topic, PARTITIONS)
     txn_id = unique_name("app")
@@ -369,10 +375,12 @@ def test_proxy_killed_mid_transaction_nothing_commits_twice(txn_kafka, tmp_path,
         with paused(txn_kafka):
             produce(p, topic, in_flight, Delivery())
             deadline = time.monotonic() + IN_FLIGHT_S
-            while (waiting := unread_at_brokers(txn_kafka, proxy.proc.pid)) != {1, 2, 3}:
-                assert time.monotonic() < deadline, \
-                    f"Produce unread only at {waiting}; the proxy's log: {proxy.log_text()[-3000:]}"
+            while ((waiting := unread_at_brokers(txn_kafka, proxy.proc.pid, PRODUCE_MIN_BYTES)) != {1, 2, 3}
+                   and time.monotonic() < deadline):
                 p.poll(0.01)
+            # Mostly all three; in about one run in five the proxy still holds one of them
+            # when the time is up (it sends it once the nodes go on): in flight there too.
+            assert waiting, f"no Produce reached a paused leader; the proxy's log: {proxy.log_text()[-3000:]}"
             os.kill(proxy.proc.pid, signal.SIGKILL)
             assert proxy.proc.wait(timeout=10) == -signal.SIGKILL
     with proxy_on(txn_kafka, tmp_path / "b", port=port) as proxy:
