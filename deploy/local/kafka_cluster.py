@@ -50,6 +50,8 @@ DEFAULT_RACKS = ("use1-az1", "use1-az2", "use1-az3")
 READY_TIMEOUT_S = 90.0  # three JVMs starting together on two loaded cores
 FORMAT_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0  # controlled shutdown; the last node, without a quorum, can hang in it
+LAST_NODE_GRACE_S = 2.0  # the last node of a stopping cluster: no quorum to finish with
+STOP_POLL_S = 0.2
 ADMIN_TIMEOUT_S = 60.0
 HEAP_MB = 256  # measured RSS ~200-300 MB per node at this heap (docs/operations-local.md)
 NETNS_PORT = 9093  # netns mode: the node's client port on its zone address (9092 is the sidecar's)
@@ -321,19 +323,32 @@ def _tail(path: Path, directory: Path, n: int = 15) -> str:
 
 
 def _stop_all(nodes: Sequence[KafkaNode], timeout_s: float) -> None:
-    for node in nodes:
-        if node.running:
-            assert node.proc is not None
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(node.proc.pid, signal.SIGTERM)
+    """SIGTERM to every running node together; kill -9 what is still up after timeout_s.
+
+    Once all but one node of several have exited, the last has no quorum left to finish
+    its controlled shutdown with and would wait out the whole timeout: it gets
+    LAST_NODE_GRACE_S. Its log is on disk already (a kill -9 loses no page-cache writes).
+    """
+    running = [n for n in nodes if n.running]
+    for node in running:
+        assert node.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    for node in nodes:
-        if node.proc is None:
-            continue
-        try:
-            node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            log.warning("node %s did not stop within %.0f s; killing it", node.node_id, timeout_s)
+    while running:
+        running = [n for n in running if n.running]
+        if not running:
+            return
+        if len(running) == 1 and len(nodes) > 1:
+            deadline = min(deadline, time.monotonic() + LAST_NODE_GRACE_S)
+        if time.monotonic() > deadline:
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            assert running[0].proc is not None
+            running[0].proc.wait(timeout=STOP_POLL_S)  # woken by an exit, else re-checks the others
+    for node in running:
+        if node.running:
+            log.info("node %s still up after SIGTERM; killing it", node.node_id)
             node.kill()
 
 
