@@ -1,7 +1,8 @@
 """Produce latency and per-partition throughput at the producer: direct vs WAL on S3 Standard vs
 WAL on S3 Express One Zone, side by side in one run (issue 19).
 
-Strategy: two zones in loopback mode (deploy/local/zones.py: moto and one Tansu broker per zone);
+Strategy: two zones in loopback mode (deploy/local/zones.py: moto and one Tansu broker per zone,
+or with --broker kafka a two-node Apache Kafka cluster, one node per zone);
 S3 behind the latency injector with a size-dependent profile (deploy/local/s3_delay.py
 `--profile standard|express`), and for the Express setup the S3 Express front
 (deploy/local/s3_express.py: directory buckets, sessions) behind the injector. Each setup
@@ -203,8 +204,13 @@ def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) ->
             bootstrap = env.zone(ZONES[0]).sidecar_bootstrap
             tag = setup.replace("@", "-").replace("+", "-")
             topics = {t: f"{TOPIC_PREFIX}{tag}-{t}-{uuid.uuid4().hex[:6]}" for t in ("paced", "rdk", "kp")}
-            create_topics(env.zone(ZONES[0]).broker_bootstrap,
-                          {"topics": [{"name": t, "partitions": 1} for t in topics.values()]})
+            if env.kafka is not None:  # led by use1-az2's node, its follower in use1-az1
+                leader = env.kafka.node_of_rack(ZONES[1]).node_id
+                for t in topics.values():
+                    env.kafka.create_topic(t, 1, assignments={0: [leader] + [n for n in env.kafka.nodes if n != leader]})
+            else:
+                create_topics(env.zone(ZONES[0]).broker_bootstrap,
+                              {"topics": [{"name": t, "partitions": 1} for t in topics.values()]})
             paced_from_ms = int(time.time() * 1000)
             latencies = paced_latency_ms(bootstrap, topics["paced"], args.rate, args.seconds)
             paced_to_ms = int(time.time() * 1000)
@@ -235,8 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers-own-s3", action="store_true",
                         help="the Tansu brokers store their logs in a moto of their own, not in the WAL's moto "
                              "(without it a broker's append queues in one moto process behind the WAL's requests)")
+    parser.add_argument("--broker", choices=("tansu", "kafka"), default="tansu",
+                        help="one Tansu broker per zone, or a node per zone of an Apache Kafka cluster "
+                             "(replication factor 2 over the two zones)")
     parser.add_argument("--log-dir", help="keep the processes' logs here (default: a temporary directory)")
     args = parser.parse_args(argv)
+    if args.broker == "kafka" and args.brokers_own_s3:
+        parser.error("--brokers-own-s3: Tansu brokers only")
     try:
         args.linger_ms = {cls: int(ms) for cls, ms in (item.split("=", 1) for item in args.linger_ms)}
     except ValueError:
@@ -256,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         work = Path(args.log_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        with three_zones(ZONES, mode="loopback", log_dir=work, brokers_own_s3=args.brokers_own_s3) as env:
+        with three_zones(ZONES, mode="loopback", log_dir=work, brokers_own_s3=args.brokers_own_s3,
+                         broker=args.broker) as env:
             for setup in setups:
                 results.append(run_setup(env, setup, args, work))
     direct = next((r for r in results if r["setup"] == "direct"), None)

@@ -657,8 +657,14 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                     _create_bucket_in(s3_ns, f"http://127.0.0.1:{broker_store.port}", env.bucket)
             if start_brokers and broker == "kafka":
                 netns_mode = mode == "netns"
+                # Fewer zones than three (a two-zone bench): replication as wide as the racks.
+                narrow = {} if len(names) >= 3 else {
+                    "default.replication.factor": str(len(names)), "min.insync.replicas": str(min(2, len(names))),
+                    "offsets.topic.replication.factor": str(len(names)),
+                    "transaction.state.log.replication.factor": str(len(names)),
+                    "transaction.state.log.min.isr": str(min(2, len(names)))}
                 env.kafka = stack.enter_context(start_kafka_cluster(
-                    names, hosts=[z.address for z in env.zones] if netns_mode else None,
+                    names, overrides=narrow, hosts=[z.address for z in env.zones] if netns_mode else None,
                     netns=[z.netns for z in env.zones] if netns_mode else None,
                     internal_hosts=[z.replication_address or "" for z in env.zones] if netns_mode else None,
                     log_dir=log_path / "kafka", **({"version": kafka_version} if kafka_version else {})))
