@@ -55,8 +55,8 @@ TEST_WORKERS ?= 2
 test: check
 	$(MAKE) --no-print-directory unit
 	@status=0; \
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" --ignore=tests/unit tests || status=1; \
-	$(BIN)/python -m pytest -q -m serial --ignore=tests/unit tests || status=1; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" --ignore=tests/unit --durations=25 tests || status=1; \
+	$(BIN)/python -m pytest -q -m serial --ignore=tests/unit --durations=15 tests || status=1; \
 	exit $$status
 
 demo: setup
