@@ -91,7 +91,7 @@ def test_plan_closed_loop_profile_against_an_audited_run(tmp_path):
     # each agent a manifest per 1 + 1 s: PUTs (1 + 2 x 0.5) x 2,628,000, GETs 2 x 2,628,000
     assert sidecar["s3_put_requests"] == pytest.approx(5_256_000)
     assert sidecar["s3_get_requests"] == pytest.approx(5_256_000)
-    audited = Path(__file__).parents[1] / "router" / "fixtures" / "plan" / "fleet-gateways"
+    audited = Path(__file__).parents[1] / "unit" / "router" / "fixtures" / "plan" / "fleet-gateways"
     done = run_plan("--profile", str(profile), "--policy", "wal", "--wal-latency-ms", "1000", "--compare",
                     "--audited", str(audited), "--compare-mode", "gateway")
     assert done.returncode == 0, done.stderr
