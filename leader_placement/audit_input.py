@@ -93,10 +93,11 @@ def produce_bytes_by_zone(records: Iterable[Mapping[str, Any]]) -> AuditedTraffi
 def leader_prices(audited: AuditedTraffic, prices: Prices, storage_class: str = "standard") -> LeaderPrices:
     """The price of a byte produced across zones: transfer for the direct share, and for the
     WAL share what the audited WAL route cost per byte it carried (requests, S3 Express bytes,
-    notifications across zones). Without WAL bytes in the audit, transfer alone.
+    notifications across zones). Without WAL bytes in the audit, or without the WAL's own
+    records (wal_flush: an audit of produce_batch records alone), transfer alone.
     Raises ValueError for an unknown storage class."""
     direct = 2 * prices.cross_az_per_gb_each_way / GB
-    if audited.wal_bytes <= 0:
+    if audited.wal_bytes <= 0 or audited.put_requests <= 0:  # no WAL bytes, or no record of what they cost
         return LeaderPrices(direct_usd_per_byte=direct)
     store = prices.store(storage_class)
     wal_usd = (audited.put_requests * store.put_per_1000 / 1000 + audited.get_requests * store.get_per_1000 / 1000

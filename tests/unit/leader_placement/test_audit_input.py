@@ -50,6 +50,8 @@ def test_the_price_of_a_cross_zone_byte_blends_direct_and_the_audited_wal_cost()
     assert prices.usd_per_cross_byte == pytest.approx(50 / 1050 * 2e-11 + 1000 / 1050 * 1.5408e-8)
     no_wal = leader_prices(produce_bytes_by_zone(RECORDS[3:4]), Prices())
     assert no_wal.wal_usd_per_byte is None and no_wal.usd_per_cross_byte == pytest.approx(2e-11)
+    unknown = leader_prices(produce_bytes_by_zone(RECORDS[:6]), Prices())  # WAL bytes, no wal_flush records
+    assert unknown.wal_usd_per_byte is None and unknown.usd_per_cross_byte == pytest.approx(2e-11)
 
 
 def test_express_byte_charges_count_in_the_wal_cost():

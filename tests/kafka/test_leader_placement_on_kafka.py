@@ -1,0 +1,164 @@
+"""`azsidecar plan leaders` against Apache Kafka: partitions led in use1-az2 and use1-az3
+whose (hand-made) audit says most produce bytes come from use1-az1 get use1-az1 leaders;
+those whose bytes come evenly from the three zones stay. The dry run changes nothing, the
+apply moves exactly the planned partitions with their replica sets and ISRs intact, the next
+plan is empty, and a produce burst through the sidecar during the apply loses and
+duplicates nothing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import Delivery, produce, producer, read_back, wal_sidecars
+from tests.conftest import unique_name
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+
+PARTITIONS = 6
+MB = 1_000_000
+# p even: led by node 2 (use1-az2), p odd: node 3 (use1-az3); every partition has a replica in each zone
+ASSIGNMENTS = {p: [2, 3, 1] if p % 2 == 0 else [3, 1, 2] for p in range(PARTITIONS)}
+SKEWED = {0: 9 * MB, 1: 8 * MB, 2: 7 * MB}  # from use1-az1; 1 MB from each other zone
+UNIFORM = (3, 4, 5)  # 2 MB from each zone
+
+
+def write_audit(root: Path, topic: str) -> Path:
+    """produce_batch records of three proxies (one per zone) over a 60 s window."""
+    records = []
+    for p in range(PARTITIONS):
+        sizes = ({"use1-az1": SKEWED[p], "use1-az2": MB, "use1-az3": MB} if p in SKEWED
+                 else dict.fromkeys(("use1-az1", "use1-az2", "use1-az3"), 2 * MB))
+        for zone, size in sizes.items():
+            for ts_ms in (1_000, 61_000):  # two batches of half the bytes, a minute apart
+                records.append({"schema_version": 8, "kind": "produce_batch", "ts_ms": ts_ms, "zone": zone,
+                                "proxy_id": f"proxy-{zone}", "leader_zone": "", "topic": topic, "partition": p,
+                                "route": "local" if zone == ("use1-az2" if p % 2 == 0 else "use1-az3")
+                                else "direct_cross",
+                                "bytes": size // 2, "records": 100, "error_code": 0})
+    part = root / "date=2026-11-29" / "hour=03" / "zone=use1-az1"
+    part.mkdir(parents=True)
+    with gzip.open(part / "proxy-1-0.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+    return root
+
+
+def plan_leaders(bootstrap: str, audit: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "azsidecar.cli", "plan", "leaders", "--from-audit", str(audit),
+            "--bootstrap-servers", bootstrap, "--out", str(out), "--min-saving-bytes", str(MB), *extra]
+
+
+def run_plan(bootstrap: str, audit: Path, out: Path, *extra: str) -> tuple[dict, subprocess.CompletedProcess]:
+    done = subprocess.run(plan_leaders(bootstrap, audit, out, "--format", "json", *extra), capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return json.loads(done.stdout[:done.stdout.rindex("}") + 1]), done
+
+
+def placement(cluster, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    return {p: (s["leader"], s["replicas"], sorted(s["isr"])) for p, s in cluster.describe(topic).items()}
+
+
+def test_plan_then_apply_moves_exactly_the_skewed_partitions_to_use1_az1(kafka, tmp_path):
+    topic = unique_name("placed")
+    kafka.create_topic(topic, PARTITIONS, assignments=ASSIGNMENTS)
+    before = placement(kafka, topic)
+    assert {p: s[0] for p, s in before.items()} == {p: ASSIGNMENTS[p][0] for p in range(PARTITIONS)}
+    assert all(s[2] == [1, 2, 3] for s in before.values()), before
+    audit = write_audit(tmp_path / "window-audit", topic)
+    out = tmp_path / "reassignment.json"
+
+    started = time.monotonic()
+    plan, _ = run_plan(kafka.bootstrap, audit, out)
+    dry_run_s = time.monotonic() - started
+    # the skewed partitions, biggest saving first: 9-1, 8-1, 7-1 MB over the 60 s window;
+    # the cap is ceil(6 / 3) + 1 = 3, exactly what use1-az1's broker takes
+    assert [(m["partition"], m["from_broker"], m["to_broker"], m["to_zone"], m["saving_bytes"])
+            for m in plan["moves"]] == [(0, 2, 1, "use1-az1", 8 * MB), (1, 3, 1, "use1-az1", 7 * MB),
+                                        (2, 2, 1, "use1-az1", 6 * MB)]
+    assert plan["leader_cap"] == 3 and plan["held"] == []
+    assert plan["saving_bytes"] == 21 * MB
+    # the audit's cross-zone bytes went direct: 2e-11 USD a byte, 4.2e-4 USD over the 60 s window,
+    # x 2,628,000 / 60 = 18.396 USD a month
+    assert plan["window_s"] == 60.0
+    assert plan["saving_usd"] == pytest.approx(4.2e-4)
+    assert plan["saving_usd_per_month"] == pytest.approx(18.396)
+    assert json.loads(out.read_text()) == {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 2, 3]},
+        {"topic": topic, "partition": 1, "replicas": [1, 3, 2]},
+        {"topic": topic, "partition": 2, "replicas": [1, 2, 3]}]}
+    assert placement(kafka, topic) == before  # the dry run changed nothing
+
+    started = time.monotonic()
+    applied, done = run_plan(kafka.bootstrap, audit, out, "--apply", "--batch-size", "2", "--throttle-s", "0.5")
+    apply_s = time.monotonic() - started
+    assert [m["partition"] for m in applied["moves"]] == [0, 1, 2]
+    assert "applied 3 moves" in done.stdout
+    after = placement(kafka, topic)
+    for p in range(PARTITIONS):
+        leader, replicas, isr = after[p]
+        assert sorted(replicas) == sorted(before[p][1])  # the replica set is unchanged
+        assert isr == [1, 2, 3]  # ISR intact
+        if p in SKEWED:
+            assert leader == 1 and replicas == json.loads(out.read_text())["partitions"][p]["replicas"]
+        else:
+            assert (leader, replicas) == before[p][:2]  # uniform: left alone
+
+    again, _ = run_plan(kafka.bootstrap, audit, tmp_path / "again.json")
+    assert again["moves"] == [] and again["held"] == []
+    assert json.loads((tmp_path / "again.json").read_text()) == {"version": 1, "partitions": []}
+    print(f"dry run {dry_run_s:.1f} s, apply of 3 moves in 2 batches {apply_s:.1f} s")
+
+
+def test_a_produce_burst_through_the_sidecar_during_the_apply_loses_and_duplicates_nothing(kafka, moto_server,
+                                                                                         tmp_path):
+    bucket = unique_name("wal")
+    moto_server.create_bucket(bucket)
+    topic = unique_name("placing")
+    kafka.create_topic(topic, PARTITIONS, assignments=ASSIGNMENTS)
+    audit = write_audit(tmp_path / "window-audit", topic)  # not wal_sidecars' own tmp_path / "audit"
+    records: list[tuple[int, int]] = []
+    delivery = Delivery()
+    rate_per_s, after_n = 200, 400  # paced; 2 s more once the apply is done
+    with wal_sidecars(kafka, moto_server, bucket, tmp_path) as sidecars:
+        p = producer(sidecars.proxy, acks="all")
+        log = (tmp_path / "apply.log").open("w")
+        apply = subprocess.Popen(plan_leaders(kafka.bootstrap, audit, tmp_path / "r.json", "--apply",
+                                              "--batch-size", "1", "--throttle-s", "1"),
+                                 stdout=log, stderr=subprocess.STDOUT, text=True)
+        started = time.monotonic()
+        last = None
+        i = 0
+        while last is None or i < last:
+            if last is None and apply.poll() is not None:
+                last = i + after_n
+            while (ahead := started + i / rate_per_s - time.monotonic()) > 0:
+                p.poll(ahead)
+            records.append((i % PARTITIONS, i))
+            produce(p, topic, [records[-1]], delivery)
+            i += 1
+            assert time.monotonic() - started < 180, "the apply did not finish"
+        assert p.flush(60) == 0
+        log.close()
+    assert apply.returncode == 0, (tmp_path / "apply.log").read_text()
+    assert "applied 3 moves" in (tmp_path / "apply.log").read_text()
+    assert {q: s["leader"] for q, s in kafka.describe(topic).items()} == {0: 1, 1: 1, 2: 1, 3: 3, 4: 2, 5: 3}
+    assert not delivery.failed, delivery.failed[:5]
+    want: dict[int, list[int]] = {}
+    for partition, value in records:
+        want.setdefault(partition, []).append(value)
+    assert delivery.acked == want
+    assert read_back(kafka.bootstrap, topic, PARTITIONS, len(records)) == want  # once each, in order
+    ok = [r for path in sidecars.audit_dir.rglob("*.jsonl.gz") for r in map(json.loads, gzip.open(path, "rt"))
+          if r["kind"] == "produce_batch" and r["error_code"] == 0 and r["topic"] == topic]
+    # the moved partitions' batches went by the WAL to use1-az2/az3, then, once led here, locally
+    for q in SKEWED:
+        assert {(b["leader_zone"], b["route"]) for b in ok if b["partition"] == q} == \
+            {(("use1-az2" if q % 2 == 0 else "use1-az3"), "wal"), ("use1-az1", "local")}, q
+    print(f"{len(records)} records through the sidecar while 3 leaders moved")
