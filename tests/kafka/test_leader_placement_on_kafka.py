@@ -162,3 +162,31 @@ def test_a_produce_burst_through_the_sidecar_during_the_apply_loses_and_duplicat
         assert {(b["leader_zone"], b["route"]) for b in ok if b["partition"] == q} == \
             {(("use1-az2" if q % 2 == 0 else "use1-az3"), "wal"), ("use1-az1", "local")}, q
     print(f"{len(records)} records through the sidecar while 3 leaders moved")
+
+
+def test_a_replica_out_of_the_isr_is_not_made_leader_until_it_has_caught_up(own_kafka, tmp_path):
+    topic = unique_name("isr")
+    own_kafka.create_topic(topic, PARTITIONS, assignments=ASSIGNMENTS)
+    audit = write_audit(tmp_path / "window-audit", topic)
+    own_kafka.stop_node(1)  # use1-az1's broker: its replicas leave every ISR
+    deadline = time.monotonic() + 60
+    while any(1 in s["isr"] for s in own_kafka.describe(topic).values()):
+        assert time.monotonic() < deadline, own_kafka.describe(topic)
+        time.sleep(0.5)  # polling the cluster's state
+    before = placement(own_kafka, topic)
+    plan, done = run_plan(own_kafka.bootstrap, audit, tmp_path / "r.json", "--apply")
+    assert plan["moves"] == []
+    assert [(h["partition"], h["to_zone"], h["saving_bytes"], h["reason"]) for h in plan["held"]] == [
+        (0, "use1-az1", 8 * MB, "the replica in its producers' zone is not in the ISR"),
+        (1, "use1-az1", 7 * MB, "the replica in its producers' zone is not in the ISR"),
+        (2, "use1-az1", 6 * MB, "the replica in its producers' zone is not in the ISR")]
+    assert "applied" not in done.stdout
+    assert placement(own_kafka, topic) == before  # nothing moved to a second-best zone
+
+    own_kafka.start_node(1)
+    deadline = time.monotonic() + 120
+    while not all(sorted(s["isr"]) == [1, 2, 3] for s in own_kafka.describe(topic).values()):
+        assert time.monotonic() < deadline, own_kafka.describe(topic)
+        time.sleep(0.5)  # polling the cluster's state
+    plan, _ = run_plan(own_kafka.bootstrap, audit, tmp_path / "r.json")
+    assert [m["partition"] for m in plan["moves"]] == [0, 1, 2] and plan["held"] == []
