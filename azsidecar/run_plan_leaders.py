@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -34,6 +36,37 @@ from leader_placement.audit_input import (
 from leader_placement.plan import Constraints, LeaderPlan, LeaderPlanError, plan_leaders, reassignment_json
 
 POLL_S = 0.5  # between reads of the cluster's state while a batch's reassignment or election completes
+CREDENTIALS_RE = re.compile(r"Authentication|Authorization|certificate", re.I)  # the client errors that name a cause
+
+
+class _ClientErrors(logging.Handler):
+    """Keeps kafka-python's first error lines (a refused connection, SASL login or TLS
+    handshake) for our one line on failure, instead of its retry log on stderr."""
+
+    KEPT = 20
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message not in self.messages and len(self.messages) < self.KEPT:
+            self.messages.append(message)
+
+    def cause(self, failure: str) -> str:
+        """The kept line that says most about `failure`: a refused login or certificate first,
+        else the first that says more than `failure` does; "" if none."""
+        more = [m for m in self.messages if m not in failure and failure not in m and "Bootstrap failed" not in m]
+        return next((m for m in more if CREDENTIALS_RE.search(m)), more[0] if more else "")
+
+
+def _quiet_client() -> _ClientErrors:
+    handler = _ClientErrors()
+    client_log = logging.getLogger("kafka")
+    client_log.propagate = False
+    client_log.addHandler(handler)
+    return handler
 
 
 def main(args: argparse.Namespace) -> int:
@@ -61,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from exc
     traffic = {k: v for k, v in audited.bytes_by_zone.items() if k[0] in topics}
     security = kafka_python_security(config.upstream)
+    client_errors = _quiet_client()
     try:
         with KafkaLeaderAdmin(config.upstream.bootstrap_servers, security) as admin:
             placement, unknown = admin.placement(topics)
@@ -88,7 +122,9 @@ def main(args: argparse.Namespace) -> int:
                                  timeout_s=args.timeout_s, poll_s=POLL_S, clock=time.monotonic, sleep=time.sleep,
                                  report=lambda line: print(line, flush=True))
     except LeaderAdminError as exc:
-        raise StartupFailure(str(exc)) from exc
+        cause = client_errors.cause(str(exc))
+        detail = f" (first client error: {cause})" if cause else ""
+        raise StartupFailure(f"{exc}{detail}") from exc
     if not result.ok:
         print(f"azsidecar: leader placement stopped after {len(result.moved)} of {len(plan.moves)} moves: "
               f"{result.error}", file=sys.stderr)
