@@ -99,7 +99,19 @@ def test_plan_then_apply_moves_exactly_the_skewed_partitions_to_use1_az1(kafka, 
         {"topic": topic, "partition": 0, "replicas": [1, 2, 3]},
         {"topic": topic, "partition": 1, "replicas": [1, 3, 2]},
         {"topic": topic, "partition": 2, "replicas": [1, 2, 3]}]}
-    assert placement(kafka, topic) == before  # the dry run changed nothing
+    text = subprocess.run(plan_leaders(kafka.bootstrap, audit, tmp_path / "text.json"), capture_output=True,
+                          text=True, timeout=240)
+    assert text.returncode == 0, text.stderr
+    print(text.stdout)
+    lines = text.stdout.splitlines()
+    assert lines[0] == ("audit window 60.0 s; a cross-zone byte costs 0.0200 USD/GB; "
+                        "a broker may lead at most 3 of these partitions")
+    assert lines[1] == ("3 leader moves, saving 21,000,000 cross-zone bytes (0.000420 USD) over the window, "
+                        "18.40 USD a month at this rate:")
+    assert f"  {topic}-0: broker 2 (use1-az2) -> 1 (use1-az1), saves 8,000,000 bytes, replicas [2, 3, 1] -> [1, 2, 3]" \
+        in lines
+    assert lines[-1].startswith(f"reassignment file: {tmp_path / 'text.json'} (dry run: nothing changed")
+    assert placement(kafka, topic) == before  # the dry runs changed nothing
 
     started = time.monotonic()
     applied, done = run_plan(kafka.bootstrap, audit, out, "--apply", "--batch-size", "2", "--throttle-s", "0.5")
@@ -135,14 +147,16 @@ def test_a_produce_burst_through_the_sidecar_during_the_apply_loses_and_duplicat
     with wal_sidecars(kafka, moto_server, bucket, tmp_path) as sidecars:
         p = producer(sidecars.proxy, acks="all")
         log = (tmp_path / "apply.log").open("w")
-        apply = subprocess.Popen(plan_leaders(kafka.bootstrap, audit, tmp_path / "r.json", "--apply",
-                                              "--batch-size", "1", "--throttle-s", "1"),
-                                 stdout=log, stderr=subprocess.STDOUT, text=True)
+        apply: subprocess.Popen | None = None
         started = time.monotonic()
         last = None
         i = 0
         while last is None or i < last:
-            if last is None and apply.poll() is not None:
+            if apply is None and len(delivery.acked) == PARTITIONS:  # every partition acked on its first route
+                apply = subprocess.Popen(plan_leaders(kafka.bootstrap, audit, tmp_path / "r.json", "--apply",
+                                                      "--batch-size", "1", "--throttle-s", "1"),
+                                         stdout=log, stderr=subprocess.STDOUT, text=True)
+            if last is None and apply is not None and apply.poll() is not None:
                 last = i + after_n
             while (ahead := started + i / rate_per_s - time.monotonic()) > 0:
                 p.poll(ahead)
@@ -152,7 +166,7 @@ def test_a_produce_burst_through_the_sidecar_during_the_apply_loses_and_duplicat
             assert time.monotonic() - started < 180, "the apply did not finish"
         assert p.flush(60) == 0
         log.close()
-    assert apply.returncode == 0, (tmp_path / "apply.log").read_text()
+    assert apply is not None and apply.returncode == 0, (tmp_path / "apply.log").read_text()
     assert "applied 3 moves" in (tmp_path / "apply.log").read_text()
     assert {q: s["leader"] for q, s in kafka.describe(topic).items()} == {0: 1, 1: 1, 2: 1, 3: 3, 4: 2, 5: 3}
     assert not delivery.failed, delivery.failed[:5]
