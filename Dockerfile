@@ -29,6 +29,7 @@ COPY router ./router
 COPY wal_s3 ./wal_s3
 COPY leader_notify ./leader_notify
 COPY spark_audit ./spark_audit
+COPY leader_placement ./leader_placement
 COPY deploy ./deploy
 # The project's wheel first (no dependencies), then wheels of what it depends on.
 RUN pip wheel --no-deps --wheel-dir /wheels . \

@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(getattr(args, "log_format", None) or "text", getattr(args, "log_level", None) or "INFO")
     tune_gc()
-    module_name, _, function = RUNNERS[args.command].partition(":")
+    # a subcommand's own form (`plan leaders`) names its runner with set_defaults(runner=...)
+    module_name, _, function = (getattr(args, "runner", None) or RUNNERS[args.command]).partition(":")
     run = getattr(importlib.import_module(module_name), function)
     try:
         return int(run(args) or 0)

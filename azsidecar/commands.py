@@ -240,7 +240,8 @@ def _plan(sub: argparse._SubParsersAction) -> None:
                                    "and prices; print the predicted monthly transfer bill, S3 request bill and net "
                                    "savings of direct produce, one sidecar per host and one gateway per zone, and "
                                    "each host's break-even rate (model: router/plan.py, docs/planner.md).")
-    source = p.add_mutually_exclusive_group(required=True)
+    # required, but checked by run_plan: argparse would demand it of `plan leaders` too
+    source = p.add_mutually_exclusive_group()
     source.add_argument("--profile", metavar="CSV",
                         help="columns host,zone,leader_zone,bytes_per_s[,batches_per_s][,requests_per_s], "
                              "one row per host and leader zone")
@@ -269,6 +270,44 @@ def _plan(sub: argparse._SubParsersAction) -> None:
                    help="gateway instances x proxy.workers per zone, each its own WAL writer (default 1)")
     p.add_argument("--batch-bytes", type=at_least(1), default=16384,
                    help="mean partition batch size for CSV rows without batches_per_s (default 16384)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    forms = p.add_subparsers(dest="plan_command", metavar="leaders", required=False,
+                             title="other plans (`azsidecar plan leaders --help`)")
+    _plan_leaders(forms)
+
+
+def _plan_leaders(forms: argparse._SubParsersAction) -> None:
+    p = forms.add_parser("leaders", help="move partition leaders to the zone their produce bytes come from",
+                         description="Read a window's produce_batch audit records (bytes per partition and producer "
+                                     "zone) and the cluster's placement (Admin API); print which leaders to move to "
+                                     "another in-sync replica and what that saves; write the reassignment file "
+                                     "kafka-reassign-partitions reads. Dry run unless --apply (docs/leader-placement.md).")
+    p.set_defaults(runner="azsidecar.run_plan_leaders:main")
+    p.add_argument("--from-audit", metavar="DIR", required=True, help="audit records (gzip JSON lines under DIR)")
+    p.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
+                   help="the Kafka cluster (overrides upstream.bootstrap_servers of --config)")
+    p.add_argument("--config", metavar="FILE",
+                   help="the proxy's TOML configuration: its [upstream] TLS and SASL settings are used")
+    p.add_argument("--topic", action="append", metavar="NAME", help="plan only this topic (repeatable; default: "
+                                                                    "every topic in the audit)")
+    p.add_argument("--apply", action="store_true", help="carry the moves out (default: dry run, change nothing)")
+    p.add_argument("--batch-size", type=at_least(1), default=5, help="partitions moved together (default 5)")
+    p.add_argument("--throttle-s", type=not_negative, default=10.0, help="pause between batches (default 10)")
+    p.add_argument("--timeout-s", type=positive, default=120.0,
+                   help="longest wait for a batch's reassignment, and for its election (default 120)")
+    p.add_argument("--max-moves", type=at_least(0), default=50, help="moves per run (default 50)")
+    p.add_argument("--min-saving-bytes", type=at_least(1), default=1_000_000,
+                   help="a move must save at least this many cross-zone bytes over the audited window (default 1000000)")
+    p.add_argument("--min-saving-usd", type=not_negative, default=0.0,
+                   help="a move must save at least this many USD over the audited window (default 0)")
+    p.add_argument("--skew", type=at_least(0), default=1,
+                   help="a broker may lead at most ceil(partitions / brokers) + SKEW of the planned topics' "
+                        "partitions (default 1)")
+    p.add_argument("--prices", metavar="FILE", help="prices TOML, as `azsidecar audit --prices` (default list prices)")
+    p.add_argument("--storage-class", choices=("standard", "express"), default="standard",
+                   help="the WAL's S3 storage class, for the audited WAL route's cost (default standard)")
+    p.add_argument("--out", metavar="FILE", default="leader-reassignment.json",
+                   help="where to write the reassignment JSON (default %(default)s)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 

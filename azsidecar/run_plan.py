@@ -77,6 +77,8 @@ def audit_records(root: Path) -> Iterator[dict]:
 
 
 def main(args: argparse.Namespace) -> int:
+    if not args.profile and not args.from_audit:
+        raise ConfigError("plan: give --profile CSV or --from-audit DIR (or `azsidecar plan leaders ...`)")
     prices = load_prices(args.prices)
     try:
         wal = WalSettings(linger_ms=args.linger_ms, max_bytes=args.max_bytes,

@@ -1,0 +1,139 @@
+"""The apply loop's steps and checks, over an in-memory cluster (the Kafka adapter is tested on
+Apache Kafka in tests/kafka/test_leader_placement_on_kafka.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from leader_placement.apply import anomaly, apply_moves, batches, stale
+from leader_placement.plan import Move, PartitionPlacement
+
+
+def move(p: int, before=(2, 3, 1), to=1) -> Move:
+    after = (to,) + tuple(r for r in before if r != to)
+    return Move("t", p, before[0], "z", to, "use1-az1", 100, 2e-9, tuple(before), after)
+
+
+def state(p: int, replicas=(2, 3, 1), leader=None, isr=None) -> PartitionPlacement:
+    return PartitionPlacement("t", p, tuple(replicas), replicas[0] if leader is None else leader,
+                              tuple(replicas if isr is None else isr))
+
+
+class MemoryCluster:
+    """Reassignments finish after `reassign_polls` reads; elections make the first replica lead."""
+
+    def __init__(self, parts, reassign_polls=1, shrink_isr=False):
+        self.parts = {(s.topic, s.partition): s for s in parts}
+        self.pending_reads: dict = {}
+        self.reassign_polls = reassign_polls
+        self.shrink_isr = shrink_isr
+        self.calls: list[str] = []
+
+    def describe(self, keys):
+        return {k: self.parts[k] for k in keys if k in self.parts}
+
+    def reassign(self, orders):
+        self.calls.append(f"reassign {sorted(orders)}")
+        for k, order in orders.items():
+            self.parts[k] = dataclasses.replace(self.parts[k], replicas=tuple(order))
+            self.pending_reads[k] = self.reassign_polls
+        return {}
+
+    def pending(self, keys):
+        out = set()
+        for k in keys:
+            if self.pending_reads.get(k, 0) > 0:
+                self.pending_reads[k] -= 1
+                out.add(k)
+        return out
+
+    def elect_preferred(self, keys):
+        self.calls.append(f"elect {sorted(keys)}")
+        for k in keys:
+            s = self.parts[k]
+            isr = s.isr[:-1] if self.shrink_isr else s.isr
+            self.parts[k] = dataclasses.replace(s, leader=s.replicas[0], isr=isr)
+        return {}
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.sleeps.append(s)
+        self.now += s
+
+
+def run(cluster, moves, clock, **kw):
+    lines: list[str] = []
+    args = {"batch_size": 2, "throttle_s": 5.0, "timeout_s": 30.0, "poll_s": 0.5} | kw
+    result = apply_moves(cluster, moves, clock=clock, sleep=clock.sleep, report=lines.append, **args)
+    return result, lines
+
+
+def test_batches_in_plan_order():
+    moves = [move(p) for p in range(5)]
+    assert [[m.partition for m in b] for b in batches(moves, 2)] == [[0, 1], [2, 3], [4]]
+    with pytest.raises(ValueError):
+        batches(moves, 0)
+
+
+def test_moves_batch_by_batch_with_the_throttle_between_batches():
+    cluster = MemoryCluster([state(p) for p in range(3)])
+    clock = Clock()
+    result, lines = run(cluster, [move(p) for p in range(3)], clock)
+    assert result.ok and [m.partition for m in result.moved] == [0, 1, 2]
+    assert {k: (s.leader, s.replicas) for k, s in cluster.parts.items()} == {("t", p): (1, (1, 2, 3)) for p in range(3)}
+    assert cluster.calls == ["reassign [('t', 0), ('t', 1)]", "elect [('t', 0), ('t', 1)]",
+                             "reassign [('t', 2)]", "elect [('t', 2)]"]
+    assert clock.sleeps == [0.5, 5.0, 0.5]  # one poll per batch while pending, one throttle between the two
+    assert lines[0] == "moved t-0: broker 2 (z) -> 1 (use1-az1), ISR [1, 2, 3]"
+
+
+def test_a_shrunken_isr_stops_the_run_after_the_first_batch():
+    cluster = MemoryCluster([state(p) for p in range(3)], shrink_isr=True)
+    result, _ = run(cluster, [move(p) for p in range(3)], Clock())
+    assert not result.ok and result.moved == ()
+    assert result.error == "t-0: ISR shrank from [1, 2, 3] to [2, 3]"
+    assert len([c for c in cluster.calls if c.startswith("reassign")]) == 1
+
+
+def test_a_reassignment_that_never_completes_times_out():
+    cluster = MemoryCluster([state(0)], reassign_polls=10**6)
+    result, _ = run(cluster, [move(0)], Clock(), timeout_s=3.0)
+    assert result.error == "batch 1: the reassignment did not complete within 3 s"
+
+
+def test_a_stale_plan_is_refused_before_anything_is_asked():
+    cluster = MemoryCluster([state(0, leader=3)])
+    result, _ = run(cluster, [move(0)], Clock())
+    assert result.error == "t-0: led by broker 3, the plan expected 2; plan again"
+    assert cluster.calls == []
+
+
+@pytest.mark.parametrize(("now", "why"), [
+    (None, "t-0: no longer exists"),
+    (state(0, replicas=(2, 3, 4)), "t-0: replicas are [2, 3, 4], the plan expected [2, 3, 1]; plan again"),
+    (state(0, isr=(2, 3)), "t-0: broker 1 is not in the ISR [2, 3]; not moving the leader there"),
+    (state(0, replicas=(2, 1, 3)), None),  # another order of the same set, same leader: still fits
+])
+def test_stale(now, why):
+    assert stale(move(0), now) == why
+
+
+@pytest.mark.parametrize(("after", "why"), [
+    (state(0, replicas=(1, 2, 3)), None),
+    (state(0, replicas=(1, 2, 3), leader=2), "t-0: led by broker 2 after the election, not 1"),
+    (state(0, replicas=(1, 2, 4)), "t-0: replica set changed from [1, 2, 3] to [1, 2, 4]"),
+    (state(0, replicas=(1, 2, 3), isr=(1, 2)), "t-0: ISR shrank from [1, 2, 3] to [1, 2]"),
+    (None, "t-0: disappeared during the move"),
+])
+def test_anomaly(after, why):
+    assert anomaly(move(0), state(0), after) == why
