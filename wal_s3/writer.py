@@ -92,6 +92,26 @@ INLINE_ENCODE_MAX_BYTES = 64 * 1024
 LINGER_TIMER_SLACK_S = 0.001
 
 
+
+def take_reusable(spares: list[bytearray]) -> bytearray | None:
+    """Pop a spare buffer nothing else has a view of; drop those still viewed. None if none.
+
+    A PUT abandoned at its gray deadline (S3 hangs) can leave a memoryview of its body alive
+    for a while (the cancelled send's frames). Writing the next object into that buffer
+    would resize it under the view (BufferError, which stopped the writer) or change bytes
+    an abandoned request may still be sending. A bytearray refuses any resize while a view
+    exists, which is the check: append one byte and take it off again.
+    """
+    while spares:
+        buffer = spares.pop()
+        try:
+            buffer.append(0)
+        except BufferError:
+            continue  # still viewed: let it go; the garbage collector frees it with the view
+        del buffer[-1]
+        return buffer
+    return None
+
 class WalWriteError(Exception):
     """Entries could not be made durable. retriable=True: the caller may append them again."""
 
@@ -725,7 +745,7 @@ class WalWriter:
             if obj.nbytes <= INLINE_ENCODE_MAX_BYTES:
                 encoded = encode()
             else:
-                spare = self._spare_buffers.pop() if self._spare_buffers else None
+                spare = take_reusable(self._spare_buffers)
                 encoded = await trio.to_thread.run_sync(functools.partial(encode, into=spare))
             nbytes = len(encoded.data)
             try:
@@ -782,9 +802,9 @@ class WalWriter:
         """Keep a finished object's buffer for a later encode.
 
         A fresh 8 MiB buffer costs ~2,000 page faults and the kernel zeroing the pages,
-        5-10 % of the writer's CPU at full rate. Safe to overwrite: every PUT attempt ran to
-        its end (trio waits for a worker thread even when cancelled) and nothing else keeps
-        the bytes. At most max_in_flight_puts buffers of at most one full object are kept
+        5-10 % of the writer's CPU at full rate. A PUT abandoned at its gray deadline may
+        still hold a view of the bytes (its cancelled send), so `take_reusable` checks a
+        buffer is free before an encode writes into it. At most max_in_flight_puts buffers of at most one full object are kept
         (objects small enough to encode on the loop neither take nor give one).
         """
         if (len(buffer) > INLINE_ENCODE_MAX_BYTES and len(self._spare_buffers) < self.config.max_in_flight_puts
