@@ -4,26 +4,16 @@ way an operator moves them (reorder the replicas, preferred election)."""
 
 from __future__ import annotations
 
-import gzip
-import json
-
 import pytest
 
 from tests.cluster.conftest import Delivery, produce, producer, read_back, wal_sidecars
+from tests.cluster.test_wal_on_cluster import batches
 from tests.conftest import unique_name
 from tests.kafka.conftest import ZONES, spread_leaders
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
 PARTITIONS = 6
-
-
-def batches(audit_dir) -> list[dict]:
-    out = []
-    for path in audit_dir.rglob("*.jsonl.gz"):
-        with gzip.open(path, "rt") as f:
-            out.extend(r for r in map(json.loads, f) if r["kind"] == "produce_batch")
-    return out
 
 
 def test_wal_path_on_kafka_with_leaders_moved_by_reassignment(kafka, moto_server, tmp_path):
