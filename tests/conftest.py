@@ -42,12 +42,14 @@ def xdist_group_of(relative: str, kafka_version: str | None) -> str:
     """The pytest-xdist group a test runs in (`make test` runs `--dist loadgroup`): the
     three-zone systems all in one group, one after another; the tests on a shared Apache
     Kafka cluster in one group per broker version, so each version's cluster starts once;
-    every other test file its own group, so its module fixtures start once."""
+    the Spark job tests in one group (one SparkSession); every other test file its own group, so its module fixtures start once."""
     top = relative.split(os.sep, 1)[0]
     if top in SERIAL_DIRS:
         return "three-zone-systems"
     if top == "kafka":
         return f"kafka-{kafka_version or 'default'}"
+    if top == "spark_audit":
+        return "spark"  # one SparkSession (tests/spark_audit/conftest.py) for all of them
     return relative
 
 
