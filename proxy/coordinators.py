@@ -31,7 +31,7 @@ from kafka.protocol.producer.transaction import (
 )
 
 from core import errors
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
     API_ADD_OFFSETS_TO_TXN,
     API_ADD_PARTITIONS_TO_TXN,
     API_END_TXN,

@@ -4,7 +4,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
-# `api` is Kafka's name of the API (Produce, Metadata, ...; proxy/api_names.py).
+# `api` is Kafka's name of the API (Produce, Metadata, ...; kafka_protocol/api_names.py).
 REQUESTS = Counter("azsidecar_proxy_requests_total", "Client requests by API", ["api", "api_version"])
 REQUEST_LATENCY = Histogram(
     "azsidecar_proxy_request_latency_seconds", "Time from request read to response queued", ["api"],

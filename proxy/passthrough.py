@@ -35,7 +35,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata import MetadataResponse
 
 from core.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
-from proxy.fetch_request import decode_fetch_request
+from kafka_protocol.fetch_request import decode_fetch_request
 from proxy.metadata import MetadataView
 from proxy.upstream import RawRequest
 

@@ -34,19 +34,8 @@ from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
 from core.produce import ProduceBackend
 from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
-from proxy import limits, metrics
-from proxy.api_names import api_name
-from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
-from proxy.config import ProxyConfig, UpstreamConfig
-from proxy.coordinators import (
-    FORWARDED,
-    Coordinators,
-    coordinator_key,
-    error_response,
-    forwarded_frame,
-    with_correlation_id,
-)
-from proxy.kafka_codec import (
+from kafka_protocol.api_names import api_name
+from kafka_protocol.kafka_codec import (
     API_API_VERSIONS,
     API_FIND_COORDINATOR,
     API_INIT_PRODUCER_ID,
@@ -62,6 +51,17 @@ from proxy.kafka_codec import (
     UnsupportedRequest,
     decode_request,
     encode_response,
+)
+from proxy import limits, metrics
+from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
+from proxy.config import ProxyConfig, UpstreamConfig
+from proxy.coordinators import (
+    FORWARDED,
+    Coordinators,
+    coordinator_key,
+    error_response,
+    forwarded_frame,
+    with_correlation_id,
 )
 from proxy.limits import admit, receive_deadline
 from proxy.listen import open_listeners

@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from core.errors import NONE, UNSUPPORTED_VERSION
-from proxy.coordinators import FORWARDED, HIGHEST_FIND_COORDINATOR_VERSION
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
     API_API_VERSIONS,
     API_FIND_COORDINATOR,
     API_INIT_PRODUCER_ID,
@@ -24,6 +23,7 @@ from proxy.kafka_codec import (
     API_SASL_AUTHENTICATE,
     API_SASL_HANDSHAKE,
 )
+from proxy.coordinators import FORWARDED, HIGHEST_FIND_COORDINATOR_VERSION
 
 # What this proxy implements: api_key -> (min, max).
 IMPLEMENTED: dict[int, tuple[int, int]] = {

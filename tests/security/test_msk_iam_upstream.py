@@ -17,11 +17,11 @@ import trio.testing
 from kafka.protocol.metadata import MetadataRequest
 
 from core.msk_iam import MskIamError, MskIamTokens
+from kafka_protocol.kafka_codec import encode_response
 from leader_notify._msk_iam import AiokafkaMskIamTokens
 from leader_notify.appender import AppendResult, KafkaAppender, KafkaAppendUnavailable
 from leader_notify.runner import aiokafka_security
 from proxy.config import UpstreamConfig
-from proxy.kafka_codec import encode_response
 from proxy.upstream import UpstreamConnection, UpstreamError, open_upstream
 from tests.proxy.kafka_wire import record_batch
 from tests.security.msk_iam_double import (
