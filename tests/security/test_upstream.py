@@ -16,9 +16,10 @@ import asyncio
 
 import pytest
 
-from proxy.config import ProxyConfig, UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
+from kafka_upstream.upstream import UpstreamError, open_upstream
+from proxy.config import ProxyConfig
 from proxy.server import run_proxy
-from proxy.upstream import UpstreamError, open_upstream
 from tests.proxy.kafka_wire import Wire, produce_request, record_batch
 from tests.security.conftest import UPSTREAM_PASSWORD, secured_proxy
 from tests.security.test_listener import RECORDS, consume_values, expected_values, fresh_topic, kafka_python_produce

@@ -22,7 +22,7 @@ IAM_ACTIONS_BY_REQUEST = {
     "FetchRequest": {"kafka-cluster:ReadData"},  # a partition's tail, to verify a DUPLICATE_SEQUENCE_NUMBER
     "ListOffsetsRequest": {"kafka-cluster:DescribeTopic"},
     "OffsetRequest": {"kafka-cluster:DescribeTopic"},  # aiokafka's name for ListOffsets
-    # Coordinator lookups for transactional producers and groups (proxy/coordinators.py); the
+    # Coordinator lookups for transactional producers and groups (kafka_upstream/coordinators.py); the
     # transaction and group requests after them are forwarded as bytes, under the same statement.
     "FindCoordinatorRequest": {"kafka-cluster:DescribeTransactionalId", "kafka-cluster:DescribeGroup"},
 }

@@ -10,10 +10,10 @@ import types
 import pytest
 import trio
 
+from kafka_upstream.metadata import PartitionInfo
+from kafka_upstream.upstream import BrokerAddress
 from leader_notify.owners import AgentMap
 from leader_notify.protocol import EntryResult
-from proxy.metadata import PartitionInfo
-from proxy.upstream import BrokerAddress
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
 from tests.unit.router.test_backend import CTX, FakeDirect, FakeMetadata, FakeWriter, item

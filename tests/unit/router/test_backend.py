@@ -16,11 +16,11 @@ from prometheus_client import REGISTRY
 from core.audit import MemoryAuditSink
 from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
 from core.record_batch import RecordBatch
+from kafka_upstream.metadata import PartitionInfo
+from kafka_upstream.upstream import BrokerAddress, UpstreamTimeout
 from leader_notify.owners import AgentMap
 from leader_notify.protocol import EntryResult
 from leader_notify.sender import Answer
-from proxy.metadata import PartitionInfo
-from proxy.upstream import BrokerAddress, UpstreamTimeout
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
 from wal_s3.config import WalConfig

@@ -42,7 +42,7 @@ from kafka_protocol.kafka_codec import (
     encode_produce_request_parts,
 )
 from kafka_protocol.produce_response_codec import decode_produce_response
-from proxy.config import UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
 
 log = logging.getLogger(__name__)
 

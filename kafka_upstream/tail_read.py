@@ -14,7 +14,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
 from core.duplicates import BatchHeader, TailSearch, Verdict, batch_headers, covered_until
-from proxy.upstream import UpstreamCluster, UpstreamConnection, UpstreamError
+from kafka_upstream.upstream import UpstreamCluster, UpstreamConnection, UpstreamError
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,8 @@ from kafka_protocol.kafka_codec import (
     RequestFrame,
     is_flexible,
 )
-from proxy.metadata import MetadataCache
-from proxy.upstream import RawRequest, UpstreamCluster, UpstreamError
+from kafka_upstream.metadata import MetadataCache
+from kafka_upstream.upstream import RawRequest, UpstreamCluster, UpstreamError
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from core.produce import (
 )
 from core.record_batch import InvalidBatch, split_batches
 from kafka_protocol.kafka_codec import (
+    MIN_ACCEPTED_PRODUCE_VERSION,
     PartitionProduceData,
     ProduceRequestData,
     TopicProduceData,
@@ -37,10 +38,9 @@ from kafka_protocol.produce_response_codec import (
     ProduceAnswer,
     encode_produce_response,
 )
-from proxy.metadata import MetadataCache
-from proxy.tail_read import verify_duplicate
-from proxy.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
-from proxy.versions import MIN_ACCEPTED_PRODUCE_VERSION
+from kafka_upstream.metadata import MetadataCache
+from kafka_upstream.tail_read import verify_duplicate
+from kafka_upstream.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
 
 log = logging.getLogger(__name__)
 
