@@ -21,9 +21,9 @@ from kafka_upstream.direct import DirectBackend
 from kafka_upstream.metadata import MetadataCache
 from kafka_upstream.upstream import UpstreamCluster, open_upstream
 from leader_notify.metrics import process_sender_metrics
-from leader_notify.owners import probe_targets
-from leader_notify.recovery import recover_acknowledged
-from leader_notify.sender import NotifySender
+from leader_notify.sender.owners import probe_targets
+from leader_notify.sender.recovery import recover_acknowledged
+from leader_notify.sender.sender import NotifySender
 from proxy.bypass import SameZoneBypass
 from proxy.server import run_proxy
 from router.backend import RoutingBackend, WalPath

@@ -9,7 +9,7 @@ DirectBackend in one go; WAL batches are buffered in the WalWriter before `submi
 returns (so their order in WAL objects is the request order). Each WAL object is
 announced to each destination zone's agent by one notification, sent per zone strictly in
 object sequence order (the writer releases objects in that order). A zone with several
-agents: each agent owns some of the zone's partitions (leader_notify/owners.py) and gets
+agents: each agent owns some of the zone's partitions (leader_notify/sender/owners.py) and gets
 its own notifications, in object order, in parallel with the zone's other agents; each
 agent has its own breaker, so an agent that is down sends only its own partitions to
 `router.fallback` (after they drain, as on any path switch).
@@ -39,9 +39,9 @@ from core.zones import leader_zone
 from kafka_upstream.direct import DirectBackend
 from kafka_upstream.metadata import MetadataCache
 from kafka_upstream.upstream import UpstreamError
-from leader_notify.notifier import NotifySink, ZoneAnswer, ZoneNotifier
-from leader_notify.owners import health_key
-from leader_notify.sender import Answer
+from leader_notify.sender.notifier import NotifySink, ZoneAnswer, ZoneNotifier
+from leader_notify.sender.owners import health_key
+from leader_notify.sender.sender import Answer
 from router import audit_fields
 from router import metrics as router_metrics
 from router.breaker import Breaker

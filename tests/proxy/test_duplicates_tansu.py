@@ -18,7 +18,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from core import errors
 from kafka_upstream.config import UpstreamConfig
-from leader_notify.appender import KafkaAppender
+from leader_notify.agent.appender import KafkaAppender
 from proxy.config import ProxyConfig
 from proxy.server import run_proxy
 from tests.conftest import create_topics, unique_name

@@ -110,8 +110,8 @@ async def test_upstream_sasl_against_each_mechanism(sasl_ssl_proxy, certs):
 
 
 def test_agent_appender_over_sasl_ssl(tansu, sasl_ssl_proxy, certs):
-    from leader_notify.appender import KafkaAppender
-    from leader_notify.runner import aiokafka_security
+    from leader_notify.agent.appender import KafkaAppender
+    from leader_notify.agent.runner import aiokafka_security
 
     upstream = sasl_upstream(sasl_ssl_proxy.bootstrap, certs.ca_file, "SCRAM-SHA-256")
     topic = fresh_topic(tansu)
@@ -127,7 +127,7 @@ def test_agent_appender_over_sasl_ssl(tansu, sasl_ssl_proxy, certs):
 
 
 def test_agent_reads_the_password_file_when_the_cli_did_not_fill_it(tmp_path, certs):
-    from leader_notify.runner import aiokafka_security
+    from leader_notify.agent.runner import aiokafka_security
 
     secret = tmp_path / "pw"
     secret.write_text("from-file-pw\n")
