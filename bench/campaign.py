@@ -358,7 +358,7 @@ def _kafka_target():
     from kafka.protocol.producer import ProduceRequest  # noqa: PLC0415
     from kafka.protocol.producer.transaction import InitProducerIdRequest  # noqa: PLC0415
 
-    from proxy.kafka_codec import NEED_DATA, ProtocolError, ServerCodec, UnsupportedRequest, decode_request  # noqa: PLC0415
+    from kafka_protocol.kafka_codec import NEED_DATA, ProtocolError, ServerCodec, UnsupportedRequest, decode_request  # noqa: PLC0415
 
     served = {0: 12, 3: 12, 18: 4, 22: 5}  # what the proxy decodes: api_key -> max version
 
@@ -388,7 +388,7 @@ def _kafka_target():
             except UnsupportedRequest:
                 pass  # documented: the server answers UNSUPPORTED_VERSION and goes on
 
-    return "proxy.kafka_codec ServerCodec+decode_request", seeds, run, (ProtocolError,)
+    return "kafka_protocol.kafka_codec ServerCodec+decode_request", seeds, run, (ProtocolError,)
 
 
 def _wal_targets():

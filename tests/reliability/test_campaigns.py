@@ -207,7 +207,7 @@ def test_ack_mode_wal_agent_outage_is_re_driven_in_order(env, tmp_path):
 def test_ack_mode_wal_entries_of_a_killed_proxy_are_delivered_when_it_restarts(env, tmp_path):
     # Zone 2's agent goes down, so zone 1's proxy holds acknowledged entries for zone 2 that
     # no agent applied; that proxy is killed (-9) and restarted after the agent is back: it
-    # must deliver them from S3 (leader_notify/recovery.py) before it serves again.
+    # must deliver them from S3 (leader_notify/sender/recovery.py) before it serves again.
     agent_zone, proxy_zone = env.zones[1], env.zones[0]
 
     def crash(ctx: TickContext) -> None:
