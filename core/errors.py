@@ -1,4 +1,5 @@
-"""Kafka error codes the proxy returns (Kafka's own numbering), and which are retriable."""
+"""Kafka error codes the proxy and the agent use (Kafka's own numbering), which are
+retriable, and after which a client refreshes its metadata: the one table of them."""
 
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
@@ -26,6 +27,13 @@ RETRIABLE = frozenset({
     CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
     REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND, KAFKA_STORAGE_ERROR,
+})
+
+
+# Clients refresh metadata before retrying these (InvalidMetadataException subclasses, and
+# NETWORK_EXCEPTION, after which Java's producer also asks again): the leader may have moved.
+REFRESH_METADATA = frozenset({
+    UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, NETWORK_EXCEPTION,
 })
 
 

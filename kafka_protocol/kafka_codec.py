@@ -1,7 +1,8 @@
 """Sans-IO Kafka server codec: bytes in, request frames out; responses in, bytes out.
 
 Strategy: framing and the request header are parsed here by hand (they are tiny and fixed
-by the protocol), the bodies by kafka-python 3.x's schema-driven protocol classes, which
+by the protocol), Produce v3-v12 bodies by kafka_protocol/produce.py, the others by
+kafka-python 3.x's schema-driven protocol classes, which
 cover every version including flexible ones and skip unknown tagged fields. Received
 chunks are kept as immutable bytes: a frame inside one chunk is handed on as a memoryview
 of it (no copy), a frame spanning chunks is joined once. A large frame can instead be
@@ -43,7 +44,14 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from kafka_protocol._wire import SIZE as _SIZE
+from kafka_protocol._wire import ProtocolError as ProtocolError  # the codecs' error, re-exported
+from kafka_protocol._wire import skip_tagged_fields
+from kafka_protocol.produce import decode_produce_request
+
 API_PRODUCE = 0
+FAST_PRODUCE_VERSIONS = (3, 12)  # decoded by kafka_protocol.produce (records as views); v0-v2 by the library
+MIN_ACCEPTED_PRODUCE_VERSION = 3  # v0-v2 carry message sets older than magic 2: refused (UNSUPPORTED_VERSION)
 API_METADATA = 3
 API_API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
@@ -86,12 +94,7 @@ FRAME_AHEAD_BYTES = 256 * 1024
 # What a buffered chunk costs beyond its bytes (the bytes object and its deque slot): a
 # client trickling one byte per segment must not hold 50 times what it is charged for.
 CHUNK_OVERHEAD_BYTES = 64
-_SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhih")  # + client_id length
-
-
-class ProtocolError(Exception):
-    """The peer sent bytes that are not a valid Kafka request; the connection must close."""
 
 
 class FrameTooLarge(ProtocolError):
@@ -317,40 +320,15 @@ def parse_request_frame(frame: bytes | memoryview) -> RequestFrame:
     elif client_id_len != -1:
         raise ProtocolError(f"invalid client_id length {client_id_len}")
     if is_flexible(api_key, api_version):
-        pos = _skip_tagged_fields(frame, pos)
+        pos = skip_tagged_fields(frame, pos)
     return RequestFrame(api_key, api_version, correlation_id, client_id, view[pos:], len(frame))
-
-
-def _read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ProtocolError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("varint longer than 5 bytes")
-
-
-def _skip_tagged_fields(data: bytes | memoryview, pos: int) -> int:
-    count, pos = _read_uvarint(data, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(data, pos)
-        size, pos = _read_uvarint(data, pos)
-        pos += size
-        if pos > len(data):
-            raise ProtocolError("tagged field runs past the end of the frame")
-    return pos
 
 
 def decode_request(frame: RequestFrame, max_versions: dict[int, int]) -> Any:
     """Decode a frame's body with the library's schema for (api_key, api_version).
 
-    Produce v3-v12 take the fast path below (same fields, records as memoryview slices).
+    Produce v3-v12 are decoded by kafka_protocol.produce (same fields, records as memoryview
+    slices of the frame).
     Raises UnsupportedRequest for an API key or version outside `max_versions`, and
     ProtocolError when the body does not parse.
     """
@@ -372,201 +350,3 @@ def encode_response(response: Any, correlation_id: int, api_version: int) -> byt
     response.API_VERSION = api_version  # before the header: the library's setter touches it
     response.with_header(correlation_id=correlation_id)
     return bytes(response.encode(header=True, framed=True))
-
-
-# --- Produce fast path ----------------------------------------------------------------------
-# The library's Produce decoder copies every record set into new bytes and its encoder
-# copies them again; Produce carries nearly all of the proxy's bytes, so these two
-# hand-written functions keep record sets as memoryview slices of the received frame and
-# write them out with one join. Layout (v3-v12): transactional_id nullable string, acks
-# int16, timeout_ms int32, topic_data [name string, partition_data [index int32, records
-# nullable bytes]]; from v9 strings, arrays and bytes are "compact" (uvarint length + 1,
-# 0 = null) and every struct ends in tagged fields. Tested byte for byte against the
-# library in tests/unit/proxy/test_codec_produce_fast.py.
-
-FAST_PRODUCE_VERSIONS = (3, 12)  # v0-v2 predate magic 2; v13 names topics by id
-MIN_ACCEPTED_PRODUCE_VERSION = 3  # v0-v2 carry message sets older than magic 2: refused (UNSUPPORTED_VERSION)
-FIRST_FLEXIBLE_PRODUCE_VERSION = 9
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_ACKS_TIMEOUT = struct.Struct(">hi")
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionProduceData:
-    index: int
-    records: memoryview | None
-
-
-@dataclass(frozen=True, slots=True)
-class TopicProduceData:
-    name: str
-    partition_data: tuple[PartitionProduceData, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceRequestData:
-    """A decoded Produce request; field names as in the library's ProduceRequest."""
-
-    transactional_id: str | None
-    acks: int
-    timeout_ms: int
-    topic_data: tuple[TopicProduceData, ...]
-
-
-class _Reader:
-    __slots__ = ("data", "pos", "flexible")
-
-    def __init__(self, data: memoryview, flexible: bool) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = flexible
-
-    def _need(self, n: int) -> None:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ProtocolError(f"Produce request truncated at byte {self.pos} (needs {n} more)")
-
-    def int16(self) -> int:
-        self._need(2)
-        value: int
-        (value,) = _I16.unpack_from(self.data, self.pos)
-        self.pos += 2
-        return value
-
-    def int32(self) -> int:
-        self._need(4)
-        value: int
-        (value,) = _I32.unpack_from(self.data, self.pos)
-        self.pos += 4
-        return value
-
-    def length(self, nullable_int16: bool) -> int:
-        """A length prefix; -1 means null."""
-        if self.flexible:
-            value, self.pos = _read_uvarint(self.data, self.pos)
-            return value - 1
-        return self.int16() if nullable_int16 else self.int32()
-
-    def string(self) -> str | None:
-        n = self.length(nullable_int16=True)
-        if n < 0:
-            return None
-        self._need(n)
-        text = bytes(self.data[self.pos : self.pos + n]).decode("utf-8")
-        self.pos += n
-        return text
-
-    def bytes_view(self) -> memoryview | None:
-        n = self.length(nullable_int16=False)
-        if n < 0:
-            return None
-        self._need(n)
-        view = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return view
-
-    def array_length(self) -> int:
-        n = self.length(nullable_int16=False)
-        # Each element takes at least one byte: a count beyond the remaining bytes is a lie.
-        if n > len(self.data) - self.pos:
-            raise ProtocolError(f"array of {n} elements in {len(self.data) - self.pos} bytes")
-        return n
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            self.pos = _skip_tagged_fields(self.data, self.pos)
-
-
-def decode_produce_request(body: memoryview, api_version: int) -> ProduceRequestData:
-    """Decode a Produce v3-v12 body; record sets stay memoryview slices of `body`.
-
-    Raises ProtocolError when the body is malformed.
-    """
-    r = _Reader(memoryview(body), api_version >= FIRST_FLEXIBLE_PRODUCE_VERSION)
-    transactional_id = r.string()
-    acks = r.int16()
-    timeout_ms = r.int32()
-    topics = []
-    for _ in range(max(r.array_length(), 0)):
-        name = r.string()
-        if name is None:
-            raise ProtocolError("Produce request with a null topic name")
-        partitions = []
-        for _ in range(max(r.array_length(), 0)):
-            index = r.int32()
-            records = r.bytes_view()
-            r.tagged_fields()
-            partitions.append(PartitionProduceData(index, records))
-        r.tagged_fields()
-        topics.append(TopicProduceData(name, tuple(partitions)))
-    r.tagged_fields()
-    if r.pos != len(r.data):
-        raise ProtocolError(f"{len(r.data) - r.pos} bytes after the end of a Produce request")
-    return ProduceRequestData(transactional_id, acks, timeout_ms, tuple(topics))
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    raw = value.encode("utf-8")
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
-
-
-def _array_length(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def encode_produce_request(request: Any, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
-    """Frame a Produce v3-v12 request (header v1, or v2 from v9) for an upstream broker.
-
-    `request` has the library ProduceRequest's fields; record sets are written unchanged
-    with one join (no per-field copies).
-    """
-    return b"".join(encode_produce_request_parts(request, api_version, correlation_id, client_id))
-
-
-def encode_produce_request_parts(request: Any, api_version: int, correlation_id: int,
-                                 client_id: str | None) -> list[bytes | memoryview]:
-    """The framed request of encode_produce_request as a list of buffers, not joined.
-
-    The record sets are the request's own memoryviews, so a caller that writes the list
-    with one vectored send (sendmsg) never copies the payload in user space: joining a
-    ~1 MB request cost the proxy ~15 % of its CPU at full rate (an allocation the size of
-    the request, its page faults and the copy).
-    """
-    flexible = api_version >= FIRST_FLEXIBLE_PRODUCE_VERSION
-    tags = b"\x00" if flexible else b""
-    parts: list[bytes | memoryview] = [
-        b"",  # size, filled in below
-        _HEADER_FIXED.pack(API_PRODUCE, api_version, correlation_id, -1)[:8],
-        _string(client_id, flexible=False),  # the header's client_id is never compact
-        tags,
-        _string(request.transactional_id, flexible),
-        _ACKS_TIMEOUT.pack(request.acks, request.timeout_ms),
-        _array_length(len(request.topic_data), flexible),
-    ]
-    for topic in request.topic_data:
-        parts.append(_string(topic.name, flexible))
-        parts.append(_array_length(len(topic.partition_data), flexible))
-        for partition in topic.partition_data:
-            parts.append(_I32.pack(partition.index))
-            records = partition.records
-            if records is None:
-                parts.append(b"\x00" if flexible else _I32.pack(-1))
-            else:
-                parts.append(_uvarint(len(records) + 1) if flexible else _I32.pack(len(records)))
-                parts.append(records)
-            parts.append(tags)
-        parts.append(tags)
-    parts.append(tags)
-    parts[0] = _SIZE.pack(sum(len(p) for p in parts))
-    return parts

@@ -12,7 +12,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import ProduceRequest
 
 from core import errors
 from core.duplicates import Verdict
@@ -25,17 +25,13 @@ from core.produce import (
     TopicPartition,
 )
 from core.record_batch import InvalidBatch, split_batches
-from kafka_protocol.kafka_codec import (
-    MIN_ACCEPTED_PRODUCE_VERSION,
+from kafka_protocol.kafka_codec import MIN_ACCEPTED_PRODUCE_VERSION
+from kafka_protocol.produce import (
+    PartitionAnswer,
     PartitionProduceData,
+    ProduceAnswer,
     ProduceRequestData,
     TopicProduceData,
-    encode_response,
-)
-from kafka_protocol.produce_response_codec import (
-    FAST_PRODUCE_RESPONSE_VERSIONS,
-    PartitionAnswer,
-    ProduceAnswer,
     encode_produce_response,
 )
 from kafka_upstream.metadata import MetadataCache
@@ -89,20 +85,9 @@ def produce_answers(order: list[TopicPartition], results: dict[TopicPartition, P
 
 
 def encode_produce_answer(answers: list[PartitionAnswer], correlation_id: int, api_version: int) -> bytes:
-    """The framed ProduceResponse: hand-written for v3-v12, the library's encoder for the rest
-    (v0-v2, which the proxy only ever answers with UNSUPPORTED_VERSION)."""
-    if FAST_PRODUCE_RESPONSE_VERSIONS[0] <= api_version <= FAST_PRODUCE_RESPONSE_VERSIONS[1]:
-        return encode_produce_response(answers, correlation_id, api_version)
-    by_topic: dict[str, list] = defaultdict(list)
-    for a in answers:
-        by_topic[a.topic].append(ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
-            index=a.index, error_code=a.error_code, base_offset=a.base_offset,
-            log_append_time_ms=a.log_append_time_ms, log_start_offset=a.log_start_offset,
-            record_errors=[], error_message=a.error_message))
-    response = ProduceResponse(
-        responses=[ProduceResponse.TopicProduceResponse(name=t, partition_responses=ps) for t, ps in by_topic.items()],
-        throttle_time_ms=0)
-    return encode_response(response, correlation_id, api_version)
+    """The framed ProduceResponse (v0-v12; the proxy answers v0-v2 only with UNSUPPORTED_VERSION).
+    Raises ValueError for a version kafka_protocol.produce does not write."""
+    return encode_produce_response(answers, correlation_id, api_version)
 
 
 class DirectBackend:

@@ -35,13 +35,8 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from core.msk_iam import MskIamError, MskIamTokens, reauthenticate_after_ms
 from core.tls import client_context
-from kafka_protocol.kafka_codec import (
-    API_PRODUCE,
-    FAST_PRODUCE_VERSIONS,
-    ProduceRequestData,
-    encode_produce_request_parts,
-)
-from kafka_protocol.produce_response_codec import decode_produce_response
+from kafka_protocol.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS
+from kafka_protocol.produce import ProduceRequestData, decode_produce_response, encode_produce_request_parts
 from kafka_upstream.config import UpstreamConfig
 
 log = logging.getLogger(__name__)

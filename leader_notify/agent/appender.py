@@ -49,32 +49,26 @@ from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.structs import TopicPartition
 
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
+from core.errors import (
+    DUPLICATE_SEQUENCE_NUMBER,
+    LEADER_NOT_AVAILABLE,
+    NETWORK_EXCEPTION,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    REFRESH_METADATA,
+    REQUEST_TIMED_OUT,
+    RETRIABLE,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from core.zones import leader_zone
-from kafka_protocol.produce_codec import Batch
-from kafka_protocol.produce_request import ProduceAnswer, RawProduceRequest
+from kafka_protocol.produce import Batch, ProduceAnswer
 from leader_notify.agent.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
+from leader_notify.agent.produce_request import RawProduceRequest
 from leader_notify.agent.sequence_chain import SequenceChain
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NETWORK_EXCEPTION = 13
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-DUPLICATE_SEQUENCE_NUMBER = 46
-KAFKA_STORAGE_ERROR = 56
-CORRUPT_MESSAGE = 2
-
-# Errors after which the leader may have moved: refresh metadata before the next attempt.
-REFRESH_METADATA_CODES = frozenset({UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
-                                    NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, NETWORK_EXCEPTION})
-RETRIABLE_CODES = REFRESH_METADATA_CODES | {REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS,
-                                            NOT_ENOUGH_REPLICAS_AFTER_APPEND, CORRUPT_MESSAGE}
 
 # Internal marker, never sent: the leader moved out of the agent's zone; answered at once as
 # NOT_LEADER_OR_FOLLOWER (no retries: waiting does not bring the leader back).
@@ -447,10 +441,10 @@ class KafkaAppender:
             if code == _LEADER_IN_OTHER_ZONE:
                 log.info("append %s-%d refused: %s", topic, partition, reason)
                 return AppendResult(NOT_LEADER_OR_FOLLOWER, -1, False, attempt, time.monotonic() - started, reason)
-            if code not in RETRIABLE_CODES or attempt == self._max_attempts:
+            if code not in RETRIABLE or attempt == self._max_attempts:
                 break
             log.info("append %s-%d: error %d, attempt %d/%d", topic, partition, code, attempt, self._max_attempts)
-            if code in REFRESH_METADATA_CODES:
+            if code in REFRESH_METADATA:
                 await self._refresh(client)
             await asyncio.sleep(backoff_s)  # backoff between attempts, not synchronization
             backoff_s = min(backoff_s * 2, BACKOFF_MAX_S)
@@ -650,9 +644,8 @@ class KafkaAppender:
                 answer = await flight.answer
             else:
                 answer = await self._deadlines.answer(flight.conn, flight.answer, self._request_timeout_ms / 1000)
-            for topic, partitions in answer.topics:
-                for partition, code, offset in partitions:
-                    outcome[(topic, partition)] = (code, offset)
+            for p in answer.partitions:
+                outcome[(p.topic, p.index)] = (p.error_code, p.base_offset)
         except RequestTimedOutError:
             failure = REQUEST_TIMED_OUT
         except KafkaError as exc:
@@ -708,8 +701,7 @@ class KafkaAppender:
                                         topics=topics)
             response = await client.send(node, request)
             answered: asyncio.Future[ProduceAnswer] = asyncio.get_running_loop().create_future()
-            answered.set_result(ProduceAnswer([(topic, [(part[0], part[1], part[2]) for part in parts])
-                                               for topic, parts in response.topics]))
+            answered.set_result(response)  # a ProduceAnswer: RawProduceRequest decodes its answer
             return None, answered
         future = send_produce(conn, version, -1, self._produce_timeout_ms, topics)
         self._deadlines.watch(conn, future, self._request_timeout_ms / 1000)  # from the send, not the await

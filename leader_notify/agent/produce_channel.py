@@ -10,9 +10,9 @@ What stays aiokafka's: connecting, TLS, SASL (MSK IAM included), the ApiVersions
 negotiation, the reader task that matches answers to requests in order, and closing a
 broken connection (its pending futures then fail with KafkaConnectionError). What this
 module does instead of `conn.send`: it frames the request in one join
-(produce_codec.encode_produce_frame), writes it, and puts (correlation id, answer reader,
+(kafka_protocol.produce.encode_produce_request), writes it, and puts (correlation id, answer reader,
 future) in the connection's queue of requests exactly as `conn.send` does, so aiokafka's
-reader resolves the future with `ProduceAnswer` (produce_codec.decode_produce_response).
+reader resolves the future with `ProduceAnswer` (kafka_protocol.produce.decode_produce_response_body).
 
 Private aiokafka names used (checked against 0.12-0.14): `AIOKafkaClient._conns`,
 `AIOKafkaConnection._writer`, `._requests`, `._versions`, `._client_id`,
@@ -31,15 +31,19 @@ from aiokafka.client import AIOKafkaClient, ConnectionGroup
 from aiokafka.conn import AIOKafkaConnection, CloseReason
 from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError
 
-from kafka_protocol.produce_codec import (
-    MAX_RESPONSE_VERSION,
-    PRODUCE_API_KEY,
+from kafka_protocol.produce import API_PRODUCE as PRODUCE_API_KEY
+from kafka_protocol.produce import (
+    ProduceAnswer,
     TopicBatches,
-    decode_produce_response,
+    decode_produce_response_body,
     decode_response_header,
-    encode_produce_frame,
+    encode_produce_request,
+    produce_request,
 )
-from kafka_protocol.produce_request import ProduceAnswer
+
+# The highest ProduceRequest written here: its answer has response header v0 (v0-v8), as
+# _QueuedProduce reads it; v7 is what the agent has always negotiated (no behaviour change).
+MAX_RESPONSE_VERSION = 7
 
 _CONNECTION_NAMES = ("_writer", "_requests", "_versions", "_client_id", "_next_correlation_id")
 
@@ -57,7 +61,7 @@ class _AnswerDecoder:
         self.version = version
 
     def decode(self, data: Any) -> ProduceAnswer:  # a BytesIO after the response header
-        return ProduceAnswer(decode_produce_response(self.version, data.read()))
+        return decode_produce_response_body(data.read(), self.version)
 
 
 class _QueuedProduce:
@@ -110,8 +114,8 @@ def send_produce(conn: AIOKafkaConnection, version: int, required_acks: int, tim
     if writer is None:
         raise KafkaConnectionError(f"no connection to broker at {conn.host}:{conn.port}")
     correlation_id = conn._next_correlation_id()  # noqa: SLF001
-    frame = encode_produce_frame(version, correlation_id, conn._client_id, None, required_acks,  # noqa: SLF001
-                                 timeout_ms, topics)
+    frame = encode_produce_request(produce_request(required_acks, timeout_ms, topics), version, correlation_id,
+                                   conn._client_id)  # noqa: SLF001
     try:
         writer.write(frame)
     except OSError as exc:

@@ -42,7 +42,7 @@ from kafka_protocol.kafka_codec import (
     decode_request,
     encode_response,
 )
-from kafka_protocol.produce_response_codec import PartitionAnswer, encode_produce_response
+from kafka_protocol.produce import PartitionAnswer, encode_produce_response
 
 ACCESS_KEY = "AKIDEXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"  # AWS's documentation example key

@@ -9,15 +9,15 @@ import pytest
 from aiokafka.protocol.produce import ProduceResponse_v3, ProduceResponse_v7
 
 from deploy.local.kafka_faults import parse_refusals, produce_topics, refusal_answer
-from kafka_protocol.produce_codec import encode_produce_frame
+from kafka_protocol.produce import encode_produce_request, produce_request
 
 NOT_ENOUGH_REPLICAS = 19
 
 
 @pytest.mark.parametrize("version,response", [(3, ProduceResponse_v3), (7, ProduceResponse_v7)])
 def test_the_refusal_answers_every_partition_with_the_code_and_the_requests_correlation_id(version, response):
-    frame = encode_produce_frame(version, 4711, "agent", None, -1, 10_000,
-                                 [("orders", [(0, b"batch-a"), (2, b"batch-b")]), ("audit", [(5, b"batch-c")])])
+    frame = encode_produce_request(produce_request(-1, 10_000, [("orders", [(0, b"batch-a"), (2, b"batch-b")]),
+                                                               ("audit", [(5, b"batch-c")])]), version, 4711, "agent")
     body = frame[4:]  # the front reads frames without their size prefix
     assert produce_topics(body) == ["orders", "audit"]
     answer = refusal_answer(body, NOT_ENOUGH_REPLICAS)

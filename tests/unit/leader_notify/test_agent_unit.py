@@ -268,7 +268,8 @@ def test_leader_rack_in_another_zone_is_refused_retriably():
 def test_appender_answers_not_leader_at_once_when_leader_left_the_zone():
     from aiokafka.structs import BrokerMetadata
 
-    from leader_notify.agent.appender import NOT_LEADER_OR_FOLLOWER, KafkaAppender
+    from core.errors import NOT_LEADER_OR_FOLLOWER
+    from leader_notify.agent.appender import KafkaAppender
 
     class Cluster:  # the part of aiokafka's ClusterMetadata the appender reads
         def leader_for_partition(self, tp):

@@ -12,7 +12,7 @@ from aiokafka.conn import CloseReason
 from aiokafka.errors import RequestTimedOutError
 from aiokafka.structs import BrokerMetadata
 
-from kafka_protocol.produce_request import ProduceAnswer
+from kafka_protocol.produce import PartitionAnswer, ProduceAnswer
 from leader_notify.agent.appender import AppendResult, KafkaAppender, PartitionRun
 from leader_notify.agent.produce_channel import AnswerDeadlines
 from leader_notify.agent.sequence_chain import producer_run_key
@@ -80,7 +80,7 @@ class Client:
             log = self.logs.setdefault(partition, [])
             log.append(batch)
             answers.append((partition, 0, len(log) - 1))
-        return ProduceAnswer([("t", answers)])
+        return ProduceAnswer(tuple(PartitionAnswer("t", *answer) for answer in answers))
 
     async def force_metadata_update(self):
         self.refreshed += 1
