@@ -39,3 +39,22 @@ REFRESH_METADATA = frozenset({
 
 def is_retriable(error_code: int) -> bool:
     return error_code in RETRIABLE
+
+
+class SidecarError(Exception):
+    """Base of the sidecar's errors about work that did not complete. `retriable`: whether a
+    later attempt may succeed (the client then gets a retriable Kafka error code); per class,
+    or per instance through the keyword argument."""
+
+    retriable: bool = True
+
+    def __init__(self, message: str = "", *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        if retriable is not None:
+            self.retriable = retriable
+
+
+def exception_is_retriable(exc: BaseException) -> bool:
+    """A SidecarError's `retriable`; True for any other exception (an unforeseen failure is
+    tried again rather than failed for good)."""
+    return exc.retriable if isinstance(exc, SidecarError) else True

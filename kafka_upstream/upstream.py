@@ -33,6 +33,7 @@ from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from core.errors import SidecarError
 from core.msk_iam import MskIamError, MskIamTokens, reauthenticate_after_ms
 from core.tls import client_context
 from kafka_protocol.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS
@@ -46,7 +47,7 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a Metadata answer of a huge cluster st
 BOOTSTRAP_NODE = -1  # connection made to a bootstrap address before metadata names nodes
 
 
-class UpstreamError(Exception):
+class UpstreamError(SidecarError):
     """The upstream broker could not be reached or answered garbage (retriable)."""
 
 

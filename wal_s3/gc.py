@@ -36,6 +36,7 @@ import anyio
 import anyio.abc
 
 from core.audit import AuditSink
+from core.errors import SidecarError
 from wal_s3 import metrics
 from wal_s3.agent_shares import zone_of_share
 from wal_s3.billing import S3RequestTally, delete_requests
@@ -57,10 +58,8 @@ from wal_s3.writer import NAME_RE, OBJECT_KEY_RE
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(Exception):
+class CheckpointError(SidecarError):
     """A checkpoint could not be written or read; retriable (S3 kept failing)."""
-
-    retriable = True
 
 
 class GcError(Exception):

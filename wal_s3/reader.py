@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import anyio
 
 from core.audit import AuditSink
+from core.errors import SidecarError
 from wal_s3 import metrics
 from wal_s3._s3_http import http_transport
 from wal_s3.config import WalConfig
@@ -48,12 +49,8 @@ from wal_s3.s3 import S3Error, S3GrayError, S3NotFound, S3Store
 HEADER_PROBE_BYTES = 4096  # one GET covers the header of any object with a few zones
 
 
-class WalReadError(Exception):
+class WalReadError(SidecarError):
     """A zone could not be read. retriable=True: trying again later may succeed."""
-
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
-        super().__init__(message)
-        self.retriable = retriable
 
 
 class WalNotFoundError(WalReadError):

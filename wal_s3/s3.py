@@ -34,6 +34,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from core.errors import SidecarError
 from wal_s3.config import WalConfig
 
 # acquire_nowait of a full limiter: anyio's (on either loop) or trio's (the WAL writer's)
@@ -49,7 +50,7 @@ _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 DELETE_BATCH_KEYS = 1000  # DeleteObjects accepts at most 1000 keys per request
 
 
-class S3Error(Exception):
+class S3Error(SidecarError):
     """An S3 call failed; `retriable` says whether trying again may succeed."""
 
     retriable = False
@@ -64,11 +65,6 @@ class S3GrayError(S3TransientError):
 
     `retriable` is per instance: False once the one retry (hedge) is spent or a probe is out.
     """
-
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
-        super().__init__(message)
-        self.retriable = retriable
-
 
 class S3PreconditionFailed(S3Error):
     """A conditional request's condition did not hold (PUT If-None-Match: the key exists)."""

@@ -216,7 +216,7 @@ class ZoneNotifier:
         attempts = 1
         try:
             while not acked_entries_applied(value, acked):
-                final = (not getattr(value, "retriable", True) if isinstance(value, Exception)
+                final = (not errors.exception_is_retriable(value) if isinstance(value, Exception)
                          else not any(errors.is_retriable(value[i].error_code) for i in acked
                                       if not acked_entries_applied(value, [i])))
                 if final:  # refused for good (keys, foreign object), or the leader can never take the batch

@@ -49,6 +49,7 @@ from typing import Protocol
 import trio
 
 from core.audit import AuditSink
+from core.errors import SidecarError
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
@@ -77,13 +78,9 @@ class AnnouncedObject(Protocol):
     def share_runs(self) -> Mapping[str, tuple[tuple[int, int, int], ...]]: ...
 
 
-class NotifyError(Exception):
+class NotifyError(SidecarError):
     """A notification could not be completed. retriable=True: a later attempt may succeed
     (agent down, timeouts); False: configuration problem (no agent for the zone, refused key)."""
-
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
-        super().__init__(message)
-        self.retriable = retriable
 
 
 class Answer(list):
