@@ -139,6 +139,13 @@ class TailSearch:
         """The shell could not read a range: the answer is unknown."""
         self.verdict = Verdict.UNKNOWN
 
+    def outcome(self) -> tuple[Verdict, int]:
+        """(verdict, base offset if PRESENT else -1) once next_range() has returned None.
+        Raises RuntimeError while the search is still going (a shell's bug)."""
+        if self.verdict is None:
+            raise RuntimeError("TailSearch.outcome() before the search ended")
+        return self.verdict, self.base_offset
+
 
 def _before(h: BatchHeader, epoch: int, base_sequence: int) -> bool:
     """True if `h` is one of the producer's batches written before (epoch, base_sequence)."""

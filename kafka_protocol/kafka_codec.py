@@ -17,10 +17,11 @@ No sockets, clocks or trio here.
 
 from __future__ import annotations
 
+import enum
 import struct
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -121,14 +122,18 @@ class RequestFrame:
     size: int  # frame bytes, without the 4-byte size prefix
 
 
-class NeedData:
-    """Returned by next_frame() when the buffer holds no complete frame yet."""
+class NeedData(enum.Enum):
+    """Returned by next_frame() when the buffer holds no complete frame yet. A one-member
+    enum, so `frame is NEED_DATA` narrows `RequestFrame | NeedData` to RequestFrame for the
+    type checker as it does at run time."""
+
+    NEED_DATA = "NEED_DATA"
 
     def __repr__(self) -> str:
         return "NEED_DATA"
 
 
-NEED_DATA = NeedData()
+NEED_DATA: Final = NeedData.NEED_DATA
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:

@@ -96,7 +96,8 @@ def top_level_error(api_key: int, response_frame: bytes, api_version: int) -> in
     offset = 4 + (1 if is_flexible(api_key, api_version) else 0)  # correlation id, tagged fields
     if len(response_frame) < offset + 6:
         return errors.NONE
-    return _I16.unpack_from(response_frame, offset + 4)[0]
+    code: int = _I16.unpack_from(response_frame, offset + 4)[0]
+    return code
 
 
 class Coordinators:

@@ -234,7 +234,8 @@ def duplicate_result(verdict: Verdict, base_offset: int, producer_id: int, base_
         "the leader answered DUPLICATE_SEQUENCE_NUMBER and its log could not be read to confirm it"))
 
 
-def _fail_round(results, round_items, code: int, message: str) -> None:
+def _fail_round(results: dict[TopicPartition, PartitionResult], round_items: list[PartitionBatches], code: int,
+                message: str) -> None:
     for it in round_items:
         tp = (it.topic, it.partition)
         if tp not in results or results[tp].error_code == errors.NONE:

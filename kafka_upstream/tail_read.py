@@ -55,9 +55,10 @@ async def verify_duplicate(cluster: UpstreamCluster, conn: UpstreamConnection, t
     except (UpstreamError, trio.TooSlowError, _TailUnreadable) as exc:
         log.info("verifying a duplicate in %s-%d: %r", topic, partition, exc)
         return Verdict.UNKNOWN, -1
+    verdict, base_offset = search.outcome()
     log.info("duplicate of producer %d seq %d in %s-%d: %s", wanted.producer_id, wanted.base_sequence,
-             topic, partition, search.verdict.value)
-    return search.verdict, search.base_offset
+             topic, partition, verdict.value)
+    return verdict, base_offset
 
 
 class _Reader:
@@ -105,7 +106,7 @@ class _Reader:
         for topic in response.topics:
             for p in topic.partitions:
                 if topic.name == self._topic and p.partition_index == self._partition and p.error_code == 0:
-                    return p.offset
+                    return int(p.offset)
         raise _TailUnreadable("no high watermark")
 
     async def read_range(self, start: int, end: int) -> list[BatchHeader]:

@@ -29,7 +29,7 @@ def zone_from_imds(endpoint: str = IMDS_ENDPOINT, timeout_s: float = IMDS_TIMEOU
         zone_req = urllib.request.Request(f"{endpoint}/latest/meta-data/placement/availability-zone-id",
                                           headers={"X-aws-ec2-metadata-token": token})
         with urllib.request.urlopen(zone_req, timeout=timeout_s) as r:
-            zone = r.read().decode().strip()
+            zone: str = r.read().decode().strip()
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise ZoneUnknown(f"instance metadata at {endpoint} did not answer ({exc})") from exc
     if not zone:

@@ -36,8 +36,13 @@ from wal_s3.agent_shares import share_name
 
 
 class _Entry(Protocol):
-    topic: str
-    partition: int
+    # Read-only: the entries are NamedTuples (wal_s3.format.EntryRef), whose fields a
+    # settable protocol attribute would not match.
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
 
 
 class _Share(Protocol):
@@ -168,7 +173,7 @@ class AgentMap:
         """(agent index, first entry, end entry) of each owner's run in `flushed`'s share of
         `zone`: as the writer laid it out (recorded; asked per entry, so not copied), else
         recomputed by `slices`. Raises ValueError as `slices`."""
-        recorded = getattr(flushed, "share_runs", None)
+        recorded: Mapping[str, Sequence[tuple[int, int, int]]] | None = getattr(flushed, "share_runs", None)
         if recorded and zone in recorded:
             return recorded[zone]
         return self.slices(zone, flushed.zones[zone].entries)
