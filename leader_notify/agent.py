@@ -691,25 +691,29 @@ class Agent:
     async def _append_ready(self, req: p.NotifyRequest, ready: list[tuple[list[int], PartitionRun]],
                             results: list[p.EntryResult | None],
                             tickets: dict[tuple[str, int], _Ticket]) -> None:
-        """Append the runs that hold a slot each, as one group; a run's slot is free again
-        as soon as that run is through (partitions waiting for a slot need not wait for
-        the whole group)."""
-        held = [True] * len(ready)
+        """Append the runs that hold a slot each, as one group; as soon as a run is through
+        (the appender's `on_through`) its slot is free again, its results are recorded and
+        its partition's turn is passed on, so neither partitions waiting for a slot nor the
+        next notification's run of the partition wait for the whole group."""
+        through_yet = [False] * len(ready)
 
         def through(k: int) -> None:
-            if held[k]:
-                held[k] = False
-                self._appends.release()
+            if through_yet[k]:
+                return
+            through_yet[k] = True
+            self._appends.release()
+            indexes, run = ready[k]
+            failure = self._record_appends(req, indexes, run.batches, run.results, results)
+            self._settle(req, indexes, run.batches, failure, results)
+            if failure is None and len(run.results) < len(run.batches):  # cancelled part-way
+                failure = p.EntryResult(NETWORK_EXCEPTION)
+            self._run_through(req, (run.topic, run.partition), tickets, failure)
 
         try:
             await self._appender.append_runs([run for _indexes, run in ready], through)
         finally:  # also when cancelled: what the leader has is remembered for a re-sent notification
             for k in range(len(ready)):
                 through(k)
-            failed = [self._record_appends(req, indexes, run.batches, run.results, results) for indexes, run in ready]
-        for (indexes, run), failure in zip(ready, failed, strict=True):
-            self._settle(req, indexes, run.batches, failure, results)
-            self._run_through(req, (run.topic, run.partition), tickets, failure)
 
     @staticmethod
     def _matching_batches(req: p.NotifyRequest, indexes: list[int],
