@@ -10,9 +10,9 @@ import pytest
 import trio
 
 from core.audit import MemoryAuditSink
-from leader_notify.notifier import ZoneNotifier
-from leader_notify.pipeline import Pipeline
-from leader_notify.sender import NotifySender
+from leader_notify.sender.notifier import ZoneNotifier
+from leader_notify.sender.pipeline import Pipeline
+from leader_notify.sender.sender import NotifySender
 from tests.conftest import unique_name
 from tests.leader_notify.helpers import AgentThread, config_for, consume, put_object, wal_entry
 from wal_s3.checkpoint_manifest import decode_manifest

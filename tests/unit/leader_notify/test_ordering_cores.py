@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from leader_notify.ordered_runs import OrderedRuns
-from leader_notify.ordered_window import Accept, OrderedWindow, Serial
+from leader_notify.agent.ordered_runs import OrderedRuns
+from leader_notify.sender.ordered_window import Accept, OrderedWindow, Serial
 
 # ---------------------------------------------------------------- OrderedWindow
 # A sequence is a list of events; each event is applied and the expected outcome written

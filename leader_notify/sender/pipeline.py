@@ -26,7 +26,7 @@ from typing import Protocol
 import trio
 
 from leader_notify import protocol as p
-from leader_notify.sender import RECEIVE_CHUNK_BYTES, AnnouncedObject, Answer, NotifyError, _Conn
+from leader_notify.sender.sender import RECEIVE_CHUNK_BYTES, AnnouncedObject, Answer, NotifyError, _Conn
 
 log = logging.getLogger(__name__)
 

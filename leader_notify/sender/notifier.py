@@ -5,7 +5,7 @@ the objects queued right behind the one in flight prefetched; acknowledged share
 
 The router's WAL path (`router/backend.py` WalPath) announces every released object here
 and asks for each entry's answer with `on_result`; this module and the sender
-(`leader_notify/sender.py`) own everything about getting the answer.
+(`leader_notify/sender/sender.py`) own everything about getting the answer.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import trio
 
 from core import errors
 from leader_notify import metrics
-from leader_notify.ordered_window import Accept, OrderedWindow
-from leader_notify.owners import AgentMap
-from leader_notify.pipeline import PipeAnswer, Pipeline, PipeSender
 from leader_notify.protocol import EntryResult
-from leader_notify.sender import AnnouncedObject, Started
+from leader_notify.sender.ordered_window import Accept, OrderedWindow
+from leader_notify.sender.owners import AgentMap
+from leader_notify.sender.pipeline import PipeAnswer, Pipeline, PipeSender
+from leader_notify.sender.sender import AnnouncedObject, Started
 from wal_s3.latency import LatencyGuard
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class NotifySink(PipeSender, Protocol):
 
 
 class OrderedPipe(Protocol):
-    """Pipelined notifications to one agent (leader_notify/pipeline.py Pipeline; fakes in unit tests)."""
+    """Pipelined notifications to one agent (leader_notify/sender/pipeline.py Pipeline; fakes in unit tests)."""
 
     async def send(self, flushed: AnnouncedObject, on_answer: Callable[[PipeAnswer], None]) -> None:
         """Send `flushed` ordered; `on_answer` gets its answer or an exception, once. Never raises."""
@@ -81,7 +81,7 @@ class ZoneNotifier:
 
     With `sender.pipeline_depth` > 1 (the default) up to that many objects are in flight to
     the agent at once, on one connection, flagged ordered: the agent appends object k+1
-    while object k's appends are in flight, each partition in order (leader_notify/pipeline.py,
+    while object k's appends are in flight, each partition in order (leader_notify/sender/pipeline.py,
     ordered_window.py: an answer that is not every entry applied stops the pipeline, and
     once every ordered request in flight is answered, each such object is re-sent serially,
     in order, before pipelining resumes). Nothing is prefetched then: the objects in the
@@ -103,7 +103,7 @@ class ZoneNotifier:
     notifier then re-sends the share with backoff until the agent applied every such entry,
     before it notifies any later object of the zone (so a partition's later batches cannot
     overtake it). A non-retriable refusal ends the re-drive with an error log; the object
-    stays in S3 for leader_notify/recovery.py.
+    stays in S3 for leader_notify/sender/recovery.py.
     """
 
     def __init__(self, zone: str, sender: NotifySink, nursery: trio.Nursery,
