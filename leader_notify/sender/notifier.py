@@ -27,7 +27,6 @@ from leader_notify.sender.ordered_window import Accept, OrderedWindow
 from leader_notify.sender.owners import AgentMap
 from leader_notify.sender.pipeline import PipeAnswer, Pipeline, PipeSender
 from leader_notify.sender.sender import AnnouncedObject, Started
-from wal_s3.latency import LatencyGuard
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +42,6 @@ AnswerCallback = Callable[[ZoneAnswer], None]
 class NotifySink(PipeSender, Protocol):
     """What a notifier needs of the sender (NotifySender; fakes in unit tests)."""
 
-    # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
-    on_gray: Callable[[str, int], None] | None
-
     @property
     def agents(self) -> AgentMap: ...
 
@@ -54,8 +50,6 @@ class NotifySink(PipeSender, Protocol):
 
     @property
     def pipeline_depth(self) -> int: ...
-
-    def guard(self, zone: str, agent: int = 0) -> LatencyGuard: ...
 
     def share_of(self, zone: str, topic: str, partition: int) -> str: ...
 

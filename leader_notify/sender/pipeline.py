@@ -27,6 +27,7 @@ import trio
 
 from leader_notify import protocol as p
 from leader_notify.sender.sender import RECEIVE_CHUNK_BYTES, AnnouncedObject, Answer, NotifyError, _Conn
+from wal_s3.latency import Attempt, LatencyGuard
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,11 @@ class PipeSender(Protocol):
     @property
     def max_idle_s(self) -> float: ...
 
+    # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
+    on_gray: Callable[[str, int], None] | None
+
+    def guard(self, zone: str, agent: int = 0) -> LatencyGuard: ...
+
     def encode_ordered(self, flushed: AnnouncedObject, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]: ...
 
     async def connect(self, dest_zone: str, agent: int) -> _Conn: ...
@@ -58,12 +64,13 @@ class PipelineBroken(Exception):
 
 
 class _Waiting:
-    __slots__ = ("request", "on_answer", "sent_at", "deadline", "frame_bytes")
+    __slots__ = ("request", "on_answer", "sent_at", "deadline", "frame_bytes", "gate")
 
     def __init__(self, request: p.NotifyRequest, on_answer: AnswerHandler, sent_at: float, deadline: float,
-                 frame_bytes: int) -> None:
+                 frame_bytes: int, gate: Attempt) -> None:
         self.request, self.on_answer = request, on_answer
         self.sent_at, self.deadline, self.frame_bytes = sent_at, deadline, frame_bytes
+        self.gate = gate  # the agent's LatencyGuard let it start: its round trip is reported there
 
 
 class Pipeline:
@@ -108,7 +115,15 @@ class Pipeline:
             self._nursery.start_soon(self._read, conn)
         frame = conn.channel.send(p.MessageType.REQUEST, payload)
         now = trio.current_time()
-        waiting = _Waiting(request, on_answer, time.monotonic(), now + self._timeout_s, len(frame))
+        guard = self._sender.guard(self._zone, self._agent)
+        gate = guard.start(now)
+        if gate is None:  # gray, its probe out: the notifier's serial path probes
+            on_answer(NotifyError(f"{self._zone}/{self._agent}: not sent, the agent is not answering in time"))
+            return
+        # The gray-agent deadline, as a serial attempt has it (its round trip here includes
+        # waiting behind the objects ahead of it, which the guard's recent p99 sees too).
+        timeout_s = min(self._timeout_s, guard.attempt_timeout_s(now, gate))
+        waiting = _Waiting(request, on_answer, time.monotonic(), now + timeout_s, len(frame), gate)
         self._waiting.append(waiting)
         self._last_use = time.monotonic()
         if self._read_scope is not None and len(self._waiting) == 1:
@@ -130,7 +145,8 @@ class Pipeline:
                 self._read_scope = None
                 if scope.cancelled_caught:
                     if self._waiting and trio.current_time() >= self._waiting[0].deadline:
-                        raise trio.TooSlowError(f"no answer within {self._timeout_s:.2f} s")
+                        late = self._waiting[0]
+                        raise trio.TooSlowError(f"no answer within {late.deadline - late.gate.started_at:.2f} s")
                     continue  # the deadline moved (a send after idling)
                 if not data:
                     raise PipelineBroken("agent closed the connection")
@@ -163,6 +179,7 @@ class Pipeline:
         if self._read_scope is not None:
             self._read_scope.deadline = self._waiting[0].deadline if self._waiting else float("inf")
         rtt_s = time.monotonic() - waiting.sent_at
+        self._sender.guard(self._zone, self._agent).succeeded(waiting.gate, trio.current_time())
         answer: PipeAnswer
         if response.status == p.RequestStatus.OK and len(response.results) == len(request.entries):
             answer = Answer(response.results, waiting.frame_bytes, received_bytes)
@@ -185,6 +202,13 @@ class Pipeline:
             log.info("notification pipeline to %s/%d failed with %d in flight: %r", self._zone, self._agent,
                      len(failed), exc)
         error = exc if isinstance(exc, Exception) else NotifyError(repr(exc))
+        guard = self._sender.guard(self._zone, self._agent)
+        now = trio.current_time()
+        timed_out = isinstance(exc, trio.TooSlowError)
+        for k, waiting in enumerate(failed):
+            guard.failed(waiting.gate, now, timed_out=timed_out and k == 0)
+        if timed_out and failed and self._sender.on_gray is not None:
+            self._sender.on_gray(self._zone, self._agent)  # the router's breaker counts it, as for a serial attempt
         for waiting in failed:
             self._sender.record(self._zone, waiting.request.key, len(waiting.request.entries),
                                 sent_bytes=waiting.frame_bytes, received_bytes=0,
