@@ -16,7 +16,7 @@ partition p led by broker p % N + 1, every broker's rack az2, the bench's only z
 record batches (`batch-kib` each, 1 KiB records, no producer id) are built once.
 
 --broker kafka: Apache Kafka (deploy/local/kafka_cluster.py), --brokers KRaft nodes (3 by
-default), every node racked in the agents' zone, topics of --replication-factor replicas
+default), every node in the agents' zone (router.broker_zones; their racks are rack-1..N), topics of --replication-factor replicas
 with leaders round-robin; the agents and the plain producer both produce with acks=all.
 --partitions takes a list (8,24,512): the rounds and the table are repeated per count.
 --pipeline-depths 1,4 (the default): every agent phase runs once per notify.pipeline_depth,
@@ -100,6 +100,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import struct
@@ -552,6 +553,9 @@ class Kafka:
     pids: tuple[int, ...]  # the broker processes (their CPU is the Kafka column)
     create_topic: Callable[[str, int], None]
     base_plus_one: bool  # Tansu: its log end offset can be the last batch's base offset + 1
+    # router.broker_zones for the agents: Apache Kafka's nodes have distinct racks, and the
+    # bench puts them all in the agents' zone this way.
+    broker_zones: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
@@ -567,14 +571,16 @@ def start_kafka(brokers: int, log_dir: Path, mock: bool = False, rtt_ms: int = 0
     `apache`: Apache Kafka, `brokers` KRaft nodes all racked in az2 (deploy/local/kafka_cluster.py),
     topics of `replication_factor` replicas, leaders round-robin (partition p on node p % brokers + 1)."""
     if apache:
-        with start_kafka_cluster((ZONE,) * brokers, log_dir=log_dir / "kafka") as cluster:
+        racks = tuple(f"rack-{n}" for n in range(1, brokers + 1))
+        with start_kafka_cluster(racks, log_dir=log_dir / "kafka") as cluster:
             def create_apache(name: str, partitions: int) -> None:
                 rf = min(replication_factor, brokers)
                 cluster.create_topic(name, partitions, replication_factor=rf, assignments={
                     p: [(p + i) % brokers + 1 for i in range(rf)] for p in range(partitions)})
 
             pids = tuple(node.proc.pid for node in cluster.nodes.values() if node.proc is not None)
-            yield Kafka(tuple(cluster.bootstraps), pids, create_apache, False)
+            yield Kafka(tuple(cluster.bootstraps), pids, create_apache, False,
+                        {str(n): ZONE for n in range(1, brokers + 1)})
         return
     if brokers == 1 and not mock:
         with start_tansu(log_dir=log_dir) as tansu:
@@ -605,7 +611,7 @@ def main() -> int:
                     help="1: one Tansu broker; N > 1: librdkafka's mock cluster of N brokers, leaders round-robin "
                          "(default 1; with --broker kafka: 3 Apache Kafka nodes)")
     ap.add_argument("--broker", choices=("tansu-or-mock", "kafka"), default="tansu-or-mock",
-                    help="kafka: Apache Kafka (KRaft, every node racked in the agents' zone), --brokers nodes")
+                    help="kafka: Apache Kafka (KRaft), --brokers nodes, all in the agents' zone by router.broker_zones")
     ap.add_argument("--replication-factor", type=int, default=3,
                     help="with --broker kafka: replicas per partition (acks=all for agents and producer alike)")
     ap.add_argument("--pipeline-depths", default="1,4",
@@ -695,7 +701,9 @@ def main() -> int:
         wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": agents_s3_url}
         if args.cache_mib is not None:
             wal["cache_bytes"] = args.cache_mib * MiB
-        base = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
+        base: dict[str, Any] = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
+        if kafka.broker_zones:
+            base["router"] = {"broker_zones": dict(kafka.broker_zones)}
         agent_settings: dict[str, Any] = {"event_loop": args.event_loop} if args.event_loop else {}
         if args.requests_in_flight:
             agent_settings["requests_in_flight_per_leader"] = args.requests_in_flight
