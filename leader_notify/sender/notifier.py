@@ -59,7 +59,8 @@ class NotifySink(PipeSender, Protocol):
 
     async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, agent: int | None = None,
                      started: Started | None = None,
-                     on_answer: Callable[[list[EntryResult]], None] | None = None) -> list[EntryResult]: ...
+                     on_answer: Callable[[list[EntryResult]], None] | None = None,
+                     hedge: bool = False) -> list[EntryResult]: ...
 
 
 class OrderedPipe(Protocol):
@@ -125,6 +126,7 @@ class ZoneNotifier:
             self._window_moved = trio.Event()
             self._pipe = open_pipe(sender, zone, agent, nursery)
             self._flushed_by_key: dict[str, AnnouncedObject] = {}  # sent, not yet settled
+            self._timed_out: set[str] = set()  # keys whose pipelined attempt timed out, not yet settled
             self._sending_done = False
             nursery.start_soon(self._send_pipelined)
             nursery.start_soon(self._settle_pipelined)
@@ -209,8 +211,12 @@ class ZoneNotifier:
             log.exception("a notification result callback failed")
 
     async def _notify(self, flushed: AnnouncedObject, started: Started | None = None,
-                      on_answer: Callable[[list[EntryResult]], None] | None = None) -> ZoneAnswer:
+                      on_answer: Callable[[list[EntryResult]], None] | None = None,
+                      hedge: bool = False) -> ZoneAnswer:
         try:
+            if hedge:  # the pipelined attempt timed out: the serial one is its hedge
+                return await self._sender.notify(flushed, self.zone, agent=self.agent, on_answer=on_answer,
+                                                 hedge=True)
             return await self._sender.notify(flushed, self.zone, agent=self.agent, started=started,
                                              on_answer=on_answer)
         except Exception as exc:  # noqa: BLE001 - NotifyError and anything unexpected: every waiter gets it
@@ -254,6 +260,8 @@ class ZoneNotifier:
 
     def _pipe_answered(self, key: str, value: PipeAnswer) -> None:
         ok = not isinstance(value, Exception) and all(r.ok for r in value)
+        if isinstance(value, trio.TooSlowError):
+            self._timed_out.add(key)  # its serial re-send is the hedge of this attempt
         if ok:  # final: the producers' waiters get it now, whatever is still ahead of it
             slot = self._results[key]
             if not slot.done:
@@ -274,20 +282,21 @@ class ZoneNotifier:
             try:
                 if not isinstance(step, Accept):
                     try:
-                        await self._deliver(flushed, None)
+                        await self._deliver(flushed, None, hedge=step.key in self._timed_out)
                     finally:
                         self._window.serial_done(step.key)
             finally:
+                self._timed_out.discard(step.key)
                 self._moved()  # room in the window, or the recovery is over
                 self._unfinished -= 1
                 if self._unfinished == 0:
                     self._idle.set()
 
-    async def _deliver(self, flushed: AnnouncedObject, started: Started | None) -> None:
+    async def _deliver(self, flushed: AnnouncedObject, started: Started | None, hedge: bool = False) -> None:
         slot = self._results[flushed.key]
         # The waiters get an agent's answer as the sender decodes it (on_answer), before the
         # sender's own metrics and audit record; failures when notify gives up.
-        value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot))
+        value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot), hedge)
         if not slot.done:
             self._answered(flushed.key, slot, value)
         if self._acked_topic is None:

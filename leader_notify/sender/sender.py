@@ -240,7 +240,8 @@ class NotifySender:
         return response.status == p.RequestStatus.OK
 
     async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, agent: int | None = None, started: Started | None = None,
-                     on_answer: Callable[[list[p.EntryResult]], None] | None = None) -> list[p.EntryResult]:
+                     on_answer: Callable[[list[p.EntryResult]], None] | None = None,
+                     hedge: bool = False) -> list[p.EntryResult]:
         """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
 
         `agent`: which agent of the zone (index in its `notify.agents` list); the request then
@@ -249,7 +250,9 @@ class NotifySender:
 
         `started`: what `start` returned for it (its first attempt is then under way).
         `on_answer(results)` is called with the results it returns, as soon as they are
-        known: before this sender's metrics and audit record.
+        known: before this sender's metrics and audit record. `hedge`: the caller's own attempt
+        of this notification (a pipelined one) was just abandoned at its gray deadline, so
+        the first attempt here is its hedge (the plain deadline, not a probe's).
         Returns one EntryResult per entry of the share, in order (error_code 0 with the
         base offset, or the Kafka error code after the last attempt). Raises NotifyError.
         """
@@ -285,7 +288,8 @@ class NotifySender:
         status = "failed"
         attempt = 0
         guard = self.guard(dest_zone, agent)
-        hedge = False  # the last attempt was abandoned at its deadline: this one is its hedge
+        # The last attempt was abandoned at its deadline: this one is its hedge.
+        hedge = hedge and agent is not None
         try:
             for attempt in range(1, self._config.max_attempts + 1):
                 now = trio.current_time()

@@ -56,8 +56,8 @@ class Sink:
     async def prefetch(self, flushed, dest_zone, agent=0):
         raise AssertionError("a pipelined notifier prefetches nothing")
 
-    async def notify(self, flushed, dest_zone, *, agent=None, started=None, on_answer=None):
-        self.events.append(f"serial {flushed.key}")
+    async def notify(self, flushed, dest_zone, *, agent=None, started=None, on_answer=None, hedge=False):
+        self.events.append(f"serial {flushed.key}" + (" as a hedge" if hedge else ""))
         if on_answer is not None:
             on_answer(OK)
         return OK
@@ -181,4 +181,24 @@ async def test_objects_for_a_gray_agent_go_serially_and_nothing_ordered_passes_t
         with trio.fail_after(5):
             await notifier.wait_idle()
         assert sink.events == ["serial obj-1", "serial obj-2"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_re_send_of_a_timed_out_pipelined_notification_is_its_hedge():
+    """A timeout made the agent gray: the serial re-send goes with the plain deadline (a
+    hedge), as a serial attempt's retry does, not as a probe with twice the deadline."""
+    async with trio.open_nursery() as nursery:
+        sink, pipe, notifier, got = start(nursery, depth=2)
+        await wait_for(lambda: len(pipe.handlers) == 2)
+        pipe.answer("obj-1", trio.TooSlowError("no answer within 1.50 s"))
+        pipe.answer("obj-2", trio.TooSlowError("no answer within 1.50 s"))
+        await wait_for(lambda: len(pipe.handlers) == 2)
+        assert sink.events[2:4] == ["serial obj-1 as a hedge", "serial obj-2 as a hedge"]
+        for key in ("obj-3", "obj-4"):
+            pipe.answer(key, OK)
+        await wait_for(lambda: len(pipe.handlers) == 1)
+        pipe.answer("obj-5", OK)
+        with trio.fail_after(5):
+            await notifier.wait_idle()
+        assert "as a hedge" not in " ".join(sink.events[4:])
         nursery.cancel_scope.cancel()
