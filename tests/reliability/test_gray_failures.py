@@ -55,7 +55,7 @@ FALLBACK_WITHIN_S = 5.0  # issue 23: a zone falls back within 5 s of S3 or its a
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones")) as env:
+    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones"), broker="kafka") as env:
         env.create_bucket("wal")
         yield env
 
