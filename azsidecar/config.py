@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from azsidecar.config_layers import FLAGS, dotted_assignments, env_assignments, 
 from core.az_ids import zone_problem
 from core.configload import ConfigError, build, require
 from leader_notify.config import AgentConfig, NotifyConfig
-from proxy.config import ProxyConfig, UpstreamConfig
+from proxy.config import AuthzConfig, ProxyConfig, UpstreamConfig
 from router.config import RouterConfig
 from spark_audit.config import AuditConfig
 from wal_s3.config import WalConfig
@@ -41,8 +41,17 @@ class Config:
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    authz: AuthzConfig = field(default_factory=AuthzConfig)
 
     def __post_init__(self) -> None:
+        if self.authz.effective_source(self.proxy) != "none":
+            # Pass-through forwards consumer and admin APIs with the sidecar's identity,
+            # unchecked: with authorization on the proxy serves only what it checks.
+            require(self.proxy.broker_listeners is not True,
+                    "proxy.broker_listeners: not with authorization (authz.source other than \"none\"): APIs "
+                    "passed through to the brokers would carry the sidecar's rights, unchecked")
+            if self.proxy.broker_listeners is None:
+                object.__setattr__(self, "proxy", replace(self.proxy, broker_listeners=False))
         require(self.log_format in ("text", "json"), "log_format: 'text' or 'json'")
         require(self.log_level.upper() in LOG_LEVELS, "log_level: DEBUG|INFO|WARNING|ERROR")
         for key, zone in self.zone_settings():

@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 WILDCARD_RESOURCE = "*"  # a LITERAL pattern of this name matches every resource of its type
 WILDCARD_HOST = "*"
@@ -197,3 +198,9 @@ class AclSet:
                 continue
             return True
         return False
+
+
+class AclProvider(Protocol):
+    """Where the rules in force come from (proxy/acl_source.py): read once per request."""
+
+    def current(self) -> AclSet: ...

@@ -158,3 +158,43 @@ class UpstreamConfig:
     @property
     def tls(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
+
+
+AUTHZ_SOURCES = ("none", "cluster", "file")
+MAX_SUPER_USERS = 1024
+
+
+@dataclass(frozen=True)
+class AuthzConfig:
+    """Authorization of each client principal at the proxy (docs/security.md#authorization)."""
+
+    source: str = ""  # "none": every client may do what the sidecar's own principal may; "cluster": the cluster's ACLs (DescribeAcls, refreshed); "file": acl_file; "" = unset: "none" for a per-host sidecar, deny everything for a zone gateway (non-loopback listen_host, advertised_host or workers > 1)
+    acl_file: str = ""  # with source "file": the ACL bindings (TOML [[acl]] tables, docs/security.md); read at start-up
+    super_users: tuple[str, ...] = ()  # principals allowed everything, e.g. ["User:ops"] (the cluster's super.users are not visible to DescribeAcls)
+    refresh_interval_s: float = 30.0  # with source "cluster": DescribeAcls this often; an ACL added or removed applies within this (plus the brokers' own propagation)
+    max_stale_s: float = 300.0  # with source "cluster": when DescribeAcls keeps failing, the last ACLs read serve this long after they were read, then every request is denied until a refresh succeeds
+
+    def __post_init__(self) -> None:
+        require(self.source in ("", *AUTHZ_SOURCES),
+                f"authz.source: {self.source!r} is not one of {', '.join(AUTHZ_SOURCES)} (or unset)")
+        require((self.source == "file") == bool(self.acl_file),
+                "authz.acl_file: required with authz.source \"file\", not allowed otherwise")
+        require(len(self.super_users) <= MAX_SUPER_USERS, f"authz.super_users: at most {MAX_SUPER_USERS}")
+        for principal in self.super_users:
+            kind, sep, name = principal.partition(":")
+            require(bool(sep) and bool(kind) and bool(name) and name != "*",
+                    f"authz.super_users: {principal!r} is not a principal TYPE:NAME, e.g. User:ops (no wildcard)")
+        require(self.refresh_interval_s > 0, "authz.refresh_interval_s: must be > 0")
+        require(self.max_stale_s >= self.refresh_interval_s, "authz.max_stale_s: must be >= authz.refresh_interval_s")
+
+    def effective_source(self, proxy: ProxyConfig) -> str:
+        """"none", "cluster", "file", or "deny" (a zone gateway left unset: no rules, so no rights)."""
+        if self.source:
+            return self.source
+        return "none" if is_sidecar(proxy) else "deny"
+
+
+def is_sidecar(proxy: ProxyConfig) -> bool:
+    """A per-host sidecar (loopback listener, no advertised address, one worker) rather than
+    a zone gateway that many hosts' producers share."""
+    return is_loopback(proxy.listen_host) and not proxy.advertised_host and proxy.workers == 1

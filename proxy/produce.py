@@ -78,6 +78,16 @@ def validate_produce(request: ProduceRequest, version: int, max_batch_bytes: int
     return out
 
 
+def refuse_partitions(validated: ValidatedProduce, error_code: int, topics: frozenset[str] | None) -> None:
+    """Answer `error_code` for every partition of `topics` (None: of the whole request) and
+    send none of their batches on. An authorization refusal replaces any other rejection,
+    as Kafka checks rights before it looks at the records."""
+    validated.items = [i for i in validated.items if topics is not None and i.topic not in topics]
+    for tp in validated.order:
+        if topics is None or tp[0] in topics:
+            validated.rejected[tp] = PartitionResult(error_code)
+
+
 def produce_answers(order: list[TopicPartition], results: dict[TopicPartition, PartitionResult]) -> list[PartitionAnswer]:
     """The client's answer per partition, in request order (a partition without a result failed)."""
     out = []

@@ -21,12 +21,14 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from core import errors
 from core.addresses import is_loopback
 from core.audit import AuditSink
 from core.configload import ConfigError
@@ -34,10 +36,14 @@ from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
 from core.produce import ProduceBackend
 from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
-from proxy import limits, metrics
+from proxy import authorize, limits, metrics
+from proxy.acl import AclProvider, AclSet, Request
+from proxy.acl_rules import AclFileError, parse_acl_file
+from proxy.acl_source import ClusterAcls, FixedAcls
 from proxy.api_names import api_name
+from proxy.authz_answers import authorized_metadata, coordinator_refusal
 from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
-from proxy.config import ProxyConfig, UpstreamConfig
+from proxy.config import AuthzConfig, ProxyConfig, UpstreamConfig
 from proxy.coordinators import (
     FORWARDED,
     Coordinators,
@@ -73,6 +79,7 @@ from proxy.produce import (
     DirectBackend,
     encode_produce_answer,
     produce_answers,
+    refuse_partitions,
     validate_produce,
 )
 from proxy.produce_only import refused_fetch
@@ -165,8 +172,12 @@ class RequestHandler:
     """Answers the requests the proxy serves; everything else is refused like a broker would."""
 
     def __init__(self, config: ProxyConfig, upstream: UpstreamConfig, cluster: UpstreamCluster,
-                 metadata: MetadataCache, backend: ProduceBackend, advertise_host: str, advertise_port: int) -> None:
+                 metadata: MetadataCache, backend: ProduceBackend, advertise_host: str, advertise_port: int,
+                 authz: AclProvider | None = None) -> None:
+        """`authz`: the ACLs each client principal is checked against (None: authz.source "none",
+        every client may do what the sidecar's principal may)."""
         self.config = config
+        self.authz = authz
         self.upstream_config = upstream
         self.cluster = cluster
         self.metadata = metadata
@@ -180,6 +191,7 @@ class RequestHandler:
         self.meter: PassthroughMeter | None = None  # counts the bytes passed through (audit)
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
         self._fetch_refused_for: set[str | None] = set()
+        self._denial_log = LogLimiter()
 
     async def start(self) -> None:
         """Learn the upstream's API ranges (so ApiVersions can be answered). Raises UpstreamError."""
@@ -197,10 +209,12 @@ class RequestHandler:
         """The upstream broker a listener port stands for (None: the bootstrap listener)."""
         return self.brokers.nodes.get(port) if self.brokers is not None else None
 
-    async def begin(self, frame: RequestFrame, nursery: trio.Nursery, node_id: int | None = None) -> ResponseSlot | None:
+    async def begin(self, frame: RequestFrame, nursery: trio.Nursery, node_id: int | None = None,
+                    who: Request | None = None) -> ResponseSlot | None:
         """Run the ordered part of handling `frame`; return the slot its response will fill.
 
         `node_id`: the upstream broker whose listener the request came in on (pass-through).
+        `who`: the client's principal and address, checked against `self.authz` when set.
         Raises ProtocolError (close the connection) for undecodable or unsupported requests.
         """
         started = time.perf_counter()
@@ -229,6 +243,8 @@ class RequestHandler:
         slot = ResponseSlot(trio.Event())
         if frame.api_key == API_PRODUCE:
             validated = validate_produce(request, frame.api_version, self.config.max_batch_bytes)
+            if self.authz is not None:
+                self._authorize_produce(validated, who)
             for tp, rejected in validated.rejected.items():
                 metrics.ERRORS.labels(rejected.error_code).inc()
                 log.info("rejected produce to %s-%d: %s", tp[0], tp[1], rejected.error_message)
@@ -248,15 +264,28 @@ class RequestHandler:
             self._finish(slot, api_versions_response(self.advertised), frame, started)
             return slot
         if frame.api_key == API_METADATA:
-            nursery.start_soon(self._metadata, request, frame, slot, started)
+            nursery.start_soon(self._metadata, request, frame, slot, started, who)
             return slot
         if frame.api_key == API_INIT_PRODUCER_ID:
+            if self.authz is not None:
+                code = authorize.init_producer_id(self.authz.current(), _principal(who), request.transactional_id)
+                if code != errors.NONE:
+                    self._denied(frame, "transactional_id" if request.transactional_id else "cluster", who)
+                    self._finish(slot, InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
+                                                              producer_epoch=-1), frame, started)
+                    return slot
             nursery.start_soon(self._init_producer_id, request, frame, slot, started)
             return slot
         if frame.api_key == API_FIND_COORDINATOR:
-            nursery.start_soon(self._find_coordinator, request, frame, slot, started)
+            nursery.start_soon(self._find_coordinator, request, frame, slot, started, who)
             return slot
         if frame.api_key in FORWARDED:
+            if self.authz is not None:
+                refused = coordinator_refusal(frame.api_key, request, self.authz.current(), _principal(who))
+                if refused is not None:
+                    self._denied(frame, "transactional", who)
+                    self._finish(slot, refused, frame, started)
+                    return slot
             nursery.start_soon(self._forward_to_coordinator, request, frame, slot, started)
             return slot
         raise ProtocolError(f"api_key {frame.api_key} is decodable but not served")
@@ -310,6 +339,35 @@ class RequestHandler:
                     "producers through (proxy.broker_listeners is off); point consumers at the cluster's bootstrap "
                     "or turn pass-through on", client_id)
 
+    def _authorize_produce(self, validated: Any, who: Request | None) -> None:
+        """Refuse, in `validated`, the partitions the client may not write (Kafka's Produce checks)."""
+        assert self.authz is not None
+        has_transactional = any(b.is_transactional for item in validated.items for b in item.batches)
+        verdict = authorize.produce(self.authz.current(), _principal(who), (t for t, _p in validated.order),
+                                    validated.ctx.transactional_id, has_transactional)
+        if verdict.whole is not None:
+            refuse_partitions(validated, verdict.whole, None)
+            metrics.AUTHZ_DENIALS.labels("Produce", "transactional_id").inc()
+            self._log_denial("Produce", "transactional_id", validated.ctx.transactional_id, who)
+        elif verdict.denied_topics:
+            refuse_partitions(validated, errors.TOPIC_AUTHORIZATION_FAILED, verdict.denied_topics)
+            metrics.AUTHZ_DENIALS.labels("Produce", "topic").inc(len(verdict.denied_topics))
+            self._log_denial("Produce", "topic", ",".join(sorted(verdict.denied_topics)), who)
+
+    def _denied(self, frame: RequestFrame, resource_type: str, who: Request | None, name: str = "") -> None:
+        metrics.AUTHZ_DENIALS.labels(api_name(frame.api_key), resource_type).inc()
+        self._log_denial(api_name(frame.api_key), resource_type, name, who)
+
+    def _log_denial(self, api: str, resource_type: str, name: str | None, who: Request | None) -> None:
+        """Log a refusal, at most once a minute per principal, API and resource type (names
+        come from clients: shown with repr, cut short)."""
+        principal = _principal(who)
+        allowed, held_back = self._denial_log.allow((principal.principal, api, resource_type), trio.current_time())
+        if allowed:
+            more = f" ({held_back} more like it held back)" if held_back else ""
+            log.info("authz: %s refused to %r from %s on %s %r%s", api, principal.principal, principal.host or "?",
+                     resource_type, (name or "")[:MAX_DENIALS_LOGGED_NAME], more)
+
     def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
                         upstream_results: dict) -> None:
         """Fill the slot with the Produce answer. A failure here is our bug: the connection is
@@ -339,13 +397,26 @@ class RequestHandler:
         slot.fill(data)
         metrics.REQUEST_LATENCY.labels(api_name(frame.api_key)).observe(elapsed_s)  # after the answer is on its way
 
-    async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
+    async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
+                        who: Request | None = None) -> None:
         names = None if request.topics is None else [t.name for t in request.topics]
         if frame.api_version == 0 and names == []:
             names = None  # v0: an empty list means every topic
         allow = bool(getattr(request, "allow_auto_topic_creation", True)) if frame.api_version >= 4 else True
+        acls = self.authz.current() if self.authz is not None else None
+        verdict = authorize.metadata(acls, _principal(who), names, allow) if acls is not None else None
         try:
-            view = await self.metadata.topics(names, allow_auto_create=allow)
+            if verdict is None or names is None:
+                view = await self.metadata.topics(names, allow_auto_create=allow)
+            else:
+                # Refused topics are not asked for (nor auto-created with the sidecar's rights);
+                # topics the client may not create are asked for without auto-creation.
+                asked = [n for n in names if n not in verdict.denied]
+                view = await self.metadata.topics([n for n in asked if n not in verdict.no_create],
+                                                  allow_auto_create=allow)
+                if verdict.no_create:
+                    view = await self.metadata.topics([n for n in asked if n in verdict.no_create],
+                                                      allow_auto_create=False)
         except UpstreamError as exc:
             log.warning("metadata from upstream failed: %s", exc)
             view = self.metadata.view  # answer from what we have; missing topics get errors
@@ -361,6 +432,10 @@ class RequestHandler:
                 response = with_real_endpoints(response, view.brokers, same_zone_brokers(view.brokers, self.bypass))
         else:
             response = build_client_metadata(view, names, PROXY_NODE_ID, self.advertise_host, self.advertise_port)
+        if acls is not None and verdict is not None:
+            response = authorized_metadata(response, acls, _principal(who), names, verdict)
+            if verdict.denied:
+                self._denied(frame, "topic", who, ",".join(sorted(verdict.denied)))
         self._finish(slot, response, frame, started)
 
     async def _init_producer_id(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
@@ -386,8 +461,20 @@ class RequestHandler:
         self._finish(slot, response, frame, started)
 
 
-    async def _find_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
-        response = await self.coordinators.find_coordinator(request, frame.api_version, self._coordinator_endpoint)
+    async def _find_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
+                                who: Request | None = None) -> None:
+        refused = None
+        if self.authz is not None:
+            acls, principal = self.authz.current(), _principal(who)
+
+            def refused(key_type: int, key: str) -> int:
+                code = authorize.find_coordinator(acls, principal, key_type, key)
+                if code != errors.NONE:
+                    self._denied(frame, "group" if key_type == authorize.KEY_GROUP else "transactional_id", who, key)
+                return code
+
+        response = await self.coordinators.find_coordinator(request, frame.api_version, self._coordinator_endpoint,
+                                                            refused)
         self._finish(slot, response, frame, started)
 
     async def _coordinator_endpoint(self, node_id: int) -> tuple[int, str, int]:
@@ -620,6 +707,7 @@ class ProxyServer:
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         state = state or _ConnectionState("", trio.current_time())
         config = self.config
+        who: Request | None = None  # the client's principal, once authenticated (with authz only)
         while not self._stopping:
             deadline = receive_deadline(state.partial_since, state.last_activity, config.request_receive_timeout_s,
                                         config.idle_timeout_s)
@@ -682,7 +770,9 @@ class ProxyServer:
                     if close:
                         return  # the answer is still written, then the connection closes
                     continue
-                slot = await self.handler.begin(frame, nursery, node_id)
+                if who is None and self.handler.authz is not None:
+                    who = client_principal(session, state.source)
+                slot = await self.handler.begin(frame, nursery, node_id, who)
                 if slot is not None:
                     slot.writer = writer
                     await send_slots.send(slot)
@@ -725,6 +815,21 @@ class ProxyServer:
                     return
 
 
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a client that did not authenticate
+MAX_DENIALS_LOGGED_NAME = 200  # characters of refused resource names in one log line
+
+
+def client_principal(session: SaslSession | None, source: str) -> Request:
+    """The client's principal as Kafka names it (`User:<SASL user>`, else User:ANONYMOUS) and its address."""
+    if session is not None and session.principal:
+        return Request(f"User:{session.principal}", source)
+    return Request(ANONYMOUS, source)
+
+
+def _principal(who: Request | None) -> Request:
+    return who if who is not None else Request(ANONYMOUS, "")
+
+
 def _peer_host(stream: trio.SocketStream) -> str:
     """The client's address ("" if the socket no longer knows it)."""
     try:
@@ -746,6 +851,27 @@ async def _tls_handshake(stream: trio.SSLStream) -> bool:
     return True
 
 
+def load_fixed_acls(authz: AuthzConfig, source: str) -> AclProvider | None:
+    """The rules of source "file" (read now) or "deny" (none); None for "none" and "cluster".
+
+    Raises ConfigError naming authz.acl_file when it cannot be read or is not valid.
+    """
+    if source == "deny":
+        return FixedAcls(AclSet.of([], authz.super_users))
+    if source != "file":
+        return None
+    try:
+        text = Path(authz.acl_file).read_text()
+    except OSError as exc:
+        raise ConfigError(f"authz.acl_file: {authz.acl_file}: {exc.strerror or exc}") from exc
+    try:
+        rules = parse_acl_file(text, authz.super_users)
+    except AclFileError as exc:
+        raise ConfigError(f"authz.acl_file: {authz.acl_file}: {exc}") from exc
+    metrics.AUTHZ_ACLS.set(len(rules.bindings))
+    return FixedAcls(rules)
+
+
 def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Credentials | None]:
     """The listener's TLS context and SASL users, loaded from the configured files.
 
@@ -765,7 +891,8 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                     backend_factory: ProduceBackendFactory | None = None,
                     task_status=trio.TASK_STATUS_IGNORED, *, bypass: SameZoneBypass | None = None,
-                    audit: AuditSink | None = None, broker_zones: Mapping[str, str] | None = None) -> None:
+                    audit: AuditSink | None = None, broker_zones: Mapping[str, str] | None = None,
+                    authz: AuthzConfig | None = None) -> None:
     """Connect upstream, listen, serve. `task_status.started((server, port))` once listening.
     `bypass`: with proxy.bypass_same_zone, the zone whose brokers Metadata names at their
     real addresses.
@@ -774,9 +901,14 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
     `zone` is the audit writer's, and a broker's zone is `broker_zones[str(node id)]`, else
     its rack.
 
-    Raises ConfigError if the listener's TLS or SASL files cannot be loaded.
+    `authz`: how each client principal is authorized (None: as authz.source "none").
+
+    Raises ConfigError if the listener's TLS or SASL files or the ACL file cannot be loaded,
+    AclSourceError if the cluster's ACLs cannot be read at start-up.
     """
     ssl_context, credentials = listener_security(proxy_config)
+    source = authz.effective_source(proxy_config) if authz is not None else "none"
+    fixed_acls = load_fixed_acls(authz, source) if authz is not None else None
     async with open_upstream(upstream_config) as cluster:
         metadata = MetadataCache(cluster, upstream_config.metadata_ttl_s, upstream_config.metadata_timeout_s)
         if backend_factory is None:
@@ -787,8 +919,18 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                                          reuse_port=proxy_config.workers > 1)
         port = listeners[0].socket.getsockname()[1]
         advertised_host, advertised_port = proxy_config.advertised
+        acls: AclProvider | None = fixed_acls
+        cluster_acls = None
+        if source == "cluster" and authz is not None:
+            cluster_acls = ClusterAcls(cluster, metadata, frozenset(authz.super_users), authz.refresh_interval_s,
+                                       authz.max_stale_s)
+            await cluster_acls.refresh()  # the first read must succeed: refusing everyone silently helps no one
+            acls = cluster_acls
+        if source == "deny":
+            log.warning("authz: a zone gateway without authz.source denies every client (set authz.source to "
+                        "\"cluster\" or \"file\", or \"none\" to give every client the sidecar's rights)")
         handler = RequestHandler(proxy_config, upstream_config, cluster, metadata, backend,
-                                 advertised_host, advertised_port or port)
+                                 advertised_host, advertised_port or port, authz=acls)
         await handler.start()
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
         if proxy_config.passthrough:
@@ -807,5 +949,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
         async with trio.open_nursery() as nursery:
             if handler.meter is not None:
                 nursery.start_soon(handler.meter.run)
+            if cluster_acls is not None:
+                nursery.start_soon(cluster_acls.run)
             await nursery.start(server.serve, listeners)
             task_status.started((server, port))

@@ -12,7 +12,7 @@ from proxy import authorize
 from proxy.acl import AclBinding, AclSet, Operation, PatternType, Permission, Request, ResourceType
 from proxy.acl_rules import AclFileError, bindings_from_describe, parse_acl_file
 
-O = Operation
+Op = Operation
 ALICE = Request("User:alice", "10.0.0.5")
 TOPIC, GROUP, TXN, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID, ResourceType.CLUSTER
 
@@ -24,21 +24,21 @@ def rules(*entries: tuple[Operation, ResourceType, str], deny: tuple[tuple[Opera
 
 
 def test_produce_refuses_only_the_topics_without_write():
-    verdict = authorize.produce(rules((O.WRITE, TOPIC, "orders"), (O.DESCRIBE, TOPIC, "payments")), ALICE,
+    verdict = authorize.produce(rules((Op.WRITE, TOPIC, "orders"), (Op.DESCRIBE, TOPIC, "payments")), ALICE,
                                 ["orders", "payments", "orders", "audit"], None, False)
     assert verdict == authorize.ProduceVerdict(None, frozenset({"payments", "audit"}))
 
 
 def test_produce_of_everything_allowed_refuses_nothing():
-    assert authorize.produce(rules((O.WRITE, TOPIC, "orders")), ALICE, ["orders"], None, False) == \
+    assert authorize.produce(rules((Op.WRITE, TOPIC, "orders")), ALICE, ["orders"], None, False) == \
         authorize.ProduceVerdict(None, frozenset())
 
 
 @pytest.mark.parametrize(("acls", "txn_id", "transactional_batches", "whole"), [
-    (rules((O.WRITE, TOPIC, "orders")), "tx-1", True, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-    (rules((O.WRITE, TOPIC, "orders")), None, True, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),  # batches say so
-    (rules((O.WRITE, TOPIC, "orders"), (O.WRITE, TXN, "tx-1")), "tx-1", True, None),
-    (rules((O.WRITE, TOPIC, "orders"), (O.WRITE, TXN, "tx-2")), "tx-1", True,
+    (rules((Op.WRITE, TOPIC, "orders")), "tx-1", True, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    (rules((Op.WRITE, TOPIC, "orders")), None, True, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),  # batches say so
+    (rules((Op.WRITE, TOPIC, "orders"), (Op.WRITE, TXN, "tx-1")), "tx-1", True, None),
+    (rules((Op.WRITE, TOPIC, "orders"), (Op.WRITE, TXN, "tx-2")), "tx-1", True,
      errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
 ])
 def test_transactional_produce_needs_write_on_its_transactional_id(acls, txn_id, transactional_batches, whole):
@@ -47,32 +47,32 @@ def test_transactional_produce_needs_write_on_its_transactional_id(acls, txn_id,
 
 @pytest.mark.parametrize(("acls", "txn_id", "code"), [
     (rules(), None, errors.CLUSTER_AUTHORIZATION_FAILED),
-    (rules((O.IDEMPOTENT_WRITE, CLUSTER, "kafka-cluster")), None, errors.NONE),
-    (rules((O.WRITE, TOPIC, "orders")), None, errors.NONE),  # KIP-679: WRITE on any topic
-    (rules((O.DESCRIBE, TOPIC, "orders")), None, errors.CLUSTER_AUTHORIZATION_FAILED),
-    (rules((O.WRITE, TOPIC, "orders"), deny=((O.WRITE, TOPIC, "orders"),)), None, errors.CLUSTER_AUTHORIZATION_FAILED),
-    (rules((O.WRITE, TOPIC, "orders")), "tx-1", errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-    (rules((O.WRITE, TXN, "tx-1")), "tx-1", errors.NONE),
-    (rules((O.DESCRIBE, TXN, "tx-1")), "tx-1", errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    (rules((Op.IDEMPOTENT_WRITE, CLUSTER, "kafka-cluster")), None, errors.NONE),
+    (rules((Op.WRITE, TOPIC, "orders")), None, errors.NONE),  # KIP-679: WRITE on any topic
+    (rules((Op.DESCRIBE, TOPIC, "orders")), None, errors.CLUSTER_AUTHORIZATION_FAILED),
+    (rules((Op.WRITE, TOPIC, "orders"), deny=((Op.WRITE, TOPIC, "orders"),)), None, errors.CLUSTER_AUTHORIZATION_FAILED),
+    (rules((Op.WRITE, TOPIC, "orders")), "tx-1", errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    (rules((Op.WRITE, TXN, "tx-1")), "tx-1", errors.NONE),
+    (rules((Op.DESCRIBE, TXN, "tx-1")), "tx-1", errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
 ])
 def test_init_producer_id(acls, txn_id, code):
     assert authorize.init_producer_id(acls, ALICE, txn_id) == code
 
 
 def test_metadata_refuses_undescribable_topics_and_auto_creation_without_create():
-    acls = rules((O.WRITE, TOPIC, "orders"), (O.CREATE, TOPIC, "new-ok"), (O.DESCRIBE, TOPIC, "new-ok"),
-                 (O.DESCRIBE, TOPIC, "new-no"))
+    acls = rules((Op.WRITE, TOPIC, "orders"), (Op.CREATE, TOPIC, "new-ok"), (Op.DESCRIBE, TOPIC, "new-ok"),
+                 (Op.DESCRIBE, TOPIC, "new-no"))
     verdict = authorize.metadata(acls, ALICE, ["orders", "payments", "new-ok", "new-no"], allow_auto_create=True)
     assert verdict.denied == {"payments"}
     assert verdict.no_create == {"orders", "new-no"}
     assert authorize.metadata(acls, ALICE, ["orders", "new-no"], allow_auto_create=False).no_create == frozenset()
-    with_cluster_create = AclSet.of([*acls.bindings, AclBinding("User:alice", "*", O.CREATE, Permission.ALLOW, CLUSTER,
+    with_cluster_create = AclSet.of([*acls.bindings, AclBinding("User:alice", "*", Op.CREATE, Permission.ALLOW, CLUSTER,
                                                                 PatternType.LITERAL, "kafka-cluster")])
     assert authorize.metadata(with_cluster_create, ALICE, ["new-no"], True).no_create == frozenset()
 
 
 def test_a_listing_shows_only_describable_topics():
-    acls = rules((O.WRITE, TOPIC, "orders"), (O.READ, TOPIC, "audit"))
+    acls = rules((Op.WRITE, TOPIC, "orders"), (Op.READ, TOPIC, "audit"))
     assert authorize.describable(acls, ALICE, ["audit", "orders", "payments"]) == ["audit", "orders"]
 
 
@@ -83,12 +83,12 @@ def test_a_listing_shows_only_describable_topics():
     (authorize.KEY_TRANSACTION, "tx-2", errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
 ])
 def test_find_coordinator(key_type, key, code):
-    acls = rules((O.READ, GROUP, "g1"), (O.WRITE, TXN, "tx-1"))  # both imply DESCRIBE
+    acls = rules((Op.READ, GROUP, "g1"), (Op.WRITE, TXN, "tx-1"))  # both imply DESCRIBE
     assert authorize.find_coordinator(acls, ALICE, key_type, key) == code
 
 
 def test_transaction_apis():
-    acls = rules((O.WRITE, TXN, "tx-1"), (O.READ, GROUP, "g1"), (O.WRITE, TOPIC, "orders"), (O.READ, TOPIC, "orders"))
+    acls = rules((Op.WRITE, TXN, "tx-1"), (Op.READ, GROUP, "g1"), (Op.WRITE, TOPIC, "orders"), (Op.READ, TOPIC, "orders"))
     assert authorize.transactional_id(acls, ALICE, "tx-1") == errors.NONE
     assert authorize.transactional_id(acls, ALICE, "tx-2") == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert authorize.add_offsets_to_txn(acls, ALICE, "tx-1", "g1") == errors.NONE
@@ -133,10 +133,10 @@ name = "tx-"
 def test_the_acl_file_gives_its_bindings_with_defaults():
     parsed = parse_acl_file(ACL_FILE, super_users=["User:ops"])
     assert parsed.bindings == (
-        AclBinding("User:alice", "*", O.WRITE, Permission.ALLOW, TOPIC, PatternType.LITERAL, "orders"),
-        AclBinding("User:*", "10.0.0.9", O.IDEMPOTENT_WRITE, Permission.ALLOW, CLUSTER, PatternType.LITERAL,
+        AclBinding("User:alice", "*", Op.WRITE, Permission.ALLOW, TOPIC, PatternType.LITERAL, "orders"),
+        AclBinding("User:*", "10.0.0.9", Op.IDEMPOTENT_WRITE, Permission.ALLOW, CLUSTER, PatternType.LITERAL,
                    "kafka-cluster"),
-        AclBinding("User:alice", "*", O.ALL, Permission.DENY, TXN, PatternType.PREFIXED, "tx-"),
+        AclBinding("User:alice", "*", Op.ALL, Permission.DENY, TXN, PatternType.PREFIXED, "tx-"),
     )
     assert parsed.super_users == {"User:ops"}
 
@@ -177,8 +177,8 @@ def test_describe_acls_bindings_skip_resource_types_the_proxy_never_checks():
         resource(2, "orders", 3, ("User:alice", "*", 99, 3)),  # an operation this proxy does not know
     ])
     assert bindings == [
-        AclBinding("User:alice", "*", O.WRITE, Permission.ALLOW, TOPIC, PatternType.LITERAL, "orders"),
-        AclBinding("User:bob", "*", O.WRITE, Permission.DENY, TOPIC, PatternType.LITERAL, "orders"),
-        AclBinding("User:alice", "*", O.ALL, Permission.ALLOW, TXN, PatternType.PREFIXED, "tx-"),
+        AclBinding("User:alice", "*", Op.WRITE, Permission.ALLOW, TOPIC, PatternType.LITERAL, "orders"),
+        AclBinding("User:bob", "*", Op.WRITE, Permission.DENY, TOPIC, PatternType.LITERAL, "orders"),
+        AclBinding("User:alice", "*", Op.ALL, Permission.ALLOW, TXN, PatternType.PREFIXED, "tx-"),
     ]
     assert skipped == 2
