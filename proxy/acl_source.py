@@ -82,6 +82,7 @@ class ClusterAcls:
     async def refresh(self) -> None:
         """One DescribeAcls; replaces the rules. Raises AclSourceError."""
         try:
+            await self._cluster.ensure_api_versions()
             version = self._cluster.version_for(API_DESCRIBE_ACLS, HIGHEST_DESCRIBE_ACLS_VERSION)
             request = DescribeAclsRequest(resource_type_filter=ANY, resource_name_filter=None, pattern_type_filter=ANY,
                                           principal_filter=None, host_filter=None, operation=ANY, permission_type=ANY)
