@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from core.addresses import is_loopback
-from core.configload import COMMA_SEPARATED, require
+from core.configload import COMMA_SEPARATED, ConfigError, require
 from core.msk_iam import REGION_RE
+from proxy.principal_mapping import MappingRuleError, parse_rules
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # served and spoken upstream (proxy/sasl.py)
 # Upstream also OAUTHBEARER with MSK IAM tokens (core/msk_iam.py): the sidecar's IAM role is its identity.
@@ -32,6 +33,8 @@ class ProxyConfig:
     metrics_host: str = "127.0.0.1"  # where /metrics listens; 0.0.0.0 to let a scraper in
     tls_cert_file: str = ""  # PEM certificate (chain) for TLS on the client listener; "" = plaintext
     tls_key_file: str = ""  # PEM private key of tls_cert_file
+    tls_client_ca_file: str = ""  # PEM CA bundle: require a client certificate signed by it (mutual TLS); the client's principal is then User:<name> from its subject, unless it logs in with SASL
+    tls_principal_mapping_rules: tuple[str, ...] = ("DEFAULT",)  # with tls_client_ca_file: the certificate subject (CN=alice,OU=eng,O=Example) to a name, as Kafka's ssl.principal.mapping.rules, one rule per string: "RULE:^CN=(.*?),OU=eng.*$/$1/L", "DEFAULT" (docs/security.md)
     sasl_mechanisms: tuple[str, ...] = ()  # SASL required on the client listener: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; () = none
     sasl_users_file: str = ""  # users and their SCRAM keys (TOML, see docs/security.md); required with sasl_mechanisms
     max_connections: int = 1024  # open client connections; more are accepted and closed at once (a producer needs one or two)
@@ -57,6 +60,12 @@ class ProxyConfig:
                     f"proxy.sasl_mechanisms: {mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}")
         require(bool(self.sasl_mechanisms) == bool(self.sasl_users_file),
                 "proxy.sasl_mechanisms and proxy.sasl_users_file: give both or neither")
+        require(not self.tls_client_ca_file or bool(self.tls_cert_file),
+                "proxy.tls_client_ca_file: client certificates need TLS on the listener (proxy.tls_cert_file)")
+        try:
+            parse_rules(self.tls_principal_mapping_rules)
+        except MappingRuleError as exc:
+            raise ConfigError(f"proxy.tls_principal_mapping_rules: {exc}") from exc
         require(0 <= self.listen_port <= 65535, f"proxy.listen_port: {self.listen_port} is not a port")
         require(0 <= self.metrics_port <= 65535, f"proxy.metrics_port: {self.metrics_port} is not a port")
         require(1024 <= self.max_frame_bytes <= 1024 * MiB, "proxy.max_frame_bytes: must be within 1 KiB..1 GiB")
@@ -74,9 +83,10 @@ class ProxyConfig:
                 f"proxy.advertised_host: required when proxy.listen_host is {self.listen_host!r} "
                 "(clients cannot connect to a wildcard address: give the name they reach this proxy by)")
         require(is_loopback(self.listen_host) or self.insecure_listener
-                or (bool(self.tls_cert_file) and bool(self.sasl_mechanisms)),
+                or (bool(self.tls_cert_file) and (bool(self.sasl_mechanisms) or bool(self.tls_client_ca_file))),
                 f"proxy.listen_host: {self.listen_host!r} is reachable from other hosts, so the listener needs TLS "
-                "(proxy.tls_cert_file, proxy.tls_key_file) and SASL (proxy.sasl_mechanisms, proxy.sasl_users_file); "
+                "(proxy.tls_cert_file, proxy.tls_key_file) and SASL (proxy.sasl_mechanisms, proxy.sasl_users_file) "
+                "or client certificates (proxy.tls_client_ca_file); "
                 "set proxy.insecure_listener = true only on a private test network")
 
         require(1 <= self.max_connections <= 1_000_000, "proxy.max_connections: 1..1000000")

@@ -75,6 +75,7 @@ from proxy.memory import TRIM_CHECK_INTERVAL_S, BurstTracker, burst_over_since, 
 from proxy.metadata import MetadataCache, build_client_metadata
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.passthrough_audit import PassthroughMeter
+from proxy.principal_mapping import NoRuleMatched, parse_rules, principal_name, subject_name
 from proxy.produce import (
     DirectBackend,
     encode_produce_answer,
@@ -538,6 +539,8 @@ class ProxyServer:
         self.handler = handler
         self._ssl_context = ssl_context
         self._credentials = credentials
+        # mutual TLS: certificate subject -> principal name (validated with the config)
+        self._mapping_rules = parse_rules(config.tls_principal_mapping_rules) if config.tls_client_ca_file else None
         self._reading_scopes: set[trio.CancelScope] = set()  # one per connection waiting for bytes
         self._stopping = False
         self._listen_scope: trio.CancelScope | None = None
@@ -630,11 +633,16 @@ class ProxyServer:
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
             node_id = self.handler.node_for_port(stream.socket.getsockname()[1])
+            tls_name = None
             if self._ssl_context is not None:
                 stream = trio.SSLStream(stream, self._ssl_context, server_side=True)
                 if not await _tls_handshake(stream):
                     return
-            await self._serve_connection(stream, source, node_id)
+                if self._mapping_rules is not None:
+                    tls_name = self._certificate_principal(stream, source)
+                    if tls_name is None:
+                        return
+            await self._serve_connection(stream, source, node_id, tls_name)
         except Exception:  # a bug handling one client must not take the listener down
             metrics.PROTOCOL_ERRORS.labels("internal").inc()
             log.exception("internal error on a client connection; closing it")
@@ -665,8 +673,20 @@ class ProxyServer:
             self._burst = BurstTracker(last_trim_at=now, baseline_connections=self._connections,
                                        peak_connections=self._connections)
 
+    def _certificate_principal(self, stream: trio.SSLStream, source: str) -> str | None:
+        """The principal name of the client's certificate (verified by the handshake), or None
+        (logged, counted) when no mapping rule gives one: the connection is closed, as Kafka does."""
+        assert self._mapping_rules is not None
+        try:
+            name = principal_name(self._mapping_rules, subject_name(stream.getpeercert()["subject"]))
+        except (NoRuleMatched, KeyError, TypeError) as exc:
+            metrics.PROTOCOL_ERRORS.labels("tls_principal").inc()
+            log.info("closing connection from %s: client certificate: %s", source, exc)
+            return None
+        return name
+
     async def _serve_connection(self, stream: trio.SocketStream, source: str = "",
-                                node_id: int | None = None) -> None:
+                                node_id: int | None = None, tls_name: str | None = None) -> None:
         codec = ServerCodec(self.config.max_frame_bytes)
         state = _ConnectionState(source, trio.current_time())
         session = None
@@ -677,7 +697,7 @@ class ProxyServer:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer, state)
             try:
-                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state, node_id)
+                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state, node_id, tls_name)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -702,7 +722,8 @@ class ProxyServer:
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
                              session: SaslSession | None = None, writer: _ResponseWriter | None = None,
-                             state: _ConnectionState | None = None, node_id: int | None = None) -> None:
+                             state: _ConnectionState | None = None, node_id: int | None = None,
+                             tls_name: str | None = None) -> None:
         # Plain TCP: large frames are read straight into their own buffer (no joining copy).
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         state = state or _ConnectionState("", trio.current_time())
@@ -771,7 +792,7 @@ class ProxyServer:
                         return  # the answer is still written, then the connection closes
                     continue
                 if who is None and self.handler.authz is not None:
-                    who = client_principal(session, state.source)
+                    who = client_principal(session, state.source, tls_name)
                 slot = await self.handler.begin(frame, nursery, node_id, who)
                 if slot is not None:
                     slot.writer = writer
@@ -819,10 +840,14 @@ ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a client that did not authe
 MAX_DENIALS_LOGGED_NAME = 200  # characters of refused resource names in one log line
 
 
-def client_principal(session: SaslSession | None, source: str) -> Request:
-    """The client's principal as Kafka names it (`User:<SASL user>`, else User:ANONYMOUS) and its address."""
+def client_principal(session: SaslSession | None, source: str, tls_name: str | None = None) -> Request:
+    """The client's principal as Kafka names it and its address: `User:<SASL user>` when it
+    logged in with SASL, else `User:<name from its certificate>` with mutual TLS, else
+    User:ANONYMOUS."""
     if session is not None and session.principal:
         return Request(f"User:{session.principal}", source)
+    if tls_name is not None:
+        return Request(f"User:{tls_name}", source)
     return Request(ANONYMOUS, source)
 
 
@@ -877,7 +902,8 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 
     Raises ConfigError when a file cannot be read or parsed.
     """
-    context = server_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
+    context = server_context(config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file) \
+        if config.tls_cert_file else None
     credentials = None
     if config.sasl_mechanisms:
         check_private(config.sasl_users_file, "proxy.sasl_users_file")

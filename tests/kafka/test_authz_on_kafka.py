@@ -15,6 +15,7 @@ once each, payments refused with TOPIC_AUTHORIZATION_FAILED on every partition.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -44,7 +45,7 @@ from deploy.local.kafka_security import (
     scram_format_args,
     security_listeners,
 )
-from tests.cluster.conftest import read_back, wal_sidecars
+from tests.cluster.conftest import WalSidecars, read_back, wal_sidecars
 from tests.conftest import unique_name
 from tests.kafka.conftest import ZONES, spread_leaders
 from tests.kafka.test_wal_on_kafka import batches
@@ -150,8 +151,9 @@ def expected_values(records: int = RECORDS) -> dict[int, list[int]]:
     return {p: [v for v in range(records) if v % PARTITIONS == p] for p in range(PARTITIONS)}
 
 
-@pytest.fixture
-def gateway(acl_kafka, broker_tls, users_file, moto_server, tmp_path):
+@contextlib.contextmanager
+def gateway(acl_kafka, broker_tls, users_file, moto_server, tmp_path) -> Iterator[WalSidecars]:
+    """The gateway (proxy and agents) until the block ends; its audit records are written then."""
     bucket = unique_name("wal")
     moto_server.create_bucket(bucket)
     password = tmp_path / "sidecar-password"
@@ -171,7 +173,8 @@ def gateway(acl_kafka, broker_tls, users_file, moto_server, tmp_path):
         yield sidecars
 
 
-def test_a_principal_allowed_only_orders_cannot_write_payments_by_any_route(acl_kafka, broker_tls, gateway):
+def test_a_principal_allowed_only_orders_cannot_write_payments_by_any_route(acl_kafka, broker_tls, users_file,
+                                                                           moto_server, tmp_path):
     orders, payments = unique_name("orders"), unique_name("payments")
     for topic in (orders, payments):
         spread_leaders(acl_kafka, topic, PARTITIONS)
@@ -182,24 +185,31 @@ def test_a_principal_allowed_only_orders_cannot_write_payments_by_any_route(acl_
     direct_payments = produce_as_alice(acl_kafka.listener_bootstrap(SASL_SSL_LISTENER), payments, broker_tls)
     assert direct_payments.acked == {} and direct_payments.errors == refused
 
-    through_payments = produce_as_alice(gateway.proxy, payments, None)
-    assert through_payments.acked == {}, "alice wrote payments through the gateway"
-    assert through_payments.errors == refused
-    through_orders = produce_as_alice(gateway.proxy, orders, None)
-    assert through_orders.errors == {}
-    assert through_orders.acked == expected_values()
+    with gateway(acl_kafka, broker_tls, users_file, moto_server, tmp_path) as sidecars:
+        through_payments = produce_as_alice(sidecars.proxy, payments, None)
+        assert through_payments.acked == {}, "alice wrote payments through the gateway"
+        assert through_payments.errors == refused
+        through_orders = produce_as_alice(sidecars.proxy, orders, None)
+        assert through_orders.errors == {}
+        assert through_orders.acked == expected_values()
 
     assert read_back(acl_kafka.bootstrap, orders, PARTITIONS, RECORDS) == expected_values()  # once each, in order
     assert read_back(acl_kafka.bootstrap, payments, PARTITIONS, 0, timeout_s=5) == {}
-    routes = {(b["topic"], b["partition"], b["route"]) for b in batches(gateway.audit_dir) if b["error_code"] == 0}
+    routes = {(b["topic"], b["partition"], b["route"]) for b in batches(sidecars.audit_dir) if b["error_code"] == 0}
     assert routes == {(orders, 0, "local"), (orders, 1, "wal"), (orders, 2, "wal")}
 
 
-def test_an_acl_added_or_removed_on_the_cluster_applies_within_the_refresh_interval(acl_kafka, broker_tls, gateway):
+def test_an_acl_added_or_removed_on_the_cluster_applies_within_the_refresh_interval(acl_kafka, broker_tls, users_file,
+                                                                                   moto_server, tmp_path):
+    with gateway(acl_kafka, broker_tls, users_file, moto_server, tmp_path) as sidecars:
+        acl_changes_apply(acl_kafka, sidecars.proxy)
+
+
+def acl_changes_apply(acl_kafka: KafkaCluster, proxy: str) -> None:
     topic = unique_name("payments")
     spread_leaders(acl_kafka, topic, PARTITIONS)
     create_acls(acl_kafka, [topic_acl(topic, ACLOperation.DESCRIBE)])
-    assert produce_as_alice(gateway.proxy, topic, None, records=PARTITIONS).errors == {
+    assert produce_as_alice(proxy, topic, None, records=PARTITIONS).errors == {
         p: {TOPIC_AUTHORIZATION_FAILED} for p in range(PARTITIONS)}
 
     create_acls(acl_kafka, [topic_acl(topic, ACLOperation.WRITE)])
@@ -207,7 +217,7 @@ def test_an_acl_added_or_removed_on_the_cluster_applies_within_the_refresh_inter
     # The ACL reaches every broker through the metadata log, then the gateway's next refresh.
     bound_s = REFRESH_S * 2 + 10
     while True:
-        outcome = produce_as_alice(gateway.proxy, topic, None, records=PARTITIONS, timeout_s=10)
+        outcome = produce_as_alice(proxy, topic, None, records=PARTITIONS, timeout_s=10)
         if outcome.errors == {}:
             break
         assert time.monotonic() - granted_at < bound_s, outcome
@@ -216,7 +226,7 @@ def test_an_acl_added_or_removed_on_the_cluster_applies_within_the_refresh_inter
     delete_acls(acl_kafka, topic)
     revoked_at = time.monotonic()
     while True:
-        outcome = produce_as_alice(gateway.proxy, topic, None, records=PARTITIONS, timeout_s=10)
+        outcome = produce_as_alice(proxy, topic, None, records=PARTITIONS, timeout_s=10)
         if outcome.acked == {}:
             break
         assert time.monotonic() - revoked_at < bound_s, outcome
