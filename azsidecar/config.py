@@ -20,7 +20,7 @@ from azsidecar.config_layers import FLAGS, dotted_assignments, env_assignments, 
 from core.az_ids import zone_problem
 from core.configload import ConfigError, build, require
 from leader_notify.config import AgentConfig, NotifyConfig
-from proxy.config import AuthzConfig, ProxyConfig, UpstreamConfig
+from proxy.config import AuthzConfig, ProxyConfig, QuotaConfig, UpstreamConfig
 from router.config import RouterConfig
 from spark_audit.config import AuditConfig
 from wal_s3.config import WalConfig
@@ -42,6 +42,7 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     authz: AuthzConfig = field(default_factory=AuthzConfig)
+    quotas: QuotaConfig = field(default_factory=QuotaConfig)
 
     def __post_init__(self) -> None:
         if self.authz.effective_source(self.proxy) != "none":

@@ -208,3 +208,25 @@ def is_sidecar(proxy: ProxyConfig) -> bool:
     """A per-host sidecar (loopback listener, no advertised address, one worker) rather than
     a zone gateway that many hosts' producers share."""
     return is_loopback(proxy.listen_host) and not proxy.advertised_host and proxy.workers == 1
+
+
+@dataclass(frozen=True)
+class QuotaConfig:
+    """Produce byte-rate quotas per client principal at the proxy (docs/security.md#quotas-per-client-principal)."""
+
+    produce_bytes_per_s: float = 0.0  # every principal's produce byte rate (request bytes), unless listed in principal_produce_bytes_per_s; 0 = no quota
+    principal_produce_bytes_per_s: dict[str, float] = field(default_factory=dict)  # per principal, e.g. "User:alice" = 1048576; 0 = no quota for that one
+    burst_s: float = 1.0  # a principal may send this many seconds' worth of its rate at once before it is throttled
+
+    def __post_init__(self) -> None:
+        require(self.produce_bytes_per_s >= 0, "quotas.produce_bytes_per_s: must be >= 0")
+        for principal, rate in self.principal_produce_bytes_per_s.items():
+            kind, sep, name = principal.partition(":")
+            require(bool(sep) and bool(kind) and bool(name),
+                    f"quotas.principal_produce_bytes_per_s: {principal!r} is not a principal TYPE:NAME")
+            require(rate >= 0, f"quotas.principal_produce_bytes_per_s.{principal}: must be >= 0")
+        require(0 < self.burst_s <= 60, "quotas.burst_s: 0 < burst_s <= 60")
+
+    @property
+    def enabled(self) -> bool:
+        return self.produce_bytes_per_s > 0 or any(r > 0 for r in self.principal_produce_bytes_per_s.values())

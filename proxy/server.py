@@ -43,7 +43,7 @@ from proxy.acl_source import ClusterAcls, FixedAcls
 from proxy.api_names import api_name
 from proxy.authz_answers import authorized_metadata, coordinator_refusal
 from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
-from proxy.config import AuthzConfig, ProxyConfig, UpstreamConfig
+from proxy.config import AuthzConfig, ProxyConfig, QuotaConfig, UpstreamConfig
 from proxy.coordinators import (
     FORWARDED,
     Coordinators,
@@ -84,6 +84,7 @@ from proxy.produce import (
     validate_produce,
 )
 from proxy.produce_only import refused_fetch
+from proxy.quota import ProduceQuotas
 from proxy.receive_budget import ReceiveBudget
 from proxy.sasl import (
     SASL_AUTHENTICATION_FAILED,
@@ -124,6 +125,7 @@ class ResponseSlot:
     data: bytes | None = None
     writer: _ResponseWriter | None = None  # its connection's writer, once queued there
     broken: bool = False  # answering failed (our bug): the writer closes the connection
+    mute_until: float = 0.0  # quota throttle: read nothing more from this connection before this trio time
 
     def fill(self, data: bytes) -> None:
         """Set the answer and mark it ready; written at once if the writer waits for this slot."""
@@ -174,11 +176,13 @@ class RequestHandler:
 
     def __init__(self, config: ProxyConfig, upstream: UpstreamConfig, cluster: UpstreamCluster,
                  metadata: MetadataCache, backend: ProduceBackend, advertise_host: str, advertise_port: int,
-                 authz: AclProvider | None = None) -> None:
+                 authz: AclProvider | None = None, quotas: ProduceQuotas | None = None) -> None:
         """`authz`: the ACLs each client principal is checked against (None: authz.source "none",
-        every client may do what the sidecar's principal may)."""
+        every client may do what the sidecar's principal may). `quotas`: produce byte rates per
+        principal (None: none)."""
         self.config = config
         self.authz = authz
+        self.quotas = quotas
         self.upstream_config = upstream
         self.cluster = cluster
         self.metadata = metadata
@@ -249,8 +253,11 @@ class RequestHandler:
             for tp, rejected in validated.rejected.items():
                 metrics.ERRORS.labels(rejected.error_code).inc()
                 log.info("rejected produce to %s-%d: %s", tp[0], tp[1], rejected.error_message)
+            throttle_ms = 0
+            if self.quotas is not None:
+                throttle_ms = self._throttle(frame, who, slot)
             completion = await self.backend.submit(validated.items, validated.ctx) if validated.items else None
-            answer = functools.partial(self._answer_produce, slot, validated, frame, started)
+            answer = functools.partial(self._answer_produce, slot, validated, frame, started, throttle_ms)
             # A completion that can call back (every partition on the WAL path) answers in the
             # step where its last result arrives; others are awaited by a task.
             if completion is not None and completion.on_results(answer):
@@ -369,8 +376,20 @@ class RequestHandler:
             log.info("authz: %s refused to %r from %s on %s %r%s", api, principal.principal, principal.host or "?",
                      resource_type, (name or "")[:MAX_DENIALS_LOGGED_NAME], more)
 
+    def _throttle(self, frame: RequestFrame, who: Request | None, slot: ResponseSlot) -> int:
+        """Count a Produce against its principal's quota; its throttle_time_ms (the connection
+        is muted as long, as a broker mutes it)."""
+        assert self.quotas is not None
+        now = trio.current_time()
+        throttle_ms = self.quotas.record(_principal(who).principal, len(frame.body), now)
+        if throttle_ms:
+            metrics.QUOTA_THROTTLED.inc()
+            metrics.QUOTA_THROTTLE_TIME.inc(throttle_ms / 1000)
+            slot.mute_until = now + throttle_ms / 1000
+        return throttle_ms
+
     def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
-                        upstream_results: dict) -> None:
+                        throttle_ms: int, upstream_results: dict) -> None:
         """Fill the slot with the Produce answer. A failure here is our bug: the connection is
         closed (as for any internal error) instead of leaving the client without an answer."""
         try:
@@ -383,8 +402,8 @@ class RequestHandler:
                 if r.error_code:
                     metrics.ERRORS.labels(r.error_code).inc()
             answers = produce_answers(validated.order, results)
-            self._finish_encoded(slot, encode_produce_answer(answers, frame.correlation_id, frame.api_version),
-                                 frame, started)
+            self._finish_encoded(slot, encode_produce_answer(answers, frame.correlation_id, frame.api_version,
+                                                             throttle_ms), frame, started)
         except Exception:
             log.exception("internal error answering a Produce request; closing the connection")
             slot.broken = True
@@ -728,8 +747,22 @@ class ProxyServer:
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         state = state or _ConnectionState("", trio.current_time())
         config = self.config
-        who: Request | None = None  # the client's principal, once authenticated (with authz only)
+        who: Request | None = None  # the client's principal, once authenticated (with authz or quotas only)
+        mute_until = 0.0  # a quota throttle: no read before this trio time
         while not self._stopping:
+            if mute_until > trio.current_time():
+                # Throttled (quotas): read nothing until the throttle time is over, as Kafka
+                # mutes the channel; shutdown() ends the wait like any other read.
+                muted = trio.CancelScope(deadline=mute_until)
+                self._reading_scopes.add(muted)
+                try:
+                    with muted:
+                        await trio.sleep_forever()
+                finally:
+                    self._reading_scopes.discard(muted)
+                if self._stopping:
+                    return
+                state.last_activity = trio.current_time()  # waiting on our throttle is not idle
             deadline = receive_deadline(state.partial_since, state.last_activity, config.request_receive_timeout_s,
                                         config.idle_timeout_s)
             receiving = trio.CancelScope(deadline=deadline.at)
@@ -791,9 +824,11 @@ class ProxyServer:
                     if close:
                         return  # the answer is still written, then the connection closes
                     continue
-                if who is None and self.handler.authz is not None:
+                if who is None and (self.handler.authz is not None or self.handler.quotas is not None):
                     who = client_principal(session, state.source, tls_name)
                 slot = await self.handler.begin(frame, nursery, node_id, who)
+                if slot is not None and slot.mute_until > mute_until:
+                    mute_until = slot.mute_until
                 if slot is not None:
                     slot.writer = writer
                     await send_slots.send(slot)
@@ -918,7 +953,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                     backend_factory: ProduceBackendFactory | None = None,
                     task_status=trio.TASK_STATUS_IGNORED, *, bypass: SameZoneBypass | None = None,
                     audit: AuditSink | None = None, broker_zones: Mapping[str, str] | None = None,
-                    authz: AuthzConfig | None = None) -> None:
+                    authz: AuthzConfig | None = None, quotas: QuotaConfig | None = None) -> None:
     """Connect upstream, listen, serve. `task_status.started((server, port))` once listening.
     `bypass`: with proxy.bypass_same_zone, the zone whose brokers Metadata names at their
     real addresses.
@@ -928,6 +963,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
     its rack.
 
     `authz`: how each client principal is authorized (None: as authz.source "none").
+    `quotas`: produce byte rates per client principal (None: none).
 
     Raises ConfigError if the listener's TLS or SASL files or the ACL file cannot be loaded,
     AclSourceError if the cluster's ACLs cannot be read at start-up.
@@ -956,7 +992,9 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
             log.warning("authz: a zone gateway without authz.source denies every client (set authz.source to "
                         "\"cluster\" or \"file\", or \"none\" to give every client the sidecar's rights)")
         handler = RequestHandler(proxy_config, upstream_config, cluster, metadata, backend,
-                                 advertised_host, advertised_port or port, authz=acls)
+                                 advertised_host, advertised_port or port, authz=acls,
+                                 quotas=ProduceQuotas(quotas.produce_bytes_per_s, quotas.principal_produce_bytes_per_s,
+                                                      quotas.burst_s) if quotas is not None and quotas.enabled else None)
         await handler.start()
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
         if proxy_config.passthrough:
