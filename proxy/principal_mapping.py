@@ -20,6 +20,7 @@ Kafka's comma-separated single string, so a pattern may hold commas without esca
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 DEFAULT = "DEFAULT"
@@ -89,6 +90,13 @@ def parse_rules(texts: tuple[str, ...]) -> tuple[Rule, ...]:
     return tuple(parse_rule(t) for t in texts)
 
 
+def _group_filler(match: re.Match[str]) -> Callable[[re.Match[str]], str]:
+    """What `$n` in a replacement stands for: group n of `match` ("" if it did not take part)."""
+    def fill(ref: re.Match[str]) -> str:
+        return match.group(int(ref.group(1))) or ""
+    return fill
+
+
 def principal_name(rules: tuple[Rule, ...], subject: str) -> str:
     """The principal name of `subject` by the first rule that matches it whole (pure).
 
@@ -103,9 +111,7 @@ def principal_name(rules: tuple[Rule, ...], subject: str) -> str:
             match = rule.pattern.fullmatch(subject)
             if match is None:
                 continue
-            groups = match.groups(default="")
-            name = _GROUP_REF.sub(lambda ref, groups=groups: groups[int(ref.group(1)) - 1] if ref.group(1) != "0"
-                                  else subject, rule.replacement)
+            name = _GROUP_REF.sub(_group_filler(match), rule.replacement)
             if rule.case == "L":
                 name = name.lower()
             elif rule.case == "U":

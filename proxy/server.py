@@ -750,7 +750,7 @@ class ProxyServer:
         who: Request | None = None  # the client's principal, once authenticated (with authz or quotas only)
         mute_until = 0.0  # a quota throttle: no read before this trio time
         while not self._stopping:
-            if mute_until > trio.current_time():
+            if mute_until and mute_until > trio.current_time():
                 # Throttled (quotas): read nothing until the throttle time is over, as Kafka
                 # mutes the channel; shutdown() ends the wait like any other read.
                 muted = trio.CancelScope(deadline=mute_until)
