@@ -4,6 +4,8 @@ the answer Kafka's StandardAuthorizer gives for it, worked out by hand from its 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from proxy.acl import (
     AclBinding,
@@ -131,3 +133,30 @@ def test_authorize_by_resource_type(why, bindings, allowed):
 def test_invalid_bindings_are_refused(principal, host, rtype, pattern, name, message):
     with pytest.raises(AclError, match=message):
         AclBinding(principal, host, Op.WRITE, ALLOW, rtype, pattern, name)
+
+
+# Crafted names: whatever a client calls a topic or itself, the check is the plain rule.
+
+NAMES = st.text(min_size=1, max_size=40)  # any characters: '*', ':', '/', control characters, unicode
+
+
+@given(topic=NAMES)
+def test_a_literal_allow_matches_only_its_own_name(topic):
+    rules = AclSet.of([acl(Op.WRITE, "orders")])
+    assert rules.authorize(ALICE, Op.WRITE, TOPIC, topic) is (topic == "orders")
+
+
+@given(topic=NAMES)
+def test_a_prefixed_allow_matches_exactly_the_names_it_starts(topic):
+    rules = AclSet.of([acl(Op.WRITE, "orders.", pattern=PRE)])
+    assert rules.authorize(ALICE, Op.WRITE, TOPIC, topic) is topic.startswith("orders.")
+
+
+@given(user=NAMES, host=NAMES)
+def test_a_crafted_principal_gets_only_its_own_or_everyones_rights(user, host):
+    rules = AclSet.of([acl(Op.WRITE, "alices", principal="User:alice"),
+                       acl(Op.WRITE, "everyones", principal="User:*")])
+    who = Request(f"User:{user}", host)
+    assert rules.authorize(who, Op.WRITE, TOPIC, "alices") is (user == "alice")
+    assert rules.authorize(who, Op.WRITE, TOPIC, "everyones")
+    assert not rules.authorize(who, Op.WRITE, TOPIC, "nobodys")
