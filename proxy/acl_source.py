@@ -20,11 +20,11 @@ import trio
 from kafka.protocol.admin import DescribeAclsRequest
 
 from core import errors
+from kafka_upstream.metadata import MetadataCache
+from kafka_upstream.upstream import UpstreamCluster, UpstreamError
 from proxy import metrics
 from proxy.acl import AclSet
 from proxy.acl_rules import bindings_from_describe
-from proxy.metadata import MetadataCache
-from proxy.upstream import UpstreamCluster, UpstreamError
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,15 @@ from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse, TxnOffsetCommitResponse
 
 from core import errors
+from kafka_protocol.kafka_codec import (
+    API_ADD_OFFSETS_TO_TXN,
+    API_ADD_PARTITIONS_TO_TXN,
+    API_END_TXN,
+    API_TXN_OFFSET_COMMIT,
+)
+from kafka_upstream.coordinators import error_response
 from proxy import authorize
 from proxy.acl import AclSet, Request
-from proxy.coordinators import error_response
-from proxy.kafka_codec import API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN, API_END_TXN, API_TXN_OFFSET_COMMIT
 
 
 def _refused_topic(name: str) -> Any:

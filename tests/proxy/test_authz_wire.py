@@ -19,7 +19,8 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from proxy.config import AuthzConfig, ProxyConfig, UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
+from proxy.config import AuthzConfig, ProxyConfig
 from proxy.server import run_proxy
 from tests.conftest import create_topics, unique_name
 from tests.proxy.kafka_wire import Wire, assert_serves, encode, produce_request, record_batch

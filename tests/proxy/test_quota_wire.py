@@ -17,7 +17,8 @@ import confluent_kafka
 import pytest
 import trio
 
-from proxy.config import ProxyConfig, QuotaConfig, UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
+from proxy.config import ProxyConfig, QuotaConfig
 from proxy.server import run_proxy
 from tests.conftest import create_topics, unique_name
 

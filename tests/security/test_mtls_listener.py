@@ -18,7 +18,8 @@ import pytest
 import trio
 from cryptography.x509.oid import NameOID
 
-from proxy.config import AuthzConfig, ProxyConfig, UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
+from proxy.config import AuthzConfig, ProxyConfig
 from proxy.server import run_proxy
 from tests.conftest import create_topics, unique_name
 from tests.proxy.kafka_wire import Wire, api_versions_request
