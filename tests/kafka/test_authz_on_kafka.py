@@ -45,10 +45,12 @@ from deploy.local.kafka_security import (
     scram_format_args,
     security_listeners,
 )
+from deploy.local.sidecar_stack import to_toml
 from tests.cluster.conftest import WalSidecars, read_back, wal_sidecars
 from tests.conftest import unique_name
 from tests.kafka.conftest import ZONES, spread_leaders
 from tests.kafka.test_wal_on_kafka import batches
+from tests.proxy.conftest import start_proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -156,10 +158,17 @@ def gateway(acl_kafka, broker_tls, users_file, moto_server, tmp_path) -> Iterato
     """The gateway (proxy and agents) until the block ends; its audit records are written then."""
     bucket = unique_name("wal")
     moto_server.create_bucket(bucket)
+    with wal_sidecars(acl_kafka, moto_server, bucket, tmp_path,
+                      settings=gateway_settings(acl_kafka, broker_tls, users_file, tmp_path)) as sidecars:
+        yield sidecars
+
+
+def gateway_settings(acl_kafka: KafkaCluster, broker_tls: BrokerTls, users_file: Path, tmp_path: Path) -> dict:
+    """The gateway's sections: the sidecar's SCRAM identity upstream, alice's at the listener, ACLs from the cluster."""
     password = tmp_path / "sidecar-password"
     password.write_text(SIDECAR_PASSWORD + "\n")
     password.chmod(0o600)
-    settings = {
+    return {
         "upstream": {"bootstrap_servers": acl_kafka.listener_bootstrap(SASL_SSL_LISTENER).split(","),
                      "security_protocol": "SASL_SSL", "tls_ca_file": str(broker_tls.ca_file),
                      "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": SIDECAR,
@@ -169,8 +178,6 @@ def gateway(acl_kafka, broker_tls, users_file, moto_server, tmp_path) -> Iterato
                   "sasl_users_file": str(users_file)},
         "authz": AUTHZ_SETTINGS,
     }
-    with wal_sidecars(acl_kafka, moto_server, bucket, tmp_path, settings=settings) as sidecars:
-        yield sidecars
 
 
 def test_a_principal_allowed_only_orders_cannot_write_payments_by_any_route(acl_kafka, broker_tls, users_file,
@@ -200,9 +207,14 @@ def test_a_principal_allowed_only_orders_cannot_write_payments_by_any_route(acl_
 
 
 def test_an_acl_added_or_removed_on_the_cluster_applies_within_the_refresh_interval(acl_kafka, broker_tls, users_file,
-                                                                                   moto_server, tmp_path):
-    with gateway(acl_kafka, broker_tls, users_file, moto_server, tmp_path) as sidecars:
-        acl_changes_apply(acl_kafka, sidecars.proxy)
+                                                                                   tmp_path):
+    # One gateway proxy process (no agents: the check runs before any route is chosen).
+    settings = gateway_settings(acl_kafka, broker_tls, users_file, tmp_path)
+    settings["audit"] = {"output": str(tmp_path / "audit")}
+    config = tmp_path / "gateway.toml"
+    config.write_text(to_toml(settings))
+    with start_proxy(acl_kafka.listener_bootstrap(SASL_SSL_LISTENER), tmp_path, config_file=config) as proxy:
+        acl_changes_apply(acl_kafka, f"{proxy.host}:{proxy.port}")
 
 
 def acl_changes_apply(acl_kafka: KafkaCluster, proxy: str) -> None:
