@@ -6,7 +6,8 @@ which the test harness and the brokers themselves use). Client `alice` may WRITE
 `orders-*` (a literal ACL on that test's topic) and only DESCRIBE `payments-*`. The gateway
 (proxy in use1-az1, agents in use1-az2/az3, `authz.source = "cluster"`) reads those ACLs
 with DescribeAcls as `azsidecar`; alice logs in to the gateway with SCRAM. Each topic has
-leaders in all three zones, so records go by the local and by the WAL route.
+leaders in all three zones, so records go by the local and by the WAL route. A
+transactional producer as alice (no TransactionalId right) is refused by both alike.
 
 The same producer, run once against the gateway and once against the brokers' own
 SASL_SSL listener as alice, must get the same answers: orders acknowledged and read back
@@ -59,6 +60,7 @@ USER, PASSWORD = "alice", "alice-Scram-2b7f0a"
 PARTITIONS = 3  # one leader per zone: partition 0 local (node 1, use1-az1), 1 and 2 by the WAL
 RECORDS = 30
 TOPIC_AUTHORIZATION_FAILED = 29
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 REFRESH_S = 1.0  # authz.refresh_interval_s in these tests
 AUTHZ_SETTINGS = {"source": "cluster", "refresh_interval_s": REFRESH_S}
 AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -214,7 +216,26 @@ def test_an_acl_added_or_removed_on_the_cluster_applies_within_the_refresh_inter
     config = tmp_path / "gateway.toml"
     config.write_text(to_toml(settings))
     with start_proxy(acl_kafka.listener_bootstrap(SASL_SSL_LISTENER), tmp_path, config_file=config) as proxy:
+        # Transactional: alice has no right on any transactional id; the broker and the gateway refuse alike.
+        direct = init_transactions_as_alice(acl_kafka.listener_bootstrap(SASL_SSL_LISTENER), broker_tls)
+        assert direct == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert init_transactions_as_alice(f"{proxy.host}:{proxy.port}", None) == direct
         acl_changes_apply(acl_kafka, f"{proxy.host}:{proxy.port}")
+
+
+def init_transactions_as_alice(bootstrap: str, tls: BrokerTls | None) -> int:
+    """The error code init_transactions() fails with for a transactional producer as alice (0: it succeeded)."""
+    settings = {"bootstrap.servers": bootstrap, "transactional.id": unique_name("tx"),
+                "security.protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": USER, "sasl.password": PASSWORD}
+    if tls is not None:
+        settings["ssl.ca.location"] = str(tls.ca_file)
+    producer = confluent_kafka.Producer(settings)
+    try:
+        producer.init_transactions(30)
+    except confluent_kafka.KafkaException as exc:
+        return int(exc.args[0].code())
+    return 0
 
 
 def acl_changes_apply(acl_kafka: KafkaCluster, proxy: str) -> None:
