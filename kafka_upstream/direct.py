@@ -74,6 +74,16 @@ def validate_produce(request: ProduceRequest, version: int, max_batch_bytes: int
     return out
 
 
+def refuse_partitions(validated: ValidatedProduce, error_code: int, topics: frozenset[str] | None) -> None:
+    """Answer `error_code` for every partition of `topics` (None: of the whole request) and
+    send none of their batches on. An authorization refusal replaces any other rejection,
+    as Kafka checks rights before it looks at the records."""
+    validated.items = [i for i in validated.items if topics is not None and i.topic not in topics]
+    for tp in validated.order:
+        if topics is None or tp[0] in topics:
+            validated.rejected[tp] = PartitionResult(error_code)
+
+
 def produce_answers(order: list[TopicPartition], results: dict[TopicPartition, PartitionResult]) -> list[PartitionAnswer]:
     """The client's answer per partition, in request order (a partition without a result failed)."""
     out = []
@@ -84,10 +94,11 @@ def produce_answers(order: list[TopicPartition], results: dict[TopicPartition, P
     return out
 
 
-def encode_produce_answer(answers: list[PartitionAnswer], correlation_id: int, api_version: int) -> bytes:
+def encode_produce_answer(answers: list[PartitionAnswer], correlation_id: int, api_version: int,
+                          throttle_time_ms: int = 0) -> bytes:
     """The framed ProduceResponse (v0-v12; the proxy answers v0-v2 only with UNSUPPORTED_VERSION).
     Raises ValueError for a version kafka_protocol.produce does not write."""
-    return encode_produce_response(answers, correlation_id, api_version)
+    return encode_produce_response(answers, correlation_id, api_version, throttle_time_ms)
 
 
 class DirectBackend:

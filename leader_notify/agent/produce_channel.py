@@ -109,7 +109,7 @@ def send_produce(conn: AIOKafkaConnection, version: int, required_acks: int, tim
                  topics: TopicBatches) -> asyncio.Future[ProduceAnswer]:
     """Write one ProduceRequest on `conn`; the future resolves to its ProduceAnswer, or fails
     with KafkaConnectionError when the connection closes first. Raises KafkaConnectionError
-    if the connection is closed or the write fails, and what encode_produce_frame raises."""
+    if the connection is closed or the write fails, and what encode_produce_request raises."""
     writer = conn._writer  # noqa: SLF001
     if writer is None:
         raise KafkaConnectionError(f"no connection to broker at {conn.host}:{conn.port}")
