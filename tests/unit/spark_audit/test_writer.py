@@ -7,6 +7,7 @@ import gzip
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import trio
@@ -15,6 +16,8 @@ from core.audit import SCHEMA_VERSION
 from spark_audit.config import AuditConfig
 from spark_audit.writer import AuditWriter
 from tests.spark_audit.conftest import H0_MS, HOUR_MS
+
+RUN_ID = re.compile(r"-[0-9a-f]{6}-")  # the writer's run id in its file names (random per writer)
 
 
 def read_all(root: Path) -> dict[str, list[dict]]:
@@ -34,13 +37,13 @@ def test_records_are_stamped_and_partitioned_by_hour_and_zone(tmp_path):
     writer.emit("metadata_lookup", {"ts_ms": H0_MS + 5, "topic": "t", "partition": 0, "cache": "hit"})
     writer.emit("metadata_lookup", {"ts_ms": H0_MS + HOUR_MS + 7, "topic": "t", "partition": 1, "cache": "miss"})
     writer.close()
-    files = read_all(tmp_path)
+    files = {RUN_ID.sub("-RUN-", name): records for name, records in read_all(tmp_path).items()}
     pid = os.getpid()
     assert files == {
-        f"date=2026-01-01/hour=00/zone=use1-az1/proxy-{pid}-1.jsonl.gz": [
+        f"date=2026-01-01/hour=00/zone=use1-az1/proxy-{pid}-RUN-1.jsonl.gz": [
             {"topic": "t", "partition": 0, "cache": "hit", "ts_ms": H0_MS + 5, "schema_version": SCHEMA_VERSION,
              "kind": "metadata_lookup", "zone": "use1-az1"}],
-        f"date=2026-01-01/hour=01/zone=use1-az1/proxy-{pid}-2.jsonl.gz": [
+        f"date=2026-01-01/hour=01/zone=use1-az1/proxy-{pid}-RUN-2.jsonl.gz": [
             {"topic": "t", "partition": 1, "cache": "miss", "ts_ms": H0_MS + HOUR_MS + 7,
              "schema_version": SCHEMA_VERSION, "kind": "metadata_lookup", "zone": "use1-az1"}],
     }
