@@ -24,6 +24,7 @@ Used by tests/reliability (short runs) and bench/campaign.py (many cycles, soak)
 from __future__ import annotations
 
 import contextlib
+import gzip
 import importlib.util
 import json
 import subprocess
@@ -190,6 +191,7 @@ class CampaignResult:
     events: tuple[tuple[float, str], ...]  # (seconds since start, what happened)
     duration_s: float
     out_dir: Path
+    acked_by_zone: Mapping[str, int] = field(default_factory=dict)  # records acknowledged to each zone's producers
 
     @property
     def ok(self) -> bool:
@@ -300,7 +302,40 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
         producer_fatal=fatal,
         peak_proxy_rss_kib=peak, samples=tuple(samples),
         events=tuple((round(t - started, 2), what) for t, what in fleet.events), duration_s=duration_s,
-        out_dir=out_dir)
+        out_dir=out_dir, acked_by_zone=_acked_by_zone(env, procs, summaries))
+
+
+def _acked_by_zone(env: ZoneEnv, procs: Sequence[tuple[str, subprocess.Popen, Path]],
+                   summaries: Mapping[str, dict | None]) -> dict[str, int]:
+    """Records acknowledged to the producers of each zone (producer ids are '<name>-z<index>-p<k>')."""
+    out = {zone.name: 0 for zone in env.zones}
+    for pid, _, _ in procs:
+        s = summaries.get(pid)
+        if s is None:
+            continue
+        index = int(pid.rsplit("-z", 1)[1].split("-p", 1)[0])
+        out[env.zones[index].name] += s["records"] - len(s.get("failed_records", []))
+    return out
+
+
+def audited_produce_records(audit_dir: Path) -> dict[str, Any]:
+    """What the audit under audit_dir says the proxies answered: records of produce_batch
+    records with error_code 0 per proxy zone, torn_tail drops, and in-progress files left.
+    Only closed files count (as the Spark jobs read them)."""
+    ok_records: dict[str, int] = {}
+    torn: list[dict] = []
+    for path in sorted(audit_dir.rglob("*.jsonl.gz")):
+        if path.name.startswith("."):
+            continue
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                r = json.loads(line)
+                if r["kind"] == "produce_batch" and r["error_code"] == 0:
+                    ok_records[r["zone"]] = ok_records.get(r["zone"], 0) + r["records"]
+                elif r["kind"] == "audit_drop" and r.get("reason") == "torn_tail":
+                    torn.append(r)
+    return {"ok_records": ok_records, "torn_tail": torn,
+            "inprogress": sorted(str(p) for p in audit_dir.rglob(".*.inprogress"))}
 
 
 def _fatal_line(log_path: Path) -> str:
