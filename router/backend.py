@@ -45,11 +45,11 @@ from proxy.produce import DirectBackend
 from proxy.upstream import UpstreamError
 from router import audit_fields
 from router import metrics as router_metrics
-from router.breaker import Breaker
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
 from router.rates import ZoneRates
 from router.seams import WalSink, ZoneAnswers
+from router.zone_health import Signal, ZoneCircuit, allows, at, observe, signal_of_result
 from wal_s3.config import WalConfig
 from wal_s3.flush_policy import producer_wait_s
 from wal_s3.format import WalEntry
@@ -382,7 +382,9 @@ class RoutingBackend:
         self._audit = audit or NullAuditSink()
         self._proxy_id = proxy_id
         self._partitions: dict[tuple[str, int], PartitionState] = defaultdict(PartitionState)
-        self._breakers: dict[str, Breaker] = defaultdict(Breaker)
+        # Zone circuits by breaker key (the zone, or zone/agent): router/zone_health.py decides,
+        # from the signal and whether the zone's brokers are still in metadata.
+        self._circuits: dict[str, ZoneCircuit] = {}
         self._rates = ZoneRates()
         # (topic, partition, producer_id, producer_epoch) -> (earliest base_sequence that failed
         # retriably, when). Until that sequence is sent again, later batches of the producer are
@@ -398,15 +400,52 @@ class RoutingBackend:
         """A WAL PUT holding entries for the zone, or a notification to its agent, was abandoned
         at its gray deadline: a failure for that breaker (`key`: the zone, or `zone/agent`
         address) now, not after every retry."""
-        breaker = self._breakers[key]
-        breaker.record_failure(trio.current_time())
         router_metrics.GRAY_FAILURES.labels(key, kind).inc()
-        router_metrics.ZONE_OPEN.labels(key).set(1 if breaker.state == "open" else 0)
+        self.observe_zone(key, Signal.S3_FAILED if kind == "s3_put" else Signal.DEADLINE,
+                          f"{kind} abandoned at its gray deadline")
+
+    def observe_zone(self, key: str, signal: Signal, detail: str = "") -> None:
+        """One signal about a zone's WAL path (`key`: the zone, or `zone/agent address`): the
+        router's own outcomes, and the monitor's agent probes."""
+        listed = None if signal is Signal.OK else self._zone_brokers_listed(key.split("/", 1)[0])
+        circuit = observe(self._circuits.get(key, ZoneCircuit()), signal, trio.current_time(), listed, detail)
+        self._circuits[key] = circuit
+        self._publish(key, circuit)
+
+    def _zone_brokers_listed(self, zone: str) -> bool | None:
+        """Whether the last Metadata listed a broker of `zone` (None: no broker has a known zone)."""
+        zones = {self.config.broker_zones.get(str(node_id)) or broker.rack
+                 for node_id, broker in self._metadata.view.brokers.items()}
+        zones.discard(None)
+        zones.discard("")
+        return (zone in zones) if zones else None
+
+    def _circuit_now(self, key: str, now: float) -> ZoneCircuit:
+        circuit = self._circuits.get(key)
+        if circuit is None:
+            return ZoneCircuit()
+        current = at(circuit, now)
+        if current is not circuit:
+            self._circuits[key] = current
+            self._publish(key, current)
+        return current
+
+    @staticmethod
+    def _publish(key: str, circuit: ZoneCircuit) -> None:
+        router_metrics.ZONE_OPEN.labels(key).set(1 if circuit.state == "open" else 0)
+        cause = circuit.cause.value if circuit.state != "closed" else "healthy"
+        for name in router_metrics.ZONE_CAUSES:
+            router_metrics.ZONE_CONDITION.labels(key, name).set(1 if name == cause else 0)
 
     def zone_circuits(self) -> dict[str, str]:
         """Each destination zone's circuit as of now: closed, open or half_open (zones seen so far)."""
         now = trio.current_time()
-        return {zone: "open" if not breaker.allows(now) else breaker.state for zone, breaker in self._breakers.items()}
+        return {key: self._circuit_now(key, now).state for key in list(self._circuits)}
+
+    def zone_reasons(self) -> dict[str, str]:
+        """Each destination zone's circuit with its cause and what was last seen (for /readyz)."""
+        now = trio.current_time()
+        return {key: self._circuit_now(key, now).reason() for key in list(self._circuits)}
 
     def set_policy(self, policy: str) -> None:
         """Switch policy at run time (ordering is kept by the drain-before-switch rule)."""
@@ -487,7 +526,7 @@ class RoutingBackend:
         healthy = True
         shape = ObjectShape(0, 0)
         if dest is not None and dest != self.zone:
-            healthy = self._wal is not None and self._breakers[self._breaker_key(dest, item)].allows(now)
+            healthy = self._wal is not None and allows(self._circuit_now(self._breaker_key(dest, item), now))
             # Observed flush sizes while the WAL is in use; predicted from byte rates otherwise.
             fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * self._wal_config.linger_ms / 1000)
             observed = self._wal.observed_shape(now, fresh_s) if self._wal else None
@@ -570,13 +609,15 @@ class RoutingBackend:
             results[(item.topic, item.partition)] = outcome.result
             if outcome.result.error_code in LEADER_ERRORS:
                 self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
-            breaker = self._breakers[self._breaker_key(dest, item)]
+            key = self._breaker_key(dest, item)
             if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
-                breaker.record_success()
-            elif errors.is_retriable(outcome.result.error_code) and outcome.result.error_code not in LEADER_ERRORS:
+                self.observe_zone(key, Signal.OK)
+            elif errors.is_retriable(outcome.result.error_code):
                 # A leader error came from a working agent (the leader moved): the zone's path is
-                # fine, so it does not count against it (B3: it used to open the circuit).
-                breaker.record_failure(trio.current_time())
+                # fine, so it does not count against it (zone_health: leader_moved is no failure).
+                leader_error = outcome.result.error_code in LEADER_ERRORS
+                self.observe_zone(key, signal_of_result(outcome.result.error_message, leader_error),
+                                  (outcome.result.error_message or "")[:200])
         results.update(held_back)
         for item in items:
             tp = (item.topic, item.partition)
@@ -600,9 +641,6 @@ class RoutingBackend:
                  results: dict[tuple[str, int], PartitionResult], started: float,
                  finished_at: dict[tuple[str, int], float]) -> None:
         """Metrics and audit records of a finished submit (after the producer's answer when it can be)."""
-        for item, dest, _outcome in wal_items:
-            key = self._breaker_key(dest, item)
-            router_metrics.ZONE_OPEN.labels(key).set(1 if self._breakers[key].state == "open" else 0)
         finished = time.perf_counter()
         outcomes = {id(item): outcome for item, _dest, outcome in wal_items}
         for item in items:

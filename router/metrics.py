@@ -13,6 +13,11 @@ METADATA_LOOKUPS = Counter("azsidecar_router_metadata_lookups_total", "Leader-zo
                            ["cache"])
 ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to a zone is avoided",
                   ["dest_zone"])
+ZONE_CAUSES = ("healthy", "agent_slow", "agent_gone", "zone_partitioned", "s3_unreachable")  # router/zone_health.Cause
+ZONE_CONDITION = Gauge("azsidecar_router_zone_condition",
+                       "1 for a zone's current condition (healthy while its circuit is closed; else the cause "
+                       "the circuit follows: agent_slow | agent_gone | zone_partitioned | s3_unreachable)",
+                       ["dest_zone", "condition"])
 GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
                         "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
                         ["dest_zone", "kind"])
