@@ -9,6 +9,7 @@ The status server's thread reads the latest facts (one attribute, replaced whole
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -24,6 +25,7 @@ from azsidecar.readiness import (
     assess_proxy,
     liveness,
 )
+from router.zone_health import Signal
 
 HEARTBEAT_S = 1.0
 PROBE_TIMEOUT_S = 4.0  # under PROBE_INTERVAL_S: a hung broker or agent is a failed probe, not a stuck monitor
@@ -41,7 +43,8 @@ class ProxyHealth:
     def checks(self) -> dict[str, Check]:
         facts = self.facts
         if self.draining() and not facts.draining:
-            facts = ProxyFacts(facts.heartbeat, True, facts.upstream, facts.agents, facts.circuits, facts.fallback)
+            facts = ProxyFacts(facts.heartbeat, True, facts.upstream, facts.agents, facts.circuits, facts.fallback,
+                               facts.circuit_reasons)
         return assess_proxy(facts, time.monotonic())
 
 
@@ -79,13 +82,43 @@ async def _connect_and_close(address: str) -> None:
     await stream.aclose()
 
 
-async def _probe_agent(into: dict[str, Probe], zone: str, address: str) -> None:
-    into[zone] = await _trio_probe(lambda: _connect_and_close(address))
+def probe_signal(exc: BaseException) -> Signal:
+    """What a failed TCP probe of an agent says (router/zone_health.py): a refusal or reset
+    means the host answered without an agent; a timeout or no route means nothing answered."""
+    if isinstance(exc, trio.TooSlowError):
+        return Signal.NO_ANSWER
+    # trio's "all attempts to connect ... failed" carries each attempt's error in a group as its cause.
+    pending: list[BaseException] = [exc]
+    while pending:
+        seen = pending.pop()
+        if isinstance(seen, (ConnectionRefusedError, ConnectionResetError)) or \
+                getattr(seen, "errno", None) in (errno.ECONNREFUSED, errno.ECONNRESET):
+            return Signal.REFUSED
+        if isinstance(seen, BaseExceptionGroup):
+            pending.extend(seen.exceptions)
+        pending.extend(e for e in (seen.__cause__, seen.__context__) if e is not None)
+    return Signal.NO_ANSWER
+
+
+async def _probe_agent(into: dict[str, Probe], signals: dict[str, Signal], zone: str, address: str) -> None:
+    try:
+        with trio.fail_after(PROBE_TIMEOUT_S):
+            await _connect_and_close(address)
+    except (trio.TooSlowError, OSError) as exc:
+        signals[zone] = probe_signal(exc)
+        detail = f"no answer within {PROBE_TIMEOUT_S:.0f} s" if isinstance(exc, trio.TooSlowError) \
+            else f"{type(exc).__name__}: {exc}"
+        into[zone] = Probe(False, f"{detail} ({signals[zone].value})", time.monotonic())
+        return
+    into[zone] = Probe(True, "answered", time.monotonic())
 
 
 async def monitor_proxy(health: ProxyHealth, upstream_probe: Callable[[], Awaitable[None]],
-                        agents: Mapping[str, str], circuits: Callable[[], Mapping[str, str]]) -> None:
-    """Runs until cancelled: heartbeat every HEARTBEAT_S, facts every PROBE_INTERVAL_S."""
+                        agents: Mapping[str, str], circuits: Callable[[], Mapping[str, str]],
+                        reasons: Callable[[], Mapping[str, str]] = dict,
+                        report: Callable[[str, Signal, str], None] | None = None) -> None:
+    """Runs until cancelled: heartbeat every HEARTBEAT_S, facts every PROBE_INTERVAL_S.
+    A failed agent probe is reported to the router as a signal about that zone (`report`)."""
 
     async def heartbeat() -> None:
         while True:
@@ -97,11 +130,15 @@ async def monitor_proxy(health: ProxyHealth, upstream_probe: Callable[[], Awaita
         while True:
             upstream = await _trio_probe(upstream_probe)
             probes: dict[str, Probe] = {}
+            signals: dict[str, Signal] = {}
             async with trio.open_nursery() as each:
                 for zone, address in agents.items():
-                    each.start_soon(_probe_agent, probes, zone, address)
+                    each.start_soon(_probe_agent, probes, signals, zone, address)
+            if report is not None:
+                for zone, signal in sorted(signals.items()):
+                    report(zone, signal, f"agent probe: {probes[zone].detail}")
             health.facts = ProxyFacts(time.monotonic(), health.draining(), upstream, probes, dict(circuits()),
-                                      health.facts.fallback)
+                                      health.facts.fallback, dict(reasons()))
             await trio.sleep(PROBE_INTERVAL_S)
 
 

@@ -110,7 +110,8 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             health.draining = lambda: server.draining
             backend, metadata = built[0]
             agents = probe_targets(config.notify.agents, config.zone) if wal_path else {}  # keyed like the circuits
-            nursery.start_soon(monitor_proxy, health, metadata.probe, agents, backend.zone_circuits)
+            nursery.start_soon(monitor_proxy, health, metadata.probe, agents, backend.zone_circuits,
+                               backend.zone_reasons, backend.observe_zone)
         if wal_path is not None:
             started[0].on_shutdown.append(wal_path.drain)  # deliver what producers were already told
         task_status.started(started)
