@@ -287,8 +287,12 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
     # A producer without a summary died (e.g. librdkafka's fatal idempotence error): which of
     # its records were acknowledged is unknown, so its records are counted, not judged.
     fatal = {pid: _fatal_line(p.log_path) for pid, p, _ in procs if pid in missing}  # type: ignore[attr-defined]
-    verification = verify_acknowledged(first.broker_bootstrap, spec, workload.record_bytes,
-                                       [s for s in summaries.values() if s is not None], unknown_producers=missing)
+    present = [s for s in summaries.values() if s is not None]
+    if env.mode == "netns":  # the brokers are reachable from the zones only
+        verification = _verify_in_zone(env, first, spec, workload.record_bytes, present, missing, out_dir)
+    else:
+        verification = verify_acknowledged(first.broker_bootstrap, spec, workload.record_bytes, present,
+                                           unknown_producers=missing)
     if missing:
         verification = {**verification, "ok": False,
                         "problems": [*verification["problems"], f"producers died without a summary: {fatal}"]}
@@ -303,6 +307,19 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
         peak_proxy_rss_kib=peak, samples=tuple(samples),
         events=tuple((round(t - started, 2), what) for t, what in fleet.events), duration_s=duration_s,
         out_dir=out_dir, acked_by_zone=_acked_by_zone(env, procs, summaries))
+
+
+def _verify_in_zone(env: ZoneEnv, zone: Zone, spec: Mapping[str, Any], record_bytes: int, summaries: list[dict],
+                    missing: list[str], out_dir: Path) -> dict[str, Any]:
+    """verify_acknowledged in the zone's namespace (tests/reliability/verify_in_zone.py)."""
+    args, result = out_dir / "verify-args.json", out_dir / "verify-result.json"
+    args.write_text(json.dumps({"bootstrap": zone.broker_bootstrap, "spec": spec, "record_bytes": record_bytes,
+                                "summaries": summaries, "unknown_producers": missing}))
+    code = env.run_to_completion(zone, [sys.executable, "-m", "tests.reliability.verify_in_zone", str(args),
+                                        str(result)], VERIFY_MIN_S + 60, log_name=f"{out_dir.name}-verify")
+    if code != 0:
+        raise RuntimeError(f"verification in {zone.name} exited {code} (log {out_dir.name}-verify.log)")
+    return json.loads(result.read_text())
 
 
 def _acked_by_zone(env: ZoneEnv, procs: Sequence[tuple[str, subprocess.Popen, Path]],
