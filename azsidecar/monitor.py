@@ -135,7 +135,8 @@ async def monitor_proxy(health: ProxyHealth, upstream_probe: Callable[[], Awaita
                 for zone, address in agents.items():
                     each.start_soon(_probe_agent, probes, signals, zone, address)
             if report is not None:
-                for zone, signal in sorted(signals.items()):
+                for zone in sorted(probes):
+                    signal = signals.get(zone, Signal.REACHABLE)
                     report(zone, signal, f"agent probe: {probes[zone].detail}")
             health.facts = ProxyFacts(time.monotonic(), health.draining(), upstream, probes, dict(circuits()),
                                       health.facts.fallback, dict(reasons()))

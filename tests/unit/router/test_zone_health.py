@@ -22,6 +22,7 @@ LISTED, GONE, UNKNOWN = True, False, None  # the zone's brokers in the last Meta
     (Signal.LEADER_MOVED, LISTED, None),
     (Signal.LEADER_MOVED, GONE, None),
     (Signal.OK, GONE, None),
+    (Signal.REACHABLE, GONE, None),
 ])
 def test_cause_of_each_signal(signal, listed, cause):
     assert cause_of(signal, listed) == cause
@@ -80,3 +81,24 @@ def test_failures_while_open_keep_the_opening_time():
 ])
 def test_signal_of_a_failed_batch(message, leader, signal):
     assert signal_of_result(message, leader) is signal
+
+
+@pytest.mark.parametrize(("cause_signal", "listed", "after"), [
+    (Signal.REFUSED, LISTED, "half_open"),  # agent_gone: it is back, try now
+    (Signal.NO_ANSWER, GONE, "half_open"),  # zone_partitioned: healed
+    (Signal.S3_FAILED, LISTED, "open"),  # our S3: the agent answering changes nothing
+])
+def test_a_reachable_agent_half_opens_a_circuit_opened_for_its_absence(cause_signal, listed, after):
+    circuit = ZoneCircuit()
+    for t in range(3):
+        circuit = observe(circuit, cause_signal, float(t), listed)
+    assert circuit.state == "open"
+    assert observe(circuit, Signal.REACHABLE, 3.0, LISTED).state == after
+
+
+def test_reachable_does_not_half_open_a_slow_agent_or_touch_a_closed_circuit():
+    slow = ZoneCircuit()
+    for t in range(3):
+        slow = observe(slow, Signal.DEADLINE, float(t), LISTED)
+    assert observe(slow, Signal.REACHABLE, 3.0, LISTED).state == "open"
+    assert observe(ZoneCircuit(), Signal.REACHABLE, 0.0, LISTED) == ZoneCircuit()
