@@ -13,9 +13,6 @@ a proxy restart. The campaign with many cycles and RPO/RTO figures is bench/zone
 
 from __future__ import annotations
 
-import gzip
-import json
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +21,8 @@ import pytest
 from deploy.local.scenario import TopicSpec, Workload
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import netns_available, three_zones
-from tests.reliability.harness import TickContext, run_campaign
+from tests.reliability.harness import run_campaign
+from tests.reliability.zone_faults import agents_gone, audit_batches, wal_return_s, whole_zone
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300),
               pytest.mark.skipif(not netns_available(), reason="netns mode needs root and iproute2")]
@@ -35,7 +33,7 @@ RATE_PER_PRODUCER = 500  # records/s: 10 s of steady production
 WORKLOAD = Workload(total_bytes=3 * RECORDS_PER_PRODUCER * 100, record_bytes=100, topics=TOPICS, linger_ms=20,
                     timeout_s=240)  # a Kafka node restarting in netns took up to 75 s under load 27
 TOTAL = 3 * RECORDS_PER_PRODUCER
-AGENTS_RECORDS_PER_PRODUCER = 8_000  # scenario (e): 16 s
+AGENTS_RECORDS_PER_PRODUCER = 16_000  # scenario (e): 32 s, so traffic still flows once the agent is back
 OUTAGE_S = 4.0  # how long the zone stays down (fault timing, not synchronization)
 FAULT_AT = 0.25  # of all records acknowledged
 # Proxy RSS bound: the proxy's idle footprint plus the WAL writer's buffer (wal.max_buffered_bytes
@@ -55,27 +53,6 @@ def settings(tmp_path: Path) -> SidecarSettings:
                            extra={"audit": {"flush_seconds": 0.2}})
 
 
-class Outage:
-    """on_tick: at FAULT_AT of the records, `down(ctx)`; OUTAGE_S later, `up(ctx)`. Records the
-    moments and how many records were acknowledged meanwhile."""
-
-    def __init__(self, down, up, after_up=None) -> None:
-        self.down, self.up, self.after_up = down, up, after_up
-        self.down_at = self.up_at = None
-        self.acked_down = self.acked_up = 0
-
-    def __call__(self, ctx: TickContext) -> None:
-        if self.down_at is None and ctx.acked_fraction >= FAULT_AT:
-            self.down_at, self.acked_down = time.monotonic(), ctx.acked
-            self.down(ctx)
-        elif self.down_at is not None and self.up_at is None and time.monotonic() - self.down_at >= OUTAGE_S:
-            self.acked_up = ctx.acked
-            self.up(ctx)
-            self.up_at = time.monotonic()
-        elif self.up_at is not None and self.after_up is not None:
-            self.after_up(ctx)
-
-
 def assert_delivered_exactly_once(result, total: int = TOTAL) -> None:
     v = result.verification
     for key in ("lost", "duplicates", "reordered", "corrupt", "foreign"):
@@ -92,15 +69,6 @@ def assert_memory_bounded(result) -> None:
             assert kib - first.get(zone, kib) <= RSS_GROWTH_BOUND_KIB, (zone, sample)
 
 
-def audit_batches(audit_dir: Path) -> list[dict]:
-    out = []
-    for path in sorted(audit_dir.rglob("*.jsonl.gz")):
-        if not path.name.startswith("."):
-            with gzip.open(path, "rt") as f:
-                out += [r for r in map(json.loads, f) if r["kind"] == "produce_batch"]
-    return out
-
-
 def test_whole_zone_killed_at_once_then_restarted(kafka_netns, tmp_path):
     """(a) use1-az2's Kafka node, agent and proxy are killed with -9 together, stay down
     OUTAGE_S, and come back. Leadership moves to the other racks' in-sync replicas; the
@@ -108,39 +76,17 @@ def test_whole_zone_killed_at_once_then_restarted(kafka_netns, tmp_path):
     sidecar is gone) and delivers after the restart, within its message timeout."""
     env = kafka_netns
     zone = env.zones[1]
-    node = env.kafka.node_of_rack(zone.name)
-
-    def down(ctx: TickContext) -> None:
-        env.kafka.kill_node(node.node_id)
-        ctx.fleet.kill("agent", zone)
-        ctx.fleet.kill("proxy", zone)
-
-    pending = ["agent", "proxy"]  # what is still to restart, in order
-
-    def up(ctx: TickContext) -> None:
-        env.kafka.start_node(node.node_id, wait=False)
-        supervise(ctx)
-
-    def supervise(ctx: TickContext) -> None:
-        """As a supervisor would: start the agent, then the proxy; one that exits at start
-        (its zone's broker still refuses: "no broker ... could be used") is tried again next tick."""
-        while pending:
-            try:
-                (ctx.fleet.start_agent if pending[0] == "agent" else ctx.fleet.start_proxy)(zone)
-            except RuntimeError:
-                return
-            pending.pop(0)
-
-    outage = Outage(down, up, after_up=lambda ctx: pending and supervise(ctx))
+    outage, pending = whole_zone(env, zone, outage_s=OUTAGE_S, fault_at=FAULT_AT)
     result = run_campaign(env, WORKLOAD, settings(tmp_path), outage, name="zone-down",
                           records_per_s=RATE_PER_PRODUCER)
 
     assert outage.down_at is not None and outage.up_at is not None, result.events
     assert not pending, f"not restarted: {pending}"
     assert_delivered_exactly_once(result)
-    # The two surviving producers kept producing while the zone was down: at least half
-    # their paced rate over the outage (the dead zone's producer could not be acknowledged).
-    assert outage.acked_up - outage.acked_down >= 0.5 * 2 * RATE_PER_PRODUCER * OUTAGE_S * 0.5, \
+    # The two surviving producers kept producing while the zone was down: at least a quarter
+    # of their paced rate over the outage (the dead zone's producer could not be acknowledged;
+    # the leaders the zone held move after the broker session timeout).
+    assert outage.acked_up - outage.acked_down >= 2 * RATE_PER_PRODUCER * OUTAGE_S / 4, \
         (outage.acked_down, outage.acked_up)
     assert result.verification["acknowledged"] == TOTAL, result.producer_errors
     assert_memory_bounded(result)
@@ -154,9 +100,10 @@ def test_zone_agents_gone_while_its_broker_stays(kafka_netns, tmp_path):
     env = kafka_netns
     zone = env.zones[2]
 
-    outage = Outage(lambda ctx: ctx.fleet.kill("agent", zone), lambda ctx: ctx.fleet.start_agent(zone))
-    # 16 s of production: after the agent is back, the proxies' monitors (a probe every 5 s)
-    # half-open the circuit and the WAL path carries the zone's batches again before the end.
+    outage = agents_gone(zone, outage_s=OUTAGE_S, fault_at=0.05)
+    # 32 s of production: after the agent is back (its start took up to 18 s at load 20), the
+    # proxies' monitors (a probe every 5 s) half-open the circuit and the WAL path carries the
+    # zone's batches again before the end.
     workload = replace(WORKLOAD, total_bytes=3 * AGENTS_RECORDS_PER_PRODUCER * 100)
     result = run_campaign(env, workload, settings(tmp_path), outage, name="agents-gone",
                           records_per_s=RATE_PER_PRODUCER)
@@ -165,10 +112,16 @@ def test_zone_agents_gone_while_its_broker_stays(kafka_netns, tmp_path):
     assert_delivered_exactly_once(result, 3 * AGENTS_RECORDS_PER_PRODUCER)
     assert result.verification["acknowledged"] == 3 * AGENTS_RECORDS_PER_PRODUCER, result.producer_errors
     assert_memory_bounded(result)
-    to_zone = [b for b in audit_batches(tmp_path / "audit") if b["leader_zone"] == zone.name and b["zone"] != zone.name]
+    batches = audit_batches(tmp_path / "audit")
+    to_zone = [b for b in batches if b["leader_zone"] == zone.name and b["zone"] != zone.name]
     reasons = {b["reason"] for b in to_zone}
     assert "zone unhealthy, fallback direct" in reasons, reasons  # the circuit opened, batches went direct
-    # Back on the WAL path without a restart: the last batches each proxy sent to the zone went through the WAL.
-    for proxy_zone in {b["zone"] for b in to_zone}:
-        last = sorted((b for b in to_zone if b["zone"] == proxy_zone), key=lambda b: b["ts_ms"])[-20:]
-        assert all(b["route"] == "wal" for b in last), (proxy_zone, [(b["route"], b["reason"]) for b in last])
+    # Back on the WAL path without a restart: after the agent was back, each proxy's batches to
+    # the zone went through the WAL again, to the last.
+    if not any(b["ts_ms"] > outage.up_wall_ms for b in to_zone):
+        # The agent's restart (a Python start, 10-18 s at load 20+) ended after the producers:
+        # no traffic left to show the return. Reported, not passed.
+        pytest.xfail("the agent was back only after the producers finished: WAL return not observable")
+    back = wal_return_s(batches, zone.name, outage.up_wall_ms)
+    assert set(back) == {env.zones[0].name, env.zones[1].name} and None not in back.values(), back
+    print(f"back on the WAL path to {zone.name}, s after the agent was up: {back}")
