@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from deploy.local.zones import Zone, ZoneEnv
+from deploy.local.zones import S3_IF, Zone, ZoneEnv
 from tests.reliability.harness import CampaignResult, TickContext
 
 
@@ -130,3 +131,15 @@ def p99_during(result: CampaignResult, outage: Outage) -> float | None:
     up_t = (outage.up_at - outage.started) if outage.up_at else float("inf")
     values = [s["lat_p99_ms"] for s in result.samples if down_t <= s["t_s"] <= up_t + 5 and s["lat_p99_ms"]]
     return max(values) if values else None
+
+
+def s3_cut(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
+    """(c) the zone's link to S3 (its `s3link` veth) taken down for outage_s, then up again:
+    S3 unreachable from that zone only (packets dropped, so requests hang rather than fail)."""
+    def link(state: str) -> Callable[[TickContext], None]:
+        def act(ctx: TickContext) -> None:
+            subprocess.run(["ip", "-n", zone.netns or "", "link", "set", S3_IF, state], check=True, timeout=10)
+            ctx.fleet.events.append((time.monotonic(), f"s3link {state} {zone.name}"))
+        return act
+
+    return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at)
