@@ -143,3 +143,19 @@ def s3_cut(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> Out
         return act
 
     return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at)
+
+
+def partition(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
+    """(b) the zone cut off from the other zones: its inter-zone bridge port and its Kafka
+    replication port taken down (root namespace ends of its veths) for outage_s, then up.
+    Its own S3 link stays: the zone still reaches S3."""
+    ports = [p for p in (zone.bridge_port, zone.replication_port) if p]
+
+    def link(state: str) -> Callable[[TickContext], None]:
+        def act(ctx: TickContext) -> None:
+            for port in ports:
+                subprocess.run(["ip", "link", "set", port, state], check=True, timeout=10)
+            ctx.fleet.events.append((time.monotonic(), f"partition {'heal' if state == 'up' else 'cut'} {zone.name}"))
+        return act
+
+    return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at)
