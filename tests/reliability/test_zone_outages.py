@@ -1,5 +1,6 @@
-"""Zone outages on Apache Kafka in network namespaces: a whole zone killed at once, a zone's
-agents gone while its broker stays.
+"""Zone outages on Apache Kafka in network namespaces: (a) a whole zone killed at once, (e) a
+zone's agents gone while its broker stays, (c) S3 unreachable from one zone, (b) a zone
+partitioned from the others (its S3 reachable), then healed.
 
 One three-zone netns environment per module (a Kafka node per zone, rack = zone, RF 3,
 min.insync.replicas 2; moto in its own namespace), shared by the scenarios: Kafka in netns
