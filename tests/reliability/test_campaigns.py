@@ -20,7 +20,6 @@ import pytest
 
 from deploy.local.scenario import TopicSpec, Workload, router_overrides
 from deploy.local.sidecar_stack import SidecarSettings
-from deploy.local.zones import three_zones
 from tests.reliability.harness import (
     TickContext,
     audited_produce_records,
@@ -41,10 +40,8 @@ TOTAL = 3 * RECORDS_PER_PRODUCER
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones"), broker="kafka") as env:
-        env.create_bucket("wal")
-        yield env
+def env(loopback_kafka_zones):
+    return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
 
 
 AUDIT_FLUSH_S = 0.2  # audit.flush_seconds in the campaigns: what a killed proxy's audit may lose
