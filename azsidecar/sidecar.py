@@ -34,7 +34,9 @@ log = logging.getLogger(__name__)
 
 
 def wal_enabled(config: Config) -> bool:
-    return bool(config.zone) and any(z != config.zone for z in config.notify.agents)
+    """The WAL route can be taken: agents of another zone are configured, and not in shadow mode."""
+    return (not config.router.shadow and bool(config.zone)
+            and any(z != config.zone for z in config.notify.agents))
 
 
 async def recover_before_serving(config: Config, epoch: int, sender: NotifySender,
@@ -80,6 +82,10 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
                      dict(config.notify.agents))
             if "wal" in config.router.ack_modes.values():
                 await recover_before_serving(config, writer.epoch, sender, audit)
+
+        elif config.router.shadow:
+            log.info("shadow mode (router.shadow): every batch goes direct; audit records say where policy %r "
+                     "would have sent it (azsidecar plan --from-audit)", config.router.policy)
 
         direct_by_zone = {}
         for zone, bootstrap in config.router.zone_brokers.items():

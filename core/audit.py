@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -32,6 +32,8 @@ SCHEMA_HISTORY: dict[int, str] = {
        "by broker zone and api key, aggregated per interval)",
     8: "produce_batch.producer_wait_ms: on the WAL route, what the batch's oldest record had waited in its "
        "producer as counted into the linger (wal.linger_counts_producer_wait; 0 when off), -1 elsewhere",
+    9: "produce_batch.shadow_route/shadow_reason: in shadow mode (router.shadow) the route and reason the "
+       "policy would have chosen (the batch went `route`); \"\" otherwise",
 }
 
 # Field types: "string", "long", "double", "boolean".
@@ -53,6 +55,7 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("error_code", "long"), ("latency_ms", "double"), ("queue_ms", "double"),
         ("s3_put_ms", "double"), ("notify_rtt_ms", "double"), ("leader_append_ms", "double"),
         ("wal_key", "string"), ("linger_wait_ms", "double"), ("producer_wait_ms", "double"),
+        ("shadow_route", "string"), ("shadow_reason", "string"),
     ),
     # One per WAL object PUT. reason: size | linger | cost | shutdown.
     "wal_flush": (
