@@ -34,6 +34,7 @@ class ProxyHealth:
         self.heartbeat = time.monotonic()
         self.facts = ProxyFacts(heartbeat=self.heartbeat, fallback=fallback)
         self.draining = draining  # read at every /readyz: a shutdown shows at once
+        self.warnings: dict[str, str] = {}  # kind -> sentence (azsidecar/placement_check.py); ready all the same
 
     def live(self) -> Check:
         return liveness(self.heartbeat, time.monotonic())
@@ -42,7 +43,9 @@ class ProxyHealth:
         facts = self.facts
         if self.draining() and not facts.draining:
             facts = ProxyFacts(facts.heartbeat, True, facts.upstream, facts.agents, facts.circuits, facts.fallback)
-        return assess_proxy(facts, time.monotonic())
+        checks = assess_proxy(facts, time.monotonic())
+        checks.update({f"warning:{kind}": Check(True, text) for kind, text in self.warnings.items()})
+        return checks
 
 
 class AgentHealth:

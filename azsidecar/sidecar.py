@@ -16,6 +16,7 @@ import trio
 
 from azsidecar.config import Config
 from azsidecar.monitor import ProxyHealth, monitor_proxy
+from azsidecar.placement_check import watch_placement
 from core.audit import AuditSink, NullAuditSink
 from leader_notify.metrics import process_sender_metrics
 from leader_notify.owners import probe_targets
@@ -111,6 +112,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
         started = await nursery.start(functools.partial(run_proxy, bypass=bypass, audit=audit,
                                                         broker_zones=config.router.broker_zones),
                                       config.proxy, config.upstream, backend_factory)
+        nursery.start_soon(watch_placement, config, built[0][1], health, lambda: built[0][0].policy)
         if health is not None:
             server = started[0]
             health.draining = lambda: server.draining
