@@ -39,9 +39,16 @@ FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="azsidecar" \
       org.opencontainers.image.description="AZ-aware Kafka producer proxy: cross-zone payload goes through S3" \
       org.opencontainers.image.licenses="Apache-2.0"
+# The status port (/livez, /readyz, /metrics) is on by default in this image, on 9464 for the
+# proxy and the agent (loopback for the proxy unless proxy.metrics_host says otherwise; the
+# agent's follows agent.listen_host), so the HEALTHCHECK below has something to ask. These are
+# configuration variables: they win over the config file, so move the port with them (and
+# METRICS_PORT, which the HEALTHCHECK reads), or set them to 0 to turn the port off.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    AZSIDECAR__PROXY__METRICS_PORT=9464 \
+    AZSIDECAR__AGENT__METRICS_PORT=9464 \
     METRICS_PORT=9464
 RUN groupadd --system --gid 10001 azsidecar \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
@@ -52,9 +59,10 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     && azsidecar --version
 USER 10001:10001
 WORKDIR /tmp
-# Ready = the readiness endpoint on the metrics port answers 200 (proxy.metrics_port,
-# agent.metrics_port or wal.gc_metrics_port of the config; set METRICS_PORT to match).
-HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('METRICS_PORT', '9464'), timeout=2)"]
+# Healthy = the liveness endpoint on the status port answers 200 (the event loop turns).
+# Liveness, not readiness: a proxy without its WAL path or upstream is not helped by a
+# restart; orchestrators that route traffic ask /readyz themselves (deploy/helm).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/livez' % os.environ.get('METRICS_PORT', '9464'), timeout=4)"]
 ENTRYPOINT ["azsidecar"]
 CMD ["--help"]
