@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 
 import trio
+from prometheus_client import Gauge
 
 from azsidecar.readiness import (
     PROBE_INTERVAL_S,
@@ -23,8 +24,11 @@ from azsidecar.readiness import (
     assess_agent,
     assess_proxy,
     liveness,
+    ready,
 )
 
+READY = Gauge("azsidecar_ready", "1 while /readyz answers 200, as of the monitor's last probe (every 5 s)",
+              ["component"])
 HEARTBEAT_S = 1.0
 PROBE_TIMEOUT_S = 4.0  # under PROBE_INTERVAL_S: a hung broker or agent is a failed probe, not a stuck monitor
 
@@ -105,6 +109,7 @@ async def monitor_proxy(health: ProxyHealth, upstream_probe: Callable[[], Awaita
                     each.start_soon(_probe_agent, probes, zone, address)
             health.facts = ProxyFacts(time.monotonic(), health.draining(), upstream, probes, dict(circuits()),
                                       health.facts.fallback)
+            READY.labels("proxy").set(1.0 if ready(health.checks()) else 0.0)
             await trio.sleep(PROBE_INTERVAL_S)
 
 
@@ -127,6 +132,7 @@ async def monitor_agent(health: AgentHealth, brokers_probe: Callable[[], Awaitab
             except Exception as exc:  # noqa: BLE001 - any failure is the probe's answer
                 probe = Probe(False, f"{type(exc).__name__}: {exc}", time.monotonic())
             health.facts = AgentFacts(time.monotonic(), draining(), probe)
+            READY.labels("agent").set(1.0 if ready(health.checks()) else 0.0)
             await asyncio.sleep(PROBE_INTERVAL_S)
 
     async with asyncio.TaskGroup() as tasks:

@@ -30,8 +30,8 @@ CHECK_INTERVAL_S = 60.0  # racks and policy change rarely; a broker's Metadata a
 PROBE_TIMEOUT_S = 10.0
 
 CONFIG_WARNING = Gauge("azsidecar_proxy_config_warning",
-                       "1 while the configuration sends every cross-zone batch direct (kind wal_path_off) or "
-                       "this proxy's zone matches no broker's zone (kind zone_rack), by reason", ["kind", "reason"])
+                       "1 while the configuration sends every batch direct (wal_path_off) or the zone is no rack (zone_rack)",
+                       ["kind", "reason"])
 
 
 def wal_path_off(config: Config, policy: str) -> tuple[str, str] | None:

@@ -17,7 +17,7 @@ GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
                         "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
                         ["dest_zone", "kind"])
 SHADOW_DECISIONS = Counter("azsidecar_router_shadow_decisions_total",
-                           "Shadow mode (router.shadow): partition batches by the path and reason the policy "
-                           "would have chosen (each went direct or local)", ["route", "reason"])
+                           "Shadow mode: partition batches by the path and reason the policy would have chosen",
+                           ["route", "reason"])
 SHADOW_BYTES = Counter("azsidecar_router_shadow_bytes_total",
                        "Shadow mode: record batch bytes by the path the policy would have chosen", ["route"])
