@@ -12,7 +12,10 @@
 #
 # The image has no pyspark: `azsidecar audit` runs on a Spark cluster (docs/deploy.md).
 
-ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+# The base image by digest (the multi-platform index of python:3.11.13-slim-bookworm): a tag is
+# rebuilt upstream and would change under the same name. To move to a newer base:
+#   docker buildx imagetools inspect python:3.11.X-slim-bookworm   (the "Digest:" line)
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -21,7 +24,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY core ./core
 COPY azsidecar ./azsidecar
 COPY proxy ./proxy
@@ -31,9 +34,10 @@ COPY leader_notify ./leader_notify
 COPY spark_audit ./spark_audit
 COPY leader_placement ./leader_placement
 COPY deploy ./deploy
-# The project's wheel first (no dependencies), then wheels of what it depends on.
+# The project's wheel first (no dependencies), then wheels of exactly the locked versions of
+# what it depends on, each checked against its hash (requirements.lock: deploy/tools/lock.sh).
 RUN pip wheel --no-deps --wheel-dir /wheels . \
-    && pip wheel --wheel-dir /wheels /wheels/azsidecar-*.whl
+    && pip wheel --require-hashes --no-deps --wheel-dir /wheels -r requirements.lock
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="azsidecar" \

@@ -82,12 +82,27 @@ def test_final_stage_has_no_build_tools_and_installs_only_the_built_wheels():
     assert "--no-index --find-links /wheels azsidecar" in install and "--no-cache-dir" in install
     (wheels,) = [r for r in values(build, "RUN") if "pip wheel" in r]
     assert "pip wheel --no-deps --wheel-dir /wheels ." in wheels
+    # the dependencies: the locked versions, hash-checked
+    assert "pip wheel --require-hashes --no-deps --wheel-dir /wheels -r requirements.lock" in wheels
+
+
+def test_the_base_image_is_pinned_by_digest_and_the_lock_covers_the_dependencies():
+    parser = DockerfileParser(str(DOCKERFILE))
+    assert all("@sha256:" in image for image in parser.parent_images), parser.parent_images
+    lock = (ROOT / "requirements.lock").read_text()
+    pinned = {line.split("==")[0].lower() for line in lock.splitlines() if "==" in line and not line.startswith(" ")}
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in declared}
+    assert names <= pinned, names - pinned
+    hashed = [block for block in lock.split("\n") if "==" in block and not block.startswith(" ")]
+    assert all(line.rstrip().endswith("\\") for line in hashed)  # every pin is followed by its hashes
 
 
 def test_build_stage_copies_every_package_the_wheel_contains():
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     copied = {v.split()[0] for v in values(stages()[0], "COPY")}
     assert copied == {p.rstrip("*") for p in packages} | {"pyproject.toml"}
+    assert "requirements.lock" in values(stages()[0], "COPY")[0]  # with pyproject.toml and README.md
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "tests", "**/__pycache__"} <= set(ignored)
     assert not {p.rstrip("*") for p in packages} & set(ignored)
