@@ -45,12 +45,16 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from prometheus_client import Counter
 
 from core.audit import COMMON_FIELDS, KINDS, SCHEMA_VERSION
 from spark_audit._jsonline import LineEncoder
 from spark_audit.config import AuditConfig
 
 log = logging.getLogger(__name__)
+# The audit_drop records say the same in the audit itself; this is for alerting while it runs.
+DROPPED = Counter("azsidecar_audit_dropped_records_total", "Audit records dropped, by kind and reason (queue_full, invalid)",
+                  ["kind", "reason"])
 
 QUEUE_POLL_S = 0.2  # the writer thread drains the queue this often (and rolls files, writes drop counts)
 CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the queue to drain and uploads to finish
@@ -211,6 +215,7 @@ class AuditWriter:
     # -- counters ----------------------------------------------------------------
 
     def _reject(self, kind: str, message: str) -> None:
+        DROPPED.labels(kind, "invalid").inc()
         with self._lock:
             self._rejected_total += 1
             key = (kind, "invalid")
@@ -221,6 +226,7 @@ class AuditWriter:
             log.error("audit record rejected: %s (logged once per kind; counted as audit_drop)", message)
 
     def _count_drop(self, kind: str, reason: str, message: str) -> None:
+        DROPPED.labels(kind, reason).inc()
         with self._lock:
             self._dropped_total += 1
             key = (kind, reason)
