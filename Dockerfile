@@ -31,6 +31,9 @@ COPY proxy ./proxy
 COPY router ./router
 COPY wal_s3 ./wal_s3
 COPY leader_notify ./leader_notify
+COPY kafka_protocol ./kafka_protocol
+COPY kafka_upstream ./kafka_upstream
+COPY planner ./planner
 COPY spark_audit ./spark_audit
 COPY leader_placement ./leader_placement
 COPY deploy ./deploy

@@ -239,7 +239,7 @@ def _plan(sub: argparse._SubParsersAction) -> None:
                        description="Read a traffic profile (bytes per second per producer host and leader zone) "
                                    "and prices; print the predicted monthly transfer bill, S3 request bill and net "
                                    "savings of direct produce, one sidecar per host and one gateway per zone, and "
-                                   "each host's break-even rate (model: router/plan.py, docs/planner.md).")
+                                   "each host's break-even rate (model: planner/plan.py, docs/planner.md).")
     # required, but checked by run_plan: argparse would demand it of `plan leaders` too
     source = p.add_mutually_exclusive_group()
     source.add_argument("--profile", metavar="CSV",

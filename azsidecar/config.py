@@ -19,8 +19,9 @@ from azsidecar.commands import HMAC_ENV, LOG_LEVELS
 from azsidecar.config_layers import FLAGS, dotted_assignments, env_assignments, merge, origin_of_key, origins
 from core.az_ids import zone_problem
 from core.configload import ConfigError, build, require
+from kafka_upstream.config import UpstreamConfig
 from leader_notify.config import AgentConfig, NotifyConfig
-from proxy.config import ProxyConfig, UpstreamConfig
+from proxy.config import ProxyConfig
 from router.config import RouterConfig
 from spark_audit.config import AuditConfig
 from wal_s3.config import WalConfig

@@ -20,7 +20,7 @@ from core.prices import Prices
 from deploy.local.fleet import Fleet, FleetRun, audit_lines, run_fleet
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import cleanup_leftovers, netns_available, three_zones
-from router.plan import (
+from planner.plan import (
     PlanError,
     Usage,
     WalSettings,

@@ -19,8 +19,8 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from azsidecar.failures import StartupFailure
 from core.configload import ConfigError
 from core.msk_iam import MskIamError
-from leader_notify.appender import KafkaAppendUnavailable
-from proxy.upstream import UpstreamError
+from kafka_upstream.upstream import UpstreamError
+from leader_notify.agent.appender import KafkaAppendUnavailable
 from wal_s3.config import WalConfig
 from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriteError

@@ -29,9 +29,9 @@ from azsidecar.secrets import resolve_secrets
 from azsidecar.status import StatusServer
 from core.audit import AuditSink, NullAuditSink
 from core.configload import ConfigError
-from leader_notify.appender import KafkaAppendUnavailable
+from leader_notify.agent.appender import KafkaAppendUnavailable
+from leader_notify.agent.runner import running_agent
 from leader_notify.metrics import process_agent_metrics
-from leader_notify.runner import running_agent
 from spark_audit.writer import AuditWriter
 
 log = logging.getLogger("azsidecar.agent")

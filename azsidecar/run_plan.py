@@ -3,7 +3,7 @@
 Reads the profile (a CSV the user writes from their own metrics, or a run's audit records:
 gzip JSON lines under a directory), the prices (`--prices`, as `azsidecar audit` reads them)
 and the WAL settings, and prints direct / per-host sidecars / zone gateways per storage
-class (router/plan.py is the model) and each host's break-even rate. With `--compare` and
+class (planner/plan.py is the model) and each host's break-even rate. With `--compare` and
 `--from-audit`, also the run's audited figures beside the prediction for its window.
 """
 
@@ -21,7 +21,7 @@ from typing import TextIO
 
 from core.configload import ConfigError
 from core.prices_file import load_prices
-from router.plan import (
+from planner.plan import (
     Audited,
     Bill,
     Flow,
@@ -49,7 +49,7 @@ REQUIRED_COLUMNS = ("host", "zone", "leader_zone", "bytes_per_s")
 
 def read_profile_csv(path: Path, batch_bytes: int, closed_loop: float | None = None) -> list[Flow]:
     """Flows from a CSV with a header row (`closed_loop`: request rate of rows without
-    requests_per_s, router.plan.closed_loop_requests_per_s). Raises ConfigError naming file,
+    requests_per_s, planner.plan.closed_loop_requests_per_s). Raises ConfigError naming file,
     line and column."""
     try:
         with path.open(newline="") as fh:

@@ -1,6 +1,6 @@
 """`azsidecar recover`: deliver acknowledged (ack_mode wal) WAL entries that no agent applied.
 
-A proxy does this itself when it restarts (leader_notify/recovery.py); see
+A proxy does this itself when it restarts (leader_notify/sender/recovery.py); see
 `azsidecar.commands.RECOVER_DESCRIPTION` for when an operator runs it.
 """
 
@@ -19,8 +19,8 @@ from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.secrets import resolve_secrets
 from core.audit import NullAuditSink
 from core.configload import ConfigError
-from leader_notify.recovery import recover_acknowledged
-from leader_notify.sender import NotifySender
+from leader_notify.sender.recovery import recover_acknowledged
+from leader_notify.sender.sender import NotifySender
 from wal_s3.s3 import make_s3_client
 
 ALL_EPOCHS = 10**10  # above any registered epoch: every object of the writer is "earlier"

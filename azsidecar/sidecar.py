@@ -18,15 +18,15 @@ from azsidecar.config import Config
 from azsidecar.monitor import ProxyHealth, monitor_proxy
 from azsidecar.placement_check import watch_placement
 from core.audit import AuditSink, NullAuditSink
+from kafka_upstream.direct import DirectBackend
+from kafka_upstream.metadata import MetadataCache
+from kafka_upstream.upstream import UpstreamCluster, open_upstream
 from leader_notify.metrics import process_sender_metrics
-from leader_notify.owners import probe_targets
-from leader_notify.recovery import recover_acknowledged
-from leader_notify.sender import NotifySender
+from leader_notify.sender.owners import probe_targets
+from leader_notify.sender.recovery import recover_acknowledged
+from leader_notify.sender.sender import NotifySender
 from proxy.bypass import SameZoneBypass
-from proxy.metadata import MetadataCache
-from proxy.produce import DirectBackend
 from proxy.server import run_proxy
-from proxy.upstream import UpstreamCluster, open_upstream
 from router.backend import RoutingBackend, WalPath
 from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriter

@@ -14,7 +14,7 @@ memory-backed Tansu broker, with --brokers N > 1 (or --mock-cluster) librdkafka'
 partition p led by broker p % N + 1, every broker's rack az2, the bench's only zone). The
 record batches (`batch-kib` each, 1 KiB records, no producer id) are built once.
 
-Ownership (--ownership, `notify.agent_ownership`, leader_notify/owners.py): "leader" (the
+Ownership (--ownership, `notify.agent_ownership`, leader_notify/sender/owners.py): "leader" (the
 default) gives every broker's partitions to one agent (broker of rank r to agent r mod n),
 so agents beyond the broker count stand by (with Tansu, one agent works); "partition"
 hashes each partition to an agent. The topic's leaders are read from Metadata and told to
@@ -23,7 +23,7 @@ the layout's AgentMap and to the sender's (note_leaders), so both place partitio
 Phase "agent xN" (N from --agents): N agent processes (`azsidecar agent`) serve the zone.
 The batches sit in WAL objects of ~8 MiB (--object-mib; wal_s3 format, each zone share laid out by owning
 agent as the proxy's writer does, PUT before the clock starts). The proxy's own
-ZoneNotifier per agent (leader_notify/notifier.py, with the real NotifySender: a notification
+ZoneNotifier per agent (leader_notify/sender/notifier.py, with the real NotifySender: a notification
 written ahead when the agent is idle, the next objects prefetched) notifies each agent of
 its range of every object, agents in parallel, each in object order; an agent does one
 ranged GET per object, verifies CRCs and appends every raw batch (one batch of a partition per
@@ -121,9 +121,9 @@ from deploy.local.mock_cluster import start_mock_cluster  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
 from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
 from leader_notify.config import EVENT_LOOPS  # noqa: E402
-from leader_notify.notifier import ZoneNotifier  # noqa: E402
-from leader_notify.owners import OWNERSHIPS, AgentMap  # noqa: E402
-from leader_notify.sender import NotifySender  # noqa: E402
+from leader_notify.sender.notifier import ZoneNotifier  # noqa: E402
+from leader_notify.sender.owners import OWNERSHIPS, AgentMap  # noqa: E402
+from leader_notify.sender.sender import NotifySender  # noqa: E402
 from wal_s3.format import WalEntry, encode_object  # noqa: E402
 
 MiB = 1024 * 1024

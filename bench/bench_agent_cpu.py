@@ -38,8 +38,8 @@ from azsidecar.runtime import tune_gc  # noqa: E402
 from bench.bench_agent import MiB, build_batches, create_topic  # noqa: E402
 from deploy.local.processes import start_tansu  # noqa: E402
 from leader_notify import protocol as p  # noqa: E402
-from leader_notify.agent import Agent, AgentSettings  # noqa: E402
-from leader_notify.appender import KafkaAppender  # noqa: E402
+from leader_notify.agent.agent import Agent, AgentSettings  # noqa: E402
+from leader_notify.agent.appender import KafkaAppender  # noqa: E402
 from wal_s3.format import WalEntry, encode_object, parse_zone_range  # noqa: E402
 
 OBJECT_BYTES = 8 * MiB

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy.kafka_codec import NEED_DATA, ServerCodec  # noqa: E402
+from kafka_protocol.kafka_codec import NEED_DATA, ServerCodec  # noqa: E402
 
 CHUNK = 256 * 1024  # proxy/server.py RECEIVE_CHUNK_BYTES
 

@@ -11,9 +11,9 @@ and makes every later cycle run on state the earlier ones left behind.
 Scenarios:
   proxy-kill    kill -9 a proxy, restart it on the same port after 0-2 s (a new WAL epoch)
   agent-kill    kill -9 an agent, restart it after 0-2 s
-  broker-kill   kill -9 a Tansu broker, restart it on the same port
-  broker-term   SIGTERM a Tansu broker (it serves open connections up to 5 s, then stops
-                whatever it is doing), restart it on the same port
+  broker-kill   kill -9 a broker (Apache Kafka: the zone's KRaft node), restart it on the same port
+  broker-term   SIGTERM a broker (Kafka: a controlled shutdown; Tansu serves open connections
+                up to 5 s, then stops whatever it is doing), restart it on the same port
   agent-down    kill -9 an agent and keep it down 3-8 s (router.fallback=direct), restart
   agent-pause   SIGSTOP an agent for 1-6 s, then SIGCONT: notifications delayed and timing out
   s3-faults     no cycles: S3 behind deploy/local/s3_faults.py for the whole run (500, 503
@@ -30,7 +30,9 @@ Scenarios:
                 16 MiB frames and send 8 MiB of them, 70 send 3 bytes (slowloris), 1,000 idle;
                 proxy budget 64 MiB; its RSS before, at peak and after is recorded per cycle
 
-`--control` also runs broker-kill/broker-term with the producers straight to the brokers (no
+`--broker kafka` (the default) runs on three Apache Kafka KRaft nodes, one per zone with its
+rack (RF 3, min.insync.replicas 2, leaders placed by the brokers); `--broker tansu` on three
+Tansu brokers sharing one bucket. `--control` also runs broker-kill/broker-term with the producers straight to the brokers (no
 sidecar), to tell the broker's own behaviour from ours. `--soak-minutes M` runs a steady paced
 workload for M minutes (optionally with S3 faults) and plots proxy memory and produce
 latency over time to a PNG. `--fuzz N` runs N mutated inputs through each codec.
@@ -139,6 +141,15 @@ def cycle_action(scenario: str, rng: random.Random, targets: dict | None = None)
                 time.sleep(down_s)  # the pause itself: connections open, nothing answered
             finally:
                 os.kill(proc.pid, signal.SIGCONT)
+        elif scenario in BROKER_SCENARIOS and ctx.env.kafka is not None:
+            node = ctx.env.kafka.node_of_rack(zone.name)
+            stopping = time.monotonic()
+            if scenario == "broker-kill":
+                ctx.env.kafka.kill_node(node.node_id)
+            else:
+                ctx.env.kafka.stop_node(node.node_id)  # SIGTERM: a controlled shutdown, kill -9 after its timeout
+            down_s = time.monotonic() - stopping
+            ctx.env.kafka.start_node(node.node_id)  # back as a follower: waits until it lists every broker
         elif scenario in BROKER_SCENARIOS:
             broker = ctx.env.brokers[zone.name]
             stopping = time.monotonic()
@@ -347,7 +358,7 @@ def _kafka_target():
     from kafka.protocol.producer import ProduceRequest  # noqa: PLC0415
     from kafka.protocol.producer.transaction import InitProducerIdRequest  # noqa: PLC0415
 
-    from proxy.kafka_codec import NEED_DATA, ProtocolError, ServerCodec, UnsupportedRequest, decode_request  # noqa: PLC0415
+    from kafka_protocol.kafka_codec import NEED_DATA, ProtocolError, ServerCodec, UnsupportedRequest, decode_request  # noqa: PLC0415
 
     served = {0: 12, 3: 12, 18: 4, 22: 5}  # what the proxy decodes: api_key -> max version
 
@@ -377,7 +388,7 @@ def _kafka_target():
             except UnsupportedRequest:
                 pass  # documented: the server answers UNSUPPORTED_VERSION and goes on
 
-    return "proxy.kafka_codec ServerCodec+decode_request", seeds, run, (ProtocolError,)
+    return "kafka_protocol.kafka_codec ServerCodec+decode_request", seeds, run, (ProtocolError,)
 
 
 def _wal_targets():
@@ -481,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--rate", type=int, default=1000, help="records/s per producer (3 producers)")
     parser.add_argument("--control", action="store_true", help="broker-kill/-term also straight to the brokers")
+    parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka",
+                        help="the local cluster: Apache Kafka (three KRaft nodes with racks) or Tansu")
     parser.add_argument("--soak-minutes", type=float, default=0.0)
     parser.add_argument("--soak-faults", action="store_true", help="S3 faults during the soak")
     parser.add_argument("--plot", type=Path, default=Path("soak.png"))
@@ -495,13 +508,13 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     log(f"seed {seed}")
-    report: dict = {"seed": seed, "runs": [], "fuzz": []}
+    report: dict = {"seed": seed, "broker": args.broker, "runs": [], "fuzz": []}
     if args.fuzz:
         report["fuzz"] = fuzz(args.fuzz, seed, log)
     scenarios = [s for choice in (args.scenario or []) for s in (SCENARIOS if choice == "all" else (choice,))]
     if scenarios or args.soak_minutes:
         tmp = Path(tempfile.mkdtemp(prefix="azs-campaign-"))
-        with three_zones(mode="loopback", log_dir=tmp) as env:
+        with three_zones(mode="loopback", log_dir=tmp, broker=args.broker) as env:
             env.create_bucket("wal")
             for scenario in scenarios:
                 log(f"{scenario}: {args.cycles} cycles")

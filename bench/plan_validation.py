@@ -27,7 +27,7 @@ from pathlib import Path
 
 from azsidecar.run_plan import audit_records, compare_rows, read_profile_csv
 from core.prices import Prices
-from router.plan import (
+from planner.plan import (
     Flow,
     WalSettings,
     applies_from_records,

@@ -12,7 +12,7 @@ producer id, epoch and base sequence.
 The search goes backwards from the high watermark in growing windows. A producer's batches
 sit in the log in sequence order, so the search can stop at the first of this producer's
 batches that comes *before* the wanted one: the wanted batch is absent if it was not found
-after it. The I/O shells (proxy/upstream fetches with trio, the agent with aiokafka) only
+after it. The I/O shells (kafka_upstream/upstream.py fetches with trio, the agent with aiokafka) only
 fetch the byte ranges `TailSearch.next_range()` asks for and feed back what they read.
 """
 

@@ -2,7 +2,7 @@
 in, partition results out, and the completion that carries the results back.
 
 The seam between `proxy/` (which validates and answers) and whoever routes the batches
-(`router/`, or `proxy.produce.DirectBackend` alone) is `ProduceBackend.submit` returning a
+(`router/`, or `kafka_upstream.direct.DirectBackend` alone) is `ProduceBackend.submit` returning a
 `ProduceCompletion`: awaited for the results, or, where the backend can, calling back
 synchronously in the step where the last result arrives (the WAL path answers the producer
 in the step where the agent's answer is decoded; docs/architecture.md says why).

@@ -1,12 +1,11 @@
-"""leader_notify: the cross-zone notification protocol, the proxy's sender, the zone agent.
+"""leader_notify: the cross-zone notification protocol, split by the process that runs each side.
 
-Modules:
-- `protocol`: sans-IO frames, messages, HMAC keyring, per-connection `Channel` (docs/notify-protocol.md).
-- `owners`: which agent of a zone owns a partition (rendezvous hashing); `_limits`: the
-  agent listener's connection limits.
-- `sender` (trio, in the proxy): `NotifySender`, `await sender.notify(flushed, dest_zone)`;
-  `notifier`: one `ZoneNotifier` per destination agent, in object order, with prefetch and re-sends.
-- `agent` (asyncio) and `_run.running_agent(config, zone, keys, audit=...)`; `azsidecar agent` runs it.
-- `recovery`: re-deliver acknowledged (ack_mode wal) shares of earlier epochs.
-Nothing is imported here, so the proxy (trio) does not import aiokafka.
+- `protocol` (shared): sans-IO frames, messages, HMAC keyring, per-connection `Channel`
+  (docs/notify-protocol.md); `config`: `NotifyConfig` and the agent's settings; `metrics`: the
+  sender's and the agent's Prometheus metrics.
+- `leader_notify.sender` (trio, in the proxy): the sender, the per-agent notifiers, partition
+  owners, recovery of acknowledged shares.
+- `leader_notify.agent` (asyncio, in the zone agent): the agent, its Kafka appender and runner.
+The two sides never import each other (import-linter contract). Nothing is imported here, so
+the proxy (trio) does not import aiokafka.
 """

@@ -10,9 +10,9 @@ from core.configload import require
 @dataclass(frozen=True)
 class NotifyConfig:
     # Agents per zone: {"use1-az1": "10.0.1.5:9400"} or a list, {"use1-az1": ["10.0.1.5:9400",
-    # "10.0.1.6:9400"]}; partitions are spread over a zone's agents (leader_notify/owners.py).
+    # "10.0.1.6:9400"]}; partitions are spread over a zone's agents (leader_notify/sender/owners.py).
     agents: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
-    # How a zone's partitions are spread over its agents (leader_notify/owners.py): "leader",
+    # How a zone's partitions are spread over its agents (leader_notify/sender/owners.py): "leader",
     # each broker's partitions to one agent (a broker gets the requests one agent would send;
     # a zone scales out with its brokers), or "partition", rendezvous hashing of every
     # partition (scales out on one broker, at agents-times the ProduceRequests).
@@ -86,7 +86,7 @@ class AgentConfig:
     max_append_attempts: int = 5  # per batch, with metadata refresh and backoff (~1.5 s in total)
     # ProduceRequests in flight per leader. A partition has one batch in flight, except an
     # idempotent producer's next batch in sequence, which may go in a further request once
-    # the leader confirmed one of its batches in the run (leader_notify/sequence_chain.py);
+    # the leader confirmed one of its batches in the run (leader_notify/agent/sequence_chain.py);
     # the further requests also carry partitions that have nothing in flight.
     requests_in_flight_per_leader: int = 2
     produce_timeout_ms: int = 10_000  # ProduceRequest timeout sent to the leader
@@ -98,7 +98,7 @@ class AgentConfig:
     # fall from one per object to one per interval; GC may delete an object that much later).
     checkpoint_interval_ms: int = 1_000  # one checkpoint manifest per interval (docs/wal-format.md)
     checkpoint_max_keys: int = 1_000  # a manifest is written at once when this many objects wait
-    # Listener limits (leader_notify/_limits.py). Connections from one proxy: at most
+    # Listener limits (leader_notify/agent/_limits.py). Connections from one proxy: at most
     # notify.max_in_flight_per_zone each; per source does not apply to loopback peers.
     max_connections: int = 1024
     max_connections_per_source: int = 256

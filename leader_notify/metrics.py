@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-# The zone notifiers' re-sends (leader_notify/notifier.py), on the default registry with the
+# The zone notifiers' re-sends (leader_notify/sender/notifier.py), on the default registry with the
 # router's metrics under their original names, which the dashboard queries.
 REDRIVE_PENDING = Gauge("azsidecar_router_wal_redrive_pending",
                         "1 while a zone's notifications wait for acknowledged (ack_mode wal) entries to be re-sent",

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 GB = 1_000_000_000  # AWS bills transfer per decimal GB
-MONTH_S = 730 * 3600  # a billing month, as router/plan.py projects
+MONTH_S = 730 * 3600  # a billing month, as planner/plan.py projects
 
 PartitionKey = tuple[str, int]  # (topic, partition)
 

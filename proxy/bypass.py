@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from kafka.protocol.metadata import MetadataResponse
 
 from core.zones import leader_zone
-from proxy.upstream import BrokerAddress
+from kafka_upstream.upstream import BrokerAddress
 
 
 @dataclass(frozen=True)

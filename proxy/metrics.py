@@ -4,18 +4,13 @@ from prometheus_client import Counter, Gauge, Histogram
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
-# `api` is Kafka's name of the API (Produce, Metadata, ...; proxy/api_names.py).
+# `api` is Kafka's name of the API (Produce, Metadata, ...; kafka_protocol/api_names.py).
 REQUESTS = Counter("azsidecar_proxy_requests_total", "Client requests by API", ["api", "api_version"])
 REQUEST_LATENCY = Histogram(
     "azsidecar_proxy_request_latency_seconds", "Time from request read to response queued", ["api"],
     buckets=LATENCY_BUCKETS_S)
-# Per partition batch, from the request's submission to the partition's result, by the path
-# it took (local, direct_cross, wal): what the WAL route adds is the difference.
-PRODUCE_LATENCY = Histogram(
-    "azsidecar_proxy_produce_latency_seconds", "Partition batch from submission to its result, by route",
-    ["route"], buckets=LATENCY_BUCKETS_S)
-BYTES_IN = Counter("azsidecar_proxy_bytes_in_total", "Record batch bytes received, by route", ["route"])
-BYTES_OUT = Counter("azsidecar_proxy_bytes_out_total", "Record batch bytes sent on, by route", ["route"])
+# The per-route produce series (azsidecar_proxy_produce_latency_seconds, _bytes_in_total,
+# _bytes_out_total) are counted where the route is known: router/metrics.py.
 ERRORS = Counter("azsidecar_proxy_errors_total", "Kafka error codes returned to clients", ["error_code"])
 PROTOCOL_ERRORS = Counter("azsidecar_proxy_protocol_errors_total", "Connections closed for bad input", ["reason"])
 CONNECTIONS = Gauge("azsidecar_proxy_open_connections", "Open client connections")

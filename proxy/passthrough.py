@@ -35,9 +35,9 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata import MetadataResponse
 
 from core.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
-from proxy.fetch_request import decode_fetch_request
-from proxy.metadata import MetadataView
-from proxy.upstream import RawRequest
+from kafka_protocol.fetch_request import decode_fetch_request
+from kafka_upstream.metadata import MetadataView
+from kafka_upstream.upstream import RawRequest
 
 API_FETCH = 1
 API_DESCRIBE_CLUSTER = 60

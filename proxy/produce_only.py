@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer.fetch import FetchResponse
 
-from proxy.fetch_request import decode_fetch_request
+from kafka_protocol.fetch_request import decode_fetch_request
 
 TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's code: the client may not read these partitions
 

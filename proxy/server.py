@@ -34,19 +34,8 @@ from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
 from core.produce import ProduceBackend
 from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
-from proxy import limits, metrics
-from proxy.api_names import api_name
-from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
-from proxy.config import ProxyConfig, UpstreamConfig
-from proxy.coordinators import (
-    FORWARDED,
-    Coordinators,
-    coordinator_key,
-    error_response,
-    forwarded_frame,
-    with_correlation_id,
-)
-from proxy.kafka_codec import (
+from kafka_protocol.api_names import api_name
+from kafka_protocol.kafka_codec import (
     API_API_VERSIONS,
     API_FIND_COORDINATOR,
     API_INIT_PRODUCER_ID,
@@ -63,18 +52,31 @@ from proxy.kafka_codec import (
     decode_request,
     encode_response,
 )
-from proxy.limits import admit, receive_deadline
-from proxy.listen import open_listeners
-from proxy.memory import TRIM_CHECK_INTERVAL_S, BurstTracker, burst_over_since, should_trim, trim
-from proxy.metadata import MetadataCache, build_client_metadata
-from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
-from proxy.passthrough_audit import PassthroughMeter
-from proxy.produce import (
+from kafka_upstream.config import UpstreamConfig
+from kafka_upstream.coordinators import (
+    FORWARDED,
+    Coordinators,
+    coordinator_key,
+    error_response,
+    forwarded_frame,
+    with_correlation_id,
+)
+from kafka_upstream.direct import (
     DirectBackend,
     encode_produce_answer,
     produce_answers,
     validate_produce,
 )
+from kafka_upstream.metadata import MetadataCache, build_client_metadata
+from kafka_upstream.upstream import UpstreamCluster, UpstreamError, open_upstream
+from proxy import limits, metrics
+from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
+from proxy.config import ProxyConfig
+from proxy.limits import admit, receive_deadline
+from proxy.listen import open_listeners
+from proxy.memory import TRIM_CHECK_INTERVAL_S, BurstTracker, burst_over_since, should_trim, trim
+from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
+from proxy.passthrough_audit import PassthroughMeter
 from proxy.produce_only import refused_fetch
 from proxy.receive_budget import ReceiveBudget
 from proxy.sasl import (
@@ -85,7 +87,6 @@ from proxy.sasl import (
     SaslSession,
     load_credentials,
 )
-from proxy.upstream import UpstreamCluster, UpstreamError, open_upstream
 from proxy.versions import (
     FEATURE_MARKERS,
     api_versions_response,

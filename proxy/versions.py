@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from core.errors import NONE, UNSUPPORTED_VERSION
-from proxy.coordinators import FORWARDED, HIGHEST_FIND_COORDINATOR_VERSION
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
     API_API_VERSIONS,
     API_FIND_COORDINATOR,
     API_INIT_PRODUCER_ID,
@@ -24,6 +23,7 @@ from proxy.kafka_codec import (
     API_SASL_AUTHENTICATE,
     API_SASL_HANDSHAKE,
 )
+from kafka_upstream.coordinators import FORWARDED, HIGHEST_FIND_COORDINATOR_VERSION
 
 # What this proxy implements: api_key -> (min, max).
 IMPLEMENTED: dict[int, tuple[int, int]] = {
@@ -31,13 +31,12 @@ IMPLEMENTED: dict[int, tuple[int, int]] = {
     API_METADATA: (0, 12),
     API_API_VERSIONS: (0, 4),
     API_INIT_PRODUCER_ID: (0, 5),
-    # Transactions (proxy/coordinators.py): FindCoordinator answered, the rest forwarded.
+    # Transactions (kafka_upstream/coordinators.py): FindCoordinator answered, the rest forwarded.
     API_FIND_COORDINATOR: (0, HIGHEST_FIND_COORDINATOR_VERSION),
     **{api_key: (0, highest) for api_key, highest in FORWARDED.items()},
 }
 # Served by the proxy itself: the upstream's range does not limit them.
 SERVED_LOCALLY = frozenset({API_API_VERSIONS, API_METADATA})
-MIN_ACCEPTED_PRODUCE_VERSION = 3  # v0-v2 carry message sets older than magic 2
 
 API_FETCH = 1
 # Advertised but not served. librdkafka enables message format v2 only if Fetch >= 4 is

@@ -9,7 +9,7 @@ DirectBackend in one go; WAL batches are buffered in the WalWriter before `submi
 returns (so their order in WAL objects is the request order). Each WAL object is
 announced to each destination zone's agent by one notification, sent per zone strictly in
 object sequence order (the writer releases objects in that order). A zone with several
-agents: each agent owns some of the zone's partitions (leader_notify/owners.py) and gets
+agents: each agent owns some of the zone's partitions (leader_notify/sender/owners.py) and gets
 its own notifications, in object order, in parallel with the zone's other agents; each
 agent has its own breaker, so an agent that is down sends only its own partitions to
 `router.fallback` (after they drain, as on any path switch).
@@ -36,13 +36,12 @@ from core import errors
 from core.audit import AuditSink, NullAuditSink
 from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
 from core.zones import leader_zone
-from leader_notify.notifier import NotifySink, ZoneAnswer, ZoneNotifier
-from leader_notify.owners import health_key
-from leader_notify.sender import Answer
-from proxy import metrics as proxy_metrics
-from proxy.metadata import MetadataCache
-from proxy.produce import DirectBackend
-from proxy.upstream import UpstreamError
+from kafka_upstream.direct import DirectBackend
+from kafka_upstream.metadata import MetadataCache
+from kafka_upstream.upstream import UpstreamError
+from leader_notify.sender.notifier import NotifySink, ZoneAnswer, ZoneNotifier
+from leader_notify.sender.owners import health_key
+from leader_notify.sender.sender import Answer
 from router import audit_fields
 from router import metrics as router_metrics
 from router.breaker import Breaker
@@ -435,7 +434,7 @@ class RoutingBackend:
                                                  "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
             router_metrics.METADATA_LOOKUPS.labels("hit" if cached else "miss").inc()
         for item, route, would in routed:
-            proxy_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
+            router_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
             router_metrics.DECISIONS.labels(route.path.value, route.reason).inc()
             if would is not None:
                 router_metrics.SHADOW_DECISIONS.labels(would.path.value, would.reason).inc()
@@ -635,8 +634,8 @@ class RoutingBackend:
             route, dest, would = routes[tp]
             result = results[tp]
             if result.error_code == errors.NONE:
-                proxy_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
-                proxy_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
+                router_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
+                router_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
                               outcomes.get(id(item)), would)
 

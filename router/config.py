@@ -27,7 +27,7 @@ class RouterConfig:
     ack_modes: dict[str, str] = field(default_factory=dict)
     prices: Prices = field(default_factory=Prices)
     # At start, with any ack_mode "wal" topic: how long the proxy may spend re-sending
-    # acknowledged entries of its earlier epochs that no agent applied (leader_notify/recovery.py)
+    # acknowledged entries of its earlier epochs that no agent applied (leader_notify/sender/recovery.py)
     # before it serves anyway (what is left is logged; GC keeps it; `azsidecar recover`).
     recovery_timeout_s: float = 120.0  # at start: longest re-sending of unapplied ack_mode wal entries
     # Piloting: the WAL route is taken only by topics matching a glob here and none of

@@ -5,7 +5,10 @@ sender's metrics: `zone` is left to the scrape target (the proxy's own zone), wh
 dashboards filter by.
 """
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
+
+# The proxy's request-latency buckets (proxy/metrics.py), so the per-route series compare with them.
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 DECISIONS = Counter("azsidecar_router_decisions_total", "Partition batches routed, by path and reason",
                     ["route", "reason"])
@@ -16,6 +19,15 @@ ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to
 GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
                         "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
                         ["dest_zone", "kind"])
+
+# Per partition batch, from the request's submission to the partition's result, by the path
+# it took (local, direct_cross, wal): what the WAL route adds is the difference. Named
+# azsidecar_proxy_* since they were first served: dashboards and alerts query these names.
+PRODUCE_LATENCY = Histogram(
+    "azsidecar_proxy_produce_latency_seconds", "Partition batch from submission to its result, by route",
+    ["route"], buckets=LATENCY_BUCKETS_S)
+BYTES_IN = Counter("azsidecar_proxy_bytes_in_total", "Record batch bytes received, by route", ["route"])
+BYTES_OUT = Counter("azsidecar_proxy_bytes_out_total", "Record batch bytes sent on, by route", ["route"])
 SHADOW_DECISIONS = Counter("azsidecar_router_shadow_decisions_total",
                            "Shadow mode: partition batches by the path and reason the policy would have chosen",
                            ["route", "reason"])

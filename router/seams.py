@@ -3,7 +3,7 @@
 `WalPath` (router/backend.py) is written against these, so unit tests drive it with fakes
 and a reader sees what each callback receives. The real parts: `wal_s3.writer.WalWriter`
 (a `WalSink`, whose `buffer` returns a `wal_s3.writer.PendingEntry`) and
-`leader_notify.notifier.ZoneNotifier`.
+`leader_notify.sender.notifier.ZoneNotifier`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from leader_notify.notifier import AnswerCallback
+from leader_notify.sender.notifier import AnswerCallback
 from wal_s3.format import WalEntry
 from wal_s3.writer import FlushedObject, WalPlacement
 

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from core.framing import ACKS_PER_MESSAGE, PRODUCE_OVERHEAD_BYTES, Framing
 from core.prices import Prices
-from proxy.api_names import API_NAMES
+from kafka_protocol.api_names import API_NAMES
 
 BYTES_PER_GB = 10**9  # AWS data-transfer "GB" as in docs/ARCHITECTURE's break-even (270 KB)
 ROUTES = ("local", "direct_cross", "wal")

@@ -33,9 +33,24 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     os.environ[PORT_SLICE_ENV] = f"{int(_WORKER[2:])}/{os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')}"
 
-# The three-zone systems: many processes each and bounds on latency, so they run alone,
-# after the parallel part (`make test`; marker "serial").
+# The three-zone systems: many processes each and bounds on latency, so they run one at a
+# time (marker "serial"), on one worker of `make test` while the other workers run the rest.
 SERIAL_DIRS = ("reliability", "e2e", "deploy_local")
+
+
+def xdist_group_of(relative: str, kafka_version: str | None) -> str:
+    """The pytest-xdist group a test runs in (`make test` runs `--dist loadgroup`): the
+    three-zone systems all in one group, one after another; the tests on a shared Apache
+    Kafka cluster in one group per broker version, so each version's cluster starts once;
+    the Spark job tests in one group (one SparkSession); every other test file its own group, so its module fixtures start once."""
+    top = relative.split(os.sep, 1)[0]
+    if top in SERIAL_DIRS:
+        return "three-zone-systems"
+    if top == "kafka":
+        return f"kafka-{kafka_version or 'default'}"
+    if top == "spark_audit":
+        return "spark"  # one SparkSession (tests/spark_audit/conftest.py) for all of them
+    return relative
 
 
 def pytest_collection_modifyitems(config, items):
@@ -44,6 +59,8 @@ def pytest_collection_modifyitems(config, items):
         relative = os.path.relpath(str(item.path), tests_dir)
         if relative.split(os.sep, 1)[0] in SERIAL_DIRS:
             item.add_marker(pytest.mark.serial)
+        version = getattr(item.module, "KAFKA_GROUP_VERSION", None)
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(relative, version)))
 
 
 def unique_name(prefix: str) -> str:

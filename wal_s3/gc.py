@@ -16,7 +16,7 @@ older than `orphan_report_age_s` and deleted once older than `max_orphan_age_s` 
 agent that has not applied it by then never will: the producer got an error or a
 timeout long ago) - unless `acked_topic` says an unapplied zone holds an entry whose
 producer was already answered (ack_mode wal): such an object is held, reported and never
-deleted by GC, because it is the only copy of acknowledged records (leader_notify/recovery.py and
+deleted by GC, because it is the only copy of acknowledged records (leader_notify/sender/recovery.py and
 `azsidecar recover` deliver it). Checkpoints are deleted after their object, a manifest once every object it
 names is gone. A bucket lifecycle rule
 expiring everything after a few days backs GC up (docs/wal-format.md).

@@ -5,7 +5,7 @@ one ZoneEnv: once with one proxy per producer host ("sidecars"), once with one p
 zone that every producer of the zone connects to ("gateways"). Each run has its own agents,
 topics and audit directory; both are verified record by record (exactly once, per-partition
 order), metered on the zone links in netns mode, and their audit records are totalled the
-way the audit's savings job counts them (router/plan.py `audited_totals`), beside what the
+way the audit's savings job counts them (planner/plan.py `audited_totals`), beside what the
 planner predicts from the same records.
 """
 

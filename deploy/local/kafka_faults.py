@@ -27,8 +27,8 @@ from collections.abc import Mapping
 
 import trio
 
-from proxy.kafka_codec import ProtocolError, decode_produce_request, parse_request_frame
-from proxy.produce_response_codec import PartitionAnswer, encode_produce_response
+from kafka_protocol.kafka_codec import ProtocolError, decode_produce_request, parse_request_frame
+from kafka_protocol.produce_response_codec import PartitionAnswer, encode_produce_response
 
 PRODUCE_API_KEY = 0
 MAX_FRAME_BYTES = 256 * 1024 * 1024

@@ -96,8 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     get = sub.add_parser("fetch", help="fetch (if not cached) and print the lib directory")
     get.add_argument("--version", action="append", choices=SUPPORTED_VERSIONS,
                      help=f"repeatable; default {KAFKA_VERSION} and {KAFKA_3_VERSION}")
+    get.add_argument("--newest", action="store_true", help=f"only {KAFKA_VERSION} (what `make demo` runs)")
     args = parser.parse_args(argv)
-    for version in args.version or SUPPORTED_VERSIONS:
+    versions = args.version or ((KAFKA_VERSION,) if args.newest else SUPPORTED_VERSIONS)
+    for version in versions:
         cached = fetched(version)
         try:
             path = fetch(version)

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240
 AZ1, AZ2, AZ3 = "use1-az1", "use1-az2", "use1-az3"
 RACKS = {1: AZ1, 2: AZ2, 3: AZ2, 4: AZ2, 5: AZ3}
 PARTITIONS = 12
-# Brokers 2, 3, 4 lead in use1-az2: ranks 0, 1, 2, so agents 0, 1, 2 (leader_notify/owners.py).
+# Brokers 2, 3, 4 lead in use1-az2: ranks 0, 1, 2, so agents 0, 1, 2 (leader_notify/sender/owners.py).
 AGENT_OF_BROKER = {2: 0, 3: 1, 4: 2}
 BEFORE = {p: (2, 3, 4)[p % 3] for p in range(PARTITIONS)}
 AFTER = {p: (3, 4, 2)[p % 3] for p in range(PARTITIONS)}  # each leader moves to the next broker of the zone

@@ -13,7 +13,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from deploy.local.mock_cluster import start_mock_cluster
-from leader_notify.appender import KafkaAppender
+from leader_notify.agent.appender import KafkaAppender
 from tests.cluster.conftest import ZONES, read_partitions, spread_leaders
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

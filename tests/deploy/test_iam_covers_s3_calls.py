@@ -139,7 +139,7 @@ def recorder(monkeypatch, tmp_path):
 
 @pytest.mark.trio
 async def test_every_s3_request_of_each_role_is_allowed_by_its_policy(s3_bucket, recorder, tmp_path):
-    from leader_notify.recovery import recover_acknowledged
+    from leader_notify.sender.recovery import recover_acknowledged
     from spark_audit._io import stage_s3
     from spark_audit.config import AuditConfig
     from spark_audit.writer import AuditWriter
@@ -191,7 +191,7 @@ async def test_every_s3_request_of_each_role_is_allowed_by_its_policy(s3_bucket,
     # proxy restarts (epoch 2) and recovers: az3's share is unapplied and acknowledged.
     class NoAgent:  # what a sender answers when the zone's agent cannot be reached
         async def notify(self, obj, zone):
-            from leader_notify.sender import NotifyError
+            from leader_notify.sender.sender import NotifyError
             raise NotifyError(f"no agent for {zone} in this test")
 
     restarted = WalWriter(config, "az1", "sc-1", recorder.client("proxy", make_s3_client, config), proxy_audit)

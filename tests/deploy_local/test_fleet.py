@@ -9,7 +9,7 @@ from core.prices import Prices
 from deploy.local.fleet import Fleet, FleetProducer, audit_lines, run_fleet
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import three_zones
-from router.plan import (
+from planner.plan import (
     ClassPrices,
     WalSettings,
     applies_from_records,

@@ -20,7 +20,7 @@ import pytest
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port
 from deploy.local.sidecar_stack import READY_LINES, SidecarSettings, _wait_for_log_line, to_toml, zone_config
 from deploy.local.zones import partition_zones, three_zones
-from leader_notify.owners import owner_index
+from leader_notify.sender.owners import owner_index
 from tests.conftest import create_topics
 from tests.readback import read_partitions
 

@@ -1,7 +1,8 @@
-"""Three zones on loopback: three sidecars (proxy + agent), three Tansu brokers sharing one
-moto bucket, the router's override map giving each zone a third of the partitions.
+"""Three zones on loopback: three sidecars (proxy + agent) in front of Apache Kafka (three
+KRaft nodes, one rack per zone), leaders placed across the racks by the brokers, WAL objects
+in moto.
 
-Real processes and sockets throughout; the verifier reads every record back from Tansu.
+Real processes and sockets throughout; the verifier reads every record back from Kafka.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from deploy.local.scenario import TopicSpec, Workload, router_overrides, run_sidecar
 from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter, to_toml
-from deploy.local.zones import leader_zone_of, three_zones
+from deploy.local.zones import three_zones
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -27,7 +28,7 @@ TOPICS = (TopicSpec("orders", partitions=6, keyed=True), TopicSpec("clicks", par
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones")) as env:
+    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones"), broker="kafka") as env:
         env.create_bucket("wal")
         yield env
 
@@ -62,8 +63,16 @@ def test_hundred_thousand_idempotent_records_take_the_wal_across_zones(env, tmp_
 
     batches = audit_records(settings.audit_dir, "produce_batch")
     assert batches, "the proxies wrote no audit records"
+    # where the brokers placed each leader (their racks, read with the cluster's admin API
+    # before the producers started; each producer's summary carries it per partition)
+    leaders = {}
+    for summary in result.summaries:
+        for tp, part in summary["partitions"].items():
+            topic, partition = tp.rsplit(":", 1)
+            leaders[(topic, int(partition))] = part["leader_zone"]
+    assert len(leaders) == 15 and set(leaders.values()) == set(env.zone_names), leaders
     for b in batches:
-        partition_zone = leader_zone_of(b["partition"], env.zone_names)  # p -> zones[p % 3]
+        partition_zone = leaders[(b["topic"], b["partition"])]
         assert b["leader_zone"] == partition_zone
         assert b["route"] == ("local" if partition_zone == b["zone"] else "wal"), b
         assert b["error_code"] == 0
@@ -101,7 +110,7 @@ def test_policy_switched_mid_stream_keeps_order(env, tmp_path):
     topic, partitions, per_phase = "switching", 6, 5_000
     create_topics(env.zones[0].broker_bootstrap, {topic: partitions})
     settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
-                               partition_zones=env.partition_zones(partitions))
+                               partition_zones={})  # the router reads the leaders' racks
     zone = env.zones[0]
     start = sidecar_starter(env, settings)  # one starter: every proxy must know every zone's agent
     with start(env, zone) as sc, start(env, env.zones[1]), start(env, env.zones[2]):

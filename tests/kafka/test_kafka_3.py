@@ -14,6 +14,7 @@ from tests.kafka.test_clients_on_kafka import sidecars as sidecars  # the module
 from tests.kafka.test_wal_on_kafka import check_wal_path_with_leaders_moved
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+KAFKA_GROUP_VERSION = KAFKA_3_VERSION  # tests/conftest.py: runs on the worker that holds the 3.9 cluster
 
 
 @pytest.fixture(scope="module")

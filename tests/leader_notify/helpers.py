@@ -95,7 +95,7 @@ class AgentThread:
         return self
 
     async def _main(self) -> None:
-        from leader_notify.runner import running_agent
+        from leader_notify.agent.runner import running_agent
 
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()

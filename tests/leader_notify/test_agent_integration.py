@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from core.audit import MemoryAuditSink
-from leader_notify.sender import NotifySender
+from leader_notify.sender.sender import NotifySender
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import (
     AgentThread,
@@ -145,7 +145,7 @@ def _raw_request(obj, bucket: str, request_id: int = 99):
 @pytest.mark.trio
 async def test_wrong_hmac_replay_and_foreign_key_refused_nothing_appended(env, tansu):
     from leader_notify import protocol as p
-    from leader_notify.sender import NotifyError
+    from leader_notify.sender.sender import NotifyError
     from tests.leader_notify.agent_process import notify_recording, replay
 
     s3, bucket, topic, config, agent, audit = env

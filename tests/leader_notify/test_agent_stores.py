@@ -9,7 +9,7 @@ import trio
 
 from core.audit import MemoryAuditSink
 from deploy.local.s3_express import create_directory_bucket
-from leader_notify.sender import NotifyError, NotifySender
+from leader_notify.sender.sender import NotifyError, NotifySender
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import AgentThread, config_for, consume, new_producer_id, wal_entry
 from wal_s3.checkpoint_manifest import decode_manifest

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from leader_notify.appender import KafkaAppender, PartitionRun
-from leader_notify.produce_channel import channel_version
+from leader_notify.agent.appender import KafkaAppender, PartitionRun
+from leader_notify.agent.produce_channel import channel_version
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import consume
 

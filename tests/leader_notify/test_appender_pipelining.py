@@ -19,7 +19,7 @@ import pytest
 
 from deploy.local.fault_common import running_listener
 from deploy.local.processes import free_port, start_tansu
-from leader_notify.appender import AppendResult, KafkaAppender
+from leader_notify.agent.appender import AppendResult, KafkaAppender
 from tests.cluster.raw_log import raw_log
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.idempotent_batches import idempotent_batch

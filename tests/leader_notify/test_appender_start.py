@@ -12,8 +12,8 @@ import pytest
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 
-from leader_notify import appender as appender_module
-from leader_notify.appender import KafkaAppender, KafkaAppendUnavailable
+from leader_notify.agent import appender as appender_module
+from leader_notify.agent.appender import KafkaAppender, KafkaAppendUnavailable
 
 PASSWORD = "never-Shown-77"
 

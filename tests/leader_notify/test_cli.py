@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from core.audit import MemoryAuditSink
-from leader_notify.sender import NotifySender
+from leader_notify.sender.sender import NotifySender
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import KEYS, config_for, consume, put_object, wal_entry
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local.processes import free_port
 from leader_notify import protocol as p
-from leader_notify._limits import ListenerLimits, Refusal, admit, read_deadline
+from leader_notify.agent._limits import ListenerLimits, Refusal, admit, read_deadline
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.agent_process import AgentProcess, notify_recording
 from tests.leader_notify.helpers import consume, put_object, wal_entry

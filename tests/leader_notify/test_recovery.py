@@ -1,11 +1,11 @@
-"""leader_notify/recovery.py: which objects a restarted proxy re-sends, and delivery through a real agent."""
+"""leader_notify/sender/recovery.py: which objects a restarted proxy re-sends, and delivery through a real agent."""
 
 from __future__ import annotations
 
 import pytest
 import trio
 
-from leader_notify.recovery import earlier_objects, recorded_layout, recover_acknowledged, zone_shares
+from leader_notify.sender.recovery import earlier_objects, recorded_layout, recover_acknowledged, zone_shares
 from wal_s3.billing import S3RequestTally
 from wal_s3.format import WalEntry, encode_object, parse_object
 from wal_s3.s3 import S3PermanentError
@@ -61,7 +61,7 @@ def test_zone_shares_of_a_parsed_object_are_the_encoders_own():
 @pytest.mark.trio
 async def test_restarted_proxy_delivers_acknowledged_entries_nobody_applied(s3_bucket, tansu, monkeypatch):
     from core.audit import MemoryAuditSink
-    from leader_notify.sender import NotifySender
+    from leader_notify.sender.sender import NotifySender
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, new_producer_id, wal_entry
     from wal_s3.s3 import make_s3_client
@@ -131,8 +131,8 @@ async def test_recovery_with_two_agents_resends_only_the_run_whose_agent_did_not
     """"leader": the writer's owners followed leaders the recovering proxy does not know (it
     would hash them the other way round); recovery reads the runs from the object's metadata."""
     from core.audit import MemoryAuditSink
-    from leader_notify.owners import AgentMap, owner_index
-    from leader_notify.sender import NotifySender
+    from leader_notify.sender.owners import AgentMap, owner_index
+    from leader_notify.sender.sender import NotifySender
     from tests.conftest import create_topics, unique_name
     from tests.leader_notify.helpers import AgentThread, config_for, consume, wal_entry
     from wal_s3.s3 import make_s3_client

@@ -11,7 +11,7 @@ import trio
 from azsidecar.config import load_config
 from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
-from leader_notify.sender import NotifyError, NotifySender
+from leader_notify.sender.sender import NotifyError, NotifySender
 
 KEY = "sender-test-key-0123456789"
 

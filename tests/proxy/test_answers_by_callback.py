@@ -11,7 +11,8 @@ import trio
 from kafka.protocol.producer import ProduceResponse
 
 from core.produce import PartitionResult
-from proxy.config import ProxyConfig, UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
+from proxy.config import ProxyConfig
 from proxy.server import ResponseSlot, _ResponseWriter, run_proxy
 from tests.proxy.kafka_wire import Wire, assert_serves, produce_request, record_batch
 

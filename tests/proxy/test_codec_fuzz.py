@@ -2,7 +2,7 @@
 
 Whatever a peer sends, the codec either yields frames or raises ProtocolError (of which
 FrameTooLarge is one) or UnsupportedRequest, never anything else, and never buffers more
-than one frame's worth. Imports nothing of the proxy but proxy.kafka_codec.
+than one frame's worth. Imports nothing of the proxy but kafka_protocol.kafka_codec.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
-from proxy.kafka_codec import NEED_DATA, ProtocolError, ServerCodec, UnsupportedRequest, decode_request
+from kafka_protocol.kafka_codec import NEED_DATA, ProtocolError, ServerCodec, UnsupportedRequest, decode_request
 
 MAX_FRAME_BYTES = 4096
 SERVED = {0: 12, 3: 12, 18: 4, 22: 5}  # what the proxy decodes: api_key -> max version
@@ -163,7 +163,7 @@ def test_large_frames_received_in_place_equal_the_chunked_path(indices, reads):
 
 
 def test_frame_buffer_is_offered_only_for_large_frames_and_bounded():
-    from proxy.kafka_codec import DIRECT_RECEIVE_MAX_BYTES, FrameTooLarge
+    from kafka_protocol.kafka_codec import DIRECT_RECEIVE_MAX_BYTES, FrameTooLarge
 
     codec = ServerCodec(64 * 1024 * 1024)
     codec.receive_data(SMALL[0][:10])
@@ -187,7 +187,7 @@ def test_frame_buffer_is_offered_only_for_large_frames_and_bounded():
 
 
 def test_frame_buffer_grows_with_the_bytes_received_not_with_the_announced_size():
-    from proxy.kafka_codec import FRAME_AHEAD_BYTES
+    from kafka_protocol.kafka_codec import FRAME_AHEAD_BYTES
 
     codec = ServerCodec(64 * 1024 * 1024)
     announced = 16 * 1024 * 1024 - 4
@@ -224,7 +224,7 @@ def test_frame_buffer_growth_stays_within_the_callers_budget():
 
 
 def test_held_bytes_counts_chunks_with_their_overhead_and_drops_with_frames():
-    from proxy.kafka_codec import CHUNK_OVERHEAD_BYTES
+    from kafka_protocol.kafka_codec import CHUNK_OVERHEAD_BYTES
 
     codec = ServerCodec(1024 * 1024)
     request = SMALL[0]

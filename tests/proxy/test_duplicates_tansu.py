@@ -17,8 +17,9 @@ import trio
 from kafka.protocol.producer import ProduceResponse
 
 from core import errors
-from leader_notify.appender import KafkaAppender
-from proxy.config import ProxyConfig, UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
+from leader_notify.agent.appender import KafkaAppender
+from proxy.config import ProxyConfig
 from proxy.server import run_proxy
 from tests.conftest import create_topics, unique_name
 from tests.leader_notify.helpers import consume, new_producer_id

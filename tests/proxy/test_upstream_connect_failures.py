@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.config import UpstreamConfig
-from proxy.upstream import UpstreamCluster, UpstreamError, open_upstream
+from kafka_upstream.config import UpstreamConfig
+from kafka_upstream.upstream import UpstreamCluster, UpstreamError, open_upstream
 
 SASL = "SASL SCRAM-SHA-512 authentication as 'alice' failed (error 58): Authentication failed"
 TLS = "connect failed: SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed')"

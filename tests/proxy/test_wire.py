@@ -18,7 +18,8 @@ from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, Metada
 from kafka.protocol.producer import ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
-from proxy.config import ProxyConfig, UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
+from proxy.config import ProxyConfig
 from proxy.server import run_proxy
 from tests.conftest import create_topics, unique_name
 from tests.proxy.kafka_wire import (

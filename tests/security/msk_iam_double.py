@@ -5,7 +5,7 @@ from the token's fields and the known secret, so a token the client made verifie
 is the presigned `kafka-cluster:Connect` request MSK expects.
 
 The broker double is a TLS Kafka listener on a real socket, written with the proxy's sans-IO
-frame parser (proxy/kafka_codec.py) and kafka-python's message classes. It speaks what MSK's
+frame parser (kafka_protocol/kafka_codec.py) and kafka-python's message classes. It speaks what MSK's
 IAM listener speaks to a client: ApiVersions, SaslHandshake (OAUTHBEARER only), SaslAuthenticate
 (RFC 7628: a bad token gets an error challenge, the client's %x01 then gets
 SASL_AUTHENTICATION_FAILED), Metadata; and, like a Kafka broker with connections.max.reauth.ms
@@ -31,7 +31,7 @@ from botocore.credentials import CredentialProvider, Credentials
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
     API_API_VERSIONS,
     API_METADATA,
     API_PRODUCE,
@@ -42,7 +42,7 @@ from proxy.kafka_codec import (
     decode_request,
     encode_response,
 )
-from proxy.produce_response_codec import PartitionAnswer, encode_produce_response
+from kafka_protocol.produce_response_codec import PartitionAnswer, encode_produce_response
 
 ACCESS_KEY = "AKIDEXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"  # AWS's documentation example key

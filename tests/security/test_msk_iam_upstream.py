@@ -17,12 +17,12 @@ import trio.testing
 from kafka.protocol.metadata import MetadataRequest
 
 from core.msk_iam import MskIamError, MskIamTokens
-from leader_notify._msk_iam import AiokafkaMskIamTokens
-from leader_notify.appender import AppendResult, KafkaAppender, KafkaAppendUnavailable
-from leader_notify.runner import aiokafka_security
-from proxy.config import UpstreamConfig
-from proxy.kafka_codec import encode_response
-from proxy.upstream import UpstreamConnection, UpstreamError, open_upstream
+from kafka_protocol.kafka_codec import encode_response
+from kafka_upstream.config import UpstreamConfig
+from kafka_upstream.upstream import UpstreamConnection, UpstreamError, open_upstream
+from leader_notify.agent._msk_iam import AiokafkaMskIamTokens
+from leader_notify.agent.appender import AppendResult, KafkaAppender, KafkaAppendUnavailable
+from leader_notify.agent.runner import aiokafka_security
 from tests.proxy.kafka_wire import record_batch
 from tests.security.msk_iam_double import (
     REGION,

@@ -16,9 +16,10 @@ import asyncio
 
 import pytest
 
-from proxy.config import ProxyConfig, UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
+from kafka_upstream.upstream import UpstreamError, open_upstream
+from proxy.config import ProxyConfig
 from proxy.server import run_proxy
-from proxy.upstream import UpstreamError, open_upstream
 from tests.proxy.kafka_wire import Wire, produce_request, record_batch
 from tests.security.conftest import UPSTREAM_PASSWORD, secured_proxy
 from tests.security.test_listener import RECORDS, consume_values, expected_values, fresh_topic, kafka_python_produce
@@ -109,8 +110,8 @@ async def test_upstream_sasl_against_each_mechanism(sasl_ssl_proxy, certs):
 
 
 def test_agent_appender_over_sasl_ssl(tansu, sasl_ssl_proxy, certs):
-    from leader_notify.appender import KafkaAppender
-    from leader_notify.runner import aiokafka_security
+    from leader_notify.agent.appender import KafkaAppender
+    from leader_notify.agent.runner import aiokafka_security
 
     upstream = sasl_upstream(sasl_ssl_proxy.bootstrap, certs.ca_file, "SCRAM-SHA-256")
     topic = fresh_topic(tansu)
@@ -126,7 +127,7 @@ def test_agent_appender_over_sasl_ssl(tansu, sasl_ssl_proxy, certs):
 
 
 def test_agent_reads_the_password_file_when_the_cli_did_not_fill_it(tmp_path, certs):
-    from leader_notify.runner import aiokafka_security
+    from leader_notify.agent.runner import aiokafka_security
 
     secret = tmp_path / "pw"
     secret.write_text("from-file-pw\n")

@@ -25,8 +25,8 @@ from bench.bench_agent import (
     wrong_ends,
 )
 from core.audit import NullAuditSink
-from leader_notify.owners import AgentMap
-from leader_notify.sender import NotifySender
+from leader_notify.sender.owners import AgentMap
+from leader_notify.sender.sender import NotifySender
 from wal_s3.format import EntryRef, WalEntry, ZoneShare
 
 ADDRESSES = ("10.0.1.5:9400", "10.0.1.6:9400", "10.0.1.7:9400")

@@ -11,7 +11,7 @@ What counts as a name, so that S3 keys, URLs and example paths (`/etc/...`, `wal
 - a relative link (`[x](deploy.md#anchor)`, `img/x.png`), from the page's directory;
 - a file name in backticks alone (`writer.py`, `_http11.py`): some file of the repository
   has that name;
-- a dotted name in backticks that starts with a package (`leader_notify.agent`,
+- a dotted name in backticks that starts with a package (`leader_notify.agent.agent`,
   `wal_s3.format.parse_object`) or a private module (`_io.spark_session`): the modules
   exist and define the first name after them. A configuration key (`proxy.listen_port`,
   `router.prices.s3_put_per_1000`) is a name too.
@@ -192,7 +192,7 @@ def test_the_scan_sees_paths_modules_keys_and_links():
     assert check_path("core/duplicates.TailSearch") is None and check_path("core/duplicates.Nothing")
     assert check_path("tests/unit/test_doc_paths.py::test_the_scan_sees_paths_modules_keys_and_links") is None
     assert check_path("tests/unit/test_doc_paths.py::test_nothing")
-    assert check_dotted("leader_notify.agent") is None and check_dotted("leader_notify.agents")
+    assert check_dotted("leader_notify.agent.agent") is None and check_dotted("leader_notify.agents")
     assert check_dotted("wal_s3.format.parse_object") is None and check_dotted("wal_s3.format.parse_nothing")
     assert check_dotted("_run.running_agent")  # no such private module
     assert check_dotted("proxy.listen_port") is None  # a configuration key

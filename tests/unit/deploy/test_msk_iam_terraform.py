@@ -22,7 +22,7 @@ IAM_ACTIONS_BY_REQUEST = {
     "FetchRequest": {"kafka-cluster:ReadData"},  # a partition's tail, to verify a DUPLICATE_SEQUENCE_NUMBER
     "ListOffsetsRequest": {"kafka-cluster:DescribeTopic"},
     "OffsetRequest": {"kafka-cluster:DescribeTopic"},  # aiokafka's name for ListOffsets
-    # Coordinator lookups for transactional producers and groups (proxy/coordinators.py); the
+    # Coordinator lookups for transactional producers and groups (kafka_upstream/coordinators.py); the
     # transaction and group requests after them are forwarded as bytes, under the same statement.
     "FindCoordinatorRequest": {"kafka-cluster:DescribeTransactionalId", "kafka-cluster:DescribeGroup"},
 }
@@ -86,8 +86,8 @@ def test_msk_policy_scopes_cluster_actions_to_the_cluster_and_topic_actions_to_t
 
 
 def test_every_upstream_request_has_its_iam_actions():
-    sources = [*sorted((ROOT / "proxy").glob("*.py")), ROOT / "leader_notify" / "appender.py",
-               ROOT / "leader_notify" / "produce_request.py"]
+    sources = [path for package in ("proxy", "kafka_upstream", "kafka_protocol", "leader_notify/agent")
+               for path in sorted((ROOT / package).glob("*.py"))]
     sent = set()
     for path in sources:
         for group in REQUEST_IMPORT.findall(path.read_text()):

@@ -9,7 +9,7 @@ import pytest
 from aiokafka.protocol.produce import ProduceResponse_v3, ProduceResponse_v7
 
 from deploy.local.kafka_faults import parse_refusals, produce_topics, refusal_answer
-from leader_notify.produce_codec import encode_produce_frame
+from kafka_protocol.produce_codec import encode_produce_frame
 
 NOT_ENOUGH_REPLICAS = 19
 

@@ -10,8 +10,8 @@ import pytest
 
 from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
-from leader_notify.agent import Agent, AgentSettings, AppliedEntries
-from leader_notify.appender import AppendResult
+from leader_notify.agent.agent import Agent, AgentSettings, AppliedEntries
+from leader_notify.agent.appender import AppendResult
 
 KEY = b"unit-test-key-0123456789"
 
@@ -254,7 +254,7 @@ def test_applied_entries_is_bounded_lru():
 
 
 def test_leader_rack_in_another_zone_is_refused_retriably():
-    from leader_notify.appender import zone_refusal
+    from leader_notify.agent.appender import zone_refusal
 
     assert "in use1-az3 (its rack)" in zone_refusal("t", 0, 1, "use1-az3", "use1-az2", {})
     assert zone_refusal("t", 0, 1, "use1-az2", "use1-az2", {}) == ""
@@ -268,7 +268,7 @@ def test_leader_rack_in_another_zone_is_refused_retriably():
 def test_appender_answers_not_leader_at_once_when_leader_left_the_zone():
     from aiokafka.structs import BrokerMetadata
 
-    from leader_notify.appender import NOT_LEADER_OR_FOLLOWER, KafkaAppender
+    from leader_notify.agent.appender import NOT_LEADER_OR_FOLLOWER, KafkaAppender
 
     class Cluster:  # the part of aiokafka's ClusterMetadata the appender reads
         def leader_for_partition(self, tp):

@@ -12,10 +12,10 @@ from aiokafka.conn import CloseReason
 from aiokafka.errors import RequestTimedOutError
 from aiokafka.structs import BrokerMetadata
 
-from leader_notify.appender import AppendResult, KafkaAppender, PartitionRun
-from leader_notify.produce_channel import AnswerDeadlines
-from leader_notify.produce_request import ProduceAnswer
-from leader_notify.sequence_chain import producer_run_key
+from kafka_protocol.produce_request import ProduceAnswer
+from leader_notify.agent.appender import AppendResult, KafkaAppender, PartitionRun
+from leader_notify.agent.produce_channel import AnswerDeadlines
+from leader_notify.agent.sequence_chain import producer_run_key
 from tests.leader_notify.idempotent_batches import idempotent_batch
 
 NOT_LEADER_OR_FOLLOWER = 6

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from leader_notify.append_slots import AppendSlots
+from leader_notify.agent.append_slots import AppendSlots
 
 
 def test_free_slots_start_takers_at_once_and_the_rest_wait_in_order():

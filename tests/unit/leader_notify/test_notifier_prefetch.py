@@ -10,8 +10,8 @@ import pytest
 import trio
 import trio.testing
 
-from leader_notify.notifier import ZoneNotifier
-from leader_notify.owners import AgentMap
+from leader_notify.sender.notifier import ZoneNotifier
+from leader_notify.sender.owners import AgentMap
 
 pytestmark = pytest.mark.trio
 

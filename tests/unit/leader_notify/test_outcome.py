@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from leader_notify import protocol as p
-from leader_notify.outcome import Answered, Refused, TryAgain, classify_answer
+from leader_notify.sender.outcome import Answered, Refused, TryAgain, classify_answer
 
 OK = p.EntryResult(0, 100)
 DUP = p.EntryResult(0, 99, duplicate=True)  # the agent had it already: applied

@@ -9,7 +9,7 @@ import pytest
 
 from azsidecar.config import load_config
 from core.configload import ConfigError
-from leader_notify.owners import AgentMap, agent_lists, health_key, owner_index, probe_targets, score
+from leader_notify.sender.owners import AgentMap, agent_lists, health_key, owner_index, probe_targets, score
 from wal_s3.agent_shares import share_name, zone_of_share
 
 A = ("10.0.1.5:9400", "10.0.1.6:9400", "10.0.1.7:9400")

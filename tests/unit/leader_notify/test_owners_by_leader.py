@@ -8,7 +8,7 @@ import pytest
 
 from azsidecar.config import load_config
 from core.configload import ConfigError
-from leader_notify.owners import AgentMap, leader_owner_index, owner_index
+from leader_notify.sender.owners import AgentMap, leader_owner_index, owner_index
 from wal_s3.agent_shares import encode_share_entries, parse_share_entries, share_index, share_runs
 
 A = ("10.0.1.5:9400", "10.0.1.6:9400", "10.0.1.7:9400")

@@ -10,13 +10,13 @@ import struct
 import pytest
 from aiokafka.protocol.produce import ProduceRequest
 
-from leader_notify.produce_codec import (
+from kafka_protocol.produce_codec import (
     decode_produce_response,
     decode_response_header,
     encode_produce_body,
     encode_produce_frame,
 )
-from leader_notify.produce_request import RawProduceRequest
+from kafka_protocol.produce_request import RawProduceRequest
 
 # Two topics, the first with two partitions (one batch a memoryview slice), the second an empty batch.
 TOPICS = [("t", [(0, b"abc"), (3, memoryview(b"-xyz")[1:])]), ("uu", [(1, b"")])]

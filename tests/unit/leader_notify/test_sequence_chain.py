@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leader_notify.sequence_chain import SequenceChain, follows, may_send_ahead, producer_run_key
+from leader_notify.agent.sequence_chain import SequenceChain, follows, may_send_ahead, producer_run_key
 from tests.leader_notify.idempotent_batches import idempotent_batch
 
 MAX_SEQUENCE = (1 << 31) - 1

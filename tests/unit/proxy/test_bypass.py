@@ -8,9 +8,9 @@ import pytest
 from kafka.protocol.metadata import MetadataResponse
 
 from core.configload import ConfigError
+from kafka_upstream.upstream import BrokerAddress
 from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
 from proxy.config import ProxyConfig
-from proxy.upstream import BrokerAddress
 
 BROKERS = {
     1: BrokerAddress(1, "b1.az1", 9092, "use1-az1"),

@@ -1,6 +1,6 @@
 """Golden bytes for the sans-IO codec, checked against kafka-python's encoding.
 
-Imports nothing of the proxy but proxy.kafka_codec. Expected bytes are written out by
+Imports nothing of the proxy but kafka_protocol.kafka_codec. Expected bytes are written out by
 hand, field by field, from the Kafka protocol guide; the library is the second opinion.
 """
 
@@ -13,7 +13,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdResponse
 
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
     NEED_DATA,
     FrameTooLarge,
     ProtocolError,

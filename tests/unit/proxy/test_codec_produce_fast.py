@@ -2,7 +2,7 @@
 
 For generated requests across Produce v3-v12 (non-flexible and flexible), the library's
 encoding must decode to the same fields with the fast decoder, and the fast encoder must
-produce exactly the library's bytes. Imports nothing of the proxy but proxy.kafka_codec.
+produce exactly the library's bytes. Imports nothing of the proxy but kafka_protocol.kafka_codec.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceRequest
 
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
     ProduceRequestData,
     ProtocolError,
     decode_produce_request,

@@ -1,4 +1,4 @@
-"""The pure parts of transaction forwarding (proxy/coordinators.py); the forwarding itself
+"""The pure parts of transaction forwarding (kafka_upstream/coordinators.py); the forwarding itself
 is tested on a real cluster in tests/cluster/test_transactions_on_cluster.py."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
 )
 
-from proxy.coordinators import coordinator_key, error_response, top_level_error, with_correlation_id
-from proxy.upstream import RawRequest
+from kafka_upstream.coordinators import coordinator_key, error_response, top_level_error, with_correlation_id
+from kafka_upstream.upstream import RawRequest
 
 
 def test_the_key_that_names_the_coordinator():

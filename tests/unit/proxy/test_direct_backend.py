@@ -9,8 +9,8 @@ import pytest
 
 from core.produce import PartitionBatches, ProduceContext
 from core.record_batch import RecordBatch
-from proxy.metadata import PartitionInfo
-from proxy.produce import DirectBackend
+from kafka_upstream.direct import DirectBackend
+from kafka_upstream.metadata import PartitionInfo
 
 CTX = ProduceContext(acks=-1, timeout_ms=30_000, transactional_id=None, client_version=9)
 

@@ -12,7 +12,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from core import errors
 from core.duplicates import BatchHeader, OffsetRange, TailSearch, Verdict, batch_headers, covered_until
-from proxy.produce import duplicate_result
+from kafka_upstream.direct import duplicate_result
 
 
 def batch(base_offset: int, records: int, producer_id: int = -1, epoch: int = -1, seq: int = -1) -> bytes:

@@ -8,9 +8,9 @@ import uuid
 
 from kafka.protocol.consumer.fetch import FetchRequest
 
-from proxy.metadata import MetadataView, PartitionInfo, TopicInfo
+from kafka_upstream.metadata import MetadataView, PartitionInfo, TopicInfo
+from kafka_upstream.upstream import BrokerAddress
 from proxy.passthrough import build_broker_metadata, fetch_with_rack, passthrough_versions
-from proxy.upstream import BrokerAddress
 
 
 def view() -> MetadataView:

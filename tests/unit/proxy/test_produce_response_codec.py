@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceResponse
 
-from proxy.kafka_codec import ProtocolError
-from proxy.produce_response_codec import (
+from kafka_protocol.kafka_codec import ProtocolError
+from kafka_protocol.produce_response_codec import (
     PartitionAnswer,
     ProduceAnswer,
     decode_produce_response,

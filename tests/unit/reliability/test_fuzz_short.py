@@ -15,7 +15,7 @@ spec.loader.exec_module(campaign)
 def test_codecs_survive_mutated_inputs():
     results = campaign.fuzz(3000, seed=9, log=lambda line: None)
     assert [r["target"] for r in results] == [
-        "proxy.kafka_codec ServerCodec+decode_request", "wal_s3.format.parse_object",
+        "kafka_protocol.kafka_codec ServerCodec+decode_request", "wal_s3.format.parse_object",
         "wal_s3.format.parse_zone_range", "leader_notify.protocol Channel",
         "leader_notify.protocol decode_request (behind the MAC)",
         "leader_notify.protocol decode_response (behind the MAC)"]

@@ -10,10 +10,10 @@ import types
 import pytest
 import trio
 
-from leader_notify.owners import AgentMap
+from kafka_upstream.metadata import PartitionInfo
+from kafka_upstream.upstream import BrokerAddress
 from leader_notify.protocol import EntryResult
-from proxy.metadata import PartitionInfo
-from proxy.upstream import BrokerAddress
+from leader_notify.sender.owners import AgentMap
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
 from tests.unit.router.test_backend import CTX, FakeDirect, FakeMetadata, FakeWriter, item
@@ -22,7 +22,7 @@ from wal_s3.config import WalConfig
 
 AGENTS = ("10.0.2.1:9400", "10.0.2.2:9400")
 MAP = AgentMap({"az2": AGENTS})
-# Owners of topic "t" among AGENTS, from leader_notify.owners (pinned in its own test):
+# Owners of topic "t" among AGENTS, from leader_notify.sender.owners (pinned in its own test):
 OWNER = {p: MAP.owner("az2", "t", p) for p in range(8)}
 P0 = next(p for p, a in OWNER.items() if a == 0)  # a partition of agent 0
 P1 = next(p for p, a in OWNER.items() if a == 1)  # and one of agent 1
@@ -86,7 +86,7 @@ class AgentsSender:
             await self.release.wait()
         self.notified.append((agent, flushed.key))
         if agent == self.failing:
-            from leader_notify.sender import NotifyError
+            from leader_notify.sender.sender import NotifyError
 
             raise NotifyError("agent down", retriable=True)
         return [EntryResult(error_code=0, base_offset=100 + agent, duplicate=False)]

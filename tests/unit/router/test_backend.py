@@ -16,11 +16,11 @@ from prometheus_client import REGISTRY
 from core.audit import MemoryAuditSink
 from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
 from core.record_batch import RecordBatch
-from leader_notify.owners import AgentMap
+from kafka_upstream.metadata import PartitionInfo
+from kafka_upstream.upstream import BrokerAddress, UpstreamTimeout
 from leader_notify.protocol import EntryResult
-from leader_notify.sender import Answer
-from proxy.metadata import PartitionInfo
-from proxy.upstream import BrokerAddress, UpstreamTimeout
+from leader_notify.sender.owners import AgentMap
+from leader_notify.sender.sender import Answer
 from router.backend import RoutingBackend, WalPath
 from router.config import RouterConfig
 from wal_s3.config import WalConfig
@@ -306,7 +306,7 @@ class FailingSender(SenderFake):
 
     async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
-        from leader_notify.sender import NotifyError
+        from leader_notify.sender.sender import NotifyError
 
         raise NotifyError("agent unreachable", retriable=True)
 
@@ -392,7 +392,7 @@ class FailFirstSender(SenderFake):
     async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
         self.calls += 1
         if self.calls == 1:
-            from leader_notify.sender import NotifyError
+            from leader_notify.sender.sender import NotifyError
 
             raise NotifyError("agent unreachable", retriable=True)
         return [EntryResult(error_code=0, base_offset=self.calls, duplicate=False)]

@@ -1,4 +1,4 @@
-"""The planner's arrival model (router/plan.py): produce requests as the unit that opens WAL
+"""The planner's arrival model (planner/plan.py): produce requests as the unit that opens WAL
 objects, closed-loop producers, notification sizes and checkpoint timing from audit records.
 Expected values worked out by hand; linger 250 ms, max_bytes 8 MiB (never reached here)."""
 
@@ -9,7 +9,7 @@ import math
 import pytest
 
 from core.prices import Prices
-from router.plan import (
+from planner.plan import (
     REQUEST_GAP_S,
     Arrival,
     ClassPrices,
@@ -175,7 +175,7 @@ def test_notification_sizes_price_the_replay():
     ([0.2], 0.0),  # answered within the linger: the next request is already there
 ])
 def test_closed_loop_idle_after_a_seal(periods, idle):
-    from router.plan import closed_loop_idle_s
+    from planner.plan import closed_loop_idle_s
     assert closed_loop_idle_s(periods, 0.25) == pytest.approx(idle, rel=1e-4)
 
 
@@ -198,7 +198,7 @@ def test_a_closed_loop_host_makes_an_object_per_request():
 
 
 def test_break_even_of_a_closed_loop_host():
-    from router.plan import break_even_bytes_per_s
+    from planner.plan import break_even_bytes_per_s
     row = {"host": "h", "zone": "az1", "bytes_per_s": "100000"}
     flows = [flow_from_row({**row, "leader_zone": z}, closed_loop_requests_per_s=closed_loop_requests_per_s(2000))
              for z in ("az2", "az3")]

@@ -14,7 +14,7 @@ import pytest
 
 from azsidecar.run_plan import audit_records, compare_rows
 from core.prices import Prices
-from router.plan import (
+from planner.plan import (
     ClassPrices,
     Flow,
     WalSettings,

@@ -7,7 +7,7 @@ import pytest
 from azsidecar.config import load_config
 from azsidecar.secrets import apply_secrets
 from core.configload import ConfigError
-from proxy.config import UpstreamConfig
+from kafka_upstream.config import UpstreamConfig
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -32,7 +32,7 @@ data "aws_iam_policy_document" "proxy" {
   # recovery reads its own unapplied objects.
   # List: taking an epoch lists this writer's epoch markers; with router.ack_modes "wal"
   # topics a starting sidecar (and `azsidecar recover`) also lists the whole WAL prefix for
-  # its earlier epochs' objects and then their checkpoints (leader_notify/recovery.py). Object
+  # its earlier epochs' objects and then their checkpoints (leader_notify/sender/recovery.py). Object
   # keys lead with a hash, so no narrower prefix holds one writer's objects.
   statement {
     sid       = "ListWalPrefix"

@@ -61,7 +61,7 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     API_METADATA: (MetadataRequest, MetadataResponse),
     API_API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     API_INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
-    # Transactions: answered (FindCoordinator) or forwarded to the coordinator (proxy/coordinators.py).
+    # Transactions: answered (FindCoordinator) or forwarded to the coordinator (kafka_upstream/coordinators.py).
     API_FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
     API_ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     API_ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
@@ -385,6 +385,7 @@ def encode_response(response: Any, correlation_id: int, api_version: int) -> byt
 # library in tests/unit/proxy/test_codec_produce_fast.py.
 
 FAST_PRODUCE_VERSIONS = (3, 12)  # v0-v2 predate magic 2; v13 names topics by id
+MIN_ACCEPTED_PRODUCE_VERSION = 3  # v0-v2 carry message sets older than magic 2: refused (UNSUPPORTED_VERSION)
 FIRST_FLEXIBLE_PRODUCE_VERSION = 9
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -35,9 +35,14 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from core.msk_iam import MskIamError, MskIamTokens, reauthenticate_after_ms
 from core.tls import client_context
-from proxy.config import UpstreamConfig
-from proxy.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS, ProduceRequestData, encode_produce_request_parts
-from proxy.produce_response_codec import decode_produce_response
+from kafka_protocol.kafka_codec import (
+    API_PRODUCE,
+    FAST_PRODUCE_VERSIONS,
+    ProduceRequestData,
+    encode_produce_request_parts,
+)
+from kafka_protocol.produce_response_codec import decode_produce_response
+from kafka_upstream.config import UpstreamConfig
 
 log = logging.getLogger(__name__)
 

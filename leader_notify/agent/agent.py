@@ -55,9 +55,9 @@ from core.addresses import is_loopback
 from core.audit import AuditSink, NullAuditSink
 from core.log_limit import LogLimiter
 from leader_notify import protocol as p
-from leader_notify._limits import ListenerLimits, admit, read_deadline
-from leader_notify.append_slots import AppendSlots
-from leader_notify.appender import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult, PartitionRun
+from leader_notify.agent._limits import ListenerLimits, admit, read_deadline
+from leader_notify.agent.append_slots import AppendSlots
+from leader_notify.agent.appender import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult, PartitionRun
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share
 

@@ -52,8 +52,8 @@ from core.audit import AuditSink
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
-from leader_notify.outcome import Answered, Refused, classify_answer
-from leader_notify.owners import AgentMap
+from leader_notify.sender.outcome import Answered, Refused, classify_answer
+from leader_notify.sender.owners import AgentMap
 from wal_s3.agent_shares import share_name
 from wal_s3.format import ZoneShare, entry_head_size
 from wal_s3.latency import Attempt, LatencyGuard

@@ -31,7 +31,7 @@ from aiokafka.client import AIOKafkaClient, ConnectionGroup
 from aiokafka.conn import AIOKafkaConnection, CloseReason
 from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError
 
-from leader_notify.produce_codec import (
+from kafka_protocol.produce_codec import (
     MAX_RESPONSE_VERSION,
     PRODUCE_API_KEY,
     TopicBatches,
@@ -39,7 +39,7 @@ from leader_notify.produce_codec import (
     decode_response_header,
     encode_produce_frame,
 )
-from leader_notify.produce_request import ProduceAnswer
+from kafka_protocol.produce_request import ProduceAnswer
 
 _CONNECTION_NAMES = ("_writer", "_requests", "_versions", "_client_id", "_next_correlation_id")
 

@@ -5,7 +5,7 @@ acknowledged shares re-sent.
 
 The router's WAL path (`router/backend.py` WalPath) announces every released object here
 and asks for each entry's answer with `on_result`; this module and the sender
-(`leader_notify/sender.py`) own everything about getting the answer.
+(`leader_notify/sender/sender.py`) own everything about getting the answer.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import trio
 
 from core import errors
 from leader_notify import metrics
-from leader_notify.owners import AgentMap
 from leader_notify.protocol import EntryResult
-from leader_notify.sender import AnnouncedObject, Started
+from leader_notify.sender.owners import AgentMap
+from leader_notify.sender.sender import AnnouncedObject, Started
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class ZoneNotifier:
     notifier then re-sends the share with backoff until the agent applied every such entry,
     before it notifies any later object of the zone (so a partition's later batches cannot
     overtake it). A non-retriable refusal ends the re-drive with an error log; the object
-    stays in S3 for leader_notify/recovery.py.
+    stays in S3 for leader_notify/sender/recovery.py.
     """
 
     def __init__(self, zone: str, sender: NotifySink, nursery: trio.Nursery,

@@ -50,10 +50,10 @@ from aiokafka.structs import TopicPartition
 
 from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
 from core.zones import leader_zone
-from leader_notify.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
-from leader_notify.produce_codec import Batch
-from leader_notify.produce_request import ProduceAnswer, RawProduceRequest
-from leader_notify.sequence_chain import SequenceChain
+from kafka_protocol.produce_codec import Batch
+from kafka_protocol.produce_request import ProduceAnswer, RawProduceRequest
+from leader_notify.agent.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
+from leader_notify.agent.sequence_chain import SequenceChain
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
     _SIZE,
     FIRST_FLEXIBLE_PRODUCE_VERSION,
     ProtocolError,

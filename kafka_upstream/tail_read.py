@@ -2,7 +2,7 @@
 
 The search itself is core/duplicates.py (pure); this module only fetches the offset
 ranges it asks for over an upstream connection. The agent does the same with aiokafka
-(leader_notify/appender.py), with the same waits for the same Tansu reasons.
+(leader_notify/agent/appender.py), with the same waits for the same Tansu reasons.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
 from core.duplicates import BatchHeader, TailSearch, Verdict, batch_headers, covered_until
-from proxy.upstream import UpstreamCluster, UpstreamConnection, UpstreamError
+from kafka_upstream.upstream import UpstreamCluster, UpstreamConnection, UpstreamError
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ partition: error code and base offset) with one struct.unpack_from per partition
 aiokafka's Schema builds every field through BytesIO reads and nested generators: per
 request the largest CPU item of the agent's profile after the syscalls, paid once per
 leader round trip, so more often per MiB the fewer partitions each request carries
-(several agents per zone). (proxy/produce_response_codec.py decodes v3-v12 for the proxy;
+(several agents per zone). (kafka_protocol/produce_response_codec.py decodes v3-v12 for the proxy;
 leader_notify cannot import proxy, its sibling layer.)
 
 Layout (non-flexible ProduceRequest, v0-v8, big-endian, as aiokafka's ProduceRequest_v0..v8

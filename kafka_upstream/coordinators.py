@@ -31,7 +31,7 @@ from kafka.protocol.producer.transaction import (
 )
 
 from core import errors
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
     API_ADD_OFFSETS_TO_TXN,
     API_ADD_PARTITIONS_TO_TXN,
     API_END_TXN,
@@ -40,8 +40,8 @@ from proxy.kafka_codec import (
     RequestFrame,
     is_flexible,
 )
-from proxy.metadata import MetadataCache
-from proxy.upstream import RawRequest, UpstreamCluster, UpstreamError
+from kafka_upstream.metadata import MetadataCache
+from kafka_upstream.upstream import RawRequest, UpstreamCluster, UpstreamError
 
 log = logging.getLogger(__name__)
 

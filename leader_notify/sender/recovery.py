@@ -39,7 +39,7 @@ import trio
 
 from core import errors
 from core.audit import AuditSink
-from leader_notify.sender import NotifyError
+from leader_notify.sender.sender import NotifyError
 from wal_s3.agent_shares import parse_share_entries, share_name
 from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
@@ -161,7 +161,7 @@ async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current
             if zone in applied or not holds_acknowledged(share, acked_topic):
                 skipped += 1
                 continue
-            agents = getattr(sender, "agents", None)  # leader_notify.owners.AgentMap
+            agents = getattr(sender, "agents", None)  # leader_notify.sender.owners.AgentMap
             recorded: Mapping[str, tuple[tuple[int, int, int], ...]] = {}
             if agents is None or agents.count(zone) <= 1:
                 runs: list[tuple[int | None, str]] = [(None, zone)]

@@ -1,4 +1,4 @@
-"""aiokafka's ProduceRequest with its body and answer done by leader_notify/produce_codec.py.
+"""aiokafka's ProduceRequest with its body and answer done by kafka_protocol/produce_codec.py.
 
 The appender sends these through aiokafka's client as any request (version negotiation,
 correlation, timeouts stay aiokafka's); only the body encoding and the answer decoding are
@@ -11,7 +11,7 @@ from typing import Any
 
 from aiokafka.protocol.produce import ProduceRequest
 
-from leader_notify.produce_codec import (
+from kafka_protocol.produce_codec import (
     MAX_RESPONSE_VERSION,
     PartitionAnswer,
     decode_produce_response,

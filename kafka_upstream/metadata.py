@@ -19,7 +19,7 @@ import trio
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from core.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
-from proxy.upstream import BOOTSTRAP_NODE, BrokerAddress, UpstreamCluster, UpstreamError
+from kafka_upstream.upstream import BOOTSTRAP_NODE, BrokerAddress, UpstreamCluster, UpstreamError
 
 log = logging.getLogger(__name__)
 

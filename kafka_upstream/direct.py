@@ -25,22 +25,22 @@ from core.produce import (
     TopicPartition,
 )
 from core.record_batch import InvalidBatch, split_batches
-from proxy.kafka_codec import (
+from kafka_protocol.kafka_codec import (
+    MIN_ACCEPTED_PRODUCE_VERSION,
     PartitionProduceData,
     ProduceRequestData,
     TopicProduceData,
     encode_response,
 )
-from proxy.metadata import MetadataCache
-from proxy.produce_response_codec import (
+from kafka_protocol.produce_response_codec import (
     FAST_PRODUCE_RESPONSE_VERSIONS,
     PartitionAnswer,
     ProduceAnswer,
     encode_produce_response,
 )
-from proxy.tail_read import verify_duplicate
-from proxy.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
-from proxy.versions import MIN_ACCEPTED_PRODUCE_VERSION
+from kafka_upstream.metadata import MetadataCache
+from kafka_upstream.tail_read import verify_duplicate
+from kafka_upstream.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
 
 log = logging.getLogger(__name__)
 

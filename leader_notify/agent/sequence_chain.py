@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from leader_notify.produce_codec import Batch
+from kafka_protocol.produce_codec import Batch
 
 _HEADER = struct.Struct(">bIhiqqqhi")  # magic .. base sequence, from byte 16 of a v2 batch
 _HEADER_OFFSET = 16

@@ -379,7 +379,7 @@ def checkpoints_per_s(shares_per_s: float, wal: WalSettings) -> float:
     per_agent = shares_per_s / wal.agents_per_zone
     interval_s = wal.checkpoint_interval_ms / 1000.0
     # the first applied object starts the interval's timer; the next manifest's timer starts with
-    # the next object after it, on average 1/per_agent later (leader_notify/agent.py)
+    # the next object after it, on average 1/per_agent later (leader_notify/agent/agent.py)
     timed = 1.0 / (interval_s + 1.0 / per_agent)
     return wal.agents_per_zone * max(timed, per_agent / wal.checkpoint_max_keys)
 
@@ -745,7 +745,7 @@ def applies_from_records(records: Iterable[Mapping[str, object]]) -> dict[str, l
 def manifests(applied_s: Sequence[float], wal: WalSettings) -> int:
     """Checkpoint manifests one agent writes for shares applied at these times (sorted): a timer
     of `checkpoint_interval_ms` from the first key waiting, or at once at `checkpoint_max_keys`
-    (leader_notify/agent.py), the same rule as the writer's linger and max_bytes."""
+    (leader_notify/agent/agent.py), the same rule as the writer's linger and max_bytes."""
     keys = [Arrival(t, "agent", "-", "-", 1) for t in applied_s]
     return len(replay_writer(keys, wal.checkpoint_interval_ms, wal.checkpoint_max_keys))
 

@@ -1,0 +1,10 @@
+"""leader_notify.sender: the proxy's side of the notification protocol (trio, in the proxy process).
+
+Modules:
+- `sender`: `NotifySender`, `await sender.notify(flushed, dest_zone)`: one connection per agent.
+- `notifier`: one `ZoneNotifier` per destination agent, in object order, with prefetch and re-sends.
+- `owners`: which agent of a zone owns a partition (`AgentMap`, rendezvous hashing or by leader).
+- `outcome`: an agent's answer classified (pure).
+- `recovery`: re-deliver acknowledged (ack_mode wal) shares of earlier epochs.
+Nothing is imported here. Never imports `leader_notify.agent` (import-linter contract).
+"""
