@@ -22,7 +22,7 @@ from prometheus_client import Gauge
 
 from azsidecar.config import Config
 from azsidecar.monitor import ProxyHealth
-from proxy.metadata import MetadataCache
+from kafka_upstream.metadata import MetadataCache
 
 log = logging.getLogger(__name__)
 
