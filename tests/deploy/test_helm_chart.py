@@ -17,6 +17,9 @@ from tests.deploy._tools import tool
 CHART = ROOT / "deploy" / "helm" / "azsidecar"
 TIMEOUT_S = 120
 ZONES = ("use1-az1", "use1-az2", "use1-az4")
+# A helm built with `go install` reports Kubernetes v1.20 as its default target (the release builds
+# stamp a current one): name the version the chart is for.
+KUBE = ["--kube-version", "1.31.0"]
 VALUES = ["--set", "config.wal.bucket=acme-wal", "--set", "config.wal.expected_bucket_owner=123456789012",
           "--set", "sidecarExample.enabled=true", "--set", "monitoring.podMonitor.enabled=true",
           "--set", "monitoring.prometheusRule.enabled=true"]
@@ -28,7 +31,7 @@ def helm(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def rendered() -> list[dict]:
-    done = helm("template", "az", str(CHART), "--namespace", "kafka-proxy", *VALUES)
+    done = helm("template", "az", str(CHART), "--namespace", "kafka-proxy", *KUBE, *VALUES)
     assert done.returncode == 0, done.stderr
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
@@ -38,13 +41,13 @@ def of_kind(docs: list[dict], kind: str) -> list[dict]:
 
 
 def test_helm_lint():
-    done = helm("lint", str(CHART), "--strict", *VALUES)
+    done = helm("lint", str(CHART), "--strict", *KUBE, *VALUES)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
 
 
 def test_no_bucket_no_chart():
-    done = helm("template", "az", str(CHART))
+    done = helm("template", "az", str(CHART), *KUBE)
     assert done.returncode != 0
     assert "config.wal.bucket is required: a bucket your account owns (there is no default)" in done.stderr
 
@@ -68,7 +71,8 @@ def _containers(doc: dict) -> list[dict]:
 
 
 def _env(container: dict) -> dict[str, str]:
-    return {e["name"]: e.get("value", "<from " + next(iter(e["valueFrom"])) + ">") for e in container.get("env", [])}
+    return {e["name"]: e["value"] if "value" in e else f"<from {next(iter(e['valueFrom']))}>"
+            for e in container.get("env", [])}
 
 
 def test_every_process_loads_the_configmap_with_its_environment(rendered, tmp_path):
@@ -147,3 +151,14 @@ def test_the_prometheus_rule_is_the_checked_rule_file(rendered):
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "status"
     assert monitor["spec"]["podMetricsEndpoints"][0]["relabelings"] == [
         {"sourceLabels": ["__meta_kubernetes_pod_label_azsidecar_io_zone"], "targetLabel": "zone"}]
+
+
+@pytest.mark.parametrize("given", ["012345678901", "12345678901"])
+def test_an_account_id_given_with_set_stays_twelve_digits(given, tmp_path):
+    # --set reads digits as a number (the leading zero goes); the chart writes the id back as 12 digits
+    done = helm("template", "az", str(CHART), *KUBE, "--show-only", "templates/configmap.yaml",
+                "--set", "config.wal.bucket=acme-wal", "--set", f"config.wal.expected_bucket_owner={given}")
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "azsidecar.toml"
+    path.write_text(yaml.safe_load(done.stdout)["data"]["azsidecar.toml"])
+    assert load_config(str(path), environ={}).wal.expected_bucket_owner == "012345678901"

@@ -79,6 +79,11 @@ azsidecar.io/zone: {{ .zone }}
       "proxy" (dict "metrics_port" (int .Values.status.port) "metrics_host" "0.0.0.0")
       "agent" (dict "listen_host" "0.0.0.0" "listen_port" (int .Values.agent.port) "metrics_port" (int .Values.status.port)) -}}
 {{- $config := mustMergeOverwrite (deepCopy .Values.config) $generated -}}
+{{- /* An account id given with --set (or unquoted) reads as a number: back to 12 digits. */ -}}
+{{- $owner := get (get $config "wal") "expected_bucket_owner" -}}
+{{- if and $owner (not (kindIs "string" $owner)) -}}
+{{- $_ := set (get $config "wal") "expected_bucket_owner" (printf "%012d" (int64 $owner)) -}}
+{{- end -}}
 {{- include "azsidecar.tomlTable" (dict "prefix" "" "table" $config) }}
 {{- end -}}
 
