@@ -6,7 +6,9 @@
 #
 #   deploy/tools/install-tools.sh            # then: tests/deploy/test_helm_chart.py, test_alert_rules.py
 #
-# Building takes a few minutes per tool on two cores (the Kubernetes client libraries).
+# Building takes a few minutes per tool on two cores (the Kubernetes client libraries). A helm
+# built this way defaults to Kubernetes v1.20 (release builds stamp a current version): pass
+# --kube-version to helm template / lint, as tests/deploy/test_helm_chart.py does.
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"            # helm.sh/helm/v3
