@@ -143,7 +143,7 @@ A list is a TOML array (`sasl_mechanisms = ["PLAIN", "SCRAM-SHA-512"]`).
 `bootstrap_servers = "b-1:9092,b-2:9092"` (spaces around the commas are ignored), as does
 `--bootstrap-servers`.
 """
-SECTIONS = ("proxy", "upstream", "router", "wal", "notify", "agent", "audit")
+SECTIONS = ("proxy", "upstream", "router", "wal", "notify", "agent", "audit", "authz", "quotas")
 
 
 def _comment(cls: type, name: str) -> str:

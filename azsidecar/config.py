@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from core.az_ids import zone_problem
 from core.configload import ConfigError, build, require
 from kafka_upstream.config import UpstreamConfig
 from leader_notify.config import AgentConfig, NotifyConfig
-from proxy.config import ProxyConfig
+from proxy.config import AuthzConfig, ProxyConfig, QuotaConfig
 from router.config import RouterConfig
 from spark_audit.config import AuditConfig
 from wal_s3.config import WalConfig
@@ -42,8 +42,18 @@ class Config:
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    authz: AuthzConfig = field(default_factory=AuthzConfig)
+    quotas: QuotaConfig = field(default_factory=QuotaConfig)
 
     def __post_init__(self) -> None:
+        if self.authz.effective_source(self.proxy) != "none":
+            # Pass-through forwards consumer and admin APIs with the sidecar's identity,
+            # unchecked: with authorization on the proxy serves only what it checks.
+            require(self.proxy.broker_listeners is not True,
+                    "proxy.broker_listeners: not with authorization (authz.source other than \"none\"): APIs "
+                    "passed through to the brokers would carry the sidecar's rights, unchecked")
+            if self.proxy.broker_listeners is None:
+                object.__setattr__(self, "proxy", replace(self.proxy, broker_listeners=False))
         require(self.log_format in ("text", "json"), "log_format: 'text' or 'json'")
         require(self.log_level.upper() in LOG_LEVELS, "log_level: DEBUG|INFO|WARNING|ERROR")
         for key, zone in self.zone_settings():

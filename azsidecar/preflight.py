@@ -21,6 +21,7 @@ from core.configload import ConfigError
 from core.msk_iam import MskIamError
 from kafka_upstream.upstream import UpstreamError
 from leader_notify.agent.appender import KafkaAppendUnavailable
+from proxy.acl_source import AclSourceError
 from wal_s3.config import WalConfig
 from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriteError
@@ -88,6 +89,8 @@ def startup_errors() -> Iterator[None]:
                 raise leaf from exc
             if isinstance(leaf, UpstreamError):
                 raise StartupFailure(f"upstream.bootstrap_servers: {leaf}") from exc
+            if isinstance(leaf, AclSourceError):
+                raise StartupFailure(f"authz.source \"cluster\": {leaf}") from exc
             if isinstance(leaf, KafkaAppendUnavailable):
                 raise StartupFailure(str(leaf)) from exc
             if isinstance(leaf, (S3Error, WalWriteError)):

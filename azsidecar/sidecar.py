@@ -110,7 +110,8 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
 
         bypass = SameZoneBypass(config.zone or "", config.router.broker_zones)
         started = await nursery.start(functools.partial(run_proxy, bypass=bypass, audit=audit,
-                                                        broker_zones=config.router.broker_zones),
+                                                        broker_zones=config.router.broker_zones, authz=config.authz,
+                                                        quotas=config.quotas),
                                       config.proxy, config.upstream, backend_factory)
         nursery.start_soon(watch_placement, config, built[0][1], health, lambda: built[0][0].policy)
         if health is not None:

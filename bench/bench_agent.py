@@ -1,7 +1,8 @@
 """Agent append throughput (S3 -> Kafka) with 1, 2, 3 agents per zone vs a plain aiokafka producer, same batches, same run.
 
-Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8] [--rounds 2]
-                                            [--agents 1,2,3] [--brokers 1] [--ownership leader|partition]
+Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [--partitions 8[,24,512]] [--rounds 2]
+                                            [--agents 1,2,3] [--brokers 1] [--broker kafka [--replication-factor 3]]
+                                            [--pipeline-depths 1,4] [--ownership leader|partition]
                                             [--offered-mib-s 0 [--per-agent] [--stagger]]
                                             [--cache-mib 256] [--warmup-rounds 0] [--object-mib 8]
                                             [--mock-cluster] [--one-at-a-time] [--s3-keepalive]
@@ -13,6 +14,15 @@ memory-backed Tansu broker, with --brokers N > 1 (or --mock-cluster) librdkafka'
 (deploy/local/mock_cluster.py, one process; topics made through its control channel with
 partition p led by broker p % N + 1, every broker's rack az2, the bench's only zone). The
 record batches (`batch-kib` each, 1 KiB records, no producer id) are built once.
+
+--broker kafka: Apache Kafka (deploy/local/kafka_cluster.py), --brokers KRaft nodes (3 by
+default), every node in the agents' zone (router.broker_zones; their racks are rack-1..N), topics of --replication-factor replicas
+with leaders round-robin; the agents and the plain producer both produce with acks=all.
+--partitions takes a list (8,24,512): the rounds and the table are repeated per count.
+--pipeline-depths 1,4 (the default): every agent phase runs once per notify.pipeline_depth,
+side by side in the same round, the order of the phases reversed every other round (1: one
+object at a time per agent, 4: objects overlap, leader_notify/sender/pipeline.py); the table ends
+with the ratio of each depth to the first (MiB/s and CPU per MiB).
 
 Ownership (--ownership, `notify.agent_ownership`, leader_notify/sender/owners.py): "leader" (the
 default) gives every broker's partitions to one agent (broker of rank r to agent r mod n),
@@ -90,6 +100,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import struct
@@ -117,6 +128,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 from azsidecar.config import load_config  # noqa: E402
 from core.audit import NullAuditSink  # noqa: E402
 from deploy.local.fault_common import running_listener  # noqa: E402
+from deploy.local.kafka_cluster import start_kafka_cluster  # noqa: E402
 from deploy.local.mock_cluster import start_mock_cluster  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
 from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
@@ -445,7 +457,8 @@ async def run_agent_phase(config, objs, bucket: str, topic: str, leaders: Mappin
         if isinstance(got, Exception):
             failures.append(f"{key}: {got}")
         elif any(r.error_code for r in got):
-            failures.append(f"{key}: {sum(1 for r in got if r.error_code)} entries failed")
+            failures.append(f"{key}: {sum(1 for r in got if r.error_code)} entries failed, codes "
+                            f"{sorted({r.error_code for r in got if r.error_code})}")
 
     try:
         async with trio.open_nursery() as nursery:
@@ -537,9 +550,12 @@ class Kafka:
     """The cluster under test: its bootstraps, its process (for CPU) and how to make a topic."""
 
     bootstraps: tuple[str, ...]
-    pid: int
+    pids: tuple[int, ...]  # the broker processes (their CPU is the Kafka column)
     create_topic: Callable[[str, int], None]
     base_plus_one: bool  # Tansu: its log end offset can be the last batch's base offset + 1
+    # router.broker_zones for the agents: Apache Kafka's nodes have distinct racks, and the
+    # bench puts them all in the agents' zone this way.
+    broker_zones: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
@@ -547,14 +563,29 @@ class Kafka:
 
 
 @contextlib.contextmanager
-def start_kafka(brokers: int, log_dir: Path, mock: bool = False, rtt_ms: int = 0) -> Iterator[Kafka]:
+def start_kafka(brokers: int, log_dir: Path, mock: bool = False, rtt_ms: int = 0, apache: bool = False,
+                replication_factor: int = 3) -> Iterator[Kafka]:
     """One Tansu broker (brokers == 1, not `mock`) or librdkafka's mock cluster of `brokers`
     brokers in zone az2, partitions' leaders round-robin over them (it has no CreateTopics);
-    the mock's brokers delay every answer by `rtt_ms` (a leader's acks=all latency)."""
+    the mock's brokers delay every answer by `rtt_ms` (a leader's acks=all latency). With
+    `apache`: Apache Kafka, `brokers` KRaft nodes all racked in az2 (deploy/local/kafka_cluster.py),
+    topics of `replication_factor` replicas, leaders round-robin (partition p on node p % brokers + 1)."""
+    if apache:
+        racks = tuple(f"rack-{n}" for n in range(1, brokers + 1))
+        with start_kafka_cluster(racks, log_dir=log_dir / "kafka") as cluster:
+            def create_apache(name: str, partitions: int) -> None:
+                rf = min(replication_factor, brokers)
+                cluster.create_topic(name, partitions, replication_factor=rf, assignments={
+                    p: [(p + i) % brokers + 1 for i in range(rf)] for p in range(partitions)})
+
+            pids = tuple(node.proc.pid for node in cluster.nodes.values() if node.proc is not None)
+            yield Kafka(tuple(cluster.bootstraps), pids, create_apache, False,
+                        {str(n): ZONE for n in range(1, brokers + 1)})
+        return
     if brokers == 1 and not mock:
         with start_tansu(log_dir=log_dir) as tansu:
             assert tansu.proc is not None
-            yield Kafka((tansu.bootstrap,), tansu.proc.pid,
+            yield Kafka((tansu.bootstrap,), (tansu.proc.pid,),
                         lambda name, partitions: create_topic(tansu.bootstrap, name, partitions), True)
         return
     with start_mock_cluster(brokers, racks={b: ZONE for b in range(1, brokers + 1)}, log_dir=log_dir) as cluster:
@@ -565,18 +596,27 @@ def start_kafka(brokers: int, log_dir: Path, mock: bool = False, rtt_ms: int = 0
 
         for broker_id in range(1, brokers + 1) if rtt_ms else ():
             cluster.set_rtt(broker_id, rtt_ms)
-        yield Kafka(cluster.bootstraps, cluster.proc.pid, create, False)
+        yield Kafka(cluster.bootstraps, (cluster.proc.pid,), create, False)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--total-mib", type=int, default=32)
     ap.add_argument("--batch-kib", type=int, default=16)
-    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--partitions", default="8",
+                    help="partition counts, comma-separated (e.g. 8,24,512): a table for each")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--agents", default="1,2,3", help="agents per zone to compare, comma-separated")
-    ap.add_argument("--brokers", type=int, default=1,
-                    help="1: one Tansu broker; N > 1: librdkafka's mock cluster of N brokers, leaders round-robin")
+    ap.add_argument("--brokers", type=int, default=None,
+                    help="1: one Tansu broker; N > 1: librdkafka's mock cluster of N brokers, leaders round-robin "
+                         "(default 1; with --broker kafka: 3 Apache Kafka nodes)")
+    ap.add_argument("--broker", choices=("tansu-or-mock", "kafka"), default="tansu-or-mock",
+                    help="kafka: Apache Kafka (KRaft), --brokers nodes, all in the agents' zone by router.broker_zones")
+    ap.add_argument("--replication-factor", type=int, default=3,
+                    help="with --broker kafka: replicas per partition (acks=all for agents and producer alike)")
+    ap.add_argument("--pipeline-depths", default="1,4",
+                    help="notify.pipeline_depth values compared side by side in each round (1: one object at a "
+                         "time per agent, no overlap; 4: the default, objects overlap)")
     ap.add_argument("--ownership", choices=OWNERSHIPS, default="leader",
                     help="notify.agent_ownership: a broker's partitions to one agent, or hashed per partition")
     ap.add_argument("--offered-mib-s", type=float, default=0.0,
@@ -616,9 +656,21 @@ def main() -> int:
     counts = [int(n) for n in args.agents.split(",")]
     if not counts or min(counts) < 1:
         ap.error("--agents: positive counts")
+    if args.brokers is None:
+        args.brokers = 3 if args.broker == "kafka" else 1
     if args.brokers < 1:
         ap.error("--brokers: at least 1")
-    if args.idempotent and args.brokers == 1 and not args.mock_cluster:
+    apache = args.broker == "kafka"
+    if apache and (args.mock_cluster or args.broker_rtt_ms):
+        ap.error("--broker kafka: no --mock-cluster or --broker-rtt-ms")
+    try:
+        partition_counts = [int(n) for n in args.partitions.split(",")]
+        depths = [int(n) for n in args.pipeline_depths.split(",")]
+    except ValueError:
+        ap.error("--partitions and --pipeline-depths: comma-separated integers")
+    if not partition_counts or min(partition_counts) < 1 or not depths or not all(1 <= d <= 16 for d in depths):
+        ap.error("--partitions: positive counts; --pipeline-depths: 1..16")
+    if args.idempotent and args.brokers == 1 and not args.mock_cluster and args.broker != "kafka":
         ap.error("--idempotent needs the mock cluster (--mock-cluster or --brokers N > 1): "
                  "aiokafka's InitProducerId gets error -1 from Tansu")
     if args.broker_rtt_ms and (args.brokers == 1 and not args.mock_cluster or args.broker_rtt_ms < 0):
@@ -636,15 +688,44 @@ def main() -> int:
     if args.warmup_rounds < 0 or args.rounds < 1:
         ap.error("--rounds: at least 1; --warmup-rounds: at least 0")
     os.environ.update(DUMMY_CREDENTIALS)  # boto3 in this process talks to moto
+    log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
+    log_dir.mkdir(parents=True)
+    kafka_name = (f"{args.brokers} Apache Kafka node(s), RF {min(args.replication_factor, args.brokers)}" if apache
+                  else "one Tansu broker" if args.brokers == 1 and not args.mock_cluster
+                  else f"{args.brokers} broker(s) (librdkafka mock cluster)")
+    with start_moto() as moto, start_kafka(args.brokers, log_dir, args.mock_cluster, args.broker_rtt_ms, apache,
+                                           args.replication_factor) as kafka, \
+            agents_s3(moto, log_dir, args.s3_keepalive) as (agents_s3_url, s3_pids):
+        bucket = "bench-agent"
+        moto.create_bucket(bucket)
+        wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": agents_s3_url}
+        if args.cache_mib is not None:
+            wal["cache_bytes"] = args.cache_mib * MiB
+        base: dict[str, Any] = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
+        if kafka.broker_zones:
+            base["router"] = {"broker_zones": dict(kafka.broker_zones)}
+        agent_settings: dict[str, Any] = {"event_loop": args.event_loop} if args.event_loop else {}
+        if args.requests_in_flight:
+            agent_settings["requests_in_flight_per_leader"] = args.requests_in_flight
+        if args.append_slots:
+            agent_settings["max_in_flight_appends"] = args.append_slots
+        with AgentProcesses(max(counts), base, log_dir, args.profile_dir, agent_settings) as agents:
+            for partitions in partition_counts:
+                run_partitions(args, partitions, counts, depths, kafka, kafka_name, moto, bucket, s3_pids, agents)
+    return 0
 
-    batches = build_batches(args.total_mib, args.batch_kib, args.partitions)
+
+def run_partitions(args, partitions: int, counts: list[int], depths: list[int], kafka: Kafka, kafka_name: str,
+                   moto, bucket: str, s3_pids: list[int], agents: AgentProcesses) -> None:
+    """Rounds at one partition count: each round runs every (agents, pipeline depth) phase and
+    the plain producer's, one after another; then the table of sums over rounds."""
+    batches = build_batches(args.total_mib, args.batch_kib, partitions)
     batch_bytes = sum(len(raw) for _, _, raw in batches)
     mib = batch_bytes / MiB
     ends = log_ends(batches)
-    kafka_name = ("one Tansu broker" if args.brokers == 1 and not args.mock_cluster
-                  else f"{args.brokers} broker(s) (librdkafka mock cluster)")
-    print(f"{len(batches)} batches of ~{args.batch_kib} KiB over {args.partitions} partitions, "
-          f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}, "
+    s3 = moto.client()
+    print(f"\n{len(batches)} batches of ~{args.batch_kib} KiB over {partitions} partitions, "
+          f"{mib:.1f} MiB per phase, {args.rounds} rounds, agents per zone {counts}, pipeline depths {depths}, "
           f"ownership {args.ownership}, {kafka_name}"
           + (f", objects offered at {args.offered_mib_s:g} MiB/s{' per agent' if args.per_agent else ''}"
              f"{', shares staggered' if args.stagger else ''}" if args.offered_mib_s > 0 else "")
@@ -656,100 +737,92 @@ def main() -> int:
           + (f", agents on {args.event_loop}" if args.event_loop else "")
           + (f", agents' cache {args.cache_mib} MiB" if args.cache_mib is not None else "")
           + (f", {args.warmup_rounds} warm-up rounds not counted" if args.warmup_rounds else ""))
-    wall = {n: 0.0 for n in counts}
-    cpu = {n: 0.0 for n in counts}
-    faults = {n: 0 for n in counts}
-    sleeps = {n: 0 for n in counts}
-    system = {n: 0.0 for n in counts}
+    phases = [(n, d) for n in counts for d in depths]
+    wall = {ph: 0.0 for ph in phases}
+    cpu = {ph: 0.0 for ph in phases}
+    faults = {ph: 0 for ph in phases}
+    sleeps = {ph: 0 for ph in phases}
+    system = {ph: 0.0 for ph in phases}
     t_producer = cpu_producer = 0.0
     # The rest of each phase's CPU on the same cores: moto (S3) and Kafka; for the agents also
     # this process (the proxy's notifiers and sender). Printed so the ratio can be read
     # against what the agents' phase makes the shared cores do besides appending.
-    others = {n: [0.0, 0.0, 0.0] for n in counts}  # S3 (moto, and the keep-alive front), Kafka, this process
+    others = {ph: [0.0, 0.0, 0.0] for ph in phases}  # S3 (moto, and the keep-alive front), Kafka, this process
     others_producer = 0.0
-    log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
-    log_dir.mkdir(parents=True)
-    with start_moto() as moto, start_kafka(args.brokers, log_dir, args.mock_cluster, args.broker_rtt_ms) as kafka, \
-            agents_s3(moto, log_dir, args.s3_keepalive) as (agents_s3_url, s3_pids):
-        endpoint_url = moto.endpoint_url
-        bucket = "bench-agent"
-        moto.create_bucket(bucket)
-        s3 = moto.client()
-        wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": agents_s3_url}
-        if args.cache_mib is not None:
-            wal["cache_bytes"] = args.cache_mib * MiB
-        base = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
-        agent_settings: dict[str, Any] = {"event_loop": args.event_loop} if args.event_loop else {}
-        if args.requests_in_flight:
-            agent_settings["requests_in_flight_per_leader"] = args.requests_in_flight
-        if args.append_slots:
-            agent_settings["max_in_flight_appends"] = args.append_slots
-        with AgentProcesses(max(counts), base, log_dir, args.profile_dir, agent_settings) as agents:
-            for r in range(-args.warmup_rounds, args.rounds):
-                counted = r >= 0
-                line = [f"round {r}:" if counted else f"warm-up {r + args.warmup_rounds}:"]
-                for n in counts:  # side by side in the same round
-                    config = load_config(None, {
-                        "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": endpoint_url,
-                        "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0,
-                        "notify.agents": {ZONE: agents.addresses(n)}, "notify.agent_ownership": args.ownership})
-                    topic = f"bench-agent{n}-{r}-{uuid.uuid4().hex[:6]}"
-                    kafka.create_topic(topic, args.partitions)
-                    leaders = topic_leaders(kafka.bootstrap, topic, args.partitions)
-                    layout = AgentMap(config.notify.agents, config.notify.agent_ownership)
-                    note_leaders(layout, topic, leaders)
-                    if args.idempotent:
-                        producer = new_producer_id(kafka.bootstrap)
-                        objs = put_objects(s3, bucket, topic, stamp_idempotent(batches, *producer), layout,
-                                           int(args.object_mib * MiB), producer)
-                    else:
-                        objs = put_objects(s3, bucket, topic, batches, layout, int(args.object_mib * MiB))
-                    c0, f0, s0 = agents.cpu_s(n), agents.minor_faults(n), agents.system_cpu_s(n)
-                    w0 = agents.sleeps(n)
-                    o0 = (sum(map(process_cpu_s, s3_pids)), process_cpu_s(kafka.pid), time.process_time())
-                    agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
-                    t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders,
-                                 args.offered_mib_s * (n if args.per_agent else 1), args.stagger,
-                                 args.one_at_a_time)
-                    agents.signal(n, signal.SIGUSR2)
-                    spent = agents.cpu_s(n) - c0
-                    o1 = (sum(map(process_cpu_s, s3_pids)), process_cpu_s(kafka.pid), time.process_time())
-                    if counted:
-                        cpu[n] += spent
-                        faults[n] += agents.minor_faults(n) - f0
-                        sleeps[n] += agents.sleeps(n) - w0
-                        system[n] += agents.system_cpu_s(n) - s0
-                        others[n] = [acc + after - before for acc, after, before in zip(others[n], o1, o0)]
-                        wall[n] += t
-                    check_appended(kafka, topic, ends)
-                    shares = "+".join(map(str, partitions_per_agent(layout, topic, args.partitions)))
-                    line.append(f"agents x{n} {mib / t:7.1f} MiB/s ({shares}) {spent / mib:.4f} s/MiB")
-                topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
-                kafka.create_topic(topic_p, args.partitions)
-                c1 = time.process_time()
-                t1 = process_cpu_s(kafka.pid)
-                tp = asyncio.run(run_producer_phase(kafka.bootstrap, topic_p, batches, args.idempotent))
-                if counted:
-                    cpu_producer += time.process_time() - c1
-                    others_producer += process_cpu_s(kafka.pid) - t1
-                    t_producer += tp
-                check_appended(kafka, topic_p, ends)
-                line.append(f"producer {mib / tp:7.1f} MiB/s")
-                print("   ".join(line))
+    for r in range(-args.warmup_rounds, args.rounds):
+        counted = r >= 0
+        line = [f"round {r}:" if counted else f"warm-up {r + args.warmup_rounds}:"]
+        # Alternate the order of the phases from round to round, so neither side always runs
+        # first (a warmer cache, a quieter host).
+        for n, depth in (phases if r % 2 == 0 else phases[::-1]):
+            config = load_config(None, {
+                "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": moto.endpoint_url,
+                "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0, "notify.pipeline_depth": depth,
+                "notify.agents": {ZONE: agents.addresses(n)}, "notify.agent_ownership": args.ownership})
+            topic = f"bench-agent{n}-{r}-{uuid.uuid4().hex[:6]}"
+            kafka.create_topic(topic, partitions)
+            leaders = topic_leaders(kafka.bootstrap, topic, partitions)
+            layout = AgentMap(config.notify.agents, config.notify.agent_ownership)
+            note_leaders(layout, topic, leaders)
+            if args.idempotent:
+                producer = new_producer_id(kafka.bootstrap)
+                objs = put_objects(s3, bucket, topic, stamp_idempotent(batches, *producer), layout,
+                                   int(args.object_mib * MiB), producer)
+            else:
+                objs = put_objects(s3, bucket, topic, batches, layout, int(args.object_mib * MiB))
+            c0, f0, s0 = agents.cpu_s(n), agents.minor_faults(n), agents.system_cpu_s(n)
+            w0 = agents.sleeps(n)
+            o0 = (sum(map(process_cpu_s, s3_pids)), sum(map(process_cpu_s, kafka.pids)), time.process_time())
+            agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
+            t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders,
+                         args.offered_mib_s * (n if args.per_agent else 1), args.stagger,
+                         args.one_at_a_time)
+            agents.signal(n, signal.SIGUSR2)
+            spent = agents.cpu_s(n) - c0
+            o1 = (sum(map(process_cpu_s, s3_pids)), sum(map(process_cpu_s, kafka.pids)), time.process_time())
+            ph = (n, depth)
+            if counted:
+                cpu[ph] += spent
+                faults[ph] += agents.minor_faults(n) - f0
+                sleeps[ph] += agents.sleeps(n) - w0
+                system[ph] += agents.system_cpu_s(n) - s0
+                others[ph] = [acc + after - before for acc, after, before in zip(others[ph], o1, o0)]
+                wall[ph] += t
+            check_appended(kafka, topic, ends)
+            shares = "+".join(map(str, partitions_per_agent(layout, topic, partitions)))
+            line.append(f"agents x{n} depth {depth} {mib / t:7.1f} MiB/s ({shares}) {spent / mib:.4f} s/MiB")
+        topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(topic_p, partitions)
+        c1 = time.process_time()
+        t1 = sum(map(process_cpu_s, kafka.pids))
+        tp = asyncio.run(run_producer_phase(kafka.bootstrap, topic_p, batches, args.idempotent))
+        if counted:
+            cpu_producer += time.process_time() - c1
+            others_producer += sum(map(process_cpu_s, kafka.pids)) - t1
+            t_producer += tp
+        check_appended(kafka, topic_p, ends)
+        line.append(f"producer {mib / tp:7.1f} MiB/s")
+        print("   ".join(line))
     total = mib * args.rounds
     producer_rate = total / t_producer
-    print(f"{'':22s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s} {'of it sys':>10s} {'faults/MiB':>11s} "
-          f"{'sleeps/MiB':>11s}   "
+    print(f"{partitions} partitions{'':9s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s} {'of it sys':>10s} "
+          f"{'faults/MiB':>11s} {'sleeps/MiB':>11s}   "
           f"others' CPU s/MiB: {'S3':>7s} {'Kafka':>7s} {'proxy':>7s}")
-    for n in counts:
-        rate = total / wall[n]
-        print(f"agents per zone x{n:<6d}     {rate:8.1f} {rate / producer_rate:11.2f} {cpu[n] / total:10.5f} "
-              f"{system[n] / total:10.5f} {faults[n] / total:11.0f} {sleeps[n] / total:11.1f}   {'':19s}"
-              + " ".join(f"{x / total:7.4f}" for x in others[n]))
+    for n, depth in phases:
+        ph = (n, depth)
+        rate = total / wall[ph]
+        print(f"agents x{n:<3d} depth {depth:<2d}{'':7s}{rate:8.1f} {rate / producer_rate:11.2f} {cpu[ph] / total:10.5f} "
+              f"{system[ph] / total:10.5f} {faults[ph] / total:11.0f} {sleeps[ph] / total:11.1f}   {'':19s}"
+              + " ".join(f"{x / total:7.4f}" for x in others[ph]))
     print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f} {'-':>10s} {'-':>11s} "
           f"{'-':>11s}   "
           f"{'':19s}{'-':>7s} {others_producer / total:7.4f} {'-':>7s}")
-    return 0
+    if len(depths) > 1:
+        base_depth = depths[0]
+        for n in counts:
+            print(f"agents x{n}: " + ", ".join(
+                f"depth {d} / depth {base_depth} = {wall[(n, base_depth)] / wall[(n, d)]:.2f}x MiB/s, "
+                f"{cpu[(n, d)] / cpu[(n, base_depth)]:.2f}x CPU per MiB" for d in depths[1:]))
 
 
 if __name__ == "__main__":

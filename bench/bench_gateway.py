@@ -99,7 +99,7 @@ def start_gateway(log_dir: Path, bootstrap: str, workers: int) -> tuple[subproce
     config = log_dir / f"gateway-{workers}.toml"
     config.write_text(f'zone = "use1-az1"\n[upstream]\nbootstrap_servers = ["{bootstrap}"]\n'
                       f'[proxy]\nlisten_host = "127.0.0.1"\nlisten_port = {port}\nproxy_id = "bench-w{workers}"\n'
-                      f'workers = {workers}\n[audit]\noutput = "{log_dir / f"audit-{workers}"}"\n')
+                      f'workers = {workers}\n[audit]\noutput = "{log_dir / f"audit-{workers}"}"\n[authz]\nsource = "none"\n')
     log = log_dir / f"gateway-{workers}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "proxy", "--config", str(config),

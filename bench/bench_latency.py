@@ -55,7 +55,7 @@ from kafka import KafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python bench/bench_latency.py` from the repo
 
-from bench.latency_stages import percentile, stage_summary
+from bench.latency_stages import named_stages, percentile, stage_summary
 from bench.workload import create_topics
 from deploy.local.fault_common import running_listener
 from deploy.local.fleet import audit_lines
@@ -279,6 +279,19 @@ def main(argv: list[str] | None = None) -> int:
         kp_ratio = r["kafka_python_mb_s"] / direct["kafka_python_mb_s"] if direct else float("nan")
         print(f"{r['setup']:<22}{r['linger_ms']:>7}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['objects_per_s']:>10.1f}"
               f"{r['librdkafka_mb_s']:>17.3f}{r['kafka_python_mb_s']:>19.3f}{ratio:>15.2f}{kp_ratio:>14.2f}")
+    wal = [r for r in results if r["setup"] != "direct" and r["stages"]]
+    if wal:
+        # Where a WAL batch's time goes (the proxy's and the agent's audit records of the paced
+        # topic), next to what the producer saw above the direct route in the same run.
+        columns = list(named_stages({}))
+        print(f"\n{'stages, ms (p50 / p99)':<22}{'added p50':>10}{'added p99':>10}"
+              + "".join(f"{c:>15}" for c in columns))
+        for r in wal:
+            p50, p99 = named_stages(r["stages"], "p50"), named_stages(r["stages"], "p99")
+            added = ((r["p50_ms"] - direct["p50_ms"], r["p99_ms"] - direct["p99_ms"]) if direct
+                     else (float("nan"), float("nan")))
+            print(f"{r['setup']:<22}{added[0]:>10.1f}{added[1]:>10.1f}"
+                  + "".join(f"{p50[c]:>7.1f} /{p99[c]:>6.1f}" for c in columns))
     if args.stages:
         for r in results:
             print(f"\n{r['setup']}: the paced topic's batches per stage (ms; records per batch)")

@@ -16,12 +16,26 @@ latency there is mostly queueing), "paced" sends at a fixed rate well below eith
 side's capacity (the latency the proxy adds to an unhurried producer).
 
 With `--broker kafka` the broker side is the local three-node Apache Kafka cluster
-(deploy/local/kafka_cluster.py, racks use1-az1..3) and the proxy runs in use1-az1 with no
-agents, so its batches for other zones' leaders go direct: the proxy's pass-through cost in
-front of real Kafka. "cpu" of the direct side is then the three JVMs together.
+(deploy/local/kafka_cluster.py, racks use1-az1..3) and the proxy runs in use1-az1.
+Routes (`--routes`, default local,wal with Kafka, local with Tansu):
+  local  a proxy with no agents in front of topics whose every partition is led in its own
+         zone (node 1): the same-zone pass-through;
+  wal    a second proxy, `router.policy = "wal"`, in front of topics led in use1-az2
+         (node 2): its batches go through a WAL object in moto and a notification to an
+         agent of use1-az2 (`azsidecar agent`), which appends them. acks=all answers after
+         the agent's append, as by default.
+"direct" produces to the broker itself (topics led by node 1).
+
+Rounds last --round-seconds each (saturated: as many records as the producer gets through
+in that time); each round runs every target once, in an order reversed every other round,
+so drift hits all alike; the summary gives medians over rounds and each route's ratio to
+direct. CPU per MiB of record bytes, from /proc/<pid>/stat (user and kernel apart): the
+proxy's, the client's (this process: librdkafka's threads), the broker's (the JVMs or
+Tansu) and, for the WAL route, the agent's and moto's.
 
 Usage:
-  .venv/bin/python bench/bench_proxy.py [--records 30000] [--rounds 3] [--paced-rate 2000] [--broker kafka]
+  .venv/bin/python bench/bench_proxy.py [--round-seconds 5] [--rounds 3] [--paced-rate 2000] [--broker kafka]
+      [--routes local,wal]
 """
 
 from __future__ import annotations
@@ -35,18 +49,44 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Producer
 
-from deploy.local.processes import free_port, start_tansu, stop_process, wait_for_port
+from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu, stop_process, wait_for_port
+from deploy.local.sidecar_stack import to_toml
 
 RECORD_BYTES = 1024
 PARTITIONS = 6
 FLUSH_TIMEOUT_S = 120.0
-PROXY_STARTUP_TIMEOUT_S = 20.0
+PROXY_STARTUP_TIMEOUT_S = 60.0
+MiB = 1024 * 1024
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+HMAC_KEY = "bench-proxy-notify-key-0123456789"
+LOCAL_NODE, WAL_NODE = 1, 2  # Kafka node ids: use1-az1 (the proxy's zone), use1-az2 (the agent's)
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds of some processes, user and kernel apart."""
+
+    user_s: float = 0.0
+    system_s: float = 0.0
+
+    def __sub__(self, other: Cpu) -> Cpu:
+        return Cpu(self.user_s - other.user_s, self.system_s - other.system_s)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a round's producer connects, and whose CPU is measured."""
+
+    name: str
+    bootstrap: str
+    leader: int  # Kafka node that leads the round's topic (0: the broker's own choice, Tansu)
+    pids: dict[str, tuple[int, ...]]  # role -> processes ("proxy", "broker", "agent", "s3")
 
 
 @dataclass(frozen=True)
@@ -55,7 +95,7 @@ class RoundResult:
     records: int
     elapsed_s: float
     latencies_ms: tuple[float, ...]
-    server_cpu_s: float  # CPU time the broker-side process (Tansu or proxy) spent in the round
+    cpu: dict[str, Cpu]  # role -> CPU spent in the round ("client": this process)
 
     @property
     def records_per_s(self) -> float:
@@ -65,41 +105,59 @@ class RoundResult:
     def mb_per_s(self) -> float:
         return self.records * RECORD_BYTES / self.elapsed_s / 1e6
 
+    def ms_per_mib(self, role: str) -> tuple[float, float]:
+        """(user, kernel) ms of CPU per MiB of record bytes."""
+        mib = self.records * RECORD_BYTES / MiB
+        c = self.cpu.get(role, Cpu())
+        return c.user_s * 1000 / mib, c.system_s * 1000 / mib
+
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def create_topic(bootstrap: str, partitions: int) -> str:
+def create_topic(bootstrap: str, partitions: int, leader: int = 0) -> str:
+    """A fresh topic; with `leader`, every partition led by that node (replicas on all three)."""
     from kafka.admin import KafkaAdminClient, NewTopic
 
     name = f"bench-{uuid.uuid4().hex[:10]}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=10_000)
     try:
-        # -1: the broker's default replication factor (3 on the Kafka cluster, 1 on Tansu)
-        admin.create_topics([NewTopic(name, partitions, -1 if "," in bootstrap else 1)], wait_for_metadata=True)
+        if leader:
+            others = [n for n in (1, 2, 3) if n != leader]
+            topic = NewTopic(name, replica_assignments={p: [leader, *others] for p in range(partitions)})
+        else:
+            # -1: the broker's default replication factor (1 on Tansu)
+            topic = NewTopic(name, num_partitions=partitions, replication_factor=-1)
+        admin.create_topics([topic])
     finally:
         admin.close()
     return name
 
 
-def cpu_seconds(pids: tuple[int, ...]) -> float:
-    """User + system CPU time of the processes so far (Linux /proc)."""
-    total = 0.0
+def cpu_of(pids: tuple[int, ...]) -> Cpu:
+    """User and system CPU time of the processes so far (Linux /proc)."""
+    user = system = 0
     for pid in pids:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+        user += int(fields[11])
+        system += int(fields[12])
+    return Cpu(user / CLOCK_TICKS, system / CLOCK_TICKS)
 
 
-def run_round(target: str, bootstrap: str, topic: str, records: int, rate_per_s: float | None,
-              server_pid: tuple[int, ...]) -> RoundResult:
-    """Produce `records` 1 KiB records; at `rate_per_s` if given, else as fast as possible."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+def cpu_seconds(pids: tuple[int, ...]) -> float:
+    """User + system CPU time of the processes so far (Linux /proc)."""
+    c = cpu_of(pids)
+    return c.user_s + c.system_s
+
+
+def run_round(target: Target, topic: str, seconds: float, rate_per_s: float | None) -> RoundResult:
+    """Produce 1 KiB records for `seconds`: at `rate_per_s` if given, else as fast as possible."""
+    producer = Producer({"bootstrap.servers": target.bootstrap, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "queue.buffering.max.kbytes": 256 * 1024})
     producer.produce(topic, b"warm-up")  # connect, negotiate and get a producer id outside the clock
-    assert producer.flush(30) == 0, f"{target}: warm-up record not delivered"
+    assert producer.flush(30) == 0, f"{target.name}: warm-up record not delivered"
     latencies: list[float] = []
     failures: list = []
     value = b"v" * RECORD_BYTES
@@ -109,86 +167,127 @@ def run_round(target: str, bootstrap: str, topic: str, records: int, rate_per_s:
             failures.append(err)
         latencies.append((time.perf_counter() - sent_at) * 1000)
 
-    cpu_before = cpu_seconds(server_pid)
+    roles = {role: pids for role, pids in target.pids.items()}
+    roles["client"] = (os.getpid(),)
+    before = {role: cpu_of(pids) for role, pids in roles.items()}
     started = time.perf_counter()
-    for i in range(records):
+    ends = started + seconds
+    records = 0
+    while (now := time.perf_counter()) < ends:
         if rate_per_s is not None:
-            due = started + i / rate_per_s
+            due = started + records / rate_per_s
             # Block in poll() until the record is due: a busy loop here would take a core
             # from the proxy on a small host and inflate exactly what is being measured.
-            while (remaining := due - time.perf_counter()) > 0:
-                producer.poll(remaining)
+            if due > now:
+                producer.poll(due - now)
+                continue
         sent_at = time.perf_counter()
-        while True:
-            try:
-                producer.produce(topic, value, on_delivery=lambda err, msg, t=sent_at: delivered(err, msg, t))
-                break
-            except BufferError:
-                producer.poll(0.001)  # local queue full: let deliveries drain
+        try:
+            producer.produce(topic, value, on_delivery=lambda err, msg, t=sent_at: delivered(err, msg, t))
+        except BufferError:
+            producer.poll(0.001)  # local queue full: let deliveries drain
+            continue
+        records += 1
         producer.poll(0)
-    assert producer.flush(FLUSH_TIMEOUT_S) == 0, f"{target}: records left undelivered"
+    assert producer.flush(FLUSH_TIMEOUT_S) == 0, f"{target.name}: records left undelivered"
     elapsed = time.perf_counter() - started
-    server_cpu_s = cpu_seconds(server_pid) - cpu_before
-    assert not failures, f"{target}: {failures[:3]}"
+    cpu = {role: cpu_of(pids) - before[role] for role, pids in roles.items()}
+    assert not failures, f"{target.name}: {failures[:3]}"
     assert len(latencies) == records
-    return RoundResult(target, records, elapsed, tuple(latencies), server_cpu_s)
+    return RoundResult(target.name, records, elapsed, tuple(latencies), cpu)
 
 
 def summarize(results: list[RoundResult], target: str) -> dict[str, float]:
     mine = [r for r in results if r.target == target]
     latencies = [x for r in mine for x in r.latencies_ms]
-    return {
+    out = {
         "records_per_s": statistics.median(r.records_per_s for r in mine),
         "mb_per_s": statistics.median(r.mb_per_s for r in mine),
         "p50_ms": percentile(latencies, 0.50),
         "p99_ms": percentile(latencies, 0.99),
-        "cpu_us_per_record": statistics.median(r.server_cpu_s / r.records * 1e6 for r in mine),
     }
-
-
-def report(phase: str, results: list[RoundResult]) -> dict[str, dict[str, float]]:
-    out = {t: summarize(results, t) for t in ("direct", "proxy")}
-    print(f"\n== {phase} ==")
-    for r in results:
-        print(f"  {r.target:6s} {r.records:7d} records {r.elapsed_s:7.2f}s  {r.records_per_s:9.0f} rec/s "
-              f"{r.mb_per_s:7.2f} MB/s  p50 {percentile(list(r.latencies_ms), 0.5):7.2f} ms "
-              f"p99 {percentile(list(r.latencies_ms), 0.99):7.2f} ms  cpu {r.server_cpu_s / r.records * 1e6:6.1f} us/rec")
-    for t, s in out.items():
-        print(f"  {t:6s} median {s['records_per_s']:9.0f} rec/s {s['mb_per_s']:7.2f} MB/s   "
-              f"p50 {s['p50_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  cpu {s['cpu_us_per_record']:6.1f} us/rec")
-    d, p = out["direct"], out["proxy"]
-    print(f"  throughput ratio proxy/direct: {p['records_per_s'] / d['records_per_s']:.3f}   "
-          f"p50 added: {p['p50_ms'] - d['p50_ms']:+.2f} ms   p99 added: {p['p99_ms'] - d['p99_ms']:+.2f} ms")
+    for role in mine[0].cpu:
+        out[f"{role}_user_ms_per_mib"] = statistics.median(r.ms_per_mib(role)[0] for r in mine)
+        out[f"{role}_sys_ms_per_mib"] = statistics.median(r.ms_per_mib(role)[1] for r in mine)
     return out
 
 
-def run_phases(broker_bootstrap: str, targets: dict[str, tuple[str, tuple[int, ...]]], args: argparse.Namespace,
+ROLES = ("proxy", "client", "broker", "agent", "s3")
+
+
+def report(phase: str, results: list[RoundResult]) -> dict[str, dict[str, float]]:
+    targets = list(dict.fromkeys(r.target for r in results))
+    out = {t: summarize(results, t) for t in targets}
+    print(f"\n== {phase} ==")
+    for r in results:
+        print(f"  {r.target:6s} {r.records:7d} records {r.elapsed_s:6.2f}s {r.records_per_s:8.0f} rec/s "
+              f"{r.mb_per_s:7.2f} MB/s  p50 {percentile(list(r.latencies_ms), 0.5):7.2f} ms "
+              f"p99 {percentile(list(r.latencies_ms), 0.99):7.2f} ms  proxy "
+              + ("{:.2f}+{:.2f} ms/MiB".format(*r.ms_per_mib("proxy")) if "proxy" in r.cpu else "-"))
+    print("  median over rounds; CPU in ms per MiB of record bytes, user+kernel:")
+    print(f"  {'':6s} {'MB/s':>7s} {'x direct':>9s} {'p50 ms':>8s} {'p99 ms':>8s} {'+p50':>7s}"
+          + "".join(f"{role:>15s}" for role in ROLES))
+    direct = out.get("direct")
+    for t, s in out.items():
+        ratio = s["records_per_s"] / direct["records_per_s"] if direct else float("nan")
+        added = s["p50_ms"] - direct["p50_ms"] if direct else float("nan")
+        cells = "".join(f"{s[f'{role}_user_ms_per_mib']:>7.2f}+{s[f'{role}_sys_ms_per_mib']:<7.2f}"
+                        if f"{role}_user_ms_per_mib" in s else f"{'-':>15s}" for role in ROLES)
+        print(f"  {t:6s} {s['mb_per_s']:7.2f} {ratio:9.3f} {s['p50_ms']:8.2f} {s['p99_ms']:8.2f} {added:+7.2f}{cells}")
+    return out
+
+
+def run_phases(broker_bootstrap: str, targets: list[Target], args: argparse.Namespace,
                report_phase: Callable[[str, list[RoundResult]], object]) -> None:
     """The saturated phase (and the paced one if --paced-rate > 0): --rounds rounds, each
-    round every target in turn on a fresh topic, so machine drift hits all alike."""
-    phases: list[tuple[str, int, float | None]] = [("saturated", args.records, None)]
+    round every target once on a fresh topic, the order reversed every other round."""
+    phases: list[tuple[str, float | None]] = [("saturated", None)]
     if args.paced_rate > 0:
-        phases.append((f"paced at {args.paced_rate:.0f} records/s", args.paced_records, args.paced_rate))
-    for phase, records, rate in phases:
+        phases.append((f"paced at {args.paced_rate:.0f} records/s", args.paced_rate))
+    for phase, rate in phases:
         results = []
-        for _ in range(args.rounds):
-            for target, (bootstrap, pid) in targets.items():
-                topic = create_topic(broker_bootstrap, PARTITIONS)
-                results.append(run_round(target, bootstrap, topic, records, rate, pid))
+        for r in range(args.rounds):
+            for target in (targets if r % 2 == 0 else targets[::-1]):
+                topic = create_topic(broker_bootstrap, PARTITIONS, target.leader)
+                results.append(run_round(target, topic, args.round_seconds, rate))
         report_phase(phase, results)
+
+
+@contextlib.contextmanager
+def sidecar_process(kind: str, config: dict, log_dir: Path, name: str, port: int) -> Iterator[subprocess.Popen]:
+    """`azsidecar <kind> --config` with `config` (TOML), once it accepts on `port`; stopped on exit."""
+    config_path = log_dir / f"{name}.toml"
+    config_path.write_text(to_toml(config))
+    log_path = log_dir / f"{name}.log"
+    env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": HMAC_KEY, "AWS_DEFAULT_REGION": "us-east-1"}
+    argv = [sys.executable, "-m", "azsidecar", kind, "--config", str(config_path)]
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(argv + (["--log-level", "WARNING"] if kind == "proxy" else []),
+                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        wait_for_port("127.0.0.1", port, proc, PROXY_STARTUP_TIMEOUT_S, f"azsidecar {kind} ({name})", log_path)
+        yield proc
+    finally:
+        stop_process(proc)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=30_000, help="records per saturated round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per side and phase (alternating)")
+    parser.add_argument("--round-seconds", type=float, default=5.0, help="seconds per round (saturated and paced)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per target and phase (alternating)")
     parser.add_argument("--paced-rate", type=float, default=2000.0, help="records/s in the paced phase (0 = skip)")
-    parser.add_argument("--paced-records", type=int, default=6000, help="records per paced round")
     parser.add_argument("--audit", choices=("on", "off"), default="on",
-                        help="the proxy's audit trail (on is the default configuration)")
+                        help="the proxies' audit trail (on is the default configuration)")
     parser.add_argument("--broker", choices=("tansu", "kafka"), default="tansu",
                         help="the broker side: one memory-backed Tansu, or the local three-node Apache Kafka")
+    parser.add_argument("--routes", default=None,
+                        help="proxy routes to compare with direct: local, wal (Kafka only); default: all there are")
     args = parser.parse_args(argv)
+    routes = (args.routes or ("local,wal" if args.broker == "kafka" else "local")).split(",")
+    if not set(routes) <= {"local", "wal"} or ("wal" in routes and args.broker != "kafka"):
+        parser.error("--routes: local and/or wal (wal needs --broker kafka)")
+    if args.round_seconds <= 0 or args.rounds < 1:
+        parser.error("--round-seconds: positive; --rounds: at least 1")
 
     log_dir = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     with contextlib.ExitStack() as stack:
@@ -199,29 +298,44 @@ def main(argv: list[str] | None = None) -> int:
             bootstrap = cluster.bootstrap
             broker_pids = tuple(n.proc.pid for n in cluster.nodes.values() if n.proc is not None)
             what = f"Apache Kafka {cluster.version} (3 nodes)"
+            local_leader = LOCAL_NODE
         else:
             tansu = stack.enter_context(start_tansu(log_dir=log_dir))
             bootstrap, broker_pids, what = tansu.bootstrap, (tansu.proc.pid,), "tansu"
-        port = free_port()
-        log_path = log_dir / "proxy.log"
-        config_path = log_dir / "proxy.toml"
-        config_path.write_text(f'[audit]\nenabled = {"true" if args.audit == "on" else "false"}\n'
-                               f'output = "{log_dir / "audit"}"\n')
-        with open(log_path, "wb") as out:
-            proxy = subprocess.Popen(
-                [sys.executable, "-m", "azsidecar", "proxy", "--listen", f"127.0.0.1:{port}",
-                 "--bootstrap-servers", bootstrap, "--zone", "use1-az1", "--log-level", "WARNING",
-                 "--config", str(config_path)],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_for_port("127.0.0.1", port, proxy, PROXY_STARTUP_TIMEOUT_S, "azsidecar proxy", log_path)
-            targets = {"direct": (bootstrap, broker_pids), "proxy": (f"127.0.0.1:{port}", (proxy.pid,))}
-            print(f"{what} {bootstrap}, proxy 127.0.0.1:{port}; {RECORD_BYTES} B records, acks=all, "
-                  f"idempotence on, linger.ms=5, {PARTITIONS} partitions, {args.rounds} rounds per side, "
-                  f"proxy audit {args.audit}")
-            run_phases(bootstrap, targets, args, report)
-        finally:
-            stop_process(proxy)
+            local_leader = 0
+        audit = {"enabled": args.audit == "on", "output": str(log_dir / "audit")}
+        targets = [Target("direct", bootstrap, local_leader, {"broker": broker_pids})]
+        if "local" in routes:
+            port = free_port()
+            proxy = stack.enter_context(sidecar_process("proxy", {
+                "zone": "use1-az1", "proxy": {"listen_host": "127.0.0.1", "listen_port": port},
+                "upstream": {"bootstrap_servers": bootstrap.split(",")}, "audit": audit,
+            }, log_dir, "proxy-local", port))
+            targets.append(Target("local", f"127.0.0.1:{port}", local_leader,
+                                  {"proxy": (proxy.pid,), "broker": broker_pids}))
+        if "wal" in routes:
+            moto = stack.enter_context(start_moto(log_dir=log_dir))
+            bucket = "bench-proxy-wal"
+            moto.create_bucket(bucket)
+            agent_port, port = free_port(), free_port()
+            wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": moto.endpoint_url}
+            agent = stack.enter_context(sidecar_process("agent", {
+                "zone": "use1-az2", "upstream": {"bootstrap_servers": bootstrap.split(",")}, "wal": wal,
+                "agent": {"listen_host": "127.0.0.1", "listen_port": agent_port}, "audit": audit,
+            }, log_dir, "agent-wal", agent_port))
+            proxy_wal = stack.enter_context(sidecar_process("proxy", {
+                "zone": "use1-az1", "proxy": {"listen_host": "127.0.0.1", "listen_port": port},
+                "upstream": {"bootstrap_servers": bootstrap.split(",")}, "router": {"policy": "wal"}, "wal": wal,
+                "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}}, "audit": audit,
+            }, log_dir, "proxy-wal", port))
+            assert moto.proc is not None
+            targets.append(Target("wal", f"127.0.0.1:{port}", WAL_NODE,
+                                  {"proxy": (proxy_wal.pid,), "broker": broker_pids, "agent": (agent.pid,),
+                                   "s3": (moto.proc.pid,)}))
+        print(f"{what} {bootstrap}; {RECORD_BYTES} B records, acks=all, idempotence on, linger.ms=5, "
+              f"{PARTITIONS} partitions, {args.rounds} rounds of {args.round_seconds:g} s per target, "
+              f"proxy audit {args.audit}; targets {', '.join(t.name for t in targets)}")
+        run_phases(bootstrap, targets, args, report)
     return 0
 
 

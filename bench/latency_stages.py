@@ -55,3 +55,24 @@ def stage_summary(records: Iterable[dict], topic: str) -> dict[str, dict[str, fl
             out[f"{kind}.{field}"] = {"n": len(values), "p50": percentile(values, 0.50),
                                       "p99": percentile(values, 0.99)}
     return out
+
+
+# The five stages a reader asks about first, as named in the printed table: (column, stage key).
+NAMED_STAGES = (
+    ("linger", "produce_batch.linger_wait_ms"),
+    ("PUT", "wal_flush.put_ms"),
+    ("notification", "produce_batch.notify_rtt_ms"),
+    ("GET", "agent_read.get_ms"),
+    ("append", "agent_apply.append_ms"),
+)
+
+
+def named_stages(stages: dict[str, dict[str, float]], q: str = "p50") -> dict[str, float]:
+    """{column: the stage's `q` (p50 or p99)} for NAMED_STAGES, nan where the run has none; plus
+    "notify wait": the notification's round trip less the agent's handling of it (reading
+    and appending), both at `q`: the time the notification spent on the wire and queued
+    behind earlier objects."""
+    out = {name: stages.get(key, {}).get(q, float("nan")) for name, key in NAMED_STAGES}
+    handle = stages.get("agent_apply.handle_ms", {}).get(q, float("nan"))
+    out["notify wait"] = out["notification"] - handle
+    return out

@@ -37,9 +37,10 @@ def check_private(path: str, key: str) -> None:
                           f"owner only (chmod 600 {path})")
 
 
-def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
-    """Context for the client listener. Raises ConfigError if the files cannot be loaded
-    or the private key file is readable by group or others."""
+def server_context(cert_file: str, key_file: str, client_ca_file: str = "") -> ssl.SSLContext:
+    """Context for the client listener; with `client_ca_file`, a client certificate signed by
+    it is required (mutual TLS). Raises ConfigError if the files cannot be loaded or the
+    private key file is readable by group or others."""
     check_private(key_file, "proxy.tls_key_file")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = TLS_MIN_VERSION
@@ -47,6 +48,12 @@ def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
         context.load_cert_chain(cert_file, key_file)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"proxy.tls_cert_file/tls_key_file: cannot load {cert_file} with {key_file}: {exc}") from exc
+    if client_ca_file:
+        try:
+            context.load_verify_locations(cafile=client_ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"proxy.tls_client_ca_file: cannot load {client_ca_file}: {exc}") from exc
+        context.verify_mode = ssl.CERT_REQUIRED
     return context
 
 

@@ -139,12 +139,18 @@ class Coordinators:
         return code, node, message
 
     async def find_coordinator(self, request: Any, version: int,
-                               endpoint: Callable[[int], Awaitable[tuple[int, str, int]]]) -> FindCoordinatorResponse:
+                               endpoint: Callable[[int], Awaitable[tuple[int, str, int]]],
+                               refused: Callable[[int, str], int] | None = None) -> FindCoordinatorResponse:
         """The client's answer: for each key, where the client reaches its coordinator -
-        `endpoint(upstream node id)` gives (node id, host, port) as the client sees them."""
+        `endpoint(upstream node id)` gives (node id, host, port) as the client sees them.
+        `refused(key type, key)`: an authorization error for that key (not looked up), or NONE."""
         keys = list(request.coordinator_keys) if version >= FIRST_BATCHED_FIND_COORDINATOR_VERSION else [request.key]
         answers = []
         for key in keys:
+            denied = refused(request.key_type, key) if refused is not None else errors.NONE
+            if denied != errors.NONE:
+                answers.append((key, denied, None, (-1, "", -1)))
+                continue
             code, node, message = await self.lookup(request.key_type, key)
             where = await endpoint(node) if code == errors.NONE else (-1, "", -1)
             answers.append((key, code, message, where))

@@ -78,6 +78,16 @@ def validate_produce(request: ProduceRequest, version: int, max_batch_bytes: int
     return out
 
 
+def refuse_partitions(validated: ValidatedProduce, error_code: int, topics: frozenset[str] | None) -> None:
+    """Answer `error_code` for every partition of `topics` (None: of the whole request) and
+    send none of their batches on. An authorization refusal replaces any other rejection,
+    as Kafka checks rights before it looks at the records."""
+    validated.items = [i for i in validated.items if topics is not None and i.topic not in topics]
+    for tp in validated.order:
+        if topics is None or tp[0] in topics:
+            validated.rejected[tp] = PartitionResult(error_code)
+
+
 def produce_answers(order: list[TopicPartition], results: dict[TopicPartition, PartitionResult]) -> list[PartitionAnswer]:
     """The client's answer per partition, in request order (a partition without a result failed)."""
     out = []
@@ -88,11 +98,12 @@ def produce_answers(order: list[TopicPartition], results: dict[TopicPartition, P
     return out
 
 
-def encode_produce_answer(answers: list[PartitionAnswer], correlation_id: int, api_version: int) -> bytes:
+def encode_produce_answer(answers: list[PartitionAnswer], correlation_id: int, api_version: int,
+                          throttle_time_ms: int = 0) -> bytes:
     """The framed ProduceResponse: hand-written for v3-v12, the library's encoder for the rest
     (v0-v2, which the proxy only ever answers with UNSUPPORTED_VERSION)."""
     if FAST_PRODUCE_RESPONSE_VERSIONS[0] <= api_version <= FAST_PRODUCE_RESPONSE_VERSIONS[1]:
-        return encode_produce_response(answers, correlation_id, api_version)
+        return encode_produce_response(answers, correlation_id, api_version, throttle_time_ms)
     by_topic: dict[str, list] = defaultdict(list)
     for a in answers:
         by_topic[a.topic].append(ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
@@ -101,7 +112,7 @@ def encode_produce_answer(answers: list[PartitionAnswer], correlation_id: int, a
             record_errors=[], error_message=a.error_message))
     response = ProduceResponse(
         responses=[ProduceResponse.TopicProduceResponse(name=t, partition_responses=ps) for t, ps in by_topic.items()],
-        throttle_time_ms=0)
+        throttle_time_ms=throttle_time_ms)
     return encode_response(response, correlation_id, api_version)
 
 

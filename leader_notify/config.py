@@ -41,6 +41,10 @@ class NotifyConfig:
     # Objects of one agent whose read is requested ahead (prefetch) while an earlier object's
     # notification is being applied; appends stay one notification at a time. 0 = off.
     prefetch_depth: int = 2
+    # Objects whose notifications one agent has in flight at once, on one connection, in
+    # object order (leader_notify/sender/pipeline.py): the agent appends object k+1 while object
+    # k's appends are in flight, each partition in order. 1 = one at a time (no pipelining).
+    pipeline_depth: int = 4
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "notify.timeout_s: must be > 0")
@@ -51,6 +55,7 @@ class NotifyConfig:
         require(0 < self.backoff_initial_s <= self.backoff_max_s, "notify.backoff_initial_s: 0 < initial <= backoff_max_s")
         require(self.max_idle_s > 0, "notify.max_idle_s: must be > 0")
         require(0 <= self.prefetch_depth <= 16, "notify.prefetch_depth: 0..16")
+        require(1 <= self.pipeline_depth <= 16, "notify.pipeline_depth: 1..16")
         require(self.agent_ownership in ("leader", "partition"),
                 f"notify.agent_ownership: {self.agent_ownership!r} is not \"leader\" or \"partition\"")
         for key in self.hmac_keys:

@@ -66,6 +66,8 @@ APPEND_US_UNKNOWN = 0xFFFFFFFF  # the entry was not appended by this answer (dup
 APPEND_US_MAX = 0xFFFFFFFE  # 71.6 minutes: longer appends are reported as this
 _FLAG_DUPLICATE = 0x01
 _REQUEST_FLAG_PREFETCH = 0x01
+_REQUEST_FLAG_ORDERED = 0x02  # one of a connection's pipelined requests (docs/notify-protocol.md, "Pipelining")
+_REQUEST_FLAGS = _REQUEST_FLAG_PREFETCH | _REQUEST_FLAG_ORDERED
 
 
 class MessageType(enum.IntEnum):
@@ -156,6 +158,11 @@ class NotifyRequest:
     # Read the range into the agent's cache and append nothing (answered OK, no results): the
     # proxy sends it for object k+1 while object k's notification is being applied.
     prefetch: bool = False
+    # One of several requests in flight on one connection, in object order: after one of its
+    # partition's runs failed, the agent fails this proxy's later ordered runs of that
+    # partition without appending them until an unordered request of the partition arrives
+    # (the proxy's re-send), so nothing overtakes a batch that still has to be retried.
+    ordered: bool = False
 
 
 @dataclass(frozen=True)
@@ -440,7 +447,7 @@ def encode_request(req: NotifyRequest) -> bytes:
     out = bytearray(struct.pack(">Q", req.request_id))
     for s in (req.source_zone, req.dest_zone, req.proxy_id, req.bucket, req.key, req.share):
         _put_str(out, s)
-    out.append(_REQUEST_FLAG_PREFETCH if req.prefetch else 0)
+    out.append((_REQUEST_FLAG_PREFETCH if req.prefetch else 0) | (_REQUEST_FLAG_ORDERED if req.ordered else 0))
     out += _REQ_TAIL.pack(req.epoch, req.zone_offset, req.zone_length)
     out += _U32.pack(len(req.entries))
     for e in req.entries:
@@ -456,7 +463,7 @@ def decode_request(payload: bytes) -> NotifyRequest:
     (request_id,) = r.take(struct.Struct(">Q"))
     source_zone, dest_zone, proxy_id, bucket, key, share = (r.string() for _ in range(6))
     (flags,) = r.take(_U8)
-    if flags & ~_REQUEST_FLAG_PREFETCH:
+    if flags & ~_REQUEST_FLAGS:
         raise ProtocolError(f"unknown request flags {flags:#x}")
     epoch, zone_offset, zone_length = r.take(_REQ_TAIL)
     n = r.count(_U16.size + _ENTRY.size)
@@ -466,7 +473,8 @@ def decode_request(payload: bytes) -> NotifyRequest:
         entries.append(NotifyEntry(topic, *r.take(_ENTRY)))
     r.end()
     return NotifyRequest(request_id, source_zone, dest_zone, proxy_id, epoch, bucket, key,
-                         zone_offset, zone_length, tuple(entries), share, bool(flags & _REQUEST_FLAG_PREFETCH))
+                         zone_offset, zone_length, tuple(entries), share, bool(flags & _REQUEST_FLAG_PREFETCH),
+                         bool(flags & _REQUEST_FLAG_ORDERED))
 
 
 def encode_response(resp: NotifyResponse) -> bytes:

@@ -23,3 +23,14 @@ RECEIVE_BUFFERED_BYTES = Gauge("azsidecar_proxy_receive_buffered_bytes",
                                "Bytes held for requests still arriving, all connections (proxy.max_receive_buffer_bytes)")
 RECEIVE_BUDGET_WAITS = Counter("azsidecar_proxy_receive_budget_waits_total",
                                "Reads that waited for room in proxy.max_receive_buffer_bytes (backpressure)")
+# Authorization per client principal (authz.source): refusals by API and resource type, and the rules in force.
+AUTHZ_DENIALS = Counter("azsidecar_proxy_authz_denials_total", "Requests or topics refused by the ACLs, by API and resource",
+                        ["api", "resource_type"])
+AUTHZ_ACLS = Gauge("azsidecar_proxy_authz_acl_bindings", "ACL bindings in force (authz.source cluster or file)")
+AUTHZ_REFRESH_FAILURES = Counter("azsidecar_proxy_authz_refresh_failures_total",
+                                 "DescribeAcls refreshes that failed (authz.source cluster)")
+# Produce quotas per client principal (quotas.*): requests answered with a throttle time, and the time.
+QUOTA_THROTTLED = Counter("azsidecar_proxy_quota_throttled_requests_total",
+                          "Produce requests answered with throttle_time_ms > 0 (quotas)")
+QUOTA_THROTTLE_TIME = Counter("azsidecar_proxy_quota_throttle_seconds_total",
+                              "Throttle time given to clients over their produce quota (their connection is muted as long)")

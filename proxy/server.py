@@ -21,12 +21,14 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from core import errors
 from core.addresses import is_loopback
 from core.audit import AuditSink
 from core.configload import ConfigError
@@ -65,19 +67,26 @@ from kafka_upstream.direct import (
     DirectBackend,
     encode_produce_answer,
     produce_answers,
+    refuse_partitions,
     validate_produce,
 )
 from kafka_upstream.metadata import MetadataCache, build_client_metadata
 from kafka_upstream.upstream import UpstreamCluster, UpstreamError, open_upstream
-from proxy import limits, metrics
+from proxy import authorize, limits, metrics
+from proxy.acl import AclProvider, AclSet, Request
+from proxy.acl_rules import AclFileError, parse_acl_file
+from proxy.acl_source import ClusterAcls, FixedAcls
+from proxy.authz_answers import authorized_metadata, coordinator_refusal
 from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
-from proxy.config import ProxyConfig
+from proxy.config import AuthzConfig, ProxyConfig, QuotaConfig
 from proxy.limits import admit, receive_deadline
 from proxy.listen import open_listeners
 from proxy.memory import TRIM_CHECK_INTERVAL_S, BurstTracker, burst_over_since, should_trim, trim
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.passthrough_audit import PassthroughMeter
+from proxy.principal_mapping import NoRuleMatched, parse_rules, principal_name, subject_name
 from proxy.produce_only import refused_fetch
+from proxy.quota import ProduceQuotas
 from proxy.receive_budget import ReceiveBudget
 from proxy.sasl import (
     SASL_AUTHENTICATION_FAILED,
@@ -117,6 +126,7 @@ class ResponseSlot:
     data: bytes | None = None
     writer: _ResponseWriter | None = None  # its connection's writer, once queued there
     broken: bool = False  # answering failed (our bug): the writer closes the connection
+    mute_until: float = 0.0  # quota throttle: read nothing more from this connection before this trio time
 
     def fill(self, data: bytes) -> None:
         """Set the answer and mark it ready; written at once if the writer waits for this slot."""
@@ -166,8 +176,14 @@ class RequestHandler:
     """Answers the requests the proxy serves; everything else is refused like a broker would."""
 
     def __init__(self, config: ProxyConfig, upstream: UpstreamConfig, cluster: UpstreamCluster,
-                 metadata: MetadataCache, backend: ProduceBackend, advertise_host: str, advertise_port: int) -> None:
+                 metadata: MetadataCache, backend: ProduceBackend, advertise_host: str, advertise_port: int,
+                 authz: AclProvider | None = None, quotas: ProduceQuotas | None = None) -> None:
+        """`authz`: the ACLs each client principal is checked against (None: authz.source "none",
+        every client may do what the sidecar's principal may). `quotas`: produce byte rates per
+        principal (None: none)."""
         self.config = config
+        self.authz = authz
+        self.quotas = quotas
         self.upstream_config = upstream
         self.cluster = cluster
         self.metadata = metadata
@@ -181,6 +197,7 @@ class RequestHandler:
         self.meter: PassthroughMeter | None = None  # counts the bytes passed through (audit)
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
         self._fetch_refused_for: set[str | None] = set()
+        self._denial_log = LogLimiter()
 
     async def start(self) -> None:
         """Learn the upstream's API ranges (so ApiVersions can be answered). Raises UpstreamError."""
@@ -198,10 +215,12 @@ class RequestHandler:
         """The upstream broker a listener port stands for (None: the bootstrap listener)."""
         return self.brokers.nodes.get(port) if self.brokers is not None else None
 
-    async def begin(self, frame: RequestFrame, nursery: trio.Nursery, node_id: int | None = None) -> ResponseSlot | None:
+    async def begin(self, frame: RequestFrame, nursery: trio.Nursery, node_id: int | None = None,
+                    who: Request | None = None) -> ResponseSlot | None:
         """Run the ordered part of handling `frame`; return the slot its response will fill.
 
         `node_id`: the upstream broker whose listener the request came in on (pass-through).
+        `who`: the client's principal and address, checked against `self.authz` when set.
         Raises ProtocolError (close the connection) for undecodable or unsupported requests.
         """
         started = time.perf_counter()
@@ -230,11 +249,16 @@ class RequestHandler:
         slot = ResponseSlot(trio.Event())
         if frame.api_key == API_PRODUCE:
             validated = validate_produce(request, frame.api_version, self.config.max_batch_bytes)
+            if self.authz is not None:
+                self._authorize_produce(validated, who)
             for tp, rejected in validated.rejected.items():
                 metrics.ERRORS.labels(rejected.error_code).inc()
                 log.info("rejected produce to %s-%d: %s", tp[0], tp[1], rejected.error_message)
+            throttle_ms = 0
+            if self.quotas is not None:
+                throttle_ms = self._throttle(frame, who, slot)
             completion = await self.backend.submit(validated.items, validated.ctx) if validated.items else None
-            answer = functools.partial(self._answer_produce, slot, validated, frame, started)
+            answer = functools.partial(self._answer_produce, slot, validated, frame, started, throttle_ms)
             # A completion that can call back (every partition on the WAL path) answers in the
             # step where its last result arrives; others are awaited by a task.
             if completion is not None and completion.on_results(answer):
@@ -249,15 +273,28 @@ class RequestHandler:
             self._finish(slot, api_versions_response(self.advertised), frame, started)
             return slot
         if frame.api_key == API_METADATA:
-            nursery.start_soon(self._metadata, request, frame, slot, started)
+            nursery.start_soon(self._metadata, request, frame, slot, started, who)
             return slot
         if frame.api_key == API_INIT_PRODUCER_ID:
+            if self.authz is not None:
+                code = authorize.init_producer_id(self.authz.current(), _principal(who), request.transactional_id)
+                if code != errors.NONE:
+                    self._denied(frame, "transactional_id" if request.transactional_id else "cluster", who)
+                    self._finish(slot, InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
+                                                              producer_epoch=-1), frame, started)
+                    return slot
             nursery.start_soon(self._init_producer_id, request, frame, slot, started)
             return slot
         if frame.api_key == API_FIND_COORDINATOR:
-            nursery.start_soon(self._find_coordinator, request, frame, slot, started)
+            nursery.start_soon(self._find_coordinator, request, frame, slot, started, who)
             return slot
         if frame.api_key in FORWARDED:
+            if self.authz is not None:
+                refused = coordinator_refusal(frame.api_key, request, self.authz.current(), _principal(who))
+                if refused is not None:
+                    self._denied(frame, "transactional", who)
+                    self._finish(slot, refused, frame, started)
+                    return slot
             nursery.start_soon(self._forward_to_coordinator, request, frame, slot, started)
             return slot
         raise ProtocolError(f"api_key {frame.api_key} is decodable but not served")
@@ -311,8 +348,49 @@ class RequestHandler:
                     "producers through (proxy.broker_listeners is off); point consumers at the cluster's bootstrap "
                     "or turn pass-through on", client_id)
 
+    def _authorize_produce(self, validated: Any, who: Request | None) -> None:
+        """Refuse, in `validated`, the partitions the client may not write (Kafka's Produce checks)."""
+        assert self.authz is not None
+        has_transactional = any(b.is_transactional for item in validated.items for b in item.batches)
+        verdict = authorize.produce(self.authz.current(), _principal(who), (t for t, _p in validated.order),
+                                    validated.ctx.transactional_id, has_transactional)
+        if verdict.whole is not None:
+            refuse_partitions(validated, verdict.whole, None)
+            metrics.AUTHZ_DENIALS.labels("Produce", "transactional_id").inc()
+            self._log_denial("Produce", "transactional_id", validated.ctx.transactional_id, who)
+        elif verdict.denied_topics:
+            refuse_partitions(validated, errors.TOPIC_AUTHORIZATION_FAILED, verdict.denied_topics)
+            metrics.AUTHZ_DENIALS.labels("Produce", "topic").inc(len(verdict.denied_topics))
+            self._log_denial("Produce", "topic", ",".join(sorted(verdict.denied_topics)), who)
+
+    def _denied(self, frame: RequestFrame, resource_type: str, who: Request | None, name: str = "") -> None:
+        metrics.AUTHZ_DENIALS.labels(api_name(frame.api_key), resource_type).inc()
+        self._log_denial(api_name(frame.api_key), resource_type, name, who)
+
+    def _log_denial(self, api: str, resource_type: str, name: str | None, who: Request | None) -> None:
+        """Log a refusal, at most once a minute per principal, API and resource type (names
+        come from clients: shown with repr, cut short)."""
+        principal = _principal(who)
+        allowed, held_back = self._denial_log.allow((principal.principal, api, resource_type), trio.current_time())
+        if allowed:
+            more = f" ({held_back} more like it held back)" if held_back else ""
+            log.info("authz: %s refused to %r from %s on %s %r%s", api, principal.principal, principal.host or "?",
+                     resource_type, (name or "")[:MAX_DENIALS_LOGGED_NAME], more)
+
+    def _throttle(self, frame: RequestFrame, who: Request | None, slot: ResponseSlot) -> int:
+        """Count a Produce against its principal's quota; its throttle_time_ms (the connection
+        is muted as long, as a broker mutes it)."""
+        assert self.quotas is not None
+        now = trio.current_time()
+        throttle_ms = self.quotas.record(_principal(who).principal, len(frame.body), now)
+        if throttle_ms:
+            metrics.QUOTA_THROTTLED.inc()
+            metrics.QUOTA_THROTTLE_TIME.inc(throttle_ms / 1000)
+            slot.mute_until = now + throttle_ms / 1000
+        return throttle_ms
+
     def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
-                        upstream_results: dict) -> None:
+                        throttle_ms: int, upstream_results: dict) -> None:
         """Fill the slot with the Produce answer. A failure here is our bug: the connection is
         closed (as for any internal error) instead of leaving the client without an answer."""
         try:
@@ -325,8 +403,8 @@ class RequestHandler:
                 if r.error_code:
                     metrics.ERRORS.labels(r.error_code).inc()
             answers = produce_answers(validated.order, results)
-            self._finish_encoded(slot, encode_produce_answer(answers, frame.correlation_id, frame.api_version),
-                                 frame, started)
+            self._finish_encoded(slot, encode_produce_answer(answers, frame.correlation_id, frame.api_version,
+                                                             throttle_ms), frame, started)
         except Exception:
             log.exception("internal error answering a Produce request; closing the connection")
             slot.broken = True
@@ -340,13 +418,26 @@ class RequestHandler:
         slot.fill(data)
         metrics.REQUEST_LATENCY.labels(api_name(frame.api_key)).observe(elapsed_s)  # after the answer is on its way
 
-    async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
+    async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
+                        who: Request | None = None) -> None:
         names = None if request.topics is None else [t.name for t in request.topics]
         if frame.api_version == 0 and names == []:
             names = None  # v0: an empty list means every topic
         allow = bool(getattr(request, "allow_auto_topic_creation", True)) if frame.api_version >= 4 else True
+        acls = self.authz.current() if self.authz is not None else None
+        verdict = authorize.metadata(acls, _principal(who), names, allow) if acls is not None else None
         try:
-            view = await self.metadata.topics(names, allow_auto_create=allow)
+            if verdict is None or names is None:
+                view = await self.metadata.topics(names, allow_auto_create=allow)
+            else:
+                # Refused topics are not asked for (nor auto-created with the sidecar's rights);
+                # topics the client may not create are asked for without auto-creation.
+                asked = [n for n in names if n not in verdict.denied]
+                view = await self.metadata.topics([n for n in asked if n not in verdict.no_create],
+                                                  allow_auto_create=allow)
+                if verdict.no_create:
+                    view = await self.metadata.topics([n for n in asked if n in verdict.no_create],
+                                                      allow_auto_create=False)
         except UpstreamError as exc:
             log.warning("metadata from upstream failed: %s", exc)
             view = self.metadata.view  # answer from what we have; missing topics get errors
@@ -362,6 +453,10 @@ class RequestHandler:
                 response = with_real_endpoints(response, view.brokers, same_zone_brokers(view.brokers, self.bypass))
         else:
             response = build_client_metadata(view, names, PROXY_NODE_ID, self.advertise_host, self.advertise_port)
+        if acls is not None and verdict is not None:
+            response = authorized_metadata(response, acls, _principal(who), names, verdict)
+            if verdict.denied:
+                self._denied(frame, "topic", who, ",".join(sorted(verdict.denied)))
         self._finish(slot, response, frame, started)
 
     async def _init_producer_id(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
@@ -387,8 +482,20 @@ class RequestHandler:
         self._finish(slot, response, frame, started)
 
 
-    async def _find_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float) -> None:
-        response = await self.coordinators.find_coordinator(request, frame.api_version, self._coordinator_endpoint)
+    async def _find_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
+                                who: Request | None = None) -> None:
+        refused = None
+        if self.authz is not None:
+            acls, principal = self.authz.current(), _principal(who)
+
+            def refused(key_type: int, key: str) -> int:
+                code = authorize.find_coordinator(acls, principal, key_type, key)
+                if code != errors.NONE:
+                    self._denied(frame, "group" if key_type == authorize.KEY_GROUP else "transactional_id", who, key)
+                return code
+
+        response = await self.coordinators.find_coordinator(request, frame.api_version, self._coordinator_endpoint,
+                                                            refused)
         self._finish(slot, response, frame, started)
 
     async def _coordinator_endpoint(self, node_id: int) -> tuple[int, str, int]:
@@ -452,6 +559,8 @@ class ProxyServer:
         self.handler = handler
         self._ssl_context = ssl_context
         self._credentials = credentials
+        # mutual TLS: certificate subject -> principal name (validated with the config)
+        self._mapping_rules = parse_rules(config.tls_principal_mapping_rules) if config.tls_client_ca_file else None
         self._reading_scopes: set[trio.CancelScope] = set()  # one per connection waiting for bytes
         self._stopping = False
         self._listen_scope: trio.CancelScope | None = None
@@ -544,11 +653,16 @@ class ProxyServer:
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
             node_id = self.handler.node_for_port(stream.socket.getsockname()[1])
+            tls_name = None
             if self._ssl_context is not None:
                 stream = trio.SSLStream(stream, self._ssl_context, server_side=True)
                 if not await _tls_handshake(stream):
                     return
-            await self._serve_connection(stream, source, node_id)
+                if self._mapping_rules is not None:
+                    tls_name = self._certificate_principal(stream, source)
+                    if tls_name is None:
+                        return
+            await self._serve_connection(stream, source, node_id, tls_name)
         except Exception:  # a bug handling one client must not take the listener down
             metrics.PROTOCOL_ERRORS.labels("internal").inc()
             log.exception("internal error on a client connection; closing it")
@@ -579,8 +693,20 @@ class ProxyServer:
             self._burst = BurstTracker(last_trim_at=now, baseline_connections=self._connections,
                                        peak_connections=self._connections)
 
+    def _certificate_principal(self, stream: trio.SSLStream, source: str) -> str | None:
+        """The principal name of the client's certificate (verified by the handshake), or None
+        (logged, counted) when no mapping rule gives one: the connection is closed, as Kafka does."""
+        assert self._mapping_rules is not None
+        try:
+            name = principal_name(self._mapping_rules, subject_name(stream.getpeercert()["subject"]))
+        except (NoRuleMatched, KeyError, TypeError) as exc:
+            metrics.PROTOCOL_ERRORS.labels("tls_principal").inc()
+            log.info("closing connection from %s: client certificate: %s", source, exc)
+            return None
+        return name
+
     async def _serve_connection(self, stream: trio.SocketStream, source: str = "",
-                                node_id: int | None = None) -> None:
+                                node_id: int | None = None, tls_name: str | None = None) -> None:
         codec = ServerCodec(self.config.max_frame_bytes)
         state = _ConnectionState(source, trio.current_time())
         session = None
@@ -591,7 +717,7 @@ class ProxyServer:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer, state)
             try:
-                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state, node_id)
+                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state, node_id, tls_name)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -616,12 +742,28 @@ class ProxyServer:
 
     async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
                              session: SaslSession | None = None, writer: _ResponseWriter | None = None,
-                             state: _ConnectionState | None = None, node_id: int | None = None) -> None:
+                             state: _ConnectionState | None = None, node_id: int | None = None,
+                             tls_name: str | None = None) -> None:
         # Plain TCP: large frames are read straight into their own buffer (no joining copy).
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         state = state or _ConnectionState("", trio.current_time())
         config = self.config
+        who: Request | None = None  # the client's principal, once authenticated (with authz or quotas only)
+        mute_until = 0.0  # a quota throttle: no read before this trio time
         while not self._stopping:
+            if mute_until and mute_until > trio.current_time():
+                # Throttled (quotas): read nothing until the throttle time is over, as Kafka
+                # mutes the channel; shutdown() ends the wait like any other read.
+                muted = trio.CancelScope(deadline=mute_until)
+                self._reading_scopes.add(muted)
+                try:
+                    with muted:
+                        await trio.sleep_forever()
+                finally:
+                    self._reading_scopes.discard(muted)
+                if self._stopping:
+                    return
+                state.last_activity = trio.current_time()  # waiting on our throttle is not idle
             deadline = receive_deadline(state.partial_since, state.last_activity, config.request_receive_timeout_s,
                                         config.idle_timeout_s)
             receiving = trio.CancelScope(deadline=deadline.at)
@@ -683,7 +825,11 @@ class ProxyServer:
                     if close:
                         return  # the answer is still written, then the connection closes
                     continue
-                slot = await self.handler.begin(frame, nursery, node_id)
+                if who is None and (self.handler.authz is not None or self.handler.quotas is not None):
+                    who = client_principal(session, state.source, tls_name)
+                slot = await self.handler.begin(frame, nursery, node_id, who)
+                if slot is not None and slot.mute_until > mute_until:
+                    mute_until = slot.mute_until
                 if slot is not None:
                     slot.writer = writer
                     await send_slots.send(slot)
@@ -726,6 +872,25 @@ class ProxyServer:
                     return
 
 
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a client that did not authenticate
+MAX_DENIALS_LOGGED_NAME = 200  # characters of refused resource names in one log line
+
+
+def client_principal(session: SaslSession | None, source: str, tls_name: str | None = None) -> Request:
+    """The client's principal as Kafka names it and its address: `User:<SASL user>` when it
+    logged in with SASL, else `User:<name from its certificate>` with mutual TLS, else
+    User:ANONYMOUS."""
+    if session is not None and session.principal:
+        return Request(f"User:{session.principal}", source)
+    if tls_name is not None:
+        return Request(f"User:{tls_name}", source)
+    return Request(ANONYMOUS, source)
+
+
+def _principal(who: Request | None) -> Request:
+    return who if who is not None else Request(ANONYMOUS, "")
+
+
 def _peer_host(stream: trio.SocketStream) -> str:
     """The client's address ("" if the socket no longer knows it)."""
     try:
@@ -747,12 +912,34 @@ async def _tls_handshake(stream: trio.SSLStream) -> bool:
     return True
 
 
+def load_fixed_acls(authz: AuthzConfig, source: str) -> AclProvider | None:
+    """The rules of source "file" (read now) or "deny" (none); None for "none" and "cluster".
+
+    Raises ConfigError naming authz.acl_file when it cannot be read or is not valid.
+    """
+    if source == "deny":
+        return FixedAcls(AclSet.of([], authz.super_users))
+    if source != "file":
+        return None
+    try:
+        text = Path(authz.acl_file).read_text()
+    except OSError as exc:
+        raise ConfigError(f"authz.acl_file: {authz.acl_file}: {exc.strerror or exc}") from exc
+    try:
+        rules = parse_acl_file(text, authz.super_users)
+    except AclFileError as exc:
+        raise ConfigError(f"authz.acl_file: {authz.acl_file}: {exc}") from exc
+    metrics.AUTHZ_ACLS.set(len(rules.bindings))
+    return FixedAcls(rules)
+
+
 def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Credentials | None]:
     """The listener's TLS context and SASL users, loaded from the configured files.
 
     Raises ConfigError when a file cannot be read or parsed.
     """
-    context = server_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
+    context = server_context(config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file) \
+        if config.tls_cert_file else None
     credentials = None
     if config.sasl_mechanisms:
         check_private(config.sasl_users_file, "proxy.sasl_users_file")
@@ -766,7 +953,8 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                     backend_factory: ProduceBackendFactory | None = None,
                     task_status=trio.TASK_STATUS_IGNORED, *, bypass: SameZoneBypass | None = None,
-                    audit: AuditSink | None = None, broker_zones: Mapping[str, str] | None = None) -> None:
+                    audit: AuditSink | None = None, broker_zones: Mapping[str, str] | None = None,
+                    authz: AuthzConfig | None = None, quotas: QuotaConfig | None = None) -> None:
     """Connect upstream, listen, serve. `task_status.started((server, port))` once listening.
     `bypass`: with proxy.bypass_same_zone, the zone whose brokers Metadata names at their
     real addresses.
@@ -775,9 +963,15 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
     `zone` is the audit writer's, and a broker's zone is `broker_zones[str(node id)]`, else
     its rack.
 
-    Raises ConfigError if the listener's TLS or SASL files cannot be loaded.
+    `authz`: how each client principal is authorized (None: as authz.source "none").
+    `quotas`: produce byte rates per client principal (None: none).
+
+    Raises ConfigError if the listener's TLS or SASL files or the ACL file cannot be loaded,
+    AclSourceError if the cluster's ACLs cannot be read at start-up.
     """
     ssl_context, credentials = listener_security(proxy_config)
+    source = authz.effective_source(proxy_config) if authz is not None else "none"
+    fixed_acls = load_fixed_acls(authz, source) if authz is not None else None
     async with open_upstream(upstream_config) as cluster:
         metadata = MetadataCache(cluster, upstream_config.metadata_ttl_s, upstream_config.metadata_timeout_s)
         if backend_factory is None:
@@ -788,8 +982,20 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                                          reuse_port=proxy_config.workers > 1)
         port = listeners[0].socket.getsockname()[1]
         advertised_host, advertised_port = proxy_config.advertised
+        acls: AclProvider | None = fixed_acls
+        cluster_acls = None
+        if source == "cluster" and authz is not None:
+            cluster_acls = ClusterAcls(cluster, metadata, frozenset(authz.super_users), authz.refresh_interval_s,
+                                       authz.max_stale_s)
+            await cluster_acls.refresh()  # the first read must succeed: refusing everyone silently helps no one
+            acls = cluster_acls
+        if source == "deny":
+            log.warning("authz: a zone gateway without authz.source denies every client (set authz.source to "
+                        "\"cluster\" or \"file\", or \"none\" to give every client the sidecar's rights)")
         handler = RequestHandler(proxy_config, upstream_config, cluster, metadata, backend,
-                                 advertised_host, advertised_port or port)
+                                 advertised_host, advertised_port or port, authz=acls,
+                                 quotas=ProduceQuotas(quotas.produce_bytes_per_s, quotas.principal_produce_bytes_per_s,
+                                                      quotas.burst_s) if quotas is not None and quotas.enabled else None)
         await handler.start()
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
         if proxy_config.passthrough:
@@ -808,5 +1014,7 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
         async with trio.open_nursery() as nursery:
             if handler.meter is not None:
                 nursery.start_soon(handler.meter.run)
+            if cluster_acls is not None:
+                nursery.start_soon(cluster_acls.run)
             await nursery.start(server.serve, listeners)
             task_status.started((server, port))

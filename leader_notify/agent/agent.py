@@ -41,6 +41,7 @@ produce latency path; each manifest is audited as a `checkpoint_write` record.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -58,6 +59,7 @@ from leader_notify import protocol as p
 from leader_notify.agent._limits import ListenerLimits, admit, read_deadline
 from leader_notify.agent.append_slots import AppendSlots
 from leader_notify.agent.appender import CORRUPT_MESSAGE, NETWORK_EXCEPTION, AppendResult, PartitionRun
+from leader_notify.agent.ordered_runs import OrderedRuns
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share
 
@@ -66,6 +68,7 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 64 * 1024
 WRITE_DRAIN_TIMEOUT_S = 10.0  # a peer that does not read its response within this is dropped
 CLOSE_TIMEOUT_S = 5.0  # shutdown waits this long for the listener's connections to go
+MAX_PIPELINED_REQUESTS = 32  # requests of one connection handled at once (notify.pipeline_depth is at most 16)
 MAX_PENDING_CHECKPOINTS = 1024  # keys not yet in a written manifest; beyond this, answers wait for S3
 
 
@@ -174,19 +177,23 @@ class _Admission:
     """One notification's partition runs on their way to the appender. A run starts once its
     ticket says it is its turn and it holds an append slot; the ticket's and the slots'
     callbacks move it from `waiting` to `started`, from which the notification's task takes
-    waves. Closed when the notification ends or is cancelled: runs that have not started
-    never will, and slots of started runs not taken into a wave are given back."""
+    waves. At its turn a run may instead be refused (`refuse(item)` returns an error code:
+    an earlier pipelined run of its partition failed, ordered_runs.py); it then goes to
+    `refused` without a slot. Closed when the notification ends or is cancelled: runs that
+    have not started never will, and slots of started runs not taken into a wave are given back."""
 
-    __slots__ = ("_slots", "waiting", "started", "_wake", "_closed")
+    __slots__ = ("_slots", "waiting", "started", "refused", "_wake", "_closed")
 
     def __init__(self, slots: AppendSlots) -> None:
         self._slots = slots
         self.waiting = 0  # admitted runs that have not started
         self.started: list[tuple[list[int], PartitionRun]] = []  # started, not yet in a wave (each holds a slot)
+        self.refused: list[tuple[list[int], PartitionRun, int]] = []  # refused at their turn, with the code
         self._wake: asyncio.Future[None] | None = None
         self._closed = False
 
-    def admit(self, ticket: _Ticket, item: tuple[list[int], PartitionRun]) -> None:
+    def admit(self, ticket: _Ticket, item: tuple[list[int], PartitionRun],
+              refuse: Callable[[], int | None] | None = None) -> None:
         self.waiting += 1
 
         def start() -> bool:
@@ -194,18 +201,36 @@ class _Admission:
                 return False
             self.waiting -= 1
             self.started.append(item)
-            if self._wake is not None and not self._wake.done():
-                self._wake.set_result(None)
+            self._wake_up()
             return True
 
-        ticket.when_ready(lambda: None if self._closed else self._slots.take(start))
+        def turn() -> None:
+            if self._closed:
+                return
+            code = refuse() if refuse is not None else None
+            if code is None:
+                self._slots.take(start)
+                return
+            self.waiting -= 1
+            self.refused.append((item[0], item[1], code))
+            self._wake_up()
+
+        ticket.when_ready(turn)
+
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
 
     def take_started(self) -> list[tuple[list[int], PartitionRun]]:
         wave, self.started = self.started, []
         return wave
 
+    def take_refused(self) -> list[tuple[list[int], PartitionRun, int]]:
+        refused, self.refused = self.refused, []
+        return refused
+
     async def next_start(self) -> None:
-        """Until another run starts."""
+        """Until another run starts (or is refused)."""
         self._wake = asyncio.get_running_loop().create_future()
         await self._wake
 
@@ -258,6 +283,7 @@ class Agent:
         self.metrics.append_slots_free.set_function(lambda: self._appends.free)
         self.metrics.append_runs_waiting.set_function(lambda: self._appends.waiting)
         self._sequencer = PartitionSequencer()
+        self._ordered = OrderedRuns()  # partitions held after a failed pipelined run
         self.applied = AppliedEntries(settings.applied_cache_entries)
         self._server: asyncio.base_events.Server | None = None
         self._conn_tasks: set[asyncio.Task] = set()
@@ -346,6 +372,10 @@ class Agent:
         channel = p.Channel(self._keyring, p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
         accepted_at = time.monotonic()
         frame_started_at: float | None = None
+        loop = asyncio.get_running_loop()
+        room = asyncio.Semaphore(MAX_PIPELINED_REQUESTS)
+        answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict | None]] | None] = asyncio.Queue()
+        responder = loop.create_task(self._respond(answers, room, channel, writer))
         try:
             writer.write(channel.hello())
             while True:
@@ -382,20 +412,31 @@ class Agent:
                         self.metrics.connections.labels(state="authenticated").inc()
                     if frame is None:
                         break
-                    payload, applied = await self.handle_frame(frame)
-                    writer.write(channel.send(p.MessageType.RESPONSE, payload))
-                    if applied is not None:  # audited once the answer is on its way, not before
-                        self._audit.emit("agent_apply", applied)
-                    # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
-                    # that arrives as drain completes, and close() would then wait forever.
-                    async with asyncio.timeout(WRITE_DRAIN_TIMEOUT_S):
-                        await writer.drain()
+                    # Handled concurrently, answered in order: a proxy pipelining objects keeps
+                    # several in flight on this connection. The task's first step takes the
+                    # request's tickets, and tasks start in creation order, so per partition
+                    # the arrival order is the frames' order.
+                    await room.acquire()
+                    answers.put_nowait(loop.create_task(self.handle_frame(frame)))
                 frame_started_at = time.monotonic() if channel.buffered_bytes else None
         except (TimeoutError, ConnectionError) as exc:
             # Before its HELLO a peer is a health probe or a scanner more often than a proxy.
             log.log(logging.INFO if channel.established else logging.DEBUG, "notification connection %s: %r",
                     peer, exc)
         finally:
+            # Requests already read are applied to the end (their appends and the applied map
+            # stay consistent) and answered if the peer still listens; a close() cancels them.
+            answers.put_nowait(None)
+            if self._closing:
+                responder.cancel()
+            try:
+                await responder
+            except asyncio.CancelledError:
+                if not responder.cancelled():
+                    raise
+            except (TimeoutError, ConnectionError) as exc:
+                log.log(logging.INFO if channel.established else logging.DEBUG, "notification connection %s: %r",
+                        peer, exc)
             self._conn_tasks.discard(task)
             self._writers.discard(writer)
             left = self._by_source.get(source, 1) - 1
@@ -409,6 +450,41 @@ class Agent:
                 self._unauthenticated -= 1
                 self.metrics.connections.labels(state="unauthenticated").dec()
             writer.close()
+
+    async def _respond(self, answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict | None]] | None],
+                       room: asyncio.Semaphore, channel: p.Channel, writer: asyncio.StreamWriter) -> None:
+        """Write a connection's answers in request order, each as soon as it and those before
+        it are ready. Raises ConnectionError or TimeoutError when the peer stops reading; a
+        cancellation cancels the requests not yet answered."""
+        pending: asyncio.Task[tuple[bytes, dict | None]] | None = None
+        broken: BaseException | None = None  # the write that failed: later answers are not written
+        try:
+            while (pending := await answers.get()) is not None:
+                payload, applied = await pending
+                room.release()
+                if applied is not None:  # audited once the answer is on its way, not before
+                    self._audit.emit("agent_apply", applied)
+                if broken is not None:
+                    continue  # applied to the end all the same (the applied map stays true)
+                writer.write(channel.send(p.MessageType.RESPONSE, payload))
+                try:
+                    # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+                    # that arrives as drain completes, and close() would then wait forever.
+                    async with asyncio.timeout(WRITE_DRAIN_TIMEOUT_S):
+                        await writer.drain()
+                except (TimeoutError, ConnectionError) as exc:
+                    broken = exc
+                    writer.transport.abort()  # the reader stops too
+        except asyncio.CancelledError:  # close(): the requests not answered yet are cancelled
+            if pending is not None:
+                pending.cancel()
+            while not answers.empty():
+                left = answers.get_nowait()
+                if left is not None:
+                    left.cancel()
+            raise
+        if broken is not None:
+            raise broken
 
     async def handle_frame(self, frame: p.Frame) -> tuple[bytes, dict | None]:
         """Answer one authenticated frame: the response payload (the connection signs it), and
@@ -572,47 +648,72 @@ class Agent:
         it) and it holds an append slot; both arrive by callback (_Admission), so a partition
         waiting costs no task. The runs that start together go to the appender as one wave
         (`append_runs`: one wake-up for all of them): all of them at once in the common
-        case, then a wave per burst of slots that one ProduceRequest's answer frees."""
+        case, then a wave per burst of slots that one ProduceRequest's answer frees. A run's
+        ticket is passed on as soon as that run is through, so the next notification's run
+        of the partition starts while this one's other partitions still append (a failed
+        ordered run first holds its partition, ordered_runs.py)."""
         admission = _Admission(self._appends)
         for tp, indexes in by_partition.items():
             batches = self._matching_batches(req, indexes, zone_entries)
             if not batches:  # the first entry does not match the object: nothing to append
                 self._settle(req, indexes, batches, None, results)
+                self._run_through(req, tp, tickets, results[indexes[0]])
                 continue
-            admission.admit(tickets[tp], (indexes, PartitionRun(tp[0], tp[1], batches, [])))
+            key = (req.proxy_id, tp[0], tp[1])
+            admission.admit(tickets[tp], (indexes, PartitionRun(tp[0], tp[1], batches, [])),
+                            functools.partial(self._ordered.turn, key, ordered=req.ordered))
         try:
             async with asyncio.TaskGroup() as tg:
-                while admission.waiting or admission.started:
+                while admission.waiting or admission.started or admission.refused:
+                    for indexes, run, code in admission.take_refused():
+                        self._settle(req, indexes, [], p.EntryResult(code), results)
+                        self.metrics.errors.labels(code=str(code)).inc()
+                        self._run_through(req, (run.topic, run.partition), tickets, p.EntryResult(code))
                     wave = admission.take_started()
                     if not wave:
-                        await admission.next_start()
+                        if admission.waiting:
+                            await admission.next_start()
                     elif admission.waiting:
-                        tg.create_task(self._append_ready(req, wave, results))
+                        tg.create_task(self._append_ready(req, wave, results, tickets))
                     else:  # the last wave: no task needed
-                        await self._append_ready(req, wave, results)
+                        await self._append_ready(req, wave, results, tickets)
         finally:
             admission.close()
 
+    def _run_through(self, req: p.NotifyRequest, tp: tuple[str, int], tickets: dict[tuple[str, int], _Ticket],
+                     failed: p.EntryResult | None) -> None:
+        """A partition's run of `req` is final: hold the partition if an ordered run failed,
+        then pass its turn on."""
+        code = failed.error_code if failed is not None else 0
+        self._ordered.finished((req.proxy_id, tp[0], tp[1]), ordered=req.ordered, error_code=code)
+        tickets[tp].release()
+
     async def _append_ready(self, req: p.NotifyRequest, ready: list[tuple[list[int], PartitionRun]],
-                            results: list[p.EntryResult | None]) -> None:
-        """Append the runs that hold a slot each, as one group; a run's slot is free again
-        as soon as that run is through (partitions waiting for a slot need not wait for
-        the whole group)."""
-        held = [True] * len(ready)
+                            results: list[p.EntryResult | None],
+                            tickets: dict[tuple[str, int], _Ticket]) -> None:
+        """Append the runs that hold a slot each, as one group; as soon as a run is through
+        (the appender's `on_through`) its slot is free again, its results are recorded and
+        its partition's turn is passed on, so neither partitions waiting for a slot nor the
+        next notification's run of the partition wait for the whole group."""
+        through_yet = [False] * len(ready)
 
         def through(k: int) -> None:
-            if held[k]:
-                held[k] = False
-                self._appends.release()
+            if through_yet[k]:
+                return
+            through_yet[k] = True
+            self._appends.release()
+            indexes, run = ready[k]
+            failure = self._record_appends(req, indexes, run.batches, run.results, results)
+            self._settle(req, indexes, run.batches, failure, results)
+            if failure is None and len(run.results) < len(run.batches):  # cancelled part-way
+                failure = p.EntryResult(NETWORK_EXCEPTION)
+            self._run_through(req, (run.topic, run.partition), tickets, failure)
 
         try:
             await self._appender.append_runs([run for _indexes, run in ready], through)
         finally:  # also when cancelled: what the leader has is remembered for a re-sent notification
             for k in range(len(ready)):
                 through(k)
-            failed = [self._record_appends(req, indexes, run.batches, run.results, results) for indexes, run in ready]
-        for (indexes, run), failure in zip(ready, failed, strict=True):
-            self._settle(req, indexes, run.batches, failure, results)
 
     @staticmethod
     def _matching_batches(req: p.NotifyRequest, indexes: list[int],

@@ -342,9 +342,26 @@ class KafkaAppender:
         assert self._client is not None, "start() first"
         client = self._client
         loop = asyncio.get_running_loop()
-        group = _RunGroup(loop, on_through)
-        now = time.monotonic()
         queued: list[tuple[int, PartitionRun, _Run]] = []
+        recorded: set[int] = set()  # queued runs whose results are in their item's list
+
+        def record(k: int, item: PartitionRun, run: _Run) -> None:
+            if k not in recorded:
+                recorded.add(k)
+                item.results.extend(AppendResult(NONE, offset, False, 1, latency_s)
+                                    for offset, latency_s in zip(run.offsets, run.latencies_s, strict=True))
+
+        def through_queued(k: int) -> None:
+            # The results are in `results` before the caller hears the run is through (the
+            # agent records them and passes the partition's turn on from this callback).
+            _k, item, run = queued[position[k]]
+            record(k, item, run)
+            if on_through is not None:
+                on_through(k)
+
+        position: dict[int, int] = {}
+        group = _RunGroup(loop, through_queued)
+        now = time.monotonic()
         later: list[tuple[int, PartitionRun]] = []
         for k, item in enumerate(runs):
             tp = TopicPartition(item.topic, item.partition)
@@ -356,16 +373,16 @@ class KafkaAppender:
             run.group_index = k
             group.remaining += 1
             self._queue(client, leader, run)
+            position[k] = len(queued)
             queued.append((k, item, run))
         if queued:
             try:
                 await group.all_done
             finally:  # also when cancelled: a cancelled run's drain task drops it
-                for _k, item, run in queued:
+                for k, item, run in queued:
                     if not run.done.done():
                         run.done.cancel()
-                    item.results.extend(AppendResult(NONE, offset, False, 1, latency_s)
-                                        for offset, latency_s in zip(run.offsets, run.latencies_s, strict=True))
+                    record(k, item, run)
         steps = [self._go_on(client, run.tp, item.batches, run.next, (run.failure, -1, ""), item.results,
                              started=run.last_s, on_through=on_through, index=k)
                  for k, item, run in queued if run.failure is not None]

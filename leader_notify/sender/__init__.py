@@ -3,6 +3,8 @@
 Modules:
 - `sender`: `NotifySender`, `await sender.notify(flushed, dest_zone)`: one connection per agent.
 - `notifier`: one `ZoneNotifier` per destination agent, in object order, with prefetch and re-sends.
+- `pipeline`: several ordered notifications in flight to one agent on one connection;
+  `ordered_window`: what the notifier sends, accepts or re-sends serially (pure).
 - `owners`: which agent of a zone owns a partition (`AgentMap`, rendezvous hashing or by leader).
 - `outcome`: an agent's answer classified (pure).
 - `recovery`: re-deliver acknowledged (ack_mode wal) shares of earlier epochs.

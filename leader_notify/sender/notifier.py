@@ -1,7 +1,7 @@
 """One notifier per destination agent: each WAL object's share (or, in a zone with several
 agents, the agent's run of it) announced to the agent exactly once, in object sequence
-order, one at a time; the objects queued right behind the one in flight prefetched;
-acknowledged shares re-sent.
+order, several in flight on one connection (`notify.pipeline_depth`) or one at a time with
+the objects queued right behind the one in flight prefetched; acknowledged shares re-sent.
 
 The router's WAL path (`router/backend.py` WalPath) announces every released object here
 and asks for each entry's answer with `on_result`; this module and the sender
@@ -23,7 +23,9 @@ import trio
 from core import errors
 from leader_notify import metrics
 from leader_notify.protocol import EntryResult
+from leader_notify.sender.ordered_window import Accept, OrderedWindow
 from leader_notify.sender.owners import AgentMap
+from leader_notify.sender.pipeline import PipeAnswer, Pipeline, PipeSender
 from leader_notify.sender.sender import AnnouncedObject, Started
 
 log = logging.getLogger(__name__)
@@ -37,17 +39,17 @@ ZoneAnswer = list[EntryResult] | Exception
 AnswerCallback = Callable[[ZoneAnswer], None]
 
 
-class NotifySink(Protocol):
+class NotifySink(PipeSender, Protocol):
     """What a notifier needs of the sender (NotifySender; fakes in unit tests)."""
-
-    # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
-    on_gray: Callable[[str, int], None] | None
 
     @property
     def agents(self) -> AgentMap: ...
 
     @property
     def prefetch_depth(self) -> int: ...
+
+    @property
+    def pipeline_depth(self) -> int: ...
 
     def share_of(self, zone: str, topic: str, partition: int) -> str: ...
 
@@ -57,11 +59,28 @@ class NotifySink(Protocol):
 
     async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, agent: int | None = None,
                      started: Started | None = None,
-                     on_answer: Callable[[list[EntryResult]], None] | None = None) -> list[EntryResult]: ...
+                     on_answer: Callable[[list[EntryResult]], None] | None = None,
+                     hedge: bool = False) -> list[EntryResult]: ...
+
+
+class OrderedPipe(Protocol):
+    """Pipelined notifications to one agent (leader_notify/sender/pipeline.py Pipeline; fakes in unit tests)."""
+
+    async def send(self, flushed: AnnouncedObject, on_answer: Callable[[PipeAnswer], None]) -> None:
+        """Send `flushed` ordered; `on_answer` gets its answer or an exception, once. Never raises."""
+        ...
 
 
 class ZoneNotifier:
-    """Sends one notification per (object, zone agent), in object sequence order, one at a time.
+    """Sends one notification per (object, zone agent), in object sequence order.
+
+    With `sender.pipeline_depth` > 1 (the default) up to that many objects are in flight to
+    the agent at once, on one connection, flagged ordered: the agent appends object k+1
+    while object k's appends are in flight, each partition in order (leader_notify/sender/pipeline.py,
+    ordered_window.py: an answer that is not every entry applied stops the pipeline, and
+    once every ordered request in flight is answered, each such object is re-sent serially,
+    in order, before pipelining resumes). Nothing is prefetched then: the objects in the
+    window are read concurrently by the agent anyway. With depth 1, one at a time:
 
     `agent`: which agent of the zone (its index in `notify.agents`); its entries of each
     share are one run `[first, end)` of the share's entries (the writer's layout), and the
@@ -83,7 +102,10 @@ class ZoneNotifier:
     """
 
     def __init__(self, zone: str, sender: NotifySink, nursery: trio.Nursery,
-                 acked_topic: Callable[[str], bool] | None = None, agent: int = 0) -> None:
+                 acked_topic: Callable[[str], bool] | None = None, agent: int = 0,
+                 open_pipe: Callable[[NotifySink, str, int, trio.Nursery], OrderedPipe] = Pipeline) -> None:
+        """`open_pipe(sender, zone, agent, nursery)`: the ordered pipeline used when
+        `sender.pipeline_depth` > 1 (fakes in unit tests)."""
         self.zone = zone
         self.agent = agent
         self._sender = sender
@@ -98,7 +120,18 @@ class ZoneNotifier:
         self._unfinished = 0  # announced objects not yet notified (re-sends included)
         self._idle = trio.Event()
         self._idle.set()
-        nursery.start_soon(self._run)
+        self._depth = sender.pipeline_depth
+        if self._depth > 1:
+            self._window = OrderedWindow(self._depth)
+            self._window_moved = trio.Event()
+            self._pipe = open_pipe(sender, zone, agent, nursery)
+            self._flushed_by_key: dict[str, AnnouncedObject] = {}  # sent, not yet settled
+            self._timed_out: set[str] = set()  # keys whose pipelined attempt timed out, not yet settled
+            self._sending_done = False
+            nursery.start_soon(self._send_pipelined)
+            nursery.start_soon(self._settle_pipelined)
+        else:
+            nursery.start_soon(self._run)
 
     def announce(self, flushed: AnnouncedObject, first: int = 0, end: int | None = None) -> None:
         """Called synchronously, in sequence order, as each object becomes durable.
@@ -108,8 +141,9 @@ class ZoneNotifier:
         instead of one scheduler pass later in this notifier's task (which then only awaits
         the answer).
         """
-        started = self._sender.start(flushed, self.zone, self.agent) if self._unfinished == 0 else None
-        if self._unfinished:
+        started = (self._sender.start(flushed, self.zone, self.agent)
+                   if self._unfinished == 0 and self._depth == 1 else None)
+        if self._unfinished and self._depth == 1:
             # An earlier object of this agent is being applied: have the agent read this one
             # ahead, so its notification finds the bytes in the agent's cache (appends stay in order).
             self._behind.append(_Behind(flushed))
@@ -177,8 +211,12 @@ class ZoneNotifier:
             log.exception("a notification result callback failed")
 
     async def _notify(self, flushed: AnnouncedObject, started: Started | None = None,
-                      on_answer: Callable[[list[EntryResult]], None] | None = None) -> ZoneAnswer:
+                      on_answer: Callable[[list[EntryResult]], None] | None = None,
+                      hedge: bool = False) -> ZoneAnswer:
         try:
+            if hedge:  # the pipelined attempt timed out: the serial one is its hedge
+                return await self._sender.notify(flushed, self.zone, agent=self.agent, on_answer=on_answer,
+                                                 hedge=True)
             return await self._sender.notify(flushed, self.zone, agent=self.agent, started=started,
                                              on_answer=on_answer)
         except Exception as exc:  # noqa: BLE001 - NotifyError and anything unexpected: every waiter gets it
@@ -196,11 +234,69 @@ class ZoneNotifier:
                 if self._unfinished == 0:
                     self._idle.set()
 
-    async def _deliver(self, flushed: AnnouncedObject, started: Started | None) -> None:
+    # ------------------------------------------------------------ pipelined (pipeline_depth > 1)
+
+    def _moved(self) -> None:
+        self._window_moved.set()
+        self._window_moved = trio.Event()
+
+    async def _send_pipelined(self) -> None:
+        """Send each object as it comes, ordered on the pipeline, while the window lets it;
+        an object for an agent that is gray goes serially at its turn (one probe at a time)."""
+        try:
+            async for flushed, _started in self._receive:
+                while not self._window.can_send():
+                    await self._window_moved.wait()
+                self._flushed_by_key[flushed.key] = flushed
+                if self._sender.guard(self.zone, self.agent).gray:
+                    self._window.sent(flushed.key, ordered=False)
+                    self._moved()
+                    continue
+                self._window.sent(flushed.key)
+                await self._pipe.send(flushed, functools.partial(self._pipe_answered, flushed.key))
+        finally:
+            self._sending_done = True
+            self._moved()
+
+    def _pipe_answered(self, key: str, value: PipeAnswer) -> None:
+        ok = not isinstance(value, Exception) and all(r.ok for r in value)
+        if isinstance(value, trio.TooSlowError):
+            self._timed_out.add(key)  # its serial re-send is the hedge of this attempt
+        if ok:  # final: the producers' waiters get it now, whatever is still ahead of it
+            slot = self._results[key]
+            if not slot.done:
+                self._answered(key, slot, value)
+        self._window.answered(key, ok=ok)
+        self._moved()
+
+    async def _settle_pipelined(self) -> None:
+        """Settle objects in order as the window says: accept, or deliver serially."""
+        while True:
+            step = self._window.next_step()
+            if step is None:
+                if self._sending_done and self._window.in_flight == 0:
+                    return
+                await self._window_moved.wait()
+                continue
+            flushed = self._flushed_by_key.pop(step.key)
+            try:
+                if not isinstance(step, Accept):
+                    try:
+                        await self._deliver(flushed, None, hedge=step.key in self._timed_out)
+                    finally:
+                        self._window.serial_done(step.key)
+            finally:
+                self._timed_out.discard(step.key)
+                self._moved()  # room in the window, or the recovery is over
+                self._unfinished -= 1
+                if self._unfinished == 0:
+                    self._idle.set()
+
+    async def _deliver(self, flushed: AnnouncedObject, started: Started | None, hedge: bool = False) -> None:
         slot = self._results[flushed.key]
         # The waiters get an agent's answer as the sender decodes it (on_answer), before the
         # sender's own metrics and audit record; failures when notify gives up.
-        value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot))
+        value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot), hedge)
         if not slot.done:
             self._answered(flushed.key, slot, value)
         if self._acked_topic is None:

@@ -240,7 +240,8 @@ class NotifySender:
         return response.status == p.RequestStatus.OK
 
     async def notify(self, flushed: AnnouncedObject, dest_zone: str, *, agent: int | None = None, started: Started | None = None,
-                     on_answer: Callable[[list[p.EntryResult]], None] | None = None) -> list[p.EntryResult]:
+                     on_answer: Callable[[list[p.EntryResult]], None] | None = None,
+                     hedge: bool = False) -> list[p.EntryResult]:
         """Tell `dest_zone`'s agent about its share of `flushed` (a wal_s3 FlushedObject).
 
         `agent`: which agent of the zone (index in its `notify.agents` list); the request then
@@ -249,7 +250,9 @@ class NotifySender:
 
         `started`: what `start` returned for it (its first attempt is then under way).
         `on_answer(results)` is called with the results it returns, as soon as they are
-        known: before this sender's metrics and audit record.
+        known: before this sender's metrics and audit record. `hedge`: the caller's own attempt
+        of this notification (a pipelined one) was just abandoned at its gray deadline, so
+        the first attempt here is its hedge (the plain deadline, not a probe's).
         Returns one EntryResult per entry of the share, in order (error_code 0 with the
         base offset, or the Kafka error code after the last attempt). Raises NotifyError.
         """
@@ -285,7 +288,8 @@ class NotifySender:
         status = "failed"
         attempt = 0
         guard = self.guard(dest_zone, agent)
-        hedge = False  # the last attempt was abandoned at its deadline: this one is its hedge
+        # The last attempt was abandoned at its deadline: this one is its hedge.
+        hedge = hedge and agent is not None
         try:
             for attempt in range(1, self._config.max_attempts + 1):
                 now = trio.current_time()
@@ -364,9 +368,10 @@ class NotifySender:
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
 
     def _encode(self, flushed: AnnouncedObject, dest_zone: str, agent: int,
-                prefetch: bool = False) -> tuple[p.NotifyRequest, bytes]:
+                prefetch: bool = False, ordered: bool = False) -> tuple[p.NotifyRequest, bytes]:
         """The request for `agent`'s part of `dest_zone`'s share of `flushed` and its encoding;
-        with `prefetch`, a prefetch of that range (no entry list). Raises NotifyError."""
+        with `prefetch`, a prefetch of that range (no entry list); with `ordered`, one of a
+        pipeline's (leader_notify/sender/pipeline.py). Raises NotifyError."""
         share = flushed.zones[dest_zone]
         count = self.agents.count(dest_zone)
         refs = share.entries
@@ -388,7 +393,7 @@ class NotifySender:
             entries=() if prefetch else tuple(
                 p.NotifyEntry(e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
                               e.producer_id, e.producer_epoch, e.base_sequence) for e in refs),
-            share=share_label, prefetch=prefetch)
+            share=share_label, prefetch=prefetch, ordered=ordered)
         try:
             payload = p.encode_request(request)
             if len(payload) + p.FRAME_OVERHEAD_BYTES > p.MAX_FRAME_BYTES:
@@ -397,6 +402,42 @@ class NotifySender:
             # A share with more entries than one frame carries: lower wal.max_bytes.
             raise NotifyError(f"cannot notify {flushed.key} -> {dest_zone}: {exc}", retriable=False) from exc
         return request, payload
+
+    @property
+    def pipeline_depth(self) -> int:
+        return self._config.pipeline_depth
+
+    @property
+    def timeout_s(self) -> float:
+        return self._config.timeout_s
+
+    @property
+    def max_idle_s(self) -> float:
+        return self._config.max_idle_s
+
+    def encode_ordered(self, flushed: AnnouncedObject, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]:
+        """A pipelined (ordered) request for `agent`'s part of `flushed`. Raises NotifyError."""
+        return self._encode(flushed, dest_zone, agent, ordered=True)
+
+    async def connect(self, dest_zone: str, agent: int) -> _Conn:
+        """A connection to `agent` of `dest_zone` past its HELLO exchange, for the caller's own
+        use (a pipeline; it is not returned to the pool). Raises OSError, trio.TooSlowError,
+        ProtocolError."""
+        address = self.agents.agents(dest_zone)[agent]
+        with trio.fail_after(self._config.connect_timeout_s + self._config.timeout_s):
+            return await self._checkout(address)
+
+    def record(self, dest_zone: str, key: str, entries: int, *, sent_bytes: int, received_bytes: int,
+               rtt_s: float, status: str) -> None:
+        """Metrics and the `notification` audit record of one pipelined notification (one attempt)."""
+        self.metrics.attempts.labels(dest_zone=dest_zone).inc()
+        self.metrics.notifications.labels(dest_zone=dest_zone, status=status).inc()
+        self.metrics.rtt.labels(dest_zone=dest_zone).observe(rtt_s)
+        self._audit.emit("notification", {
+            "zone": self._zone, "ts_ms": int(time.time() * 1000), "dest_zone": dest_zone, "key": key,
+            "entries": entries, "request_bytes": sent_bytes, "response_bytes": received_bytes,
+            "rtt_ms": rtt_s * 1000, "status": status, "attempts": 1,
+        })
 
     def _zone_slots(self, address: str) -> trio.Semaphore:
         slots = self._slots.get(address)

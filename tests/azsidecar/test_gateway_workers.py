@@ -116,7 +116,8 @@ def start_gateway(tmp_path: Path, bootstrap: str, workers: int = 2) -> tuple[sub
         f'zone = "use1-az1"\n[upstream]\nbootstrap_servers = ["{bootstrap}"]\n'
         f'[proxy]\nlisten_host = "127.0.0.1"\nlisten_port = {port}\nproxy_id = "gw-az1"\nworkers = {workers}\n'
         f'advertised_host = "localhost"\nmetrics_port = {metrics}\n'
-        f'[audit]\noutput = "{tmp_path / "audit"}"\n')
+        f'[audit]\noutput = "{tmp_path / "audit"}"\n'
+        f'[authz]\nsource = "none"\n')  # every client with the gateway's rights (this test is about workers, not authorization)
     log = tmp_path / "gateway.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "proxy", "--config", str(config)],
@@ -237,7 +238,7 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_gateway(tansu, tmp_path)
     config.write_text(
         f'zone = "use1-az1"\n[upstream]\nbootstrap_servers = ["{tansu.bootstrap}"]\n'
         f'[proxy]\nlisten_host = "127.0.0.1"\nlisten_port = {port}\nproxy_id = "gw-az1"\nworkers = 2\n'
-        f'metrics_port = {metrics}\n[audit]\noutput = "{tmp_path / "audit"}"\n')
+        f'metrics_port = {metrics}\n[audit]\noutput = "{tmp_path / "audit"}"\n[authz]\nsource = "none"\n')
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", metrics + 1))
         taken.listen(1)

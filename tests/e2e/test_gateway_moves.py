@@ -147,7 +147,7 @@ def test_connection_moves_between_gateways_without_loss_or_reordering(how, s3_bu
                 f'advertised_host = "127.0.0.1"\nadvertised_port = {balancer.port}\nshutdown_grace_s = 10\n'
                 f'[upstream]\nbootstrap_servers = ["{tansu.bootstrap}"]\n'
                 f'[router]\npolicy = "wal"\n[router.partition_zones]\n"{topic}:*" = "use1-az2"\n'
-                f'[notify.agents]\n"use1-az2" = "127.0.0.1:{agent_port}"\n{wal}{audit}')
+                f'[notify.agents]\n"use1-az2" = "127.0.0.1:{agent_port}"\n{wal}{audit}[authz]\nsource = "none"\n')
             gateways[name] = _start([sys.executable, "-m", "azsidecar", "proxy", "--config", str(cfg)], env,
                                     tmp_path / f"{name}.log", port, name)
             stack.callback(stop_process, gateways[name])

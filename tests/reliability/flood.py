@@ -28,6 +28,7 @@ MiB = 1024 * 1024
 ANNOUNCED = 16 * MiB - 4  # the largest frame the proxy receives into a buffer of its own
 SAMPLE_S = 0.1  # RSS sampling period while the flood is held
 AFTER_S = 2.0  # RSS "after" is the last of its samples over this long, once the flood's sockets are gone
+ACCEPT_WAIT_S = 30.0  # after the hold: how long the proxy may take to accept or refuse every connection
 SETTLE_S = 30.0  # after closing: how long the proxy may take to let go of the flood's connections and trim
 TRIMMED = "free memory returned to the OS"  # the proxy's log line after a burst's trim (proxy/server.py)
 
@@ -109,7 +110,18 @@ def flood(host: str, port: int, pid: int, *, big: int = 30, big_bytes: int = 8 *
                     sent[id(sock)] += sock.send(payload[: big_bytes - sent[id(sock)]])
             peak = max(peak, rss_kib(pid) or 0)
             time.sleep(SAMPLE_S)  # the sampling period of the measurement
-        refused = sum(1 for _kind, sock in socks if _closed_by_peer(sock))
+        # A proxy short of CPU accepts slowly: the kernel completed every handshake, but the
+        # proxy may not have taken them all off its backlog yet. Wait (bounded) until every
+        # connection is either held by the proxy (its descriptors) or closed by it (refused),
+        # so the refusals are counted once it has seen the whole flood.
+        accept_until = time.monotonic() + ACCEPT_WAIT_S
+        while True:
+            refused = sum(1 for _kind, sock in socks if _closed_by_peer(sock))
+            held = open_fds(pid) - fds_before
+            if refused + held >= len(socks) or time.monotonic() >= accept_until:
+                break
+            peak = max(peak, rss_kib(pid) or 0)
+            time.sleep(SAMPLE_S)  # polling the proxy's descriptors and the sockets, bounded by ACCEPT_WAIT_S
     finally:
         for _kind, sock in socks:
             sock.close()

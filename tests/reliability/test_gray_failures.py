@@ -1,8 +1,8 @@
 """Gray failures over three loopback zones: S3 or an agent that hangs instead of refusing.
 
 S3 hanging: the sidecars' (and agents') WAL endpoint is deploy/local/s3_faults.py in front
-of moto, passing everything through, and that process is SIGSTOPped for 15 s (the brokers
-keep their own moto endpoint, so the direct path stays healthy). An agent hanging: zone 2's
+of moto, passing everything through, and that process is SIGSTOPped for 15 s (the brokers,
+three Apache Kafka nodes with racks, use no S3, so the direct path stays healthy). An agent hanging: zone 2's
 agent is SIGSTOPped for 15 s. Both used to stall the producers for the whole outage (the
 breaker counted only after every attempt, each with a 30 s / 10 s timeout); now a PUT or
 notification slower than its gray deadline counts at once, the zone falls back to direct
@@ -55,7 +55,7 @@ FALLBACK_WITHIN_S = 5.0  # issue 23: a zone falls back within 5 s of S3 or its a
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones")) as env:
+    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones"), broker="kafka") as env:
         env.create_bucket("wal")
         yield env
 

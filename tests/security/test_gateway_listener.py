@@ -24,7 +24,7 @@ def gateway_toml(tmp_path, bootstrap, port, certs, users_file, tls: bool = True)
             f'[proxy]\nlisten_host = "0.0.0.0"\nlisten_port = {port}\nproxy_id = "gw-sec"\nworkers = 2\n'
             f'advertised_host = "localhost"\n{tls_lines}'
             f'sasl_mechanisms = ["SCRAM-SHA-512"]\nsasl_users_file = "{users_file}"\n'
-            f'[audit]\noutput = "{tmp_path / "audit"}"\n')
+            f'[audit]\noutput = "{tmp_path / "audit"}"\n[authz]\nsource = "none"\n')
 
 
 def test_gateway_on_every_interface_serves_sasl_ssl_producers(tansu, certs, users_file, tmp_path):

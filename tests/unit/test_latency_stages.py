@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from bench.latency_stages import percentile, stage_summary
+from bench.latency_stages import named_stages, percentile, stage_summary
 
 
 def test_percentile_takes_the_value_at_rank_q_times_n():
@@ -34,3 +34,19 @@ def test_summary_keeps_the_topics_batches_and_their_objects_only():
     assert summary["agent_read.get_ms"] == {"n": 1, "p50": 3.5, "p99": 3.5}
     assert summary["agent_apply.append_ms"] == {"n": 1, "p50": 8.0, "p99": 8.0}
     assert "produce_batch.leader_append_ms" not in summary
+
+
+def test_named_stages_pick_the_five_stages_and_the_notifications_wait():
+    stages = {
+        "produce_batch.linger_wait_ms": {"n": 2, "p50": 19.0, "p99": 20.0},
+        "wal_flush.put_ms": {"n": 1, "p50": 4.5, "p99": 4.5},
+        "produce_batch.notify_rtt_ms": {"n": 2, "p50": 12.0, "p99": 30.0},
+        "agent_apply.append_ms": {"n": 1, "p50": 8.0, "p99": 8.0},
+        "agent_apply.handle_ms": {"n": 1, "p50": 10.0, "p99": 12.0},
+    }
+    p50 = named_stages(stages)
+    assert {k: v for k, v in p50.items() if k != "GET"} == {
+        "linger": 19.0, "PUT": 4.5, "notification": 12.0, "append": 8.0, "notify wait": 2.0}  # 12 - 10
+    assert math.isnan(p50["GET"])  # no agent_read in this run
+    assert named_stages(stages, "p99")["notify wait"] == 18.0  # 30 - 12
+    assert list(p50) == ["linger", "PUT", "notification", "GET", "append", "notify wait"]

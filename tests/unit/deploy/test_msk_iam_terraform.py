@@ -25,6 +25,9 @@ IAM_ACTIONS_BY_REQUEST = {
     # Coordinator lookups for transactional producers and groups (kafka_upstream/coordinators.py); the
     # transaction and group requests after them are forwarded as bytes, under the same statement.
     "FindCoordinatorRequest": {"kafka-cluster:DescribeTransactionalId", "kafka-cluster:DescribeGroup"},
+    # authz.source "cluster" only (proxy/acl_source.py): the cluster's ACLs. On an IAM cluster the
+    # ACLs are not what MSK enforces (authz.source "file" is meant there), but the call is allowed.
+    "DescribeAclsRequest": {"kafka-cluster:DescribeCluster"},
 }
 CLUSTER_ACTIONS = {"kafka-cluster:Connect", "kafka-cluster:DescribeCluster", "kafka-cluster:WriteDataIdempotently"}
 TOPIC_ACTIONS = {"kafka-cluster:DescribeTopic", "kafka-cluster:WriteData", "kafka-cluster:ReadData"}

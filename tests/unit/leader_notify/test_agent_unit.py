@@ -4,6 +4,7 @@ integration tests against moto and Tansu)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -534,3 +535,129 @@ def test_a_notification_cancelled_after_its_run_got_a_slot_gives_the_slot_back()
     app, r1, r3 = asyncio.run(main())
     assert [b for _t, _q, b in app.log] == [b"a", b"c"]
     assert [r.error_code for r in r1.results] == [0] and [r.error_code for r in r3.results] == [0]
+
+
+class BatchGatedAppender(Appender):
+    """Appends a batch only once its gate is opened (batches without a gate go at once), so
+    a test decides which append is in flight while another notification's start."""
+
+    def __init__(self, gated=(), fail=None):
+        super().__init__(fail)
+        self.gates = {b: asyncio.Event() for b in gated}
+        self.started: list[bytes] = []  # batches whose append began, in order
+        self.moved = asyncio.Event()
+
+    async def append(self, topic, partition, batch):
+        self.started.append(batch)
+        self.moved.set()
+        if batch in self.gates:
+            await self.gates[batch].wait()
+        return await super().append(topic, partition, batch)
+
+    async def until_started(self, batch):
+        while batch not in self.started:
+            self.moved.clear()
+            await self.moved.wait()
+
+
+def ordered(key, entries, request_id):
+    return dataclasses.replace(request(key, entries, request_id), ordered=True)
+
+
+def test_object_k_plus_1_appends_while_object_k_is_in_flight_and_each_partition_keeps_order():
+    objs = {"wal/1": [E("t", 0, b"1-p0"), E("t", 1, b"1-p1")],
+            "wal/2": [E("t", 0, b"2-p0"), E("t", 1, b"2-p1")],
+            "wal/3": [E("t", 0, b"3-p0")]}
+    checkpoints: list = []
+
+    async def main():
+        app = BatchGatedAppender(gated=[b"1-p1"])  # object 1's partition-1 append hangs
+        a = agent(Reader(objs), app, checkpoints)
+        t1 = asyncio.create_task(a.handle_request(ordered("wal/1", objs["wal/1"], 1)))
+        t2 = asyncio.create_task(a.handle_request(ordered("wal/2", objs["wal/2"], 2)))
+        t3 = asyncio.create_task(a.handle_request(ordered("wal/3", objs["wal/3"], 3)))
+        async with asyncio.timeout(10):
+            r3 = await t3  # object 3 (partition 0 only) is done while object 1 still appends
+            await a.drain_checkpoints()
+        in_flight = (t1.done(), t2.done(), list(app.started), [list(k) for k, _ in checkpoints])
+        app.gates[b"1-p1"].set()
+        async with asyncio.timeout(10):
+            r1, r2 = await t1, await t2
+            await a.drain_checkpoints()
+        return app, r1, r2, r3, in_flight
+
+    app, r1, r2, r3, (done1, done2, started, checkpoints_then) = asyncio.run(main())
+    # While 1-p1 was in flight, partition 0 went on with objects 2 and 3; 2-p1 waited for 1-p1.
+    assert (done1, done2) == (False, False)
+    assert [b for b in started if b.endswith(b"p0")] == [b"1-p0", b"2-p0", b"3-p0"]
+    assert b"2-p1" not in started
+    assert checkpoints_then == [["wal/3"]]  # only the object whose every append is done
+    assert [b for t, q, b in app.log if q == 1] == [b"1-p1", b"2-p1"]
+    assert [b for t, q, b in app.log if q == 0] == [b"1-p0", b"2-p0", b"3-p0"]
+    assert [(r.error_code, r.base_offset) for r in r1.results] == [(0, 0), (0, 0)]
+    assert [(r.error_code, r.base_offset) for r in r2.results] == [(0, 1), (0, 1)]
+    assert [(r.error_code, r.base_offset) for r in r3.results] == [(0, 2)]
+    assert sorted(k for keys, _ in checkpoints for k in keys) == ["wal/1", "wal/2", "wal/3"]
+
+
+def test_after_an_ordered_failure_later_ordered_runs_of_the_partition_fail_unappended_until_the_resend():
+    objs = {"wal/1": [E("t", 0, b"1-p0"), E("t", 1, b"1-p1")], "wal/2": [E("t", 0, b"2-p0"), E("t", 1, b"2-p1")],
+            "wal/3": [E("t", 0, b"3-p0")]}
+
+    async def main():
+        app = BatchGatedAppender(fail={b"1-p0": 6})  # NOT_LEADER_OR_FOLLOWER for object 1's t-0
+        a = agent(Reader(objs), app)
+        r1 = await a.handle_request(ordered("wal/1", objs["wal/1"], 1))
+        r2 = await a.handle_request(ordered("wal/2", objs["wal/2"], 2))  # was in flight behind 1
+        app.fail.clear()  # the leader is back
+        r3_held = await a.handle_request(ordered("wal/3", objs["wal/3"], 3))  # sent before the proxy knew
+        tried_before_resend = list(app.started)
+        # The proxy's recovery: every ordered request answered, then serial re-sends, in order.
+        again1 = await a.handle_request(request("wal/1", objs["wal/1"], 1))
+        again2 = await a.handle_request(request("wal/2", objs["wal/2"], 2))
+        again3 = await a.handle_request(request("wal/3", objs["wal/3"], 3))
+        return app, r1, r2, r3_held, again1, again2, again3, tried_before_resend
+
+    app, r1, r2, r3, again1, again2, again3, tried = asyncio.run(main())
+    assert [r.error_code for r in r1.results] == [6, 0]
+    assert [r.error_code for r in r2.results] == [6, 0]  # 2-p0 held (never tried), 2-p1 appended
+    assert [r.error_code for r in r3.results] == [6]
+    assert tried == [b"1-p0", b"1-p1", b"2-p1"]  # 2-p0 and 3-p0 never went to the leader
+    assert [(r.error_code, r.duplicate) for r in again1.results] == [(0, False), (0, True)]
+    assert [(r.error_code, r.duplicate) for r in again2.results] == [(0, False), (0, True)]
+    assert [r.error_code for r in again3.results] == [0]
+    assert [b for t, q, b in app.log if q == 0] == [b"1-p0", b"2-p0", b"3-p0"]
+    assert [b for t, q, b in app.log if q == 1] == [b"1-p1", b"2-p1"]
+
+
+def test_a_connections_requests_are_handled_concurrently_and_answered_in_order():
+    """Over a real asyncio stream pair on loopback is integration; here handle_frame's
+    ordering is what matters: two ordered frames decoded in order take tickets in order."""
+    objs = {"wal/1": [E("t", 0, b"1-p0")], "wal/2": [E("t", 0, b"2-p0")]}
+
+    async def main():
+        app = BatchGatedAppender(gated=[b"1-p0"])
+        a = agent(Reader(objs), app)
+        ch_p = p.Channel(p.Keyring((KEY,)), p.Role.PROXY, b"p" * 16)
+        ch_a = p.Channel(p.Keyring((KEY,)), p.Role.AGENT, b"a" * 16)
+        ch_a.receive_data(ch_p.hello())
+        ch_p.receive_data(ch_a.hello())
+        assert ch_a.next_frame() is None and ch_p.next_frame() is None
+        frames = []
+        for i, key in ((1, "wal/1"), (2, "wal/2")):
+            ch_a.receive_data(ch_p.send(p.MessageType.REQUEST, p.encode_request(ordered(key, objs[key], i))))
+            frames.append(ch_a.next_frame())
+        t1 = asyncio.create_task(a.handle_frame(frames[0]))
+        t2 = asyncio.create_task(a.handle_frame(frames[1]))
+        async with asyncio.timeout(10):
+            await app.until_started(b"1-p0")
+        assert b"2-p0" not in app.started  # behind 1-p0 in the partition's order
+        app.gates[b"1-p0"].set()
+        async with asyncio.timeout(10):
+            out1, out2 = await t1, await t2
+        return app, p.decode_response(out1[0]), p.decode_response(out2[0])
+
+    app, a1, a2 = asyncio.run(main())
+    assert [b for _, _, b in app.log] == [b"1-p0", b"2-p0"]
+    assert (a1.request_id, a1.results[0].base_offset) == (1, 0)
+    assert (a2.request_id, a2.results[0].base_offset) == (2, 1)

@@ -32,6 +32,7 @@ class Sink:
 
     def __init__(self, depth: int, prefetch_gate: trio.Event | None = None) -> None:
         self.prefetch_depth = depth
+        self.pipeline_depth = 1  # one at a time: the read-ahead window is what this file tests
         self.prefetch_gate = prefetch_gate
         self.release = {f"obj-{n}": trio.Event() for n in range(1, 10)}
         self.notified: list[str] = []

@@ -64,6 +64,7 @@ class AgentsSender:
 
     agents = MAP
     prefetch_depth = 2
+    pipeline_depth = 1
 
     def __init__(self, blocked: int | None = None, failing: int | None = None) -> None:
         self.blocked, self.failing = blocked, failing

@@ -143,6 +143,7 @@ class FakeWriter:
 class SenderFake:
     agents = AgentMap({})  # one agent per zone (tests/unit/router/test_agents_per_zone.py has several)
     prefetch_depth = 0
+    pipeline_depth = 1
 
     def share_of(self, zone, topic, partition):
         return zone
