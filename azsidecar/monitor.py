@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 
 import trio
+from prometheus_client import Gauge
 
 from azsidecar.readiness import (
     PROBE_INTERVAL_S,
@@ -24,9 +25,12 @@ from azsidecar.readiness import (
     assess_agent,
     assess_proxy,
     liveness,
+    ready,
 )
 from router.zone_health import Signal
 
+READY = Gauge("azsidecar_ready", "1 while /readyz answers 200, as of the monitor's last probe (every 5 s)",
+              ["component"])
 HEARTBEAT_S = 1.0
 PROBE_TIMEOUT_S = 4.0  # under PROBE_INTERVAL_S: a hung broker or agent is a failed probe, not a stuck monitor
 
@@ -36,6 +40,7 @@ class ProxyHealth:
         self.heartbeat = time.monotonic()
         self.facts = ProxyFacts(heartbeat=self.heartbeat, fallback=fallback)
         self.draining = draining  # read at every /readyz: a shutdown shows at once
+        self.warnings: dict[str, str] = {}  # kind -> sentence (azsidecar/placement_check.py); ready all the same
 
     def live(self) -> Check:
         return liveness(self.heartbeat, time.monotonic())
@@ -45,7 +50,9 @@ class ProxyHealth:
         if self.draining() and not facts.draining:
             facts = ProxyFacts(facts.heartbeat, True, facts.upstream, facts.agents, facts.circuits, facts.fallback,
                                facts.circuit_reasons)
-        return assess_proxy(facts, time.monotonic())
+        checks = assess_proxy(facts, time.monotonic())
+        checks.update({f"warning:{kind}": Check(True, text) for kind, text in self.warnings.items()})
+        return checks
 
 
 class AgentHealth:
@@ -140,6 +147,7 @@ async def monitor_proxy(health: ProxyHealth, upstream_probe: Callable[[], Awaita
                     report(zone, signal, f"agent probe: {probes[zone].detail}")
             health.facts = ProxyFacts(time.monotonic(), health.draining(), upstream, probes, dict(circuits()),
                                       health.facts.fallback, dict(reasons()))
+            READY.labels("proxy").set(1.0 if ready(health.checks()) else 0.0)
             await trio.sleep(PROBE_INTERVAL_S)
 
 
@@ -162,6 +170,7 @@ async def monitor_agent(health: AgentHealth, brokers_probe: Callable[[], Awaitab
             except Exception as exc:  # noqa: BLE001 - any failure is the probe's answer
                 probe = Probe(False, f"{type(exc).__name__}: {exc}", time.monotonic())
             health.facts = AgentFacts(time.monotonic(), draining(), probe)
+            READY.labels("agent").set(1.0 if ready(health.checks()) else 0.0)
             await asyncio.sleep(PROBE_INTERVAL_S)
 
     async with asyncio.TaskGroup() as tasks:

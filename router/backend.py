@@ -45,7 +45,7 @@ from leader_notify.sender.sender import Answer
 from router import audit_fields
 from router import metrics as router_metrics
 from router.config import RouterConfig
-from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
+from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape, shadow
 from router.rates import ZoneRates
 from router.seams import WalSink, ZoneAnswers
 from router.zone_health import Signal, ZoneCircuit, allows, at, observe, signal_of_result
@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
+TOPIC_REFUSALS_CACHED = 10_000  # topics whose pilot answer is remembered; beyond that it is worked out per batch
 SEQUENCE_GAP_TTL_S = 120.0  # a producer that never retries its failed batch stops being held back after this
 LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE,
                            errors.UNKNOWN_TOPIC_OR_PARTITION})
@@ -391,6 +392,7 @@ class RoutingBackend:
         # librdkafka treats the leader's OUT_OF_ORDER_SEQUENCE_NUMBER as fatal.
         self._sequence_gaps: dict[tuple[str, int, int, int], tuple[int, float]] = {}
         self.policy = config.policy
+        self._topic_refusals: dict[str, str | None] = {}  # config.wal_refusal per topic seen
         self.route_counts: dict[str, int] = defaultdict(int)
         if wal_path is not None:
             wal_path.on_gray = self._gray_failure
@@ -463,16 +465,19 @@ class RoutingBackend:
         return zone, cached
 
     def _count_submit(self, lookups: list[tuple[PartitionBatches, str | None, bool]],
-                      routed: list[tuple[PartitionBatches, Route]]) -> None:
+                      routed: list[tuple[PartitionBatches, Route, Route | None]]) -> None:
         """Metrics and audit records of what submit looked up and decided. Called once the
         batches are handed on: a WAL batch then waits for its object's linger anyway."""
         for item, zone, cached in lookups:
             self._audit.emit("metadata_lookup", {"topic": item.topic, "partition": item.partition,
                                                  "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
             router_metrics.METADATA_LOOKUPS.labels("hit" if cached else "miss").inc()
-        for item, route in routed:
+        for item, route, would in routed:
             router_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
             router_metrics.DECISIONS.labels(route.path.value, route.reason).inc()
+            if would is not None:
+                router_metrics.SHADOW_DECISIONS.labels(would.path.value, would.reason).inc()
+                router_metrics.SHADOW_BYTES.labels(would.path.value).inc(item.size)
 
     def _gap_key(self, item: PartitionBatches) -> tuple[tuple[str, int, int, int], int] | None:
         first = item.batches[0]
@@ -520,12 +525,29 @@ class RoutingBackend:
     def _ack_mode(self, topic: str) -> str:
         return self.config.ack_mode(topic)
 
-    def _route(self, item: PartitionBatches, dest: str | None, state: PartitionState):
+    def _wal_refusal(self, topic: str) -> str | None:
+        refusal = self._topic_refusals.get(topic, False)
+        if refusal is False:
+            refusal = self.config.wal_refusal(topic)
+            if len(self._topic_refusals) < TOPIC_REFUSALS_CACHED:
+                self._topic_refusals[topic] = refusal
+        return refusal  # type: ignore[return-value]
+
+    def _route(self, item: PartitionBatches, dest: str | None, state: PartitionState) -> tuple[Route, Route | None]:
+        """(the route the batch takes, in shadow mode the route the policy would have taken)."""
+        if not self.config.shadow:
+            return self._policy_route(item, dest, state), None
+        would = self._policy_route(item, dest, state)
+        return shadow(would), would
+
+    def _policy_route(self, item: PartitionBatches, dest: str | None, state: PartitionState) -> Route:
         now = trio.current_time()
         healthy = True
         shape = ObjectShape(0, 0)
         if dest is not None and dest != self.zone:
-            healthy = self._wal is not None and allows(self._circuit_now(self._breaker_key(dest, item), now))
+            # Shadow mode has no WAL path to be unhealthy: it asks what the policy would do.
+            healthy = self.config.shadow or (
+                self._wal is not None and allows(self._circuit_now(self._breaker_key(dest, item), now)))
             # Observed flush sizes while the WAL is in use; predicted from byte rates otherwise.
             fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * self._wal_config.linger_ms / 1000)
             observed = self._wal.observed_shape(now, fresh_s) if self._wal else None
@@ -533,26 +555,27 @@ class RoutingBackend:
                                                 self._wal_config.linger_ms, self._wal_config.max_bytes)
             self._rates.add(dest, item.size, now)
         transactional = any(b.is_transactional for b in item.batches)
-        if (not transactional and self._wal is not None and dest is not None and dest != self.zone
-                and self._ack_mode(item.topic) == "wal"):
+        refusal = self._wal_refusal(item.topic)
+        if (not transactional and (self._wal is not None or self.config.shadow) and dest is not None
+                and dest != self.zone and refusal is None and self._ack_mode(item.topic) == "wal"):
             # Answered on durability: later batches must never overtake one the zone's
             # notifier is still re-sending, so these topics never leave the WAL path.
             return Route(Path.WAL, "ack_mode wal")
         view = ZoneView(self.zone, dest, healthy, self.config.fallback)
         route = decide(self.policy, view, state.path, shape, self.config.prices, transactional,
-                       self._wal_config.storage_class)
-        if route.path is Path.WAL and self._wal is None:
-            return type(route)(Path.DIRECT_CROSS, "no WAL configured")
+                       self._wal_config.storage_class, refusal)
+        if route.path is Path.WAL and self._wal is None and not self.config.shadow:
+            return Route(Path.DIRECT_CROSS, "no WAL configured")
         return route
 
     async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceCompletion:
         started = time.perf_counter()
         direct_items: dict[DirectBackend, list[PartitionBatches]] = defaultdict(list)
         wal_items: list[tuple[PartitionBatches, str, _WalOutcome]] = []
-        routes: dict[tuple[str, int], tuple[Route, str | None]] = {}
+        routes: dict[tuple[str, int], tuple[Route, str | None, Route | None]] = {}
         held_back: dict[tuple[str, int], PartitionResult] = {}
         lookups: list[tuple[PartitionBatches, str | None, bool]] = []
-        routed: list[tuple[PartitionBatches, Route]] = []
+        routed: list[tuple[PartitionBatches, Route, Route | None]] = []
         for item in items:
             tp = (item.topic, item.partition)
             try:
@@ -566,7 +589,7 @@ class RoutingBackend:
             lookups.append((item, dest, cached))
             state = self._partitions[tp]
             since_previous = self._since_previous_request(state)
-            route = self._route(item, dest, state)
+            route, would = self._route(item, dest, state)
             lane = None
             if route.path is Path.WAL and self._wal is not None and dest is not None:
                 lane = (dest, self._wal.agent_of(dest, item.topic, item.partition))
@@ -581,9 +604,9 @@ class RoutingBackend:
                 state.drained = trio.Event()
             state.path, state.lane = route.path, lane
             state.in_flight += 1
-            routes[tp] = (route, dest)
+            routes[tp] = (route, dest, would)
             self.route_counts[route.path.value] += 1
-            routed.append((item, route))
+            routed.append((item, route, would))
             if route.path is Path.WAL:
                 assert self._wal is not None and dest is not None
                 outcome = await self._wal.submit(item, dest, self._ack_mode(item.topic)
@@ -646,15 +669,15 @@ class RoutingBackend:
             tp = (item.topic, item.partition)
             if tp in held_back:
                 continue
-            route, dest = routes[tp]
+            route, dest, would = routes[tp]
             result = results[tp]
             if result.error_code == errors.NONE:
                 router_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
                 router_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
-                              outcomes.get(id(item)))
+                              outcomes.get(id(item)), would)
 
-    def _audit_batch(self, item, route, dest, result, started, finished, outcome) -> None:
+    def _audit_batch(self, item, route, dest, result, started, finished, outcome, would=None) -> None:
         size = item.size
         record = {
             "proxy_id": self._proxy_id, "leader_zone": dest or "", "topic": item.topic,
@@ -664,6 +687,8 @@ class RoutingBackend:
             "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
             "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
             "wal_key": "", "linger_wait_ms": -1.0, "producer_wait_ms": -1.0,
+            "shadow_route": would.path.value if would is not None else "",
+            "shadow_reason": would.reason if would is not None else "",
         }
         if outcome is not None:
             record["wal_key"] = outcome.key

@@ -33,3 +33,8 @@ PRODUCE_LATENCY = Histogram(
     ["route"], buckets=LATENCY_BUCKETS_S)
 BYTES_IN = Counter("azsidecar_proxy_bytes_in_total", "Record batch bytes received, by route", ["route"])
 BYTES_OUT = Counter("azsidecar_proxy_bytes_out_total", "Record batch bytes sent on, by route", ["route"])
+SHADOW_DECISIONS = Counter("azsidecar_router_shadow_decisions_total",
+                           "Shadow mode: partition batches by the path and reason the policy would have chosen",
+                           ["route", "reason"])
+SHADOW_BYTES = Counter("azsidecar_router_shadow_bytes_total",
+                       "Shadow mode: record batch bytes by the path the policy would have chosen", ["route"])

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from prometheus_client import Counter
 
 from core.audit import COMMON_FIELDS, KINDS, SCHEMA_VERSION
 from spark_audit._jsonline import LineEncoder
@@ -64,6 +65,9 @@ from spark_audit.config import AuditConfig
 from spark_audit.salvage import INPROGRESS_SUFFIX, SalvageReport, salvage_orphans
 
 log = logging.getLogger(__name__)
+# The audit_drop records say the same in the audit itself; this is for alerting while it runs.
+DROPPED = Counter("azsidecar_audit_dropped_records_total", "Audit records dropped, by kind and reason (queue_full, invalid)",
+                  ["kind", "reason"])
 
 QUEUE_POLL_S = 0.2  # the writer thread drains the queue this often (and rolls files, writes drop counts)
 CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the queue to drain and uploads to finish
@@ -256,6 +260,7 @@ class AuditWriter:
     # -- counters ----------------------------------------------------------------
 
     def _reject(self, kind: str, message: str) -> None:
+        DROPPED.labels(kind, "invalid").inc()
         with self._lock:
             self._rejected_total += 1
             key = (kind, "invalid")
@@ -266,6 +271,7 @@ class AuditWriter:
             log.error("audit record rejected: %s (logged once per kind; counted as audit_drop)", message)
 
     def _count_drop(self, kind: str, reason: str, message: str) -> None:
+        DROPPED.labels(kind, reason).inc()
         with self._lock:
             self._dropped_total += 1
             key = (kind, reason)

@@ -60,11 +60,19 @@ def test_ts_ms_is_filled_when_absent(tmp_path):
 
 def test_full_queue_drops_are_counted_and_audited(tmp_path):
     # Thread not started: the queue (2 slots) fills and the next 3 emits are dropped.
+    from prometheus_client import REGISTRY
+
+    def exported() -> float:
+        return REGISTRY.get_sample_value("azsidecar_audit_dropped_records_total",
+                                         {"kind": "metadata_lookup", "reason": "queue_full"}) or 0.0
+
+    before = exported()
     writer = AuditWriter(AuditConfig(output=str(tmp_path), max_queue=2), zone="z", component="proxy", start=False)
     for partition in range(5):
         writer.emit("metadata_lookup", {"ts_ms": H0_MS, "topic": "t", "partition": partition, "cache": "hit"})
     stats = writer.stats()
     assert (stats.emitted, stats.dropped) == (2, 3)
+    assert exported() - before == 3  # also exported for alerting (AzsidecarAuditRecordsDropped)
     writer.close()
     records = flat(read_all(tmp_path))
     assert [r["partition"] for r in records if r["kind"] == "metadata_lookup"] == [0, 1]
