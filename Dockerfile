@@ -12,7 +12,10 @@
 #
 # The image has no pyspark: `azsidecar audit` runs on a Spark cluster (docs/deploy.md).
 
-ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+# The base image by digest (the multi-platform index of python:3.11.13-slim-bookworm): a tag is
+# rebuilt upstream and would change under the same name. To move to a newer base:
+#   docker buildx imagetools inspect python:3.11.X-slim-bookworm   (the "Digest:" line)
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -21,7 +24,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY core ./core
 COPY azsidecar ./azsidecar
 COPY proxy ./proxy
@@ -34,17 +37,25 @@ COPY planner ./planner
 COPY spark_audit ./spark_audit
 COPY leader_placement ./leader_placement
 COPY deploy ./deploy
-# The project's wheel first (no dependencies), then wheels of what it depends on.
+# The project's wheel first (no dependencies), then wheels of exactly the locked versions of
+# what it depends on, each checked against its hash (requirements.lock: deploy/tools/lock.sh).
 RUN pip wheel --no-deps --wheel-dir /wheels . \
-    && pip wheel --wheel-dir /wheels /wheels/azsidecar-*.whl
+    && pip wheel --require-hashes --no-deps --wheel-dir /wheels -r requirements.lock
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="azsidecar" \
       org.opencontainers.image.description="AZ-aware Kafka producer proxy: cross-zone payload goes through S3" \
       org.opencontainers.image.licenses="Apache-2.0"
+# The status port (/livez, /readyz, /metrics) is on by default in this image, on 9464 for the
+# proxy and the agent (loopback for the proxy unless proxy.metrics_host says otherwise; the
+# agent's follows agent.listen_host), so the HEALTHCHECK below has something to ask. These are
+# configuration variables: they win over the config file, so move the port with them (and
+# METRICS_PORT, which the HEALTHCHECK reads), or set them to 0 to turn the port off.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    AZSIDECAR__PROXY__METRICS_PORT=9464 \
+    AZSIDECAR__AGENT__METRICS_PORT=9464 \
     METRICS_PORT=9464
 RUN groupadd --system --gid 10001 azsidecar \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
@@ -55,9 +66,10 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     && azsidecar --version
 USER 10001:10001
 WORKDIR /tmp
-# Ready = the readiness endpoint on the metrics port answers 200 (proxy.metrics_port,
-# agent.metrics_port or wal.gc_metrics_port of the config; set METRICS_PORT to match).
-HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('METRICS_PORT', '9464'), timeout=2)"]
+# Healthy = the liveness endpoint on the status port answers 200 (the event loop turns).
+# Liveness, not readiness: a proxy without its WAL path or upstream is not helped by a
+# restart; orchestrators that route traffic ask /readyz themselves (deploy/helm).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/livez' % os.environ.get('METRICS_PORT', '9464'), timeout=4)"]
 ENTRYPOINT ["azsidecar"]
 CMD ["--help"]

@@ -26,7 +26,7 @@ from router.config import RouterConfig
 from spark_audit.config import AuditConfig
 from wal_s3.config import WalConfig
 
-__all__ = ["Config", "ConfigError", "load_config", "load_config_with_origins"]
+__all__ = ["Config", "ConfigError", "load_config", "load_config_with_origins", "require_wal_bucket"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,9 @@ class Config:
         for key, zone in self.zone_settings():
             problem = zone_problem(zone)
             require(problem is None, f"{key}: {zone!r} {problem}")
+        if self.notify.agents and not self.router.shadow:
+            require(bool(self.wal.bucket), f"wal.bucket: {NO_BUCKET}; it is needed here because notify.agents "
+                                           "names agents (the WAL route is on)")
 
     def zone_settings(self) -> list[tuple[str, str]]:
         """(key, zone) of every setting that names a zone: compared with each other and
@@ -68,6 +71,18 @@ class Config:
                 *((f"router.zone_brokers.{z}", z) for z in self.router.zone_brokers),
                 *((f"router.broker_zones.{b}", z) for b, z in self.router.broker_zones.items()),
                 *((f"router.partition_zones.{p}", z) for p, z in self.router.partition_zones.items())]
+
+
+# Why wal.bucket has no default (a name anyone could own), said wherever one is required.
+NO_BUCKET = ("must be set: there is no default bucket, since a fixed name may belong to another AWS "
+             "account; name a bucket your account owns (and set wal.expected_bucket_owner to your account id)")
+
+
+def require_wal_bucket(config: Config, command: str) -> None:
+    """Raises ConfigError if `azsidecar <command>` would use the WAL without wal.bucket set."""
+    if not config.wal.bucket:
+        raise ConfigError(f"wal.bucket: {NO_BUCKET} (azsidecar {command} reads or deletes WAL objects; "
+                          "or give --bucket where the command has it)")
 
 
 # Settings that hold a secret itself; the TOML file may name their files, never the values.

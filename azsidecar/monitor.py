@@ -9,10 +9,12 @@ The status server's thread reads the latest facts (one attribute, replaced whole
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
 import trio
+from prometheus_client import Gauge
 
 from azsidecar.readiness import (
     PROBE_INTERVAL_S,
@@ -23,8 +25,12 @@ from azsidecar.readiness import (
     assess_agent,
     assess_proxy,
     liveness,
+    ready,
 )
+from router.zone_health import Signal
 
+READY = Gauge("azsidecar_ready", "1 while /readyz answers 200, as of the monitor's last probe (every 5 s)",
+              ["component"])
 HEARTBEAT_S = 1.0
 PROBE_TIMEOUT_S = 4.0  # under PROBE_INTERVAL_S: a hung broker or agent is a failed probe, not a stuck monitor
 
@@ -34,6 +40,7 @@ class ProxyHealth:
         self.heartbeat = time.monotonic()
         self.facts = ProxyFacts(heartbeat=self.heartbeat, fallback=fallback)
         self.draining = draining  # read at every /readyz: a shutdown shows at once
+        self.warnings: dict[str, str] = {}  # kind -> sentence (azsidecar/placement_check.py); ready all the same
 
     def live(self) -> Check:
         return liveness(self.heartbeat, time.monotonic())
@@ -41,8 +48,11 @@ class ProxyHealth:
     def checks(self) -> dict[str, Check]:
         facts = self.facts
         if self.draining() and not facts.draining:
-            facts = ProxyFacts(facts.heartbeat, True, facts.upstream, facts.agents, facts.circuits, facts.fallback)
-        return assess_proxy(facts, time.monotonic())
+            facts = ProxyFacts(facts.heartbeat, True, facts.upstream, facts.agents, facts.circuits, facts.fallback,
+                               facts.circuit_reasons)
+        checks = assess_proxy(facts, time.monotonic())
+        checks.update({f"warning:{kind}": Check(True, text) for kind, text in self.warnings.items()})
+        return checks
 
 
 class AgentHealth:
@@ -79,13 +89,43 @@ async def _connect_and_close(address: str) -> None:
     await stream.aclose()
 
 
-async def _probe_agent(into: dict[str, Probe], zone: str, address: str) -> None:
-    into[zone] = await _trio_probe(lambda: _connect_and_close(address))
+def probe_signal(exc: BaseException) -> Signal:
+    """What a failed TCP probe of an agent says (router/zone_health.py): a refusal or reset
+    means the host answered without an agent; a timeout or no route means nothing answered."""
+    if isinstance(exc, trio.TooSlowError):
+        return Signal.NO_ANSWER
+    # trio's "all attempts to connect ... failed" carries each attempt's error in a group as its cause.
+    pending: list[BaseException] = [exc]
+    while pending:
+        seen = pending.pop()
+        if isinstance(seen, (ConnectionRefusedError, ConnectionResetError)) or \
+                getattr(seen, "errno", None) in (errno.ECONNREFUSED, errno.ECONNRESET):
+            return Signal.REFUSED
+        if isinstance(seen, BaseExceptionGroup):
+            pending.extend(seen.exceptions)
+        pending.extend(e for e in (seen.__cause__, seen.__context__) if e is not None)
+    return Signal.NO_ANSWER
+
+
+async def _probe_agent(into: dict[str, Probe], signals: dict[str, Signal], zone: str, address: str) -> None:
+    try:
+        with trio.fail_after(PROBE_TIMEOUT_S):
+            await _connect_and_close(address)
+    except (trio.TooSlowError, OSError) as exc:
+        signals[zone] = probe_signal(exc)
+        detail = f"no answer within {PROBE_TIMEOUT_S:.0f} s" if isinstance(exc, trio.TooSlowError) \
+            else f"{type(exc).__name__}: {exc}"
+        into[zone] = Probe(False, f"{detail} ({signals[zone].value})", time.monotonic())
+        return
+    into[zone] = Probe(True, "answered", time.monotonic())
 
 
 async def monitor_proxy(health: ProxyHealth, upstream_probe: Callable[[], Awaitable[None]],
-                        agents: Mapping[str, str], circuits: Callable[[], Mapping[str, str]]) -> None:
-    """Runs until cancelled: heartbeat every HEARTBEAT_S, facts every PROBE_INTERVAL_S."""
+                        agents: Mapping[str, str], circuits: Callable[[], Mapping[str, str]],
+                        reasons: Callable[[], Mapping[str, str]] = dict,
+                        report: Callable[[str, Signal, str], None] | None = None) -> None:
+    """Runs until cancelled: heartbeat every HEARTBEAT_S, facts every PROBE_INTERVAL_S.
+    A failed agent probe is reported to the router as a signal about that zone (`report`)."""
 
     async def heartbeat() -> None:
         while True:
@@ -97,11 +137,17 @@ async def monitor_proxy(health: ProxyHealth, upstream_probe: Callable[[], Awaita
         while True:
             upstream = await _trio_probe(upstream_probe)
             probes: dict[str, Probe] = {}
+            signals: dict[str, Signal] = {}
             async with trio.open_nursery() as each:
                 for zone, address in agents.items():
-                    each.start_soon(_probe_agent, probes, zone, address)
+                    each.start_soon(_probe_agent, probes, signals, zone, address)
+            if report is not None:
+                for zone in sorted(probes):
+                    signal = signals.get(zone, Signal.REACHABLE)
+                    report(zone, signal, f"agent probe: {probes[zone].detail}")
             health.facts = ProxyFacts(time.monotonic(), health.draining(), upstream, probes, dict(circuits()),
-                                      health.facts.fallback)
+                                      health.facts.fallback, dict(reasons()))
+            READY.labels("proxy").set(1.0 if ready(health.checks()) else 0.0)
             await trio.sleep(PROBE_INTERVAL_S)
 
 
@@ -124,6 +170,7 @@ async def monitor_agent(health: AgentHealth, brokers_probe: Callable[[], Awaitab
             except Exception as exc:  # noqa: BLE001 - any failure is the probe's answer
                 probe = Probe(False, f"{type(exc).__name__}: {exc}", time.monotonic())
             health.facts = AgentFacts(time.monotonic(), draining(), probe)
+            READY.labels("agent").set(1.0 if ready(health.checks()) else 0.0)
             await asyncio.sleep(PROBE_INTERVAL_S)
 
     async with asyncio.TaskGroup() as tasks:

@@ -43,6 +43,8 @@ class ProxyFacts:
     agents: Mapping[str, Probe] = field(default_factory=dict)  # other zones' agents (TCP connect)
     circuits: Mapping[str, str] = field(default_factory=dict)  # zone -> closed | open | half_open
     fallback: str = "direct"
+    # zone -> the circuit with its cause ("open: zone_partitioned after 1 failure(s) (...)"), router/zone_health.py
+    circuit_reasons: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -78,13 +80,14 @@ def assess_proxy(facts: ProxyFacts, now: float) -> dict[str, Check]:
     for zone in sorted(facts.agents):
         agent = _probe_check(facts.agents[zone], "agent", now)
         circuit = facts.circuits.get(zone, "closed")
+        reason = facts.circuit_reasons.get(zone, circuit)
         if agent.ok and circuit != "open":
-            checks[f"zone:{zone}"] = Check(True, f"WAL path ({agent.detail}, circuit {circuit})")
+            checks[f"zone:{zone}"] = Check(True, f"WAL path ({agent.detail}, circuit {reason})")
         elif facts.fallback == "direct":
-            why = agent.detail if not agent.ok else f"circuit {circuit}"
+            why = f"{agent.detail}; circuit {reason}" if not agent.ok else f"circuit {reason}"
             checks[f"zone:{zone}"] = Check(True, f"fallback to direct ({why})")
         else:
-            why = agent.detail if not agent.ok else f"circuit {circuit}"
+            why = f"{agent.detail}; circuit {reason}" if not agent.ok else f"circuit {reason}"
             checks[f"zone:{zone}"] = Check(False, f"no WAL path and router.fallback = fail ({why})")
     return checks
 

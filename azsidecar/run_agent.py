@@ -19,7 +19,7 @@ from typing import Any
 import uvloop
 
 from azsidecar.commands import HMAC_ENV
-from azsidecar.config import Config, load_config
+from azsidecar.config import Config, load_config, require_wal_bucket
 from azsidecar.exposition import LabelledRegistry
 from azsidecar.failures import StartupFailure
 from azsidecar.logs import setup_logging
@@ -57,6 +57,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("zone: the agent needs --zone (or zone in the config file)")
     if not config.notify.hmac_keys:
         raise ConfigError(f"notify.hmac_keys: none given (set ${HMAC_ENV}, notify.hmac_key_file or --hmac-key-file)")
+    require_wal_bucket(config, "agent")
     check_wal_store(config.wal, config.wal.bucket_for(config.zone))
     with startup_errors():
         return run_on_event_loop(config.agent.event_loop, _serve_until_signal(config, config.zone))

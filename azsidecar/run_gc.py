@@ -9,7 +9,7 @@ import sys
 import trio
 from prometheus_client import start_http_server
 
-from azsidecar.config import load_config
+from azsidecar.config import load_config, require_wal_bucket
 from azsidecar.logs import setup_logging
 from azsidecar.preflight import check_wal_store, startup_errors
 from core.configload import ConfigError
@@ -26,6 +26,7 @@ def main(args: argparse.Namespace) -> int:
     }, os.environ)
     setup_logging(full.log_format, full.log_level)
     config = full.wal
+    require_wal_bucket(full, "gc")  # gc deletes: never a bucket by default
     # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
     acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
     # S3 Express: every zone's directory bucket (the zones of notify.agents and this process's zone).

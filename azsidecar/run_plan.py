@@ -39,7 +39,9 @@ from planner.plan import (
     notify_sizes_from_records,
     plan,
     replay_usage,
+    shadow_split,
     storage_classes,
+    without_shadow_direct,
 )
 
 REQUIRED_COLUMNS = ("host", "zone", "leader_zone", "bytes_per_s")
@@ -91,9 +93,14 @@ def main(args: argparse.Namespace) -> int:
     audit_root = args.from_audit or getattr(args, "audited", None)
     if args.compare and not audit_root:
         raise ConfigError("--compare needs the run's audit records: --from-audit DIR, or --profile with --audited DIR")
+    shadow = None
     if audit_root:
         root = Path(audit_root)
         try:
+            shadow = shadow_split(audit_records(root))
+            if shadow is not None and args.compare:
+                raise ConfigError(f"{root}: a shadow run (router.shadow) sent nothing through the WAL, so there is "
+                                  "no audited WAL bill to compare with; plan it without --compare")
             sizes = notify_sizes_from_records(audit_records(root))
             if sizes is not None:  # the run's own notification sizes (names, keys) for every figure
                 wal = replace(wal, notify_bytes_per_share=sizes[0], notify_bytes_per_entry=sizes[1])
@@ -105,7 +112,7 @@ def main(args: argparse.Namespace) -> int:
                 replayed = {"sidecar": replay_usage(arrivals, "sidecar", wal, applied=applied)[0],
                             "gateway": replay_usage(arrivals, "gateway", wal)[0]}
             if args.from_audit:
-                flows, window_s = flows_from_produce_batches(audit_records(root))
+                flows, window_s = flows_from_produce_batches(without_shadow_direct(audit_records(root)))
         except PlanError as exc:
             raise ConfigError(f"{root}: {exc}") from exc
     if not args.from_audit:
@@ -118,11 +125,25 @@ def main(args: argparse.Namespace) -> int:
     bills = plan(flows, wal, prices)
     compare_mode = getattr(args, "compare_mode", "sidecar")
     if args.format == "json":
-        json.dump(as_json(flows, bills, wal, prices, audited, replayed, compare_mode), sys.stdout, indent=1)
+        out = as_json(flows, bills, wal, prices, audited, replayed, compare_mode)
+        if shadow is not None:
+            out["shadow"] = {"wal_bytes": shadow.wal_bytes, "direct_bytes": shadow.direct_bytes}
+        json.dump(out, sys.stdout, indent=1)
         print()
     else:
+        if shadow is not None:
+            print_shadow(shadow, sys.stdout)
         print_text(flows, bills, wal, prices, audited, replayed, sys.stdout, compare_mode)
     return 0
+
+
+def print_shadow(shadow, out: TextIO) -> None:
+    """The head of a shadow run's plan: which part of its cross-zone bytes the plan prices."""
+    total = shadow.wal_bytes + shadow.direct_bytes
+    share = f" ({100.0 * shadow.wal_bytes / total:.1f} %)" if total else ""
+    print(f"shadow run: the policy would have sent {shadow.wal_bytes / 1e6:,.3f} MB{share} of the "
+          f"{total / 1e6:,.3f} MB produced across zones through the WAL; the plan prices those, the rest "
+          "crosses directly in every mode", file=out)
 
 
 def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audited: Audited | None,

@@ -16,6 +16,7 @@ import trio
 
 from azsidecar.config import Config
 from azsidecar.monitor import ProxyHealth, monitor_proxy
+from azsidecar.placement_check import watch_placement
 from core.audit import AuditSink, NullAuditSink
 from kafka_upstream.direct import DirectBackend
 from kafka_upstream.metadata import MetadataCache
@@ -34,7 +35,9 @@ log = logging.getLogger(__name__)
 
 
 def wal_enabled(config: Config) -> bool:
-    return bool(config.zone) and any(z != config.zone for z in config.notify.agents)
+    """The WAL route can be taken: agents of another zone are configured, and not in shadow mode."""
+    return (not config.router.shadow and bool(config.zone)
+            and any(z != config.zone for z in config.notify.agents))
 
 
 async def recover_before_serving(config: Config, epoch: int, sender: NotifySender,
@@ -81,6 +84,10 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             if "wal" in config.router.ack_modes.values():
                 await recover_before_serving(config, writer.epoch, sender, audit)
 
+        elif config.router.shadow:
+            log.info("shadow mode (router.shadow): every batch goes direct; audit records say where policy %r "
+                     "would have sent it (azsidecar plan --from-audit)", config.router.policy)
+
         direct_by_zone = {}
         for zone, bootstrap in config.router.zone_brokers.items():
             if zone == config.zone:
@@ -106,12 +113,14 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
                                                         broker_zones=config.router.broker_zones, authz=config.authz,
                                                         quotas=config.quotas),
                                       config.proxy, config.upstream, backend_factory)
+        nursery.start_soon(watch_placement, config, built[0][1], health, lambda: built[0][0].policy)
         if health is not None:
             server = started[0]
             health.draining = lambda: server.draining
             backend, metadata = built[0]
             agents = probe_targets(config.notify.agents, config.zone) if wal_path else {}  # keyed like the circuits
-            nursery.start_soon(monitor_proxy, health, metadata.probe, agents, backend.zone_circuits)
+            nursery.start_soon(monitor_proxy, health, metadata.probe, agents, backend.zone_circuits,
+                               backend.zone_reasons, backend.observe_zone)
         if wal_path is not None:
             started[0].on_shutdown.append(wal_path.drain)  # deliver what producers were already told
         task_status.started(started)

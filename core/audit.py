@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 10
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -32,6 +32,10 @@ SCHEMA_HISTORY: dict[int, str] = {
        "by broker zone and api key, aggregated per interval)",
     8: "produce_batch.producer_wait_ms: on the WAL route, what the batch's oldest record had waited in its "
        "producer as counted into the linger (wal.linger_counts_producer_wait; 0 when off), -1 elsewhere",
+    9: "audit_drop reason torn_tail with salvaged and torn_bytes: the tail of a file a crashed writer left "
+       "open, found when the next writer salvaged it (null for other reasons and before v9)",
+    10: "produce_batch.shadow_route/shadow_reason: in shadow mode (router.shadow) the route and reason the "
+       "policy would have chosen (the batch went `route`); \"\" otherwise",
 }
 
 # Field types: "string", "long", "double", "boolean".
@@ -53,6 +57,7 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("error_code", "long"), ("latency_ms", "double"), ("queue_ms", "double"),
         ("s3_put_ms", "double"), ("notify_rtt_ms", "double"), ("leader_append_ms", "double"),
         ("wal_key", "string"), ("linger_wait_ms", "double"), ("producer_wait_ms", "double"),
+        ("shadow_route", "string"), ("shadow_reason", "string"),
     ),
     # One per WAL object PUT. reason: size | linger | cost | shutdown.
     "wal_flush": (
@@ -102,9 +107,12 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("topic", "string"), ("partition", "long"), ("leader_zone", "string"), ("cache", "string"),
     ),
     # Records the writer had to drop (counted, never silent). reason: queue_full (the
-    # bounded queue was full) | invalid (unknown field or a value of the wrong type).
+    # bounded queue was full) | invalid (unknown field or a value of the wrong type) |
+    # torn_tail (the end of a file a crashed writer left open: `dropped` torn records,
+    # `salvaged` complete ones kept from that file, `torn_bytes` past the last complete one).
     "audit_drop": (
         ("dropped_kind", "string"), ("dropped", "long"), ("reason", "string"),
+        ("salvaged", "long"), ("torn_bytes", "long"),
     ),
 }
 

@@ -44,11 +44,11 @@ from leader_notify.sender.owners import health_key
 from leader_notify.sender.sender import Answer
 from router import audit_fields
 from router import metrics as router_metrics
-from router.breaker import Breaker
 from router.config import RouterConfig
-from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape
+from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape, shadow
 from router.rates import ZoneRates
 from router.seams import WalSink, ZoneAnswers
+from router.zone_health import Signal, ZoneCircuit, allows, at, observe, signal_of_result
 from wal_s3.config import WalConfig
 from wal_s3.flush_policy import producer_wait_s
 from wal_s3.format import WalEntry
@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
+TOPIC_REFUSALS_CACHED = 10_000  # topics whose pilot answer is remembered; beyond that it is worked out per batch
 SEQUENCE_GAP_TTL_S = 120.0  # a producer that never retries its failed batch stops being held back after this
 LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE,
                            errors.UNKNOWN_TOPIC_OR_PARTITION})
@@ -381,7 +382,9 @@ class RoutingBackend:
         self._audit = audit or NullAuditSink()
         self._proxy_id = proxy_id
         self._partitions: dict[tuple[str, int], PartitionState] = defaultdict(PartitionState)
-        self._breakers: dict[str, Breaker] = defaultdict(Breaker)
+        # Zone circuits by breaker key (the zone, or zone/agent): router/zone_health.py decides,
+        # from the signal and whether the zone's brokers are still in metadata.
+        self._circuits: dict[str, ZoneCircuit] = {}
         self._rates = ZoneRates()
         # (topic, partition, producer_id, producer_epoch) -> (earliest base_sequence that failed
         # retriably, when). Until that sequence is sent again, later batches of the producer are
@@ -389,6 +392,7 @@ class RoutingBackend:
         # librdkafka treats the leader's OUT_OF_ORDER_SEQUENCE_NUMBER as fatal.
         self._sequence_gaps: dict[tuple[str, int, int, int], tuple[int, float]] = {}
         self.policy = config.policy
+        self._topic_refusals: dict[str, str | None] = {}  # config.wal_refusal per topic seen
         self.route_counts: dict[str, int] = defaultdict(int)
         if wal_path is not None:
             wal_path.on_gray = self._gray_failure
@@ -397,15 +401,52 @@ class RoutingBackend:
         """A WAL PUT holding entries for the zone, or a notification to its agent, was abandoned
         at its gray deadline: a failure for that breaker (`key`: the zone, or `zone/agent`
         address) now, not after every retry."""
-        breaker = self._breakers[key]
-        breaker.record_failure(trio.current_time())
         router_metrics.GRAY_FAILURES.labels(key, kind).inc()
-        router_metrics.ZONE_OPEN.labels(key).set(1 if breaker.state == "open" else 0)
+        self.observe_zone(key, Signal.S3_FAILED if kind == "s3_put" else Signal.DEADLINE,
+                          f"{kind} abandoned at its gray deadline")
+
+    def observe_zone(self, key: str, signal: Signal, detail: str = "") -> None:
+        """One signal about a zone's WAL path (`key`: the zone, or `zone/agent address`): the
+        router's own outcomes, and the monitor's agent probes."""
+        listed = None if signal is Signal.OK else self._zone_brokers_listed(key.split("/", 1)[0])
+        circuit = observe(self._circuits.get(key, ZoneCircuit()), signal, trio.current_time(), listed, detail)
+        self._circuits[key] = circuit
+        self._publish(key, circuit)
+
+    def _zone_brokers_listed(self, zone: str) -> bool | None:
+        """Whether the last Metadata listed a broker of `zone` (None: no broker has a known zone)."""
+        zones = {self.config.broker_zones.get(str(node_id)) or broker.rack
+                 for node_id, broker in self._metadata.view.brokers.items()}
+        zones.discard(None)
+        zones.discard("")
+        return (zone in zones) if zones else None
+
+    def _circuit_now(self, key: str, now: float) -> ZoneCircuit:
+        circuit = self._circuits.get(key)
+        if circuit is None:
+            return ZoneCircuit()
+        current = at(circuit, now)
+        if current is not circuit:
+            self._circuits[key] = current
+            self._publish(key, current)
+        return current
+
+    @staticmethod
+    def _publish(key: str, circuit: ZoneCircuit) -> None:
+        router_metrics.ZONE_OPEN.labels(key).set(1 if circuit.state == "open" else 0)
+        cause = circuit.cause.value if circuit.state != "closed" else "healthy"
+        for name in router_metrics.ZONE_CAUSES:
+            router_metrics.ZONE_CONDITION.labels(key, name).set(1 if name == cause else 0)
 
     def zone_circuits(self) -> dict[str, str]:
         """Each destination zone's circuit as of now: closed, open or half_open (zones seen so far)."""
         now = trio.current_time()
-        return {zone: "open" if not breaker.allows(now) else breaker.state for zone, breaker in self._breakers.items()}
+        return {key: self._circuit_now(key, now).state for key in list(self._circuits)}
+
+    def zone_reasons(self) -> dict[str, str]:
+        """Each destination zone's circuit with its cause and what was last seen (for /readyz)."""
+        now = trio.current_time()
+        return {key: self._circuit_now(key, now).reason() for key in list(self._circuits)}
 
     def set_policy(self, policy: str) -> None:
         """Switch policy at run time (ordering is kept by the drain-before-switch rule)."""
@@ -424,16 +465,19 @@ class RoutingBackend:
         return zone, cached
 
     def _count_submit(self, lookups: list[tuple[PartitionBatches, str | None, bool]],
-                      routed: list[tuple[PartitionBatches, Route]]) -> None:
+                      routed: list[tuple[PartitionBatches, Route, Route | None]]) -> None:
         """Metrics and audit records of what submit looked up and decided. Called once the
         batches are handed on: a WAL batch then waits for its object's linger anyway."""
         for item, zone, cached in lookups:
             self._audit.emit("metadata_lookup", {"topic": item.topic, "partition": item.partition,
                                                  "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
             router_metrics.METADATA_LOOKUPS.labels("hit" if cached else "miss").inc()
-        for item, route in routed:
+        for item, route, would in routed:
             router_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
             router_metrics.DECISIONS.labels(route.path.value, route.reason).inc()
+            if would is not None:
+                router_metrics.SHADOW_DECISIONS.labels(would.path.value, would.reason).inc()
+                router_metrics.SHADOW_BYTES.labels(would.path.value).inc(item.size)
 
     def _gap_key(self, item: PartitionBatches) -> tuple[tuple[str, int, int, int], int] | None:
         first = item.batches[0]
@@ -481,12 +525,29 @@ class RoutingBackend:
     def _ack_mode(self, topic: str) -> str:
         return self.config.ack_mode(topic)
 
-    def _route(self, item: PartitionBatches, dest: str | None, state: PartitionState):
+    def _wal_refusal(self, topic: str) -> str | None:
+        refusal = self._topic_refusals.get(topic, False)
+        if refusal is False:
+            refusal = self.config.wal_refusal(topic)
+            if len(self._topic_refusals) < TOPIC_REFUSALS_CACHED:
+                self._topic_refusals[topic] = refusal
+        return refusal  # type: ignore[return-value]
+
+    def _route(self, item: PartitionBatches, dest: str | None, state: PartitionState) -> tuple[Route, Route | None]:
+        """(the route the batch takes, in shadow mode the route the policy would have taken)."""
+        if not self.config.shadow:
+            return self._policy_route(item, dest, state), None
+        would = self._policy_route(item, dest, state)
+        return shadow(would), would
+
+    def _policy_route(self, item: PartitionBatches, dest: str | None, state: PartitionState) -> Route:
         now = trio.current_time()
         healthy = True
         shape = ObjectShape(0, 0)
         if dest is not None and dest != self.zone:
-            healthy = self._wal is not None and self._breakers[self._breaker_key(dest, item)].allows(now)
+            # Shadow mode has no WAL path to be unhealthy: it asks what the policy would do.
+            healthy = self.config.shadow or (
+                self._wal is not None and allows(self._circuit_now(self._breaker_key(dest, item), now)))
             # Observed flush sizes while the WAL is in use; predicted from byte rates otherwise.
             fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * self._wal_config.linger_ms / 1000)
             observed = self._wal.observed_shape(now, fresh_s) if self._wal else None
@@ -494,26 +555,27 @@ class RoutingBackend:
                                                 self._wal_config.linger_ms, self._wal_config.max_bytes)
             self._rates.add(dest, item.size, now)
         transactional = any(b.is_transactional for b in item.batches)
-        if (not transactional and self._wal is not None and dest is not None and dest != self.zone
-                and self._ack_mode(item.topic) == "wal"):
+        refusal = self._wal_refusal(item.topic)
+        if (not transactional and (self._wal is not None or self.config.shadow) and dest is not None
+                and dest != self.zone and refusal is None and self._ack_mode(item.topic) == "wal"):
             # Answered on durability: later batches must never overtake one the zone's
             # notifier is still re-sending, so these topics never leave the WAL path.
             return Route(Path.WAL, "ack_mode wal")
         view = ZoneView(self.zone, dest, healthy, self.config.fallback)
         route = decide(self.policy, view, state.path, shape, self.config.prices, transactional,
-                       self._wal_config.storage_class)
-        if route.path is Path.WAL and self._wal is None:
-            return type(route)(Path.DIRECT_CROSS, "no WAL configured")
+                       self._wal_config.storage_class, refusal)
+        if route.path is Path.WAL and self._wal is None and not self.config.shadow:
+            return Route(Path.DIRECT_CROSS, "no WAL configured")
         return route
 
     async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceCompletion:
         started = time.perf_counter()
         direct_items: dict[DirectBackend, list[PartitionBatches]] = defaultdict(list)
         wal_items: list[tuple[PartitionBatches, str, _WalOutcome]] = []
-        routes: dict[tuple[str, int], tuple[Route, str | None]] = {}
+        routes: dict[tuple[str, int], tuple[Route, str | None, Route | None]] = {}
         held_back: dict[tuple[str, int], PartitionResult] = {}
         lookups: list[tuple[PartitionBatches, str | None, bool]] = []
-        routed: list[tuple[PartitionBatches, Route]] = []
+        routed: list[tuple[PartitionBatches, Route, Route | None]] = []
         for item in items:
             tp = (item.topic, item.partition)
             try:
@@ -527,7 +589,7 @@ class RoutingBackend:
             lookups.append((item, dest, cached))
             state = self._partitions[tp]
             since_previous = self._since_previous_request(state)
-            route = self._route(item, dest, state)
+            route, would = self._route(item, dest, state)
             lane = None
             if route.path is Path.WAL and self._wal is not None and dest is not None:
                 lane = (dest, self._wal.agent_of(dest, item.topic, item.partition))
@@ -542,9 +604,9 @@ class RoutingBackend:
                 state.drained = trio.Event()
             state.path, state.lane = route.path, lane
             state.in_flight += 1
-            routes[tp] = (route, dest)
+            routes[tp] = (route, dest, would)
             self.route_counts[route.path.value] += 1
-            routed.append((item, route))
+            routed.append((item, route, would))
             if route.path is Path.WAL:
                 assert self._wal is not None and dest is not None
                 outcome = await self._wal.submit(item, dest, self._ack_mode(item.topic)
@@ -569,13 +631,15 @@ class RoutingBackend:
             results[(item.topic, item.partition)] = outcome.result
             if outcome.result.error_code in LEADER_ERRORS:
                 self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
-            breaker = self._breakers[self._breaker_key(dest, item)]
+            key = self._breaker_key(dest, item)
             if outcome.result.error_code in (errors.NONE, errors.DUPLICATE_SEQUENCE_NUMBER):
-                breaker.record_success()
-            elif errors.is_retriable(outcome.result.error_code) and outcome.result.error_code not in LEADER_ERRORS:
+                self.observe_zone(key, Signal.OK)
+            elif errors.is_retriable(outcome.result.error_code):
                 # A leader error came from a working agent (the leader moved): the zone's path is
-                # fine, so it does not count against it (B3: it used to open the circuit).
-                breaker.record_failure(trio.current_time())
+                # fine, so it does not count against it (zone_health: leader_moved is no failure).
+                leader_error = outcome.result.error_code in LEADER_ERRORS
+                self.observe_zone(key, signal_of_result(outcome.result.error_message, leader_error),
+                                  (outcome.result.error_message or "")[:200])
         results.update(held_back)
         for item in items:
             tp = (item.topic, item.partition)
@@ -599,24 +663,21 @@ class RoutingBackend:
                  results: dict[tuple[str, int], PartitionResult], started: float,
                  finished_at: dict[tuple[str, int], float]) -> None:
         """Metrics and audit records of a finished submit (after the producer's answer when it can be)."""
-        for item, dest, _outcome in wal_items:
-            key = self._breaker_key(dest, item)
-            router_metrics.ZONE_OPEN.labels(key).set(1 if self._breakers[key].state == "open" else 0)
         finished = time.perf_counter()
         outcomes = {id(item): outcome for item, _dest, outcome in wal_items}
         for item in items:
             tp = (item.topic, item.partition)
             if tp in held_back:
                 continue
-            route, dest = routes[tp]
+            route, dest, would = routes[tp]
             result = results[tp]
             if result.error_code == errors.NONE:
                 router_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
                 router_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
-                              outcomes.get(id(item)))
+                              outcomes.get(id(item)), would)
 
-    def _audit_batch(self, item, route, dest, result, started, finished, outcome) -> None:
+    def _audit_batch(self, item, route, dest, result, started, finished, outcome, would=None) -> None:
         size = item.size
         record = {
             "proxy_id": self._proxy_id, "leader_zone": dest or "", "topic": item.topic,
@@ -626,6 +687,8 @@ class RoutingBackend:
             "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
             "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
             "wal_key": "", "linger_wait_ms": -1.0, "producer_wait_ms": -1.0,
+            "shadow_route": would.path.value if would is not None else "",
+            "shadow_reason": would.reason if would is not None else "",
         }
         if outcome is not None:
             record["wal_key"] = outcome.key

@@ -99,8 +99,9 @@ class ZoneView:
 
 
 def decide(policy: str, view: ZoneView, current: Path | None, shape: ObjectShape, prices: Prices,
-           transactional: bool = False, storage_class: str = "standard") -> Route:
+           transactional: bool = False, storage_class: str = "standard", topic_refusal: str | None = None) -> Route:
     """The path for one partition batch; `storage_class` prices the WAL (wal.storage_class).
+    `topic_refusal`: why the batch's topic may not take the WAL route (router/pilot.py), or None.
 
     Transactional batches never go through the WAL: the proxy serves no transaction
     coordinator APIs, and the WAL ack mode must never apply to them.
@@ -111,6 +112,8 @@ def decide(policy: str, view: ZoneView, current: Path | None, shape: ObjectShape
         return Route(Path.LOCAL, "same zone")
     if transactional:
         return Route(Path.DIRECT_CROSS, "transactional")
+    if topic_refusal is not None:
+        return Route(Path.DIRECT_CROSS, topic_refusal)
     if policy == "direct":
         return Route(Path.DIRECT_CROSS, "policy direct")
     if not view.zone_healthy:
@@ -120,3 +123,15 @@ def decide(policy: str, view: ZoneView, current: Path | None, shape: ObjectShape
     if policy == "wal":
         return Route(Path.WAL, "policy wal")
     return choose_cost(current, shape, prices, storage_class)
+
+
+SHADOW_REASON = "shadow"
+
+
+def shadow(route: Route) -> Route:
+    """Shadow mode (router.shadow): the route a batch takes when `route` is what the policy
+    would have chosen. Nothing goes through the WAL: a WAL choice goes direct (reason
+    "shadow"); LOCAL and DIRECT_CROSS choices stand."""
+    if route.path is Path.WAL:
+        return Route(Path.DIRECT_CROSS, SHADOW_REASON)
+    return route

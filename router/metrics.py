@@ -16,6 +16,11 @@ METADATA_LOOKUPS = Counter("azsidecar_router_metadata_lookups_total", "Leader-zo
                            ["cache"])
 ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to a zone is avoided",
                   ["dest_zone"])
+ZONE_CAUSES = ("healthy", "agent_slow", "agent_gone", "zone_partitioned", "s3_unreachable")  # router/zone_health.Cause
+ZONE_CONDITION = Gauge("azsidecar_router_zone_condition",
+                       "1 for a zone's current condition (healthy while its circuit is closed; else the cause "
+                       "the circuit follows: agent_slow | agent_gone | zone_partitioned | s3_unreachable)",
+                       ["dest_zone", "condition"])
 GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
                         "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
                         ["dest_zone", "kind"])
@@ -28,3 +33,8 @@ PRODUCE_LATENCY = Histogram(
     ["route"], buckets=LATENCY_BUCKETS_S)
 BYTES_IN = Counter("azsidecar_proxy_bytes_in_total", "Record batch bytes received, by route", ["route"])
 BYTES_OUT = Counter("azsidecar_proxy_bytes_out_total", "Record batch bytes sent on, by route", ["route"])
+SHADOW_DECISIONS = Counter("azsidecar_router_shadow_decisions_total",
+                           "Shadow mode: partition batches by the path and reason the policy would have chosen",
+                           ["route", "reason"])
+SHADOW_BYTES = Counter("azsidecar_router_shadow_bytes_total",
+                       "Shadow mode: record batch bytes by the path the policy would have chosen", ["route"])

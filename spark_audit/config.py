@@ -15,6 +15,11 @@ class AuditConfig:
     max_queue: int = 100_000  # records queued before new ones are dropped (and counted)
     roll_seconds: int = 300  # a new file at least this often
     roll_bytes: int = 64 * 1024 * 1024  # uncompressed JSON bytes per file before a new one
+    flush_seconds: float = 1.0  # the open file is made readable (gzip sync flush) this often: what a crash can lose
+    upload_seconds: int = 60  # with s3:// output, a file is closed and uploaded at least this often
+    # with s3:// output, where files wait for their upload; None = <tmp>/azsidecar-audit-spool/<bucket>/<prefix>.
+    # Keep it stable across restarts: the next writer salvages and uploads what a crashed one left there.
+    spool_dir: str | None = None
     # S3-compatible endpoint for s3:// output (moto, MinIO); None = AWS default endpoint.
     s3_endpoint_url: str | None = None
     path_mtu: int = DEFAULT_PATH_MTU  # the jobs count TCP/IP headers per packet of this MTU: 9001 in a VPC, 1500 peered/transit
@@ -29,4 +34,7 @@ class AuditConfig:
         require(1 <= self.max_queue <= 10_000_000, "audit.max_queue: 1..10000000")
         require(self.roll_seconds >= 1, "audit.roll_seconds: >= 1")
         require(self.roll_bytes >= 1024, "audit.roll_bytes: >= 1024")
+        require(0.2 <= self.flush_seconds <= 3600, "audit.flush_seconds: 0.2..3600 (the writer drains every 0.2 s)")
+        require(self.upload_seconds >= 1, "audit.upload_seconds: >= 1")
+        require(self.spool_dir is None or bool(self.spool_dir), "audit.spool_dir: a directory, or unset")
         Framing(self.path_mtu, self.link_header_bytes)  # validates both

@@ -28,15 +28,27 @@ file and drain (in chunks of at most WRITE_CHUNK_BYTES), to files partitioned
 a file when it reaches `roll_bytes` (uncompressed) or `roll_seconds`. A file is written
 under a dot-prefixed temporary name (Spark and Hadoop skip those) and renamed when
 closed, so readers only ever see complete gzip members. With an `s3://bucket/prefix`
-output the closed files are uploaded with boto3 from that same thread and removed locally.
+output the closed files are uploaded with boto3 from that same thread and removed locally;
+they close at least every `upload_seconds`, which bounds what a lost disk can take along.
+
+Crashes. The open file's gzip stream is sync-flushed every `flush_seconds` (a deflate
+block boundary: everything written so far decompresses), and the writer holds an
+exclusive flock on it. A writer killed with -9 leaves `.<name>.inprogress`; the next
+writer of the same component and directory salvages it when it starts
+(spark_audit/salvage.py: complete records kept under the final name, a torn tail audited
+as `audit_drop` reason `torn_tail`), and with S3 output uploads whatever closed files the
+dead one had not. A crash thus loses at most the last `flush_seconds` of records (plus the
+queue of a writer too slow to keep up, which is bounded by `max_queue`).
 """
 
 from __future__ import annotations
 
 import collections
+import fcntl
 import gzip
 import logging
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -45,12 +57,17 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from prometheus_client import Counter
 
 from core.audit import COMMON_FIELDS, KINDS, SCHEMA_VERSION
 from spark_audit._jsonline import LineEncoder
 from spark_audit.config import AuditConfig
+from spark_audit.salvage import INPROGRESS_SUFFIX, SalvageReport, salvage_orphans
 
 log = logging.getLogger(__name__)
+# The audit_drop records say the same in the audit itself; this is for alerting while it runs.
+DROPPED = Counter("azsidecar_audit_dropped_records_total", "Audit records dropped, by kind and reason (queue_full, invalid)",
+                  ["kind", "reason"])
 
 QUEUE_POLL_S = 0.2  # the writer thread drains the queue this often (and rolls files, writes drop counts)
 CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the queue to drain and uploads to finish
@@ -75,6 +92,8 @@ class WriterStats:
     rejected: int  # unknown kind, unknown field, or a value of the wrong type
     files: int
     upload_errors: int
+    salvaged_files: int = 0  # in-progress files of dead writers salvaged at start
+    salvaged_records: int = 0  # complete records found in them
 
 
 class _OpenFile:
@@ -86,7 +105,13 @@ class _OpenFile:
         self.raw_bytes = 0  # written or pending
         self.pending: list[bytes] = []  # lines not yet handed to the gzip stream
         self.pending_bytes = 0
-        self.stream = gzip.open(tmp_path, "wb", compresslevel=GZIP_LEVEL)
+        self.raw = open(tmp_path, "wb")  # noqa: SIM115 - closed in close()
+        # Held for the file's life; the kernel drops it if we die: salvage_orphans takes
+        # only files whose lock it can get.
+        fcntl.flock(self.raw.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.stream = gzip.GzipFile(filename=tmp_path.name, mode="wb", compresslevel=GZIP_LEVEL, fileobj=self.raw)
+        self.synced_s = opened_s
+        self.unsynced = False  # lines handed to gzip since the last sync flush
 
     def flush_pending(self) -> int:
         """Hand the pending lines to the gzip stream; returns how many there were."""
@@ -95,7 +120,18 @@ class _OpenFile:
             self.stream.write(b"".join(self.pending))
             self.pending = []
             self.pending_bytes = 0
+            self.unsynced = True
         return count
+
+    def sync(self, now_s: float) -> None:
+        """Make everything written so far decompressible from the file (Z_SYNC_FLUSH + write)."""
+        self.stream.flush()
+        self.synced_s = now_s
+        self.unsynced = False
+
+    def close(self) -> None:
+        self.stream.close()
+        self.raw.close()
 
 
 class AuditWriter:
@@ -112,6 +148,9 @@ class AuditWriter:
         self._zone = zone
         self._component = component
         self._pid = os.getpid()
+        # In a container every restart is PID 1: the run id keeps a new writer's names (and S3
+        # keys) from replacing the files of the one before, salvaged or uploaded.
+        self._run_id = secrets.token_hex(3)
         # A deque, not a queue.Queue: emit() on the data path must not wake the writer thread
         # for every record (a thread switch and a GIL hand-off each, ~1 ms on the proxy's
         # event loop). The thread drains it every QUEUE_POLL_S instead. append/popleft are
@@ -127,6 +166,7 @@ class AuditWriter:
         self._logged_once: set[tuple[str, str]] = set()
         self._files_done = 0
         self._upload_errors = 0
+        self._salvaged: list[SalvageReport] = []
         self._file_seq = 0
         self._open: dict[str, _OpenFile] = {}
         self._closing = threading.Event()
@@ -139,9 +179,12 @@ class AuditWriter:
             if not bucket:
                 raise ValueError(f"audit.output {config.output!r}: no bucket")
             self._s3_bucket, self._s3_prefix = bucket, prefix.strip("/")
-            self._root = Path(tempfile.mkdtemp(prefix=f"azsidecar-audit-{component}-"))
+            self._root = Path(config.spool_dir) if config.spool_dir else (
+                Path(tempfile.gettempdir()) / "azsidecar-audit-spool" / bucket / (self._s3_prefix or "_"))
         else:
             self._root = Path(config.output)
+        self._roll_seconds = (min(config.roll_seconds, config.upload_seconds) if self._s3_bucket is not None
+                              else config.roll_seconds)
         self._thread = threading.Thread(target=self._run, name=f"audit-writer-{component}", daemon=True)
         self._started = False
         if start:
@@ -183,7 +226,13 @@ class AuditWriter:
     def stats(self) -> WriterStats:
         with self._lock:
             return WriterStats(self._emitted, self._written, self._dropped_total, self._rejected_total,
-                               self._files_done, self._upload_errors)
+                               self._files_done, self._upload_errors, len(self._salvaged),
+                               sum(r.records for r in self._salvaged))
+
+    def salvaged(self) -> list[SalvageReport]:
+        """The dead writers' files this one salvaged at start (empty until its thread ran)."""
+        with self._lock:
+            return list(self._salvaged)
 
     def start(self) -> None:
         """Start the writer thread (idempotent)."""
@@ -211,6 +260,7 @@ class AuditWriter:
     # -- counters ----------------------------------------------------------------
 
     def _reject(self, kind: str, message: str) -> None:
+        DROPPED.labels(kind, "invalid").inc()
         with self._lock:
             self._rejected_total += 1
             key = (kind, "invalid")
@@ -221,6 +271,7 @@ class AuditWriter:
             log.error("audit record rejected: %s (logged once per kind; counted as audit_drop)", message)
 
     def _count_drop(self, kind: str, reason: str, message: str) -> None:
+        DROPPED.labels(kind, reason).inc()
         with self._lock:
             self._dropped_total += 1
             key = (kind, reason)
@@ -234,6 +285,7 @@ class AuditWriter:
 
     def _run(self) -> None:
         try:
+            self._recover()
             while True:
                 closing = self._closing.wait(QUEUE_POLL_S)  # close() wakes it at once
                 self._drain()
@@ -256,8 +308,25 @@ class AuditWriter:
         while self._queue:
             ts_ms, line = self._queue.popleft()
             self._add_line(_partition(ts_ms, self._zone), line)
+        now_s = time.monotonic()
         for handle in self._open.values():
             self._flush(handle)
+            if handle.unsynced and now_s - handle.synced_s >= self._config.flush_seconds:
+                handle.sync(now_s)
+
+    def _recover(self) -> None:
+        """Salvage what dead writers of this component left open; with S3 output, upload
+        the closed files they (or an earlier failed upload) left in the spool."""
+        reports = salvage_orphans(self._root, self._component, int(time.time() * 1000))
+        with self._lock:
+            self._salvaged.extend(reports)
+        if self._s3_bucket is None or not self._root.is_dir():
+            return
+        for path in sorted(self._root.rglob(f"{self._component}-*.jsonl.gz")):
+            relative = str(path.relative_to(self._root))
+            if path.name.endswith(INPROGRESS_SUFFIX) or relative.count("/") != 3:
+                continue
+            self._upload_path(path, relative)
 
     def _add_line(self, partition: str, line: bytes) -> None:
         handle = self._open.get(partition)
@@ -291,7 +360,7 @@ class AuditWriter:
 
     def _open_file(self, partition: str) -> _OpenFile:
         self._file_seq += 1
-        name = f"{self._component}-{self._pid}-{self._file_seq}.jsonl.gz"
+        name = f"{self._component}-{self._pid}-{self._run_id}-{self._file_seq}.jsonl.gz"
         directory = self._root / partition
         directory.mkdir(parents=True, exist_ok=True)
         handle = _OpenFile(directory / f".{name}.inprogress", directory / name, f"{partition}/{name}",
@@ -301,36 +370,38 @@ class AuditWriter:
 
     def _roll(self, now_s: float, force: bool) -> None:
         for partition, handle in list(self._open.items()):
-            if force or now_s - handle.opened_s >= self._config.roll_seconds:
+            if force or now_s - handle.opened_s >= self._roll_seconds:
                 self._close_file(partition)
 
     def _close_file(self, partition: str) -> None:
         handle = self._open.pop(partition)
         self._flush(handle)
-        handle.stream.close()
-        os.replace(handle.tmp_path, handle.final_path)
+        os.replace(handle.tmp_path, handle.final_path)  # before close: our lock keeps salvage off it till then
+        handle.close()
         with self._lock:
             self._files_done += 1
         if self._s3_bucket is not None:
-            self._upload(handle)
+            self._upload_path(handle.final_path, handle.relative)
 
-    def _upload(self, handle: _OpenFile) -> None:
-        key = f"{self._s3_prefix}/{handle.relative}" if self._s3_prefix else handle.relative
+    def _upload_path(self, path: Path, relative: str) -> None:
+        key = f"{self._s3_prefix}/{relative}" if self._s3_prefix else relative
         if self._s3 is None:
             self._s3 = boto3.client("s3", endpoint_url=self._config.s3_endpoint_url)
         last_error: Exception | None = None
         for _ in range(UPLOAD_ATTEMPTS):
             try:
-                self._s3.upload_file(str(handle.final_path), self._s3_bucket, key)
+                self._s3.upload_file(str(path), self._s3_bucket, key)
+            except FileNotFoundError:
+                return  # another writer's start-up uploaded and removed it (same key, same bytes)
             except Exception as exc:  # noqa: BLE001 - botocore raises many types; all mean "not uploaded"
                 last_error = exc
                 continue
-            handle.final_path.unlink()
+            path.unlink(missing_ok=True)
             return
         with self._lock:
             self._upload_errors += 1
         log.error("audit upload of %s to s3://%s/%s failed after %d attempts, kept locally: %s",
-                  handle.final_path, self._s3_bucket, key, UPLOAD_ATTEMPTS, last_error)
+                  path, self._s3_bucket, key, UPLOAD_ATTEMPTS, last_error)
 
 
 def _partition(ts_ms: int, zone: str) -> str:

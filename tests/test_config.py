@@ -136,6 +136,6 @@ def test_an_az_id_in_upper_case_is_refused_with_the_lower_case_form():
 @pytest.mark.parametrize("zone", ["use1-az1", "euc1-az3", "apne1-az4", "usgw1-az2", "usw2-lax1-az1",
                                   "az2", "z1"])  # AZ ids; other labels (test systems, racks off AWS) pass
 def test_az_ids_and_other_zone_labels_are_taken(zone):
-    config = load_config(overrides={"zone": zone, "notify.agents": {zone: "10.0.0.1:9400"},
+    config = load_config(overrides={"zone": zone, "notify.agents": {zone: "10.0.0.1:9400"}, "wal.bucket": "acme-wal",
                                     "router.broker_zones": {"1": zone}})
     assert (config.zone, list(config.notify.agents), config.router.broker_zones["1"]) == (zone, [zone], zone)

@@ -57,7 +57,7 @@ from wal_s3 import _express
 from wal_s3._http11 import END, NEED_DATA, ProtocolError, ResponseHead, ResponseReader, encode_request_head
 from wal_s3._sigv4 import SigV4Signer
 from wal_s3.config import WalConfig
-from wal_s3.s3 import S3Error, S3PermanentError, S3TransientError, classify_error
+from wal_s3.s3 import EXPECTED_OWNER_HEADER, S3Error, S3PermanentError, S3TransientError, classify_error
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +82,13 @@ class S3Http:
     def __init__(self, *, bucket_url: str, region: str, credentials: Any, connect_timeout_s: float,
                  request_timeout_s: float, max_idle: int, ssl_context: ssl.SSLContext | None = None,
                  express: bool = False, clock: Callable[[], float] = time.time,
-                 receive_buffer_bytes: int = 0) -> None:
+                 receive_buffer_bytes: int = 0, expected_bucket_owner: str = "") -> None:
         """bucket_url: the URL an object key is appended to (percent-encoded), ending in '/'.
         credentials: a botocore Credentials (or RefreshableCredentials), None if there are none.
         express: a directory bucket (S3 Express One Zone session authentication); `clock`
         (seconds since the epoch) times its sessions. receive_buffer_bytes: SO_RCVBUF of each
-        connection (0: the OS default)."""
+        connection (0: the OS default). expected_bucket_owner: an AWS account id sent (signed) as
+        x-amz-expected-bucket-owner on every request ("" = none)."""
         parts = urlsplit(bucket_url)
         if parts.scheme not in ("http", "https") or not parts.hostname or not bucket_url.endswith("/"):
             raise ValueError(f"bad bucket URL {bucket_url!r}")
@@ -109,6 +110,7 @@ class S3Http:
         self._request_timeout_s = request_timeout_s
         self._max_idle = max_idle
         self._receive_buffer_bytes = receive_buffer_bytes
+        self._owner = {EXPECTED_OWNER_HEADER: expected_bucket_owner} if expected_bucket_owner else {}
         self._idle: list[_Conn] = []
         self._loop_token: object | None = None  # pooled connections belong to one event loop
 
@@ -148,7 +150,7 @@ class S3Http:
         `timing` gets the request's time from connection checkout to the answer (connecting
         included, signing not: the audit's S3 request time is the network's and S3's)."""
         target = self._path + quote(key, safe="/~")
-        signed = await self._signed_headers(method, target, headers)
+        signed = await self._signed_headers(method, target, {**headers, **self._owner})
         status, result = await self._round_trip(method, target, signed, body, what, read_body=read_body,
                                                 timing=timing)
         if self.express and isinstance(result, S3Error) and any(code in str(result)
@@ -252,7 +254,8 @@ class S3Http:
         credentials = await self._frozen_credentials()
         path = _express.session_target(self._path)
         what = f"CreateSession {self._host_header}{path}"
-        signed = self._signer.sign("GET", path, {"Host": self._host_header}, access_key=credentials.access_key,
+        signed = self._signer.sign("GET", path, {"Host": self._host_header, **self._owner},
+                                   access_key=credentials.access_key,
                                    secret_key=credentials.secret_key, token=credentials.token,
                                    query=_express.SESSION_QUERY)
         signed.append(("User-Agent", USER_AGENT))
@@ -391,7 +394,7 @@ def http_transport(client: Any, config: WalConfig, bucket: str | None = None) ->
     return S3Http(bucket_url=bucket_url, region=client.meta.region_name, credentials=boto3.session.Session().get_credentials(),
                   connect_timeout_s=config.connect_timeout_s, request_timeout_s=config.request_timeout_s,
                   max_idle=config.max_s3_threads, ssl_context=ssl_context, express=config.storage_class == "express",
-                  receive_buffer_bytes=config.receive_buffer_bytes)
+                  receive_buffer_bytes=config.receive_buffer_bytes, expected_bucket_owner=config.expected_bucket_owner)
 
 
 PROBE_KEY = "azsidecar-url-probe"

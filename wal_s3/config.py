@@ -25,15 +25,20 @@ DIRECTORY_BUCKET_SUFFIX = "--x-s3"
 # `--<az-id>--x-s3`, is at most 63 characters and may not contain "--" elsewhere).
 _BASE_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _ENDPOINT_URL_RE = re.compile(r"^https?://[^/\s?#]+(/\S*)?$")  # botocore refuses anything else
+_ACCOUNT_ID_RE = re.compile(r"^[0-9]{12}$")
 _AZ_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")  # use1-az4, usw2-lax1-az1: no "--", no upper case
 
 
 @dataclass(frozen=True)
 class WalConfig:
-    bucket: str = "azsidecar-wal"
+    bucket: str = ""  # required wherever the WAL is used (proxy with agents, agent, gc, recover): no default, a shared name could be anyone's
     prefix: str = ""  # optional key prefix inside the bucket
     endpoint_url: str | None = None  # None = AWS; moto/minio URL otherwise
     region: str = "us-east-1"
+    # The AWS account id that must own the bucket: sent as x-amz-expected-bucket-owner on every
+    # S3 request (both transports), so a bucket of that name in another account is refused
+    # with 403 instead of receiving the records.
+    expected_bucket_owner: str = ""  # AWS account id (12 digits) that must own wal.bucket, sent on every S3 request; "" = not checked
     max_bytes: int = 8 * MiB  # flush size: requests (PUT, GET, checkpoint) ~6-9% of the transfer replaced
     # "standard": one general purpose bucket; "express": S3 Express One Zone, one directory
     # bucket per zone named <bucket>--<az-id>--x-s3 (zone names are AZ ids then).
@@ -88,7 +93,8 @@ class WalConfig:
     gc_metrics_host: str = "127.0.0.1"  # where gc's /metrics listens; 0.0.0.0 to let a scraper in
 
     def __post_init__(self) -> None:
-        require(bool(self.bucket), "wal.bucket: must be set")
+        require(bool(_ACCOUNT_ID_RE.match(self.expected_bucket_owner)) or self.expected_bucket_owner == "",
+                f"wal.expected_bucket_owner: {self.expected_bucket_owner!r} is not an AWS account id (12 digits)")
         require(self.prefix == "" or self.prefix.endswith("/"), "wal.prefix: empty or ending with '/'")
         require(64 * 1024 <= self.max_bytes <= 5 * 1024 * MiB, "wal.max_bytes: 64 KiB..5 GiB")
         require(self.storage_class in STORAGE_CLASSES, f"wal.storage_class: one of {', '.join(STORAGE_CLASSES)}")
@@ -99,7 +105,7 @@ class WalConfig:
             object.__setattr__(self, "linger_counts_producer_wait",
                                DEFAULT_LINGER_COUNTS_PRODUCER_WAIT[self.storage_class])
         require(0 <= self.max_request_cost_share <= 1, "wal.max_request_cost_share: 0..1")
-        if self.storage_class == "express":
+        if self.storage_class == "express" and self.bucket:
             require(bool(_BASE_NAME_RE.match(self.bucket)) and "--" not in self.bucket,
                     "wal.bucket: with storage_class express, the base name of the directory buckets "
                     "(lowercase letters, digits, single hyphens; <bucket>--<az-id>--x-s3 is added per zone)")

@@ -85,7 +85,7 @@ def make_s3_client(config: WalConfig):
     PUTs carry botocore's default x-amz-checksum-crc32 header, which S3 checks, so a body
     damaged or cut short on the way is rejected rather than stored.
     """
-    return boto3.session.Session().client(
+    client = boto3.session.Session().client(
         "s3",
         endpoint_url=config.endpoint_url,
         region_name=config.region,
@@ -99,6 +99,19 @@ def make_s3_client(config: WalConfig):
             response_checksum_validation="when_required",
         ),
     )
+    if config.expected_bucket_owner:
+        client.meta.events.register("before-sign.s3", functools.partial(_expect_owner, config.expected_bucket_owner),
+                                    unique_id="azsidecar-expected-bucket-owner")
+    return client
+
+
+EXPECTED_OWNER_HEADER = "x-amz-expected-bucket-owner"
+
+
+def _expect_owner(owner: str, request: Any, **_kwargs: Any) -> None:
+    """botocore `before-sign` handler: every request of the client names the bucket's owner
+    (signed with the rest), whatever the operation; S3 answers 403 if another account owns it."""
+    request.headers[EXPECTED_OWNER_HEADER] = owner
 
 
 def classify_error(status: int, code: str, message: str, what: str) -> S3Error:

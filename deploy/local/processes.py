@@ -197,7 +197,8 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, netns: str | None = None,
     # moto's own server, launched so that its conditional PUTs are atomic as on S3 (see
     # moto_atomic.py: otherwise Tansu's shared metadata loses updates under load).
     launcher = [sys.executable, str(MOTO_LAUNCHER), "--conditional-writes", MOTO_CONDITIONAL_WRITES]
-    env = {**os.environ, **DUMMY_CREDENTIALS}
+    # moto's request recorder (off until /moto-api/recorder/start-recording) writes here, not in the cwd.
+    env = {**os.environ, **DUMMY_CREDENTIALS, "MOTO_RECORDER_FILEPATH": str(log_dir / f"moto-{port}-recording.jsonl")}
     with open(log, "wb") as out:
         proc = subprocess.Popen(_command_prefix(netns) + launcher + ["-H", host, "-p", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)

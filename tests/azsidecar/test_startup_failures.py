@@ -150,3 +150,22 @@ def test_proxy_with_no_broker_answering(s3_bucket, tmp_path):
     done = run(proxy_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, **DUMMY_CREDENTIALS))
     assert done.returncode == 1
     assert last_line(done.stderr).startswith("azsidecar: cannot start: upstream.bootstrap_servers: ")
+
+
+NO_BUCKET = ("wal.bucket: must be set: there is no default bucket, since a fixed name may belong to another AWS "
+             "account; name a bucket your account owns (and set wal.expected_bucket_owner to your account id)")
+
+
+@pytest.mark.parametrize(("args", "why"), [
+    (["gc", "--once"], " (azsidecar gc reads or deletes WAL objects; or give --bucket where the command has it)"),
+    (["agent", "--zone", "use1-az2", "--listen", "127.0.0.1:0"],
+     " (azsidecar agent reads or deletes WAL objects; or give --bucket where the command has it)"),
+    (["config", "validate"], "; it is needed here because notify.agents names agents (the WAL route is on)"),
+])
+def test_no_default_bucket(args, why, tmp_path):
+    config = tmp_path / "nobucket.toml"
+    config.write_text('zone = "use1-az1"\n[upstream]\nbootstrap_servers = ["127.0.0.1:9"]\n'
+                      + ('[notify.agents]\n"use1-az2" = "127.0.0.1:9"\n' if args[0] == "config" else ""))
+    done = run([*args, "--config", str(config)], base_env(**DUMMY_CREDENTIALS, AZSIDECAR_NOTIFY_HMAC_KEYS=KEY))
+    assert done.returncode == 2, done.stderr
+    assert one_line(done.stderr) == f"azsidecar: configuration error: {NO_BUCKET}{why}"

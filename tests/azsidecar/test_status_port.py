@@ -80,6 +80,9 @@ def test_ready_on_fallback_and_the_other_endpoints(tansu, s3_bucket, tmp_path):
         assert answer["checks"]["draining"] == {"ok": True, "detail": "serving"}
         zone = answer["checks"]["zone:use1-az2"]
         assert zone["ok"] is True and zone["detail"].startswith("fallback to direct (agent: ")
+        # No agent listens there: the probe was refused, and the router's zone circuit counts
+        # it with its cause (router/zone_health.py; one of the two failures that open it).
+        assert "(refused); circuit closed: agent_gone after 1 failure(s) (agent probe: " in zone["detail"], zone
         code, body = get(f"{base}/livez")
         assert (code, json.loads(body)) == (200, {"live": True, "detail": "event loop turning"})
         code, body = get(f"{base}/metrics")

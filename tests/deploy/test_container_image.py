@@ -12,6 +12,7 @@ Docker is not available here, so:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,6 +29,8 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from azsidecar.commands import RUNNERS
+from deploy.local.mock_cluster import start_mock_cluster
+from deploy.local.processes import stop_process, wait_for_port
 from tests.deploy._hcl import ROOT
 
 DOCKERFILE = ROOT / "Dockerfile"
@@ -79,12 +82,27 @@ def test_final_stage_has_no_build_tools_and_installs_only_the_built_wheels():
     assert "--no-index --find-links /wheels azsidecar" in install and "--no-cache-dir" in install
     (wheels,) = [r for r in values(build, "RUN") if "pip wheel" in r]
     assert "pip wheel --no-deps --wheel-dir /wheels ." in wheels
+    # the dependencies: the locked versions, hash-checked
+    assert "pip wheel --require-hashes --no-deps --wheel-dir /wheels -r requirements.lock" in wheels
+
+
+def test_the_base_image_is_pinned_by_digest_and_the_lock_covers_the_dependencies():
+    parser = DockerfileParser(str(DOCKERFILE))
+    assert all("@sha256:" in image for image in parser.parent_images), parser.parent_images
+    lock = (ROOT / "requirements.lock").read_text()
+    pinned = {line.split("==")[0].lower() for line in lock.splitlines() if "==" in line and not line.startswith(" ")}
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in declared}
+    assert names <= pinned, names - pinned
+    hashed = [block for block in lock.split("\n") if "==" in block and not block.startswith(" ")]
+    assert all(line.rstrip().endswith("\\") for line in hashed)  # every pin is followed by its hashes
 
 
 def test_build_stage_copies_every_package_the_wheel_contains():
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     copied = {v.split()[0] for v in values(stages()[0], "COPY")}
     assert copied == {p.rstrip("*") for p in packages} | {"pyproject.toml"}
+    assert "requirements.lock" in values(stages()[0], "COPY")[0]  # with pyproject.toml and README.md
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "tests", "**/__pycache__"} <= set(ignored)
     assert not {p.rstrip("*") for p in packages} & set(ignored)
@@ -101,12 +119,38 @@ def test_runs_as_uid_10001_with_the_azsidecar_entry_point():
     assert "runAsUser: 10001" in manifests and "runAsGroup: 10001" in manifests  # the same user
 
 
-def test_healthcheck_asks_the_readiness_endpoint_on_the_metrics_port():
+def test_healthcheck_asks_the_liveness_endpoint_on_the_status_port_the_image_turns_on():
     argv = healthcheck_argv()
     assert argv[:2] == ["python", "-c"]
-    assert "http://127.0.0.1:%s/readyz" in argv[2] and "METRICS_PORT" in argv[2]
+    assert "http://127.0.0.1:%s/livez" in argv[2] and "METRICS_PORT" in argv[2]
     envs = DockerfileParser(str(DOCKERFILE)).envs
-    assert envs["METRICS_PORT"] == "9464"  # the examples' metrics port
+    # the status port is on by default in the image, where the healthcheck looks for it
+    assert envs["METRICS_PORT"] == envs["AZSIDECAR__PROXY__METRICS_PORT"] == envs["AZSIDECAR__AGENT__METRICS_PORT"] \
+        == "9464"
+
+
+def test_a_proxy_with_only_the_images_defaults_is_healthy(tmp_path):
+    """The image's environment (status port variables) and a minimal configuration: the
+    HEALTHCHECK command passes against the real proxy (it used to probe a port that is off)."""
+    envs = DockerfileParser(str(DOCKERFILE)).envs
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    image_env = {k: (str(port) if v == envs["METRICS_PORT"] else v) for k, v in envs.items()}
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(start_mock_cluster(1, log_dir=tmp_path))  # the proxy needs a broker to start
+        env = {**os.environ, **image_env, "AZSIDECAR__ZONE": "use1-az1",
+               "AZSIDECAR__UPSTREAM__BOOTSTRAP_SERVERS": ",".join(cluster.bootstraps)}
+        log = tmp_path / "proxy.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "proxy", "--listen", "127.0.0.1:0"], env=env,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        stack.callback(stop_process, proc)
+
+        wait_for_port("127.0.0.1", port, proc, 60, "azsidecar proxy status port", log)
+        done = subprocess.run([sys.executable, *healthcheck_argv()[1:]], env=env, capture_output=True, text=True,
+                              timeout=CLI_TIMEOUT_S, check=False)
+        assert done.returncode == 0, done.stderr + log.read_text()
 
 
 class _Readiness(BaseHTTPRequestHandler):
@@ -115,17 +159,17 @@ class _Readiness(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         type(self).paths.append(self.path)
-        self.send_response(self.status if self.path == "/readyz" else 404)
+        self.send_response(self.status if self.path == "/livez" else 404)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
-        self.wfile.write(b'{"ready": true}' if self.status == 200 else b'{"ready": false}')
+        self.wfile.write(b'{"live": true}' if self.status == 200 else b'{"live": false}')
 
     def log_message(self, *args: object) -> None:
         pass
 
 
 @pytest.mark.parametrize("status,healthy", [(200, True), (503, False)])
-def test_healthcheck_command_passes_only_on_a_200_from_readyz(status, healthy):
+def test_healthcheck_command_passes_only_on_a_200_from_livez(status, healthy):
     handler = type("Handler", (_Readiness,), {"status": status, "paths": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -139,7 +183,7 @@ def test_healthcheck_command_passes_only_on_a_200_from_readyz(status, healthy):
         server.server_close()
         thread.join(CLI_TIMEOUT_S)
     assert (done.returncode == 0) is healthy, done.stderr
-    assert handler.paths == ["/readyz"]
+    assert handler.paths == ["/livez"]
 
 
 def test_healthcheck_command_fails_when_nothing_listens():

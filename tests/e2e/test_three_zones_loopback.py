@@ -18,7 +18,6 @@ import pytest
 
 from deploy.local.scenario import TopicSpec, Workload, router_overrides, run_sidecar
 from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter, to_toml
-from deploy.local.zones import three_zones
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -27,10 +26,8 @@ TOPICS = (TopicSpec("orders", partitions=6, keyed=True), TopicSpec("clicks", par
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones"), broker="kafka") as env:
-        env.create_bucket("wal")
-        yield env
+def env(loopback_kafka_zones):
+    return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
 
 
 def audit_records(audit_dir: Path, kind: str) -> list[dict]:

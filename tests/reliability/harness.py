@@ -24,6 +24,7 @@ Used by tests/reliability (short runs) and bench/campaign.py (many cycles, soak)
 from __future__ import annotations
 
 import contextlib
+import gzip
 import importlib.util
 import json
 import subprocess
@@ -190,6 +191,7 @@ class CampaignResult:
     events: tuple[tuple[float, str], ...]  # (seconds since start, what happened)
     duration_s: float
     out_dir: Path
+    acked_by_zone: Mapping[str, int] = field(default_factory=dict)  # records acknowledged to each zone's producers
 
     @property
     def ok(self) -> bool:
@@ -285,8 +287,12 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
     # A producer without a summary died (e.g. librdkafka's fatal idempotence error): which of
     # its records were acknowledged is unknown, so its records are counted, not judged.
     fatal = {pid: _fatal_line(p.log_path) for pid, p, _ in procs if pid in missing}  # type: ignore[attr-defined]
-    verification = verify_acknowledged(first.broker_bootstrap, spec, workload.record_bytes,
-                                       [s for s in summaries.values() if s is not None], unknown_producers=missing)
+    present = [s for s in summaries.values() if s is not None]
+    if env.mode == "netns":  # the brokers are reachable from the zones only
+        verification = _verify_in_zone(env, first, spec, workload.record_bytes, present, missing, out_dir)
+    else:
+        verification = verify_acknowledged(first.broker_bootstrap, spec, workload.record_bytes, present,
+                                           unknown_producers=missing)
     if missing:
         verification = {**verification, "ok": False,
                         "problems": [*verification["problems"], f"producers died without a summary: {fatal}"]}
@@ -300,7 +306,53 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
         producer_fatal=fatal,
         peak_proxy_rss_kib=peak, samples=tuple(samples),
         events=tuple((round(t - started, 2), what) for t, what in fleet.events), duration_s=duration_s,
-        out_dir=out_dir)
+        out_dir=out_dir, acked_by_zone=_acked_by_zone(env, procs, summaries))
+
+
+def _verify_in_zone(env: ZoneEnv, zone: Zone, spec: Mapping[str, Any], record_bytes: int, summaries: list[dict],
+                    missing: list[str], out_dir: Path) -> dict[str, Any]:
+    """verify_acknowledged in the zone's namespace (tests/reliability/verify_in_zone.py)."""
+    args, result = out_dir / "verify-args.json", out_dir / "verify-result.json"
+    args.write_text(json.dumps({"bootstrap": zone.broker_bootstrap, "spec": spec, "record_bytes": record_bytes,
+                                "summaries": summaries, "unknown_producers": missing}))
+    code = env.run_to_completion(zone, [sys.executable, "-m", "tests.reliability.verify_in_zone", str(args),
+                                        str(result)], VERIFY_MIN_S + 60, log_name=f"{out_dir.name}-verify")
+    if code != 0:
+        raise RuntimeError(f"verification in {zone.name} exited {code} (log {out_dir.name}-verify.log)")
+    return json.loads(result.read_text())
+
+
+def _acked_by_zone(env: ZoneEnv, procs: Sequence[tuple[str, subprocess.Popen, Path]],
+                   summaries: Mapping[str, dict | None]) -> dict[str, int]:
+    """Records acknowledged to the producers of each zone (producer ids are '<name>-z<index>-p<k>')."""
+    out = {zone.name: 0 for zone in env.zones}
+    for pid, _, _ in procs:
+        s = summaries.get(pid)
+        if s is None:
+            continue
+        index = int(pid.rsplit("-z", 1)[1].split("-p", 1)[0])
+        out[env.zones[index].name] += s["records"] - len(s.get("failed_records", []))
+    return out
+
+
+def audited_produce_records(audit_dir: Path) -> dict[str, Any]:
+    """What the audit under audit_dir says the proxies answered: records of produce_batch
+    records with error_code 0 per proxy zone, torn_tail drops, and in-progress files left.
+    Only closed files count (as the Spark jobs read them)."""
+    ok_records: dict[str, int] = {}
+    torn: list[dict] = []
+    for path in sorted(audit_dir.rglob("*.jsonl.gz")):
+        if path.name.startswith("."):
+            continue
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                r = json.loads(line)
+                if r["kind"] == "produce_batch" and r["error_code"] == 0:
+                    ok_records[r["zone"]] = ok_records.get(r["zone"], 0) + r["records"]
+                elif r["kind"] == "audit_drop" and r.get("reason") == "torn_tail":
+                    torn.append(r)
+    return {"ok_records": ok_records, "torn_tail": torn,
+            "inprogress": sorted(str(p) for p in audit_dir.rglob(".*.inprogress"))}
 
 
 def _fatal_line(log_path: Path) -> str:

@@ -20,8 +20,14 @@ import pytest
 
 from deploy.local.scenario import TopicSpec, Workload, router_overrides
 from deploy.local.sidecar_stack import SidecarSettings
-from deploy.local.zones import three_zones
-from tests.reliability.harness import TickContext, fault_counts, fault_proxy, notify_fault_proxy, run_campaign
+from tests.reliability.harness import (
+    TickContext,
+    audited_produce_records,
+    fault_counts,
+    fault_proxy,
+    notify_fault_proxy,
+    run_campaign,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -34,15 +40,33 @@ TOTAL = 3 * RECORDS_PER_PRODUCER
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones"), broker="kafka") as env:
-        env.create_bucket("wal")
-        yield env
+def env(loopback_kafka_zones):
+    return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
+
+
+AUDIT_FLUSH_S = 0.2  # audit.flush_seconds in the campaigns: what a killed proxy's audit may lose
+AUDIT_DRAIN_S = 0.2  # the audit writer drains its queue this often (spark_audit/writer.QUEUE_POLL_S)
 
 
 def settings_for(env, tmp_path: Path, **extra) -> SidecarSettings:
     return SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
-                           partition_zones=router_overrides(env, PACED)["partition_zones"], extra=extra)
+                           partition_zones=router_overrides(env, PACED)["partition_zones"],
+                           extra={"audit": {"flush_seconds": AUDIT_FLUSH_S}, **extra})
+
+
+def assert_audit_accounts_for_acknowledged(result, audit_dir: Path, killed_proxy_zones=()) -> None:
+    """The audit the Spark jobs read (closed files) counts every acknowledged record as a
+    produce_batch answered ok. A killed proxy may take its last unflushed moments along:
+    at most (flush + drain interval) x 2 of its producer's records (RATE_PER_PRODUCER), and
+    nothing in-progress may be left for the jobs to skip."""
+    audit = audited_produce_records(audit_dir)
+    assert audit["inprogress"] == [], audit["inprogress"]
+    for zone, acked in result.acked_by_zone.items():
+        audited = audit["ok_records"].get(zone, 0)
+        allowance = (int(RATE_PER_PRODUCER * 2 * (AUDIT_FLUSH_S + AUDIT_DRAIN_S))
+                     * sum(1 for z in killed_proxy_zones if z == zone))
+        # >=: a batch answered ok whose answer died with the proxy is retried and audited twice.
+        assert audited >= acked - allowance, (zone, audited, acked, allowance, audit["torn_tail"])
 
 
 def once_at(fraction: float, action):
@@ -83,6 +107,7 @@ def test_proxy_killed_and_restarted_mid_stream(env, tmp_path):
 
     assert [what for _, what in result.events].count(f"kill -9 proxy {zone.name}") == 1
     assert_nothing_acknowledged_lost(result)
+    assert_audit_accounts_for_acknowledged(result, tmp_path / "audit", killed_proxy_zones=[zone.name])
     # librdkafka rode through the restart: with a quick restart nothing times out.
     assert result.verification["acknowledged"] == TOTAL, result.producer_errors
 
@@ -99,6 +124,7 @@ def test_agent_killed_and_restarted_mid_stream(env, tmp_path):
 
     assert f"kill -9 agent {zone.name}" in [what for _, what in result.events]
     assert_nothing_acknowledged_lost(result)
+    assert_audit_accounts_for_acknowledged(result, tmp_path / "audit")
     assert result.verification["acknowledged"] == TOTAL, result.producer_errors
 
 

@@ -34,7 +34,6 @@ import pytest
 
 from deploy.local.scenario import TopicSpec, Workload, router_overrides
 from deploy.local.sidecar_stack import SidecarSettings
-from deploy.local.zones import three_zones
 from tests.reliability.flood import flood, trims_logged
 from tests.reliability.harness import TickContext, fault_proxy, run_campaign
 
@@ -54,10 +53,8 @@ FALLBACK_WITHIN_S = 5.0  # issue 23: a zone falls back within 5 s of S3 or its a
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("zones"), broker="kafka") as env:
-        env.create_bucket("wal")
-        yield env
+def env(loopback_kafka_zones):
+    return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
 
 
 def hang_for(pid_of, at_fraction: float, seconds: float, times: dict):

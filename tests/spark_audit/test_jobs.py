@@ -310,7 +310,7 @@ def test_corrupt_lines_are_counted_not_dropped(spark, tmp_path):
         '{"schema_version":2,"kind":"produce_batch","ts_ms":1,"zone":"az1","bytes":"lots"}',  # wrong type
         '{"schema_version":2,"kind":"produce_batch","ts_ms":1,"zone":"az1","bytes":12.5}',  # fraction in a long
         '{"schema_version":2,"kind":"mystery","ts_ms":1,"zone":"az1"}',  # unknown kind
-        '{"schema_version":9,"kind":"metadata_lookup","ts_ms":1,"zone":"az1","cache":"hit","new_field":1}',
+        '{"schema_version":99,"kind":"metadata_lookup","ts_ms":1,"zone":"az1","cache":"hit","new_field":1}',
     )
     df, summary = load(spark, str(write_jsonl(tmp_path / "mixed.jsonl.gz", good, bad)))
     assert (summary.lines, summary.corrupt_lines, summary.unknown_kind_lines) == (8, 3, 1)

@@ -31,15 +31,20 @@ def test_liveness():
 @pytest.mark.parametrize(("facts", "is_ready", "zone_detail"), [
     (ProxyFacts(NOW, upstream=UP, agents={"az2": UP}), True, "WAL path (agent: answered, circuit closed)"),
     (ProxyFacts(NOW, upstream=UP, agents={"az2": DOWN}), True,
-     "fallback to direct (agent: ConnectionRefusedError: refused)"),
+     "fallback to direct (agent: ConnectionRefusedError: refused; circuit closed)"),
     (ProxyFacts(NOW, upstream=UP, agents={"az2": UP}, circuits={"az2": "open"}), True,
      "fallback to direct (circuit open)"),
     (ProxyFacts(NOW, upstream=UP, agents={"az2": UP}, circuits={"az2": "half_open"}), True,
      "WAL path (agent: answered, circuit half_open)"),
     (ProxyFacts(NOW, upstream=UP, agents={"az2": DOWN}, fallback="fail"), False,
-     "no WAL path and router.fallback = fail (agent: ConnectionRefusedError: refused)"),
+     "no WAL path and router.fallback = fail (agent: ConnectionRefusedError: refused; circuit closed)"),
     (ProxyFacts(NOW, upstream=UP, agents={"az2": OLD}, fallback="fail"), False,
-     f"no WAL path and router.fallback = fail (agent: last probe {STALE_AFTER_S + 1:.0f} s ago)"),
+     f"no WAL path and router.fallback = fail (agent: last probe {STALE_AFTER_S + 1:.0f} s ago; circuit closed)"),
+    # The circuit's cause (router/zone_health.py) is shown, as the router has it.
+    (ProxyFacts(NOW, upstream=UP, agents={"az2": DOWN}, circuits={"az2": "open"},
+                circuit_reasons={"az2": "open: zone_partitioned after 1 failure(s) (agent probe: no answer)"}), True,
+     "fallback to direct (agent: ConnectionRefusedError: refused; "
+     "circuit open: zone_partitioned after 1 failure(s) (agent probe: no answer))"),
 ])
 def test_proxy_zones(facts, is_ready, zone_detail):
     checks = assess_proxy(facts, NOW)
@@ -64,3 +69,20 @@ def test_agent():
     assert not ready(assess_agent(AgentFacts(NOW, brokers=DOWN), NOW))
     assert not ready(assess_agent(AgentFacts(NOW, draining=True, brokers=UP), NOW))
     assert assess_agent(AgentFacts(NOW), NOW)["brokers"] == Check(False, "zone's brokers Metadata: not probed yet")
+
+
+def test_a_failed_agent_probe_becomes_a_zone_signal():
+    import errno
+
+    import trio
+
+    from azsidecar.monitor import probe_signal
+    from router.zone_health import Signal
+
+    refused = OSError("all attempts to connect to 127.0.0.1:1 failed")
+    refused.__cause__ = ExceptionGroup("attempts", [ConnectionRefusedError(errno.ECONNREFUSED, "refused")])
+    unreachable = OSError("all attempts to connect to 10.0.0.9:9400 failed")
+    unreachable.__cause__ = ExceptionGroup("attempts", [OSError(errno.EHOSTUNREACH, "No route to host")])
+    assert probe_signal(refused) is Signal.REFUSED
+    assert probe_signal(unreachable) is Signal.NO_ANSWER
+    assert probe_signal(trio.TooSlowError()) is Signal.NO_ANSWER

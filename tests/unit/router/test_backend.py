@@ -44,7 +44,7 @@ def item(topic: str, partition: int, nbytes: int) -> PartitionBatches:
 
 class FakeMetadata:
     def __init__(self) -> None:
-        self.view = types.SimpleNamespace(topics={})
+        self.view = types.SimpleNamespace(topics={}, brokers={})
         self.invalidated: list[str] = []
 
     async def leader(self, topic, partition):
@@ -320,11 +320,13 @@ async def test_unreachable_zone_fails_retriably_then_falls_back_to_direct(autoju
         wal = WalPath(writer, sender, nursery)
         config = RouterConfig(policy="wal", fallback="direct", partition_zones={"*:*": "az2"})
         backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
-        codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(3)]
-        assert codes == [7, 7, 7]  # REQUEST_TIMED_OUT: retriable, the client retries
-        # Three consecutive failures open the zone's circuit: the next batch goes direct.
+        codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(2)]
+        assert codes == [7, 7]  # REQUEST_TIMED_OUT: retriable, the client retries
+        # "agent unreachable" with the zone's brokers not known to be gone is agent_gone
+        # (router/zone_health.py): two consecutive failures open the circuit, the next batch goes direct.
         assert (await send(backend, item("t", 0, 100)))[("t", 0)].base_offset == 100
-        assert [r for r, _p, _t in log] == ["wal", "wal", "wal", "direct"]
+        assert [r for r, _p, _t in log] == ["wal", "wal", "direct"]
+        assert backend.zone_reasons()["az2"].startswith("open: agent_gone after 2 failure(s)")
         # The gauge names the destination as dest_zone: `zone` is the scrape target's own.
         assert circuit_open("az2") == 1.0
         # Nothing is kept for objects whose entries all got their answer.
@@ -628,9 +630,9 @@ async def test_gray_failures_count_for_the_breaker_at_once_not_after_every_retry
                                                 {"dest_zone": "az2", "kind": "s3_put"}) or 0.0
         writer.on_gray_put(("az2", "az3"))  # a hung PUT of an object with entries for both zones
         sender.on_gray("az2", 0)  # a notification to az2's (only) agent abandoned
-        assert backend._breakers["az2"].state == "closed"  # two failures so far
+        assert backend.zone_circuits().get("az2", "closed") == "closed"  # two failures so far
         writer.on_gray_put(("az2",))
-        assert backend._breakers["az2"].state == "open" and backend._breakers["az3"].state == "closed"
+        assert backend.zone_circuits().get("az2", "closed") == "open" and backend.zone_circuits().get("az3", "closed") == "closed"
         assert circuit_open("az2") == 1.0
         assert REGISTRY.get_sample_value("azsidecar_router_gray_failures_total",
                                          {"dest_zone": "az2", "kind": "s3_put"}) == gray_before + 2
@@ -677,7 +679,7 @@ async def test_leader_errors_from_a_working_agent_do_not_open_its_zones_circuit(
         backend = wal_backend(nursery, NotLeaderSender(), log)
         codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(5)]
         assert codes == [6] * 5  # retriable for the producer, every time
-        assert backend._breakers["az2"].state == "closed"
+        assert backend.zone_circuits().get("az2", "closed") == "closed"
         nursery.cancel_scope.cancel()
     assert [entry[0] for entry in log] == ["wal"] * 5  # never sent across zones directly
 

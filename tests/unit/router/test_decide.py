@@ -6,7 +6,6 @@ import pytest
 
 from core.prices import Prices
 from core.zones import leader_zone
-from router.breaker import Breaker
 from router.decide import (
     ObjectShape,
     Path,
@@ -122,19 +121,3 @@ def test_decide_table(policy, proxy_zone, leader, healthy, fallback, txn, shape,
 ])
 def test_leader_zone(topic, partition, leader_id, rack, pz, bz, expected):
     assert leader_zone(topic, partition, leader_id, rack, pz, bz) == expected
-
-
-def test_breaker_opens_after_threshold_and_half_opens_after_open_s():
-    b = Breaker(failure_threshold=3, open_s=10.0)
-    assert b.allows(0.0)
-    b.record_failure(1.0)
-    b.record_failure(2.0)
-    assert b.allows(2.5) and b.state == "closed"
-    b.record_failure(3.0)
-    assert b.state == "open" and not b.allows(12.9)  # opened at 3.0, 9.9 s later
-    assert b.allows(13.0) and b.state == "half_open"
-    b.record_failure(13.5)  # one failure in half-open re-opens
-    assert b.state == "open" and not b.allows(20.0)
-    assert b.allows(23.5)
-    b.record_success()
-    assert b.state == "closed" and b.failures == 0

@@ -13,6 +13,7 @@ from planner.plan import (
     ClassPrices,
     Flow,
     PlanError,
+    ShadowSplit,
     WalSettings,
     audited_totals,
     break_even_bytes_per_s,
@@ -22,7 +23,9 @@ from planner.plan import (
     host_verdicts,
     plan,
     plan_mode,
+    shadow_split,
     storage_classes,
+    without_shadow_direct,
 )
 
 LIST = Prices()
@@ -292,3 +295,22 @@ def test_express_is_planned_once_prices_carry_it():
     assert [(b.mode, b.storage_class) for b in bills] == [
         ("direct", "-"), ("sidecar", "standard"), ("gateway", "standard"), ("sidecar", "express"),
         ("gateway", "express")]
+
+
+def test_a_shadow_run_is_planned_on_what_the_policy_would_have_sent_through_the_wal():
+    def shadow(ts, topic_route, nbytes, leader="az2", route="direct_cross", error=0):
+        return {**_pb(ts, "p1", "az1", leader, nbytes, route=route, error=error), "shadow_route": topic_route}
+    records = [
+        shadow(1_000, "wal", 4000), shadow(2_000, "wal", 6000),
+        shadow(1_500, "direct_cross", 7000),         # not piloted: direct either way
+        shadow(1_600, "local", 500, leader="az1", route="local"),
+        shadow(1_700, "wal", 9999, error=6),         # failed: not traffic
+    ]
+    assert shadow_split(records) == ShadowSplit(wal_bytes=10_000, direct_bytes=7000)
+    kept = list(without_shadow_direct(records))
+    assert [r["bytes"] for r in kept] == [4000, 6000, 500, 9999]
+    flows, window = flows_from_produce_batches(kept)
+    assert window == 1.0  # 1,000 .. 2,000 ms
+    assert flows == [Flow("p1", "az1", "az1", 500, 1.0, 1.0), Flow("p1", "az1", "az2", 10_000, 2.0, 2.0)]
+    # records without shadow_route (or from before audit v10) are no shadow run
+    assert shadow_split([_pb(0, "p1", "az1", "az2", 1), {**_pb(0, "p1", "az1", "az2", 1), "shadow_route": ""}]) is None

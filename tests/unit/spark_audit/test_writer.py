@@ -7,6 +7,7 @@ import gzip
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import trio
@@ -15,6 +16,8 @@ from core.audit import SCHEMA_VERSION
 from spark_audit.config import AuditConfig
 from spark_audit.writer import AuditWriter
 from tests.spark_audit.conftest import H0_MS, HOUR_MS
+
+RUN_ID = re.compile(r"-[0-9a-f]{6}-")  # the writer's run id in its file names (random per writer)
 
 
 def read_all(root: Path) -> dict[str, list[dict]]:
@@ -34,13 +37,13 @@ def test_records_are_stamped_and_partitioned_by_hour_and_zone(tmp_path):
     writer.emit("metadata_lookup", {"ts_ms": H0_MS + 5, "topic": "t", "partition": 0, "cache": "hit"})
     writer.emit("metadata_lookup", {"ts_ms": H0_MS + HOUR_MS + 7, "topic": "t", "partition": 1, "cache": "miss"})
     writer.close()
-    files = read_all(tmp_path)
+    files = {RUN_ID.sub("-RUN-", name): records for name, records in read_all(tmp_path).items()}
     pid = os.getpid()
     assert files == {
-        f"date=2026-01-01/hour=00/zone=use1-az1/proxy-{pid}-1.jsonl.gz": [
+        f"date=2026-01-01/hour=00/zone=use1-az1/proxy-{pid}-RUN-1.jsonl.gz": [
             {"topic": "t", "partition": 0, "cache": "hit", "ts_ms": H0_MS + 5, "schema_version": SCHEMA_VERSION,
              "kind": "metadata_lookup", "zone": "use1-az1"}],
-        f"date=2026-01-01/hour=01/zone=use1-az1/proxy-{pid}-2.jsonl.gz": [
+        f"date=2026-01-01/hour=01/zone=use1-az1/proxy-{pid}-RUN-2.jsonl.gz": [
             {"topic": "t", "partition": 1, "cache": "miss", "ts_ms": H0_MS + HOUR_MS + 7,
              "schema_version": SCHEMA_VERSION, "kind": "metadata_lookup", "zone": "use1-az1"}],
     }
@@ -57,11 +60,19 @@ def test_ts_ms_is_filled_when_absent(tmp_path):
 
 def test_full_queue_drops_are_counted_and_audited(tmp_path):
     # Thread not started: the queue (2 slots) fills and the next 3 emits are dropped.
+    from prometheus_client import REGISTRY
+
+    def exported() -> float:
+        return REGISTRY.get_sample_value("azsidecar_audit_dropped_records_total",
+                                         {"kind": "metadata_lookup", "reason": "queue_full"}) or 0.0
+
+    before = exported()
     writer = AuditWriter(AuditConfig(output=str(tmp_path), max_queue=2), zone="z", component="proxy", start=False)
     for partition in range(5):
         writer.emit("metadata_lookup", {"ts_ms": H0_MS, "topic": "t", "partition": partition, "cache": "hit"})
     stats = writer.stats()
     assert (stats.emitted, stats.dropped) == (2, 3)
+    assert exported() - before == 3  # also exported for alerting (AzsidecarAuditRecordsDropped)
     writer.close()
     records = flat(read_all(tmp_path))
     assert [r["partition"] for r in records if r["kind"] == "metadata_lookup"] == [0, 1]

@@ -1,0 +1,139 @@
+"""Zone-outage campaign on Apache Kafka in network namespaces: RPO and RTO per scenario.
+
+Strategy. One three-zone netns environment (a Kafka node per zone, rack = zone; moto in its
+own namespace) for the whole campaign; every cycle is one verified run of
+tests/reliability/harness.run_campaign (three paced idempotent producers, one per zone,
+through their zone's proxy, policy "wal") with one outage of a random zone
+(tests/reliability/zone_faults.py). Per cycle it prints and records:
+
+- rpo_records: acknowledged records lost (must be 0), and duplicates / reordered;
+- survivors_rto_s: from the fault until the acknowledgements are back at 90 % of what the
+  producers that can deliver should give (2 of 3 when a whole zone is down, 3 of 3 when only
+  its agents are), over 1 s;
+- p99_ms: the highest per-second p99 produce latency any producer reported from the fault
+  until 5 s after the restart;
+- zone_restart_s (a): from the restart until the zone's agent and proxy were ready again;
+- wal_return_s (e): per proxy of another zone, from the agent's return until its batches to
+  the zone took the WAL path again (None: not back before the producers finished).
+
+Scenarios:
+  a   the zone's Kafka node, agent and proxy killed with -9 at once, restarted --outage-s later
+  e   the zone's agent killed with -9, restarted --outage-s later; its broker keeps its leaders
+
+Usage (from the repository root, as root):
+  .venv/bin/python -m bench.zone_campaign --scenario a --cycles 20
+  .venv/bin/python -m bench.zone_campaign --scenario e --cycles 20 --out zone-e.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from deploy.local.scenario import TopicSpec, Workload
+from deploy.local.sidecar_stack import SidecarSettings
+from deploy.local.zones import netns_available, three_zones
+from tests.reliability.harness import run_campaign
+from tests.reliability.zone_faults import (
+    agents_gone,
+    audit_batches,
+    p99_during,
+    survivors_recovery_s,
+    wal_return_s,
+    whole_zone,
+)
+
+TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
+RECORD_BYTES = 100
+
+
+def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, outage_s: float, tmp: Path,
+          n: int) -> dict:
+    zone = rng.choice(env.zones)
+    records = int(rate * seconds)
+    workload = Workload(total_bytes=3 * records * RECORD_BYTES, record_bytes=RECORD_BYTES, topics=TOPICS,
+                        linger_ms=20, timeout_s=seconds + 240)
+    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{n}", policy="wal",
+                               extra={"audit": {"flush_seconds": 0.2}})
+    fault_at = rng.uniform(0.05, 0.2)
+    pending: list[str] = []
+    if scenario == "a":
+        outage, pending = whole_zone(env, zone, outage_s=outage_s, fault_at=fault_at)
+    else:
+        outage = agents_gone(zone, outage_s=outage_s, fault_at=fault_at)
+    started = time.monotonic()
+    result = run_campaign(env, workload, settings, outage, name=f"zone-{scenario}-{n}", records_per_s=rate)
+    v = result.verification
+    row = {"cycle": n, "scenario": scenario, "zone": zone.name, "fault_at": round(fault_at, 3),
+           "acknowledged": v["acknowledged"], "rpo_records": v["lost"], "duplicates": v["duplicates"],
+           "reordered": v["reordered"], "not_restarted": list(pending),
+           "survivors_rto_s": survivors_recovery_s(result, outage, 2 if scenario == "a" else 3, rate),
+           "p99_ms": p99_during(result, outage), "peak_proxy_rss_mib": round(result.peak_proxy_rss_kib / 1024, 1),
+           "run_s": round(time.monotonic() - started, 1)}
+    if scenario == "e":
+        row["wal_return_s"] = wal_return_s(audit_batches(settings.audit_dir), zone.name, outage.up_wall_ms)
+    return row
+
+
+def summary(rows: list[dict]) -> dict:
+    def stats(values: list[float]) -> dict | None:
+        values = [x for x in values if x is not None]
+        if not values:
+            return None
+        return {"n": len(values), "median": round(statistics.median(values), 2), "max": round(max(values), 2)}
+
+    returns = [x for r in rows for x in (r.get("wal_return_s") or {}).values()]
+    return {"cycles": len(rows), "records_lost": sum(r["rpo_records"] for r in rows),
+            "duplicates": sum(r["duplicates"] for r in rows), "reordered": sum(r["reordered"] for r in rows),
+            "survivors_rto_s": stats([r["survivors_rto_s"] for r in rows]),
+            "survivors_never_recovered": sum(r["survivors_rto_s"] is None for r in rows),
+            "p99_ms": stats([r["p99_ms"] for r in rows]),
+            "wal_return_s": stats(returns), "wal_not_back": sum(x is None for x in returns),
+            "load_average": os.getloadavg()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", choices=("a", "e"), required=True)
+    parser.add_argument("--cycles", type=int, default=20)
+    parser.add_argument("--rate", type=int, default=500, help="records/s per producer (3 producers)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="production per cycle")
+    parser.add_argument("--outage-s", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="write the rows and summary as JSON here too")
+    args = parser.parse_args(argv)
+    if not netns_available():
+        print("zone_campaign: needs root and iproute2 (network namespaces)", file=sys.stderr)
+        return 2
+    if args.cycles < 1 or args.rate < 1 or args.seconds <= args.outage_s:
+        print("zone_campaign: --cycles and --rate >= 1, --seconds > --outage-s", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="zone-campaign-") as tmp, \
+            three_zones(mode="netns", broker="kafka", log_dir=Path(tmp) / "zones") as env:
+        env.create_bucket("wal")
+        print(f"zone campaign: scenario {args.scenario}, {args.cycles} cycles, seed {seed}, "
+              f"{args.rate} records/s x 3 for {args.seconds:.0f} s per cycle, outage {args.outage_s:.0f} s", flush=True)
+        for n in range(args.cycles):
+            row = cycle(env, args.scenario, rng, args.rate, args.seconds, args.outage_s, Path(tmp), n)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    result = {"seed": seed, "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "summary": summary(rows)}
+    print(json.dumps(result["summary"], indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    bad = result["summary"]["records_lost"] or result["summary"]["duplicates"] or result["summary"]["reordered"]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
