@@ -1,7 +1,7 @@
 """Write docs/configuration.md from the config dataclasses: `python -m azsidecar._configdoc`.
 
 The meaning column is the trailing comment of each field in its dataclass, so the
-reference cannot drift from the code (tests/test_config.py checks every key is listed).
+reference cannot drift from the code (tests/integration/test_config.py checks every key is listed).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from confluent_kafka import Producer
 from bench.bench_proxy import RECORD_BYTES, cpu_seconds, create_topic, percentile
 from deploy.local.processes import free_port, start_tansu, stop_process, wait_for_port
 from proxy.sasl import format_credential, scram_credential
-from tests.security._certs import make_certs
+from tests.integration.security._certs import make_certs
 
 PARTITIONS = 6
 FLUSH_TIMEOUT_S = 120.0

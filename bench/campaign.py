@@ -1,6 +1,6 @@
 """The long reliability campaign, on demand: crash cycles, S3 faults, cross-zone faults, soak, fuzz.
 
-Strategy. Every scenario is one verified run of tests/reliability/harness.run_campaign:
+Strategy. Every scenario is one verified run of tests/system/reliability/harness.run_campaign:
 three paced idempotent producers (one per zone, through their zone's proxy, policy "wal")
 produce for as long as the cycles need, and `--cycles` faults land at random moments
 (uniform over the run, at least MIN_GAP_S apart, a random zone each). After the run every
@@ -65,8 +65,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deploy.local.scenario import TopicSpec, Workload, router_overrides  # noqa: E402
 from deploy.local.sidecar_stack import SidecarSettings  # noqa: E402
 from deploy.local.zones import three_zones  # noqa: E402
-from tests.reliability.flood import flood, trims_logged  # noqa: E402
-from tests.reliability.harness import (  # noqa: E402
+from tests.system.reliability.flood import flood, trims_logged  # noqa: E402
+from tests.system.reliability.harness import (  # noqa: E402
     CampaignResult,
     TickContext,
     fault_counts,

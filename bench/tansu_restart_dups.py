@@ -31,7 +31,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse  # noqa: E40
 
 from deploy.local import start_moto, start_tansu  # noqa: E402
 from tests.conftest import create_topics  # noqa: E402
-from tests.leader_notify.helpers import make_batch, new_producer_id  # noqa: E402
+from tests.integration.leader_notify.helpers import make_batch, new_producer_id  # noqa: E402
 
 RECORDS = 10
 VERSION = 7

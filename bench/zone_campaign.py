@@ -2,9 +2,9 @@
 
 Strategy. One three-zone netns environment (a Kafka node per zone, rack = zone; moto in its
 own namespace) for the whole campaign; every cycle is one verified run of
-tests/reliability/harness.run_campaign (three paced idempotent producers, one per zone,
+tests/system/reliability/harness.run_campaign (three paced idempotent producers, one per zone,
 through their zone's proxy, policy "wal") with one outage of a random zone
-(tests/reliability/zone_faults.py). Per cycle it prints and records:
+(tests/system/reliability/zone_faults.py). Per cycle it prints and records:
 
 - rpo_records: acknowledged records lost (must be 0), and duplicates / reordered;
 - survivors_rto_s: from the fault until the acknowledgements are back at 90 % of what the
@@ -40,8 +40,8 @@ from pathlib import Path
 from deploy.local.scenario import TopicSpec, Workload
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import netns_available, three_zones
-from tests.reliability.harness import run_campaign
-from tests.reliability.zone_faults import (
+from tests.system.reliability.harness import run_campaign
+from tests.system.reliability.zone_faults import (
     agents_gone,
     audit_batches,
     p99_during,

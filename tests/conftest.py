@@ -33,23 +33,28 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     os.environ[PORT_SLICE_ENV] = f"{int(_WORKER[2:])}/{os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')}"
 
-# The three-zone systems: many processes each and bounds on latency, so they run one at a
-# time (marker "serial"), on one worker of `make test` while the other workers run the rest.
-SERIAL_DIRS = ("reliability", "e2e", "deploy_local")
+# The test pyramid by directory: tests/unit (pure; its conftest refuses sockets, subprocesses
+# and the JVM), tests/integration (one real part or a few: moto, Kafka, Tansu, clients, Spark),
+# tests/system (three zones of processes: end to end, reliability campaigns, the local fleet).
+# The system tests run one at a time (marker "serial"), on one worker of `make test` while the
+# other workers run the integration tier.
+SYSTEM_TIER = "system"
 
 
 def xdist_group_of(relative: str, kafka_version: str | None) -> str:
     """The pytest-xdist group a test runs in (`make test` runs `--dist loadgroup`): the
-    three-zone systems all in one group, one after another; the tests on a shared Apache
-    Kafka cluster in one group per broker version, so each version's cluster starts once;
-    the Spark job tests in one group (one SparkSession); every other test file its own group, so its module fixtures start once."""
-    top = relative.split(os.sep, 1)[0]
-    if top in SERIAL_DIRS:
-        return "three-zone-systems"
-    if top == "kafka":
+    system tier in one group, one test after another; the tests on a shared Apache Kafka
+    cluster in one group per broker version, so each version's cluster starts once; the
+    Spark job tests in one group (one SparkSession); every other test file its own group,
+    so its module fixtures start once."""
+    parts = relative.split(os.sep)
+    if parts[0] == SYSTEM_TIER:
+        return "system"
+    package = parts[1] if parts[0] == "integration" and len(parts) > 2 else ""
+    if package == "kafka":
         return f"kafka-{kafka_version or 'default'}"
-    if top == "spark_audit":
-        return "spark"  # one SparkSession (tests/spark_audit/conftest.py) for all of them
+    if package == "spark_audit":
+        return "spark"  # one SparkSession (tests/integration/spark_audit/conftest.py) for all of them
     return relative
 
 
@@ -57,22 +62,10 @@ def pytest_collection_modifyitems(config, items):
     tests_dir = os.path.dirname(__file__)
     for item in items:
         relative = os.path.relpath(str(item.path), tests_dir)
-        if relative.split(os.sep, 1)[0] in SERIAL_DIRS:
+        if relative.split(os.sep, 1)[0] == SYSTEM_TIER:
             item.add_marker(pytest.mark.serial)
         version = getattr(item.module, "KAFKA_GROUP_VERSION", None)
         item.add_marker(pytest.mark.xdist_group(xdist_group_of(relative, version)))
-
-
-@pytest.fixture(scope="session")
-def loopback_kafka_zones(tmp_path_factory):
-    """Three loopback zones on Apache Kafka (three KRaft nodes, one rack per zone) with a WAL
-    bucket "wal", shared by the three-zone modules of the session (their tests make their
-    own topics and fleets): each Kafka start costs three JVMs' startup CPU."""
-    from deploy.local.zones import three_zones
-
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("kafka-zones"), broker="kafka") as env:
-        env.create_bucket("wal")
-        yield env
 
 
 def unique_name(prefix: str) -> str:
@@ -143,7 +136,7 @@ WAL_STORE_ZONES = ("az0", "az1", "az2", "az3")  # zones whose directory buckets 
 
 @pytest.fixture(params=["standard", "express"])
 def wal_store(request, moto_server, monkeypatch):
-    """(config factory, client factory) like tests/wal_s3's `wal_env`, on plain moto (one
+    """(config factory, client factory) like tests/integration/wal_s3's `wal_env`, on plain moto (one
     bucket) and on the S3 Express front (a directory bucket per zone of WAL_STORE_ZONES)."""
     for k, v in DUMMY_CREDENTIALS.items():
         monkeypatch.setenv(k, v)

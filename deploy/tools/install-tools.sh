@@ -4,11 +4,11 @@
 # test rules of the alerting rules), both built from their Go modules with `go install`
 # (Go >= 1.24). Idempotent: a tool already at the pinned version is kept.
 #
-#   deploy/tools/install-tools.sh            # then: tests/deploy/test_helm_chart.py, test_alert_rules.py
+#   deploy/tools/install-tools.sh            # then: tests/integration/deploy/test_helm_chart.py, test_alert_rules.py
 #
 # Building takes a few minutes per tool on two cores (the Kubernetes client libraries). A helm
 # built this way defaults to Kubernetes v1.20 (release builds stamp a current version): pass
-# --kube-version to helm template / lint, as tests/deploy/test_helm_chart.py does.
+# --kube-version to helm template / lint, as tests/integration/deploy/test_helm_chart.py does.
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"            # helm.sh/helm/v3

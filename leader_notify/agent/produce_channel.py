@@ -19,7 +19,7 @@ Private aiokafka names used (checked against 0.12-0.14): `AIOKafkaClient._conns`
 `._next_correlation_id()`, and the reader's use of `parse_response_header` and
 `RESPONSE_TYPE.decode` on the queued entry. `channel_supported` checks them on each new
 connection; where one is missing the appender sends through `client.send` as before.
-tests/leader_notify/test_appender.py runs this path against Tansu.
+tests/integration/leader_notify/test_appender.py runs this path against Tansu.
 """
 
 from __future__ import annotations

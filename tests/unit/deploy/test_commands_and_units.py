@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from azsidecar.cli import build_parser
-from tests.deploy._hcl import EXAMPLE, MODULES, ROOT, attr, parse, render_template, variables
+from tests.integration.deploy._hcl import EXAMPLE, MODULES, ROOT, attr, parse, render_template, variables
 
 SYSTEMD = ROOT / "deploy" / "systemd"
 CONFIG_FILE = "/run/azsidecar/azsidecar.toml"

@@ -13,7 +13,7 @@ import tomllib
 import pytest
 
 from azsidecar.config import load_config
-from tests.deploy._hcl import MODULES, TemplateSubsetError, attr, render_template, variables
+from tests.integration.deploy._hcl import MODULES, TemplateSubsetError, attr, render_template, variables
 
 TEMPLATE = MODULES / "config" / "azsidecar.toml.tftpl"
 

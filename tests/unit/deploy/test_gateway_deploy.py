@@ -7,7 +7,7 @@ from __future__ import annotations
 import yaml
 
 from azsidecar.config import load_config
-from tests.deploy._hcl import MODULES, ROOT, attr, blocks, resources, variables
+from tests.integration.deploy._hcl import MODULES, ROOT, attr, blocks, resources, variables
 
 GATEWAY = MODULES / "gateway"
 KUBERNETES = ROOT / "deploy" / "kubernetes" / "gateway.yaml"

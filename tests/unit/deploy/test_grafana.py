@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.deploy._hcl import ROOT
+from tests.integration.deploy._hcl import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "azsidecar-dashboard.json"
 SOURCES = ("proxy", "wal_s3", "leader_notify", "router", "azsidecar")

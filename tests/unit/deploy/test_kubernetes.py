@@ -7,7 +7,7 @@ import yaml
 
 from azsidecar.cli import build_parser
 from azsidecar.config import load_config
-from tests.deploy._hcl import ROOT
+from tests.integration.deploy._hcl import ROOT
 
 EXAMPLE = ROOT / "deploy" / "kubernetes" / "producer-with-sidecar.yaml"
 

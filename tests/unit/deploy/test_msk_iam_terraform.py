@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.deploy._hcl import EXAMPLE, MODULES, ROOT, attr, blocks, module_calls, parse, resources
+from tests.integration.deploy._hcl import EXAMPLE, MODULES, ROOT, attr, blocks, module_calls, parse, resources
 
 # Every Kafka request class the proxy and the agent send upstream, and the MSK IAM actions
 # the broker checks for it (AWS's "IAM access control" action table). A new request class

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy._hcl import EXAMPLE, MODULES, attr, parse, resources, variables
+from tests.integration.deploy._hcl import EXAMPLE, MODULES, attr, parse, resources, variables
 
 DIRS = sorted([p for p in MODULES.iterdir() if p.is_dir()]) + [EXAMPLE]
 META_ARGUMENTS = {"source", "for_each", "providers", "depends_on", "__start_line__", "__end_line__"}

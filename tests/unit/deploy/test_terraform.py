@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.deploy._hcl import (
+from tests.integration.deploy._hcl import (
     EXAMPLE,
     MODULES,
     TERRAFORM,

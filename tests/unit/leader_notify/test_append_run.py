@@ -16,7 +16,7 @@ from kafka_protocol.produce import PartitionAnswer, ProduceAnswer
 from leader_notify.agent.appender import AppendResult, KafkaAppender, PartitionRun
 from leader_notify.agent.produce_channel import AnswerDeadlines
 from leader_notify.agent.sequence_chain import producer_run_key
-from tests.leader_notify.idempotent_batches import idempotent_batch
+from tests.integration.leader_notify.idempotent_batches import idempotent_batch
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19  # retriable; the batch was not appended

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from leader_notify.agent.sequence_chain import SequenceChain, follows, may_send_ahead, producer_run_key
-from tests.leader_notify.idempotent_batches import idempotent_batch
+from tests.integration.leader_notify.idempotent_batches import idempotent_batch
 
 MAX_SEQUENCE = (1 << 31) - 1
 

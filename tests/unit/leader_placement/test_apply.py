@@ -1,5 +1,5 @@
 """The apply loop's steps and checks, over an in-memory cluster (the Kafka adapter is tested on
-Apache Kafka in tests/kafka/test_leader_placement_on_kafka.py)."""
+Apache Kafka in tests/integration/kafka/test_leader_placement_on_kafka.py)."""
 
 from __future__ import annotations
 

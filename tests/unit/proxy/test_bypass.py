@@ -62,4 +62,4 @@ def test_bypass_needs_the_broker_listeners():
         ProxyConfig(broker_listeners=False, bypass_same_zone=True)
     assert ProxyConfig(broker_listeners=True, bypass_same_zone=True).bypass_same_zone
     assert ProxyConfig(bypass_same_zone=True).bypass_same_zone  # a loopback sidecar has pass-through by default
-    assert not ProxyConfig().bypass_same_zone  # off by default: clients leak around it (tests/cluster)
+    assert not ProxyConfig().bypass_same_zone  # off by default: clients leak around it (tests/integration/cluster)

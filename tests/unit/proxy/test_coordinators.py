@@ -1,5 +1,5 @@
 """The pure parts of transaction forwarding (kafka_upstream/coordinators.py); the forwarding itself
-is tested on a real cluster in tests/cluster/test_transactions_on_cluster.py."""
+is tested on a real cluster in tests/integration/cluster/test_transactions_on_cluster.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """DirectBackend above its adapters: what it tells the metadata cache (B4).
 
-The paths through real sockets are in tests/cluster (a leader whose broker is down).
+The paths through real sockets are in tests/integration/cluster (a leader whose broker is down).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The pure parts of pass-through (proxy/passthrough.py): the Metadata answer with one
 listener per broker, and the versions advertised. Through real sockets:
-tests/cluster/test_passthrough_on_cluster.py."""
+tests/integration/cluster/test_passthrough_on_cluster.py."""
 
 from __future__ import annotations
 

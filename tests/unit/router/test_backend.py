@@ -1,7 +1,7 @@
 """RoutingBackend above its adapters: fake WAL writer, notify sender and direct path.
 
 Real trio, a mock clock for the scripted rates; the adapters themselves are proven by
-the integration tests (tests/wal_s3, tests/leader_notify, tests/e2e).
+the integration tests (tests/integration/wal_s3, tests/integration/leader_notify, tests/system/e2e).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from core.msk_iam import (
     reauthenticate_after_ms,
     refresh_due,
 )
-from tests.security.msk_iam_double import (
+from tests.integration.security.msk_iam_double import (
     ACCESS_KEY,
     REGION,
     SECRET_KEY,

@@ -17,7 +17,7 @@ from core.audit import SCHEMA_VERSION
 from spark_audit.config import AuditConfig
 from spark_audit.salvage import salvage_gzip_lines, salvage_orphans
 from spark_audit.writer import AuditWriter
-from tests.spark_audit.conftest import H0_MS
+from tests.integration.spark_audit.conftest import H0_MS
 
 L1 = b'{"kind":"metadata_lookup","ts_ms":1000}\n'
 L2 = b'{"kind":"metadata_lookup","ts_ms":2000}\n'

@@ -15,7 +15,7 @@ import trio
 from core.audit import SCHEMA_VERSION
 from spark_audit.config import AuditConfig
 from spark_audit.writer import AuditWriter
-from tests.spark_audit.conftest import H0_MS, HOUR_MS
+from tests.integration.spark_audit.conftest import H0_MS, HOUR_MS
 
 RUN_ID = re.compile(r"-[0-9a-f]{6}-")  # the writer's run id in its file names (random per writer)
 

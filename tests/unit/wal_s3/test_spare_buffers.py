@@ -3,7 +3,7 @@
 A PUT abandoned at its gray deadline while S3 hung left a memoryview of its body alive;
 the next encode into that recycled buffer raised BufferError ("Existing exports of data:
 object cannot be re-sized") and stopped the proxy's WAL writer
-(tests/reliability/test_gray_failures.py, the S3 hang, reproduced it twice).
+(tests/system/reliability/test_gray_failures.py, the S3 hang, reproduced it twice).
 """
 
 from __future__ import annotations

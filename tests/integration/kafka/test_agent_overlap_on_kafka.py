@@ -1,0 +1,122 @@
+"""Pipelined notifications on Apache Kafka: a burst of WAL objects announced at once to one
+agent (the proxy's ZoneNotifier and NotifySender, `notify.pipeline_depth` 4), the agent
+appending object k+1 while object k's appends are in flight. Every batch lands exactly
+once and in order per partition, offsets as the agent answered, and the GC checkpoint
+names every object once all its appends are done."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from core.audit import MemoryAuditSink
+from leader_notify.sender.notifier import ZoneNotifier
+from leader_notify.sender.pipeline import Pipeline
+from leader_notify.sender.sender import NotifySender
+from tests.conftest import unique_name
+from tests.integration.leader_notify.helpers import AgentThread, config_for, consume, put_object, wal_entry
+from wal_s3.checkpoint_manifest import decode_manifest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+ZONE = "use1-az2"  # the agent's zone; node 2 leads every partition of the topic
+PARTITIONS = 6
+OBJECTS = 40
+BATCHES_PER_PARTITION = 2  # per object
+RECORDS = 3  # per batch
+BURST_TIMEOUT_S = 120.0
+
+
+@pytest.fixture(autouse=True)
+def _aws_env(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+
+
+def value(obj: int, partition: int, batch: int, record: int) -> bytes:
+    return f"o{obj}-p{partition}-b{batch}-r{record}".encode()
+
+
+@pytest.mark.trio
+async def test_a_burst_of_objects_is_appended_exactly_once_in_order_with_objects_overlapping(kafka, s3_bucket):
+    server, bucket = s3_bucket
+    s3 = server.client()
+    topic = unique_name("overlap")
+    kafka.create_topic(topic, PARTITIONS, assignments={p: [2, 3, 1] for p in range(PARTITIONS)})
+    audit = MemoryAuditSink()
+    brokers = {"upstream.bootstrap_servers": list(kafka.bootstraps)}
+    base = config_for(server.endpoint_url, bucket, kafka.bootstrap,
+                      **{"agent.checkpoint_interval_ms": 600_000, **brokers})
+    agent = AgentThread(base, ZONE, audit).start()
+    try:
+        config = config_for(server.endpoint_url, bucket, kafka.bootstrap, agents={ZONE: agent.address},
+                            **{"notify.pipeline_depth": 4, **brokers})
+        objects = []
+        for o in range(OBJECTS):
+            entries = [wal_entry(topic, p, [value(o, p, b, r) for r in range(RECORDS)])
+                       for b in range(BATCHES_PER_PARTITION) for p in range(PARTITIONS)]
+            objects.append(put_object(s3, bucket, f"wal/ov/{topic}-{o:03d}", {ZONE: entries}, sequence=o))
+
+        sender = NotifySender(config.notify, "use1-az1", "proxy-a", 1, audit, bucket=bucket)
+        pipes: list[Pipeline] = []
+        most_in_flight = 0
+        answers: dict[str, object] = {}
+
+        def open_pipe(*args):
+            pipes.append(Pipeline(*args))
+            return pipes[-1]
+
+        def answered(key, got):
+            nonlocal most_in_flight
+            answers[key] = got
+
+        try:
+            with trio.fail_after(BURST_TIMEOUT_S):
+                async with trio.open_nursery() as nursery:
+                    notifier = ZoneNotifier(ZONE, sender, nursery, open_pipe=open_pipe)
+                    for flushed in objects:  # the burst: every object announced in one step
+                        notifier.announce(flushed)
+                        notifier.on_result(flushed.key, lambda got, key=flushed.key: answered(key, got))
+                        for _ in range(1, len(flushed.zones[ZONE].entries)):
+                            notifier.on_result(flushed.key, lambda _got: None)
+                    idle = trio.Event()
+
+                    async def watch() -> None:
+                        nonlocal most_in_flight
+                        while not idle.is_set():  # samples the pipeline's own counter
+                            most_in_flight = max(most_in_flight, pipes[0].in_flight if pipes else 0)
+                            await trio.sleep(0.001)
+
+                    nursery.start_soon(watch)
+                    await notifier.wait_idle()
+                    idle.set()
+                    nursery.cancel_scope.cancel()
+        finally:
+            await sender.aclose()
+    finally:
+        agent.stop()  # writes the waiting checkpoint manifest
+
+    # Every entry applied, offsets as the log will show them: per partition, object after
+    # object, batch after batch, RECORDS records each.
+    assert sorted(answers) == [f.key for f in objects]
+    for o, flushed in enumerate(objects):
+        got = answers[flushed.key]
+        assert not isinstance(got, Exception), got
+        want = [(0, ((o * BATCHES_PER_PARTITION + b) * RECORDS)) for b in range(BATCHES_PER_PARTITION)
+                for _p in range(PARTITIONS)]
+        assert [(r.error_code, r.base_offset) for r in got] == want, flushed.key
+    for p in range(PARTITIONS):
+        want = [value(o, p, b, r) for o in range(OBJECTS) for b in range(BATCHES_PER_PARTITION) for r in range(RECORDS)]
+        assert [v for _offset, v in consume(kafka.bootstrap, topic, p)] == want  # once each, in order
+    assert most_in_flight >= 2  # objects did overlap on the connection
+    # Pipelined notifications are audited one each, with no re-sends in this burst.
+    notes = [n for n in audit.of("notification") if n["key"].startswith(f"wal/ov/{topic}")]
+    assert sorted(n["key"] for n in notes) == [f.key for f in objects]
+    assert {(n["status"], n["attempts"]) for n in notes} == {("ok", 1)}
+    # GC checkpoint: every object named once (written when the agent stopped).
+    named: list[str] = []
+    for listed in s3.list_objects_v2(Bucket=bucket, Prefix="wal/_checkpoints/manifests/").get("Contents", []):
+        zone, keys = decode_manifest(s3.get_object(Bucket=bucket, Key=listed["Key"])["Body"].read())
+        assert zone == ZONE
+        named += keys
+    assert sorted(named) == sorted(f.key.removeprefix("wal/") for f in objects)

@@ -1,0 +1,161 @@
+"""Zone outages for the netns Kafka scenarios (tests/system/reliability/test_zone_outages.py) and
+their campaign (bench/zone_campaign.py): when to break a zone, how to bring it back, and what
+the audit says about the routes to it afterwards."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from deploy.local.zones import S3_IF, Zone, ZoneEnv
+from tests.system.reliability.harness import CampaignResult, TickContext
+
+
+class Outage:
+    """An on_tick: once `fault_at` of all records are acknowledged, `down(ctx)`; `outage_s`
+    later, `up(ctx)`; then `after_up(ctx)` every tick (a supervisor's retries). Records the
+    moments (monotonic and wall clock) and the acknowledged count at each."""
+
+    def __init__(self, down: Callable[[TickContext], None], up: Callable[[TickContext], None], *,
+                 outage_s: float, fault_at: float, after_up: Callable[[TickContext], None] | None = None) -> None:
+        self.down, self.up, self.after_up = down, up, after_up
+        self.outage_s, self.fault_at = outage_s, fault_at
+        self.down_at: float | None = None
+        self.up_at: float | None = None
+        self.down_wall_ms = self.up_wall_ms = 0  # audit records carry wall-clock ts_ms
+        self.acked_down = self.acked_up = 0
+        self.started: float | None = None
+
+    def __call__(self, ctx: TickContext) -> None:
+        self.started = ctx.started
+        if self.down_at is None and ctx.acked_fraction >= self.fault_at:
+            self.down_at, self.acked_down, self.down_wall_ms = time.monotonic(), ctx.acked, int(time.time() * 1000)
+            self.down(ctx)
+        elif self.down_at is not None and self.up_at is None and time.monotonic() - self.down_at >= self.outage_s:
+            self.acked_up = ctx.acked
+            self.up(ctx)
+            self.up_at, self.up_wall_ms = time.monotonic(), int(time.time() * 1000)
+        elif self.up_at is not None and self.after_up is not None:
+            self.after_up(ctx)
+
+
+def whole_zone(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> tuple[Outage, list[str]]:
+    """(a) the zone's Kafka node, agent and proxy killed with -9 together, then restarted: the
+    node first, then agent and proxy as a supervisor would (one that exits at start because its
+    zone's broker still refuses is tried again next tick). Returns the outage and the list of
+    what is still to restart (empty once done)."""
+    node = env.kafka.node_of_rack(zone.name)
+    pending = ["agent", "proxy"]
+
+    def down(ctx: TickContext) -> None:
+        env.kafka.kill_node(node.node_id)
+        ctx.fleet.kill("agent", zone)
+        ctx.fleet.kill("proxy", zone)
+
+    def supervise(ctx: TickContext) -> None:
+        while pending:
+            try:
+                (ctx.fleet.start_agent if pending[0] == "agent" else ctx.fleet.start_proxy)(zone)
+            except RuntimeError:
+                return
+            pending.pop(0)
+
+    def up(ctx: TickContext) -> None:
+        env.kafka.start_node(node.node_id, wait=False)
+        supervise(ctx)
+
+    return Outage(down, up, outage_s=outage_s, fault_at=fault_at, after_up=lambda ctx: pending and supervise(ctx)), \
+        pending
+
+
+def agents_gone(zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
+    """(e) the zone's agent killed with -9 and restarted outage_s later; its broker stays."""
+    return Outage(lambda ctx: ctx.fleet.kill("agent", zone), lambda ctx: ctx.fleet.start_agent(zone),
+                  outage_s=outage_s, fault_at=fault_at)
+
+
+def audit_batches(audit_dir: Path) -> list[dict[str, Any]]:
+    """Every produce_batch record in the closed audit files, oldest first."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(audit_dir.rglob("*.jsonl.gz")):
+        if not path.name.startswith("."):
+            with gzip.open(path, "rt") as f:
+                out += [r for r in map(json.loads, f) if r["kind"] == "produce_batch"]
+    return sorted(out, key=lambda r: r["ts_ms"])
+
+
+def wal_return_s(batches: list[dict[str, Any]], zone: str, up_wall_ms: int) -> dict[str, float | None]:
+    """Per proxy of another zone: seconds from `up_wall_ms` to its first WAL batch to `zone`
+    after it, when its last batch to the zone went by the WAL too (None: not back on it)."""
+    out: dict[str, float | None] = {}
+    for proxy_zone in sorted({b["zone"] for b in batches if b["leader_zone"] == zone and b["zone"] != zone}):
+        after = [b for b in batches if b["zone"] == proxy_zone and b["leader_zone"] == zone and b["ts_ms"] > up_wall_ms]
+        if not after or after[-1]["route"] != "wal":
+            out[proxy_zone] = None
+            continue
+        out[proxy_zone] = (next(b["ts_ms"] for b in after if b["route"] == "wal") - up_wall_ms) / 1000
+    return out
+
+
+def survivors_recovery_s(result: CampaignResult, outage: Outage, share: float, rate: float,
+                         window_s: float = 1.0, fraction: float = 0.9) -> float | None:
+    """Seconds from the fault until the acknowledgements (all producers' together) come at
+    `fraction` of `share` x `rate` again over a `window_s` window: the surviving producers'
+    normal throughput (share: the producers that can deliver, 2 when one zone's cannot, 3 when all can;
+    rate: records/s per producer).
+    None if that never happened before the producers finished."""
+    if outage.down_at is None or outage.started is None:
+        return None
+    down_t = outage.down_at - outage.started
+    samples = [s for s in result.samples if s["t_s"] >= down_t]
+    for i, s in enumerate(samples):
+        later = [x for x in samples[i:] if x["t_s"] - s["t_s"] >= window_s]
+        if not later:
+            return None
+        x = later[0]
+        if (x["acked"] - s["acked"]) / (x["t_s"] - s["t_s"]) >= fraction * share * rate:
+            return round(s["t_s"] - down_t, 2)
+    return None
+
+
+def p99_during(result: CampaignResult, outage: Outage) -> float | None:
+    """The highest per-second p99 produce latency (ms, any producer) between fault and recovery."""
+    if outage.down_at is None or outage.started is None:
+        return None
+    down_t = outage.down_at - outage.started
+    up_t = (outage.up_at - outage.started) if outage.up_at else float("inf")
+    values = [s["lat_p99_ms"] for s in result.samples if down_t <= s["t_s"] <= up_t + 5 and s["lat_p99_ms"]]
+    return max(values) if values else None
+
+
+def s3_cut(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
+    """(c) the zone's link to S3 (its `s3link` veth) taken down for outage_s, then up again:
+    S3 unreachable from that zone only (packets dropped, so requests hang rather than fail)."""
+    def link(state: str) -> Callable[[TickContext], None]:
+        def act(ctx: TickContext) -> None:
+            subprocess.run(["ip", "-n", zone.netns or "", "link", "set", S3_IF, state], check=True, timeout=10)
+            ctx.fleet.events.append((time.monotonic(), f"s3link {state} {zone.name}"))
+        return act
+
+    return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at)
+
+
+def partition(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
+    """(b) the zone cut off from the other zones: its inter-zone bridge port and its Kafka
+    replication port taken down (root namespace ends of its veths) for outage_s, then up.
+    Its own S3 link stays: the zone still reaches S3."""
+    ports = [p for p in (zone.bridge_port, zone.replication_port) if p]
+
+    def link(state: str) -> Callable[[TickContext], None]:
+        def act(ctx: TickContext) -> None:
+            for port in ports:
+                subprocess.run(["ip", "link", "set", port, state], check=True, timeout=10)
+            ctx.fleet.events.append((time.monotonic(), f"partition {'heal' if state == 'up' else 'cut'} {zone.name}"))
+        return act
+
+    return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at)
