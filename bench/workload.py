@@ -102,6 +102,12 @@ def create_topics(bootstrap: str, spec: dict, timeout_s: float = 30.0) -> None:
             raise RuntimeError(f"create topic {name}: {exc}") from exc
 
 
+def topic_rounds(topics: Sequence[dict], zone: str) -> list[int]:
+    """One round of topic indexes for a producer in `zone`: topic i `zone_weights[zone]`
+    times in a row (1 without weights), in topic order; record n goes to rounds[n % len]."""
+    return [i for i, t in enumerate(topics) for _ in range(int(t.get("zone_weights", {}).get(zone, 1)))]
+
+
 def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str], total_bytes: int,
             out: Path) -> dict:
     """Produce total_bytes of records; write and return the summary. Raises RuntimeError on failed delivery."""
@@ -110,6 +116,7 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
     record_bytes = spec["record_bytes"]
     key_space = spec.get("key_space", 1000)
     topics = spec["topics"]
+    rounds = topic_rounds(topics, zone)
     zones = list(bootstraps)
     producers = {
         z: Producer({
@@ -137,6 +144,7 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
     state = {"acked": 0, "acked_bytes": 0, "errors": 0, "first_error": None}
     failed_records: list[list] = []  # [topic:partition, seq] of every record whose delivery failed
     latencies_s: list[float] = []  # produce() -> ack of the records acked since the last progress write
+    all_latencies_s: list[float] = []  # the whole run's, for the summary
     records_per_s = spec.get("records_per_s")  # None: as fast as the producer goes
 
     def on_delivery(err, msg) -> None:
@@ -150,8 +158,11 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
             latency_s = msg.latency()
             if latency_s is not None:
                 latencies_s.append(latency_s)
+                all_latencies_s.append(latency_s)
 
     records = total_bytes // record_bytes
+    if records and not rounds:
+        raise RuntimeError(f"{producer_id}: every topic weighs zone {zone} 0, yet it has {records} records to send")
     per_topic_n = [0] * len(topics)
     progress = out.with_suffix(".progress")
     if records_per_s:
@@ -166,7 +177,7 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
     for seq in range(records):
         while records_per_s and (ahead_s := started + seq / records_per_s - time.monotonic()) > 0:
             producers[zones[0]].poll(ahead_s)  # paced: serve delivery reports until this record is due
-        t = seq % len(topics)
+        t = rounds[seq % len(rounds)]
         topic = topics[t]
         key = key_of(seq, key_space) if topic.get("keyed") else None
         partition = partition_of(topic, per_topic_n[t], key)
@@ -213,7 +224,7 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         "producer_id": producer_id, "zone": zone, "bootstraps": bootstraps, "records": records,
         "payload_bytes": payload_bytes, "acked": state["acked"], "errors": state["errors"],
         "first_error": state["first_error"], "unflushed": remaining, "duration_s": duration_s,
-        "partitions": parts, "failed_records": failed_records,
+        "partitions": parts, "failed_records": failed_records, "latency": _latency_ms(all_latencies_s),
     }
     out.write_text(json.dumps(summary, indent=1, sort_keys=True))
     if state["errors"] or remaining or state["acked"] != records:

@@ -13,6 +13,10 @@ per-partition order.
   zone.sidecar_bootstrap); the producers then use only their zone's sidecar. The meter
   stops after the sidecars have exited, so traffic they drain at shutdown is counted.
 
+Both take an optional `prepare(topic_names)`, called once the run's topics exist and before
+any producer starts (the leader-placement bench moves leaders there). Topics may weigh
+zones (`TopicSpec.zone_weights`): a skewed workload, whose zones produce different shares.
+
 Both return a RunResult with the reading, the payload that would cross zones if sent
 straight to the leaders, and the verifier's report.
 """
@@ -44,6 +48,7 @@ LOG_TAIL_LINES = 15
 
 Progress = Callable[[str], None]
 StartSidecar = Callable[[ZoneEnv, Zone], AbstractContextManager[Any]]
+Prepare = Callable[[Sequence[str]], None]  # called with the run's topic names once they exist, before producing
 
 
 class ScenarioError(RuntimeError):
@@ -52,9 +57,17 @@ class ScenarioError(RuntimeError):
 
 @dataclass(frozen=True)
 class TopicSpec:
+    """`zone_weights`: how many records of every round a zone's producer sends to this topic
+    (one weight per zone, in the environment's zone order); None: one each (every producer
+    round-robins over every topic). A weight of 0 keeps the zone's producers off the topic."""
+
     name: str
     partitions: int
     keyed: bool
+    zone_weights: tuple[int, ...] | None = None
+
+    def weight(self, zone_index: int) -> int:
+        return 1 if self.zone_weights is None else self.zone_weights[zone_index]
 
 
 # Partition counts are multiples of 3 so every zone leads the same share.
@@ -81,6 +94,22 @@ class Workload:
             raise ValueError("at least one topic, each with >= 1 partition")
         if self.producers_per_zone < 1:
             raise ValueError("producers_per_zone >= 1")
+        if any(w < 0 for t in self.topics for w in (t.zone_weights or ())):
+            raise ValueError("zone weights are >= 0")
+        lengths = {len(t.zone_weights) for t in self.topics if t.zone_weights is not None}
+        if len(lengths) > 1:
+            raise ValueError(f"every topic's zone_weights names the same zones, got lengths {sorted(lengths)}")
+
+    def zone_bytes(self, zones: int) -> list[int]:
+        """Payload bytes each zone's producers send together: total_bytes split by the zones'
+        summed topic weights (evenly without weights). Raises ValueError if the weights name
+        another number of zones or are all 0."""
+        weights = [sum(t.weight(z) for t in self.topics) for z in range(zones)]
+        if any(t.zone_weights is not None and len(t.zone_weights) != zones for t in self.topics):
+            raise ValueError(f"zone_weights must name {zones} zones")
+        if sum(weights) == 0:
+            raise ValueError("every zone weight is 0: nobody produces")
+        return [self.total_bytes * w // sum(weights) for w in weights]
 
     @property
     def max_partitions(self) -> int:
@@ -92,7 +121,9 @@ class Workload:
             "zones": list(zones), "record_bytes": self.record_bytes, "key_space": self.key_space,
             "linger_ms": self.linger_ms,
             **({} if self.records_per_s is None else {"records_per_s": self.records_per_s}),
-            "topics": [{"name": n, "partitions": t.partitions, "keyed": t.keyed}
+            "topics": [{"name": n, "partitions": t.partitions, "keyed": t.keyed,
+                        **({} if t.zone_weights is None else
+                           {"zone_weights": dict(zip(zones, t.zone_weights, strict=True))})}
                        for n, t in zip(topic_names, self.topics, strict=True)],
         }
 
@@ -200,7 +231,8 @@ def record_leader_zones(env: ZoneEnv, spec: dict) -> None:
 
 
 def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Zone], dict[str, str]],
-         enter_around: Callable[[contextlib.ExitStack], None], progress: Progress | None) -> RunResult:
+         enter_around: Callable[[contextlib.ExitStack], None], progress: Progress | None,
+         prepare: Prepare | None = None) -> RunResult:
     suffix = uuid.uuid4().hex[:6]
     topic_names = [f"{t.name}-{name}-{suffix}" for t in workload.topics]
     spec = spec_for(env, workload, topic_names)
@@ -209,6 +241,8 @@ def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Z
     first = env.zones[0]
     _run_step(env, first, _python("create-topics", "--bootstrap", first.broker_bootstrap, "--spec", json.dumps(spec)),
               ADMIN_TIMEOUT_S, f"{name}-create-topics", f"{name}: creating topics")
+    if prepare is not None:
+        prepare(topic_names)
     if env.kafka is not None:
         record_leader_zones(env, spec)
         if progress is not None:
@@ -217,8 +251,8 @@ def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Z
                      + ", ".join(f"{zone} {led.count(zone)}" for zone in env.zone_names))
     spec_json = json.dumps(spec)
     producers = len(env.zones) * workload.producers_per_zone
-    share_bytes = workload.total_bytes // producers
-    total_records = producers * (share_bytes // workload.record_bytes)
+    share_bytes = [b // workload.producers_per_zone for b in workload.zone_bytes(len(env.zones))]
+    total_records = workload.producers_per_zone * sum(b // workload.record_bytes for b in share_bytes)
     meter = env.meter()
     replication_meter = env.replication_meter()
     started = time.monotonic()
@@ -235,7 +269,7 @@ def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Z
                 pid = f"{name}-z{zone.index}-p{k}"
                 out = out_dir / f"{pid}.json"
                 argv = _python("produce", "--spec", spec_json, "--producer-id", pid, "--zone", zone.name,
-                               "--bootstraps", json.dumps(bootstraps_of(zone)), "--bytes", str(share_bytes),
+                               "--bootstraps", json.dumps(bootstraps_of(zone)), "--bytes", str(share_bytes[zone.index]),
                                "--out", str(out))
                 procs.append((pid, env.run_in_zone(zone, argv, log_name=f"{name}-{suffix}-{pid}"), out))
         _wait_producers(procs, total_records, workload.timeout_s, progress, name)
@@ -266,7 +300,7 @@ def _run(env: ZoneEnv, workload: Workload, name: str, bootstraps_of: Callable[[Z
 
 
 def run_baseline(env: ZoneEnv, workload: Workload, progress: Progress | None = None,
-                 name: str = "baseline") -> RunResult:
+                 name: str = "baseline", prepare: Prepare | None = None) -> RunResult:
     """Producers write straight to each partition's leader. Raises ScenarioError.
 
     On Kafka a producer is an ordinary client of the cluster (it finds the leaders); on
@@ -275,13 +309,13 @@ def run_baseline(env: ZoneEnv, workload: Workload, progress: Progress | None = N
     """
     if env.kafka is not None:
         return _run(env, workload, name, lambda zone: {zone.name: env.cluster_bootstrap}, lambda stack: None,
-                    progress)
+                    progress, prepare)
     leaders = {z.name: z.broker_bootstrap for z in env.zones}
-    return _run(env, workload, name, lambda zone: leaders, lambda stack: None, progress)
+    return _run(env, workload, name, lambda zone: leaders, lambda stack: None, progress, prepare)
 
 
 def run_sidecar(env: ZoneEnv, workload: Workload, start_sidecar_fn: StartSidecar,
-                progress: Progress | None = None, name: str = "sidecar") -> RunResult:
+                progress: Progress | None = None, name: str = "sidecar", prepare: Prepare | None = None) -> RunResult:
     """Producers write to their own zone's sidecar only. Raises ScenarioError, or what start_sidecar_fn raises.
 
     start_sidecar_fn(env, zone) is a context manager per zone: on entry it starts the
@@ -294,7 +328,7 @@ def run_sidecar(env: ZoneEnv, workload: Workload, start_sidecar_fn: StartSidecar
                 progress(f"{name}: starting sidecar in {zone.name}")
             stack.enter_context(start_sidecar_fn(env, zone))
 
-    return _run(env, workload, name, lambda zone: {zone.name: zone.sidecar_bootstrap}, enter, progress)
+    return _run(env, workload, name, lambda zone: {zone.name: zone.sidecar_bootstrap}, enter, progress, prepare)
 
 
 def router_overrides(env: ZoneEnv, workload: Workload) -> dict[str, dict[str, str]]:
