@@ -1,13 +1,14 @@
 """The audit jobs, the tables each one writes, and the table file formats (no pyspark here)."""
 
-JOBS = ("savings", "cache", "latency", "consumers", "report", "all")
+JOBS = ("savings", "cache", "latency", "consumers", "placement", "report", "all")
 TABLES_OF_JOB = {
     "savings": ("savings", "break_even", "writer_drops"),
     "cache": ("cache_agent", "cache_metadata"),
     "latency": ("latency",),
     "consumers": ("passthrough_bytes",),
+    "placement": ("leader_traffic",),
     "report": ("savings", "break_even", "cache_agent", "cache_metadata", "latency", "writer_drops",
-               "passthrough_bytes"),
+               "passthrough_bytes", "leader_traffic"),
 }
 TABLES_OF_JOB["all"] = TABLES_OF_JOB["report"]
 

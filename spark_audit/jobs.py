@@ -60,6 +60,9 @@ SHARED_ZONE = "(shared)"
 PUT_PRICED_OPERATIONS = ("PUT", "LIST", "POST", "COPY")
 GET_PRICED_OPERATIONS = ("GET", "HEAD")
 LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms")
+# What the leader-placement table reads from each produce_batch (a scan of its own, like latency:
+# per partition it would multiply the rollup's rows by the partition count).
+PLACEMENT_COLUMNS = ("topic", "partition", "zone", "leader_zone", "bytes", "error_code", "ts_ms")
 _OBJECT_KINDS = ("wal_flush", "agent_read", "notification", "agent_apply")
 # GC checkpoint PUTs, billed like the WAL PUT itself. Schema v4: one checkpoint_write record
 # per manifest PUT, shared equally among the WAL objects it names (each object's source
@@ -499,4 +502,26 @@ def latency(records: DataFrame) -> DataFrame:
                 F.col("_p")[0].alias("p50_ms"), F.col("_p")[1].alias("p95_ms"), F.col("_p")[2].alias("p99_ms"),
                 "mean_ms", "max_ms")
         .transform(lambda f: _sorted(f, "route", "source_zone", "leader_zone"))
+    )
+
+
+def leader_traffic(records: DataFrame) -> DataFrame:
+    """Produce bytes per topic x partition x source zone x leader zone, over successful batches.
+
+    `records` is the reader's output (one row per line), not the rollup. A partition whose
+    leader moved within the period has a row per leader zone (the zone its batches named
+    when they were produced), with the first and last timestamp of each, so the report can
+    tell the period before a move from the one after. Batches without a topic or partition
+    are left out. Columns: topic, partition, source_zone, leader_zone ("" unknown), batches,
+    bytes, first_ts_ms, last_ts_ms.
+    """
+    ok = F.coalesce(F.col("error_code"), F.lit(0)) == 0
+    return (
+        _kind(records, "produce_batch")
+        .filter(ok & F.col("topic").isNotNull() & (F.col("topic") != "") & (F.col("partition") >= 0))
+        .groupBy("topic", "partition", F.coalesce(F.col("zone"), F.lit("")).alias("source_zone"),
+                 F.coalesce(F.col("leader_zone"), F.lit("")).alias("leader_zone"))
+        .agg(F.count(F.lit(1)).alias("batches"), F.sum(_long("bytes")).alias("bytes"),
+             F.min("ts_ms").alias("first_ts_ms"), F.max("ts_ms").alias("last_ts_ms"))
+        .transform(lambda f: _sorted(f, "topic", "partition", "source_zone", "leader_zone"))
     )

@@ -50,6 +50,27 @@ def report_headline(tables: Mapping[str, Table], summary: InputSummary) -> rd.He
     return rd.headline(savings, _rows(tables, "break_even"), period)
 
 
+def placement_section(tables: Mapping[str, Table], summary: InputSummary,
+                      prices: Prices) -> rd.LeaderPlacementSection | None:
+    rows = _rows(tables, "leader_traffic")
+    if not rows:
+        return None
+    period = rd.period_seconds(summary.first_ts_ms, summary.last_ts_ms, 0)
+    return rd.leader_placement(rows, 2 * prices.cross_az_per_gb_each_way / rd.BYTES_PER_GB, period)
+
+
+def _placement_lines(p: rd.LeaderPlacementSection) -> list[str]:
+    lines = [f"leader placement: {p.partitions:,} partitions, {pct(p.cross_bytes / p.produce_bytes if p.produce_bytes else None)}"
+             f" of their produce bytes went to a leader in another zone; leaders in their producers' zone would save "
+             f"{si_bytes(p.available_bytes)} ({usd(p.available_usd)}, {usd(p.per_month(p.available_usd))} a month) "
+             f"in {len(p.available):,} moves, {si_bytes(p.balanced_bytes)} ({usd(p.balanced_usd)}) with leaders "
+             f"balanced over the zones"]
+    if p.observed:
+        lines.append(f"leader moves seen in the period: {len(p.observed):,} partitions; they saved "
+                     f"{si_bytes(p.observed_bytes)} ({usd(p.observed_usd)}) after the move against their leader before")
+    return lines
+
+
 def prices_text(prices: Prices, framing: Framing | None = None) -> str:
     text = (f"Cross-zone transfer ${prices.cross_az_per_gb_each_way:g} per GB in each direction, so "
             f"${2 * prices.cross_az_per_gb_each_way:g} per GB that crosses (both sides are billed); "
@@ -104,6 +125,9 @@ def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Pri
     for lat in rd.latency_by_route(_rows(tables, "latency")):
         lines.append(f"latency {lat.route:12s} worst pair {lat.pair}: p50 {lat.p50_ms:.1f} ms, "
                      f"p99 {lat.p99_ms:.1f} ms")
+    placement = placement_section(tables, summary, prices)
+    if placement is not None:
+        lines += _placement_lines(placement)
     lines.append(prices_text(prices, framing))
     return "\n".join(lines)
 
@@ -214,6 +238,35 @@ def _pair_rows(pairs: Sequence[rd.PairSavings]) -> list[list[str]]:
              pct(p.net_savings_usd / p.direct_transfer_usd if p.direct_transfer_usd else None)] for p in pairs]
 
 
+def _placement_html(p: rd.LeaderPlacementSection) -> list[str]:
+    parts = ["<h2>Leader placement</h2>",
+             f"<p>{html.escape(_placement_lines(p)[0][0].upper() + _placement_lines(p)[0][1:])}. A byte produced to "
+             "a leader in its own zone crosses nothing and needs no S3 request: moving a partition's leader to the "
+             "zone most of its bytes come from (<code>azsidecar plan leaders</code>) saves it. The planner ran on "
+             "this period's bytes per partition and producer zone, assuming a replica of every partition in every "
+             "zone; the balanced figure keeps each zone leading at most ceil(partitions / zones) + 1 of them. "
+             "Payload bytes at the transfer price; producers spread evenly over the zones leave nothing to gain.</p>"]
+    if p.balanced:
+        parts.append(_table(["Partition", "Leader zone now", "Move to", "Saving in the period", "Saving"],
+                            [[f"{m.topic}-{m.partition}", m.from_zone, m.to_zone, si_bytes(m.saving_bytes),
+                              usd(m.saving_usd)] for m in p.balanced[:rd.MAX_PLACEMENT_ROWS]], text_columns=3))
+        if len(p.balanced) > rd.MAX_PLACEMENT_ROWS:
+            parts.append(f"<p class='small'>The {rd.MAX_PLACEMENT_ROWS} largest of {len(p.balanced):,} balanced "
+                         "moves; leader_traffic.csv has every partition's bytes.</p>")
+    if p.observed:
+        parts.append(f"<p>Leaders moved within the period: {len(p.observed):,} partitions. What the traffic after "
+                     "each move would have crossed under the leader before, less what it crossed: "
+                     f"<b>{si_bytes(p.observed_bytes)}</b> ({usd(p.observed_usd)}).</p>")
+        parts.append(_table(["Partition", "Moved", "At", "Cross-zone share before", "After", "Saved", "Saved $"],
+                            [[f"{m.topic}-{m.partition}", f"{m.from_zone} → {m.to_zone}", _utc(m.moved_at_ms),
+                              pct(m.cross_share_before), pct(m.cross_share_after), si_bytes(m.saved_bytes),
+                              usd(m.saved_usd)] for m in p.observed[:rd.MAX_PLACEMENT_ROWS]], text_columns=3))
+    if p.moved_and_back:
+        parts.append(f"<p class='small'>{p.moved_and_back:,} partitions had their leader leave a zone and come back "
+                     "within the period (a broker restart, an election): not counted as moves.</p>")
+    return parts
+
+
 def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Prices,
                 framing: Framing | None = None) -> str:
     """The whole report as one HTML document (charts inline, print styles included)."""
@@ -292,6 +345,9 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
                             [[r["zone"], r["broker_zone"] or "unknown", r["api"], f"{r['requests']:,}",
                               si_bytes(r["wire_bytes"]), usd(r["transfer_usd"]) if r["transfer_usd"] is not None
                               else "unknown"] for r in passed], text_columns=3))
+    placement = placement_section(tables, summary, prices)
+    if placement is not None:
+        parts += _placement_html(placement)
     parts.append("<h2>Data quality and method</h2>")
     drops = _rows(tables, "writer_drops")
     quality = [["Records read", f"{summary.valid_records:,}"], ["Files", f"{summary.files:,}"],

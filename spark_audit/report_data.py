@@ -15,12 +15,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from leader_placement.plan import Constraints, LeaderPrices, PartitionKey, PartitionPlacement, Placement, plan_leaders
+
 SECONDS_PER_MONTH = 30.4375 * 86_400  # 365.25 / 12 days
 SECONDS_PER_YEAR = 365.25 * 86_400
 SHARED_LABEL = "(shared)"  # jobs.SHARED_ZONE: S3 requests that serve no single zone pair
 SHARED_PAIRS_LABEL = "epochs, GC (all zones)"  # S3 requests of no single pair, in one entry
 TOP_PAIRS = 8  # zone pairs drawn and listed one by one; the rest are summed as "other pairs"
 MAX_HOURS_LISTED = 48  # rows of the per-hour table in the report (the CSV has all)
+MAX_PLACEMENT_ROWS = 20  # leader moves listed in the report (leader_traffic.csv has every partition)
+BYTES_PER_GB = 10**9  # AWS transfer GB (spark_audit.jobs.BYTES_PER_GB)
 
 Row = Mapping[str, Any]
 
@@ -221,3 +225,144 @@ def cache_by_zone(cache_agent: Sequence[Row]) -> list[ZoneCache]:
             a[i] += _num(r, column)
     return [ZoneCache(zone, int(reads), hits / lookups if lookups else None, cached / total if total else None)
             for zone, (reads, hits, lookups, cached, total) in sorted(acc.items())]
+
+
+# -- leader placement ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlacementMove:
+    """A leader move the planner proposes for the period's traffic."""
+
+    topic: str
+    partition: int
+    from_zone: str
+    to_zone: str
+    saving_bytes: int
+    saving_usd: float
+
+
+@dataclass(frozen=True)
+class ObservedMove:
+    """A partition whose leader zone changed within the period, and what that saved.
+
+    `saved_bytes`: of the bytes produced after the move, those from the new leader's zone
+    (they stopped crossing) less those from the old leader's zone (they started to), i.e.
+    what the same traffic would have crossed under the old leader, minus what it crossed.
+    The cross shares compare the period before the move with the period after it.
+    """
+
+    topic: str
+    partition: int
+    from_zone: str
+    to_zone: str
+    moved_at_ms: int
+    cross_share_before: float | None
+    cross_share_after: float | None
+    bytes_after: int
+    saved_bytes: int
+    saved_usd: float
+
+
+@dataclass(frozen=True)
+class LeaderPlacementSection:
+    partitions: int  # with produce traffic and a known leader zone
+    produce_bytes: int  # to a known leader zone
+    cross_bytes: int  # of which to a leader in another zone than the producer's, as the leaders were
+    available: tuple[PlacementMove, ...]  # every leader in its producers' zone (a replica in every zone assumed)
+    balanced: tuple[PlacementMove, ...]  # the same, no zone leading more than ceil(partitions / zones) + 1
+    observed: tuple[ObservedMove, ...]
+    moved_and_back: int  # partitions whose leader left a zone and came back within the period
+    period_s: float
+
+    @staticmethod
+    def _bytes(moves: Iterable[PlacementMove | ObservedMove]) -> int:
+        return sum(m.saving_bytes if isinstance(m, PlacementMove) else m.saved_bytes for m in moves)
+
+    @property
+    def available_bytes(self) -> int:
+        return self._bytes(self.available)
+
+    @property
+    def available_usd(self) -> float:
+        return sum(m.saving_usd for m in self.available)
+
+    @property
+    def balanced_bytes(self) -> int:
+        return self._bytes(self.balanced)
+
+    @property
+    def balanced_usd(self) -> float:
+        return sum(m.saving_usd for m in self.balanced)
+
+    @property
+    def observed_bytes(self) -> int:
+        return self._bytes(self.observed)
+
+    @property
+    def observed_usd(self) -> float:
+        return sum(m.saved_usd for m in self.observed)
+
+    def per_month(self, usd: float) -> float | None:
+        return usd * SECONDS_PER_MONTH / self.period_s if self.period_s > 0 else None
+
+
+def leader_placement(leader_traffic: Sequence[Row], usd_per_byte: float, period_s: float) -> LeaderPlacementSection:
+    """The saving leader moves could still make over the period, and what the moves seen in it made.
+
+    `leader_traffic`: the rows of jobs.leader_traffic. A partition's current leader zone is
+    the one its last batch named. The planner (leader_placement.plan) runs on a placement
+    made from the audit alone: one replica per zone seen, all in sync, so its savings are
+    what placement could reach if every zone holds a replica (replication factor 3 over
+    three racks). `usd_per_byte`: what a byte produced across zones costs (transfer both ways).
+    """
+    traffic: dict[PartitionKey, dict[str, int]] = defaultdict(dict)
+    periods: dict[PartitionKey, dict[str, list[int]]] = defaultdict(dict)  # leader zone -> [first, last]
+    by_leader: dict[PartitionKey, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    zones: set[str] = set()
+    for r in leader_traffic:
+        key = (str(r["topic"]), int(r["partition"]))
+        source, leader, size = r["source_zone"] or "", r["leader_zone"] or "", int(_num(r, "bytes"))
+        traffic[key][source] = traffic[key].get(source, 0) + size
+        zones.update(z for z in (source, leader) if z)
+        if not leader:
+            continue
+        by_leader[key][leader][source] = by_leader[key][leader].get(source, 0) + size
+        first, last = int(_num(r, "first_ts_ms")), int(_num(r, "last_ts_ms"))
+        span = periods[key].setdefault(leader, [first, last])
+        span[0], span[1] = min(span[0], first), max(span[1], last)
+    broker_of = {zone: i for i, zone in enumerate(sorted(zones))}
+    parts, produced, crossed = [], 0, 0
+    observed: list[ObservedMove] = []
+    moved_and_back = 0
+    for key, spans in sorted(periods.items()):
+        current = max(spans, key=lambda z: (spans[z][1], z))
+        first = min(spans, key=lambda z: (spans[z][0], z))
+        others = tuple(broker_of[z] for z in sorted(zones) if z != current)
+        parts.append(PartitionPlacement(key[0], key[1], (broker_of[current], *others), broker_of[current],
+                                        tuple(broker_of.values())))
+        produced += sum(b for sources in by_leader[key].values() for b in sources.values())
+        crossed += sum(b for leader, sources in by_leader[key].items() for zone, b in sources.items() if zone != leader)
+        if len(spans) > 1 and first == current:
+            moved_and_back += 1
+        elif len(spans) > 1:
+            before, after = by_leader[key][first], by_leader[key][current]
+            saved = after.get(current, 0) - after.get(first, 0)
+            observed.append(ObservedMove(key[0], key[1], first, current, spans[current][0],
+                                         _cross_share(before, first), _cross_share(after, current),
+                                         sum(after.values()), saved, saved * usd_per_byte))
+    placement = Placement(tuple(parts), {i: zone for zone, i in broker_of.items()})
+    prices = LeaderPrices(direct_usd_per_byte=usd_per_byte)
+    n = len(parts)
+
+    def planned(skew: int) -> tuple[PlacementMove, ...]:
+        plan = plan_leaders(traffic, placement, prices, Constraints(skew=skew, max_moves=n), period_s)
+        return tuple(PlacementMove(m.topic, m.partition, m.from_zone, m.to_zone, m.saving_bytes, m.saving_usd)
+                     for m in plan.moves)
+
+    return LeaderPlacementSection(n, produced, crossed, planned(n), planned(1), tuple(observed), moved_and_back,
+                                  period_s)
+
+
+def _cross_share(sources: Mapping[str, int], leader: str) -> float | None:
+    total = sum(sources.values())
+    return 1 - sources.get(leader, 0) / total if total else None

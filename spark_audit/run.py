@@ -36,6 +36,12 @@ from spark_audit.progress import DEFAULT_INTERVAL_S, ProgressReporter, active_st
 from spark_audit.report import render_html, summary_text
 
 EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
+# Tables computed from the lines rather than the rollup, each by a scan of its own: the
+# columns it parses, the job, and why it cannot use the rollup.
+LINE_SCANS = {
+    "latency": (jobs.LATENCY_COLUMNS, jobs.latency, "percentiles need every value"),
+    "leader_traffic": (jobs.PLACEMENT_COLUMNS, jobs.leader_traffic, "bytes per partition"),
+}
 
 
 def load_framing(path: str | None, path_mtu: int | None = None, link_header_bytes: int | None = None) -> Framing:
@@ -105,17 +111,19 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
             output = Output(output_uri, s3_endpoint_url)
             reporter.step(f"finding the input {input_uri}")
             path = resolve_input(spark, input_uri, s3_endpoint_url, Path(stage))
-            wants_latency = "latency" in TABLES_OF_JOB[job]
+            scans = [name for name in TABLES_OF_JOB[job] if name in LINE_SCANS]
             reporter.step("reading every record once into the rollup (the long step)")
             rolled, summary = load(spark, path, source=input_uri,
-                                   extra_columns=jobs.LATENCY_COLUMNS if wants_latency else (), framing=framing)
+                                   extra_columns=tuple(c for name in scans for c in LINE_SCANS[name][0]),
+                                   framing=framing)
             print(summary.message(), file=sys.stderr)
             tables = {}
             for name in TABLES_OF_JOB[job]:
-                if name == "latency":  # percentiles need every value: a second scan of the lines
-                    reporter.step("table latency: reading the produce records again for percentiles")
-                    lines, _ = read_lines(spark, path, jobs.LATENCY_COLUMNS, input_uri)
-                    tables[name] = Table.of(name, jobs.latency(lines))
+                if name in LINE_SCANS:
+                    columns, build, why = LINE_SCANS[name]
+                    reporter.step(f"table {name}: reading the produce records again ({why})")
+                    lines, _ = read_lines(spark, path, columns, input_uri)
+                    tables[name] = Table.of(name, build(lines))
                 else:
                     reporter.step(f"table {name}")
                     tables[name] = Table.of(name, builders[name](rolled))
