@@ -72,6 +72,7 @@ def test_round_trip_writer_to_report(spark, tmp_path):
     assert (cache["zone"], float(cache["hit_rate"])) == ("az2", 0.5)
     (lat,) = read_csv(tmp_path / "out" / "latency.csv")
     assert (lat["route"], float(lat["p50_ms"]), float(lat["p99_ms"])) == ("wal", 30.0, 31.0)
+    assert read_csv(tmp_path / "out" / "leader_traffic.csv")  # the placement section's input
     html = (tmp_path / "out" / "report.html").read_text()
     assert html.count("src='data:image/png;base64,") >= 3
     summary = json.loads((tmp_path / "out" / "input_summary.json").read_text())

@@ -90,6 +90,8 @@ def read_for(spark):
     def read(path: str, table: str):
         if table == "latency":
             return read_lines(spark, path, jobs.LATENCY_COLUMNS)[0]
+        if table == "leader_traffic":
+            return read_lines(spark, path, jobs.PLACEMENT_COLUMNS)[0]
         rolled, _ = load(spark, path, framing=EASY)
         frames.append(rolled)
         return rolled
@@ -274,6 +276,29 @@ def test_latency_percentiles(tmp_path, read_for):
     assertDataFrameEqual(actual, [
         row(columns, "local", "az1", "az1", 21, 1, 10.0, 19.0, 20.0, 10.5, 20.0),
         row(columns, "wal", "az2", "az1", 2, 0, 80.0, 120.0, 120.0, 100.0, 120.0),
+    ], checkRowOrder=True)
+
+
+def test_leader_traffic_per_partition_source_zone_and_leader_zone(tmp_path, read_for):
+    # t-0 led in az2: 2 batches of 100 bytes from az1 (at H0 and H0 + 1 h) and one of 7 from az2;
+    # then its leader moved to az1: one batch of 50 from az1 at H0 + 2 h. A failed batch and
+    # one without a partition are left out; a passthrough record is not produce traffic.
+    def batch(zone, leader, size, ts_ms=H0_MS, **extra):
+        fields = {"leader_zone": leader, "topic": "t", "partition": 0, "route": "wal", "bytes": size, "records": 1,
+                  "error_code": 0, **extra}
+        return rec("produce_batch", zone, ts_ms, 8, **fields)
+
+    records = [batch("az1", "az2", 100), batch("az1", "az2", 100, H0_MS + HOUR_MS), batch("az2", "az2", 7),
+               batch("az1", "az1", 50, H0_MS + 2 * HOUR_MS), batch("az1", "az2", 999, error_code=6),
+               batch("az1", "az2", 999, partition=-1), rec("passthrough_bytes", "az1", api_key=1, requests=1)]
+    df = read_for(str(write_jsonl(tmp_path / "placement.jsonl.gz", records)), "leader_traffic")
+    columns = ["topic", "partition", "source_zone", "leader_zone", "batches", "bytes", "first_ts_ms", "last_ts_ms"]
+    actual = jobs.leader_traffic(df)
+    assert actual.columns == columns
+    assertDataFrameEqual(actual, [
+        row(columns, "t", 0, "az1", "az1", 1, 50, H0_MS + 2 * HOUR_MS, H0_MS + 2 * HOUR_MS),
+        row(columns, "t", 0, "az1", "az2", 2, 200, H0_MS, H0_MS + HOUR_MS),
+        row(columns, "t", 0, "az2", "az2", 1, 7, H0_MS, H0_MS),
     ], checkRowOrder=True)
 
 
