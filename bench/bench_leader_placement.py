@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from core.prices import Prices
 from deploy.local.scenario import RunResult, TopicSpec, Workload, run_baseline, run_sidecar
 from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
-from deploy.local.zones import ZoneEnv, cleanup_leftovers, netns_available, three_zones
+from deploy.local.zones import ZoneEnv, netns_available, three_zones
 from leader_placement.audit_input import produce_bytes_by_zone, read_records
 
 GB = 1_000_000_000
@@ -225,11 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     workload = skewed_workload(args.mb, args.record_bytes)
     out = Path(args.out).resolve() / time.strftime("run-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
-    removed = cleanup_leftovers()
-    if removed:
-        say(f"removed leftovers of an earlier run: {', '.join(removed)}")
     load = os.getloadavg()
-    with three_zones(mode="netns", log_dir=out / "logs", broker="kafka") as env:
+    # cleanup_first=False: on a shared machine the leftovers of others' runs are theirs to remove
+    with three_zones(mode="netns", log_dir=out / "logs", broker="kafka", cleanup_first=False) as env:
         env.create_bucket("azsidecar-wal")
         variants = Bench(env, workload, out, args).run()
     table = format_table(variants, Prices())
