@@ -55,8 +55,9 @@ SKEWED_TOPICS = (TopicSpec("hot", 6, False, zone_weights=(8, 1, 1)),
                  TopicSpec("even", 3, False, zone_weights=(2, 2, 2)))
 
 
-def skewed_workload(mb: float, record_bytes: int = 1000) -> Workload:
-    return Workload(total_bytes=int(mb * MB), record_bytes=record_bytes, topics=SKEWED_TOPICS)
+def skewed_workload(mb: float, record_bytes: int = 1000, records_per_s: float | None = None) -> Workload:
+    return Workload(total_bytes=int(mb * MB), record_bytes=record_bytes, topics=SKEWED_TOPICS,
+                    records_per_s=records_per_s)
 
 
 @dataclass(frozen=True)
@@ -216,13 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="plan leaders --skew: a broker may lead ceil(9 / 3) + SKEW of the 9 partitions (default 4: "
                              "room for every hot partition on use1-az1's broker)")
     parser.add_argument("--wal-linger-ms", type=int, default=50)
+    parser.add_argument("--records-per-s", type=float, default=None,
+                        help="pace each producer (default: as fast as it goes, so latency is mostly queueing)")
     parser.add_argument("--out", default="bench-out/leader-placement")
     args = parser.parse_args(argv)
     if not netns_available():
         print("bench_leader_placement: needs root and `ip` (network namespaces: the meter counts the bridge)",
               file=sys.stderr)
         return 2
-    workload = skewed_workload(args.mb, args.record_bytes)
+    workload = skewed_workload(args.mb, args.record_bytes, args.records_per_s)
     out = Path(args.out).resolve() / time.strftime("run-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     load = os.getloadavg()
@@ -233,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = format_table(variants, Prices())
     header = (f"leader placement bench: {args.mb:g} MB per run, {args.record_bytes} B records, topics "
               + ", ".join(f"{t.name} ({t.partitions} partitions, zone weights {t.zone_weights})" for t in SKEWED_TOPICS)
-              + f"; plan --skew {args.skew}; load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+              + f"; plan --skew {args.skew}; producers {'paced at ' + format(args.records_per_s, 'g') + ' rec/s each' if args.records_per_s else 'unpaced'}; load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
               f"after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     text = f"{header}\n{table}\n"
     print(text)
