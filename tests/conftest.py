@@ -68,6 +68,18 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(xdist_group_of(relative, version)))
 
 
+@pytest.fixture(scope="session")
+def loopback_kafka_zones(tmp_path_factory):
+    """Three loopback zones on Apache Kafka (three KRaft nodes, one rack per zone) with a WAL
+    bucket "wal", shared by the three-zone modules of the session (their tests make their
+    own topics and fleets): each Kafka start costs three JVMs' startup CPU."""
+    from deploy.local.zones import three_zones
+
+    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("kafka-zones"), broker="kafka") as env:
+        env.create_bucket("wal")
+        yield env
+
+
 def unique_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 

@@ -22,6 +22,8 @@ bootstrap_servers = "b-1:9092,b-2:9092"
 broker_zones = { "1" = "use1-az1" }
 [notify]
 agents = { "use1-az2" = "10.0.2.15:9400" }
+[wal]
+bucket = "acme-wal-use1"
 """
 SECRET = "hunter2-not-to-be-printed"
 

@@ -1,7 +1,8 @@
 """Helpers for the deploy tests: parse every .tf file once, walk blocks, render templates.
 
-The parser is the `hcl2` module checkov depends on (bc-python-hcl2 shares the import name
-with python-hcl2): attribute values come wrapped in one-element lists, expressions as
+The parser is the `hcl2` module of bc-python-hcl2, which checkov depends on (python-hcl2
+installs a module of the same name with another output format; it is not installed):
+attribute values come wrapped in one-element lists, expressions as
 "${...}" strings. `attr()` hides the wrapping.
 
 `render_template()` implements the small subset of Terraform's template language that

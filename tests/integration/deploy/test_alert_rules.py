@@ -13,7 +13,7 @@ from tests.integration.deploy._hcl import ROOT
 from tests.integration.deploy._tools import tool
 
 RULES = ROOT / "deploy" / "helm" / "azsidecar" / "files" / "alerts.rules.yaml"
-RULE_TESTS = ROOT / "tests" / "deploy" / "alerts_test.yaml"
+RULE_TESTS = ROOT / "tests" / "integration" / "deploy" / "alerts_test.yaml"
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 TIMEOUT_S = 120
 
