@@ -65,6 +65,46 @@ def _subject_alt_names(hosts: Sequence[str]) -> list[x509.GeneralName]:
     return names
 
 
+def new_ca(name: str, path_length: int | None = 0,
+           validity: datetime.timedelta = VALIDITY) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed P-256 CA that may sign certificates (key and certificate)."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name)).issuer_name(_name(name))
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW).not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=path_length), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return ca_key, ca_cert
+
+
+def server_cert(ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, common_name: str,
+                sans: Sequence[x509.GeneralName],
+                validity: datetime.timedelta = VALIDITY) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A P-256 server certificate (SERVER_AUTH) for `sans`, signed by the CA."""
+    now = datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name)).issuer_name(ca_cert.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW).not_valid_after(now + validity)
+        .add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
+
+
 def make_broker_tls(directory: Path, hosts: Sequence[str] = ("127.0.0.1",),
                     ca_name: str = "azsidecar local Kafka CA") -> BrokerTls:
     """Write ca.pem and broker-keystore.pem (mode 600) to `directory`.
@@ -72,32 +112,8 @@ def make_broker_tls(directory: Path, hosts: Sequence[str] = ("127.0.0.1",),
     The broker certificate names every host in `hosts` (IP or DNS SANs) and localhost.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(ca_name)).issuer_name(_name(ca_name))
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW).not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("kafka-broker")).issuer_name(ca_cert.subject)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW).not_valid_after(now + VALIDITY)
-        .add_extension(x509.SubjectAlternativeName(_subject_alt_names(hosts)), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_key, ca_cert = new_ca(ca_name)
+    key, cert = server_cert(ca_key, ca_cert, "kafka-broker", _subject_alt_names(hosts))
     tls = BrokerTls(directory / "ca.pem", directory / "broker-keystore.pem", tuple(hosts))
     tls.ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     # Kafka's PEM key store: one PKCS#8 key (unencrypted when ssl.key.password is unset), then the chain.

@@ -12,6 +12,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from deploy.local.kafka_security import new_ca, server_cert
+
 VALIDITY = datetime.timedelta(days=1)  # lives for one test session
 
 
@@ -28,34 +30,10 @@ def _name(common_name: str) -> x509.Name:
 
 def make_certs(directory: Path, common_name: str = "azsidecar test CA") -> CertFiles:
     """Write ca.pem, server.pem and server-key.pem (SANs 127.0.0.1 and localhost) to `directory`."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name)).issuer_name(_name(common_name))
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("localhost")).issuer_name(ca_cert.subject)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                    x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                       critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_key, ca_cert = new_ca(common_name, path_length=None, validity=VALIDITY)
+    key, cert = server_cert(ca_key, ca_cert, "localhost", [x509.DNSName("localhost"),
+                                                           x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+                            validity=VALIDITY)
     files = CertFiles(directory / "ca.pem", directory / "server.pem", directory / "server-key.pem")
     files.ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     files.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
