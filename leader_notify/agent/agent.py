@@ -174,46 +174,53 @@ class _Ticket:
             del self._seq._tails[self._tp]  # noqa: SLF001
 
 
+Run = tuple[list[int], PartitionRun]  # a partition's entry indexes in the request, and their batches
+
+
 class _Admission:
     """One notification's partition runs on their way to the appender. A run starts once its
     ticket says it is its turn and it holds an append slot; the ticket's and the slots'
     callbacks move it from `waiting` to `started`, from which the notification's task takes
-    waves. At its turn a run may instead be refused (`refuse(item)` returns an error code:
-    an earlier pipelined run of its partition failed, ordered_runs.py); it then goes to
-    `refused` without a slot. Closed when the notification ends or is cancelled: runs that
-    have not started never will, and slots of started runs not taken into a wave are given back."""
+    waves. At its turn `at_turn(run)` says what becomes of it: the run to append (itself, or
+    what is left of it once the entries applied meanwhile are answered), or a code, and the
+    run goes to `refused` without a slot: an error code (an earlier pipelined run of its
+    partition failed, ordered_runs.py), or 0 (nothing left to append). Closed when the
+    notification ends or is cancelled: runs that have not started never will, and slots of
+    started runs not taken into a wave are given back."""
 
     __slots__ = ("_slots", "waiting", "started", "refused", "_wake", "_closed")
 
     def __init__(self, slots: AppendSlots) -> None:
         self._slots = slots
         self.waiting = 0  # admitted runs that have not started
-        self.started: list[tuple[list[int], PartitionRun]] = []  # started, not yet in a wave (each holds a slot)
-        self.refused: list[tuple[list[int], PartitionRun, int]] = []  # refused at their turn, with the code
+        self.started: list[Run] = []  # started, not yet in a wave (each holds a slot)
+        self.refused: list[tuple[list[int], PartitionRun, int]] = []  # not appended at their turn, with the code
         self._wake: asyncio.Future[None] | None = None
         self._closed = False
 
-    def admit(self, ticket: _Ticket, item: tuple[list[int], PartitionRun],
-              refuse: Callable[[], int | None] | None = None) -> None:
+    def admit(self, ticket: _Ticket, item: Run, at_turn: Callable[[Run], Run | int] | None = None) -> None:
         self.waiting += 1
+        admitted = item
 
         def start() -> bool:
             if self._closed:
                 return False
             self.waiting -= 1
-            self.started.append(item)
+            self.started.append(admitted)
             self._wake_up()
             return True
 
         def turn() -> None:
+            nonlocal admitted
             if self._closed:
                 return
-            code = refuse() if refuse is not None else None
-            if code is None:
+            outcome = at_turn(item) if at_turn is not None else item
+            if not isinstance(outcome, int):
+                admitted = outcome
                 self._slots.take(start)
                 return
             self.waiting -= 1
-            self.refused.append((item[0], item[1], code))
+            self.refused.append((item[0], item[1], outcome))
             self._wake_up()
 
         ticket.when_ready(turn)
@@ -222,7 +229,7 @@ class _Admission:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
-    def take_started(self) -> list[tuple[list[int], PartitionRun]]:
+    def take_started(self) -> list[Run]:
         wave, self.started = self.started, []
         return wave
 
@@ -660,16 +667,17 @@ class Agent:
                 self._settle(req, indexes, batches, None, results)
                 self._run_through(req, tp, tickets, results[indexes[0]])
                 continue
-            key = (req.proxy_id, tp[0], tp[1])
             admission.admit(tickets[tp], (indexes, PartitionRun(tp[0], tp[1], batches, [])),
-                            functools.partial(self._ordered.turn, key, ordered=req.ordered))
+                            functools.partial(self._at_turn, req, results))
         try:
             async with asyncio.TaskGroup() as tg:
                 while admission.waiting or admission.started or admission.refused:
                     for indexes, run, code in admission.take_refused():
-                        self._settle(req, indexes, [], p.EntryResult(code), results)
-                        self.metrics.errors.labels(code=str(code)).inc()
-                        self._run_through(req, (run.topic, run.partition), tickets, p.EntryResult(code))
+                        failed = p.EntryResult(code) if code else None  # 0: every entry was applied meanwhile
+                        if failed is not None:
+                            self._settle(req, indexes, [], failed, results)
+                            self.metrics.errors.labels(code=str(code)).inc()
+                        self._run_through(req, (run.topic, run.partition), tickets, failed)
                     wave = admission.take_started()
                     if not wave:
                         if admission.waiting:
@@ -681,6 +689,36 @@ class Agent:
         finally:
             admission.close()
 
+    def _at_turn(self, req: p.NotifyRequest, results: list[p.EntryResult | None], run: Run) -> Run | int:
+        """A partition's run of `req` reached its turn: what to append, or a code (_Admission).
+
+        An error code if an earlier pipelined run of the partition failed (ordered_runs.py).
+        Else the run less its leading entries that were applied after `req` arrived, which
+        are answered from the applied map (0 if that is all of them): a re-send that arrived
+        while its original still appended (the proxy gave up waiting for the original's
+        answer) waited for its turn behind the original, and behind whatever the same
+        connection had pipelined after it; appended again at this turn, a batch without a
+        producer id would land a second time, after those later batches. The original's run
+        records its appends in the applied map before it passes the turn on, and stops at its
+        first failure, so what it appended is a prefix of the run."""
+        indexes, batches = run
+        code = self._ordered.turn((req.proxy_id, batches.topic, batches.partition), ordered=req.ordered)
+        if code is not None:
+            return code
+        done = 0
+        for i in indexes:
+            offset = self.applied.get(req.key, i)
+            if offset is None:
+                break
+            results[i] = p.EntryResult(0, offset, duplicate=True)
+            self.metrics.duplicates.labels(source="agent").inc()
+            done += 1
+        if done == 0:
+            return run
+        if done == len(indexes):
+            return 0
+        return indexes[done:], batches._replace(batches=batches.batches[done:])
+
     def _run_through(self, req: p.NotifyRequest, tp: tuple[str, int], tickets: dict[tuple[str, int], _Ticket],
                      failed: p.EntryResult | None) -> None:
         """A partition's run of `req` is final: hold the partition if an ordered run failed,
@@ -689,7 +727,7 @@ class Agent:
         self._ordered.finished((req.proxy_id, tp[0], tp[1]), ordered=req.ordered, error_code=code)
         tickets[tp].release()
 
-    async def _append_ready(self, req: p.NotifyRequest, ready: list[tuple[list[int], PartitionRun]],
+    async def _append_ready(self, req: p.NotifyRequest, ready: list[Run],
                             results: list[p.EntryResult | None],
                             tickets: dict[tuple[str, int], _Ticket]) -> None:
         """Append the runs that hold a slot each, as one group; as soon as a run is through

@@ -662,3 +662,117 @@ def test_a_connections_requests_are_handled_concurrently_and_answered_in_order()
     assert [b for _, _, b in app.log] == [b"1-p0", b"2-p0"]
     assert (a1.request_id, a1.results[0].base_offset) == (1, 0)
     assert (a2.request_id, a2.results[0].base_offset) == (2, 1)
+
+
+
+class ReadsSeen(Reader):
+    """A Reader that says when it has served `n` reads (a notification that read its object
+    has taken its partition tickets: both happen before its first await)."""
+
+    def __init__(self, objects):
+        super().__init__(objects)
+        self._seen: dict[int, asyncio.Event] = {}
+
+    async def read_zone(self, key, zone_offset, zone_length, *, source_zone, expected_entries):
+        entries = await super().read_zone(key, zone_offset, zone_length, source_zone=source_zone,
+                                          expected_entries=expected_entries)
+        for n, event in self._seen.items():
+            if self.reads >= n:
+                event.set()
+        return entries
+
+    async def until_reads(self, n):
+        if self.reads < n:
+            await self._seen.setdefault(n, asyncio.Event()).wait()
+
+
+def test_a_resend_that_arrives_while_its_original_still_appends_is_answered_from_the_applied_map():
+    """The proxy abandons a pipelined object k at its deadline (the agent is slow) and re-sends
+    it serially, unordered, on a new connection. The agent still holds k (and k+1, sent behind
+    it on the dropped connection) and applies them to the end. The re-send arrives before k's
+    append is through, so the applied map has nothing for it yet; at its partition's turn
+    (behind k and k+1) k's batch is already in the log: appended again there, it would land
+    after k+1's batch (a non-idempotent producer's record read back after later ones)."""
+    objs = {"wal/1": [E("t", 0, b"1-p0"), E("t", 1, b"1-p1")], "wal/2": [E("t", 0, b"2-p0")]}
+
+    async def main():
+        app = BatchGatedAppender(gated=[b"1-p0"])  # the leader is slow with object 1's t-0
+        reader = ReadsSeen(objs)
+        a = agent(reader, app)
+        t1 = asyncio.create_task(a.handle_request(ordered("wal/1", objs["wal/1"], 1)))
+        t2 = asyncio.create_task(a.handle_request(ordered("wal/2", objs["wal/2"], 2)))
+        async with asyncio.timeout(10):
+            await app.until_started(b"1-p0")
+            again = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))  # the proxy's re-send
+            await reader.until_reads(3)  # the re-send is at the agent, behind 1 and 2
+        # (1-p1 may or may not be through when the re-send arrived: its answer is the same.)
+        app.gates[b"1-p0"].set()
+        async with asyncio.timeout(10):
+            r1, r2, r_again = await t1, await t2, await again
+        return app, r1, r2, r_again
+
+    app, r1, r2, again = asyncio.run(main())
+    assert [b for t, q, b in app.log if q == 0] == [b"1-p0", b"2-p0"]  # 1-p0 once, before 2-p0
+    assert [b for t, q, b in app.log if q == 1] == [b"1-p1"]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in r1.results] == [(0, 0, False), (0, 0, False)]
+    assert [(r.error_code, r.base_offset) for r in r2.results] == [(0, 1)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in again.results] == [(0, 0, True), (0, 0, True)]
+
+
+def test_a_serial_retry_racing_its_own_first_attempt_appends_each_batch_once():
+    """Depth 1: attempt 1 times out at the proxy while the agent still appends; attempt 2 of
+    the same request arrives before attempt 1's append is through. Each batch once."""
+    objs = {"wal/1": [E("t", 0, b"1-p0"), E("t", 0, b"1-p0-b")]}
+
+    async def main():
+        app = BatchGatedAppender(gated=[b"1-p0"])
+        reader = ReadsSeen(objs)
+        a = agent(reader, app)
+        first = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
+        async with asyncio.timeout(10):
+            await app.until_started(b"1-p0")
+            second = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
+            await reader.until_reads(2)
+        app.gates[b"1-p0"].set()
+        async with asyncio.timeout(10):
+            return app, await first, await second
+
+    app, first, second = asyncio.run(main())
+    assert [b for _t, _q, b in app.log] == [b"1-p0", b"1-p0-b"]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in first.results] == [(0, 0, False), (0, 1, False)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in second.results] == [(0, 0, True), (0, 1, True)]
+
+
+
+class FailOnceAppender(BatchGatedAppender):
+    """Fails each batch of `fail` on its first try only (a leader that moved, then is back)."""
+
+    async def append(self, topic, partition, batch):
+        result = await super().append(topic, partition, batch)
+        self.fail.pop(batch, None)
+        return result
+
+
+def test_a_resend_behind_a_partly_failed_original_appends_only_what_the_original_did_not():
+    """The original's run of a partition appended its first batch and failed on the second
+    (the leader moved) while the re-send waited behind it: the re-send answers the first from
+    the applied map and appends the second, once, in order."""
+    objs = {"wal/1": [E("t", 0, b"1-a"), E("t", 0, b"1-b")]}
+
+    async def main():
+        app = FailOnceAppender(gated=[b"1-b"], fail={b"1-b": 6})
+        reader = ReadsSeen(objs)
+        a = agent(reader, app)
+        first = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
+        async with asyncio.timeout(10):
+            await app.until_started(b"1-b")
+            second = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
+            await reader.until_reads(2)
+        app.gates[b"1-b"].set()
+        async with asyncio.timeout(10):
+            return app, await first, await second
+
+    app, first, second = asyncio.run(main())
+    assert [b for _t, _q, b in app.log] == [b"1-a", b"1-b"]
+    assert [(r.error_code, r.base_offset) for r in first.results] == [(0, 0), (6, -1)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in second.results] == [(0, 0, True), (0, 1, False)]
