@@ -152,6 +152,11 @@ class _Ticket:
                  mine: asyncio.Future) -> None:
         self._seq, self._tp, self._prev, self._mine = seq, tp, prev, mine
 
+    @property
+    def finished(self) -> asyncio.Future:
+        """Done once this ticket's turn is passed on (its run through, or given up)."""
+        return self._mine
+
     def when_ready(self, callback: Callable[[], None]) -> None:
         """Call `callback()` now if it is our turn, else once it is (from the loop)."""
         if self._prev is None or self._prev.done():
@@ -291,6 +296,9 @@ class Agent:
         self.metrics.append_slots_free.set_function(lambda: self._appends.free)
         self.metrics.append_runs_waiting.set_function(lambda: self._appends.waiting)
         self._sequencer = PartitionSequencer()
+        # (object key, topic, partition) -> done when the run of it that took a ticket first is
+        # through: a re-send of the object waits for that, not for the requests behind it.
+        self._running: dict[tuple[str, str, int], asyncio.Future] = {}
         self._ordered = OrderedRuns()  # partitions held after a failed pipelined run
         self.applied = AppliedEntries(settings.applied_cache_entries)
         self._server: asyncio.base_events.Server | None = None
@@ -554,29 +562,9 @@ class Agent:
                 self.metrics.duplicates.labels(source="agent").inc()
         pending = [i for i, r in enumerate(results) if r is None]
         if pending:
-            by_partition: dict[tuple[str, int], list[int]] = {}
-            for i in pending:
-                by_partition.setdefault((req.entries[i].topic, req.entries[i].partition), []).append(i)
-            # Tickets before the first await: this fixes the arrival order per partition.
-            tickets = {tp: self._sequencer.reserve(tp) for tp in by_partition}
-            try:
-                read_started = time.perf_counter()
-                try:
-                    async with self._reads:
-                        zone_entries = await self._reader.read_zone(
-                            req.key, req.zone_offset, req.zone_length, source_zone=req.source_zone,
-                            expected_entries=len(req.entries))
-                except Exception as exc:  # noqa: BLE001 - S3/format errors of any kind answer retriably
-                    log.warning("read of s3://%s/%s [%d+%d] failed: %r", req.bucket, req.key,
-                                req.zone_offset, req.zone_length, exc)
-                    return self._refused(req, p.RequestStatus.INTERNAL, f"reading the WAL object failed: {exc}")
-                append_started = time.perf_counter()
-                times["read_s"] = append_started - read_started
-                await self._append_partitions(req, by_partition, tickets, zone_entries, results)
-                times["append_s"] = time.perf_counter() - append_started
-            finally:
-                for t in tickets.values():
-                    t.release()
+            refusal = await self._apply_pending(req, pending, results, times)
+            if refusal is not None:
+                return refusal
         final = tuple(r if r is not None else p.EntryResult(NETWORK_EXCEPTION) for r in results)
         status_ok = p.results_all_ok(final)
         if status_ok and self._checkpoint is not None:
@@ -589,6 +577,84 @@ class Agent:
                     self._s.checkpoint_interval_s, self._flush_checkpoints)
         self.metrics.notifications.labels(status="ok" if status_ok else "entry_errors").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", final)
+
+    async def _apply_pending(self, req: p.NotifyRequest, pending: list[int], results: list[p.EntryResult | None],
+                             times: dict[str, float]) -> p.NotifyResponse | None:
+        """Append the entries of `req` not applied on arrival (`pending`); None, or the refusal
+        to answer (the object could not be read).
+
+        A partition that an earlier notification of the same object is still appending (the
+        proxy re-sent it: its answer was late, or its connection broke) is not queued behind
+        the requests that arrived since, which may be the objects the proxy had pipelined
+        after it: this request waits for that run, answers what it appended from the applied
+        map, and appends only the rest, at the partition's turn from then on (ordered_runs.py
+        holds the later objects' runs of a partition whose run failed). So a re-send is
+        answered as soon as its original is through, and never appends a batch twice."""
+        by_partition = _by_partition(req, pending)
+        joined = {tp: running for tp in by_partition
+                  if (running := self._running.get((req.key, tp[0], tp[1]))) is not None}
+        own = [i for i in pending if (req.entries[i].topic, req.entries[i].partition) not in joined]
+        if own:  # its tickets are taken before the first await: arrival order
+            refusal = await self._read_and_append(req, _by_partition(req, own), results, times)
+            if refusal is not None:
+                return refusal
+        if not joined:
+            return None
+        waited = time.perf_counter()
+        await asyncio.wait(set(joined.values()))  # (asyncio.wait does not cancel them if this request is)
+        times["append_s"] = times.get("append_s", 0.0) + time.perf_counter() - waited
+        left = [i for tp in joined for i in self._answer_applied(req, by_partition[tp], results)]
+        if left:
+            return await self._read_and_append(req, _by_partition(req, left), results, times)
+        return None
+
+    def _answer_applied(self, req: p.NotifyRequest, indexes: list[int], results: list[p.EntryResult | None]) -> list[int]:
+        """Answer the leading entries of a partition's `indexes` that are in the applied map;
+        returns the rest (a run stops at its first failure, so what it appended is a prefix)."""
+        done = 0
+        for i in indexes:
+            offset = self.applied.get(req.key, i)
+            if offset is None:
+                break
+            results[i] = p.EntryResult(0, offset, duplicate=True)
+            self.metrics.duplicates.labels(source="agent").inc()
+            done += 1
+        return indexes[done:]
+
+    async def _read_and_append(self, req: p.NotifyRequest, by_partition: dict[tuple[str, int], list[int]],
+                               results: list[p.EntryResult | None],
+                               times: dict[str, float]) -> p.NotifyResponse | None:
+        """Take the partitions' tickets (before the first await: this fixes the arrival order
+        per partition), read the object, append; None, or the refusal if the read failed."""
+        tickets = {tp: self._sequencer.reserve(tp) for tp in by_partition}
+        for tp, ticket in tickets.items():
+            key = (req.key, tp[0], tp[1])
+            if key not in self._running:  # what a re-send of the object arriving meanwhile waits for
+                self._running[key] = ticket.finished
+                ticket.finished.add_done_callback(functools.partial(self._not_running, key))
+        try:
+            read_started = time.perf_counter()
+            try:
+                async with self._reads:
+                    zone_entries = await self._reader.read_zone(
+                        req.key, req.zone_offset, req.zone_length, source_zone=req.source_zone,
+                        expected_entries=len(req.entries))
+            except Exception as exc:  # noqa: BLE001 - S3/format errors of any kind answer retriably
+                log.warning("read of s3://%s/%s [%d+%d] failed: %r", req.bucket, req.key,
+                            req.zone_offset, req.zone_length, exc)
+                return self._refused(req, p.RequestStatus.INTERNAL, f"reading the WAL object failed: {exc}")
+            append_started = time.perf_counter()
+            times["read_s"] = times.get("read_s", 0.0) + append_started - read_started
+            await self._append_partitions(req, by_partition, tickets, zone_entries, results)
+            times["append_s"] = times.get("append_s", 0.0) + time.perf_counter() - append_started
+        finally:
+            for t in tickets.values():
+                t.release()
+        return None
+
+    def _not_running(self, key: tuple[str, str, int], finished: asyncio.Future) -> None:
+        if self._running.get(key) is finished:
+            del self._running[key]
 
     async def _prefetch(self, req: p.NotifyRequest, times: dict[str, float]) -> p.NotifyResponse:
         """Read the range into the reader's cache (its single-flight joins the notification's own
@@ -693,31 +759,21 @@ class Agent:
         """A partition's run of `req` reached its turn: what to append, or a code (_Admission).
 
         An error code if an earlier pipelined run of the partition failed (ordered_runs.py).
-        Else the run less its leading entries that were applied after `req` arrived, which
-        are answered from the applied map (0 if that is all of them): a re-send that arrived
-        while its original still appended (the proxy gave up waiting for the original's
-        answer) waited for its turn behind the original, and behind whatever the same
-        connection had pipelined after it; appended again at this turn, a batch without a
-        producer id would land a second time, after those later batches. The original's run
-        records its appends in the applied map before it passes the turn on, and stops at its
-        first failure, so what it appended is a prefix of the run."""
+        Else the run less its leading entries that were applied since `req` arrived, answered
+        from the applied map (0 if that is all of them): two re-sends of an object whose
+        original failed part-way both queue for the rest (_apply_pending), and the second
+        must not append what the first did."""
         indexes, batches = run
         code = self._ordered.turn((req.proxy_id, batches.topic, batches.partition), ordered=req.ordered)
         if code is not None:
             return code
-        done = 0
-        for i in indexes:
-            offset = self.applied.get(req.key, i)
-            if offset is None:
-                break
-            results[i] = p.EntryResult(0, offset, duplicate=True)
-            self.metrics.duplicates.labels(source="agent").inc()
-            done += 1
-        if done == 0:
+        left = self._answer_applied(req, indexes, results)
+        if len(left) == len(indexes):
             return run
-        if done == len(indexes):
+        if not left:
             return 0
-        return indexes[done:], batches._replace(batches=batches.batches[done:])
+        done = len(indexes) - len(left)
+        return left, batches._replace(batches=batches.batches[done:])
 
     def _run_through(self, req: p.NotifyRequest, tp: tuple[str, int], tickets: dict[tuple[str, int], _Ticket],
                      failed: p.EntryResult | None) -> None:
@@ -806,6 +862,14 @@ class Agent:
             self.metrics.entries_appended.inc(count)
             self.metrics.bytes_appended.inc(size)
         return failed
+
+
+def _by_partition(req: p.NotifyRequest, indexes: list[int]) -> dict[tuple[str, int], list[int]]:
+    """`indexes` of `req`'s entries by (topic, partition), each in order."""
+    by_partition: dict[tuple[str, int], list[int]] = {}
+    for i in indexes:
+        by_partition.setdefault((req.entries[i].topic, req.entries[i].partition), []).append(i)
+    return by_partition
 
 
 def _matching_batch(ref: p.NotifyEntry, index: int, zone_entries: Sequence[ZoneEntry]) -> bytes | memoryview | None:

@@ -665,25 +665,13 @@ def test_a_connections_requests_are_handled_concurrently_and_answered_in_order()
 
 
 
-class ReadsSeen(Reader):
-    """A Reader that says when it has served `n` reads (a notification that read its object
-    has taken its partition tickets: both happen before its first await)."""
-
-    def __init__(self, objects):
-        super().__init__(objects)
-        self._seen: dict[int, asyncio.Event] = {}
-
-    async def read_zone(self, key, zone_offset, zone_length, *, source_zone, expected_entries):
-        entries = await super().read_zone(key, zone_offset, zone_length, source_zone=source_zone,
-                                          expected_entries=expected_entries)
-        for n, event in self._seen.items():
-            if self.reads >= n:
-                event.set()
-        return entries
-
-    async def until_reads(self, n):
-        if self.reads < n:
-            await self._seen.setdefault(n, asyncio.Event()).wait()
+async def arrived(task: asyncio.Task) -> None:
+    """Until `task` (just created) has taken its first step, in which a notification arrives:
+    the applied map checked, its tickets taken, the runs it waits for chosen. Tasks start in
+    creation order (the agent's connection loop relies on it too), so a task created after it
+    has run means it has."""
+    await asyncio.create_task(asyncio.sleep(0))
+    assert not task.done() or task.exception() is None
 
 
 def test_a_resend_that_arrives_while_its_original_still_appends_is_answered_from_the_applied_map():
@@ -696,19 +684,23 @@ def test_a_resend_that_arrives_while_its_original_still_appends_is_answered_from
     objs = {"wal/1": [E("t", 0, b"1-p0"), E("t", 1, b"1-p1")], "wal/2": [E("t", 0, b"2-p0")]}
 
     async def main():
-        app = BatchGatedAppender(gated=[b"1-p0"])  # the leader is slow with object 1's t-0
-        reader = ReadsSeen(objs)
-        a = agent(reader, app)
+        app = BatchGatedAppender(gated=[b"1-p0", b"2-p0"])  # the leader is slow with object 1's t-0
+        a = agent(Reader(objs), app)
         t1 = asyncio.create_task(a.handle_request(ordered("wal/1", objs["wal/1"], 1)))
         t2 = asyncio.create_task(a.handle_request(ordered("wal/2", objs["wal/2"], 2)))
         async with asyncio.timeout(10):
             await app.until_started(b"1-p0")
             again = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))  # the proxy's re-send
-            await reader.until_reads(3)  # the re-send is at the agent, behind 1 and 2
+            await arrived(again)
         # (1-p1 may or may not be through when the re-send arrived: its answer is the same.)
         app.gates[b"1-p0"].set()
         async with asyncio.timeout(10):
-            r1, r2, r_again = await t1, await t2, await again
+            r1, r_again = await t1, await again  # answered while object 2's append is still in flight
+        t2_done_then = t2.done()
+        app.gates[b"2-p0"].set()
+        async with asyncio.timeout(10):
+            r2 = await t2
+        assert not t2_done_then
         return app, r1, r2, r_again
 
     app, r1, r2, again = asyncio.run(main())
@@ -726,13 +718,12 @@ def test_a_serial_retry_racing_its_own_first_attempt_appends_each_batch_once():
 
     async def main():
         app = BatchGatedAppender(gated=[b"1-p0"])
-        reader = ReadsSeen(objs)
-        a = agent(reader, app)
+        a = agent(Reader(objs), app)
         first = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
         async with asyncio.timeout(10):
             await app.until_started(b"1-p0")
             second = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
-            await reader.until_reads(2)
+            await arrived(second)
         app.gates[b"1-p0"].set()
         async with asyncio.timeout(10):
             return app, await first, await second
@@ -753,26 +744,28 @@ class FailOnceAppender(BatchGatedAppender):
         return result
 
 
-def test_a_resend_behind_a_partly_failed_original_appends_only_what_the_original_did_not():
+def test_resends_behind_a_partly_failed_original_append_only_what_it_did_not_and_that_once():
     """The original's run of a partition appended its first batch and failed on the second
-    (the leader moved) while the re-send waited behind it: the re-send answers the first from
-    the applied map and appends the second, once, in order."""
+    (the leader moved) while two re-sends (the proxy's attempts) waited for it: they answer
+    the first from the applied map; the second batch is appended once, by the first re-send
+    to reach the partition's turn, and the other finds it applied there."""
     objs = {"wal/1": [E("t", 0, b"1-a"), E("t", 0, b"1-b")]}
 
     async def main():
         app = FailOnceAppender(gated=[b"1-b"], fail={b"1-b": 6})
-        reader = ReadsSeen(objs)
-        a = agent(reader, app)
+        a = agent(Reader(objs), app)
         first = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
         async with asyncio.timeout(10):
             await app.until_started(b"1-b")
             second = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
-            await reader.until_reads(2)
+            third = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"], 1)))
+            await arrived(third)
         app.gates[b"1-b"].set()
         async with asyncio.timeout(10):
-            return app, await first, await second
+            return app, await first, await second, await third
 
-    app, first, second = asyncio.run(main())
+    app, first, second, third = asyncio.run(main())
     assert [b for _t, _q, b in app.log] == [b"1-a", b"1-b"]
     assert [(r.error_code, r.base_offset) for r in first.results] == [(0, 0), (6, -1)]
     assert [(r.error_code, r.base_offset, r.duplicate) for r in second.results] == [(0, 0, True), (0, 1, False)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in third.results] == [(0, 0, True), (0, 1, True)]
