@@ -120,3 +120,64 @@ async def test_a_burst_of_objects_is_appended_exactly_once_in_order_with_objects
         assert zone == ZONE
         named += keys
     assert sorted(named) == sorted(f.key.removeprefix("wal/") for f in objects)
+
+
+SLOW_BATCHES = 40  # object k's batches of one partition: that many leader round trips, one after another
+NEXT_BATCHES = 3
+
+
+@pytest.mark.trio
+async def test_a_resend_racing_its_pipelined_original_is_not_appended_again_after_the_next_object(kafka, s3_bucket):
+    """The proxy abandons a pipelined object k (the agent is slow) and re-sends it serially on a
+    new connection while the agent still appends k, with k+1 already behind it on the dropped
+    connection. The re-send must not append k's batches (no producer id) a second time, after
+    k+1's: a non-idempotent producer's records would be read back after later ones."""
+    server, bucket = s3_bucket
+    s3 = server.client()
+    topic = unique_name("resend")
+    kafka.create_topic(topic, 1, assignments={0: [2, 3, 1]})
+    audit = MemoryAuditSink()
+    brokers = {"upstream.bootstrap_servers": list(kafka.bootstraps)}
+    agent = AgentThread(config_for(server.endpoint_url, bucket, kafka.bootstrap, **brokers), ZONE, audit).start()
+    try:
+        config = config_for(server.endpoint_url, bucket, kafka.bootstrap, agents={ZONE: agent.address},
+                            **{"notify.pipeline_depth": 4, "notify.timeout_s": BURST_TIMEOUT_S / 4, **brokers})
+        slow = put_object(s3, bucket, f"wal/rs/{topic}-k", {ZONE: [
+            wal_entry(topic, 0, [f"k-{b}".encode()]) for b in range(SLOW_BATCHES)]}, sequence=0)
+        after = put_object(s3, bucket, f"wal/rs/{topic}-k1", {ZONE: [
+            wal_entry(topic, 0, [f"k1-{b}".encode()]) for b in range(NEXT_BATCHES)]}, sequence=1)
+        sender = NotifySender(config.notify, "use1-az1", "proxy-a", 1, audit, bucket=bucket)
+        answers: dict[str, object] = {}
+        both = trio.Event()
+
+        def answered(key: str, got: object) -> None:
+            answers[key] = got
+            if len(answers) == 2:
+                both.set()
+
+        try:
+            with trio.fail_after(BURST_TIMEOUT_S):
+                async with trio.open_nursery() as nursery:
+                    pipe = Pipeline(sender, ZONE, 0, nursery)
+                    await pipe.send(slow, lambda got: answered("k", got))
+                    await pipe.send(after, lambda got: answered("k1", got))
+                    # The re-send goes right behind, on a connection of its own, as the
+                    # notifier's serial recovery does (unordered).
+                    again = await sender.notify(slow, ZONE, agent=0)
+                    await both.wait()
+                    nursery.cancel_scope.cancel()
+        finally:
+            await sender.aclose()
+    finally:
+        agent.stop()
+
+    want = [f"k-{b}".encode() for b in range(SLOW_BATCHES)] + [f"k1-{b}".encode() for b in range(NEXT_BATCHES)]
+    assert [v for _offset, v in consume(kafka.bootstrap, topic, 0)] == want  # once each, k before k+1
+    first = answers["k"]
+    assert not isinstance(first, Exception), first
+    assert [(r.error_code, r.base_offset) for r in first] == [(0, b) for b in range(SLOW_BATCHES)]
+    assert [(r.error_code, r.base_offset, r.duplicate) for r in again] == [(0, b, True) for b in range(SLOW_BATCHES)]
+    # The race took place: the re-send was not answered from the applied map on arrival (k was
+    # still appending then) but waited for its partition's turn (its agent_apply has append time).
+    applies = [a for a in audit.of("agent_apply") if a["key"] == slow.key]
+    assert len(applies) == 2 and min(a["append_ms"] for a in applies) > 0, applies
