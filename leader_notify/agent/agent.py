@@ -27,7 +27,9 @@ Concurrency model (asyncio, because aiokafka is asyncio):
   minute.
 
 Exactly-once for batches without a producer id holds while the applied entry is in the
-LRU (i.e. for re-sent notifications, the proxy's retries); across an agent restart such
+LRU (i.e. for re-sent notifications, the proxy's retries; a re-send arriving while the
+notification it repeats still appends a partition waits for that run, `_apply_pending`,
+and the map is consulted again at each run's turn); across an agent restart such
 batches are at-least-once, as with Kafka's own non-idempotent producer. Idempotent batches
 are deduplicated by the leader (DUPLICATE_SEQUENCE_NUMBER).
 
