@@ -44,7 +44,7 @@ class NotifyConfig:
     # Objects whose notifications one agent has in flight at once, on one connection, in
     # object order (leader_notify/sender/pipeline.py): the agent appends object k+1 while object
     # k's appends are in flight, each partition in order. 1 = one at a time (no pipelining).
-    pipeline_depth: int = 1  # pipelining is opt-in until a reordering seen once under load is explained (docs/notify-protocol.md)
+    pipeline_depth: int = 1  # opt-in: one timeout fails up to this many objects at once (docs/notify-protocol.md, "Pipelining")
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "notify.timeout_s: must be > 0")
