@@ -16,7 +16,7 @@ from deploy.local.sidecar_stack import READY_LINES, _wait_for_log_line, to_toml
 from leader_notify import protocol as p
 from tests.integration.leader_notify.helpers import KEYS
 
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0  # a Python process start: ~1.5 CPU-s of imports, many starting at once on a loaded 2-core host
 STOP_TIMEOUT_S = 15.0
 IO_TIMEOUT_S = 15.0
 
