@@ -48,6 +48,17 @@ def notify_config(port: int, **more):
                               "notify.backoff_max_s": 0.02, "notify.timeout_s": 5.0, **more}).notify
 
 
+async def answer_hello(stream, channel: p.Channel) -> None:
+    """The agent's side of the HELLO exchange: the proxy's HELLO in, ours (its version) out."""
+    while not channel.established:
+        data = await stream.receive_some(65536)
+        if not data:
+            raise trio.BrokenResourceError("the proxy closed before its HELLO")
+        channel.receive_data(data)
+        assert channel.next_frame() is None
+    await stream.send_all(channel.hello())
+
+
 async def serve(answer, task_status=trio.TASK_STATUS_IGNORED):
     """A peer that decodes each request and replies with answer(request) -> signed(payload)."""
     requests = []
@@ -55,7 +66,7 @@ async def serve(answer, task_status=trio.TASK_STATUS_IGNORED):
     async def handler(stream):
         channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
         async with stream:
-            await stream.send_all(channel.hello())
+            await answer_hello(stream, channel)
             while True:
                 data = await stream.receive_some(65536)
                 if not data:
@@ -179,7 +190,7 @@ async def test_a_start_on_a_connection_the_agent_closed_is_sent_again_on_a_new_o
     async def answer_once_then_close(stream):
         channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
         async with stream:
-            await stream.send_all(channel.hello())
+            await answer_hello(stream, channel)
             while (frame := channel.next_frame()) is None:
                 channel.receive_data(await stream.receive_some(65536))
             req = p.decode_request(frame.payload)
@@ -283,7 +294,7 @@ async def test_a_new_connection_to_a_hung_agent_is_bounded_by_the_gray_deadline(
                     while await stream.receive_some(65536):
                         pass  # connected, silent: no HELLO, no answer
                     return
-                await stream.send_all(channel.hello())
+                await answer_hello(stream, channel)
                 while data := await stream.receive_some(65536):
                     channel.receive_data(data)
                     while (frame := channel.next_frame()) is not None:
