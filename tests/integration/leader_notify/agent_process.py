@@ -25,9 +25,11 @@ class AgentProcess:
     """One agent process of `zone` on a fixed port; restartable on the same port."""
 
     def __init__(self, tmp: Path, name: str, zone: str, *, endpoint_url: str, bucket: str, bootstrap: str,
-                 extra: dict | None = None, source: Path | None = None) -> None:
+                 extra: dict | None = None, source: Path | None = None,
+                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
         """`source`: run the agent of that source tree (another release's) instead of this one."""
         self.source = source
+        self.ready_timeout_s = ready_timeout_s
         self.port = free_port()
         self.name = name
         self.log_path = tmp / f"{name}.log"
@@ -56,7 +58,7 @@ class AgentProcess:
             self.proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "agent", "--config",
                                           str(self.config_path)], stdout=log, stderr=subprocess.STDOUT, env=env,
                                          cwd=self.source)
-        _wait_for_log_line(self.proc, self.log_path, READY_LINES["agent"], READY_TIMEOUT_S, self.name, offset)
+        _wait_for_log_line(self.proc, self.log_path, READY_LINES["agent"], self.ready_timeout_s, self.name, offset)
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> None:

@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 ZONE = "az2"
 NOTIFY_TIMEOUT_S = 60.0
+OLD_AGENT_READY_S = 90.0  # its first start compiles the extracted tree's modules (no bytecode cache yet)
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +61,8 @@ async def test_this_proxy_falls_back_to_the_previous_version_for_an_old_agent(pr
     topic = unique_name("compat-new-proxy")
     create_topics(tansu.bootstrap, {topic: 1})
     old_agent = AgentProcess(tmp_path, "old-agent", ZONE, endpoint_url=server.endpoint_url, bucket=bucket,
-                             bootstrap=tansu.bootstrap, source=previous_tree)
+                             bootstrap=tansu.bootstrap, source=previous_tree,
+                             ready_timeout_s=OLD_AGENT_READY_S)
     objects = three_objects(server.client(), bucket, topic, "np")
     audit = MemoryAuditSink()
     try:
