@@ -38,8 +38,10 @@ def previous_release_commit() -> str:
     test when git or the history is not there."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed: the previous release's code comes from this checkout's history")
-    if _git("rev-parse", "--git-dir").returncode != 0:
-        pytest.skip(f"{REPO} is not a git checkout: the previous release's code comes from its history")
+    checkout = _git("rev-parse", "--git-dir")
+    if checkout.returncode != 0:
+        pytest.skip(f"git cannot read {REPO} ({checkout.stderr.decode().strip()}): the previous release's code "
+                    "comes from its history")
     version = p.PROTOCOL_VERSION
     found = _git("log", "--reverse", "--format=%H", "-G", rf"^PROTOCOL_VERSION = {version}( |$)", "--",
                  "leader_notify/protocol.py")
