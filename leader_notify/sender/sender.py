@@ -54,6 +54,7 @@ import trio
 
 from core.audit import AuditSink
 from core.errors import SidecarError
+from core.log_limit import LogLimiter
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
@@ -140,6 +141,7 @@ class NotifySender:
         self._closed = False
         self._guards: dict[str, LatencyGuard] = {}
         self._versions = AgentVersions()  # the protocol version to offer each agent address
+        self._version_log = LogLimiter()  # agents with no version in common
         self._zone_of = {address: zone for zone, addresses in agent_lists(config.agents).items()
                          for address in addresses}
         # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
@@ -522,8 +524,11 @@ class NotifySender:
         try:
             conn = await self._open(address, offer)
         except p.VersionMismatch as exc:
-            if not isinstance(exc.outcome, p.Reconnect):
-                log.warning("notification connection to %s: %s", address, exc)
+            if not isinstance(exc.outcome, p.Reconnect):  # every attempt meets it: a line a minute per agent
+                allowed, held_back = self._version_log.allow(address, time.monotonic())
+                if allowed:
+                    log.warning("notification connection to %s: %s (logged once a minute per agent; %d held back)",
+                                address, exc, held_back)
                 raise
             # An agent of the previous release: it closes this connection; speak its version.
             fallback = exc.outcome.version

@@ -373,3 +373,36 @@ async def test_an_agent_of_version_3_is_reconnected_to_in_its_version_and_rememb
     assert offers == [4, 3, 3]
     assert not sender.pipelining_allowed("az2", 0)
     assert sender.metrics.value("azsidecar_notify_protocol_connections_total", dest_zone="az2", version="3") == 2
+
+
+@pytest.mark.trio
+async def test_an_agent_with_no_version_in_common_fails_the_attempts_with_one_log_line(nursery, caplog):
+    # An agent two releases ahead: it answers only in version 5, above anything this proxy speaks.
+    keyring = p.Keyring([KEY.encode()])
+
+    async def future_agent(stream):
+        async with stream:
+            hello = b""
+            while len(hello) < p.HELLO_FRAME_BYTES:
+                data = await stream.receive_some(p.HELLO_FRAME_BYTES - len(hello))
+                if not data:
+                    return
+                hello += data
+            await stream.send_all(p.encode_frame(keyring, p.MessageType.HELLO_AGENT, os.urandom(16), 0, version=5))
+            while await stream.receive_some(65536):
+                pass
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, future_agent, listeners)
+    sender = NotifySender(notify_config(listeners[0].socket.getsockname()[1]), "az1", "proxy", 1,
+                          MemoryAuditSink(), bucket="bkt")
+    try:
+        with caplog.at_level("WARNING", logger="leader_notify.sender.sender"), pytest.raises(NotifyError) as caught:
+            await sender.notify(FLUSHED, "az2")
+    finally:
+        await sender.aclose()
+    assert caught.value.retriable  # the router's fallback takes it, as for an agent that is down
+    assert "after 3 attempts" in str(caught.value) and "upgrade the proxy" in str(caught.value)
+    lines = [r.getMessage() for r in caplog.records if "upgrade the proxy" in r.getMessage()]
+    assert len(lines) == 1, lines  # three attempts, one line
+    assert "the agent speaks notify protocol v5 and later; this proxy speaks v3..v4" in lines[0]
