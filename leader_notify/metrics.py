@@ -43,6 +43,9 @@ class AgentMetrics:
         self.connections = Gauge("azsidecar_agent_connections",
                                  "Open notification connections (unauthenticated: no verified HELLO yet)",
                                  ["state"], registry=r)
+        self.protocol_connections = Counter("azsidecar_agent_protocol_connections",
+                                            "Authenticated notification connections, by the protocol version "
+                                            "agreed with the proxy", ["version"], registry=r)
         self.connections_refused = Counter("azsidecar_agent_connections_refused",
                                            "Connections closed at accept: max_connections, max_per_source, "
                                            "max_unauthenticated", ["reason"], registry=r)
@@ -75,6 +78,13 @@ class SenderMetrics:
                              ["dest_zone"], buckets=LATENCY_BUCKETS_S, registry=r)
         self.gray = Counter("azsidecar_notify_gray", "Attempts abandoned at the gray deadline or refused while gray",
                             ["dest_zone", "outcome"], registry=r)
+        self.protocol_connections = Counter("azsidecar_notify_protocol_connections",
+                                            "Connections opened to agents, by the protocol version agreed",
+                                            ["dest_zone", "version"], registry=r)
+        self.pipelining_off = Counter("azsidecar_notify_pipelining_off",
+                                      "Pipelines that found their agent speaking a protocol version without "
+                                      "ordered requests (its objects then go one at a time)",
+                                      ["dest_zone", "reason"], registry=r)
 
     def value(self, name: str, **labels: str) -> float:
         v = self.registry.get_sample_value(name, labels)
