@@ -266,7 +266,7 @@ async def test_tansu_restarted_mid_stream_sender_retries_nothing_lost(s3_bucket,
         agent.stop()
     assert [[(r.error_code, r.base_offset) for r in rs] for rs in results] == [
         [(0, 0), (0, 1)], [(0, 2), (0, 3)], [(0, 4), (0, 5)], [(0, 6), (0, 7)]]
-    assert agent.agent.metrics.value("azsidecar_agent_append_errors_total", code="13") >= 1
+    assert agent.agent.metrics.value("azsidecar_agent_append_errors_total", error_code="13") >= 1
     assert consume(broker.bootstrap, topic, 0) == [
         (0, b"i0"), (1, b"n0"), (2, b"i1"), (3, b"n1"), (4, b"i2"), (5, b"n2"), (6, b"i3"), (7, b"n3")]
 
