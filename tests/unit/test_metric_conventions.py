@@ -180,3 +180,19 @@ def test_every_registered_family_is_served_by_a_component():
 
     served = tuple(prefix for prefixes in OWNED_BY.values() for prefix in prefixes) + SHARED
     assert [name for name in _registered() if not name.startswith(served)] == []
+
+
+def test_every_registered_metric_is_in_docs_metrics_md_with_its_type_and_labels():
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    rows = {name: (kind, tuple(re.findall(r"`(\w+)`", labels)))
+            for name, kind, labels in re.findall(r"^\| `(azsidecar_\w+)` \| (\w+) \| ([^|]*) \|", doc, re.M)}
+    assert rows["azsidecar_router_decisions_total"] == ("counter", ("route", "reason"))  # the scan itself works
+    assert {name: rows.get(name) for name in _registered()} == _registered()
+    assert set(rows) - set(_registered()) == set()  # and no row for a metric that is gone
+
+
+def test_the_label_table_of_docs_metrics_md_is_the_vocabulary():
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    labels = doc.partition("## Labels")[2].partition("## Every metric")[0]
+    documented = {name for cell in re.findall(r"^\| (`[^|]*`) \|", labels, re.M) for name in re.findall(r"`(\w+)`", cell)}
+    assert documented == set(VOCABULARY)
