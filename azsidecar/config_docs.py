@@ -16,6 +16,7 @@ import ast
 import dataclasses
 import inspect
 import io
+import json
 import sys
 import textwrap
 import tokenize
@@ -62,11 +63,24 @@ def _type_name(hint: typing.Any) -> str:
     return (hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")).replace(" | ", " or ")
 
 
+def _toml(value: object) -> str:
+    """A default as it is written in the TOML file (None, which TOML cannot say, as None)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
 def _default(f: dataclasses.Field[typing.Any]) -> str:
     if f.default is not dataclasses.MISSING:
-        return repr(f.default)
+        return _toml(f.default)
     if f.default_factory is not dataclasses.MISSING:
-        return repr(f.default_factory())
+        return _toml(f.default_factory())
     return ""
 
 

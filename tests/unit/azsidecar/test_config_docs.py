@@ -29,6 +29,11 @@ def test_the_reference_lists_every_key_of_every_section_once():
                 "wal.bucket", "notify.pipeline_depth", "agent.event_loop", "audit.spool_dir", "quotas.produce_bytes_per_s"):
         assert reference.count(f"| `{key}` |") == 1, key
     assert "### [router.prices]" in reference and "## [authz]  (`proxy.config.AuthzConfig`)" in reference
+    # defaults as the TOML file writes them
+    assert "| `proxy.bypass_same_zone` | bool | `false` |" in reference
+    assert '| `router.wal_topics` | tuple[str, ...] | `["*"]` |' in reference
+    assert '| `agent.event_loop` | str | `"uvloop"` |' in reference
+    assert "| `wal.retry_max_ms` | int | `2000` | the longest backoff between PUT retries |" in reference
 
 
 @dataclasses.dataclass(frozen=True)
