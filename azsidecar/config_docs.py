@@ -48,7 +48,7 @@ def descriptions(cls: type) -> dict[str, str]:
     for node in body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
-        above = []
+        above: list[str] = []
         line = node.lineno - 1
         while line >= 1 and lines[line - 1].strip().startswith("#:"):
             above.insert(0, lines[line - 1].strip()[2:].strip())
