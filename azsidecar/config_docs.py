@@ -115,11 +115,11 @@ def render() -> str:
     lines = []
     for prefix, cls, level in _sections(Config, "", 1):
         if not prefix:
-            lines += ["## Top level", ""]
+            lines += ["### Top level", ""]
         elif level == 2:
-            lines += [f"## [{prefix[:-1]}]  (`{cls.__module__}.{cls.__name__}`)", ""]
+            lines += [f"### [{prefix[:-1]}]  (`{cls.__module__}.{cls.__name__}`)", ""]
         else:
-            lines += [f"### [{prefix[:-1]}]", ""]
+            lines += [f"#### [{prefix[:-1]}]", ""]
         hints, described = typing.get_type_hints(cls), descriptions(cls)
         lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
         for f in dataclasses.fields(cls):

@@ -28,7 +28,7 @@ def test_the_reference_lists_every_key_of_every_section_once():
     for key in ("zone", "proxy.listen_port", "upstream.bootstrap_servers", "router.prices.s3_put_per_1000",
                 "wal.bucket", "notify.pipeline_depth", "agent.event_loop", "audit.spool_dir", "quotas.produce_bytes_per_s"):
         assert reference.count(f"| `{key}` |") == 1, key
-    assert "### [router.prices]" in reference and "## [authz]  (`proxy.config.AuthzConfig`)" in reference
+    assert "\n#### [router.prices]\n" in reference and "\n### [authz]  (`proxy.config.AuthzConfig`)\n" in reference
     # defaults as the TOML file writes them
     assert "| `proxy.bypass_same_zone` | bool | `false` |" in reference
     assert '| `router.wal_topics` | tuple[str, ...] | `["*"]` |' in reference
