@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import functools
 import inspect
 import io
 import json
@@ -35,6 +36,7 @@ class MarkersMissing(ValueError):
     """The document has no (or a broken) pair of GENERATED markers."""
 
 
+@functools.cache  # the source does not change while the process runs
 def descriptions(cls: type) -> dict[str, str]:
     """Field name -> its description: the `#:` lines right above it and its trailing comment."""
     source = textwrap.dedent(inspect.getsource(cls))
