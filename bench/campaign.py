@@ -429,8 +429,11 @@ def _notify_targets():
     # challenges are fixed so the seeds replay; a mutated byte must fail cleanly.
     agent_c, proxy_c = b"a" * p.CHALLENGE_BYTES, b"p" * p.CHALLENGE_BYTES
     proxy = p.Channel(keyring, p.Role.PROXY, proxy_c)
-    proxy.receive_data(p.Channel(keyring, p.Role.AGENT, agent_c).hello())
     hello = proxy.hello()
+    answering = p.Channel(keyring, p.Role.AGENT, agent_c)
+    answering.receive_data(hello)
+    answering.next_frame()
+    proxy.receive_data(answering.hello())
     proxy.next_frame()
     frames = [hello + proxy.send(p.MessageType.REQUEST, p.encode_request(req)),
               hello + proxy.send(p.MessageType.REQUEST, p.encode_request(req))]

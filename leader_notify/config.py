@@ -45,7 +45,9 @@ class NotifyConfig:
     # Pipelining is opt-in until a reordering seen once under load is explained (leader_notify/sender/pipeline.py).
     #: objects whose notifications one agent has in flight at once, on one connection, in
     #: object order, 1..16: the agent appends object k+1 while object k's appends are in
-    #: flight, each partition in order (docs/notify-protocol.md, "Pipelining"). 1 = one object at a time per agent
+    #: flight, each partition in order (docs/notify-protocol.md, "Pipelining"). 1 = one object at a time per agent.
+    #: Needs an agent of notify protocol v4: to an agent of the previous release, objects go
+    #: one at a time (logged, `azsidecar_notify_pipelining_off_total`)
     pipeline_depth: int = 1
 
     def __post_init__(self) -> None:

@@ -44,6 +44,9 @@ class AgentMetrics:
         self.connections = Gauge("azsidecar_agent_connections",
                                  "Open notification connections (unauthenticated: no verified HELLO yet)",
                                  ["state"], registry=r)
+        self.protocol_connections = Counter("azsidecar_agent_protocol_connections_total",
+                                            "Authenticated notification connections, by the protocol version "
+                                            "agreed with the proxy", ["protocol_version"], registry=r)
         self.connections_refused = Counter("azsidecar_agent_connections_refused_total",
                                            "Connections closed at accept: max_connections, max_per_source, "
                                            "max_unauthenticated", ["reason"], registry=r)
@@ -76,6 +79,13 @@ class SenderMetrics:
                              ["dest_zone"], buckets=LATENCY_BUCKETS_S, registry=r)
         self.gray = Counter("azsidecar_notify_gray_total", "Attempts abandoned at the gray deadline or refused while gray",
                             ["dest_zone", "outcome"], registry=r)
+        self.protocol_connections = Counter("azsidecar_notify_protocol_connections_total",
+                                            "Connections opened to agents, by the protocol version agreed",
+                                            ["dest_zone", "protocol_version"], registry=r)
+        self.pipelining_off = Counter("azsidecar_notify_pipelining_off_total",
+                                      "Pipelines that found their agent speaking a protocol version without "
+                                      "ordered requests (its objects then go one at a time)",
+                                      ["dest_zone", "reason"], registry=r)
 
     def value(self, name: str, **labels: str) -> float:
         v = self.registry.get_sample_value(name, labels)

@@ -20,6 +20,15 @@ HELLO_FRAME_BYTES. The MAC is verified before the payload is decoded: an unauthe
 peer never reaches the message parser. The agent's applied-entries map, not the
 protocol, makes a retried request (a new frame on a new or the same connection)
 idempotent.
+
+Versions (since 4): the proxy's HELLO offers the newest version it speaks, the agent
+answers with its own HELLO in the highest version both speak, and every later frame of
+the connection carries that version. A HELLO is laid out and signed alike in every
+version, so either end verifies the peer's before looking at its version. A version-3
+agent predates this: it sends its HELLO (as 3) before reading the proxy's and closes the
+connection on any other version, so a version-3 HELLO in answer to a higher offer tells
+the proxy to open another connection offering 3 (`proxy_outcome` -> Reconnect). Release N
+speaks N and N-1 (`OLDEST_VERSION`).
 """
 
 from __future__ import annotations
@@ -32,8 +41,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-PROTOCOL_VERSION = 3  # 3: entry results carry the append time; 2: per-connection challenges and sequence
-# numbers under the MAC (1: timestamp + nonce)
+PROTOCOL_VERSION = 4  # the newest version this release speaks. 4: the agent answers the proxy's HELLO
+# with the version both speak (negotiation), and the `ordered` request flag is defined; 3: entry
+# results carry the append time; 2: per-connection challenges and sequence numbers under the MAC
+# (1: timestamp + nonce)
+OLDEST_VERSION = 3  # the oldest version this release still speaks: the previous release's (N-1)
+# Agents of this version and later read the proxy's HELLO first and answer it in the version both
+# speak. A version-3 agent sends its HELLO (as 3) at accept, before reading anything, and closes
+# the connection on a HELLO of another version: that early v3 HELLO is the proxy's signal to
+# open another connection offering 3.
+FIRST_NEGOTIATING_VERSION = 4
+# The `ordered` flag is sent on connections of this version or later only: it came to version 3
+# without a version change, so an agent of version 3 may refuse it (MALFORMED).
+ORDERED_MIN_VERSION = 4
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # ~250k entries of short topics; the payload itself travels via S3
 # Entries per notification: an 8 MiB zone share of minimal batches (61-byte v2 header plus one
 # tiny record) holds ~120k; twice that leaves room for larger wal.max_bytes.
@@ -50,6 +70,8 @@ _MIN_FRAME_BODY = _HEADER.size + MAC_BYTES
 FRAME_OVERHEAD_BYTES = _LEN.size + _MIN_FRAME_BODY  # frame bytes around a payload
 HELLO_FRAME_BYTES = FRAME_OVERHEAD_BYTES + CHALLENGE_BYTES  # the only frame size accepted before authentication
 # MAC contexts: a HELLO is signed on its own; every later frame also covers both challenges.
+# They name the framing of version 3 and stay so in later versions: the version byte is in
+# every signed header, so a frame of one version never verifies as one of another.
 _HELLO_CONTEXT = b"azsidecar-notify-v3 hello\x00"
 _SESSION_CONTEXT = b"azsidecar-notify-v3 session\x00"
 _U8 = struct.Struct(">B")
@@ -116,6 +138,71 @@ RETRIABLE_STATUSES = frozenset({RequestStatus.REPLAYED, RequestStatus.INTERNAL, 
 
 class ProtocolError(ValueError):
     """The peer sent bytes that are not a valid frame or message (the peer's fault)."""
+
+
+@dataclass(frozen=True)
+class Negotiated:
+    """Both ends speak `version` on this connection."""
+
+    version: int
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    """The agent predates negotiation and speaks `version` only: it closes this connection
+    (it cannot read the HELLO we sent); open another offering `version`."""
+
+    version: int
+
+
+@dataclass(frozen=True)
+class Incompatible:
+    """No version both ends speak (`reason` says which each speaks)."""
+
+    reason: str
+
+
+NegotiationOutcome = Negotiated | Reconnect | Incompatible
+
+
+class VersionMismatch(ProtocolError):
+    """The agent's HELLO verified but does not settle on a version this proxy can use now:
+    `outcome` is a Reconnect (a version-3 agent: try again offering its version) or an
+    Incompatible (a configuration problem: upgrade one side)."""
+
+    def __init__(self, outcome: Reconnect | Incompatible) -> None:
+        super().__init__(outcome.reason if isinstance(outcome, Incompatible)
+                         else f"the agent speaks notify protocol v{outcome.version} only (it predates negotiation)")
+        self.outcome = outcome
+
+
+def agent_answer_version(offered: int, oldest: int = OLDEST_VERSION, newest: int = PROTOCOL_VERSION) -> int | None:
+    """The version an agent speaking `oldest`..`newest` answers a proxy HELLO of version
+    `offered` with: the highest version both speak, or None if there is none (the agent then
+    closes the connection)."""
+    chosen = min(offered, newest)
+    return chosen if chosen >= oldest else None
+
+
+def proxy_outcome(offered: int, answered: int, oldest: int = OLDEST_VERSION) -> NegotiationOutcome:
+    """What a proxy that offered `offered` (and speaks `oldest`..`offered`) makes of an agent
+    HELLO of version `answered`."""
+    if answered == offered:
+        return Negotiated(answered)
+    if answered > offered:
+        return Incompatible(f"the agent speaks notify protocol v{answered} and later; this proxy speaks "
+                            f"v{oldest}..v{offered}: upgrade the proxy")
+    if answered < oldest:
+        return Incompatible(f"the agent speaks notify protocol v{answered}; this proxy speaks "
+                            f"v{oldest}..v{offered}: upgrade the agent")
+    if answered >= FIRST_NEGOTIATING_VERSION:
+        return Negotiated(answered)  # a negotiating agent chose the highest version both speak
+    return Reconnect(answered)
+
+
+def ordered_allowed(version: int) -> bool:
+    """May a proxy send `ordered` (pipelined) requests on a connection of `version`?"""
+    return version >= ORDERED_MIN_VERSION
 
 
 class AuthError(ProtocolError):
@@ -251,7 +338,8 @@ def _context(type_: MessageType, agent_challenge: bytes, proxy_challenge: bytes)
 
 
 def encode_frame(keyring: Keyring, type_: MessageType, payload: bytes, sequence: int, *,
-                 agent_challenge: bytes = b"", proxy_challenge: bytes = b"") -> bytes:
+                 agent_challenge: bytes = b"", proxy_challenge: bytes = b"",
+                 version: int = PROTOCOL_VERSION) -> bytes:
     """Wrap an encoded message in a signed frame (Channel.send is the usual way in).
 
     The MAC is HMAC-SHA256(key, context | frame bytes before the MAC), the context being a
@@ -264,40 +352,50 @@ def encode_frame(keyring: Keyring, type_: MessageType, payload: bytes, sequence:
     body_len = _HEADER.size + len(payload) + MAC_BYTES
     if _LEN.size + body_len > MAX_FRAME_BYTES:
         raise ValueError(f"frame of {_LEN.size + body_len} bytes exceeds MAX_FRAME_BYTES")
-    signed = _LEN.pack(body_len) + _HEADER.pack(PROTOCOL_VERSION, type_, keyring.signing_key_id, sequence) + payload
+    signed = _LEN.pack(body_len) + _HEADER.pack(version, type_, keyring.signing_key_id, sequence) + payload
     return signed + keyring.mac(_context(type_, agent_challenge, proxy_challenge) + signed)
 
 
 class Channel:
     """One end of one connection: signs what it sends, verifies what it receives.
 
-    `hello()` is the first thing to send. Feed received bytes with `receive_data` and pull
-    frames with `next_frame`: the peer's HELLO is consumed there (after it `established`
-    is True) and only REQUEST frames (agent side) or RESPONSE frames (proxy side) come
-    out, each verified against both challenges and the next expected sequence number.
-    `send(type, payload)` signs a frame once established.
+    The proxy speaks first: `hello()` is its first frame, offering `offer` (its newest
+    version, or an older one it learnt the agent speaks). Feed received bytes with
+    `receive_data` and pull frames with `next_frame`: the peer's HELLO is consumed there
+    (after it `established` is True and `version` is the connection's version) and only
+    REQUEST frames (agent side) or RESPONSE frames (proxy side) come out, each verified
+    against both challenges, the connection's version and the next expected sequence
+    number. The agent answers: its `hello()` may be sent only once the proxy's HELLO is in,
+    and carries the version it chose (`agent_answer_version`). `send(type, payload)` signs a
+    frame once both HELLOs are done.
 
     `next_frame` returns None when more bytes are needed. It raises ProtocolError for a
-    length outside the limits (before the HELLO: any length but a HELLO's), an unknown
-    version, a type this end must not receive or a sequence out of order, and AuthError
-    when the MAC does not verify; after either the connection must be closed (the stream
-    position can no longer be trusted). Memory: at most HELLO_FRAME_BYTES are buffered
-    before the peer is authenticated, at most `max_frame_bytes` after, and the buffer
-    grows only with bytes received.
+    length outside the limits (before the HELLO: any length but a HELLO's), a version the
+    agent does not speak, a type this end must not receive or a sequence out of order,
+    VersionMismatch (a ProtocolError) on the proxy when the agent's HELLO settles on no
+    usable version, and AuthError when the MAC does not verify; after any of them the
+    connection must be closed (the stream position can no longer be trusted). Memory: at
+    most HELLO_FRAME_BYTES are buffered before the peer is authenticated, at most
+    `max_frame_bytes` after, and the buffer grows only with bytes received.
     """
 
     def __init__(self, keyring: Keyring, role: Role, challenge: bytes, *,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
-        """Raises ValueError for a challenge of the wrong size."""
+                 max_frame_bytes: int = MAX_FRAME_BYTES, offer: int = PROTOCOL_VERSION) -> None:
+        """Raises ValueError for a challenge of the wrong size or an offer outside the
+        versions this release speaks."""
         if len(challenge) != CHALLENGE_BYTES:
             raise ValueError(f"challenge must be {CHALLENGE_BYTES} bytes")
         if not HELLO_FRAME_BYTES <= max_frame_bytes <= MAX_FRAME_BYTES:
             raise ValueError(f"max_frame_bytes must be {HELLO_FRAME_BYTES}..{MAX_FRAME_BYTES}")
+        if not OLDEST_VERSION <= offer <= PROTOCOL_VERSION:
+            raise ValueError(f"offer must be {OLDEST_VERSION}..{PROTOCOL_VERSION}")
         self._keyring = keyring
         self.role = role
         self._challenge = challenge
         self._peer_challenge: bytes | None = None
         self._max_frame_bytes = max_frame_bytes
+        self._offer = offer
+        self.version: int | None = None  # the connection's version, once the peer's HELLO verified
         self._buf = bytearray()
         self._send_seq = 0
         self._recv_seq = 0
@@ -310,7 +408,8 @@ class Channel:
 
     @property
     def established(self) -> bool:
-        """True once the peer's HELLO verified (the peer holds a configured key)."""
+        """True once the peer's HELLO verified (the peer holds a configured key) and a version
+        was agreed."""
         return self._peer_challenge is not None
 
     @property
@@ -329,11 +428,18 @@ class Channel:
         return self._peer_challenge, self._challenge
 
     def hello(self) -> bytes:
-        """Our HELLO frame (sequence 0). Raises RuntimeError if called twice (our bug)."""
+        """Our HELLO frame (sequence 0): the proxy's offer, or the agent's answer. Raises
+        RuntimeError if called twice, or on the agent before the proxy's HELLO (our bug)."""
         if self._send_seq != 0:
             raise RuntimeError("hello() must be sent once, first")
+        if self.role is Role.AGENT:
+            if self.version is None:
+                raise RuntimeError("the agent answers the proxy's HELLO: hello() after it")
+            version = self.version
+        else:
+            version = self._offer
         self._send_seq = 1
-        return encode_frame(self._keyring, self._my_hello, self._challenge, 0)
+        return encode_frame(self._keyring, self._my_hello, self._challenge, 0, version=version)
 
     def send(self, type_: MessageType, payload: bytes) -> bytes:
         """A signed frame with the next sequence number. Raises RuntimeError before the peer's
@@ -342,9 +448,10 @@ class Channel:
             raise RuntimeError("send() before both HELLOs")
         if type_ in (MessageType.HELLO_PROXY, MessageType.HELLO_AGENT):
             raise RuntimeError("HELLO frames are sent by hello()")
+        assert self.version is not None
         agent_c, proxy_c = self._challenges()
         frame = encode_frame(self._keyring, type_, payload, self._send_seq,
-                             agent_challenge=agent_c, proxy_challenge=proxy_c)
+                             agent_challenge=agent_c, proxy_challenge=proxy_c, version=self.version)
         self._send_seq += 1
         return frame
 
@@ -370,22 +477,38 @@ class Channel:
             version, type_, key_id, sequence = _HEADER.unpack_from(signed, _LEN.size)
             payload = signed[_LEN.size + _HEADER.size:]
             if not self.established:
+                # A HELLO's layout and MAC context are the same in every version from 3 on,
+                # so a HELLO of any version verifies before its version is looked at.
                 if not self._keyring.verify(key_id, _HELLO_CONTEXT + signed, mac):
                     raise AuthError("HELLO MAC does not verify under any configured key")
-                self._check_header(version, type_, sequence, self._peer_hello)
+                self._check_header(type_, sequence, self._peer_hello)
+                self.version = self._agree(version)
                 self._peer_challenge = payload  # HELLO_FRAME_BYTES leaves exactly CHALLENGE_BYTES
                 self._recv_seq = 1
                 continue
             agent_c, proxy_c = self._challenges()
             if not self._keyring.verify(key_id, _SESSION_CONTEXT + agent_c + proxy_c + signed, mac):
                 raise AuthError("frame MAC does not verify for this connection under any configured key")
-            self._check_header(version, type_, sequence, self._accepts)
+            if version != self.version:
+                raise ProtocolError(f"frame of protocol version {version} on a version-{self.version} connection")
+            self._check_header(type_, sequence, self._accepts)
             self._recv_seq += 1
             return Frame(version, MessageType(type_), key_id, sequence, payload)
 
-    def _check_header(self, version: int, type_: int, sequence: int, expected: MessageType) -> None:
-        if version != PROTOCOL_VERSION:
-            raise ProtocolError(f"unsupported protocol version {version}")
+    def _agree(self, peer_version: int) -> int:
+        """The connection's version from the peer's verified HELLO. Raises ProtocolError."""
+        if self.role is Role.AGENT:
+            chosen = agent_answer_version(peer_version)
+            if chosen is None:
+                raise ProtocolError(f"unsupported protocol version {peer_version} "
+                                    f"(this agent speaks {OLDEST_VERSION}..{PROTOCOL_VERSION})")
+            return chosen
+        outcome = proxy_outcome(self._offer, peer_version)
+        if not isinstance(outcome, Negotiated):
+            raise VersionMismatch(outcome)
+        return outcome.version
+
+    def _check_header(self, type_: int, sequence: int, expected: MessageType) -> None:
         if type_ != expected:
             raise ProtocolError(f"frame type {type_} where {expected.name} was expected")
         if sequence != self._recv_seq:

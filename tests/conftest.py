@@ -7,9 +7,11 @@ bucket or topic names with `unique_name`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -58,6 +60,10 @@ def xdist_group_of(relative: str, kafka_version: str | None) -> str:
     return relative
 
 
+_GROUP_OF: dict[str, str] = {}  # test node id -> its xdist group
+_GROUP_CLOSERS: dict[str, list[Callable[[], None]]] = {}
+
+
 def pytest_collection_modifyitems(config, items):
     tests_dir = os.path.dirname(__file__)
     for item in items:
@@ -65,19 +71,80 @@ def pytest_collection_modifyitems(config, items):
         if relative.split(os.sep, 1)[0] == SYSTEM_TIER:
             item.add_marker(pytest.mark.serial)
         version = getattr(item.module, "KAFKA_GROUP_VERSION", None)
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(relative, version)))
+        group = xdist_group_of(relative, version)
+        _GROUP_OF[item.nodeid] = group
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def group_of_node(nodeid: str) -> str:
+    """The xdist group of a test, or of a module's tests (one group per module or coarser)."""
+    if nodeid in _GROUP_OF:
+        return _GROUP_OF[nodeid]
+    return next((group for test, group in _GROUP_OF.items() if test.startswith(nodeid + "::")), nodeid)
+
+
+def close_with_group(group: str, close: Callable[[], None]) -> None:
+    """Run `close` once this worker has run the last test of the item's group in a row.
+
+    A worker of `make test` runs each group's tests one after another, and keeps session
+    fixtures until all its groups are done: an idle three-node Kafka cluster burns ~7 % of a
+    core, so a cluster shared by a group is stopped when the group ends, not at the end of
+    the worker's session. A later test of the same group (a plain `pytest` run, files in
+    another order) starts it again through its fixture."""
+    _GROUP_CLOSERS.setdefault(group, []).append(close)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    group = _GROUP_OF.get(item.nodeid, item.nodeid)
+    if nextitem is not None and _GROUP_OF.get(nextitem.nodeid, nextitem.nodeid) == group:
+        return
+    for close in reversed(_GROUP_CLOSERS.pop(group, [])):
+        close()
 
 
 @pytest.fixture(scope="session")
-def loopback_kafka_zones(tmp_path_factory):
+def _shared_stacks():
+    """Environments shared by a group of tests, by name; each closes when its group ends
+    (close_with_group) or, at the latest, with the session."""
+    with contextlib.ExitStack() as session_stack:
+        yield {"session": session_stack}
+
+
+def shared_environment(stacks: dict, name: str, nodeid: str, start: Callable[[], contextlib.AbstractContextManager]):
+    """The running environment `name`, started (start() is its context manager) if needed and
+    stopped when the group of the requesting test or module (`nodeid`) ends."""
+    if name not in stacks:
+        stack = contextlib.ExitStack()
+        stacks["session"].callback(stack.close)
+        stacks[name] = (stack.enter_context(start()), stack)
+
+        def close() -> None:
+            _, own = stacks.pop(name)
+            own.close()
+
+        close_with_group(group_of_node(nodeid), close)
+    return stacks[name][0]
+
+
+@pytest.fixture
+def loopback_kafka_zones(_shared_stacks, tmp_path_factory, request):
     """Three loopback zones on Apache Kafka (three KRaft nodes, one rack per zone) with a WAL
-    bucket "wal", shared by the three-zone modules of the session (their tests make their
-    own topics and fleets): each Kafka start costs three JVMs' startup CPU."""
+    bucket "wal", shared by the three-zone tests of a group (they make their own topics and
+    fleets): each Kafka start costs three JVMs' startup CPU. Tests kill brokers; a node a
+    test left down is restarted before the next one, so one failed test never leaves the
+    next with a two-node cluster."""
     from deploy.local.zones import three_zones
 
-    with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("kafka-zones"), broker="kafka") as env:
-        env.create_bucket("wal")
-        yield env
+    @contextlib.contextmanager
+    def start():
+        with three_zones(mode="loopback", log_dir=tmp_path_factory.mktemp("kafka-zones"), broker="kafka") as env:
+            env.create_bucket("wal")
+            yield env
+
+    env = shared_environment(_shared_stacks, "loopback-kafka-zones", request.node.nodeid, start)
+    env.restart_stopped_brokers()
+    return env
 
 
 def unique_name(prefix: str) -> str:

@@ -24,7 +24,7 @@ from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
 from deploy.local.zones import Zone, ZoneEnv
 
 AGENT_PORT = 9400
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0  # a Python process start: ~1.5 CPU-s of imports, many starting at once on a loaded 2-core host
 # What `azsidecar agent` and `azsidecar proxy` log once they serve: the readiness the local tools wait for.
 READY_LINES = {"agent": "listening=", "proxy": "listening on"}
 STOP_GRACE_S = 15.0  # the proxy drains in-flight requests, the WAL writer flushes

@@ -273,6 +273,19 @@ class ZoneEnv:
     def partition_zones(self, max_partitions: int, topic_glob: str = "*") -> dict[str, str]:
         return partition_zones(self.zone_names, max_partitions, topic_glob)
 
+    def restart_stopped_brokers(self) -> list[int]:
+        """Start every Kafka node that is not running (killed by a fault and left down) and wait
+        until the cluster lists all of them; returns the node ids restarted. Raises
+        KafkaClusterError when a node does not come back."""
+        if self.kafka is None:
+            return []
+        stopped = [i for i, node in self.kafka.nodes.items() if not node.running]
+        for node_id in stopped:
+            self.kafka.start_node(node_id, wait=False)
+        if stopped:
+            self.kafka.wait_ready()
+        return stopped
+
     def run_in_zone(self, zone: Zone | str | int, argv: Sequence[str], env: Mapping[str, str] | None = None,
                     log_name: str | None = None) -> subprocess.Popen:
         """Start argv inside the zone; output goes to log_dir/<log_name>.log (default: argv[0]).

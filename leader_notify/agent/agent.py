@@ -19,7 +19,8 @@ Concurrency model (asyncio, because aiokafka is asyncio):
   run's slot is free again when it is through), and an LRU of applied entries
   (`applied_cache_entries`), so memory stays bounded.
 - Connections: each opens with a HELLO each way (protocol.Channel: per-connection
-  challenges under every MAC, so no replay cache is kept). Before the peer's HELLO verifies
+  challenges under every MAC, so no replay cache is kept); the agent answers the proxy's
+  HELLO in the highest protocol version both speak (this release's or the previous one). Before the peer's HELLO verifies
   the connection is unauthenticated: it may announce nothing but a HELLO-sized frame and
   must send it within `request_timeout_s`. Connections in total, per source address and
   unauthenticated are capped, and an authenticated connection idle for `idle_timeout_s` is
@@ -378,7 +379,6 @@ class Agent:
         answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict | None]] | None] = asyncio.Queue()
         responder = loop.create_task(self._respond(answers, room, channel, writer))
         try:
-            writer.write(channel.hello())
             while True:
                 deadline, why = read_deadline(limits, now=time.monotonic(), accepted_at=accepted_at,
                                               established=channel.established, frame_started_at=frame_started_at)
@@ -408,6 +408,9 @@ class Agent:
                         self._log_limited(source, "notification from %s: %s; closing", peer, exc)
                         return
                     if channel.established and not was_established:
+                        # The proxy's HELLO verified: answer it in the version both speak.
+                        writer.write(channel.hello())
+                        self.metrics.protocol_connections.labels(protocol_version=str(channel.version)).inc()
                         self._unauthenticated -= 1
                         self.metrics.connections.labels(state="unauthenticated").dec()
                         self.metrics.connections.labels(state="authenticated").inc()

@@ -248,7 +248,10 @@ class ZoneNotifier:
                 while not self._window.can_send():
                     await self._window_moved.wait()
                 self._flushed_by_key[flushed.key] = flushed
-                if self._sender.guard(self.zone, self.agent).gray:
+                if (self._sender.guard(self.zone, self.agent).gray
+                        or not self._sender.pipelining_allowed(self.zone, self.agent)):
+                    # Gray: one probe at a time; an agent of the previous protocol version:
+                    # no ordered requests (pipeline.py). Either way serially, at its turn.
                     self._window.sent(flushed.key, ordered=False)
                     self._moved()
                     continue

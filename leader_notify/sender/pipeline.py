@@ -26,6 +26,7 @@ from typing import Protocol
 import trio
 
 from leader_notify import protocol as p
+from leader_notify.metrics import SenderMetrics
 from leader_notify.sender.sender import RECEIVE_CHUNK_BYTES, AnnouncedObject, Answer, NotifyError, _Conn
 from wal_s3.latency import Attempt, LatencyGuard
 
@@ -49,7 +50,12 @@ class PipeSender(Protocol):
     # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
     on_gray: Callable[[str, int], None] | None
 
+    @property
+    def metrics(self) -> SenderMetrics: ...
+
     def guard(self, zone: str, agent: int = 0) -> LatencyGuard: ...
+
+    def pipelining_allowed(self, dest_zone: str, agent: int) -> bool: ...
 
     def encode_ordered(self, flushed: AnnouncedObject, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]: ...
 
@@ -110,6 +116,19 @@ class Pipeline:
                 conn = await self._sender.connect(self._zone, self._agent)
             except Exception as exc:  # noqa: BLE001 - OSError, TooSlowError, ProtocolError, closed by the agent
                 on_answer(exc)
+                return
+            version = conn.channel.version
+            if version is None or not p.ordered_allowed(version):
+                # An agent of the previous release may refuse the ordered flag: this object
+                # goes the serial way (the window's recovery), and so do the next ones while
+                # the sender knows the agent's version (notifier.py asks pipelining_allowed).
+                conn.stream.socket.close()
+                self._sender.metrics.pipelining_off.labels(dest_zone=self._zone, reason="agent_protocol").inc()
+                log.warning("notification pipelining to %s/%d is off: the agent speaks notify protocol v%s, "
+                            "ordered requests need v%d; its objects go one at a time until it is upgraded",
+                            self._zone, self._agent, version, p.ORDERED_MIN_VERSION)
+                on_answer(NotifyError(f"{self._zone}/{self._agent}: not pipelined, the agent speaks notify "
+                                      f"protocol v{version}"))
                 return
             self._conn = conn
             self._nursery.start_soon(self._read, conn)

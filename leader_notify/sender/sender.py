@@ -15,6 +15,10 @@ already-applied entries from its applied map and leaders drop idempotent duplica
 When attempts run out, `notify` raises NotifyError(retriable=True) and the proxy fails
 the affected partitions with a retriable Kafka error.
 
+Versions: a new connection offers this release's protocol version and speaks what the
+agent answers; an agent of the previous release is reconnected to in its version
+(versions.py, which remembers it for a while). Pipelined requests need version 4.
+
 Several agents per zone: each partition belongs to one agent of its zone (owners.py); the
 writer lays a zone's share out owner after owner, so each owner gets one notification per
 object naming its own contiguous byte range and entries, and the share name it
@@ -50,11 +54,13 @@ import trio
 
 from core.audit import AuditSink
 from core.errors import SidecarError
+from core.log_limit import LogLimiter
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
 from leader_notify.sender.outcome import Answered, Refused, classify_answer
-from leader_notify.sender.owners import AgentMap
+from leader_notify.sender.owners import AgentMap, agent_lists
+from leader_notify.sender.versions import AgentVersions
 from wal_s3.agent_shares import share_name
 from wal_s3.format import ZoneShare, entry_head_size
 from wal_s3.latency import Attempt, LatencyGuard
@@ -134,6 +140,10 @@ class NotifySender:
         self._started: set[Started] = set()  # started and not yet taken over by notify
         self._closed = False
         self._guards: dict[str, LatencyGuard] = {}
+        self._versions = AgentVersions()  # the protocol version to offer each agent address
+        self._version_log = LogLimiter()  # agents with no version in common
+        self._zone_of = {address: zone for zone, addresses in agent_lists(config.agents).items()
+                         for address in addresses}
         # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
         self.on_gray: Callable[[str, int], None] | None = None
 
@@ -510,10 +520,43 @@ class NotifySender:
             if now - conn.idle_since <= self._config.max_idle_s:
                 return conn
             conn.stream.socket.close()
+        offer = self._versions.offer(address, time.monotonic())
+        try:
+            conn = await self._open(address, offer)
+        except p.VersionMismatch as exc:
+            if not isinstance(exc.outcome, p.Reconnect):  # every attempt meets it: a line a minute per agent
+                allowed, held_back = self._version_log.allow(address, time.monotonic())
+                if allowed:
+                    log.warning("notification connection to %s: %s (logged once a minute per agent; %d held back)",
+                                address, exc, held_back)
+                raise
+            # An agent of the previous release: it closes this connection; speak its version.
+            fallback = exc.outcome.version
+            self._versions.answered(address, offer, fallback, time.monotonic())
+            log.info("notification connection to %s: the agent speaks notify protocol v%d only, offering it "
+                     "(this proxy speaks up to v%d; ordered requests need v%d)", address, fallback,
+                     p.PROTOCOL_VERSION, p.ORDERED_MIN_VERSION)
+            offer = fallback
+            conn = await self._open(address, offer)
+        version = conn.channel.version
+        assert version is not None
+        self._versions.answered(address, offer, version, time.monotonic())
+        self.metrics.protocol_connections.labels(dest_zone=self._zone_of.get(address, "?"),
+                                                 protocol_version=str(version)).inc()
+        return conn
+
+    def pipelining_allowed(self, dest_zone: str, agent: int) -> bool:
+        """False while `agent` of `dest_zone` is known to speak a protocol version without
+        ordered (pipelined) requests (versions.py)."""
+        return self._versions.pipelining_allowed(self.agents.agents(dest_zone)[agent], time.monotonic())
+
+    async def _open(self, address: str, offer: int) -> _Conn:
+        """A new connection past its HELLO exchange, offering `offer`. Raises OSError,
+        trio.TooSlowError, ProtocolError (VersionMismatch: no version agreed on it)."""
         host, _, port = address.rpartition(":")
         with trio.fail_after(self._config.connect_timeout_s):
             stream = await trio.open_tcp_stream(host, int(port))
-        conn = _Conn(stream, p.Channel(self._keyring, p.Role.PROXY, os.urandom(p.CHALLENGE_BYTES)))
+        conn = _Conn(stream, p.Channel(self._keyring, p.Role.PROXY, os.urandom(p.CHALLENGE_BYTES), offer=offer))
         try:
             with trio.fail_after(self._config.timeout_s):
                 await stream.send_all(conn.channel.hello())

@@ -42,13 +42,14 @@ VOCABULARY = {
     "kind": "which sort of thing is counted (an audit record kind, a configuration warning)",
     "operation": "the request that was made or abandoned (s3_put, notify, put, get)",
     "outcome": "how an operation ended (ok, hit, miss, refused, timed_out, a status name)",
+    "protocol_version": "the notification protocol version a connection agreed on",
     "python": "the Python version of the build",
     "reason": "why it happened: the cause of a decision, a flush, a refusal, a close, a deletion",
     "resource_type": "a Kafka ACL resource type (topic, group, transactional_id, cluster)",
     "route": "the path a batch took or would take (local, direct_cross, wal)",
     "source": "who said so (leader, agent)",
     "state": "a connection's state (authenticated or not)",
-    "version": "the azsidecar version of the build",
+    "version": "the azsidecar version of the build (a protocol's version is protocol_version)",
     "zone": "the serving process's own zone (added at /metrics)",
 }
 # Names a reader may reach for, and the vocabulary's word for the same meaning.

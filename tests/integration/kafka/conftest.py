@@ -9,13 +9,13 @@ pinned by default; test_kafka_3.py runs the wire tests on 3.9).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 
 import pytest
 
 from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
 from deploy.local.kafka_jars import KAFKA_3_VERSION, KAFKA_VERSION
+from tests.conftest import shared_environment
 
 __all__ = ["KAFKA_3_VERSION", "KAFKA_VERSION"]
 
@@ -31,23 +31,14 @@ def kafka_version() -> str:
     return KAFKA_VERSION
 
 
-@pytest.fixture(scope="session")
-def _shared_clusters(tmp_path_factory) -> Iterator[dict]:
-    """Clusters by version, started on first use and shared by the session's modules (each
-    test makes its own topics); stopped at the session's end."""
-    with contextlib.ExitStack() as stack:
-        clusters: dict = {"stack": stack, "factory": tmp_path_factory}
-        yield clusters
-
-
 @pytest.fixture(scope="module")
-def kafka(kafka_version, _shared_clusters) -> KafkaCluster:
-    cluster = _shared_clusters.get(kafka_version)
-    if cluster is None:
-        log_dir = _shared_clusters["factory"].mktemp(f"kafka-{kafka_version}")
-        cluster = _shared_clusters["stack"].enter_context(
-            start_kafka_cluster(tuple(ZONES.values()), version=kafka_version, log_dir=log_dir))
-        _shared_clusters[kafka_version] = cluster
+def kafka(kafka_version, _shared_stacks, tmp_path_factory, request) -> KafkaCluster:
+    """The version's cluster, shared by the tests of its group (they make their own topics
+    and move leaders), stopped when the group ends (tests/conftest.py)."""
+    cluster = shared_environment(
+        _shared_stacks, f"kafka-{kafka_version}", request.node.nodeid,
+        lambda: start_kafka_cluster(tuple(ZONES.values()), version=kafka_version,
+                                    log_dir=tmp_path_factory.mktemp(f"kafka-{kafka_version}")))
     assert all(node.running for node in cluster.nodes.values()), "a shared cluster lost a node"
     return cluster
 

@@ -16,7 +16,7 @@ from deploy.local.sidecar_stack import READY_LINES, _wait_for_log_line, to_toml
 from leader_notify import protocol as p
 from tests.integration.leader_notify.helpers import KEYS
 
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0  # a Python process start: ~1.5 CPU-s of imports, many starting at once on a loaded 2-core host
 STOP_TIMEOUT_S = 15.0
 IO_TIMEOUT_S = 15.0
 
@@ -25,7 +25,11 @@ class AgentProcess:
     """One agent process of `zone` on a fixed port; restartable on the same port."""
 
     def __init__(self, tmp: Path, name: str, zone: str, *, endpoint_url: str, bucket: str, bootstrap: str,
-                 extra: dict | None = None) -> None:
+                 extra: dict | None = None, source: Path | None = None,
+                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+        """`source`: run the agent of that source tree (another release's) instead of this one."""
+        self.source = source
+        self.ready_timeout_s = ready_timeout_s
         self.port = free_port()
         self.name = name
         self.log_path = tmp / f"{name}.log"
@@ -48,10 +52,13 @@ class AgentProcess:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": ",".join(KEYS),
                "AWS_DEFAULT_REGION": "us-east-1"}
+        if self.source is not None:  # its packages first on the path, ahead of the installed checkout
+            env["PYTHONPATH"] = str(self.source)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "agent", "--config",
-                                          str(self.config_path)], stdout=log, stderr=subprocess.STDOUT, env=env)
-        _wait_for_log_line(self.proc, self.log_path, READY_LINES["agent"], READY_TIMEOUT_S, self.name, offset)
+                                          str(self.config_path)], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         cwd=self.source)
+        _wait_for_log_line(self.proc, self.log_path, READY_LINES["agent"], self.ready_timeout_s, self.name, offset)
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> None:

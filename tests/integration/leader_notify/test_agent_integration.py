@@ -6,6 +6,7 @@ import pytest
 import trio
 
 from core.audit import MemoryAuditSink
+from leader_notify import protocol as p
 from leader_notify.sender.sender import NotifySender
 from tests.conftest import create_topics, unique_name
 from tests.integration.leader_notify.helpers import (
@@ -93,6 +94,9 @@ async def test_many_producers_exactly_once_in_order_offsets_match_consumer(env, 
 
     m = agent.agent.metrics
     assert m.value("azsidecar_agent_entries_appended_total") == 7
+    # Both of this release: every connection agreed on the newest protocol version.
+    assert m.value("azsidecar_agent_protocol_connections_total", protocol_version=str(p.PROTOCOL_VERSION)) >= 1
+    assert m.value("azsidecar_agent_protocol_connections_total", protocol_version=str(p.OLDEST_VERSION)) == 0
     assert m.value("azsidecar_agent_duplicates_total", source="agent") == 7
     notes = audit.of("notification")
     assert [(n["key"], n["entries"], n["status"], n["attempts"]) for n in notes] == [

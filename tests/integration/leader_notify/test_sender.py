@@ -48,6 +48,17 @@ def notify_config(port: int, **more):
                               "notify.backoff_max_s": 0.02, "notify.timeout_s": 5.0, **more}).notify
 
 
+async def answer_hello(stream, channel: p.Channel) -> None:
+    """The agent's side of the HELLO exchange: the proxy's HELLO in, ours (its version) out."""
+    while not channel.established:
+        data = await stream.receive_some(65536)
+        if not data:
+            raise trio.BrokenResourceError("the proxy closed before its HELLO")
+        channel.receive_data(data)
+        assert channel.next_frame() is None
+    await stream.send_all(channel.hello())
+
+
 async def serve(answer, task_status=trio.TASK_STATUS_IGNORED):
     """A peer that decodes each request and replies with answer(request) -> signed(payload)."""
     requests = []
@@ -55,7 +66,7 @@ async def serve(answer, task_status=trio.TASK_STATUS_IGNORED):
     async def handler(stream):
         channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
         async with stream:
-            await stream.send_all(channel.hello())
+            await answer_hello(stream, channel)
             while True:
                 data = await stream.receive_some(65536)
                 if not data:
@@ -179,7 +190,7 @@ async def test_a_start_on_a_connection_the_agent_closed_is_sent_again_on_a_new_o
     async def answer_once_then_close(stream):
         channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
         async with stream:
-            await stream.send_all(channel.hello())
+            await answer_hello(stream, channel)
             while (frame := channel.next_frame()) is None:
                 channel.receive_data(await stream.receive_some(65536))
             req = p.decode_request(frame.payload)
@@ -283,7 +294,7 @@ async def test_a_new_connection_to_a_hung_agent_is_bounded_by_the_gray_deadline(
                     while await stream.receive_some(65536):
                         pass  # connected, silent: no HELLO, no answer
                     return
-                await stream.send_all(channel.hello())
+                await answer_hello(stream, channel)
                 while data := await stream.receive_some(65536):
                     channel.receive_data(data)
                     while (frame := channel.next_frame()) is not None:
@@ -307,3 +318,91 @@ async def test_a_new_connection_to_a_hung_agent_is_bounded_by_the_gray_deadline(
         await sender.notify(FLUSHED, "az2")
     assert trio.current_time() - started < 2.0 and "gray deadline" in str(info.value)
     await sender.aclose()
+
+
+@pytest.mark.trio
+async def test_an_agent_of_version_3_is_reconnected_to_in_its_version_and_remembered(nursery):
+    # A version-3 agent as that release behaves: its HELLO (as 3) at accept, then the proxy's
+    # HELLO read, and the connection closed if it is not version 3. This one also closes
+    # each connection after one answer, so every notification needs a new connection.
+    offers: list[int] = []
+    keyring = p.Keyring([KEY.encode()])
+
+    async def legacy_agent(stream):
+        challenge = os.urandom(p.CHALLENGE_BYTES)
+        async with stream:
+            await stream.send_all(p.encode_frame(keyring, p.MessageType.HELLO_AGENT, challenge, 0, version=3))
+            hello = b""
+            while len(hello) < p.HELLO_FRAME_BYTES:
+                data = await stream.receive_some(p.HELLO_FRAME_BYTES - len(hello))
+                if not data:
+                    return
+                hello += data
+            offers.append(hello[4])  # the version byte of the proxy's HELLO
+            if hello[4] != 3:
+                return  # "unsupported protocol version 4; closing"
+            # From here on a version-3 connection: one request frame in, one response out.
+            agent_c, proxy_c = challenge, hello[p.FRAME_OVERHEAD_BYTES - p.MAC_BYTES:-p.MAC_BYTES]
+            buf = b""
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                buf += data
+                if len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
+                    break
+            assert buf[4] == 3  # the request frame's version byte
+            req = p.decode_request(buf[4 + 14:-p.MAC_BYTES])  # after u32 length and the 14-byte header
+            payload = p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "",
+                                                         (p.EntryResult(0, 9),)))
+            await stream.send_all(p.encode_frame(keyring, p.MessageType.RESPONSE, payload, 1, version=3,
+                                                 agent_challenge=agent_c, proxy_challenge=proxy_c))
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, legacy_agent, listeners)
+    sender = NotifySender(notify_config(listeners[0].socket.getsockname()[1]), "az1", "proxy", 1,
+                          MemoryAuditSink(), bucket="bkt")
+    try:
+        first = await sender.notify(FLUSHED, "az2")
+        assert offers == [4, 3]  # offered 4, refused, reconnected offering 3
+        second = await sender.notify(Flushed("wal/k2", FLUSHED.zones), "az2")
+    finally:
+        await sender.aclose()
+    assert [(r.error_code, r.base_offset) for r in first + second] == [(0, 9), (0, 9)]
+    # The second notification's pooled connection had been closed: its new one offered 3 at once.
+    assert offers == [4, 3, 3]
+    assert not sender.pipelining_allowed("az2", 0)
+    assert sender.metrics.value("azsidecar_notify_protocol_connections_total", dest_zone="az2", protocol_version="3") == 2
+
+
+@pytest.mark.trio
+async def test_an_agent_with_no_version_in_common_fails_the_attempts_with_one_log_line(nursery, caplog):
+    # An agent two releases ahead: it answers only in version 5, above anything this proxy speaks.
+    keyring = p.Keyring([KEY.encode()])
+
+    async def future_agent(stream):
+        async with stream:
+            hello = b""
+            while len(hello) < p.HELLO_FRAME_BYTES:
+                data = await stream.receive_some(p.HELLO_FRAME_BYTES - len(hello))
+                if not data:
+                    return
+                hello += data
+            await stream.send_all(p.encode_frame(keyring, p.MessageType.HELLO_AGENT, os.urandom(16), 0, version=5))
+            while await stream.receive_some(65536):
+                pass
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, future_agent, listeners)
+    sender = NotifySender(notify_config(listeners[0].socket.getsockname()[1]), "az1", "proxy", 1,
+                          MemoryAuditSink(), bucket="bkt")
+    try:
+        with caplog.at_level("WARNING", logger="leader_notify.sender.sender"), pytest.raises(NotifyError) as caught:
+            await sender.notify(FLUSHED, "az2")
+    finally:
+        await sender.aclose()
+    assert caught.value.retriable  # the router's fallback takes it, as for an agent that is down
+    assert "after 3 attempts" in str(caught.value) and "upgrade the proxy" in str(caught.value)
+    lines = [r.getMessage() for r in caplog.records if "upgrade the proxy" in r.getMessage()]
+    assert len(lines) == 1, lines  # three attempts, one line
+    assert "the agent speaks notify protocol v5 and later; this proxy speaks v3..v4" in lines[0]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from spark_audit._io import QUICK_JIT_JAVA_OPTIONS
+
 H0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR_MS = 3_600_000
 
@@ -28,6 +30,7 @@ def spark():
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", QUICK_JIT_JAVA_OPTIONS)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

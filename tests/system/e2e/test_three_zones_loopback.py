@@ -25,7 +25,7 @@ TOPICS = (TopicSpec("orders", partitions=6, keyed=True), TopicSpec("clicks", par
           TopicSpec("metrics", partitions=3, keyed=True))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def env(loopback_kafka_zones):
     return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
 
@@ -48,15 +48,15 @@ def records_led_elsewhere(result) -> int:
     return total
 
 
-def test_hundred_thousand_idempotent_records_take_the_wal_across_zones(env, tmp_path):
-    workload = Workload(total_bytes=10_200_000, record_bytes=100, topics=TOPICS, linger_ms=20)
+def test_thirty_thousand_idempotent_records_take_the_wal_across_zones(env, tmp_path):
+    workload = Workload(total_bytes=3_000_000, record_bytes=100, topics=TOPICS, linger_ms=20)
     settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                                partition_zones=router_overrides(env, workload)["partition_zones"])
     result = run_sidecar(env, workload, sidecar_starter(env, settings), name="wal")
 
     assert result.verification["ok"], result.verification["problems"]
-    assert result.records == 102_000  # 10.2 MB of 100-byte records, all acked and read back once
-    assert result.verification["records"] == 102_000
+    assert result.records == 30_000  # 3 MB of 100-byte records, all acked and read back once
+    assert result.verification["records"] == 30_000
 
     batches = audit_records(settings.audit_dir, "produce_batch")
     assert batches, "the proxies wrote no audit records"
@@ -73,8 +73,10 @@ def test_hundred_thousand_idempotent_records_take_the_wal_across_zones(env, tmp_
         assert b["leader_zone"] == partition_zone
         assert b["route"] == ("local" if partition_zone == b["zone"] else "wal"), b
         assert b["error_code"] == 0
-        if b["route"] == "wal":  # the agent's answer says how long the leader's append took (v6)
-            assert 0 <= b["leader_append_ms"] <= b["notify_rtt_ms"], b
+        if b["route"] == "wal":  # the agent's answer says how long the leader's append took (v6),
+            # unless the leader already had the batch (a notification re-sent after a slow
+            # answer: the agent appends nothing and says "unknown", -1)
+            assert b["leader_append_ms"] == -1.0 or 0 <= b["leader_append_ms"] <= b["notify_rtt_ms"], b
             # what its records had waited in the producer, counted into the linger (v8)
             assert b["producer_wait_ms"] >= 0, b
         else:
@@ -83,7 +85,9 @@ def test_hundred_thousand_idempotent_records_take_the_wal_across_zones(env, tmp_
     for b in batches:
         by_route[b["route"]] += b["records"]
     assert by_route["wal"] == records_led_elsewhere(result)
-    assert by_route["local"] + by_route["wal"] == 102_000
+    timed = [b for b in batches if b["route"] == "wal" and b["leader_append_ms"] >= 0]
+    assert len(timed) >= 0.9 * sum(1 for b in batches if b["route"] == "wal")
+    assert by_route["local"] + by_route["wal"] == 30_000
     assert not by_route["direct_cross"]
 
 

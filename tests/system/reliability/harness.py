@@ -49,7 +49,7 @@ from deploy.local.sidecar_stack import (
 from deploy.local.zones import Zone, ZoneEnv
 
 TICK_S = 0.2  # how often on_tick runs and memory is sampled while producers run
-READY_TIMEOUT_S = 30.0  # a proxy or agent (re)start: imports plus binding
+READY_TIMEOUT_S = 120.0  # a proxy or agent (re)start: imports plus binding, on a loaded 2-core host
 STOP_GRACE_S = 20.0  # a proxy drains in-flight requests and the WAL writer flushes (S3 faults slow it)
 ADMIN_TIMEOUT_S = 60.0
 VERIFY_IDLE_TIMEOUT_S = 30.0  # no new record for this long while acknowledged ones are missing: give up

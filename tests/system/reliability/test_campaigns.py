@@ -39,7 +39,7 @@ PACED = Workload(total_bytes=3 * RECORDS_PER_PRODUCER * 100, record_bytes=100, t
 TOTAL = 3 * RECORDS_PER_PRODUCER
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def env(loopback_kafka_zones):
     return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
 

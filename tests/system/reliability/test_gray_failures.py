@@ -52,7 +52,7 @@ HANG_S = 15.0
 FALLBACK_WITHIN_S = 5.0  # issue 23: a zone falls back within 5 s of S3 or its agents hanging
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def env(loopback_kafka_zones):
     return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
 

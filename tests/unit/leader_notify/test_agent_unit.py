@@ -642,8 +642,9 @@ def test_a_connections_requests_are_handled_concurrently_and_answered_in_order()
         ch_p = p.Channel(p.Keyring((KEY,)), p.Role.PROXY, b"p" * 16)
         ch_a = p.Channel(p.Keyring((KEY,)), p.Role.AGENT, b"a" * 16)
         ch_a.receive_data(ch_p.hello())
+        assert ch_a.next_frame() is None
         ch_p.receive_data(ch_a.hello())
-        assert ch_a.next_frame() is None and ch_p.next_frame() is None
+        assert ch_p.next_frame() is None
         frames = []
         for i, key in ((1, "wal/1"), (2, "wal/2")):
             ch_a.receive_data(ch_p.send(p.MessageType.REQUEST, p.encode_request(ordered(key, objs[key], i))))

@@ -41,11 +41,15 @@ class Sink:
 
     def __init__(self, depth: int) -> None:
         self.pipeline_depth = depth
+        self.agent_pipelines = True
         self.events: list[str] = []  # "pipe obj-1", "serial obj-1", in the order they happened
         self._guard = Guard()
 
     def guard(self, zone, agent=0):
         return self._guard
+
+    def pipelining_allowed(self, dest_zone, agent):
+        return self.agent_pipelines  # False: the agent speaks a protocol version without ordered requests
 
     def share_of(self, zone, topic, partition):
         return zone
@@ -181,6 +185,24 @@ async def test_objects_for_a_gray_agent_go_serially_and_nothing_ordered_passes_t
         with trio.fail_after(5):
             await notifier.wait_idle()
         assert sink.events == ["serial obj-1", "serial obj-2"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_objects_for_an_agent_of_the_previous_protocol_version_go_serially_in_order():
+    async with trio.open_nursery() as nursery:
+        sink = Sink(depth=4)
+        sink.agent_pipelines = False  # the sender learnt the agent speaks v3
+        pipes: list[Pipe] = []
+        notifier = ZoneNotifier(ZONE, sink, nursery, open_pipe=lambda *a: pipes.append(Pipe(sink)) or pipes[-1])
+        got: dict[str, object] = {}
+        for n in (1, 2, 3):
+            flushed = obj(n)
+            notifier.announce(flushed)
+            notifier.on_result(flushed.key, lambda value, key=flushed.key: got.__setitem__(key, value))
+        with trio.fail_after(5):
+            await notifier.wait_idle()
+        assert sink.events == ["serial obj-1", "serial obj-2", "serial obj-3"]
+        assert got == {"obj-1": OK, "obj-2": OK, "obj-3": OK}
         nursery.cancel_scope.cancel()
 
 

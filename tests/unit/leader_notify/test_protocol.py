@@ -18,19 +18,26 @@ from leader_notify.protocol import (
     AuthError,
     Channel,
     EntryResult,
+    Incompatible,
     Keyring,
     MessageType,
+    Negotiated,
     NotifyEntry,
     NotifyRequest,
     NotifyResponse,
     ProtocolError,
+    Reconnect,
     RequestStatus,
     Role,
+    VersionMismatch,
+    agent_answer_version,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
     key_allowed,
+    ordered_allowed,
+    proxy_outcome,
 )
 
 KEY = b"0123456789abcdef"  # 16 bytes, the minimum
@@ -92,6 +99,17 @@ def test_response_payload_golden():
     assert decode_response(RESPONSE_PAYLOAD) == RESPONSE
 
 
+def test_ordered_flag_golden():
+    # Version 4 defines flag bit 1 (ordered); the payload is the same in versions 3 and 4.
+    assert REQUEST_PAYLOAD[41] == 0x00  # flags: after request_id (8) and six strings (33 bytes)
+    payload = REQUEST_PAYLOAD[:41] + bytes.fromhex("02") + REQUEST_PAYLOAD[42:]  # flags u8: bit 1 = ordered
+    ordered = NotifyRequest(**{**REQUEST.__dict__, "ordered": True})
+    assert encode_request(ordered) == payload
+    assert decode_request(payload) == ordered
+    with pytest.raises(ProtocolError, match="unknown request flags 0x4"):
+        decode_request(REQUEST_PAYLOAD[:41] + bytes.fromhex("04") + REQUEST_PAYLOAD[42:])
+
+
 def test_append_time_saturates_and_unknown_round_trips():
     # 2**32 us (71.6 min) does not fit: reported as the largest value, never as "unknown"
     long = NotifyResponse(1, RequestStatus.OK, "", (EntryResult(0, 5, append_us=2**32), EntryResult(0, 6)))
@@ -101,20 +119,128 @@ def test_append_time_saturates_and_unknown_round_trips():
     assert [r.append_us for r in decode_response(payload).results] == [0xFFFFFFFE, -1]
 
 
-def test_hello_frame_golden():
-    key_id = hashlib.sha256(b"azsidecar-notify-key-id\x00" + KEY).digest()[:4]
+KEY_ID = hashlib.sha256(b"azsidecar-notify-key-id\x00" + KEY).digest()[:4]
+
+
+def hello_bytes(version: int, type_: int, challenge: bytes) -> bytes:
+    """A HELLO as the spec lays it out, written field by field (every version alike)."""
     signed = (
         bytes.fromhex("0000003e")  # u32 length of the rest: 14 header + 16 challenge + 32 MAC = 62
-        + bytes.fromhex("03")  # version 3
-        + bytes.fromhex("04")  # type 4 = HELLO_AGENT
-        + key_id  # 4-byte key id
+        + bytes([version])  # version u8: the proxy's offer, or the version the agent answers in
+        + bytes([type_])  # type u8: 3 = HELLO_PROXY, 4 = HELLO_AGENT
+        + KEY_ID  # 4-byte key id
         + bytes.fromhex("0000000000000000")  # sequence u64 = 0
-        + AGENT_C  # payload: the 16-byte challenge
+        + challenge  # payload: the 16-byte challenge
     )
-    expected = signed + hmac.new(KEY, b"azsidecar-notify-v3 hello\x00" + signed, hashlib.sha256).digest()
+    return signed + hmac.new(KEY, b"azsidecar-notify-v3 hello\x00" + signed, hashlib.sha256).digest()
+
+
+def test_hello_frames_golden_proxy_offers_agent_answers():
+    proxy = Channel(Keyring([KEY]), Role.PROXY, PROXY_C)
+    offer = proxy.hello()
+    assert offer == (bytes.fromhex("0000003e" "04" "03") + KEY_ID + bytes(8) + PROXY_C
+                     + hmac.new(KEY, b"azsidecar-notify-v3 hello\x00" + offer[:-32], hashlib.sha256).digest())
+    assert offer == hello_bytes(4, 3, PROXY_C)
+    assert len(offer) == HELLO_FRAME_BYTES == 66
     agent = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
-    assert agent.hello() == expected
-    assert len(expected) == HELLO_FRAME_BYTES == 66
+    with pytest.raises(RuntimeError, match="answers the proxy's HELLO"):
+        agent.hello()  # the agent speaks second
+    agent.receive_data(offer)
+    assert agent.next_frame() is None and agent.version == 4
+    assert agent.hello() == hello_bytes(4, 4, AGENT_C)
+    proxy.receive_data(hello_bytes(4, 4, AGENT_C))
+    assert proxy.next_frame() is None and proxy.established and proxy.version == 4
+
+
+def test_a_previous_release_proxy_gets_a_version_3_answer_and_v3_frames():
+    # A version-3 proxy's HELLO (it sends it at connect, before the agent's).
+    agent = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
+    agent.receive_data(hello_bytes(3, 3, PROXY_C))
+    assert agent.next_frame() is None and agent.version == 3
+    assert agent.hello() == hello_bytes(3, 4, AGENT_C)
+    signed = (bytes.fromhex("00000030" "03" "01") + KEY_ID  # length 48, version 3, type 1 = request
+              + bytes.fromhex("0000000000000001") + b"\x01\x02")  # sequence 1, payload
+    mac = hmac.new(KEY, b"azsidecar-notify-v3 session\x00" + AGENT_C + PROXY_C + signed, hashlib.sha256).digest()
+    agent.receive_data(signed + mac)
+    frame = agent.next_frame()
+    assert (frame.version, frame.type, frame.payload) == (3, MessageType.REQUEST, b"\x01\x02")
+    answer = agent.send(MessageType.RESPONSE, b"r")
+    assert answer[4] == 3  # the answer's version byte
+
+
+def test_a_previous_release_agent_makes_the_proxy_reconnect_offering_3():
+    # A version-3 agent sent its HELLO (as 3) at accept; it will close on our v4 HELLO.
+    proxy = Channel(Keyring([KEY]), Role.PROXY, PROXY_C)
+    proxy.hello()
+    proxy.receive_data(hello_bytes(3, 4, AGENT_C))
+    with pytest.raises(VersionMismatch) as caught:
+        proxy.next_frame()
+    assert caught.value.outcome == Reconnect(3)
+    assert not proxy.established
+    # The next connection offers 3, and the same early v3 HELLO settles it.
+    again = Channel(Keyring([KEY]), Role.PROXY, PROXY_C, offer=3)
+    assert again.hello() == hello_bytes(3, 3, PROXY_C)
+    again.receive_data(hello_bytes(3, 4, AGENT_C))
+    assert again.next_frame() is None and again.version == 3
+    assert again.send(MessageType.REQUEST, b"x")[4] == 3
+
+
+def test_a_newer_proxy_is_answered_in_this_agents_newest_version():
+    agent = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
+    agent.receive_data(hello_bytes(5, 3, PROXY_C))  # a release that speaks 5 (and 4)
+    assert agent.next_frame() is None and agent.version == 4
+    assert agent.hello() == hello_bytes(4, 4, AGENT_C)
+
+
+def test_a_version_below_the_oldest_is_refused_at_the_hello():
+    agent = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
+    agent.receive_data(hello_bytes(2, 3, PROXY_C))
+    with pytest.raises(ProtocolError, match=r"unsupported protocol version 2 \(this agent speaks 3\.\.4\)"):
+        agent.next_frame()
+    proxy = Channel(Keyring([KEY]), Role.PROXY, PROXY_C)
+    proxy.hello()
+    proxy.receive_data(hello_bytes(5, 4, AGENT_C))  # an agent that answers above our offer
+    with pytest.raises(VersionMismatch, match="upgrade the proxy"):
+        proxy.next_frame()
+
+
+def test_a_frame_of_another_version_on_the_connection_is_refused():
+    proxy, agent = pair()  # version 4
+    agent_c, proxy_c = proxy.challenges
+    signed = (bytes.fromhex("0000002f" "03" "01") + KEY_ID + bytes.fromhex("0000000000000001") + b"\x01")
+    mac = hmac.new(KEY, b"azsidecar-notify-v3 session\x00" + agent_c + proxy_c + signed, hashlib.sha256).digest()
+    agent.receive_data(signed + mac)  # signed right, but version 3 on a version-4 connection
+    with pytest.raises(ProtocolError, match="version 3 on a version-4 connection"):
+        agent.next_frame()
+
+
+@pytest.mark.parametrize(("offered", "oldest", "newest", "expected"), [
+    (4, 3, 4, 4),  # the same release
+    (3, 3, 4, 3),  # a previous release's proxy
+    (5, 3, 4, 4),  # a newer proxy: our newest
+    (2, 3, 4, None),  # older than we speak
+    (9, 5, 6, 6),
+    (4, 5, 6, None),
+])
+def test_agent_answer_version(offered, oldest, newest, expected):
+    assert agent_answer_version(offered, oldest, newest) == expected
+
+
+@pytest.mark.parametrize(("offered", "answered", "expected"), [
+    (4, 4, Negotiated(4)),
+    (3, 3, Negotiated(3)),  # a reconnect offering 3
+    (4, 3, Reconnect(3)),  # a version-3 agent's early HELLO
+    (5, 4, Negotiated(4)),  # a negotiating agent chose 4
+    (4, 5, Incompatible("the agent speaks notify protocol v5 and later; this proxy speaks v3..v4: "
+                        "upgrade the proxy")),
+    (4, 2, Incompatible("the agent speaks notify protocol v2; this proxy speaks v3..v4: upgrade the agent")),
+])
+def test_proxy_outcome(offered, answered, expected):
+    assert proxy_outcome(offered, answered) == expected
+
+
+def test_ordered_requests_need_version_4():
+    assert (ordered_allowed(3), ordered_allowed(4), ordered_allowed(5)) == (False, True, True)
 
 
 def test_request_frame_golden_binds_both_challenges_and_sequence():
@@ -122,7 +248,7 @@ def test_request_frame_golden_binds_both_challenges_and_sequence():
     key_id = hashlib.sha256(b"azsidecar-notify-key-id\x00" + KEY).digest()[:4]
     signed = (
         bytes.fromhex("00000030")  # u32 length of the rest: 14 header + 2 payload + 32 MAC = 48
-        + bytes.fromhex("03")  # version 3
+        + bytes.fromhex("04")  # version 4 (agreed in the HELLOs)
         + bytes.fromhex("01")  # type 1 = request
         + key_id
         + bytes.fromhex("0000000000000001")  # sequence u64 = 1 (the proxy's HELLO was 0)
@@ -142,8 +268,9 @@ def pair(agent_keys=(KEY,), proxy_keys=(KEY,), agent_c=AGENT_C, proxy_c=PROXY_C)
     proxy = Channel(Keyring(list(proxy_keys)), Role.PROXY, proxy_c)
     agent = Channel(Keyring(list(agent_keys)), Role.AGENT, agent_c)
     agent.receive_data(proxy.hello())
+    assert agent.next_frame() is None
     proxy.receive_data(agent.hello())
-    assert agent.next_frame() is None and proxy.next_frame() is None
+    assert proxy.next_frame() is None
     assert agent.established and proxy.established
     return proxy, agent
 
@@ -186,7 +313,7 @@ def test_reflected_frames_refused():
     proxy, agent = pair()
     # The agent's own HELLO sent back to it is not a proxy HELLO.
     lone = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
-    lone.receive_data(lone.hello())
+    lone.receive_data(hello_bytes(4, 4, AGENT_C))
     with pytest.raises(ProtocolError, match="HELLO_PROXY"):
         lone.next_frame()
     # A response sent to the agent as if it were a request: wrong direction.
@@ -266,8 +393,11 @@ requests = st.builds(
 def test_roundtrip_with_arbitrary_splits(req, cuts):
     proxy = Channel(Keyring([KEY]), Role.PROXY, PROXY_C)
     dec = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)
-    proxy.receive_data(dec.hello())
     hello = proxy.hello()
+    answering = Channel(Keyring([KEY]), Role.AGENT, AGENT_C)  # the agent as it answers the HELLO
+    answering.receive_data(hello)
+    assert answering.next_frame() is None
+    proxy.receive_data(answering.hello())
     assert proxy.next_frame() is None
     frames = hello + b"".join(proxy.send(MessageType.REQUEST, encode_request(req)) for _ in range(2))
     got = []
