@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    setup_logging(getattr(args, "log_format", None) or "text", getattr(args, "log_level", None) or "INFO")
+    setup_logging(getattr(args, "log_format", None) or "text", getattr(args, "log_level", None) or "INFO",
+                  component=args.command)
     tune_gc()
     # a subcommand's own form (`plan leaders`) names its runner with set_defaults(runner=...)
     module_name, _, function = (getattr(args, "runner", None) or RUNNERS[args.command]).partition(":")

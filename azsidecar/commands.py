@@ -333,3 +333,15 @@ def _config(sub: argparse._SubParsersAction) -> None:
                                   "(default, file or the variable); secrets redacted")):
         a = actions.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
         a.add_argument("--config", metavar="FILE", help="TOML configuration file (default: none, the defaults)")
+    text = ("print the configuration reference (every key, its type, default and meaning) generated from the "
+            "code; --write rewrites it in a document, --check says whether the document's copy is current")
+    add_config_docs_arguments(actions.add_parser("docs", help=text, description=text[0].upper() + text[1:] + "."))
+
+
+def add_config_docs_arguments(parser: argparse.ArgumentParser) -> None:
+    """`azsidecar config docs` (and `python -m azsidecar.config_docs`)."""
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--write", metavar="FILE",
+                     help="replace the generated part of FILE (docs/configuration.md), between its markers")
+    how.add_argument("--check", metavar="FILE",
+                     help="exit 1 if the generated part of FILE differs from the code's descriptions")

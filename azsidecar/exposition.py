@@ -23,8 +23,10 @@ OWNED_BY: dict[str, tuple[str, ...]] = {
     "proxy": ("azsidecar_proxy_", "azsidecar_router_", "azsidecar_notify_", "azsidecar_wal_flush",
               "azsidecar_wal_put_", "azsidecar_wal_buffered_", "azsidecar_wal_gray_"),
     "agent": ("azsidecar_agent_", "azsidecar_wal_cache_", "azsidecar_wal_gray_"),  # gray: PUTs / GETs
+    "gc": ("azsidecar_wal_gc_",),
 }
-SHARED = ("azsidecar_build_info",)
+# Every component's: the build, /readyz as last probed (azsidecar/monitor.py), the audit writer's drops.
+SHARED = ("azsidecar_build_info", "azsidecar_ready", "azsidecar_audit_")
 
 BUILD_INFO = Gauge("azsidecar_build_info", "1, labelled with the running build", ["version", "python"])
 

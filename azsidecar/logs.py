@@ -1,5 +1,11 @@
 """Logging to stderr: human-readable text by default, JSON lines with --log-format json.
 
+Every JSON line carries the process's `zone` and `component` (proxy, agent, gc, recover,
+or the subcommand): a filter on the one handler stamps them on each record, set by the
+runner (the composition root) through `setup_logging`, so library code never passes them.
+A log call that knows the topic and partition it is about says so with
+`extra={"topic": topic, "partition": partition}`; the JSON line then has both too.
+
 Text format escapes control characters in the message: log arguments include what clients
 send (client_id, SASL mechanism names, topic names), and a newline in one of them would
 otherwise forge a whole log line. JSON lines are safe by construction (json.dumps escapes).
@@ -39,14 +45,42 @@ class TextFormatter(logging.Formatter):
         return super().formatMessage(record)
 
 
+# Record attributes a JSON line carries: the process's (ProcessContext, always, null when
+# unknown) and a log call's own (`extra={"topic": ..., "partition": ...}`, when it knows them).
+CONTEXT_KEYS = ("zone", "component")
+OPTIONAL_KEYS = ("topic", "partition")
+
+
+class ProcessContext(logging.Filter):
+    """Stamps the process's zone and component on every record the handler emits (a record
+    that already has one, from `extra`, keeps its own)."""
+
+    def __init__(self, component: str | None, zone: str | None) -> None:
+        super().__init__()
+        self.component = component
+        self.zone = zone
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "component"):
+            record.component = self.component
+        if not hasattr(record, "zone"):
+            record.zone = self.zone
+        return True
+
+
 class JsonLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        out = {
+        out: dict[str, object] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        for key in CONTEXT_KEYS:
+            out[key] = getattr(record, key, None)
+        for key in OPTIONAL_KEYS:
+            if hasattr(record, key):
+                out[key] = getattr(record, key)
         for key, value in getattr(record, "fields", {}).items():
             out[key] = value
         if record.exc_info:
@@ -71,8 +105,12 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def setup_logging(log_format: str = "text", level: str = "INFO") -> None:
+def setup_logging(log_format: str = "text", level: str = "INFO", *, component: str | None = None,
+                  zone: str | None = None) -> None:
+    """One stderr handler on the root logger, replacing any before: a runner calls this again
+    once it knows more (the proxy's zone from instance metadata)."""
     handler = StderrHandler()
+    handler.addFilter(ProcessContext(component, zone))
     if log_format == "json":
         handler.setFormatter(JsonLineFormatter())
     else:

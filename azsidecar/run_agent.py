@@ -51,7 +51,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides_from_args(args), os.environ)
-    setup_logging(config.log_format, config.log_level)  # the flags', else the variables' or the file's
+    setup_logging(config.log_format, config.log_level,  # the flags', else the variables' or the file's
+                  component="agent", zone=config.zone)
     config = resolve_secrets(config, os.environ, args.hmac_key_file)
     if not config.zone:
         raise ConfigError("zone: the agent needs --zone (or zone in the config file)")

@@ -1,4 +1,5 @@
-"""`azsidecar config validate` and `azsidecar config show`: the config as the other commands load it.
+"""`azsidecar config validate` and `azsidecar config show`: the config as the other commands load it;
+`azsidecar config docs`: the configuration reference (azsidecar/config_docs.py).
 
 Both load the file (if given) with the `AZSIDECAR__...` variables of the environment, as
 `azsidecar proxy` does, and read no secret: `validate` prints one line, OK or the error
@@ -11,6 +12,7 @@ import argparse
 import os
 import sys
 
+from azsidecar import config_docs
 from azsidecar.config import load_config_with_origins
 from azsidecar.config_layers import env_assignments
 from azsidecar.config_show import render
@@ -18,6 +20,8 @@ from azsidecar.secrets import secret_sources
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.config_command == "docs":
+        return config_docs.run(args, sys.stdout, sys.stderr)
     config, origins = load_config_with_origins(args.config, None, os.environ)
     source = args.config or "no config file (defaults)"
     if args.config_command == "validate":

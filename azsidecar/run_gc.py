@@ -7,9 +7,10 @@ import os
 import sys
 
 import trio
-from prometheus_client import start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
 
 from azsidecar.config import load_config, require_wal_bucket
+from azsidecar.exposition import LabelledRegistry
 from azsidecar.logs import setup_logging
 from azsidecar.preflight import check_wal_store, startup_errors
 from core.configload import ConfigError
@@ -24,7 +25,7 @@ def main(args: argparse.Namespace) -> int:
         "wal.max_orphan_age_s": args.max_orphan_age_s, "wal.gc_metrics_port": args.metrics_port,
         "wal.gc_interval_s": args.interval_s, "log_format": args.log_format, "log_level": args.log_level,
     }, os.environ)
-    setup_logging(full.log_format, full.log_level)
+    setup_logging(full.log_format, full.log_level, component="gc", zone=full.zone)
     config = full.wal
     require_wal_bucket(full, "gc")  # gc deletes: never a bucket by default
     # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
@@ -41,7 +42,9 @@ def main(args: argparse.Namespace) -> int:
     audit = AuditWriter(full.audit, full.zone, "gc") if full.audit.enabled and full.zone else None
     interval_s = config.gc_interval_s
     if config.gc_metrics_port and not args.once:
-        start_http_server(config.gc_metrics_port, addr=config.gc_metrics_host)  # GC deletions and orphans
+        served = CollectorRegistry()  # GC deletions and orphans, labelled with the zone and component "gc"
+        served.register(LabelledRegistry("gc", {"zone": full.zone or ""}))
+        start_http_server(config.gc_metrics_port, addr=config.gc_metrics_host, registry=served)
 
     async def loop() -> int:
         while True:

@@ -78,11 +78,13 @@ def main(args: argparse.Namespace) -> int:
     overrides = overrides_from_args(args)
     overrides["imds_endpoint"] = os.environ.get("AZSIDECAR_IMDS_ENDPOINT")
     config = load_config(args.config, overrides, os.environ)
-    setup_logging(config.log_format, config.log_level)  # the flags', else the variables' or the file's
+    # the flags', else the variables' or the file's
+    setup_logging(config.log_format, config.log_level, component="proxy", zone=config.zone)
     try:
         config = dataclasses.replace(config, zone=resolve_zone(config.zone, config.imds_endpoint))
     except ZoneUnknown as exc:
         raise ConfigError(str(exc)) from exc
+    setup_logging(config.log_format, config.log_level, component="proxy", zone=config.zone)  # zone now known
     config = with_consumer_rack(config)
     config = resolve_secrets(config, os.environ, args.hmac_key_file)
     if wal_enabled(config) and not config.notify.hmac_keys:
@@ -102,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
 def worker_main(config: Config, index: int, config_path: str | None) -> None:
     """One of `proxy.workers` processes (azsidecar/workers.py): a whole proxy with its own id."""
     die_with_parent()
-    setup_logging(config.log_format, config.log_level)
+    setup_logging(config.log_format, config.log_level, component="proxy", zone=config.zone)
     tune_gc()
     try:
         code = serve(config, config_path)

@@ -30,7 +30,7 @@ def main(args: argparse.Namespace) -> int:
     # --writer-id names a proxy's objects: checked as proxy.proxy_id is (non-empty, no "/").
     config = load_config(args.config, {"zone": args.zone, "proxy.proxy_id": args.writer_id,
                                        "log_format": args.log_format, "log_level": args.log_level}, os.environ)
-    setup_logging(config.log_format, config.log_level)
+    setup_logging(config.log_format, config.log_level, component="recover", zone=config.zone)
     config = resolve_secrets(config, os.environ, args.hmac_key_file)
     writer_id = config.proxy.proxy_id
     if not config.zone:

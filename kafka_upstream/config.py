@@ -16,9 +16,9 @@ UPSTREAM_SASL_MECHANISMS = (*SASL_MECHANISMS, "OAUTHBEARER")
 @dataclass(frozen=True)
 class UpstreamConfig:
     bootstrap_servers: Annotated[tuple[str, ...], COMMA_SEPARATED] = ("127.0.0.1:19092",)  # a list, or Kafka's comma-separated form "b-1:9092,b-2:9092"
-    client_id: str = "azsidecar"
+    client_id: str = "azsidecar"  # the client.id of the proxy's and the agent's own requests to the brokers
     metadata_ttl_s: float = 30.0  # how long a cached upstream Metadata view is trusted
-    request_timeout_s: float = 30.0
+    request_timeout_s: float = 30.0  # one request to a broker, sent to answered; then the connection is given up
     connect_timeout_s: float = 5.0  # TCP, TLS and the first ApiVersions of one address; then the next address
     metadata_timeout_s: float = 5.0  # one Metadata request to one broker; then the next broker is asked
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"  # to the brokers and agents' appends (MSK: SSL or SASL_SSL)

@@ -53,11 +53,12 @@ async def verify_duplicate(cluster: UpstreamCluster, conn: UpstreamConnection, t
             while (searched := search.next_range()) is not None:
                 search.feed(searched, await reader.read_range(searched.start, searched.end))
     except (UpstreamError, trio.TooSlowError, _TailUnreadable) as exc:
-        log.info("verifying a duplicate in %s-%d: %r", topic, partition, exc)
+        log.info("verifying a duplicate in %s-%d: %r", topic, partition, exc,
+                 extra={"topic": topic, "partition": partition})
         return Verdict.UNKNOWN, -1
     verdict, base_offset = search.outcome()
     log.info("duplicate of producer %d seq %d in %s-%d: %s", wanted.producer_id, wanted.base_sequence,
-             topic, partition, verdict.value)
+             topic, partition, verdict.value, extra={"topic": topic, "partition": partition})
     return verdict, base_offset
 
 

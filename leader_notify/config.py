@@ -9,8 +9,8 @@ from core.configload import require
 
 @dataclass(frozen=True)
 class NotifyConfig:
-    # Agents per zone: {"use1-az1": "10.0.1.5:9400"} or a list, {"use1-az1": ["10.0.1.5:9400",
-    # "10.0.1.6:9400"]}; partitions are spread over a zone's agents (leader_notify/sender/owners.py).
+    #: agents per zone: `{"use1-az1" = "10.0.1.5:9400"}` or a list, `{"use1-az1" = ["10.0.1.5:9400",
+    #: "10.0.1.6:9400"]}`; partitions are spread over a zone's agents. None of another zone: the WAL route is off
     agents: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
     # How a zone's partitions are spread over its agents (leader_notify/sender/owners.py): "leader",
     # each broker's partitions to one agent (a broker gets the requests one agent would send;
@@ -24,27 +24,32 @@ class NotifyConfig:
     timeout_s: float = 10.0  # per attempt; recent answers set a tighter one (gray_factor x p99, at least gray_floor_s)
     gray_floor_s: float = 1.0  # an attempt slower than max(gray_factor x p99 of the last minute, this) is abandoned and counts as a failure
     gray_factor: float = 3.0  # that deadline in multiples of the recent p99 round trip
-    # ... and at most this, however slow the recent answers were: a hung agent is abandoned
-    # within it and its zone falls back within about two of it (the attempt and its hedge),
-    # inside issue 23's 5 s even on a loaded host (a p99 of 0.85 s made the deadline 2.5 s
-    # and the fallback 5.1 s; with 2 s it was 4.4 s on an idle one). An agent whose answers
-    # all take longer is treated as failing.
+    # (a p99 of 0.85 s made the deadline 2.5 s and the fallback 5.1 s; with 2 s it was 4.4 s on an idle host)
+    #: the deadline never goes above this, however slow the recent answers: a hung agent is
+    #: abandoned within it and its zone falls back within about two of it (attempt and hedge),
+    #: inside the 5 s fallback bound of `tests/system/reliability/test_gray_failures.py` on a
+    #: loaded host too; an agent whose answers all take longer is treated as failing. At least `gray_floor_s`
     gray_max_s: float = 1.5
     max_in_flight_per_zone: int = 64  # per agent address (the name predates several agents per zone)
-    max_attempts: int = 3
-    connect_timeout_s: float = 3.0
+    max_attempts: int = 3  # notification attempts per object and zone, then its entries fail (or are re-sent, ack_mode wal)
+    connect_timeout_s: float = 3.0  # TCP (and the HELLO) to an agent
     backoff_initial_s: float = 0.2  # doubled per attempt up to backoff_max_s
-    backoff_max_s: float = 2.0
-    # Pooled connections idle longer than this are closed by the proxy, before the agent's
-    # agent.idle_timeout_s closes them under a notification about to be sent.
+    backoff_max_s: float = 2.0  # the longest wait between attempts
+    #: pooled connections idle longer than this are closed by the proxy, before the agent's
+    #: agent.idle_timeout_s closes them under a notification about to be sent
     max_idle_s: float = 300.0
-    # Objects of one agent whose read is requested ahead (prefetch) while an earlier object's
-    # notification is being applied; appends stay one notification at a time. 0 = off.
+    #: with `pipeline_depth` 1: objects of one agent read ahead (prefetch) while an earlier
+    #: object's notification is applied; 0 = off. Not used while pipelining (the agent reads
+    #: the objects in flight concurrently)
     prefetch_depth: int = 2
-    # Objects whose notifications one agent has in flight at once, on one connection, in
-    # object order (leader_notify/sender/pipeline.py): the agent appends object k+1 while object
-    # k's appends are in flight, each partition in order. 1 = one at a time (no pipelining).
-    pipeline_depth: int = 1  # opt-in: one timeout fails up to this many objects at once (docs/notify-protocol.md, "Pipelining")
+    # Opt-in: one notification timeout fails up to this many objects at once, and their
+    # batches' producers may retry (at-least-once for non-idempotent ones; docs/notify-protocol.md).
+    #: objects whose notifications one agent has in flight at once, on one connection, in
+    #: object order, 1..16: the agent appends object k+1 while object k's appends are in
+    #: flight, each partition in order (docs/notify-protocol.md, "Pipelining"). 1 = one object at a time per agent.
+    #: Needs an agent of notify protocol v4: to an agent of the previous release, objects go
+    #: one at a time (logged, `azsidecar_notify_pipelining_off_total`)
+    pipeline_depth: int = 1
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "notify.timeout_s: must be > 0")
@@ -77,26 +82,30 @@ EVENT_LOOPS = ("uvloop", "asyncio")
 
 @dataclass(frozen=True)
 class AgentConfig:
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 9400
-    max_concurrent_reads: int = 8
-    # Partition runs appending at once, over all leaders. Each has one batch in flight (an
-    # idempotent producer's up to requests_in_flight_per_leader), so at a leader's latency L
-    # an agent whose objects hold a batch or two per partition appends at most about
-    # slots x batch size / L: 64 slots of 16 KiB at 5 ms were 0.64x a plain producer.
+    listen_host: str = "127.0.0.1"  # the notification listener's address (the proxies of other zones connect to it)
+    listen_port: int = 9400  # the notification listener's port
+    max_concurrent_reads: int = 8  # WAL object GETs in flight at once
+    #: partition runs appending at once, over all leaders, 1..4096. Each has one batch in
+    #: flight (an idempotent producer's up to `requests_in_flight_per_leader`), so with objects
+    #: that hold a batch or two of each of many partitions this bounds the rate at a leader's
+    #: latency L to about slots × batch size / L (64 slots of 16 KiB batches at 5 ms: 0.64× a
+    #: plain producer; docs/benchmarks.md, `bench/bench_agent.py --broker-rtt-ms 5`)
     max_in_flight_appends: int = 1024
-    # Record batches per ProduceRequest, at most (a producer's max.request.size): with many
-    # partitions appending, requests stay far below the broker's socket.request.max.bytes.
+    #: record batches per ProduceRequest at most, 64 KiB..64 MiB (a producer's
+    #: `max.request.size`); a larger batch goes alone. Keeps requests far below the broker's
+    #: `socket.request.max.bytes` however many partitions append at once
     max_request_bytes: int = 1024 * 1024
     max_append_attempts: int = 5  # per batch, with metadata refresh and backoff (~1.5 s in total)
-    # ProduceRequests in flight per leader. A partition has one batch in flight, except an
-    # idempotent producer's next batch in sequence, which may go in a further request once
-    # the leader confirmed one of its batches in the run (leader_notify/agent/sequence_chain.py);
-    # the further requests also carry partitions that have nothing in flight.
+    #: ProduceRequests in flight per leader, 1..5. A partition has one batch in flight, except
+    #: that an idempotent producer's next batch in sequence may go in a further request behind
+    #: a batch in flight whose predecessor the leader confirmed
+    #: (leader_notify/agent/sequence_chain.py); the leader's sequence check then refuses a
+    #: batch that would land out of order. Batches without producer id stay one at a time per
+    #: partition; the further requests also carry partitions with nothing in flight. 1: one request at a time
     requests_in_flight_per_leader: int = 2
     produce_timeout_ms: int = 10_000  # ProduceRequest timeout sent to the leader
-    # Entries already appended, remembered with their offsets so a re-sent notification
-    # never appends a batch without producer id twice. ~200 bytes each.
+    #: entries already appended, remembered with their offsets so a re-sent notification
+    #: never appends a batch without producer id twice; about 200 bytes each
     applied_cache_entries: int = 100_000
     metrics_port: int = 0  # 0 = no /metrics endpoint
     # GC checkpoints: one manifest PUT names every object applied in an interval (S3 requests
@@ -105,13 +114,13 @@ class AgentConfig:
     checkpoint_max_keys: int = 1_000  # a manifest is written at once when this many objects wait
     # Listener limits (leader_notify/agent/_limits.py). Connections from one proxy: at most
     # notify.max_in_flight_per_zone each; per source does not apply to loopback peers.
-    max_connections: int = 1024
-    max_connections_per_source: int = 256
+    max_connections: int = 1024  # open notification connections; more are closed at accept (a proxy opens up to notify.max_in_flight_per_zone)
+    max_connections_per_source: int = 256  # open connections per source address; not for loopback peers
     max_unauthenticated_connections: int = 64  # connected, HELLO not yet verified
     request_timeout_s: float = 10.0  # a frame begun (or the HELLO, from accept) must arrive whole within this
     idle_timeout_s: float = 900.0  # between frames; above notify.max_idle_s, so proxies close first
-    # The `azsidecar agent` process's asyncio event loop. uvloop costs 9-12 % less CPU per
-    # MiB appended (docs/benchmarks.md, session 15); "asyncio" is the standard library's.
+    #: the `azsidecar agent` process's asyncio event loop: `uvloop` (9-12 % less CPU per MiB
+    #: appended, docs/benchmarks.md, "Agent append") or `asyncio` (the standard library's selector loop)
     event_loop: str = "uvloop"
 
     def __post_init__(self) -> None:

@@ -25,31 +25,32 @@ class AgentMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.notifications = Counter("azsidecar_agent_notifications", "Notifications answered, by outcome",
-                                     ["status"], registry=r)
-        self.entries_appended = Counter("azsidecar_agent_entries_appended", "Batches appended to a leader",
+        self.notifications = Counter("azsidecar_agent_notifications_total", "Notifications answered, by outcome",
+                                     ["outcome"], registry=r)
+        self.entries_appended = Counter("azsidecar_agent_entries_appended_total", "Batches appended to a leader",
                                         registry=r)
-        self.bytes_appended = Counter("azsidecar_agent_bytes_appended", "Raw batch bytes appended", registry=r)
-        self.duplicates = Counter("azsidecar_agent_duplicates",
+        self.appended_bytes = Counter("azsidecar_agent_appended_bytes_total", "Raw batch bytes appended",
+                                      registry=r)
+        self.duplicates = Counter("azsidecar_agent_duplicates_total",
                                   "Entries already appended (source: leader said 46, or agent's applied map)",
                                   ["source"], registry=r)
-        self.errors = Counter("azsidecar_agent_append_errors", "Entries answered with a Kafka error code",
-                              ["code"], registry=r)
+        self.errors = Counter("azsidecar_agent_append_errors_total", "Entries answered with a Kafka error code",
+                              ["error_code"], registry=r)
         self.append_latency = Histogram("azsidecar_agent_append_latency_seconds",
                                         "One batch append, retries included", buckets=LATENCY_BUCKETS_S, registry=r)
-        self.auth_failures = Counter("azsidecar_agent_auth_failures",
+        self.auth_failures = Counter("azsidecar_agent_auth_failures_total",
                                      "Frames refused: bad_mac (replays included), bad_frame, malformed, foreign_key",
                                      ["reason"], registry=r)
         self.connections = Gauge("azsidecar_agent_connections",
                                  "Open notification connections (unauthenticated: no verified HELLO yet)",
                                  ["state"], registry=r)
-        self.protocol_connections = Counter("azsidecar_agent_protocol_connections",
+        self.protocol_connections = Counter("azsidecar_agent_protocol_connections_total",
                                             "Authenticated notification connections, by the protocol version "
-                                            "agreed with the proxy", ["version"], registry=r)
-        self.connections_refused = Counter("azsidecar_agent_connections_refused",
+                                            "agreed with the proxy", ["protocol_version"], registry=r)
+        self.connections_refused = Counter("azsidecar_agent_connections_refused_total",
                                            "Connections closed at accept: max_connections, max_per_source, "
                                            "max_unauthenticated", ["reason"], registry=r)
-        self.connections_closed = Counter("azsidecar_agent_connections_timed_out",
+        self.connections_closed = Counter("azsidecar_agent_connections_timed_out_total",
                                           "Connections closed by a timeout: request_deadline, idle",
                                           ["reason"], registry=r)
         # Read when scraped (Agent sets the functions): nothing to update per append.
@@ -68,20 +69,20 @@ class SenderMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.notifications = Counter("azsidecar_notify_notifications", "Notifications sent, by final status",
-                                     ["dest_zone", "status"], registry=r)
-        self.attempts = Counter("azsidecar_notify_attempts", "Notification attempts (retries included)",
+        self.notifications = Counter("azsidecar_notify_notifications_total", "Notifications sent, by final outcome",
+                                     ["dest_zone", "outcome"], registry=r)
+        self.attempts = Counter("azsidecar_notify_attempts_total", "Notification attempts (retries included)",
                                 ["dest_zone"], registry=r)
-        self.prefetches = Counter("azsidecar_notify_prefetches", "Prefetch requests answered, by status",
-                                  ["dest_zone", "status"], registry=r)
+        self.prefetches = Counter("azsidecar_notify_prefetches_total", "Prefetch requests answered, by outcome",
+                                  ["dest_zone", "outcome"], registry=r)
         self.rtt = Histogram("azsidecar_notify_rtt_seconds", "Notification round trip, retries included",
                              ["dest_zone"], buckets=LATENCY_BUCKETS_S, registry=r)
-        self.gray = Counter("azsidecar_notify_gray", "Attempts abandoned at the gray deadline or refused while gray",
+        self.gray = Counter("azsidecar_notify_gray_total", "Attempts abandoned at the gray deadline or refused while gray",
                             ["dest_zone", "outcome"], registry=r)
-        self.protocol_connections = Counter("azsidecar_notify_protocol_connections",
+        self.protocol_connections = Counter("azsidecar_notify_protocol_connections_total",
                                             "Connections opened to agents, by the protocol version agreed",
-                                            ["dest_zone", "version"], registry=r)
-        self.pipelining_off = Counter("azsidecar_notify_pipelining_off",
+                                            ["dest_zone", "protocol_version"], registry=r)
+        self.pipelining_off = Counter("azsidecar_notify_pipelining_off_total",
                                       "Pipelines that found their agent speaking a protocol version without "
                                       "ordered requests (its objects then go one at a time)",
                                       ["dest_zone", "reason"], registry=r)

@@ -18,7 +18,7 @@ MAX_WORKERS = 256
 @dataclass(frozen=True)
 class ProxyConfig:
     listen_host: str = "127.0.0.1"  # loopback: the sidecar serves only its own host's producers
-    listen_port: int = 9092
+    listen_port: int = 9092  # the Kafka listener's port; producers' bootstrap.servers name it
     proxy_id: str = "proxy-1"  # names this sidecar in WAL keys, audit records and logs
     max_frame_bytes: int = 100 * MiB  # broker socket.request.max.bytes default
     max_in_flight_per_connection: int = 32  # requests read ahead of their responses

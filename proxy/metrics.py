@@ -9,8 +9,8 @@ REQUESTS = Counter("azsidecar_proxy_requests_total", "Client requests by API", [
 REQUEST_LATENCY = Histogram(
     "azsidecar_proxy_request_latency_seconds", "Time from request read to response queued", ["api"],
     buckets=LATENCY_BUCKETS_S)
-# The per-route produce series (azsidecar_proxy_produce_latency_seconds, _bytes_in_total,
-# _bytes_out_total) are counted where the route is known: router/metrics.py.
+# The per-route produce series (azsidecar_proxy_produce_latency_seconds, _received_bytes_total,
+# _sent_bytes_total) are counted where the route is known: router/metrics.py.
 ERRORS = Counter("azsidecar_proxy_errors_total", "Kafka error codes returned to clients", ["error_code"])
 PROTOCOL_ERRORS = Counter("azsidecar_proxy_protocol_errors_total", "Connections closed for bad input", ["reason"])
 CONNECTIONS = Gauge("azsidecar_proxy_open_connections", "Open client connections")

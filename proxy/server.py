@@ -253,7 +253,8 @@ class RequestHandler:
                 self._authorize_produce(validated, who)
             for tp, rejected in validated.rejected.items():
                 metrics.ERRORS.labels(rejected.error_code).inc()
-                log.info("rejected produce to %s-%d: %s", tp[0], tp[1], rejected.error_message)
+                log.info("rejected produce to %s-%d: %s", tp[0], tp[1], rejected.error_message,
+                         extra={"topic": tp[0], "partition": tp[1]})
             throttle_ms = 0
             if self.quotas is not None:
                 throttle_ms = self._throttle(frame, who, slot)

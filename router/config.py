@@ -15,15 +15,16 @@ from router.pilot import wal_refusal
 class RouterConfig:
     policy: Literal["cost", "wal", "direct"] = "cost"  # cross-zone batches: "cost" WAL when cheaper, "wal" always, "direct" never
     fallback: Literal["direct", "fail"] = "direct"  # a zone whose circuit is open: send direct, or fail the batch retriably
-    # Leader zone by broker id ("111" = "use1-az2"), for clusters that report no rack.
+    #: the leader's zone by broker id (`"111" = "use1-az2"`), for clusters whose brokers report no rack
     broker_zones: dict[str, str] = field(default_factory=dict)
-    # Leader zone by "topic-glob:partition" or "topic-glob:*"; wins over broker_zones.
+    #: the leader's zone by `"topic-glob:partition"` or `"topic-glob:*"`; wins over broker_zones
     partition_zones: dict[str, str] = field(default_factory=dict)
-    # For clusters whose metadata does not place leaders in zones (Tansu: every broker
-    # leads everything): zone -> "host:port" of a broker in that zone. Direct batches for a
-    # partition led in that zone go there, so they cross the zone like a real leader hop.
+    #: for clusters whose metadata does not place leaders in zones (Tansu: every broker
+    #: leads everything): zone -> "host:port" of a broker in that zone. Direct batches for a
+    #: partition led in that zone go there, so they cross the zone like a real leader hop
     zone_brokers: dict[str, str] = field(default_factory=dict)
-    # Per-topic ack mode ("leader" default, or "wal"), keys are topic globs.
+    #: when a producer is answered, by topic glob: "leader" (default: once the leader appended)
+    #: or "wal" (once the WAL object is durable in S3; docs/routing.md)
     ack_modes: dict[str, str] = field(default_factory=dict)
     prices: Prices = field(default_factory=Prices)
     # At start, with any ack_mode "wal" topic: how long the proxy may spend re-sending

@@ -12,8 +12,8 @@ LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 DECISIONS = Counter("azsidecar_router_decisions_total", "Partition batches routed, by path and reason",
                     ["route", "reason"])
-METADATA_LOOKUPS = Counter("azsidecar_router_metadata_lookups_total", "Leader-zone lookups by cache outcome",
-                           ["cache"])
+METADATA_LOOKUPS = Counter("azsidecar_router_metadata_lookups_total", "Leader-zone lookups by cache outcome (hit, miss)",
+                           ["outcome"])
 ZONE_OPEN = Gauge("azsidecar_router_zone_circuit_open", "1 while the WAL path to a zone is avoided",
                   ["dest_zone"])
 ZONE_CAUSES = ("healthy", "agent_slow", "agent_gone", "zone_partitioned", "s3_unreachable")  # router/zone_health.Cause
@@ -23,7 +23,7 @@ ZONE_CONDITION = Gauge("azsidecar_router_zone_condition",
                        ["dest_zone", "condition"])
 GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
                         "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
-                        ["dest_zone", "kind"])
+                        ["dest_zone", "operation"])
 
 # Per partition batch, from the request's submission to the partition's result, by the path
 # it took (local, direct_cross, wal): what the WAL route adds is the difference. Named
@@ -31,8 +31,8 @@ GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
 PRODUCE_LATENCY = Histogram(
     "azsidecar_proxy_produce_latency_seconds", "Partition batch from submission to its result, by route",
     ["route"], buckets=LATENCY_BUCKETS_S)
-BYTES_IN = Counter("azsidecar_proxy_bytes_in_total", "Record batch bytes received, by route", ["route"])
-BYTES_OUT = Counter("azsidecar_proxy_bytes_out_total", "Record batch bytes sent on, by route", ["route"])
+BYTES_IN = Counter("azsidecar_proxy_received_bytes_total", "Record batch bytes received, by route", ["route"])
+BYTES_OUT = Counter("azsidecar_proxy_sent_bytes_total", "Record batch bytes sent on, by route", ["route"])
 SHADOW_DECISIONS = Counter("azsidecar_router_shadow_decisions_total",
                            "Shadow mode: partition batches by the path and reason the policy would have chosen",
                            ["route", "reason"])

@@ -10,17 +10,17 @@ from core.framing import DEFAULT_PATH_MTU, Framing
 
 @dataclass(frozen=True)
 class AuditConfig:
-    enabled: bool = True
+    enabled: bool = True  # write audit records (the report's and the planner's input)
     output: str = "audit-out"  # local directory, or s3://bucket/prefix
     max_queue: int = 100_000  # records queued before new ones are dropped (and counted)
     roll_seconds: int = 300  # a new file at least this often
     roll_bytes: int = 64 * 1024 * 1024  # uncompressed JSON bytes per file before a new one
     flush_seconds: float = 1.0  # the open file is made readable (gzip sync flush) this often: what a crash can lose
     upload_seconds: int = 60  # with s3:// output, a file is closed and uploaded at least this often
-    # with s3:// output, where files wait for their upload; None = <tmp>/azsidecar-audit-spool/<bucket>/<prefix>.
-    # Keep it stable across restarts: the next writer salvages and uploads what a crashed one left there.
+    #: with s3:// output, where files wait for their upload; None = <tmp>/azsidecar-audit-spool/<bucket>/<prefix>.
+    #: Keep it stable across restarts: the next writer salvages and uploads what a crashed one left there
     spool_dir: str | None = None
-    # S3-compatible endpoint for s3:// output (moto, MinIO); None = AWS default endpoint.
+    #: S3-compatible endpoint for s3:// output (moto, MinIO); None = AWS default endpoint
     s3_endpoint_url: str | None = None
     path_mtu: int = DEFAULT_PATH_MTU  # the jobs count TCP/IP headers per packet of this MTU: 9001 in a VPC, 1500 peered/transit
     link_header_bytes: int = 0  # link-layer bytes per packet the jobs add: 0 as AWS bills, 14 for an Ethernet meter

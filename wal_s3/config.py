@@ -34,7 +34,7 @@ class WalConfig:
     bucket: str = ""  # required wherever the WAL is used (proxy with agents, agent, gc, recover): no default, a shared name could be anyone's
     prefix: str = ""  # optional key prefix inside the bucket
     endpoint_url: str | None = None  # None = AWS; moto/minio URL otherwise
-    region: str = "us-east-1"
+    region: str = "us-east-1"  # the bucket's AWS region
     # The AWS account id that must own the bucket: sent as x-amz-expected-bucket-owner on every
     # S3 request (both transports), so a bucket of that name in another account is refused
     # with 403 instead of receiving the records.
@@ -55,40 +55,41 @@ class WalConfig:
     # most this share of the cross-zone transfer it replaces; 0 = only size and linger.
     max_request_cost_share: float = 0.05  # seal once an object's requests cost at most this share of the transfer it replaces; 0 = off
     max_buffered_bytes: int = 64 * MiB  # backpressure: append waits beyond this
-    max_in_flight_puts: int = 4
+    max_in_flight_puts: int = 4  # WAL object PUTs in flight per writer; sealed objects wait beyond this
     max_attempts: int = 6  # PUT attempts before entries fail with a retriable error
     cache_bytes: int = 256 * MiB  # agent block cache
     # Retries: full-jitter exponential backoff, base * 2**attempt capped at max.
-    retry_base_ms: int = 50
-    retry_max_ms: int = 2_000
+    retry_base_ms: int = 50  # PUT retries back off with full jitter from this, doubling per attempt
+    retry_max_ms: int = 2_000  # the longest backoff between PUT retries
     # Per request: connect, and each wait for progress (send or receive); an 8 MiB PUT on a slow
     # link needs tens of seconds in all.
-    connect_timeout_s: float = 5.0
-    request_timeout_s: float = 30.0
+    connect_timeout_s: float = 5.0  # per S3 request: the TCP and TLS connect
+    request_timeout_s: float = 30.0  # per S3 request: each wait for progress (sending or receiving), not the whole request
     # Gray S3: a WAL PUT or ranged GET slower than max(gray_factor x p99 of the last minute, gray_floor_s)
     # (at most request_timeout_s) is abandoned and counts as a failure (wal_s3/latency.py).
     gray_floor_s: float = 1.0  # the deadline never goes below this (S3's own p99 is ~0.1-0.3 s per request)
     gray_factor: float = 3.0  # the deadline in multiples of the recent p99
     max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, event-loop connections)
-    # WAL object PUTs and ranged GETs: "auto" (on the event loop, wal_s3/_s3_http.py; boto3 if an HTTP proxy is
-    # set for the endpoint), "http" (always the event loop), "boto3" (worker threads, like every other call).
+    #: WAL object PUTs and ranged GETs: "auto" (on the event loop, wal_s3/_s3_http.py; boto3 if an HTTP proxy is
+    #: set for the endpoint), "http" (always the event loop), "boto3" (worker threads, like every other call)
     s3_transport: str = "auto"
     # The kernel's receive buffer of each event-loop S3 connection (SO_RCVBUF), so a ranged GET of
     # a few MiB arrives in a few large reads: with the OS default an 8 MiB GET cost the agent 9 ms
     # of kernel CPU on loopback, with 4 MiB 1-2 ms (docs/benchmarks.md). Capped by the kernel at
     # net.core.rmem_max; 0 leaves it to the OS (autotuning).
     receive_buffer_bytes: int = 4 * MiB  # SO_RCVBUF of the event-loop S3 connections (capped at net.core.rmem_max); 0 = the OS default
-    # A writer lists its epoch markers this often and stops if a newer epoch exists; 0 = never.
+    #: a writer lists its epoch markers this often and stops if a newer epoch exists (another
+    #: process with the same proxy_id); 0 = never
     epoch_check_interval_s: float = 30.0
     # Checkpoints (applied (object, zone) markers) live under <prefix><checkpoint_prefix>/.
-    checkpoint_prefix: str = "_checkpoints"
-    epoch_prefix: str = "_epochs"
+    checkpoint_prefix: str = "_checkpoints"  # checkpoints (applied object and zone markers) live under `<prefix><checkpoint_prefix>/`
+    epoch_prefix: str = "_epochs"  # writers' epoch markers live under `<prefix><epoch_prefix>/`
     # GC: objects with an unapplied zone are reported as orphans after orphan_report_age_s
     # (or max_orphan_age_s if smaller) and deleted after max_orphan_age_s; the bucket
     # lifecycle rule (docs/wal-format.md) is the backstop.
-    gc_interval_s: float = 300.0
-    orphan_report_age_s: float = 3_600.0
-    max_orphan_age_s: float = 86_400.0
+    gc_interval_s: float = 300.0  # `azsidecar gc` (without --once) runs a pass this often
+    orphan_report_age_s: float = 3_600.0  # an object with an unapplied zone is reported as an orphan (azsidecar_wal_gc_orphans) after this, or max_orphan_age_s if smaller
+    max_orphan_age_s: float = 86_400.0  # an object with an unapplied zone is deleted after this; the bucket lifecycle rule (docs/wal-format.md) is the backstop
     gc_metrics_port: int = 0  # a looping `azsidecar gc` serves /metrics here; 0 = none
     gc_metrics_host: str = "127.0.0.1"  # where gc's /metrics listens; 0.0.0.0 to let a scraper in
 

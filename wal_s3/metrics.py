@@ -20,7 +20,9 @@ CACHE_HITS = Counter("azsidecar_wal_cache_hits_total", "Zone reads served withou
 CACHE_MISSES = Counter("azsidecar_wal_cache_misses_total", "Zone reads that issued a GET")
 CACHE_EVICTIONS = Counter("azsidecar_wal_cache_evictions_total", "Zone ranges evicted from the block cache")
 CACHE_BYTES = Gauge("azsidecar_wal_cache_bytes", "Bytes held in reader block caches")
-GC_DELETED = Counter("azsidecar_wal_gc_deleted_total", "WAL objects deleted by GC, by why", ["why"])
+GC_DELETED = Counter("azsidecar_wal_gc_deleted_total", "WAL objects deleted by GC, by reason (applied, orphan)",
+                     ["reason"])
 GC_ORPHANS = Gauge("azsidecar_wal_gc_orphans", "Objects with an unapplied zone older than orphan_report_age_s at the last GC pass")
 GRAY_TIMEOUTS = Counter("azsidecar_wal_gray_timeouts_total",
-                        "S3 requests abandoned at their gray deadline (3 x recent p99, at least gray_floor_s)", ["op"])
+                        "S3 requests abandoned at their gray deadline (3 x recent p99, at least gray_floor_s)",
+                        ["operation"])

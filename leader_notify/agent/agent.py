@@ -427,7 +427,7 @@ class Agent:
                     if channel.established and not was_established:
                         # The proxy's HELLO verified: answer it in the version both speak.
                         writer.write(channel.hello())
-                        self.metrics.protocol_connections.labels(version=str(channel.version)).inc()
+                        self.metrics.protocol_connections.labels(protocol_version=str(channel.version)).inc()
                         self._unauthenticated -= 1
                         self.metrics.connections.labels(state="unauthenticated").dec()
                         self.metrics.connections.labels(state="authenticated").inc()
@@ -537,7 +537,7 @@ class Agent:
         }
 
     def _refuse(self, request_id: int, status: p.RequestStatus, message: str) -> bytes:
-        self.metrics.notifications.labels(status=status.name.lower()).inc()
+        self.metrics.notifications.labels(outcome=status.name.lower()).inc()
         return p.encode_response(p.NotifyResponse(request_id, status, message, ()))
 
     # ------------------------------------------------------------ one notification
@@ -580,7 +580,7 @@ class Agent:
             elif self._checkpoint_timer is None:
                 self._checkpoint_timer = asyncio.get_running_loop().call_later(
                     self._s.checkpoint_interval_s, self._flush_checkpoints)
-        self.metrics.notifications.labels(status="ok" if status_ok else "entry_errors").inc()
+        self.metrics.notifications.labels(outcome="ok" if status_ok else "entry_errors").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", final)
 
     async def _apply_pending(self, req: p.NotifyRequest, pending: list[int], results: list[p.EntryResult | None],
@@ -676,7 +676,7 @@ class Agent:
                      req.zone_length, exc)
             return self._refused(req, p.RequestStatus.INTERNAL, f"prefetch failed: {exc}")
         times["read_s"] = time.perf_counter() - started
-        self.metrics.notifications.labels(status="prefetch").inc()
+        self.metrics.notifications.labels(outcome="prefetch").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", ())
 
     def _flush_checkpoints(self) -> None:
@@ -715,7 +715,7 @@ class Agent:
             await asyncio.gather(*list(self._checkpoint_tasks), return_exceptions=True)
 
     def _refused(self, req: p.NotifyRequest, status: p.RequestStatus, message: str) -> p.NotifyResponse:
-        self.metrics.notifications.labels(status=status.name.lower()).inc()
+        self.metrics.notifications.labels(outcome=status.name.lower()).inc()
         return p.NotifyResponse(req.request_id, status, message, ())
 
     async def _append_partitions(self, req: p.NotifyRequest, by_partition: dict[tuple[str, int], list[int]],
@@ -744,11 +744,17 @@ class Agent:
             async with asyncio.TaskGroup() as tg:
                 while admission.waiting or admission.started or admission.refused:
                     for indexes, run, code in admission.take_refused():
+<<<<<<< HEAD
                         failed = p.EntryResult(code) if code else None  # 0: every entry was applied meanwhile
                         if failed is not None:
                             self._settle(req, indexes, [], failed, results)
                             self.metrics.errors.labels(code=str(code)).inc()
                         self._run_through(req, (run.topic, run.partition), tickets, failed)
+=======
+                        self._settle(req, indexes, [], p.EntryResult(code), results)
+                        self.metrics.errors.labels(error_code=str(code)).inc()
+                        self._run_through(req, (run.topic, run.partition), tickets, p.EntryResult(code))
+>>>>>>> conventions
                     wave = admission.take_started()
                     if not wave:
                         if admission.waiting:
@@ -835,7 +841,7 @@ class Agent:
             i = indexes[len(batches)]
             log.warning("entry %d of %s does not match the WAL object (topic/partition/CRC)", i, req.key)
             results[i] = failed = p.EntryResult(CORRUPT_MESSAGE)
-            self.metrics.errors.labels(code=str(CORRUPT_MESSAGE)).inc()
+            self.metrics.errors.labels(error_code=str(CORRUPT_MESSAGE)).inc()
         if failed is not None:
             # An earlier batch of this partition failed: appending later ones would
             # reorder the log (or hit OUT_OF_ORDER_SEQUENCE); they fail alike.
@@ -851,7 +857,7 @@ class Agent:
         for i, batch, res in zip(indexes, batches, appended, strict=False):
             self.metrics.append_latency.observe(res.latency_s)
             if res.error_code != 0:
-                self.metrics.errors.labels(code=str(res.error_code)).inc()
+                self.metrics.errors.labels(error_code=str(res.error_code)).inc()
                 results[i] = failed = p.EntryResult(res.error_code)
                 break
             if res.duplicate:
@@ -865,7 +871,7 @@ class Agent:
             failed = None
         if count:
             self.metrics.entries_appended.inc(count)
-            self.metrics.bytes_appended.inc(size)
+            self.metrics.appended_bytes.inc(size)
         return failed
 
 

@@ -452,15 +452,18 @@ class KafkaAppender:
                     return AppendResult(NONE, offset, True, attempt, time.monotonic() - started)
                 if verdict is Verdict.ABSENT:
                     log.error("append %s-%d: the leader called the batch a duplicate but does not have it "
-                              "(producer sequence consumed without the batch); failing it", topic, partition)
+                              "(producer sequence consumed without the batch); failing it", topic, partition,
+                              extra={"topic": topic, "partition": partition})
                     return AppendResult(UNKNOWN_SERVER_ERROR, -1, False, attempt, time.monotonic() - started)
                 code = REQUEST_TIMED_OUT  # tail unreadable: try again, the answer may be clearer
             if code == _LEADER_IN_OTHER_ZONE:
-                log.info("append %s-%d refused: %s", topic, partition, reason)
+                log.info("append %s-%d refused: %s", topic, partition, reason,
+                         extra={"topic": topic, "partition": partition})
                 return AppendResult(NOT_LEADER_OR_FOLLOWER, -1, False, attempt, time.monotonic() - started, reason)
             if code not in RETRIABLE or attempt == self._max_attempts:
                 break
-            log.info("append %s-%d: error %d, attempt %d/%d", topic, partition, code, attempt, self._max_attempts)
+            log.info("append %s-%d: error %d, attempt %d/%d", topic, partition, code, attempt, self._max_attempts,
+                     extra={"topic": topic, "partition": partition})
             if code in REFRESH_METADATA:
                 await self._refresh(client)
             await asyncio.sleep(backoff_s)  # backoff between attempts, not synchronization
@@ -742,10 +745,11 @@ class KafkaAppender:
                         break
                     search.feed(searched, found)
         except (TimeoutError, KafkaError, _TailUnreadable) as exc:
-            log.info("verifying a duplicate in %s-%d: %r", tp.topic, tp.partition, exc)
+            log.info("verifying a duplicate in %s-%d: %r", tp.topic, tp.partition, exc,
+                     extra={"topic": tp.topic, "partition": tp.partition})
             return Verdict.UNKNOWN, -1
         log.info("duplicate of producer %d seq %d in %s-%d: %s", wanted.producer_id, wanted.base_sequence,
-                 tp.topic, tp.partition, search.verdict.value)
+                 tp.topic, tp.partition, search.verdict.value, extra={"topic": tp.topic, "partition": tp.partition})
         return search.verdict, search.base_offset
 
     async def _fetch(self, client: AIOKafkaClient, node: int, tp: TopicPartition, offset: int,

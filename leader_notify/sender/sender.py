@@ -237,7 +237,7 @@ class NotifySender:
                 trio.TooSlowError, p.ProtocolError, _ClosedByPeer) as exc:
             log.debug("prefetch %s -> %s/%d: %r", flushed.key, dest_zone, agent, exc)
             return False
-        self.metrics.prefetches.labels(dest_zone=dest_zone, status=response.status.name.lower()).inc()
+        self.metrics.prefetches.labels(dest_zone=dest_zone, outcome=response.status.name.lower()).inc()
         # Its bytes cross zones like a notification's: billed as one, with status "prefetch".
         self._audit.emit("notification", {
             "zone": self._zone, "ts_ms": int(time.time() * 1000), "dest_zone": dest_zone, "key": flushed.key,
@@ -358,7 +358,7 @@ class NotifySender:
                               f"attempts: {last_problem}", retriable=True)
         finally:
             rtt_s = (answered or time.monotonic()) - begun
-            self.metrics.notifications.labels(dest_zone=dest_zone, status=status).inc()
+            self.metrics.notifications.labels(dest_zone=dest_zone, outcome=status).inc()
             self.metrics.rtt.labels(dest_zone=dest_zone).observe(rtt_s)
             self._audit.emit("notification", {
                 "zone": self._zone, "ts_ms": int(time.time() * 1000),
@@ -438,7 +438,7 @@ class NotifySender:
                rtt_s: float, status: str) -> None:
         """Metrics and the `notification` audit record of one pipelined notification (one attempt)."""
         self.metrics.attempts.labels(dest_zone=dest_zone).inc()
-        self.metrics.notifications.labels(dest_zone=dest_zone, status=status).inc()
+        self.metrics.notifications.labels(dest_zone=dest_zone, outcome=status).inc()
         self.metrics.rtt.labels(dest_zone=dest_zone).observe(rtt_s)
         self._audit.emit("notification", {
             "zone": self._zone, "ts_ms": int(time.time() * 1000), "dest_zone": dest_zone, "key": key,
@@ -542,7 +542,7 @@ class NotifySender:
         assert version is not None
         self._versions.answered(address, offer, version, time.monotonic())
         self.metrics.protocol_connections.labels(dest_zone=self._zone_of.get(address, "?"),
-                                                 version=str(version)).inc()
+                                                 protocol_version=str(version)).inc()
         return conn
 
     def pipelining_allowed(self, dest_zone: str, agent: int) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import sys
 
 import pytest
@@ -74,3 +75,51 @@ def test_the_handler_follows_sys_stderr_so_a_closed_one_is_never_written(monkeyp
     finally:
         root.handlers[:], level = saved[0], saved[1]
         root.setLevel(level)
+
+
+def _json_lines_of(monkeypatch, component, zone, emit) -> list[dict]:
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        out = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", out)
+        setup_logging("json", "INFO", component=component, zone=zone)
+        emit(logging.getLogger("leader_notify.agent.appender"))
+        return [json.loads(line) for line in out.getvalue().splitlines()]
+    finally:
+        root.handlers[:], level = saved[0], saved[1]
+        root.setLevel(level)
+
+
+def test_a_json_line_carries_the_process_zone_and_component(monkeypatch):
+    lines = _json_lines_of(monkeypatch, "agent", "use1-az2", lambda log: log.warning("agent started"))
+    assert len(lines) == 1
+    line = lines[0]
+    assert (line["zone"], line["component"], line["msg"], line["level"]) == ("use1-az2", "agent", "agent started",
+                                                                             "WARNING")
+    assert "topic" not in line and "partition" not in line  # not known to this call
+
+
+def test_a_json_line_carries_topic_and_partition_when_the_call_knows_them(monkeypatch):
+    lines = _json_lines_of(monkeypatch, "agent", "use1-az2", lambda log: log.info(
+        "append %s-%d: error %d", "orders", 7, 6, extra={"topic": "orders", "partition": 7}))
+    assert [(x["msg"], x["zone"], x["component"], x["topic"], x["partition"]) for x in lines] == [
+        ("append orders-7: error 6", "use1-az2", "agent", "orders", 7)]
+
+
+def test_a_json_line_says_null_for_a_zone_not_known_yet(monkeypatch):
+    # The proxy logs before asking instance metadata for its zone; the keys are there all the same.
+    lines = _json_lines_of(monkeypatch, "proxy", None, lambda log: log.info("asking instance metadata"))
+    assert (lines[0]["zone"], lines[0]["component"]) == (None, "proxy")
+
+
+def test_every_runner_sets_its_component_where_it_sets_up_logging():
+    # The composition root names the component once per process; library code never does.
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "azsidecar"
+    for runner, component in (("run_proxy.py", "proxy"), ("run_agent.py", "agent"), ("run_gc.py", "gc"),
+                              ("run_recover.py", "recover")):
+        calls = re.findall(r"setup_logging\(([^)]*)\)", (root / runner).read_text(), re.S)
+        assert calls, runner
+        assert all(f'component="{component}"' in call and "zone=" in call for call in calls), (runner, calls)

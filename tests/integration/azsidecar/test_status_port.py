@@ -49,10 +49,12 @@ def readyz_after_first_probe(base: str) -> tuple[int, dict]:
 
 
 @contextlib.contextmanager
-def proxy(tansu_bootstrap: str, endpoint: str, bucket: str, tmp_path: Path, fallback: str) -> Iterator[str]:
+def proxy(tansu_bootstrap: str, endpoint: str, bucket: str, tmp_path: Path, fallback: str,
+          log_format: str = "text") -> Iterator[str]:
+    """A proxy process; its stdout and stderr go to tmp_path / proxy-<fallback>.log."""
     port, status_port, dead_agent = free_port(), free_port(), free_port()
     config = tmp_path / f"proxy-{fallback}.toml"
-    config.write_text(f'zone = "use1-az1"\n[proxy]\nproxy_id = "status-{fallback}"\nmetrics_port = {status_port}\n'
+    config.write_text(f'zone = "use1-az1"\nlog_format = "{log_format}"\n[proxy]\nproxy_id = "status-{fallback}"\nmetrics_port = {status_port}\n'
                       f'[router]\nfallback = "{fallback}"\n'
                       f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
                       f'[notify.agents]\n"use1-az2" = "127.0.0.1:{dead_agent}"\n'
@@ -93,13 +95,20 @@ def test_ready_on_fallback_and_the_other_endpoints(tansu, s3_bucket, tmp_path):
 
 def test_not_ready_without_a_wal_path_when_fallback_is_fail(tansu, s3_bucket, tmp_path):
     server, bucket = s3_bucket
-    with proxy(tansu.bootstrap, server.endpoint_url, bucket, tmp_path, "fail") as base:
+    with proxy(tansu.bootstrap, server.endpoint_url, bucket, tmp_path, "fail", log_format="json") as base:
         code, answer = readyz_after_first_probe(base)
         assert code == 503
         assert answer["ready"] is False
         assert answer["checks"]["upstream"]["ok"] is True
         zone = answer["checks"]["zone:use1-az2"]
         assert zone["ok"] is False and zone["detail"].startswith("no WAL path and router.fallback = fail")
+        # what the AzsidecarNotReady alert reads, with the proxy's zone and component
+        _, body = get(f"{base}/metrics")
+        assert b'azsidecar_ready{component="proxy",zone="use1-az1"} 0.0' in body, body
+    # Every JSON log line carries the proxy's zone and component.
+    lines = [json.loads(line) for line in (tmp_path / "proxy-fail.log").read_text().splitlines() if line.strip()]
+    assert lines
+    assert {(x["zone"], x["component"]) for x in lines} == {("use1-az1", "proxy")}, lines
 
 
 def test_agent_status_port(tansu, s3_bucket, tmp_path):

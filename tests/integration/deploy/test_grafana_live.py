@@ -133,15 +133,15 @@ def test_every_panel_metric_is_served_by_its_process_and_a_wal_produce_moves_the
     assert unserved == [], unserved
     proxy, agent = served["proxy"][1], served["agent"][1]
     # The produce took the WAL route and every stage whose series is served counted it.
-    assert total(proxy, "azsidecar_proxy_bytes_in_total", route="wal") > 0
-    assert total(proxy, "azsidecar_proxy_bytes_in_total", route="local") == 0
+    assert total(proxy, "azsidecar_proxy_received_bytes_total", route="wal") > 0
+    assert total(proxy, "azsidecar_proxy_received_bytes_total", route="local") == 0
     assert total(proxy, "azsidecar_wal_flush_bytes_count") >= 1
     assert total(proxy, "azsidecar_wal_put_seconds_count") >= 1
     assert total(proxy, "azsidecar_wal_flushes_total") >= 1
-    assert total(agent, "azsidecar_agent_notifications_total", status="ok") >= 1
-    assert total(agent, "azsidecar_agent_bytes_appended_total") > 0
+    assert total(agent, "azsidecar_agent_notifications_total", outcome="ok") >= 1
+    assert total(agent, "azsidecar_agent_appended_bytes_total") > 0
     assert total(agent, "azsidecar_agent_append_latency_seconds_count") >= 1
     # The notification sender's and the block cache's counters are served by their processes.
-    assert total(proxy, "azsidecar_notify_notifications_total", status="ok") >= 1
+    assert total(proxy, "azsidecar_notify_notifications_total", outcome="ok") >= 1
     assert total(proxy, "azsidecar_notify_rtt_seconds_count") >= 1
     assert total(agent, "azsidecar_wal_cache_misses_total") >= 1

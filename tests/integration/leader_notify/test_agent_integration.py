@@ -95,8 +95,8 @@ async def test_many_producers_exactly_once_in_order_offsets_match_consumer(env, 
     m = agent.agent.metrics
     assert m.value("azsidecar_agent_entries_appended_total") == 7
     # Both of this release: every connection agreed on the newest protocol version.
-    assert m.value("azsidecar_agent_protocol_connections_total", version=str(p.PROTOCOL_VERSION)) >= 1
-    assert m.value("azsidecar_agent_protocol_connections_total", version=str(p.OLDEST_VERSION)) == 0
+    assert m.value("azsidecar_agent_protocol_connections_total", protocol_version=str(p.PROTOCOL_VERSION)) >= 1
+    assert m.value("azsidecar_agent_protocol_connections_total", protocol_version=str(p.OLDEST_VERSION)) == 0
     assert m.value("azsidecar_agent_duplicates_total", source="agent") == 7
     notes = audit.of("notification")
     assert [(n["key"], n["entries"], n["status"], n["attempts"]) for n in notes] == [
@@ -270,7 +270,7 @@ async def test_tansu_restarted_mid_stream_sender_retries_nothing_lost(s3_bucket,
         agent.stop()
     assert [[(r.error_code, r.base_offset) for r in rs] for rs in results] == [
         [(0, 0), (0, 1)], [(0, 2), (0, 3)], [(0, 4), (0, 5)], [(0, 6), (0, 7)]]
-    assert agent.agent.metrics.value("azsidecar_agent_append_errors_total", code="13") >= 1
+    assert agent.agent.metrics.value("azsidecar_agent_append_errors_total", error_code="13") >= 1
     assert consume(broker.bootstrap, topic, 0) == [
         (0, b"i0"), (1, b"n0"), (2, b"i1"), (3, b"n1"), (4, b"i2"), (5, b"n2"), (6, b"i3"), (7, b"n3")]
 

@@ -93,8 +93,8 @@ async def test_this_proxy_falls_back_to_the_previous_version_for_an_old_agent(pr
         (0, b"np-a"), (1, b"np-b"), (2, b"np-c"), (3, b"np-d"), (4, b"np-e")]
     m = sender.metrics.registry.get_sample_value
     # The pipeline's connection and the serial path's pooled one, both in v3; no v4 connection.
-    assert m("azsidecar_notify_protocol_connections_total", {"dest_zone": ZONE, "version": "3"}) == 2
-    assert m("azsidecar_notify_protocol_connections_total", {"dest_zone": ZONE, "version": "4"}) is None
+    assert m("azsidecar_notify_protocol_connections_total", {"dest_zone": ZONE, "protocol_version": "3"}) == 2
+    assert m("azsidecar_notify_protocol_connections_total", {"dest_zone": ZONE, "protocol_version": "4"}) is None
     assert m("azsidecar_notify_pipelining_off_total", {"dest_zone": ZONE, "reason": "agent_protocol"}) == 1
     assert "pipelining to az2/0 is off: the agent speaks notify protocol v3" in caplog.text
     # The old agent refused the v4 offer as that release does (its log line is rate-limited
@@ -113,9 +113,9 @@ def test_a_previous_release_proxy_pipelines_to_this_agent(previous_tree, s3_buck
     try:
         report = run_old_proxy(previous_tree, zone=ZONE, agent=agent.address, bucket=bucket, objects=objects)
         metrics = agent.agent.metrics
-        v3_connections = metrics.value("azsidecar_agent_protocol_connections_total", version="3")
-        v4_connections = metrics.value("azsidecar_agent_protocol_connections_total", version="4")
-        malformed = metrics.value("azsidecar_agent_notifications_total", status="malformed")
+        v3_connections = metrics.value("azsidecar_agent_protocol_connections_total", protocol_version="3")
+        v4_connections = metrics.value("azsidecar_agent_protocol_connections_total", protocol_version="4")
+        malformed = metrics.value("azsidecar_agent_notifications_total", outcome="malformed")
     finally:
         agent.stop()
     assert report["results"] == {"wal/op/obj-1": [[0, 0], [0, 1]], "wal/op/obj-2": [[0, 2]],

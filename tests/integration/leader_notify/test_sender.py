@@ -372,7 +372,7 @@ async def test_an_agent_of_version_3_is_reconnected_to_in_its_version_and_rememb
     # The second notification's pooled connection had been closed: its new one offered 3 at once.
     assert offers == [4, 3, 3]
     assert not sender.pipelining_allowed("az2", 0)
-    assert sender.metrics.value("azsidecar_notify_protocol_connections_total", dest_zone="az2", version="3") == 2
+    assert sender.metrics.value("azsidecar_notify_protocol_connections_total", dest_zone="az2", protocol_version="3") == 2
 
 
 @pytest.mark.trio

@@ -193,6 +193,8 @@ def test_looping_gc_serves_its_counters_on_metrics_port(wal_env, s3_bucket):
     import sys
     import urllib.request
 
+    from prometheus_client.parser import text_string_to_metric_families
+
     from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
 
     server, bucket, client, key = applied_object(wal_env, s3_bucket)
@@ -216,8 +218,12 @@ def test_looping_gc_serves_its_counters_on_metrics_port(wal_env, s3_bucket):
         assert f"deleted {key} (all zones applied)" in lines
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
             text = response.read().decode()
-        assert 'azsidecar_wal_gc_deleted_total{why="applied"} 1.0' in text
-        assert "azsidecar_wal_gc_orphans 0.0" in text
+        # labelled like the proxy's and agent's series (no zone configured here), and only gc's own
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(text) for s in family.samples}
+        assert samples[("azsidecar_wal_gc_deleted_total", (("component", "gc"), ("reason", "applied"), ("zone", "")))] == 1
+        assert samples[("azsidecar_wal_gc_orphans", (("component", "gc"), ("zone", "")))] == 0
+        assert not [name for name, _ in samples if name.startswith(("azsidecar_proxy_", "azsidecar_agent_"))]
     finally:
         stop_process(proc, 10.0)
 

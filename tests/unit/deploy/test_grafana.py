@@ -61,7 +61,7 @@ def test_panels_do_not_overlap():
 
 def test_every_queried_metric_is_registered_by_the_code():
     registered = _registered_series()
-    assert "azsidecar_proxy_bytes_in_total" in registered  # the scan itself works
+    assert "azsidecar_proxy_received_bytes_total" in registered  # the scan itself works
     _, panels = _panels()
     used = set()
     for p in panels:
@@ -104,7 +104,7 @@ def test_every_label_a_panel_filters_or_groups_by_is_declared_on_its_metric():
     from router.decide import Path as RoutePath
 
     declared = _declared_labels()
-    assert declared["azsidecar_proxy_bytes_in_total"] == {"route"}  # the scan itself works
+    assert declared["azsidecar_proxy_received_bytes_total"] == {"route"}  # the scan itself works
     routes = {r.value for r in RoutePath}
     _, panels = _panels()
     checked = 0

@@ -253,15 +253,15 @@ async def test_bytes_by_route_metrics_count_each_batch(autojump_clock):
     def sample(name, route):
         return REGISTRY.get_sample_value(name, {"route": route}) or 0.0
 
-    before_in, before_out = sample("azsidecar_proxy_bytes_in_total", "wal"), sample("azsidecar_proxy_bytes_out_total", "wal")
+    before_in, before_out = sample("azsidecar_proxy_received_bytes_total", "wal"), sample("azsidecar_proxy_sent_bytes_total", "wal")
     log: list = []
     async with trio.open_nursery() as nursery:
         backend, _ = await make_backend(nursery, "wal", log)
         await send(backend, item("t", 1, 1234))
         await send(backend, item("t", 2, 766))
         nursery.cancel_scope.cancel()
-    assert sample("azsidecar_proxy_bytes_in_total", "wal") - before_in == 2000
-    assert sample("azsidecar_proxy_bytes_out_total", "wal") - before_out == 2000
+    assert sample("azsidecar_proxy_received_bytes_total", "wal") - before_in == 2000
+    assert sample("azsidecar_proxy_sent_bytes_total", "wal") - before_out == 2000
 
 
 class BlockingSender(SenderFake):
@@ -597,7 +597,7 @@ async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are
     from core.audit import MemoryAuditSink
 
     def lookups(cache: str) -> float:
-        return REGISTRY.get_sample_value("azsidecar_router_metadata_lookups_total", {"cache": cache}) or 0.0
+        return REGISTRY.get_sample_value("azsidecar_router_metadata_lookups_total", {"outcome": cache}) or 0.0
 
     log: list = []
     audit = MemoryAuditSink()
@@ -627,7 +627,7 @@ async def test_gray_failures_count_for_the_breaker_at_once_not_after_every_retry
         backend = wal_backend(nursery, sender, log, writer=writer)
         backend.config = RouterConfig(policy="wal", fallback="direct", partition_zones={"*:*": "az2", "u:*": "az3"})
         gray_before = REGISTRY.get_sample_value("azsidecar_router_gray_failures_total",
-                                                {"dest_zone": "az2", "kind": "s3_put"}) or 0.0
+                                                {"dest_zone": "az2", "operation": "s3_put"}) or 0.0
         writer.on_gray_put(("az2", "az3"))  # a hung PUT of an object with entries for both zones
         sender.on_gray("az2", 0)  # a notification to az2's (only) agent abandoned
         assert backend.zone_circuits().get("az2", "closed") == "closed"  # two failures so far
@@ -635,7 +635,7 @@ async def test_gray_failures_count_for_the_breaker_at_once_not_after_every_retry
         assert backend.zone_circuits().get("az2", "closed") == "open" and backend.zone_circuits().get("az3", "closed") == "closed"
         assert circuit_open("az2") == 1.0
         assert REGISTRY.get_sample_value("azsidecar_router_gray_failures_total",
-                                         {"dest_zone": "az2", "kind": "s3_put"}) == gray_before + 2
+                                         {"dest_zone": "az2", "operation": "s3_put"}) == gray_before + 2
         assert (await send(backend, item("t", 0, 100)))[("t", 0)].base_offset == 100
         assert [r for r, _p, _t in log] == ["direct"]
         nursery.cancel_scope.cancel()
