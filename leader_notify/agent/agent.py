@@ -744,17 +744,11 @@ class Agent:
             async with asyncio.TaskGroup() as tg:
                 while admission.waiting or admission.started or admission.refused:
                     for indexes, run, code in admission.take_refused():
-<<<<<<< HEAD
                         failed = p.EntryResult(code) if code else None  # 0: every entry was applied meanwhile
                         if failed is not None:
                             self._settle(req, indexes, [], failed, results)
-                            self.metrics.errors.labels(code=str(code)).inc()
+                            self.metrics.errors.labels(error_code=str(code)).inc()
                         self._run_through(req, (run.topic, run.partition), tickets, failed)
-=======
-                        self._settle(req, indexes, [], p.EntryResult(code), results)
-                        self.metrics.errors.labels(error_code=str(code)).inc()
-                        self._run_through(req, (run.topic, run.partition), tickets, p.EntryResult(code))
->>>>>>> conventions
                     wave = admission.take_started()
                     if not wave:
                         if admission.waiting:
