@@ -73,8 +73,10 @@ class DemoResult:
 
 def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal", mode: str = "auto",
              audit: bool = True, progress=None, offloads: bool = True, broker: str = "kafka",
-             kafka_version: str | None = None) -> DemoResult:
+             kafka_version: str | None = None, sidecar_config: dict | None = None) -> DemoResult:
     """Baseline and sidecar runs of the same workload, verified, and (optionally) audited.
+
+    sidecar_config: more settings for the sidecars' config files ({section: {key: value}}).
 
     Raises SystemExit when a run fails verification, ScenarioError/ZoneSetupError when the
     environment cannot be set up.
@@ -99,7 +101,8 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
         baseline = run_baseline(env, workload, progress=progress)
         _check(baseline, "baseline", progress)
         settings = SidecarSettings(wal_bucket=wal_bucket, audit_dir=run_dir / "audit", policy=policy,
-                                   linger_ms=250, partition_zones=router_overrides(env, workload)["partition_zones"])
+                                   linger_ms=250, partition_zones=router_overrides(env, workload)["partition_zones"],
+                                   extra=dict(sidecar_config or {}))
         sidecar = run_sidecar(env, workload, sidecar_starter(env, settings), progress=progress)
         _check(sidecar, "sidecar", progress)
     result = DemoResult(mode, baseline, sidecar, run_dir=run_dir)

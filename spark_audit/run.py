@@ -27,6 +27,7 @@ from spark_audit._io import (
     read_lines,
     resolve_input,
     spark_session,
+    stop_spark,
     write_csv,
     write_parquet,
 )
@@ -151,4 +152,4 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         if rolled is not None:
             rolled.unpersist()
         if own_session:
-            spark.stop()
+            stop_spark(spark)

@@ -6,36 +6,47 @@ small: 2 local cores, 2 shuffle partitions, no UI, UTC hours.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 from pathlib import Path
 
 import pytest
 
-from spark_audit._io import QUICK_JIT_JAVA_OPTIONS
+from spark_audit._io import QUICK_JIT_JAVA_OPTIONS, stop_spark
+from tests.conftest import shared_environment
 
 H0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR_MS = 3_600_000
 
 
-@pytest.fixture(scope="session")
-def spark():
+@pytest.fixture
+def spark(_shared_stacks, request):
+    """The group's local SparkSession (one JVM for every Spark test of the group), stopped
+    with its JVM when the group ends (tests/conftest.py), not at the end of the worker."""
     pyspark_sql = pytest.importorskip("pyspark.sql")
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("azsidecar-audit-tests")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.sql.codegen.wholeStage", "false")  # tiny inputs: compiling costs more than it saves
-        .config("spark.default.parallelism", "1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", QUICK_JIT_JAVA_OPTIONS)
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+
+    @contextlib.contextmanager
+    def start():
+        session = (
+            pyspark_sql.SparkSession.builder.master("local[2]")
+            .appName("azsidecar-audit-tests")
+            .config("spark.sql.shuffle.partitions", "1")
+            .config("spark.sql.codegen.wholeStage", "false")  # tiny inputs: compiling costs more than it saves
+            .config("spark.default.parallelism", "1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.driver.extraJavaOptions", QUICK_JIT_JAVA_OPTIONS)
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+        try:
+            yield session
+        finally:
+            stop_spark(session)
+
+    return shared_environment(_shared_stacks, "spark", request.node.nodeid, start)
 
 
 def write_jsonl(path: Path, records: list[dict], extra_lines: tuple[str, ...] = ()) -> Path:

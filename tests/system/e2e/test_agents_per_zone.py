@@ -24,7 +24,7 @@ from leader_notify.sender.owners import owner_index
 from tests.conftest import create_topics
 from tests.integration.readback import read_partitions
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]  # twelve sidecar processes start at once
 
 PARTITIONS = 12
 AGENTS_PER_ZONE = 3

@@ -25,8 +25,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.root, pytest
 def test_wal_route_cuts_metered_cross_zone_bytes_by_99_percent_and_the_audit_agrees(tmp_path, offloads):
     from azsidecar.demo import run_demo
 
+    # The suite runs this beside other tests on two cores: at load 20-40 an agent's answers
+    # can take longer than the gray-failure deadline (at most notify.gray_max_s, 1.5 s), the
+    # proxies then open the zone's circuit and send its batches direct for 10 s (a fallback
+    # tests/system/reliability/test_gray_failures.py tests), which this meter would count:
+    # a loaded run measured 94 % instead of 99 %. Here the deadline waits for a slow host.
+    slow_host = {"notify": {"gray_floor_s": 8.0, "gray_max_s": 8.0}}
     result = run_demo(tmp_path, mb=12.0, record_bytes=1000, policy="wal", mode="netns", progress=lambda _m: None,
-                      offloads=offloads)
+                      offloads=offloads, sidecar_config=slow_host)
 
     # Exactly once, in per-partition order, in both runs (the verifier reads every record back).
     assert result.baseline.verification["ok"] and result.sidecar.verification["ok"]

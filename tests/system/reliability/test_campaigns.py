@@ -32,8 +32,8 @@ from tests.system.reliability.harness import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
-RECORDS_PER_PRODUCER = 12_000
-RATE_PER_PRODUCER = 1_000  # records/s: 12 s of steady production, so the fault lands mid-stream
+RECORDS_PER_PRODUCER = 8_000
+RATE_PER_PRODUCER = 1_000  # records/s: 8 s of steady production, so the fault lands mid-stream
 PACED = Workload(total_bytes=3 * RECORDS_PER_PRODUCER * 100, record_bytes=100, topics=TOPICS, linger_ms=20,
                  timeout_s=150)
 TOTAL = 3 * RECORDS_PER_PRODUCER
