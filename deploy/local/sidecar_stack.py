@@ -121,24 +121,56 @@ def sidecar_starter(env: ZoneEnv, settings: SidecarSettings):
     agents = agent_addresses(env)
     settings.audit_dir.mkdir(parents=True, exist_ok=True)
 
-    @contextlib.contextmanager
-    def start(env: ZoneEnv, zone: Zone) -> Iterator[dict]:
+    process_env = {**DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": settings.hmac_key,
+                   "AZSIDECAR_IMDS_ENDPOINT": "http://127.0.0.1:9", "AWS_DEFAULT_REGION": "us-east-1"}
+    early_agents: dict[str, subprocess.Popen] = {}  # started before any proxy, waiting for their zone's start()
+
+    def config_of(zone: Zone) -> Path:
         config_path = env.log_dir / f"{zone.name}-sidecar.toml"
         config_path.write_text(to_toml(zone_config(env, zone, settings, agents)))
-        process_env = {**DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": settings.hmac_key,
-                       "AZSIDECAR_IMDS_ENDPOINT": "http://127.0.0.1:9", "AWS_DEFAULT_REGION": "us-east-1"}
-        # Both start at once (each is ~1 s of interpreter start and imports); a proxy needs no
-        # agent to start: other zones' agents come up after it anyway.
-        agent_offset = _log_size(env, f"{zone.name}-agent")
-        agent = env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", "agent", "--config", str(config_path)],
+        return config_path
+
+    def launch_agent(zone: Zone) -> subprocess.Popen:
+        offset = _log_size(env, f"{zone.name}-agent")
+        agent = env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", "agent", "--config", str(config_of(zone))],
                                 process_env, log_name=f"{zone.name}-agent")
+        agent.ready_offset = offset  # type: ignore[attr-defined]
+        return agent
+
+    def wait_agent(zone: Zone, agent: subprocess.Popen) -> None:
+        _wait_for_log_line(agent, agent.log_path, READY_LINES["agent"], READY_TIMEOUT_S,  # type: ignore[attr-defined]
+                           f"agent of {zone.name}", agent.ready_offset)  # type: ignore[attr-defined]
+
+    started: set[str] = set()
+
+    @contextlib.contextmanager
+    def start(env: ZoneEnv, zone: Zone) -> Iterator[dict]:
+        if not started:
+            # Every zone's agent first, as a deployment starts them: a proxy whose probes of
+            # another zone's agent are refused (not started yet) opens that zone's circuit
+            # (agent_gone) and sends its first batches direct; on a loaded host a zone started
+            # 12 s after the one before made 5 batches of a demo run go direct_cross.
+            for other in env.zones:
+                early_agents[other.name] = launch_agent(other)
+            for other in env.zones:
+                try:
+                    wait_agent(other, early_agents[other.name])
+                except BaseException:
+                    for proc in early_agents.values():
+                        stop_process(proc, STOP_GRACE_S)
+                    early_agents.clear()
+                    raise
+        started.add(zone.name)
+        config_path = config_of(zone)
+        agent = early_agents.pop(zone.name, None)
+        if agent is None:
+            agent = launch_agent(zone)
         proxy = None
         try:
             proxy_offset = _log_size(env, f"{zone.name}-proxy")
             proxy = env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", "proxy", "--config", str(config_path)],
                                     process_env, log_name=f"{zone.name}-proxy")
-            _wait_for_log_line(agent, agent.log_path, READY_LINES["agent"], READY_TIMEOUT_S, f"agent of {zone.name}",
-                               agent_offset)
+            wait_agent(zone, agent)
             _wait_for_log_line(proxy, proxy.log_path, READY_LINES["proxy"], READY_TIMEOUT_S, f"proxy of {zone.name}",
                                proxy_offset)
             yield {"agent": agents[zone.name], "proxy": zone.sidecar_bootstrap, "config": config_path,
