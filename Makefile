@@ -73,11 +73,10 @@ unit: setup
 
 # `make test`: the static checks, then the unit tier (stopping on its first failure), then the
 # rest on TEST_WORKERS parallel workers (pytest-xdist groups, tests/conftest.py): the
-# three-zone systems run in two groups, one test after another in each (they mostly wait on
-# paced producers and timeouts), the tests on each Apache Kafka version share one worker and
-# its cluster, and every other test file is a unit of its own. Four workers on two cores: a
-# three-worker run kept the cores ~85 % busy (1,969 CPU-s in 1,087 s, 2026-11-29).
-TEST_WORKERS ?= 4
+# three-zone systems run one after another on one worker (they mostly wait on paced
+# producers and timeouts), the tests on each Apache Kafka version share one worker and its
+# cluster, and every other test file is a unit of its own.
+TEST_WORKERS ?= 3
 test: check
 	$(MAKE) --no-print-directory unit
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --ignore=tests/unit --durations=30 tests

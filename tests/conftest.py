@@ -38,27 +38,20 @@ if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
 # The test pyramid by directory: tests/unit (pure; its conftest refuses sockets, subprocesses
 # and the JVM), tests/integration (one real part or a few: moto, Kafka, Tansu, clients, Spark),
 # tests/system (three zones of processes: end to end, reliability campaigns, the local fleet).
-# The system tests run in two groups (marker "serial"), each one test after another on a
-# worker of `make test`, while the other workers run the integration tier.
+# The system tests run one at a time (marker "serial"), on one worker of `make test` while the
+# other workers run the integration tier.
 SYSTEM_TIER = "system"
-# The system tier in two groups, on two workers: one after another it took ~25 min, longer
-# than the whole suite may. The second holds the environments of their own (network
-# namespaces, Tansu fleets); the first the tests that share the loopback Kafka zones.
-SECOND_SYSTEM_GROUP = frozenset({
-    "test_zone_outages.py", "test_demo_netns.py", "test_follower_fetch_netns.py", "test_zones.py",
-    "test_fleet.py", "test_agents_per_zone.py",
-})
 
 
 def xdist_group_of(relative: str, kafka_version: str | None) -> str:
     """The pytest-xdist group a test runs in (`make test` runs `--dist loadgroup`): the
-    system tier in two groups, one test after another in each; the tests on a shared Apache Kafka
+    system tier in one group, one test after another; the tests on a shared Apache Kafka
     cluster in one group per broker version, so each version's cluster starts once; the
     Spark job tests in one group (one SparkSession); every other test file its own group,
     so its module fixtures start once."""
     parts = relative.split(os.sep)
     if parts[0] == SYSTEM_TIER:
-        return "system-2" if parts[-1] in SECOND_SYSTEM_GROUP else "system"
+        return "system"
     package = parts[1] if parts[0] == "integration" and len(parts) > 2 else ""
     if package == "kafka":
         return f"kafka-{kafka_version or 'default'}"
