@@ -5,8 +5,8 @@ re-reads the partitions and stops if the plan no longer fits them (`stale`: the 
 changed, the target left the ISR, the replica set changed), asks for the same replica set
 in the new order (AlterPartitionReassignments), waits until no reassignment of the batch is
 pending and the replicas read back in the new order, asks for a preferred-leader election,
-waits until each partition is led by its target, and checks each partition against its
-state before the batch (`anomaly`: leader not moved, replica set changed, ISR smaller).
+waits until each partition is led by its target (asking again every REELECT_S), and checks
+each partition against its state before the batch (`anomaly`: leader not moved, replica set changed, ISR smaller).
 The first anomaly stops the run with the message. Between batches it sleeps `throttle_s`:
 a throttle on how fast leadership churns, not a wait for anything.
 
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from leader_placement.plan import Move, PartitionKey, PartitionPlacement
+
+REELECT_S = 5.0  # while a batch's targets do not lead yet, ask for the preferred leaders again this often
 
 
 class LeaderAdmin(Protocol):
@@ -122,7 +124,7 @@ def apply_moves(admin: LeaderAdmin, moves: Sequence[Move], *, batch_size: int, t
         if failed:
             return ApplyResult(tuple(done), "preferred election failed: " + "; ".join(
                 f"{t}-{p}: {why}" for (t, p), why in sorted(failed.items())))
-        _until(functools.partial(_elected, admin, batch), timeout_s, poll_s, clock, sleep)  # the check below names what did not happen
+        _until_led(admin, batch, timeout_s, poll_s, clock, sleep)  # the check below names what did not happen
         after = admin.describe(keys)
         for m in batch:
             why = anomaly(m, before[(m.topic, m.partition)], after.get((m.topic, m.partition)))
@@ -144,9 +146,29 @@ def _reassigned(admin: LeaderAdmin, batch: tuple[Move, ...]) -> bool:
     return all(reordered(m, now.get(k)) for m, k in zip(batch, keys))
 
 
-def _elected(admin: LeaderAdmin, batch: tuple[Move, ...]) -> bool:
+def _not_led_by_target(admin: LeaderAdmin, batch: tuple[Move, ...]) -> list[PartitionKey]:
     now = admin.describe([(m.topic, m.partition) for m in batch])
-    return all((s := now.get((m.topic, m.partition))) is not None and s.leader == m.to_broker for m in batch)
+    return [(m.topic, m.partition) for m in batch
+            if (s := now.get((m.topic, m.partition))) is None or s.leader != m.to_broker]
+
+
+def _until_led(admin: LeaderAdmin, batch: tuple[Move, ...], timeout_s: float, poll_s: float,
+               clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+    """Poll until every partition of the batch is led by its target or the deadline, asking for
+    the preferred leaders again every REELECT_S. Why again: the controller can accept a preferred
+    election (or call it not needed) and still leave the leader in place when the target is not
+    eligible at that instant (a broker just restarted and not yet unfenced); on a loaded host the
+    leader then stayed put for the whole two-minute wait. Asking again is harmless: a partition
+    already led by its target answers ELECTION_NOT_NEEDED, and a refusal now is only retried."""
+    deadline = clock() + timeout_s
+    ask_again_at = clock() + REELECT_S
+    while remaining := _not_led_by_target(admin, batch):
+        if clock() >= deadline:
+            return
+        sleep(poll_s)  # reading the cluster's state again, not synchronizing our own work
+        if clock() >= ask_again_at:
+            admin.elect_preferred(remaining)
+            ask_again_at = clock() + REELECT_S
 
 
 def _until(probe: Callable[[], bool], timeout_s: float, poll_s: float, clock: Callable[[], float],

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import trio
 
+from deploy.local.processes import STARTUP_TIMEOUT_S
+
 STATS_EVERY_S = 1.0  # how often a stats file is rewritten
 
 
@@ -35,7 +37,7 @@ async def keep_writing_counts(counts: Counter[str], path: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_listener(argv: Sequence[str], log_path: Path, what: str, timeout_s: float = 30.0,
+def running_listener(argv: Sequence[str], log_path: Path, what: str, timeout_s: float = STARTUP_TIMEOUT_S,
                      started: list[subprocess.Popen] | None = None) -> Iterator[str]:
     """Run one of these injectors as a process; yield the HOST:PORT of its `listening=` line
     and stop it (SIGTERM, then kill) on exit. Raises RuntimeError if it does not come up

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-START_TIMEOUT_S = 20.0
+from deploy.local.processes import STARTUP_TIMEOUT_S
+
+START_TIMEOUT_S = STARTUP_TIMEOUT_S
 COMMAND_TIMEOUT_S = 10.0  # one control command: a C call, microseconds unless the child is paused
 STOP_TIMEOUT_S = 5.0
 HUNG_RTT_MS = 3_600_000  # "hung": the broker accepts TCP and reads, but answers after an hour

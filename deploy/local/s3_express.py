@@ -48,11 +48,12 @@ import h11
 import trio
 
 from deploy.local.fault_common import hostport, keep_writing_counts, running_listener, until_sigint_or_sigterm
+from deploy.local.processes import STARTUP_TIMEOUT_S
 from deploy.local.s3_delay import _forward, _next_event
 from wal_s3.config import DIRECTORY_BUCKET_SUFFIX, directory_bucket_name
 
 SESSION_TTL_S = 300.0  # S3 Express session credentials last five minutes
-READY_TIMEOUT_S = 30.0  # for `running_front`'s process to print its address
+READY_TIMEOUT_S = STARTUP_TIMEOUT_S  # for `running_front`'s process to print its address
 TOKEN_HEADER = b"x-amz-s3session-token"
 MODE_HEADER = b"x-amz-create-session-mode"
 _CREDENTIAL_RE = re.compile(rb"Credential=([^/,\s]+)/\d{8}/[^/]+/([^/]+)/aws4_request")

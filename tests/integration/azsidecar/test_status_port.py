@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process, wait_for_port
+from deploy.local.processes import DUMMY_CREDENTIALS, STARTUP_TIMEOUT_S, free_port, stop_process, wait_for_port
 
 pytestmark = pytest.mark.integration
 
-STARTUP_TIMEOUT_S = 20.0
 FIRST_PROBE_TIMEOUT_S = 15.0  # the monitor probes at start and every 5 s (azsidecar/readiness.py)
 KEY = "0123456789abcdef-notify-key"
 

@@ -22,12 +22,12 @@ import confluent_kafka
 import pytest
 
 from deploy.local.mock_cluster import MockCluster, start_mock_cluster
-from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process, wait_for_port
+from deploy.local.processes import DUMMY_CREDENTIALS, STARTUP_TIMEOUT_S, free_port, stop_process, wait_for_port
 from deploy.local.sidecar_stack import to_toml
 from tests.integration.proxy.conftest import ProxyProcess, start_proxy
 
 ZONES = {1: "use1-az1", 2: "use1-az2", 3: "use1-az3"}  # broker id -> rack; the proxy runs in use1-az1
-SIDECAR_START_S = 30.0  # interpreter start, imports, WAL epoch registration
+SIDECAR_START_S = STARTUP_TIMEOUT_S  # interpreter start, imports, WAL epoch registration
 SIDECAR_STOP_S = 15.0  # the proxy drains, the WAL writer flushes
 
 

@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
+from deploy.local.processes import DUMMY_CREDENTIALS, STARTUP_TIMEOUT_S, free_port, stop_process
 from deploy.local.sidecar_stack import SidecarSettings, agent_addresses, to_toml, zone_config
 from deploy.local.zones import three_zones
 from tests.conftest import create_topics, unique_name
@@ -33,7 +33,7 @@ from tests.integration.deploy._hcl import ROOT
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "azsidecar-dashboard.json"
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = STARTUP_TIMEOUT_S
 # Which process serves a metric, by name prefix (the scrape target a panel depends on).
 OWNER = (("azsidecar_proxy_", "proxy"), ("azsidecar_notify_", "proxy"), ("azsidecar_wal_flush", "proxy"),
          ("azsidecar_wal_put_", "proxy"), ("azsidecar_wal_buffered_", "proxy"),

@@ -13,11 +13,12 @@ import pytest
 import trio
 
 from core.audit import MemoryAuditSink
+from deploy.local.processes import STARTUP_TIMEOUT_S
 from leader_notify.sender.sender import NotifySender
 from tests.conftest import create_topics, unique_name
 from tests.integration.leader_notify.helpers import KEYS, config_for, consume, put_object, wal_entry
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = STARTUP_TIMEOUT_S
 
 
 def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:

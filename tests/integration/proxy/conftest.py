@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.processes import free_port, stop_process, wait_for_port
+from deploy.local.processes import STARTUP_TIMEOUT_S, free_port, stop_process, wait_for_port
 
-PROXY_STARTUP_TIMEOUT_S = 20.0  # interpreter start + imports + first upstream ApiVersions
+PROXY_STARTUP_TIMEOUT_S = STARTUP_TIMEOUT_S  # interpreter start + imports + first upstream ApiVersions
 TEST_ZONE = "use1-az1"  # a zone id; with no other zones configured every partition is direct
 
 

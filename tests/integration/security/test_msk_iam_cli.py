@@ -17,7 +17,7 @@ import time
 import pytest
 from kafka import KafkaProducer
 
-from deploy.local.processes import DUMMY_CREDENTIALS
+from deploy.local.processes import DUMMY_CREDENTIALS, STARTUP_TIMEOUT_S
 from tests.integration.security.conftest import secured_proxy
 from tests.integration.security.msk_iam_double import (
     TOPIC,
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 REGION = "eu-west-1"
 KEY = "0123456789abcdef-notify-key"
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = STARTUP_TIMEOUT_S
 DELIVERY_TIMEOUT_S = 20.0
 ENV_CREDENTIALS = FixedCredentials(DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"], DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
                                    token=None)

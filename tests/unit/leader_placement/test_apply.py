@@ -24,8 +24,9 @@ def state(p: int, replicas=(2, 3, 1), leader=None, isr=None) -> PartitionPlaceme
 class MemoryCluster:
     """Reassignments finish after `reassign_polls` reads; elections make the first replica lead."""
 
-    def __init__(self, parts, reassign_polls=1, shrink_isr=False):
+    def __init__(self, parts, reassign_polls=1, shrink_isr=False, ignored_elections=0):
         self.parts = {(s.topic, s.partition): s for s in parts}
+        self.ignored_elections = ignored_elections  # accepted, yet the leader stays (target not eligible yet)
         self.pending_reads: dict = {}
         self.reassign_polls = reassign_polls
         self.shrink_isr = shrink_isr
@@ -51,6 +52,9 @@ class MemoryCluster:
 
     def elect_preferred(self, keys):
         self.calls.append(f"elect {sorted(keys)}")
+        if self.ignored_elections > 0:
+            self.ignored_elections -= 1
+            return {}
         for k in keys:
             s = self.parts[k]
             isr = s.isr[:-1] if self.shrink_isr else s.isr
@@ -103,6 +107,23 @@ def test_a_shrunken_isr_stops_the_run_after_the_first_batch():
     assert not result.ok and result.moved == ()
     assert result.error == "t-0: ISR shrank from [1, 2, 3] to [2, 3]"
     assert len([c for c in cluster.calls if c.startswith("reassign")]) == 1
+
+
+def test_an_accepted_election_that_leaves_the_leader_is_asked_again_every_five_seconds():
+    cluster = MemoryCluster([state(0)], ignored_elections=2)
+    clock = Clock()
+    result, _ = run(cluster, [move(0)], clock)
+    assert result.ok and cluster.parts[("t", 0)].leader == 1
+    assert cluster.calls == ["reassign [('t', 0)]"] + ["elect [('t', 0)]"] * 3
+    assert clock.now == 0.5 + 10.0  # one poll while the reassignment is pending, then two 5 s rounds of 0.5 s polls
+
+
+def test_an_election_that_never_moves_the_leader_stops_the_run_at_the_timeout():
+    cluster = MemoryCluster([state(0)], ignored_elections=10**6)
+    clock = Clock()
+    result, _ = run(cluster, [move(0)], clock, timeout_s=12.0)
+    assert result.error == "t-0: led by broker 2 after the election, not 1"
+    assert cluster.calls.count("elect [('t', 0)]") == 3  # at 0 s, 5 s and 10 s of the 12 s wait
 
 
 def test_a_reassignment_that_never_completes_times_out():
