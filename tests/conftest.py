@@ -64,6 +64,10 @@ _GROUP_OF: dict[str, str] = {}  # test node id -> its xdist group
 _GROUP_CLOSERS: dict[str, list[Callable[[], None]]] = {}
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own collection hook (it
+# appends `@group` to each node id, which is what keeps a group on one worker); a conftest
+# hook runs after it unless it goes first, and then every test was a unit of its own.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     tests_dir = os.path.dirname(__file__)
     for item in items:
@@ -73,6 +77,7 @@ def pytest_collection_modifyitems(config, items):
         version = getattr(item.module, "KAFKA_GROUP_VERSION", None)
         group = xdist_group_of(relative, version)
         _GROUP_OF[item.nodeid] = group
+        _GROUP_OF[f"{item.nodeid}@{group}"] = group  # the node id once xdist has appended the group
         item.add_marker(pytest.mark.xdist_group(group))
 
 
