@@ -51,7 +51,13 @@ class _ClientErrors(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if message not in self.messages and len(self.messages) < self.KEPT:
+        if message in self.messages:
+            return
+        # The first line naming a refused login or certificate is kept even past KEPT: on a
+        # loaded host the client logged twenty "socket disconnected" lines (a line per port)
+        # before the SASL failure, and the one line on failure then named no cause.
+        if len(self.messages) < self.KEPT or (
+                CREDENTIALS_RE.search(message) and not any(CREDENTIALS_RE.search(m) for m in self.messages)):
             self.messages.append(message)
 
     def cause(self, failure: str) -> str:
