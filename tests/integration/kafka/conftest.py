@@ -44,9 +44,16 @@ def kafka(kafka_version, _shared_stacks, tmp_path_factory, request) -> KafkaClus
 
 
 @pytest.fixture
-def own_kafka(kafka_version, tmp_path) -> Iterator[KafkaCluster]:
-    with start_kafka_cluster(tuple(ZONES.values()), version=kafka_version, log_dir=tmp_path / "kafka") as cluster:
-        yield cluster
+def own_kafka(kafka) -> Iterator[KafkaCluster]:
+    """The shared cluster for a test that stops or kills nodes: every node it left down is
+    started again after it, so the next test finds three nodes even after a failure. (A
+    cluster of its own cost each such test a three-JVM start: ~12 CPU-s.)"""
+    try:
+        yield kafka
+    finally:
+        for node_id, node in kafka.nodes.items():
+            if not node.running:
+                kafka.start_node(node_id)
 
 
 def spread_leaders(cluster: KafkaCluster, topic: str, partitions: int,
