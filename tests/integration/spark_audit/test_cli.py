@@ -16,6 +16,7 @@ import pytest
 from core.configload import ConfigError
 from core.prices import Prices
 from core.prices_file import load_prices
+from spark_audit._io import QUICK_JIT_JAVA_OPTIONS
 from spark_audit.config import AuditConfig
 from spark_audit.run import run
 from spark_audit.writer import AuditWriter
@@ -148,7 +149,9 @@ def test_job_runs_through_spark_submit(tmp_path):
            "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.sql.shuffle.partitions=2", str(REPO / "spark_audit" / "submit.py"),
+         "--conf", "spark.sql.shuffle.partitions=2",
+         # the quick JIT of local sessions (spark_audit/_io.py): a short job on small input
+         "--driver-java-options", QUICK_JIT_JAVA_OPTIONS, str(REPO / "spark_audit" / "submit.py"),
          "savings", "--input", str(tmp_path / "audit"), "--output", str(tmp_path / "out")],
         env=env, capture_output=True, text=True, timeout=180,
     )
