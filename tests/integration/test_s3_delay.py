@@ -17,12 +17,17 @@ from deploy.local.s3_delay import PROFILES, profile_delay_s, serve
 
 pytestmark = pytest.mark.integration
 
+PUT_DELAY_MS = 2000.0
+
 
 @pytest.mark.trio
 @pytest.mark.parametrize("mode", ["keepalive", "transparent"])
 async def test_delays_puts_and_survives_a_reset_connection(moto_server, mode):
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), 200.0, 0.0, mode)
+        # A PUT delay far above what a request takes on a loaded host (a GET took up to 0.48 s
+        # on a test worker at low CPU priority), so "not delayed" needs no timing margin.
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), PUT_DELAY_MS, 0.0,
+                                         mode)
 
         def vanish() -> None:  # a client that connects, sends half a request and resets
             s = socket.create_connection((host, port))
@@ -45,8 +50,8 @@ async def test_delays_puts_and_survives_a_reset_connection(moto_server, mode):
 
         await trio.to_thread.run_sync(vanish)
         put_s, get_s = await trio.to_thread.run_sync(timed_put_and_get)
-        assert put_s >= 0.2  # the injected 200 ms
-        assert get_s < 0.2  # GETs were given no delay
+        assert put_s >= PUT_DELAY_MS / 1000  # the injected delay
+        assert get_s < PUT_DELAY_MS / 1000  # GETs were given none: a delayed one takes at least as long
         nursery.cancel_scope.cancel()
 
 
