@@ -69,6 +69,10 @@ class WalConfig:
     # (at most request_timeout_s) is abandoned and counts as a failure (wal_s3/latency.py).
     gray_floor_s: float = 1.0  # the deadline never goes below this (S3's own p99 is ~0.1-0.3 s per request)
     gray_factor: float = 3.0  # the deadline in multiples of the recent p99
+    #: the deadline never goes above this, however slow the recent requests: a hung S3 is abandoned
+    #: within it and a batch waiting on a PUT falls back within about two of it (attempt and hedge);
+    #: S3 whose requests all take longer is treated as failing. At least `gray_floor_s`
+    gray_max_s: float = 5.0
     max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, event-loop connections)
     #: WAL object PUTs and ranged GETs: "auto" (on the event loop, wal_s3/_s3_http.py; boto3 if an HTTP proxy is
     #: set for the endpoint), "http" (always the event loop), "boto3" (worker threads, like every other call)
@@ -118,6 +122,7 @@ class WalConfig:
         require(self.connect_timeout_s > 0 and self.request_timeout_s > 0, "wal.connect_timeout_s/request_timeout_s: must be > 0")
         require(self.gray_floor_s > 0, "wal.gray_floor_s: must be > 0")
         require(self.gray_factor >= 1, "wal.gray_factor: must be >= 1")
+        require(self.gray_floor_s <= self.gray_max_s, "wal.gray_max_s: must be >= wal.gray_floor_s")
         require(self.max_s3_threads >= self.max_in_flight_puts, "wal.max_s3_threads: must be >= wal.max_in_flight_puts")
         require(self.s3_transport in ("auto", "http", "boto3"), "wal.s3_transport: auto, http or boto3")
         require(self.receive_buffer_bytes == 0 or 64 * 1024 <= self.receive_buffer_bytes <= 256 * MiB,

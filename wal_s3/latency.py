@@ -6,7 +6,7 @@ is only noticed by a timeout, and a fixed one long enough for the slowest health
 each kind of request to each place keeps the latencies of its recent successes, and an
 attempt slower than `gray_deadline_s` of them (3 x p99 of the last minute, at least a
 floor, at most the configured timeout and, where the caller gives one, a maximum: the
-notification sender's `notify.gray_max_s`) is abandoned and counts as a failure.
+notification sender's `notify.gray_max_s`, the WAL's `wal.gray_max_s`) is abandoned and counts as a failure.
 
 `LatencyGuard` adds what to do meanwhile: after such a timeout the place is *gray*; the
 attempt that timed out may be retried once (a hedge, in case it was one slow request),

@@ -161,7 +161,7 @@ class WalReader:
         self._rng = rng or random.Random()
         # Gray S3: a ranged GET slower than recent ones is abandoned and sent again (a hedge).
         self._get_guard = LatencyGuard(floor_s=config.gray_floor_s, ceiling_s=config.request_timeout_s,
-                                       factor=config.gray_factor)
+                                       factor=config.gray_factor, max_deadline_s=config.gray_max_s)
 
     def _store_of(self, bucket: str) -> S3Store:
         store = self._stores.get(bucket)

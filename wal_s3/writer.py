@@ -28,7 +28,8 @@ the retry then gets 412. Because no one else can write our keys, a 412 on a retr
 checked by reading the object back and comparing bytes: equal means it was ours.
 
 Gray S3 (it hangs instead of refusing): a PUT attempt slower than the deadline derived from
-recent PUTs (wal_s3/latency.py: 3 x p99 of the last minute, at least wal.gray_floor_s) is
+recent PUTs (wal_s3/latency.py: 3 x p99 of the last minute, at least wal.gray_floor_s, at
+most wal.gray_max_s) is
 abandoned and reported at once through `on_gray_put` (the router's breakers count it);
 it is retried once, and while S3 stays gray only one probe PUT is out at a time and every
 other object fails at once (retriably), so the router can fall back within seconds. The
@@ -353,7 +354,7 @@ class WalWriter:
         # Gray S3: PUT attempts slower than recent ones are abandoned; on_gray_put(zones of the
         # object) is called at once for each (the router's breakers count it as a failure).
         self.put_guard = LatencyGuard(floor_s=config.gray_floor_s, ceiling_s=config.request_timeout_s,
-                                      factor=config.gray_factor)
+                                      factor=config.gray_factor, max_deadline_s=config.gray_max_s)
         self.on_gray_put: Callable[[tuple[str, ...]], None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------

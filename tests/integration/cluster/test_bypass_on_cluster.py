@@ -42,7 +42,9 @@ PARTITIONS = 6
 ON = {"proxy": {"broker_listeners": True, "bypass_same_zone": True}}
 OFF = {"proxy": {"broker_listeners": True}}
 REFRESH_MS = 500  # a short metadata refresh interval, so a run sees several refreshes
-LEAK_DEADLINE_S = 20.0  # 40 refresh intervals
+# 120 refresh intervals: the run stops as soon as both brokers were reached (usually within
+# seconds); on a loaded CI host kcat had not reached them within 40 intervals.
+LEAK_DEADLINE_S = 60.0
 
 
 def real_ports(cluster) -> dict[int, int]:

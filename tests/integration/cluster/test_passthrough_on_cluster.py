@@ -181,10 +181,11 @@ def test_kafka_python_group_consumer_through_the_sidecar(tansu, tmp_path):
         produce(p, topic, [(i % 3, i) for i in range(30)], delivery)
         assert p.flush(30) == 0
         # Tansu holds the first JoinGroup for the group's rebalance timeout (kafka-python sends
-        # max_poll_interval_ms, 300 s by default; it took 24 s of this test): a short one.
+        # max_poll_interval_ms, 300 s by default; it took 24 s of this test): a short one. The
+        # session stays long: a CI run at low CPU priority read nothing in 60 s with 6 s.
         consumer = KafkaConsumer(topic, bootstrap_servers=proxy.bootstrap, group_id=f"{topic}-g",
                                  client_id="kp-app", auto_offset_reset="earliest", enable_auto_commit=False,
-                                 consumer_timeout_ms=60_000, max_poll_interval_ms=5_000, session_timeout_ms=6_000)
+                                 consumer_timeout_ms=60_000, max_poll_interval_ms=5_000, session_timeout_ms=30_000)
         got: dict[int, list[int]] = {}
         try:
             for msg in consumer:

@@ -141,14 +141,21 @@ async def test_recovery_with_two_agents_resends_only_the_run_whose_agent_did_not
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
     server, bucket = s3_bucket
-    acked = unique_name("acked")
-    create_topics(tansu.bootstrap, {acked: 8})
     audit = MemoryAuditSink()
     base = config_for(server.endpoint_url, bucket, tansu.bootstrap)
     a0, a1 = AgentThread(base, "az2", audit).start(), AgentThread(base, "az2", audit).start()
     config = config_for(server.endpoint_url, bucket, tansu.bootstrap, agents={"az2": [a0.address, a1.address]},
                         **{"notify.agent_ownership": ownership})
-    hashed = [owner_index((a0.address, a1.address), acked, p) for p in range(8)]
+    # A topic name whose partitions hash to both agents (the agents' ports are random: with
+    # 8 partitions, 1 name in 128 hashes all of them to one agent, and a CI run met one).
+    for _ in range(1000):
+        acked = unique_name("acked")
+        hashed = [owner_index((a0.address, a1.address), acked, p) for p in range(8)]
+        if {0, 1} <= set(hashed):
+            break
+    else:
+        raise AssertionError("no topic name hashes partitions to both agents")
+    create_topics(tansu.bootstrap, {acked: 8})
     owners = AgentMap(config.notify.agents, ownership)
     if ownership == "partition":
         p0, p1 = hashed.index(0), hashed.index(1)
