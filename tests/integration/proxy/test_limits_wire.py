@@ -103,8 +103,10 @@ async def test_a_request_that_does_not_arrive_in_time_closes_the_connection(nurs
     before = limited(limits.REQUEST_TIMEOUT)
     request = api_versions_request(1)
     stalled = await Wire.connect(port)
-    await stalled.send(request[:3])  # the start of a request, then nothing
+    # Before the send: the proxy (on this event loop) may read the bytes and start its deadline
+    # before send() returns (a CI run measured 0.485 s from after it).
     started = trio.current_time()
+    await stalled.send(request[:3])  # the start of a request, then nothing
     await stalled.expect_closed()
     assert 0.5 <= trio.current_time() - started < 5.0
     # A slowloris client keeps sending, one byte at a time: the deadline counts from its first byte.
