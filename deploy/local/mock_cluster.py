@@ -13,6 +13,9 @@ answer per line on its stdout (`{"ok": ...}` or `{"error": "..."}`); the first l
 child writes is `{"ok": {"bootstraps": "127.0.0.1:p1,..."}}`. The child exits when its
 stdin closes, so a parent that dies takes the cluster with it.
 
+Faults: brokers down or slow (a round-trip delay), the whole cluster hung (SIGSTOP), and
+the next requests of an API answered with chosen error codes (`fail_requests`).
+
 Quirks (docs/operations-local.md has the list): no CreateTopics (topics are made here, or
 auto-created with default partitions on Metadata), sequence numbers are checked only for
 transactional producers, a down broker keeps leading its partitions (no failover unless
@@ -30,7 +33,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +89,8 @@ class _Native:
             "rd_kafka_mock_request_id": ([vp], i32),
             "rd_kafka_mock_request_destroy_array": ([ctypes.POINTER(vp), ctypes.c_size_t], None),
             "rd_kafka_err2str": ([ctypes.c_int], cp),
+            "rd_kafka_mock_push_request_errors_array": ([vp, ctypes.c_int16, ctypes.c_size_t,
+                                                         ctypes.POINTER(ctypes.c_int)], None),
         }
         for name, (args, res) in sigs.items():
             fn = getattr(lib, name)
@@ -143,6 +148,12 @@ class _Native:
             self._check(lib.rd_kafka_mock_broker_set_up(c, args["broker"]), op)
         elif op == "rtt":
             self._check(lib.rd_kafka_mock_broker_set_rtt(c, args["broker"], args["rtt_ms"]), op)
+        elif op == "request_errors":
+            codes = [int(code) for code in args["errors"]]
+            if not codes:
+                raise MockClusterError("request_errors: no error codes")
+            lib.rd_kafka_mock_push_request_errors_array(c, int(args["api_key"]), len(codes),
+                                                        (ctypes.c_int * len(codes))(*codes))
         elif op == "coordinator":
             self._check(lib.rd_kafka_mock_coordinator_set(c, args["key_type"].encode(), args["key"].encode(),
                                                           args["broker"]), op)
@@ -227,6 +238,11 @@ class MockCluster:
     def set_rtt(self, broker_id: int, rtt_ms: int) -> None:
         """Delay every answer of the broker by rtt_ms (HUNG_RTT_MS: a broker that hangs)."""
         self.command("rtt", broker=broker_id, rtt_ms=rtt_ms)
+
+    def fail_requests(self, api_key: int, errors: Sequence[int]) -> None:
+        """Answer the next len(errors) requests of api_key (any broker) with these error codes, one
+        each, instead of serving them (a Produce so answered appends nothing)."""
+        self.command("request_errors", api_key=api_key, errors=list(errors))
 
     def track_requests(self) -> None:
         """From now on, remember every request the brokers receive (see `requests`)."""
