@@ -30,6 +30,9 @@ from deploy.local.scenario import (
     _python,
     _run_step,
     _wait_producers,
+    record_leader_zones,
+    router_overrides,
+    spec_for,
 )
 from deploy.local.sidecar_stack import (
     READY_LINES,
@@ -110,17 +113,19 @@ def run_fleet(env: ZoneEnv, fleet: Fleet, mode: str, settings: SidecarSettings,
     suffix = uuid.uuid4().hex[:6]
     workload = Workload(total_bytes=fleet.record_bytes, record_bytes=fleet.record_bytes)
     topic_names = [f"{t.name}-{mode}-{suffix}" for t in workload.topics]
-    base_spec = workload.spec(env.zone_names, topic_names)
+    base_spec = spec_for(env, workload, topic_names)  # on Kafka: the brokers' replication factor
     out_dir = env.log_dir / f"fleet-{mode}-{suffix}"
     out_dir.mkdir(parents=True)
     audit_dir = out_dir / "audit"
+    # Tansu: the partition convention; Kafka: none, the router reads each leader's rack.
     settings = replace(settings, audit_dir=audit_dir,
-                       partition_zones=env.partition_zones(workload.max_partitions))
+                       partition_zones=router_overrides(env, workload)["partition_zones"])
     audit_dir.mkdir()
     first = env.zones[0]
     _run_step(env, first, _python("create-topics", "--bootstrap", first.broker_bootstrap, "--spec",
                                   json.dumps(base_spec)), ADMIN_TIMEOUT_S, f"fleet-{mode}-create-topics",
               f"fleet {mode}: creating topics")
+    record_leader_zones(env, base_spec)  # on Kafka: each partition's leader zone, for producers and verifier
     producers = fleet.producers(len(env.zones))
     agents = agent_addresses(env)
     process_env = {**DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": settings.hmac_key,

@@ -1,5 +1,6 @@
 """The fleet scenario (deploy/local/fleet.py): who produces how fast, and one small real run of
-both modes on loopback (moto, three Tansu brokers, agents, proxies, paced producers)."""
+both modes on loopback (moto, Apache Kafka with one KRaft node per zone, agents, proxies,
+paced producers)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 from core.prices import Prices
 from deploy.local.fleet import Fleet, FleetProducer, audit_lines, run_fleet
 from deploy.local.sidecar_stack import SidecarSettings
-from deploy.local.zones import three_zones
 from planner.plan import (
     ClassPrices,
     WalSettings,
@@ -43,15 +43,14 @@ STANDARD = ClassPrices("standard", 0.005, 0.0004)  # list prices: a byte across 
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_sidecars_and_gateways_on_loopback(tmp_path):
+def test_sidecars_and_gateways_on_loopback(loopback_kafka_zones, tmp_path):
     # 6 s: more objects, so one object's boundary more or less weighs less on the 5 % bounds
     # below. (The transfer fell 6.8-8.4 % under the audit's in runs with prefetches, until
     # notify_sizes_from_records counted their bytes: session 19.)
     fleet = Fleet(small_per_zone=1, small_bytes_per_s=100_000, heavy=1, heavy_bytes_per_s=300_000, duration_s=6)
-    with three_zones(mode="loopback", log_dir=tmp_path / "zones") as env:
-        env.create_bucket("wal")
-        settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path, policy="wal", linger_ms=250)
-        runs = {mode: run_fleet(env, fleet, mode, settings) for mode in ("sidecars", "gateways")}
+    env = loopback_kafka_zones  # tests/conftest.py: Apache Kafka, one KRaft node per zone, bucket "wal"
+    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path, policy="wal", linger_ms=250)
+    runs = {mode: run_fleet(env, fleet, mode, settings) for mode in ("sidecars", "gateways")}
     # 3 x 100 KB/s + 300 KB/s for 6 s in 1000 B records: 3 x 600 + 1800
     for mode, run in runs.items():
         assert run.ok, (mode, run.verification.get("problems"))

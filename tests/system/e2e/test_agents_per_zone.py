@@ -5,8 +5,8 @@ led in zone p mod 3), idempotent and non-idempotent librdkafka producers in ever
 one agent is killed -9 mid-run and restarted. Read back from the brokers: idempotent
 producers exactly once and in order; non-idempotent ones at least once (librdkafka does
 not keep a non-idempotent producer's order across a retriable error, even with one request
-in flight: tests/integration/cluster/test_client_retry_order.py; a CI run of this test met
-it when the killed agent's notifications failed). Every agent appended (partitions hashed over the agents:
+in flight: docs/reliability.md, finding 5; a CI run of this test met it when the killed
+agent's notifications failed). Every agent appended (partitions hashed over the agents:
 notify.agent_ownership = "partition").
 """
 
