@@ -55,16 +55,17 @@ def settings_for(env, tmp_path: Path, **extra) -> SidecarSettings:
                            extra={"audit": {"flush_seconds": AUDIT_FLUSH_S}, **extra})
 
 
-def assert_audit_accounts_for_acknowledged(result, audit_dir: Path, killed_proxy_zones=()) -> None:
+def assert_audit_accounts_for_acknowledged(result, audit_dir: Path, killed_proxy_zones=(),
+                                           rate: int = RATE_PER_PRODUCER) -> None:
     """The audit the Spark jobs read (closed files) counts every acknowledged record as a
     produce_batch answered ok. A killed proxy may take its last unflushed moments along:
-    at most (flush + drain interval) x 2 of its producer's records (RATE_PER_PRODUCER), and
+    at most (flush + drain interval) x 2 of its producer's records (at `rate` records/s), and
     nothing in-progress may be left for the jobs to skip."""
     audit = audited_produce_records(audit_dir)
     assert audit["inprogress"] == [], audit["inprogress"]
     for zone, acked in result.acked_by_zone.items():
         audited = audit["ok_records"].get(zone, 0)
-        allowance = (int(RATE_PER_PRODUCER * 2 * (AUDIT_FLUSH_S + AUDIT_DRAIN_S))
+        allowance = (int(rate * 2 * (AUDIT_FLUSH_S + AUDIT_DRAIN_S))
                      * sum(1 for z in killed_proxy_zones if z == zone))
         # >=: a batch answered ok whose answer died with the proxy is retried and audited twice.
         assert audited >= acked - allowance, (zone, audited, acked, allowance, audit["torn_tail"])
@@ -107,42 +108,44 @@ def in_turn(acked_at: list[int], *faults: tuple[float, object]):
 
 def test_a_broker_a_proxy_and_an_agent_killed_in_turn_mid_stream(env, tmp_path):
     """One process of each kind killed with kill -9 and restarted while the sidecars write (one
-    campaign, three faults, so the suite pays one fleet start and one read-back): use1-az1's
-    Kafka node (acks=all, idempotent, RF 3, min.insync.replicas 2: its partitions' leadership
-    moves to in-sync replicas in the other zones, the WAL route, and the node comes back as
-    a follower), then use1-az2's proxy (same port, a new WAL writer epoch), then use1-az3's
-    agent. Nothing acknowledged is lost, nothing fails: librdkafka rides through each
-    restart. (Tansu's restart lost batches whose sequences it had kept: docs/reliability.md,
-    finding 1.)"""
+    campaign, so the suite pays one fleet start and one read-back): first use1-az1's Kafka node
+    (acks=all, idempotent, RF 3, min.insync.replicas 2: its partitions' leadership moves to
+    in-sync replicas in the other zones, the WAL route, and the node comes back as a
+    follower), then together use1-az2's proxy (same port, a new WAL writer epoch) and
+    use1-az3's agent. Nothing acknowledged is lost, nothing fails: librdkafka rides through
+    each restart. (Tansu's restart lost batches whose sequences it had kept:
+    docs/reliability.md, finding 1.)"""
     broker_zone, proxy_zone, agent_zone = env.zones[0], env.zones[1], env.zones[2]
     node = env.kafka.node_of_rack(broker_zone.name)
 
     def kill_broker(ctx: TickContext) -> None:
         env.kafka.kill_node(node.node_id)
-        # Not waited for: the node rejoins while the next faults happen (a wait here would
-        # hold the ticks for seconds, and the faults due meanwhile would come late).
+        # Not waited for: the node rejoins while the run goes on (a wait here would hold the
+        # ticks for seconds, and the next fault would come late).
         env.kafka.start_node(node.node_id, wait=False)
 
-    def kill_proxy(ctx: TickContext) -> None:
+    def kill_proxy_and_agent(ctx: TickContext) -> None:
         ctx.fleet.kill("proxy", proxy_zone)
-        ctx.fleet.start_proxy(proxy_zone)
-
-    def kill_agent(ctx: TickContext) -> None:
         ctx.fleet.kill("agent", agent_zone)
         ctx.fleet.start_agent(agent_zone)
+        ctx.fleet.start_proxy(proxy_zone)
 
+    # Two fault moments, not three, and half the pace of the other campaigns (16 s): after the
+    # broker's kill the acknowledgements stall, then catch up in a burst; a CI run's second
+    # moment came at 93 % acknowledged and a third never came.
     acked_at: list[int] = []
     result = run_campaign(env, PACED, settings_for(env, tmp_path),
-                          in_turn(acked_at, (0.2, kill_broker), (0.4, kill_proxy), (0.6, kill_agent)),
-                          name="kill-each", records_per_s=RATE_PER_PRODUCER)
+                          in_turn(acked_at, (0.15, kill_broker), (0.4, kill_proxy_and_agent)),
+                          name="kill-each", records_per_s=RATE_PER_PRODUCER // 2)
 
-    assert len(acked_at) == 3 and all(n < TOTAL for n in acked_at), f"faults at {acked_at} of {TOTAL} acknowledged"
+    assert len(acked_at) == 2 and all(n < TOTAL for n in acked_at), f"faults at {acked_at} of {TOTAL} acknowledged"
     events = [what for _, what in result.events]
     assert events.count(f"kill -9 proxy {proxy_zone.name}") == 1, events
     assert f"kill -9 agent {agent_zone.name}" in events, events
     env.kafka.wait_ready(node_ids=[node.node_id])  # the killed node came back
     assert_nothing_acknowledged_lost(result)
-    assert_audit_accounts_for_acknowledged(result, tmp_path / "audit", killed_proxy_zones=[proxy_zone.name])
+    assert_audit_accounts_for_acknowledged(result, tmp_path / "audit", killed_proxy_zones=[proxy_zone.name],
+                                           rate=RATE_PER_PRODUCER // 2)
     assert all(code == 0 for code in result.producer_exit_codes.values()), result.producer_errors
     assert result.verification["acknowledged"] == TOTAL, result.producer_errors
 
