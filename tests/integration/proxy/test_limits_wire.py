@@ -174,9 +174,9 @@ async def test_the_receive_budget_stops_reading_instead_of_growing_and_recovers(
         # The budget, one 256 KiB read per connection, and one request on the overdraft (1 MiB).
         assert 1.5 * MiB <= held <= 2 * MiB + len(hostile) * 256 * 1024 + MiB, held
         senders.cancel_scope.cancel()
-    # The rest waits in the kernel's buffers (TCP backpressure). `sent` counts whole 64 KiB
-    # sends only; the one a sender was blocked in may already be partly read by the proxy.
-    assert held < sum(sent) + len(hostile) * 64 * 1024
+    # The rest waits in the kernel's buffers (TCP backpressure). `held` is not compared with
+    # the bytes sent: it counts the room a large frame's buffer has grown to, not only bytes
+    # arrived (proxy/receive_budget.py), and a CI run held 2.25 MiB when 1.75 MiB had been sent.
     for wire in hostile:
         await wire.aclose()
     await until(lambda: gauge("azsidecar_proxy_receive_buffered_bytes") == 0, timeout_s=10)
