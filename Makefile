@@ -21,16 +21,23 @@ $(BIN)/uv:
 # starts hundreds of processes. A file that does not compile could never be imported either.
 COMPILE_SITE_PACKAGES = $(BIN)/python -m compileall -q -j 0 \
 	$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null || true
+# uv's cache keeps old revisions of what it built: pyspark has no wheel on PyPI, so uv builds
+# it (~1.4 GB with its sources), and a CI machine that runs many fresh clones had piled up
+# 55 GB of stale revisions until its disk was full (2026-11-29). `prune` drops what no current
+# entry reaches in ~1 s and keeps the current build, so the next clone still reuses it.
+PRUNE_UV_CACHE = $(BIN)/uv cache prune -q >/dev/null 2>&1 || true
 # The demo's packages: the product, Spark for the audit, moto and Tansu, confluent-kafka.
 $(DEMO_STAMP): pyproject.toml | $(BIN)/uv
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[demo]'
 	@$(COMPILE_SITE_PACKAGES)
+	@$(PRUNE_UV_CACHE)
 	@touch $(DEMO_STAMP)
 
 # Everything the suite needs besides (linters, checkov, the other clients and codecs).
 $(TEST_STAMP): pyproject.toml | $(BIN)/uv
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[test]'
 	@$(COMPILE_SITE_PACKAGES)
+	@$(PRUNE_UV_CACHE)
 	@touch $(TEST_STAMP) $(DEMO_STAMP)
 
 # kcat, ethtool (the demo's links with offloads off), chromium + poppler-utils (the

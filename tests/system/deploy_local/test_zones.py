@@ -19,6 +19,9 @@ import pytest
 from deploy.local.scenario import TopicSpec, Workload, run_baseline
 from deploy.local.zones import PREFIX, cleanup_leftovers, three_zones
 
+# Builds its own network-namespace zones: runs in the second system group (tests/conftest.py).
+SYSTEM_GROUP = "system-netns"
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.root,

@@ -1,8 +1,10 @@
 """An idempotent producer's connection moves between zone gateway instances mid-run.
 
-Real parts over loopback sockets: moto (the WAL bucket), Tansu (the cluster), one agent for
-zone use1-az2, two `azsidecar proxy` gateway instances of zone use1-az1 (policy wal: every
-batch goes through S3 and the agent), confluent-kafka as the producer and the consumer. A
+Real parts over loopback sockets: the shared loopback zones on Apache Kafka (three KRaft
+nodes, one rack per zone; their moto holds the WAL bucket), one agent for the second zone,
+two `azsidecar proxy` gateway instances of the first zone (policy wal; every partition is
+led in the second zone: every batch goes through S3 and the agent), confluent-kafka as the
+producer and the consumer. A
 small TCP load balancer stands in for the zone's NLB: each new connection goes to the first
 instance that accepts it, and a connection ends when its instance's end does. Both
 instances advertise the balancer's address, as gateways advertise their zonal name.
@@ -24,13 +26,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 import trio
 
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process, wait_for_port
-from tests.conftest import create_topics, unique_name
+from tests.conftest import unique_name
 from tests.integration.azsidecar.test_gateway_workers import consume
 from tests.integration.proxy.clients_matrix import PARTITIONS
 
@@ -120,19 +123,26 @@ def produce_records(log_dir: Path) -> list[dict]:
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("how", ["kill-9", "sigterm"])
-def test_connection_moves_between_gateways_without_loss_or_reordering(how, s3_bucket, tansu, tmp_path):
+def test_connection_moves_between_gateways_without_loss_or_reordering(how, loopback_kafka_zones, tmp_path):
     from confluent_kafka import Producer
 
-    server, bucket = s3_bucket
+    zones = loopback_kafka_zones
+    gateway_zone, agent_zone = zones.zones[0].name, zones.zones[1].name
+    bootstrap, endpoint, bucket = zones.cluster_bootstrap, zones.s3_local_endpoint, "wal"
+    servers = ", ".join(f'"{z.broker_bootstrap}"' for z in zones.zones)  # a TOML list
     topic = unique_name("moves")
-    create_topics(tansu.bootstrap, {topic: PARTITIONS})
+    # Every partition led in the agent's zone (an agent appends only to leaders in its own zone),
+    # a replica in every zone: the first replica of an assignment leads.
+    order = [zones.kafka.node_of_rack(z).node_id for z in (agent_zone, gateway_zone, zones.zones[2].name)]
+    zones.kafka.create_topic(topic, PARTITIONS, assignments={p: order for p in range(PARTITIONS)})
+    assert set(zones.kafka.leader_racks(topic).values()) == {agent_zone}
     env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": secrets.token_hex(24),
            "AWS_DEFAULT_REGION": "us-east-1"}
     agent_port, port_a, port_b = free_port(), free_port(), free_port()
-    wal = f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{server.endpoint_url}"\nlinger_ms = 50\n'
+    wal = f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\nlinger_ms = 50\n'
     audit = f'[audit]\noutput = "{tmp_path / "audit"}"\n'
     agent_cfg = tmp_path / "agent.toml"
-    agent_cfg.write_text(f'zone = "use1-az2"\n[upstream]\nbootstrap_servers = ["{tansu.bootstrap}"]\n{wal}'
+    agent_cfg.write_text(f'zone = "{agent_zone}"\n[upstream]\nbootstrap_servers = [{servers}]\n{wal}'
                          f'[agent]\nlisten_host = "127.0.0.1"\nlisten_port = {agent_port}\n{audit}')
     with contextlib.ExitStack() as stack:
         agent = _start([sys.executable, "-m", "azsidecar", "agent", "--config", str(agent_cfg)], env,
@@ -143,11 +153,11 @@ def test_connection_moves_between_gateways_without_loss_or_reordering(how, s3_bu
         for name, port in (("gw-a", port_a), ("gw-b", port_b)):
             cfg = tmp_path / f"{name}.toml"
             cfg.write_text(
-                f'zone = "use1-az1"\n[proxy]\nlisten_host = "127.0.0.1"\nlisten_port = {port}\nproxy_id = "{name}"\n'
+                f'zone = "{gateway_zone}"\n[proxy]\nlisten_host = "127.0.0.1"\nlisten_port = {port}\nproxy_id = "{name}"\n'
                 f'advertised_host = "127.0.0.1"\nadvertised_port = {balancer.port}\nshutdown_grace_s = 10\n'
-                f'[upstream]\nbootstrap_servers = ["{tansu.bootstrap}"]\n'
-                f'[router]\npolicy = "wal"\n[router.partition_zones]\n"{topic}:*" = "use1-az2"\n'
-                f'[notify.agents]\n"use1-az2" = "127.0.0.1:{agent_port}"\n{wal}{audit}[authz]\nsource = "none"\n')
+                f'[upstream]\nbootstrap_servers = [{servers}]\n'
+                f'[router]\npolicy = "wal"\n[router.partition_zones]\n"{topic}:*" = "{agent_zone}"\n'
+                f'[notify.agents]\n"{agent_zone}" = "127.0.0.1:{agent_port}"\n{wal}{audit}[authz]\nsource = "none"\n')
             gateways[name] = _start([sys.executable, "-m", "azsidecar", "proxy", "--config", str(cfg)], env,
                                     tmp_path / f"{name}.log", port, name)
             stack.callback(stop_process, gateways[name])
@@ -166,6 +176,13 @@ def test_connection_moves_between_gateways_without_loss_or_reordering(how, s3_bu
                              "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500})
         moved = False
         for start in range(0, RECORDS, CHUNK):
+            # At most a third of the records unacknowledged before A goes: the first acks wait for
+            # the idempotent producer's id and the first WAL round, and production must not end
+            # before a third is acknowledged (a bounded wait on acknowledgements, not on time).
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not moved and start - len(acked) >= RECORDS // 3:
+                assert time.monotonic() < deadline, f"{len(acked)} of {start} records acknowledged"
+                producer.poll(0.05)
             for i in range(start, start + CHUNK):
                 producer.produce(topic, key=f"k{i % KEYS}".encode(), value=f"{i:06d}".encode(),
                                  on_delivery=on_delivery)
@@ -182,7 +199,7 @@ def test_connection_moves_between_gateways_without_loss_or_reordering(how, s3_bu
         assert gateways["gw-a"].wait(timeout=30) == (-signal.SIGKILL if how == "kill-9" else 0)
         assert sorted(acked) == list(range(RECORDS))
 
-        received = consume(tansu.bootstrap, topic, RECORDS, timeout_s=60)
+        received = consume(bootstrap, topic, RECORDS, timeout_s=60)
         values = sorted(int(v) for records in received.values() for _, v in records)
         assert values == list(range(RECORDS)), "lost or duplicated records"
         for records in received.values():
