@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test unit check setup demo-setup system-packages demo-system-packages kafka-jars bytecode clean bench
+.PHONY: demo test unit check setup demo-setup system-packages demo-system-packages kafka-jars bytecode clean bench tools
 
 # Python packages are installed with uv (from PyPI, into the venv): parallel downloads and
 # builds, several times faster than pip on a fresh machine, where pyspark's 400 MB dominate.
@@ -41,9 +41,11 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/uv
 	@touch $(TEST_STAMP) $(DEMO_STAMP)
 
 # kcat, ethtool (the demo's links with offloads off), chromium + poppler-utils (the
-# report's print check), Java and Maven (Apache Kafka) are Debian packages; install the
-# missing ones when we can (root). The demo needs only ethtool, Java and Maven.
-SYSTEM_PACKAGES := kcat:kcat ethtool:ethtool chromium:chromium pdftoppm:poppler-utils java:openjdk-17-jre-headless mvn:maven
+# report's print check), Java and Maven (Apache Kafka), promtool (the alerting rules'
+# checks; Debian's prometheus package) are Debian packages; install the missing ones when
+# we can (root). The demo needs only ethtool, Java and Maven.
+SYSTEM_PACKAGES := kcat:kcat ethtool:ethtool chromium:chromium pdftoppm:poppler-utils java:openjdk-17-jre-headless mvn:maven \
+	promtool:prometheus
 DEMO_SYSTEM_PACKAGES := ethtool:ethtool java:openjdk-17-jre-headless mvn:maven
 define install_missing
 	@missing=""; for pair in $(1); do \
@@ -76,6 +78,13 @@ bytecode: $(DEMO_STAMP)
 	@$(BIN)/python -m compileall -q -j 0 $(PROJECT_PACKAGES) >/dev/null || true
 
 setup: $(TEST_STAMP) system-packages kafka-jars bytecode
+
+# helm for the chart tests (tests/integration/deploy/test_helm_chart.py), built from its Go
+# module and kept per version in ~/.cache/azsidecar/tools (deploy/tools/install-tools.sh). Not
+# part of setup: no registry this machine kind reaches serves a helm binary, and the first
+# build took 45-50 min on two loaded cores (2026-11-28); without it those tests skip, naming it.
+tools: system-packages
+	deploy/tools/install-tools.sh
 
 # The demo starts Kafka once: the class-data archive (one more start) would not pay for itself.
 demo-setup: $(DEMO_STAMP) demo-system-packages bytecode

@@ -1,4 +1,4 @@
-"""`make test` keeps each xdist group on one worker: each system group runs one test after another
+"""`make test` keeps each xdist group on one worker: the system tier runs one test after another
 (its tests assert latency bounds that a second system beside them would eat into) and shared
 clusters start once per group. This runs pytest-xdist the way `make test` does on a cheap file
 of the system tier and checks where its tests ran."""

@@ -9,14 +9,14 @@ import pytest
 from tests.conftest import xdist_group_of
 
 
-@pytest.mark.parametrize(("relative", "version", "system_group", "expected"), [
-    ("system/e2e/test_three_zones_loopback.py", None, None, "system"),
-    ("system/e2e/test_demo_netns.py", None, "system-netns", "system-netns"),
-    ("integration/kafka/test_wal_on_kafka.py", None, None, "kafka-default"),
-    ("integration/kafka/test_kafka_3.py", "3.9.1", None, "kafka-3.9.1"),
-    ("integration/spark_audit/test_jobs.py", None, None, "spark"),
-    ("integration/proxy/test_wire.py", None, None, "integration/proxy/test_wire.py"),
-    ("integration/test_moto_atomic.py", None, None, "integration/test_moto_atomic.py"),
+@pytest.mark.parametrize(("relative", "version", "expected"), [
+    ("system/e2e/test_three_zones_loopback.py", None, "system"),
+    ("system/e2e/test_demo_netns.py", None, "system"),
+    ("integration/kafka/test_wal_on_kafka.py", None, "kafka-default"),
+    ("integration/kafka/test_kafka_3.py", "3.9.1", "kafka-3.9.1"),
+    ("integration/spark_audit/test_jobs.py", None, "spark"),
+    ("integration/proxy/test_wire.py", None, "integration/proxy/test_wire.py"),
+    ("integration/test_moto_atomic.py", None, "integration/test_moto_atomic.py"),
 ])
-def test_group_of_a_test_file(relative, version, system_group, expected):
-    assert xdist_group_of(relative.replace("/", os.sep), version, system_group) == expected
+def test_group_of_a_test_file(relative, version, expected):
+    assert xdist_group_of(relative.replace("/", os.sep), version) == expected

@@ -1,5 +1,6 @@
 """Where the deploy tests find helm and promtool: $AZSIDECAR_HELM / $AZSIDECAR_PROMTOOL, the
-project's .tools/bin (deploy/tools/install-tools.sh), or PATH."""
+project's .tools/bin (`make tools`: deploy/tools/install-tools.sh), or PATH (promtool: Debian's
+prometheus package, which `make setup` installs as root)."""
 
 from __future__ import annotations
 
@@ -17,5 +18,5 @@ def tool(name: str) -> str:
     local = ROOT / ".tools" / "bin" / name
     found = given or (str(local) if local.exists() else shutil.which(name))
     if not found:
-        pytest.skip(f"{name} not installed: run deploy/tools/install-tools.sh (go install into .tools/bin)")
+        pytest.skip(f"{name} not installed: run `make tools` (deploy/tools/install-tools.sh builds it with go install)")
     return found
