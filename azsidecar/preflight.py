@@ -19,9 +19,9 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from azsidecar.failures import StartupFailure
 from core.configload import ConfigError
 from core.msk_iam import MskIamError
-from kafka_upstream.upstream import UpstreamError
-from leader_notify.agent.appender import KafkaAppendUnavailable
-from proxy.acl_source import AclSourceError
+from kafka_upstream.errors import UpstreamError
+from leader_notify.agent.errors import KafkaAppendUnavailable
+from proxy.acl_errors import AclSourceError
 from wal_s3.config import WalConfig
 from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriteError

@@ -29,7 +29,7 @@ from azsidecar.secrets import resolve_secrets
 from azsidecar.status import StatusServer
 from core.audit import AuditSink, NullAuditSink
 from core.configload import ConfigError
-from leader_notify.agent.appender import KafkaAppendUnavailable
+from leader_notify.agent.errors import KafkaAppendUnavailable
 from leader_notify.agent.runner import running_agent
 from leader_notify.metrics import process_agent_metrics
 from spark_audit.writer import AuditWriter

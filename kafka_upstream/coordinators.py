@@ -40,8 +40,9 @@ from kafka_protocol.kafka_codec import (
     RequestFrame,
     is_flexible,
 )
+from kafka_upstream.errors import UpstreamError
 from kafka_upstream.metadata import MetadataCache
-from kafka_upstream.upstream import RawRequest, UpstreamCluster, UpstreamError
+from kafka_upstream.upstream import RawRequest, UpstreamCluster
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,10 @@ from kafka_protocol.produce import (
     TopicProduceData,
     encode_produce_response,
 )
+from kafka_upstream.errors import UpstreamError, UpstreamTimeout
 from kafka_upstream.metadata import MetadataCache
 from kafka_upstream.tail_read import verify_duplicate
-from kafka_upstream.upstream import UpstreamCluster, UpstreamError, UpstreamTimeout
+from kafka_upstream.upstream import UpstreamCluster
 
 log = logging.getLogger(__name__)
 

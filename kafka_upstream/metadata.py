@@ -19,7 +19,8 @@ import trio
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from core.errors import LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_OR_PARTITION
-from kafka_upstream.upstream import BOOTSTRAP_NODE, BrokerAddress, UpstreamCluster, UpstreamError
+from kafka_upstream.errors import UpstreamError
+from kafka_upstream.upstream import BOOTSTRAP_NODE, BrokerAddress, UpstreamCluster
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
 from core.duplicates import BatchHeader, TailSearch, Verdict, batch_headers, covered_until
-from kafka_upstream.upstream import UpstreamCluster, UpstreamConnection, UpstreamError
+from kafka_upstream.errors import UpstreamError
+from kafka_upstream.upstream import UpstreamCluster, UpstreamConnection
 
 log = logging.getLogger(__name__)
 

@@ -33,26 +33,18 @@ from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from core.errors import SidecarError
 from core.msk_iam import MskIamError, MskIamTokens, reauthenticate_after_ms
 from core.tls import client_context
 from kafka_protocol.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS
 from kafka_protocol.produce import ProduceRequestData, decode_produce_response, encode_produce_request_parts
 from kafka_upstream.config import UpstreamConfig
+from kafka_upstream.errors import UpstreamError, UpstreamTimeout
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a Metadata answer of a huge cluster stays far below
 BOOTSTRAP_NODE = -1  # connection made to a bootstrap address before metadata names nodes
-
-
-class UpstreamError(SidecarError):
-    """The upstream broker could not be reached or answered garbage (retriable)."""
-
-
-class UpstreamTimeout(UpstreamError):
-    """The upstream broker did not answer in time."""
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,12 @@ import trio
 from kafka.protocol.admin import DescribeAclsRequest
 
 from core import errors
+from kafka_upstream.errors import UpstreamError
 from kafka_upstream.metadata import MetadataCache
-from kafka_upstream.upstream import UpstreamCluster, UpstreamError
+from kafka_upstream.upstream import UpstreamCluster
 from proxy import metrics
 from proxy.acl import AclSet
+from proxy.acl_errors import AclSourceError
 from proxy.acl_rules import bindings_from_describe
 
 log = logging.getLogger(__name__)
@@ -32,10 +34,6 @@ DENY_ALL = AclSet()
 ANY = 1  # Kafka's ANY for resource type, pattern type, operation and permission filters
 API_DESCRIBE_ACLS = 29
 HIGHEST_DESCRIBE_ACLS_VERSION = 3  # kafka-python's classes decode v0-v3
-
-
-class AclSourceError(Exception):
-    """DescribeAcls failed: the broker's error (e.g. CLUSTER_AUTHORIZATION_FAILED, SECURITY_DISABLED) or no broker."""
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,9 @@ from kafka_upstream.direct import (
     refuse_partitions,
     validate_produce,
 )
+from kafka_upstream.errors import UpstreamError
 from kafka_upstream.metadata import MetadataCache, build_client_metadata
-from kafka_upstream.upstream import UpstreamCluster, UpstreamError, open_upstream
+from kafka_upstream.upstream import UpstreamCluster, open_upstream
 from proxy import authorize, limits, metrics
 from proxy.acl import AclProvider, AclSet, Request
 from proxy.acl_rules import AclFileError, parse_acl_file

@@ -37,8 +37,8 @@ from core.audit import AuditSink, NullAuditSink
 from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, ProduceContext, Results, ResultsConsumer
 from core.zones import leader_zone
 from kafka_upstream.direct import DirectBackend
+from kafka_upstream.errors import UpstreamError
 from kafka_upstream.metadata import MetadataCache
-from kafka_upstream.upstream import UpstreamError
 from leader_notify.sender.notifier import NotifySink, ZoneAnswer, ZoneNotifier
 from leader_notify.sender.owners import health_key
 from leader_notify.sender.sender import Answer

@@ -15,7 +15,7 @@ import asyncio
 from aiokafka.abc import AbstractTokenProvider
 
 from core.msk_iam import MskIamError, MskIamTokens
-from leader_notify.agent.appender import KafkaAppendUnavailable
+from leader_notify.agent.errors import KafkaAppendUnavailable
 
 
 class AiokafkaMskIamTokens(AbstractTokenProvider):

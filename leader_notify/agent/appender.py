@@ -63,6 +63,7 @@ from core.errors import (
 )
 from core.zones import leader_zone
 from kafka_protocol.produce import Batch, ProduceAnswer
+from leader_notify.agent.errors import KafkaAppendUnavailable
 from leader_notify.agent.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
 from leader_notify.agent.produce_request import RawProduceRequest
 from leader_notify.agent.sequence_chain import SequenceChain
@@ -837,5 +838,3 @@ class _TailUnreadable(Exception):
     """The leader's answer to a tail read could not be used."""
 
 
-class KafkaAppendUnavailable(RuntimeError):
-    """The zone's cluster could not be reached at start-up."""

@@ -7,7 +7,7 @@ import pytest
 
 from core import errors
 from core.errors import SidecarError, exception_is_retriable
-from kafka_upstream.upstream import UpstreamError, UpstreamTimeout
+from kafka_upstream.errors import UpstreamError, UpstreamTimeout
 from leader_notify.sender.sender import NotifyError
 from wal_s3.gc import CheckpointError
 from wal_s3.reader import WalNotFoundError, WalReadError

@@ -13,7 +13,8 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 
 from leader_notify.agent import appender as appender_module
-from leader_notify.agent.appender import KafkaAppender, KafkaAppendUnavailable
+from leader_notify.agent.appender import KafkaAppender
+from leader_notify.agent.errors import KafkaAppendUnavailable
 
 PASSWORD = "never-Shown-77"
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from kafka_upstream.config import UpstreamConfig
-from kafka_upstream.upstream import UpstreamCluster, UpstreamError, open_upstream
+from kafka_upstream.errors import UpstreamError
+from kafka_upstream.upstream import UpstreamCluster, open_upstream
 
 SASL = "SASL SCRAM-SHA-512 authentication as 'alice' failed (error 58): Authentication failed"
 TLS = "connect failed: SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed')"

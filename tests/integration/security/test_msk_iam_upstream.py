@@ -19,9 +19,11 @@ from kafka.protocol.metadata import MetadataRequest
 from core.msk_iam import MskIamError, MskIamTokens
 from kafka_protocol.kafka_codec import encode_response
 from kafka_upstream.config import UpstreamConfig
-from kafka_upstream.upstream import UpstreamConnection, UpstreamError, open_upstream
+from kafka_upstream.errors import UpstreamError
+from kafka_upstream.upstream import UpstreamConnection, open_upstream
 from leader_notify.agent._msk_iam import AiokafkaMskIamTokens
-from leader_notify.agent.appender import AppendResult, KafkaAppender, KafkaAppendUnavailable
+from leader_notify.agent.appender import AppendResult, KafkaAppender
+from leader_notify.agent.errors import KafkaAppendUnavailable
 from leader_notify.agent.runner import aiokafka_security
 from tests.integration.proxy.kafka_wire import record_batch
 from tests.integration.security.msk_iam_double import (

@@ -17,7 +17,8 @@ import asyncio
 import pytest
 
 from kafka_upstream.config import UpstreamConfig
-from kafka_upstream.upstream import UpstreamError, open_upstream
+from kafka_upstream.errors import UpstreamError
+from kafka_upstream.upstream import open_upstream
 from proxy.config import ProxyConfig
 from proxy.server import run_proxy
 from tests.integration.proxy.kafka_wire import Wire, produce_request, record_batch

@@ -16,8 +16,9 @@ from prometheus_client import REGISTRY
 from core.audit import MemoryAuditSink
 from core.produce import AwaitedCompletion, PartitionBatches, PartitionResult, ProduceContext
 from core.record_batch import RecordBatch
+from kafka_upstream.errors import UpstreamTimeout
 from kafka_upstream.metadata import PartitionInfo
-from kafka_upstream.upstream import BrokerAddress, UpstreamTimeout
+from kafka_upstream.upstream import BrokerAddress
 from leader_notify.protocol import EntryResult
 from leader_notify.sender.owners import AgentMap
 from leader_notify.sender.sender import Answer
