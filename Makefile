@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test unit check setup demo-setup system-packages demo-system-packages kafka-jars bytecode clean bench tools
+.PHONY: demo test unit check setup demo-setup system-packages demo-system-packages kafka-jars clean bench tools
 
 # Python packages are installed with uv (from PyPI, into the venv): parallel downloads and
 # builds, several times faster than pip on a fresh machine, where pyspark's 400 MB dominate.
@@ -13,14 +13,14 @@ $(BIN)/uv:
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv
 
-# Bytecode is compiled at install (uv's --compile-bytecode, then compileall for whatever it
-# left: a no-op install compiles nothing) and for the project's own packages (`bytecode`):
-# with PYTHONDONTWRITEBYTECODE=1 in the environment (as on this machine kind) nothing else
-# writes it, and every Python process recompiled what it imported. A proxy's imports took
-# 2.2-3.0 CPU-s in a fresh venv against 1.15 with compiled bytecode (2026-11-29); the suite
-# starts hundreds of processes. A file that does not compile could never be imported either.
-COMPILE_SITE_PACKAGES = $(BIN)/python -m compileall -q -j 0 \
-	$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null || true
+# Python writes bytecode as it imports, once per module: this machine kind sets
+# PYTHONDONTWRITEBYTECODE=1, and with it every process recompiled what it imported (a proxy's
+# imports took 2.2-3.0 CPU-s in a fresh venv against 1.15 with bytecode, 2026-11-29; the suite
+# starts hundreds of processes). Writing on demand compiles only what runs, instead of
+# compiling the whole venv at install (40 s of a fresh setup, 61 CPU-s, mostly pyspark modules
+# nothing imports). Concurrent writers are safe: CPython replaces a .pyc atomically.
+unexport PYTHONDONTWRITEBYTECODE
+
 # uv's cache keeps old revisions of what it built: pyspark has no wheel on PyPI, so uv builds
 # it (~1.4 GB with its sources), and a CI machine that runs many fresh clones had piled up
 # 55 GB of stale revisions until its disk was full (2026-11-29). `prune` drops what no current
@@ -28,15 +28,13 @@ COMPILE_SITE_PACKAGES = $(BIN)/python -m compileall -q -j 0 \
 PRUNE_UV_CACHE = $(BIN)/uv cache prune -q >/dev/null 2>&1 || true
 # The demo's packages: the product, Spark for the audit, moto and Tansu, confluent-kafka.
 $(DEMO_STAMP): pyproject.toml | $(BIN)/uv
-	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[demo]'
-	@$(COMPILE_SITE_PACKAGES)
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[demo]'
 	@$(PRUNE_UV_CACHE)
 	@touch $(DEMO_STAMP)
 
 # Everything the suite needs besides (linters, checkov, the other clients and codecs).
 $(TEST_STAMP): pyproject.toml | $(BIN)/uv
-	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[test]'
-	@$(COMPILE_SITE_PACKAGES)
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]'
 	@$(PRUNE_UV_CACHE)
 	@touch $(TEST_STAMP) $(DEMO_STAMP)
 
@@ -70,14 +68,7 @@ demo-system-packages:
 kafka-jars: $(TEST_STAMP)
 	$(BIN)/python -W "ignore:::runpy" -m deploy.local.kafka_jars fetch
 
-# The project's own modules (skips what is up to date; an edited file is recompiled by the
-# next run of this, and until then Python compiles it in memory as before).
-PROJECT_PACKAGES := core azsidecar proxy router wal_s3 leader_notify spark_audit deploy leader_placement \
-	kafka_protocol kafka_upstream planner bench tests
-bytecode: $(DEMO_STAMP)
-	@$(BIN)/python -m compileall -q -j 0 $(PROJECT_PACKAGES) >/dev/null || true
-
-setup: $(TEST_STAMP) system-packages kafka-jars bytecode
+setup: $(TEST_STAMP) system-packages kafka-jars
 
 # helm for the chart tests (tests/integration/deploy/test_helm_chart.py), built from its Go
 # module and kept per version in ~/.cache/azsidecar/tools (deploy/tools/install-tools.sh). Not
@@ -87,7 +78,7 @@ tools: system-packages
 	deploy/tools/install-tools.sh
 
 # The demo starts Kafka once: the class-data archive (one more start) would not pay for itself.
-demo-setup: $(DEMO_STAMP) demo-system-packages bytecode
+demo-setup: $(DEMO_STAMP) demo-system-packages
 	$(BIN)/python -W "ignore:::runpy" -m deploy.local.kafka_jars fetch --newest --no-class-archive
 
 # Static checks first (seconds): lint, the layer contracts, strict types on the core.
@@ -97,12 +88,12 @@ check: setup
 	$(BIN)/mypy
 
 # The unit tier (tests/unit): pure tests, no sockets, subprocesses or JVM (its conftest refuses
-# them); stops on the first failure. Run it after every edit. `time make unit`, 2026-11-29,
-# 990 tests in one process: 33-36 s of CPU with bytecode cached (39-43 s with
-# PYTHONDONTWRITEBYTECODE=1); wall clock 43 s to 2 min on a 2-core host that was also running
-# Kafka brokers (load 3-14).
+# them); stops on the first failure. Run it after every edit. On UNIT_WORKERS processes: 1,376
+# tests took 49 s in one process and 35-38 s on two (62 CPU-s against 45: each worker imports
+# everything), on an idle 2-core host, 2026-11-29.
+UNIT_WORKERS ?= 2
 unit: setup
-	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests/unit
+	$(BIN)/python -m pytest -q -x -n $(UNIT_WORKERS) -p no:cacheprovider tests/unit
 
 # `make test`: the static checks, then the unit tier (stopping on its first failure), then the
 # rest on TEST_WORKERS parallel workers (pytest-xdist groups, tests/conftest.py): the
