@@ -38,23 +38,23 @@ if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
 # The test pyramid by directory: tests/unit (pure; its conftest refuses sockets, subprocesses
 # and the JVM), tests/integration (one real part or a few: moto, Kafka, Tansu, clients, Spark),
 # tests/system (three zones of processes: end to end, reliability campaigns, the local fleet).
-# The system tests (marker "serial") run one at a time in each of two groups, on two workers of
-# `make test`, while the other workers run the integration tier: the modules that build their
-# own network-namespace zones (own cluster, own S3, root) set SYSTEM_GROUP = NETNS_SYSTEM_GROUP,
-# the rest share the loopback Kafka zones (`loopback_kafka_zones`) in the "system" group.
+# The system tests run one at a time (marker "serial"), on one worker of `make test` while the
+# other workers run the integration tier. A system module that makes no timing claim (only
+# bytes, records and bounded waits) and shares no environment with the others sets
+# BESIDE_THE_SYSTEM_TIER = True: it runs as a group of its own, beside the chain, at the
+# integration tier's priority, and the chain (the run's longest) gets shorter.
 SYSTEM_TIER = "system"
-NETNS_SYSTEM_GROUP = "system-netns"
 
 
-def xdist_group_of(relative: str, kafka_version: str | None, system_group: str | None = None) -> str:
+def xdist_group_of(relative: str, kafka_version: str | None, beside: bool = False) -> str:
     """The pytest-xdist group a test runs in (`make test` runs `--dist loadgroup`): the
-    system tier in two groups (its module's `system_group`, else "system"), one test after
-    another in each; the tests on a shared Apache Kafka cluster in one group per broker
-    version, so each version's cluster starts once; the Spark job tests in one group (one
-    SparkSession); every other test file its own group, so its module fixtures start once."""
+    system tier in one group, one test after another (a module `beside` it: its own group);
+    the tests on a shared Apache Kafka cluster in one group per broker version, so each
+    version's cluster starts once; the Spark job tests in one group (one SparkSession);
+    every other test file its own group, so its module fixtures start once."""
     parts = relative.split(os.sep)
     if parts[0] == SYSTEM_TIER:
-        return system_group or "system"
+        return relative if beside else "system"
     package = parts[1] if parts[0] == "integration" and len(parts) > 2 else ""
     if package == "kafka":
         return f"kafka-{kafka_version or 'default'}"
@@ -78,7 +78,7 @@ def pytest_collection_modifyitems(config, items):
         if relative.split(os.sep, 1)[0] == SYSTEM_TIER:
             item.add_marker(pytest.mark.serial)
         version = getattr(item.module, "KAFKA_GROUP_VERSION", None)
-        group = xdist_group_of(relative, version, getattr(item.module, "SYSTEM_GROUP", None))
+        group = xdist_group_of(relative, version, getattr(item.module, "BESIDE_THE_SYSTEM_TIER", False))
         _GROUP_OF[item.nodeid] = group
         _GROUP_OF[f"{item.nodeid}@{group}"] = group  # the node id once xdist has appended the group
         item.add_marker(pytest.mark.xdist_group(group))
@@ -116,8 +116,8 @@ OTHER_NICENESS = 10
 def _renice_for(item) -> None:
     if not _WORKER or os.geteuid() != 0:
         return
-    system = os.path.relpath(str(item.path), os.path.dirname(__file__)).split(os.sep, 1)[0] == SYSTEM_TIER
-    os.setpriority(os.PRIO_PROCESS, 0, SYSTEM_NICENESS if system else OTHER_NICENESS)
+    chain = _GROUP_OF.get(item.nodeid) == "system"
+    os.setpriority(os.PRIO_PROCESS, 0, SYSTEM_NICENESS if chain else OTHER_NICENESS)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -9,6 +9,10 @@ from kafka.admin import KafkaAdminClient
 from deploy.local.scenario import TopicSpec, Workload, run_baseline
 from deploy.local.zones import three_zones
 
+# Bytes, records and bounded waits only, and an environment of its own: runs beside the
+# system tier's chain at the integration tier's priority (tests/conftest.py).
+BESIDE_THE_SYSTEM_TIER = True
+
 
 def test_loopback_zones_are_unmetered():
     with three_zones(mode="loopback", start_s3=False, start_brokers=False) as env:

@@ -14,6 +14,10 @@ import pytest
 
 from tests.conftest import create_topics, unique_name
 
+# Bytes, records and bounded waits only, and an environment of its own: runs beside the
+# system tier's chain at the integration tier's priority (tests/conftest.py).
+BESIDE_THE_SYSTEM_TIER = True
+
 pytestmark = pytest.mark.integration
 
 _SPEC = importlib.util.spec_from_file_location(

@@ -19,8 +19,9 @@ import pytest
 from deploy.local.scenario import TopicSpec, Workload, run_baseline
 from deploy.local.zones import PREFIX, cleanup_leftovers, three_zones
 
-# Builds its own network-namespace zones: runs in the second system group (tests/conftest.py).
-SYSTEM_GROUP = "system-netns"
+# Bytes, records and bounded waits only, and an environment of its own: runs beside the
+# system tier's chain at the integration tier's priority (tests/conftest.py).
+BESIDE_THE_SYSTEM_TIER = True
 
 pytestmark = [
     pytest.mark.integration,

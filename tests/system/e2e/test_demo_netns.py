@@ -13,9 +13,6 @@ import shutil
 
 import pytest
 
-# Builds its own network-namespace zones: runs in the second system group (tests/conftest.py).
-SYSTEM_GROUP = "system-netns"
-
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.root, pytest.mark.timeout(900),
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root; "
                                                             "tests/system/e2e/test_three_zones_loopback.py covers loopback")]

@@ -21,8 +21,9 @@ import pytest
 from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
 from deploy.local.zones import three_zones
 
-# Builds its own network-namespace zones: runs in the second system group (tests/conftest.py).
-SYSTEM_GROUP = "system-netns"
+# Bytes, records and bounded waits only, and an environment of its own: runs beside the
+# system tier's chain at the integration tier's priority (tests/conftest.py).
+BESIDE_THE_SYSTEM_TIER = True
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.root, pytest.mark.timeout(600),
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

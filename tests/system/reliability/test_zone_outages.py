@@ -32,9 +32,6 @@ from tests.system.reliability.zone_faults import (
     whole_zone,
 )
 
-# Builds its own network-namespace zones: runs in the second system group (tests/conftest.py).
-SYSTEM_GROUP = "system-netns"
-
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300),
               pytest.mark.skipif(not netns_available(), reason="netns mode needs root and iproute2")]
 
