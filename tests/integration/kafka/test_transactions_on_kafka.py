@@ -70,6 +70,20 @@ def transactional(bootstrap: str, transactional_id: str, **extra) -> confluent_k
                                      "linger.ms": 5, "transaction.timeout.ms": 60_000, **extra})
 
 
+def send_offsets(producer: confluent_kafka.Producer, offsets: list[confluent_kafka.TopicPartition],
+                 group_metadata, attempts: int = 5) -> None:
+    """send_offsets_to_transaction as confluent-kafka documents its use: retried while the
+    error says it may be (a loaded CI run met "Failed to commit offsets to transaction on
+    broker (none)" while the group's coordinator was not known yet); anything else raises."""
+    for attempt in range(1, attempts + 1):
+        try:
+            producer.send_offsets_to_transaction(offsets, group_metadata, 30)
+            return
+        except confluent_kafka.KafkaException as exc:
+            if attempt == attempts or not exc.args[0].retriable():
+                raise
+
+
 def per_partition(*runs: list[tuple[int, int]]) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for run in runs:
@@ -445,17 +459,14 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it_and_dropped_with_it
             p.init_transactions(30)
             p.begin_transaction()
             produce(p, sink, [(0, 1), (1, 2), (2, 3)], delivery)
-            p.send_offsets_to_transaction([confluent_kafka.TopicPartition(source, 0, 42),
-                                           confluent_kafka.TopicPartition(source, 1, 7)],
-                                          consumer.consumer_group_metadata(), 30)
+            send_offsets(p, [confluent_kafka.TopicPartition(source, 0, 42), confluent_kafka.TopicPartition(source, 1, 7)],
+                         consumer.consumer_group_metadata())
             p.abort_transaction(30)
             after_abort = {tp.partition: tp.offset for tp in consumer.committed(positions, timeout=30)}
             p.begin_transaction()
             produce(p, sink, [(0, 4), (1, 5), (2, 6)], delivery)
-            p.send_offsets_to_transaction([confluent_kafka.TopicPartition(source, 0, 50),
-                                           confluent_kafka.TopicPartition(source, 1, 9),
-                                           confluent_kafka.TopicPartition(source, 2, 3)],
-                                          consumer.consumer_group_metadata(), 30)
+            send_offsets(p, [confluent_kafka.TopicPartition(source, 0, 50), confluent_kafka.TopicPartition(source, 1, 9),
+                             confluent_kafka.TopicPartition(source, 2, 3)], consumer.consumer_group_metadata())
             p.commit_transaction(30)
             log = proxy.log_text()
         after_commit = {tp.partition: tp.offset for tp in consumer.committed(positions, timeout=30)}
