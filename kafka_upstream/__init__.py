@@ -3,6 +3,8 @@
 Modules:
 - `config`: `UpstreamConfig`, the `[upstream]` settings (brokers, timeouts, TLS, SASL).
 - `upstream`: `UpstreamCluster`, its pipelined connections to the brokers, `open_upstream`.
+- `errors`: `UpstreamError`, `UpstreamTimeout` (small on purpose: the start-up checks of both
+  processes import them without the client).
 - `metadata`: `MetadataCache`, the cluster's topics and leaders with their racks.
 - `coordinators`: FindCoordinator answers and the transactional requests forwarded upstream.
 - `tail_read`: reads a partition's log tail (is a batch the leader called a duplicate there?).
