@@ -11,13 +11,19 @@ joining copy of ~1 MB Produce requests was ~13 % of the proxy's busy time in sat
 That buffer grows with the bytes received (doubling, at most FRAME_AHEAD_BYTES or the bytes
 already there ahead of them), never to the size the frame announces: a 20-byte header
 announcing 16 MiB costs 256 KiB, not 16 MiB. `held_bytes` is what the codec holds, for the
-caller's process-wide receive budget. The memoryviews stay valid whatever arrives later.
+caller's process-wide receive budget. A frame of MAPPED_FRAME_MIN_BYTES or more (larger
+than any client's default request) is received into an anonymous memory mapping of its
+full size instead: only the pages its bytes reach become resident, it never moves or
+copies to grow, and its memory goes back to the OS as soon as the frame is dropped. A
+flood of such frames then costs what arrived, not that plus the allocator's copies and
+the free heap they leave behind. The memoryviews stay valid whatever arrives later.
 No sockets, clocks or trio here.
 """
 
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -92,6 +98,10 @@ DIRECT_RECEIVE_MAX_BYTES = 16 * 1024 * 1024
 # read allocates as much); later it at most doubles. Growing in these steps costs ~15 % over
 # allocating the whole frame at once (bench/bench_codec_receive.py), still below the join.
 FRAME_AHEAD_BYTES = 256 * 1024
+# Frames at least this large get a memory mapping of their own (see the module docstring):
+# above the 1 MB default request size of Kafka's clients, so everyday Produce requests keep
+# reusing the allocator's memory and pay no page faults for a fresh mapping.
+MAPPED_FRAME_MIN_BYTES = 2 * 1024 * 1024
 # What a buffered chunk costs beyond its bytes (the bytes object and its deque slot): a
 # client trickling one byte per segment must not hold 50 times what it is charged for.
 CHUNK_OVERHEAD_BYTES = 64
@@ -156,9 +166,10 @@ class ServerCodec:
         # A large frame being received into its own buffer (size prefix included), how much
         # of it is there, and its full size; the buffer grows towards that size as bytes
         # arrive. While it is set, _chunks holds only bytes after it.
-        self._frame: bytearray | None = None
+        self._frame: bytearray | mmap.mmap | None = None
         self._filled = 0
         self._frame_total = 0
+        self._capacity = 0  # bytes of the frame's buffer counted as held (a mapping's are virtual)
 
     @property
     def buffered_bytes(self) -> int:
@@ -168,16 +179,16 @@ class ServerCodec:
     @property
     def held_bytes(self) -> int:
         """Memory this codec holds for the stream: buffered chunks and the frame buffer's capacity."""
-        return self._chunk_held + (len(self._frame) if self._frame is not None else 0)
+        return self._chunk_held + self._capacity
 
     def receive_data(self, data: bytes) -> None:
         if not data:
             return
         if self._frame is not None and self._filled < self._frame_total:
             take = min(len(data), self._frame_total - self._filled)
-            short = take - (len(self._frame) - self._filled)
+            short = take - (self._capacity - self._filled)
             if short > 0:  # the bytes are here already: hold them in the frame, not twice
-                self._frame += bytes(short)
+                self._grow(short)
             self._frame[self._filled : self._filled + take] = memoryview(data)[:take]
             self._filled += take
             self._buffered += take
@@ -205,7 +216,11 @@ class ServerCodec:
                 return None
             # Everything buffered belongs to this frame: move it into the frame's own buffer
             # (as large as what is there; room for more is added below, within the budget).
-            frame = bytearray(self._buffered)
+            frame: bytearray | mmap.mmap
+            if size + 4 >= MAPPED_FRAME_MIN_BYTES:
+                frame = mmap.mmap(-1, size + 4, flags=mmap.MAP_PRIVATE)
+            else:
+                frame = bytearray(self._buffered)
             filled = 0
             first = True
             while self._chunks:
@@ -216,23 +231,28 @@ class ServerCodec:
                 filled += len(part)
             self._offset = 0
             self._chunk_held = 0
-            self._frame, self._filled, self._frame_total = frame, filled, size + 4
-        frame = self._frame
-        if self._filled == len(frame) < self._frame_total:
+            self._frame, self._filled, self._frame_total, self._capacity = frame, filled, size + 4, filled
+        if self._filled == self._capacity < self._frame_total:
             grow = max(self._filled, FRAME_AHEAD_BYTES)
-            grow = min(grow, self._frame_total - len(frame))
+            grow = min(grow, self._frame_total - self._capacity)
             if max_grow_bytes is not None:
                 grow = min(grow, max_grow_bytes)
             if grow <= 0:
                 return None
-            frame += bytes(grow)  # in place: calloc'd zeros, and realloc moves rather than copies when it can
-        if self._filled < len(frame):
-            return memoryview(frame)[self._filled:]
+            self._grow(grow)
+        if self._filled < self._capacity:
+            return memoryview(self._frame)[self._filled : self._capacity]
         return None
+
+    def _grow(self, n: int) -> None:
+        """Room for `n` more bytes of the frame being received."""
+        if isinstance(self._frame, bytearray):
+            self._frame += bytes(n)  # in place: calloc'd zeros, and realloc moves rather than copies when it can
+        self._capacity += n  # a mapping has the frame's full size already: its pages come as bytes reach them
 
     def received_into(self, n: int) -> None:
         """n bytes were written at the start of the last frame_buffer()."""
-        if self._frame is None or not 0 <= n <= len(self._frame) - self._filled:
+        if self._frame is None or not 0 <= n <= self._capacity - self._filled:
             raise ValueError(f"received_into({n}) without room for it")
         self._filled += n
         self._buffered += n
@@ -254,7 +274,7 @@ class ServerCodec:
         if self._frame is not None:
             if self._filled < self._frame_total:
                 return NEED_DATA
-            frame, self._frame, self._filled, self._frame_total = self._frame, None, 0, 0
+            frame, self._frame, self._filled, self._frame_total, self._capacity = self._frame, None, 0, 0, 0
             self._buffered -= len(frame)
             return parse_request_frame(memoryview(frame)[4:])
         if self._buffered < 4:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
@@ -150,7 +151,10 @@ def drive_like_the_server(stream: bytes, reads: list[int]) -> list[tuple[int, by
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(indices=st.lists(st.integers(0, len(LARGE) + len(SMALL) - 1), min_size=1, max_size=5),
-       reads=st.lists(st.integers(1, 300_000), min_size=1, max_size=6))
+       # Reads of any size, one of them at least 4 KiB: a stream of 1-byte reads only covers
+       # nothing more and took a million steps per megabyte (half a minute of CPU per run).
+       reads=st.tuples(st.integers(4096, 300_000), st.lists(st.integers(1, 300_000), max_size=5)).map(
+           lambda first_and_rest: [first_and_rest[0], *first_and_rest[1]]))
 def test_large_frames_received_in_place_equal_the_chunked_path(indices, reads):
     requests = [(LARGE + SMALL)[i] for i in indices]
     got = drive_like_the_server(b"".join(requests), reads)
@@ -221,6 +225,54 @@ def test_frame_buffer_growth_stays_within_the_callers_budget():
     frame = codec2.next_frame()
     assert frame is not NEED_DATA and LARGE[2].endswith(bytes(frame.body))
     assert codec2.buffered_bytes == 0
+
+
+MAPPED = _large_produce(3_000_000, 9)  # over MAPPED_FRAME_MIN_BYTES (2 MiB): a mapping of its own
+
+
+@pytest.mark.parametrize("reads", [[1, 70_000, 300_000], [1_000_000], [4096, 3]])
+def test_a_frame_over_two_mib_received_in_place_equals_the_chunked_path(reads):
+    stream = SMALL[0] + MAPPED + LARGE[2] + MAPPED
+    got = drive_like_the_server(stream, reads)
+    # Four frames in order, each body its request's bytes after the size prefix and the
+    # request header (client_id "fuzz": under 40 bytes), byte for byte.
+    assert len(got) == 4
+    for (_key, body), request in zip(got, [SMALL[0], MAPPED, LARGE[2], MAPPED], strict=True):
+        assert request.endswith(body) and len(request) - 4 - 40 < len(body) < len(request) - 4
+
+
+def _rss_kib() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def test_a_large_frame_costs_the_bytes_that_arrived_and_gives_them_back_when_dropped():
+    # 20 bytes announcing 16 MiB, then 8 MiB of it received in 256 KiB reads: the process
+    # grows by about 8 MiB (not 16, and no copies left behind by growing), and by about
+    # nothing once the codec holding it is gone.
+    # A large buffer freed first, as any earlier large request leaves behind: glibc then
+    # serves later large allocations from its heap, which it keeps once they are freed.
+    earlier = bytearray(16 * 1024 * 1024)
+    del earlier
+    codec = ServerCodec(64 * 1024 * 1024)
+    before = _rss_kib()
+    codec.receive_data(struct.pack(">i", 16 * 1024 * 1024 - 4) + b"\x00" * 16)
+    sent = 0
+    chunk = b"\x07" * (256 * 1024)
+    while sent < 8 * 1024 * 1024:
+        view = codec.frame_buffer()
+        n = min(len(view), len(chunk), 8 * 1024 * 1024 - sent)
+        view[:n] = chunk[:n]
+        view.release()
+        codec.received_into(n)
+        sent += n
+    during = _rss_kib()
+    assert 8 * 1024 - 512 < during - before < 8 * 1024 + 2 * 1024, (before, during)
+    del codec, view
+    after = _rss_kib()
+    assert after - before < 1024, (before, during, after)
 
 
 def test_held_bytes_counts_chunks_with_their_overhead_and_drops_with_frames():
