@@ -28,7 +28,8 @@ class NotifyConfig:
     #: the deadline never goes above this, however slow the recent answers: a hung agent is
     #: abandoned within it and its zone falls back within about two of it (attempt and hedge),
     #: inside the 5 s fallback bound of `tests/system/reliability/test_gray_failures.py` on a
-    #: loaded host too; an agent whose answers all take longer is treated as failing. At least `gray_floor_s`
+    #: loaded host too; an agent whose answers all take longer is treated as failing. Before 5 answers
+    #: from an agent its deadline is 3 x this (at most timeout_s). At least `gray_floor_s`
     gray_max_s: float = 1.5
     max_in_flight_per_zone: int = 64  # per agent address (the name predates several agents per zone)
     max_attempts: int = 3  # notification attempts per object and zone, then its entries fail (or are re-sent, ack_mode wal)

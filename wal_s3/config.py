@@ -71,7 +71,8 @@ class WalConfig:
     gray_factor: float = 3.0  # the deadline in multiples of the recent p99
     #: the deadline never goes above this, however slow the recent requests: a hung S3 is abandoned
     #: within it and a batch waiting on a PUT falls back within about two of it (attempt and hedge);
-    #: S3 whose requests all take longer is treated as failing. At least `gray_floor_s`
+    #: S3 whose requests all take longer is treated as failing. Before 5 successes the deadline is
+    #: 3 x this (at most request_timeout_s). At least `gray_floor_s`
     gray_max_s: float = 5.0
     max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, event-loop connections)
     #: WAL object PUTs and ranged GETs: "auto" (on the event loop, wal_s3/_s3_http.py; boto3 if an HTTP proxy is

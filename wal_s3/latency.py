@@ -34,6 +34,12 @@ WINDOW_S = 60.0  # "recent": successes of the last minute ...
 # a link where every request is slow is never cut short, and a hang soon after a start
 # (20 were too many: a proxy with little WAL traffic had not made them 6 s in) is caught.
 MIN_SAMPLES = 5
+# Until then, where the caller gives a maximum (`max_s`), a cold place's deadline is this
+# many times that maximum (at most the timeout): with notify.gray_max_s 1.5 s a hung agent
+# that had answered a proxy only 4 times cost each of its notifications the whole 10 s
+# notify.timeout_s (and its hedge as much again); now 4.5 s. A healthy first request
+# (connections, caches, a first GET and append) has three times what a warm one may take.
+COLD_FACTOR = 3.0
 # ... and at most the last 256: at tens of requests a second a minute-long window kept the
 # slow first seconds after a start (connections, caches) in the p99 for a whole minute,
 # which pushed the deadline to the ceiling exactly when a hang came early.
@@ -60,14 +66,15 @@ def gray_deadline_s(latencies_s: Sequence[float], *, floor_s: float, ceiling_s: 
                     max_s: float | None = None) -> float:
     """max(factor x p99(latencies_s), floor_s), at most max_s (if given) and ceiling_s.
 
-    With fewer than min_samples latencies nothing is known yet: the ceiling (the
-    configured timeout), so a cold start never abandons a healthy first request.
+    With fewer than min_samples latencies nothing is known yet: COLD_FACTOR x max_s where
+    a maximum is given, else the ceiling (the configured timeout), so a cold start
+    abandons a healthy first request only if it takes several times what a warm one may.
     `max_s` bounds the deadline however slow the recent requests were, so that a hang is
     noticed within it even on a loaded host (the price: a place whose requests all take
     longer is treated as failing).
     """
     if len(latencies_s) < min_samples:
-        return ceiling_s
+        return ceiling_s if max_s is None else min(ceiling_s, COLD_FACTOR * max_s)
     deadline = max(floor_s, factor * p99(latencies_s))
     if max_s is not None:
         deadline = min(deadline, max_s)
@@ -97,18 +104,18 @@ class LatencyGuard:
         self._samples: deque[tuple[float, float]] = deque(maxlen=MAX_SAMPLES)  # (ended at, seconds)
         self._probing = False
         self._probe_ended = float("-inf")
-        self._deadline: tuple[float, float] | None = None  # (computed at, value)
+        self._deadline: tuple[float, float, bool] | None = None  # (computed at, value, from too few samples)
 
     def deadline_s(self, now: float) -> float:
         """How long an attempt started now may take before it is abandoned."""
         cached = self._deadline
-        if cached is None or now - cached[0] >= RECOMPUTE_S or (cached[1] == self.ceiling_s
-                                                              and len(self._samples) >= self.min_samples):
+        # Recomputed once a second, and at once when the history has just become enough.
+        if cached is None or now - cached[0] >= RECOMPUTE_S or (cached[2] and len(self._samples) >= self.min_samples):
             while len(self._samples) > self.min_samples and now - self._samples[0][0] > self.window_s:
                 self._samples.popleft()
             value = gray_deadline_s([s for _, s in self._samples], floor_s=self.floor_s, ceiling_s=self.ceiling_s,
                                     factor=self.factor, min_samples=self.min_samples, max_s=self.max_deadline_s)
-            cached = self._deadline = (now, value)
+            cached = self._deadline = (now, value, len(self._samples) < self.min_samples)
         return cached[1]
 
     def attempt_timeout_s(self, now: float, attempt: Attempt | None = None) -> float:

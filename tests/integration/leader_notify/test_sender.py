@@ -277,6 +277,33 @@ async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nur
 
 
 @pytest.mark.trio
+async def test_an_agent_hung_after_four_answers_is_abandoned_at_the_cold_deadline(nursery):
+    # As a proxy saw in a loaded CI run: the agent had answered it only 4 times (a gray
+    # deadline needs 5), then hung. Before, attempt and hedge each waited notify.timeout_s
+    # (10 s here); now each ends at 3 x notify.gray_max_s (0.5 s -> 1.5 s), 3 s together.
+    state = {"hang": False}
+
+    def answer(req, n):
+        if state["hang"]:
+            return None  # reads, never answers
+        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(0, n),))))
+
+    port, requests = await nursery.start(serve, answer)
+    sender = NotifySender(notify_config(port, **{"notify.timeout_s": 10.0, "notify.gray_floor_s": 0.3,
+                                                 "notify.gray_max_s": 0.5}),
+                          "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
+    for _ in range(4):
+        await sender.notify(FLUSHED, "az2")
+    state["hang"] = True
+    started = trio.current_time()
+    with trio.fail_after(8), pytest.raises(NotifyError) as info:
+        await sender.notify(FLUSHED, "az2")
+    assert 3.0 <= trio.current_time() - started < 4.5  # two attempts of 1.5 s and a backoff of 10 ms
+    assert "gray deadline" in str(info.value) and len(requests) == 6
+    await sender.aclose()
+
+
+@pytest.mark.trio
 async def test_a_new_connection_to_a_hung_agent_is_bounded_by_the_gray_deadline(nursery):
     # A hung (SIGSTOPped) agent's kernel still accepts connections, but no HELLO comes. Here
     # the agent drops its connections and then hangs: the pooled connection fails at once,

@@ -36,7 +36,8 @@ def test_gray_deadline(latencies, expected):
 
 
 @pytest.mark.parametrize(("latencies", "expected"), [
-    ([], 10.0),                          # nothing known: still the configured timeout
+    ([], 6.0),                           # nothing known: three times the maximum (under the 10 s timeout)
+    ([0.2] * 19, 6.0),                   # 19 of the 20 it takes: still cold
     ([0.2] * 20, 1.0),                   # 3 x 0.2 = 0.6 < floor 1.0
     ([0.5] * 20, 1.5),                   # below the maximum: 3 x p99
     ([0.85] * 20, 2.0),                  # 2.55 s capped at the maximum
@@ -124,3 +125,29 @@ def test_attempt_timeout_is_unbounded_until_there_is_history_and_doubled_for_a_p
 ])
 def test_gray_deadline_with_the_default_minimum_of_five(latencies, expected):
     assert gray_deadline_s(latencies, floor_s=1.0, ceiling_s=30.0) == pytest.approx(expected)
+
+
+def test_a_cold_place_with_a_maximum_is_abandoned_at_three_times_it_not_at_the_timeout():
+    """An agent hung after answering a proxy 4 times (notify: gray_max_s 1.5 s, timeout 10 s):
+    the attempt and its hedge are abandoned after 4.5 s each instead of 10 s each; the
+    fifth answer ends the cold deadline at once (no second of caching)."""
+    guard = LatencyGuard(floor_s=0.5, ceiling_s=10.0, max_deadline_s=1.5)
+    for t in (1.0, 2.0, 3.0, 4.0):
+        guard.observe(t, 0.05)
+    first = guard.start(5.0)
+    assert first is not None and guard.attempt_timeout_s(5.0, first) == 4.5
+    assert guard.failed(first, 9.5, timed_out=True) is False  # gray; the hedge may go
+    hedge = guard.start(9.5, hedge=True)
+    assert hedge is not None and guard.attempt_timeout_s(9.5, hedge) == 4.5
+    assert guard.failed(hedge, 14.0, timed_out=True) is True  # 9 s in all, not 20
+    warm = LatencyGuard(floor_s=0.5, ceiling_s=10.0, max_deadline_s=1.5)
+    for t in (1.0, 2.0, 3.0, 4.0):
+        warm.observe(t, 0.05)
+    assert warm.deadline_s(4.0) == 4.5
+    warm.observe(4.2, 0.05)
+    assert warm.deadline_s(4.3) == 0.5  # five answers: 3 x 0.05 under the floor
+
+
+def test_a_cold_place_without_a_maximum_keeps_the_timeout():
+    guard = LatencyGuard(floor_s=1.0, ceiling_s=30.0)
+    assert guard.deadline_s(0.0) == 30.0 and guard.attempt_timeout_s(0.0) == float("inf")
