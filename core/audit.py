@@ -38,6 +38,11 @@ SCHEMA_HISTORY: dict[int, str] = {
        "policy would have chosen (the batch went `route`); \"\" otherwise",
 }
 
+# produce_batch.reason of a batch the router sent across zones because the WAL path to its
+# leader's zone (or agent) was unhealthy (router.fallback = "direct"): the audit's zone
+# episodes (spark_audit.jobs.zone_trouble) are found by it.
+FALLBACK_DIRECT_REASON = "zone unhealthy, fallback direct"
+
 # Field types: "string", "long", "double", "boolean".
 COMMON_FIELDS: tuple[tuple[str, str], ...] = (
     ("schema_version", "long"),

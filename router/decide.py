@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from core.audit import FALLBACK_DIRECT_REASON
 from core.prices import Prices
 
 GB = 1_000_000_000  # AWS bills transfer per decimal GB
@@ -119,7 +120,7 @@ def decide(policy: str, view: ZoneView, current: Path | None, shape: ObjectShape
     if not view.zone_healthy:
         if view.fallback == "fail":
             return Route(Path.WAL, "zone unhealthy, fallback fail")
-        return Route(Path.DIRECT_CROSS, "zone unhealthy, fallback direct")
+        return Route(Path.DIRECT_CROSS, FALLBACK_DIRECT_REASON)
     if policy == "wal":
         return Route(Path.WAL, "policy wal")
     return choose_cost(current, shape, prices, storage_class)

@@ -8,7 +8,7 @@ TABLES_OF_JOB = {
     "consumers": ("passthrough_bytes",),
     "placement": ("leader_traffic",),
     "report": ("savings", "break_even", "cache_agent", "cache_metadata", "latency", "writer_drops",
-               "passthrough_bytes", "leader_traffic"),
+               "passthrough_bytes", "leader_traffic", "zone_trouble"),
 }
 TABLES_OF_JOB["all"] = TABLES_OF_JOB["report"]
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from core.audit import FALLBACK_DIRECT_REASON
 from core.framing import ACKS_PER_MESSAGE, PRODUCE_OVERHEAD_BYTES, Framing
 from core.prices import Prices
 from kafka_protocol.api_names import API_NAMES
@@ -36,6 +37,7 @@ BYTES_PER_GB = 10**9  # AWS data-transfer "GB" as in docs/ARCHITECTURE's break-e
 ROUTES = ("local", "direct_cross", "wal")
 LATENCY_ACCURACY = 10_000  # percentile_approx: rank error <= n/10000; exact for n <= 10000
 HOUR_FORMAT = "yyyy-MM-dd'T'HH':00Z'"  # session time zone must be UTC (see _io.spark_session)
+MINUTE_FORMAT = "yyyy-MM-dd'T'HH:mm'Z'"
 HOUR_MS = 3_600_000
 STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
 
@@ -43,17 +45,23 @@ STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
 # object, `drop_reason` only for audit_drop (other kinds' `reason` would split groups).
 ROLLUP_KEYS = ("_status", "kind", "schema_version", "hour_ms", "zone", "leader_zone", "dest_zone",
                "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason", "operation",
-               "purpose", "broker_zone", "api_key")
+               "purpose", "broker_zone", "api_key", "trouble", "trouble_minute_ms")
 ROLLUP_SUMS = ("records", "bytes", "request_bytes", "response_bytes", "put_requests", "gets",
                "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped", "requests")
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
                   "dropped_kind", "reason", "status", "wal_keys", "operation", "purpose", "broker_zone",
-                  "api_key") + ROLLUP_SUMS
+                  "api_key", "error_code") + ROLLUP_SUMS
 # Notification bytes on the wire (framing.round_trip_wire_bytes), summed per line in the rollup
 # because whole packets are counted per message.
 NOTIFICATION_WIRE = "notification_wire_bytes"
+# Zone trouble (`zone_trouble`): produce batches that fell back across zones
+# (FALLBACK_DIRECT_REASON) or failed on the WAL route are kept per minute in the rollup
+# (`trouble`, `trouble_minute_ms`; null for every other line, which adds no groups).
+MINUTE_MS = 60_000
+TROUBLE_FALLBACK = "fallback"
+TROUBLE_WAL_FAILED = "wal_failed"
 # Leader zone of S3 requests that serve no single zone pair (epochs, GC, recovery).
 SHARED_ZONE = "(shared)"
 # S3 request classes (list prices): LIST is billed as a PUT, HEAD as a GET, DELETE is free.
@@ -109,8 +117,16 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
         .when((kind == "agent_apply") & (F.col("status") == "ok")
               & (F.coalesce(F.col("schema_version"), F.lit(1)) < FIRST_MANIFEST_SCHEMA_VERSION), 1.0)
         .otherwise(0.0))
+    produce = kind == "produce_batch"
+    trouble = (
+        F.when(produce & (F.col("route") == "direct_cross") & (F.col("reason") == FALLBACK_DIRECT_REASON),
+               F.lit(TROUBLE_FALLBACK))
+        .when(produce & (F.col("route") == "wal") & (F.coalesce(F.col("error_code"), F.lit(0)) != 0),
+              F.lit(TROUBLE_WAL_FAILED)))
     keyed = records.select(
         F.col(STATUS_COLUMN).alias("_status"), kind, "schema_version",
+        trouble.alias("trouble"),
+        F.when(trouble.isNotNull(), ts - F.pmod(ts, F.lit(MINUTE_MS))).alias("trouble_minute_ms"),
         (ts - F.pmod(ts, F.lit(HOUR_MS))).alias("hour_ms"),
         "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache",
         F.when(kind.isin(*_OBJECT_KINDS), F.col("key")).when(manifest, F.col("wal_keys")).alias("key"),
@@ -163,8 +179,8 @@ def cross_byte_usd(prices: Prices) -> float:
     return 2 * prices.cross_az_per_gb_each_way / BYTES_PER_GB
 
 
-def _hour_text(column: str = "hour_ms") -> Column:
-    return F.date_format(F.timestamp_millis(F.col(column)), HOUR_FORMAT)
+def _hour_text(column: str = "hour_ms", text_format: str = HOUR_FORMAT) -> Column:
+    return F.date_format(F.timestamp_millis(F.col(column)), text_format)
 
 
 def _long(name: str) -> Column:
@@ -443,6 +459,72 @@ def writer_drops(rolled: DataFrame) -> DataFrame:
         .groupBy("zone", "dropped_kind", F.col("drop_reason").alias("reason"))
         .agg(F.sum("dropped").alias("dropped"))
         .transform(lambda f: _sorted(f, "zone", "dropped_kind", "reason"))
+    )
+
+
+ZONE_TROUBLE_COUNTS = ("fallback_batches", "fallback_bytes", "fallback_wire_bytes", "failed_wal_batches",
+                       "unread_objects", "unread_put_requests")
+
+
+def zone_trouble(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
+                 storage_class: str = "standard") -> DataFrame:
+    """Per minute x source zone x destination zone in which the WAL path to that zone was in
+    trouble, what the trouble cost, from `rollup(records, framing)`; minutes without trouble
+    have no row. Trouble is any of: batches the router sent across zones because the path was
+    unhealthy (FALLBACK_DIRECT_REASON), batches that failed on the WAL route (their producer
+    retries them), WAL objects for that zone that none of its agents read (a failed PUT, an
+    object written for a zone that went away; an object read after the input's window ends
+    counts too, so the window's last minute may show one).
+
+    Columns: minute, source_zone, dest_zone, fallback_batches, fallback_bytes,
+    fallback_wire_bytes (what the fallback put across, estimated as `savings` estimates
+    direct_cross: the framing's stream factor on bytes + PRODUCE_OVERHEAD_BYTES per batch,
+    rounded down), failed_wal_batches, unread_objects (by the minute of their PUT),
+    unread_put_requests (their PUTs, shared equally among the zones an object holds entries
+    for, as in `savings`), fallback_transfer_usd, unread_put_usd (in `storage_class`), cost_usd.
+    """
+    framing = framing or Framing()
+    keys = ("minute_ms", "source_zone", "dest_zone")
+    fallback = F.col("trouble") == TROUBLE_FALLBACK
+    produce = (
+        _kind(rolled, "produce_batch").filter(F.col("trouble").isNotNull())
+        .groupBy(F.col("trouble_minute_ms").alias("minute_ms"), F.col("zone").alias("source_zone"),
+                 F.coalesce(F.col("leader_zone"), F.lit("")).alias("dest_zone"))
+        .agg(F.sum(F.when(fallback, F.col("n")).otherwise(0)).alias("fallback_batches"),
+             F.sum(F.when(fallback, F.col("bytes")).otherwise(0)).alias("fallback_bytes"),
+             F.sum(F.when(fallback, (F.col("bytes") + F.col("n") * PRODUCE_OVERHEAD_BYTES)
+                          * F.lit(framing.stream_factor)).otherwise(0.0)).alias("_fallback_wire"),
+             F.sum(F.when(fallback, 0).otherwise(F.col("n"))).alias("failed_wal_batches"))
+        .withColumn("fallback_wire_bytes", F.floor(F.col("_fallback_wire")).cast("long"))
+        .drop("_fallback_wire")
+    )
+    zones = F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"), lambda z: z != "")
+    flushed = (
+        _kind(rolled, "wal_flush").filter(F.col("key").isNotNull())
+        .select("key", F.col("zone").alias("source_zone"), "put_requests",
+                (F.col("first_ts_ms") - F.pmod(F.col("first_ts_ms"), F.lit(MINUTE_MS))).alias("minute_ms"),
+                F.size(zones).alias("_shares"), F.explode(zones).alias("dest_zone"))
+    )
+    read = _kind(rolled, "agent_read").select("key", F.col("zone").alias("dest_zone")).distinct()
+    unread = (
+        flushed.join(read, ["key", "dest_zone"], "left_anti")
+        .groupBy(*keys)
+        .agg(F.count(F.lit(1)).alias("unread_objects"),
+             F.sum(F.col("put_requests") / F.col("_shares")).alias("unread_put_requests"))
+    )
+    store = prices.store(storage_class)
+    return (
+        produce.join(unread, list(keys), "full_outer")
+        .fillna(0, subset=list(ZONE_TROUBLE_COUNTS))
+        .withColumn("unread_put_requests", F.col("unread_put_requests").cast("double"))
+        .withColumn("fallback_transfer_usd", F.col("fallback_wire_bytes") * F.lit(cross_byte_usd(prices)))
+        .withColumn("unread_put_usd", F.col("unread_put_requests") * F.lit(store.put_per_1000 / 1000))
+        .withColumn("cost_usd", F.col("fallback_transfer_usd") + F.col("unread_put_usd"))
+        .transform(lambda f: _sorted(f, *keys))
+        .select(_hour_text("minute_ms", MINUTE_FORMAT).alias("minute"), "minute_ms", "source_zone", "dest_zone",
+                *[F.col(c).cast("double" if c == "unread_put_requests" else "long").alias(c)
+                  for c in ZONE_TROUBLE_COUNTS],
+                "fallback_transfer_usd", "unread_put_usd", "cost_usd")
     )
 
 

@@ -71,6 +71,42 @@ def _placement_lines(p: rd.LeaderPlacementSection) -> list[str]:
     return lines
 
 
+def episodes_section(tables: Mapping[str, Table], summary: InputSummary) -> list[rd.ZoneEpisode]:
+    return rd.zone_episodes(_rows(tables, "zone_trouble"), summary.last_ts_ms)
+
+
+def _episode_span(e: rd.ZoneEpisode) -> str:
+    return (f"{_utc(e.start_ms)} to {_utc(e.end_ms)} ({e.minutes} min"
+            + (", open at the end of the period" if e.open_at_end else "") + ")")
+
+
+def _episodes_line(episodes: Sequence[rd.ZoneEpisode]) -> str:
+    worst = episodes[0]
+    return (f"zone episodes: {len(episodes):,} (the WAL path to a zone unhealthy or its objects unread), costing "
+            f"{usd(sum(e.cost_usd for e in episodes))} in fallback transfer and unread objects' PUTs; the costliest "
+            f"{worst.source_zone} -> {worst.dest_zone} {_episode_span(worst)}: {worst.fallback_batches:,} batches "
+            f"({si_bytes(worst.fallback_bytes)}) sent across, {worst.failed_wal_batches:,} failed on the WAL route, "
+            f"{worst.unread_objects:,} objects unread, {usd(worst.cost_usd)}")
+
+
+def _episodes_html(episodes: Sequence[rd.ZoneEpisode]) -> list[str]:
+    parts = ["<h2>Zone episodes</h2>",
+             f"<p>{html.escape(_episodes_line(episodes)[0].upper() + _episodes_line(episodes)[1:])}. An episode is a "
+             "run of minutes in which a proxy's WAL path to another zone was in trouble: batches sent across because "
+             "the path was unhealthy (<code>router.fallback = \"direct\"</code>, paid at the transfer price), batches "
+             "that failed on the WAL route (their producers retried them), or WAL objects that no agent of that zone "
+             "read (their PUTs bought nothing). zone_trouble.csv has every minute.</p>",
+             _table(["From", "To", "When (UTC)", "Sent across", "Their transfer", "Failed on the WAL route",
+                     "Objects unread", "Their PUTs", "Cost"],
+                    [[e.source_zone, e.dest_zone, _episode_span(e), f"{e.fallback_batches:,} ({si_bytes(e.fallback_bytes)})",
+                      usd(e.fallback_transfer_usd), f"{e.failed_wal_batches:,}", f"{e.unread_objects:,}",
+                      usd(e.unread_put_usd), usd(e.cost_usd)] for e in episodes[:rd.MAX_EPISODE_ROWS]],
+                    text_columns=3)]
+    if len(episodes) > rd.MAX_EPISODE_ROWS:
+        parts.append(f"<p class='small'>The {rd.MAX_EPISODE_ROWS} costliest of {len(episodes):,} episodes.</p>")
+    return parts
+
+
 def prices_text(prices: Prices, framing: Framing | None = None) -> str:
     text = (f"Cross-zone transfer ${prices.cross_az_per_gb_each_way:g} per GB in each direction, so "
             f"${2 * prices.cross_az_per_gb_each_way:g} per GB that crosses (both sides are billed); "
@@ -128,6 +164,9 @@ def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Pri
     placement = placement_section(tables, summary, prices)
     if placement is not None:
         lines += _placement_lines(placement)
+    episodes = episodes_section(tables, summary)
+    if episodes:
+        lines.append(_episodes_line(episodes))
     lines.append(prices_text(prices, framing))
     return "\n".join(lines)
 
@@ -348,6 +387,9 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
     placement = placement_section(tables, summary, prices)
     if placement is not None:
         parts += _placement_html(placement)
+    episodes = episodes_section(tables, summary)
+    if episodes:
+        parts += _episodes_html(episodes)
     parts.append("<h2>Data quality and method</h2>")
     drops = _rows(tables, "writer_drops")
     quality = [["Records read", f"{summary.valid_records:,}"], ["Files", f"{summary.files:,}"],

@@ -366,3 +366,72 @@ def leader_placement(leader_traffic: Sequence[Row], usd_per_byte: float, period_
 def _cross_share(sources: Mapping[str, int], leader: str) -> float | None:
     total = sum(sources.values())
     return 1 - sources.get(leader, 0) / total if total else None
+
+
+# -- zone episodes -------------------------------------------------------------------------
+
+EPISODE_GAP_MINUTES = 2  # trouble minutes of a zone pair this close (at most one quiet minute between) are one episode
+MAX_EPISODE_ROWS = 20  # episodes listed in the report (zone_trouble.csv has every minute)
+MINUTE_MS = 60_000  # spark_audit.jobs.MINUTE_MS
+
+
+@dataclass(frozen=True)
+class ZoneEpisode:
+    """Consecutive minutes in which the WAL path from one zone to another was in trouble
+    (jobs.zone_trouble), and what they cost: the fallback's transfer and the PUTs of
+    objects nobody read."""
+
+    source_zone: str
+    dest_zone: str
+    start_ms: int  # the first trouble minute's start
+    end_ms: int  # the last trouble minute's end
+    fallback_batches: int
+    fallback_bytes: int
+    fallback_wire_bytes: int
+    failed_wal_batches: int
+    unread_objects: int
+    fallback_transfer_usd: float
+    unread_put_usd: float
+    open_at_end: bool  # its last minute is the window's: it may go on (or objects be read) after it
+
+    @property
+    def minutes(self) -> int:
+        return (self.end_ms - self.start_ms) // MINUTE_MS
+
+    @property
+    def cost_usd(self) -> float:
+        return self.fallback_transfer_usd + self.unread_put_usd
+
+
+def zone_episodes(rows: Sequence[Row], window_end_ms: int | None = None,
+                  gap_minutes: int = EPISODE_GAP_MINUTES) -> list[ZoneEpisode]:
+    """Group the zone_trouble minutes of each (source zone, destination zone) into episodes:
+    minutes at most `gap_minutes` apart belong to one. Sorted by cost, largest first (ties:
+    earliest). `window_end_ms`: the input's last record; an episode whose last minute holds it
+    is marked open_at_end."""
+    by_pair: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        by_pair[(str(r["source_zone"] or ""), str(r["dest_zone"] or ""))].append(r)
+    episodes: list[ZoneEpisode] = []
+    for (source, dest), minutes in by_pair.items():
+        minutes.sort(key=lambda r: int(_num(r, "minute_ms")))
+        run: list[Row] = []
+        for r in minutes:
+            if run and int(_num(r, "minute_ms")) - int(_num(run[-1], "minute_ms")) > gap_minutes * MINUTE_MS:
+                episodes.append(_episode(source, dest, run, window_end_ms))
+                run = []
+            run.append(r)
+        if run:
+            episodes.append(_episode(source, dest, run, window_end_ms))
+    return sorted(episodes, key=lambda e: (-e.cost_usd, e.start_ms, e.source_zone, e.dest_zone))
+
+
+def _episode(source: str, dest: str, run: Sequence[Row], window_end_ms: int | None) -> ZoneEpisode:
+    start = int(_num(run[0], "minute_ms"))
+    end = int(_num(run[-1], "minute_ms")) + MINUTE_MS
+    return ZoneEpisode(
+        source, dest, start, end,
+        int(_sum(run, "fallback_batches")), int(_sum(run, "fallback_bytes")), int(_sum(run, "fallback_wire_bytes")),
+        int(_sum(run, "failed_wal_batches")), int(_sum(run, "unread_objects")),
+        _sum(run, "fallback_transfer_usd"), _sum(run, "unread_put_usd"),
+        window_end_ms is not None and end > window_end_ms)

@@ -104,6 +104,7 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         "cache_agent": jobs.agent_cache,
         "cache_metadata": jobs.metadata_cache,
         "passthrough_bytes": lambda r: jobs.passthrough_bytes(r, prices, framing),
+        "zone_trouble": lambda r: jobs.zone_trouble(r, prices, framing, storage_class),
     }
     rolled = None
     reporter = ProgressReporter(job, progress, lambda: active_stages(spark.sparkContext), progress_interval_s)

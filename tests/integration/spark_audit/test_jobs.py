@@ -458,3 +458,54 @@ def test_consumer_bytes_by_zone_pair_with_the_transfer_cost_of_the_cross_zone_on
     finally:
         rolled.unpersist()
     assert summary.records_by_kind == {"passthrough_bytes": 5, "produce_batch": 1}
+
+
+def test_zone_trouble_per_minute_with_the_fallbacks_transfer_and_the_unread_objects_puts(spark, tmp_path):
+    # Proxy az1, leaders in az2 and az3. Minute 0 (00:00): az2's path unhealthy: two batches
+    # fell back across (1,000,000 and 959 bytes), one failed on the WAL route; object k9 held
+    # entries for az2 and az3, only az3's agent read it. Minute 3 (00:03): one more fallback
+    # of 459 bytes. Not trouble: a WAL batch that succeeded, a direct_cross batch the cost
+    # policy chose, a local batch, object k1 read by its one zone.
+    m3 = H0_MS + 3 * 60_000 + 10
+    fallback = "zone unhealthy, fallback direct"
+    lines = [
+        rec("produce_batch", "az1", H0_MS + 5_000, leader_zone="az2", route="direct_cross", reason=fallback,
+            bytes=1_000_000, records=10, error_code=0),
+        rec("produce_batch", "az1", H0_MS + 6_000, leader_zone="az2", route="direct_cross", reason=fallback,
+            bytes=959, records=1, error_code=0),
+        rec("produce_batch", "az1", H0_MS + 4_000, leader_zone="az2", route="wal", reason="policy wal",
+            bytes=5_000, records=5, error_code=7),
+        rec("produce_batch", "az1", m3, leader_zone="az2", route="direct_cross", reason=fallback,
+            bytes=459, records=1, error_code=0),
+        rec("produce_batch", "az1", H0_MS + 1_000, leader_zone="az3", route="wal", reason="policy wal",
+            bytes=7_000, records=7, error_code=0),
+        rec("produce_batch", "az1", H0_MS + 1_000, leader_zone="az3", route="direct_cross",
+            reason="cost: objects too small", bytes=300, records=1, error_code=0),
+        rec("produce_batch", "az1", H0_MS + 1_000, leader_zone="az1", route="local", reason="same zone",
+            bytes=300, records=1, error_code=0),
+        rec("wal_flush", "az1", H0_MS + 2_000, key="k9", bytes=12_000, entries=2, zones="az2,az3", put_requests=1,
+            attempts=1, ok=True, reason="linger"),
+        rec("agent_read", "az3", H0_MS + 2_100, source_zone="az1", key="k9", gets=1, bytes=7_000),
+        rec("wal_flush", "az1", H0_MS + 2_000, key="k1", bytes=7_000, entries=1, zones="az3", put_requests=1,
+            attempts=1, ok=True, reason="linger"),
+        rec("agent_read", "az3", H0_MS + 2_100, source_zone="az1", key="k1", gets=1, bytes=7_000),
+    ]
+    rolled, _summary = load(spark, str(write_jsonl(tmp_path / "trouble.jsonl.gz", lines)), framing=EASY)
+    try:
+        actual = jobs.zone_trouble(rolled, Prices(), EASY)
+        # minute 0: fallback wire = floor((1,000,000 + 959 + 2 x 41) x 1.05) = floor(1,051,093.05)
+        # = 1,051,093 B -> x 2e-11 = $2.102186e-5; k9's PUT shared by two zones: 0.5 PUT unread
+        # for az2 -> x $5e-6 = $2.5e-6; cost $2.352186e-5.
+        # minute 3: floor((459 + 41) x 1.05) = 525 B -> $1.05e-8.
+        assertDataFrameEqual(actual, [
+            Row(minute="2026-01-01T00:00Z", minute_ms=H0_MS, source_zone="az1", dest_zone="az2",
+                fallback_batches=2, fallback_bytes=1_000_959, fallback_wire_bytes=1_051_093, failed_wal_batches=1,
+                unread_objects=1, unread_put_requests=0.5, fallback_transfer_usd=2.102186e-5,
+                unread_put_usd=2.5e-6, cost_usd=2.352186e-5),
+            Row(minute="2026-01-01T00:03Z", minute_ms=H0_MS + 180_000, source_zone="az1", dest_zone="az2",
+                fallback_batches=1, fallback_bytes=459, fallback_wire_bytes=525, failed_wal_batches=0,
+                unread_objects=0, unread_put_requests=0.0, fallback_transfer_usd=1.05e-8,
+                unread_put_usd=0.0, cost_usd=1.05e-8),
+        ], checkRowOrder=True, **MONEY)
+    finally:
+        rolled.unpersist()
