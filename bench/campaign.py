@@ -26,6 +26,10 @@ Scenarios:
                 brokers keep their own endpoint, so the direct path stays healthy
   agent-hang    SIGSTOP an agent 5-15 s (longer than its zone's gray deadline and breaker
                 window), then SIGCONT
+  degraded-link every proxy -> agent link through deploy/local/notify_faults.py, degraded 5-15 s
+                per cycle (40 ms each way on every frame, 3 % of requests stalled 1.5 s, 2 % of
+                connections reset), then restored: a slow, lossy inter-zone path, not a dead one;
+                per cycle the notification round trips and the batches that fell back direct
   flood         1,100 hostile connections against a random zone's proxy for 4 s: 30 announce
                 16 MiB frames and send 8 MiB of them, 70 send 3 bytes (slowloris), 1,000 idle;
                 proxy budget 64 MiB; its RSS before, at peak and after is recorded per cycle
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import random
@@ -62,6 +67,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.audit import FALLBACK_DIRECT_REASON  # noqa: E402
 from deploy.local.scenario import TopicSpec, Workload, router_overrides  # noqa: E402
 from deploy.local.sidecar_stack import SidecarSettings  # noqa: E402
 from deploy.local.zones import three_zones  # noqa: E402
@@ -77,8 +83,11 @@ from tests.system.reliability.harness import (  # noqa: E402
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
 SCENARIOS = ("proxy-kill", "agent-kill", "broker-kill", "broker-term", "agent-down", "agent-pause", "s3-faults",
-             "notify-faults", "s3-hang", "agent-hang", "flood")
+             "notify-faults", "s3-hang", "agent-hang", "degraded-link", "flood")
 HANG_SCENARIOS = ("s3-hang", "agent-hang")  # SIGSTOP now, SIGCONT on a later tick (sampling goes on)
+# Faults that last (a hang, a degraded link): each up to 15 s, ended on a later tick.
+LASTING_SCENARIOS = (*HANG_SCENARIOS, "degraded-link")
+DEGRADED_LINK = {"latency_ms": 40, "rate_delay": 0.03, "delay_s": 1.5, "rate_reset": 0.02}
 FLOOD_PROXY = {"max_receive_buffer_bytes": 64 * 1024 * 1024, "max_frame_bytes": 16 * 1024 * 1024}
 BROKER_SCENARIOS = ("broker-kill", "broker-term")  # --control repeats these without the sidecars
 MIN_GAP_S = 4.0  # between two faults: a restart plus librdkafka's reconnect fit in it
@@ -106,6 +115,13 @@ def cycle_action(scenario: str, rng: random.Random, targets: dict | None = None)
     """targets: what a scenario acts on beyond the fleet (s3-hang: "s3" -> the WAL endpoint's Popen)."""
     def act(ctx: TickContext) -> str:
         zone = rng.choice(ctx.env.zones)
+        if scenario == "degraded-link":
+            pid = targets["relay"].pid
+            down_s = rng.uniform(5, 15)
+            os.kill(pid, signal.SIGUSR1)  # the relay degrades every link until SIGUSR2
+            ctx.state["resume"] = (pid, time.monotonic() + down_s, signal.SIGUSR2)
+            ctx.state.setdefault("windows", []).append([time.time(), time.time() + down_s])
+            return f"links degraded for {down_s:.1f}s"
         if scenario in HANG_SCENARIOS:
             pid = targets["s3"].pid if scenario == "s3-hang" else ctx.fleet.agents[zone.name].pid
             down_s = rng.uniform(5, 15)
@@ -169,7 +185,7 @@ def scheduled(times: list[float], action: Callable[[TickContext], str], log) -> 
         if resume is not None:  # a hang is on: end it when due; no other fault meanwhile
             if time.monotonic() < resume[1]:
                 return
-            os.kill(resume[0], signal.SIGCONT)
+            os.kill(resume[0], resume[2] if len(resume) > 2 else signal.SIGCONT)
             del ctx.state["resume"]
         if len(done) < len(times) and ctx.elapsed_s >= times[len(done)]:
             what = action(ctx)
@@ -219,10 +235,10 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
             faults = fault_counts(stats)
         return summarize(label, result, 0, {"notify_faults_met": faults})
     times = fault_times(cycles, rng)
-    if scenario in HANG_SCENARIOS:  # each hang lasts up to 15 s and the next waits for it
+    if scenario in LASTING_SCENARIOS:  # each hang lasts up to 15 s and the next waits for it
         times = [t + 15.0 * i for i, t in enumerate(times)]
     seconds = times[-1] + TAIL_S if times else LEAD_IN_S + TAIL_S
-    if scenario in HANG_SCENARIOS and times:
+    if scenario in LASTING_SCENARIOS and times:
         seconds += 15.0  # the last hang ends while the producers still run
     per_producer = int(seconds * rate)
     workload = Workload(total_bytes=3 * per_producer * RECORD_BYTES, record_bytes=RECORD_BYTES, topics=TOPICS,
@@ -238,9 +254,15 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
             targets["s3"] = procs[0]
             stack.callback(_resume_if_stopped, procs[0])
             extra_settings = {**extra_settings, "wal": {"endpoint_url": endpoint}}
+        notify_via, agents = None, None
+        if scenario == "degraded-link":
+            relays: list = []
+            agents, notify_via, stats = stack.enter_context(notify_fault_proxy(
+                env, process_out=relays, start_healthy=True, seed=rng.randrange(1 << 30), **DEGRADED_LINK))
+            targets["relay"] = relays[0]
         settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
                                    partition_zones=router_overrides(env, workload)["partition_zones"],
-                                   extra=extra_settings)
+                                   notify_via=notify_via, extra=extra_settings)
         on_tick = scheduled(times, cycle_action(scenario, rng, targets), log)
 
         def recording(ctx: TickContext) -> None:
@@ -250,17 +272,51 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
 
         try:
             result = run_campaign(env, workload, settings, recording, name=label, records_per_s=rate, log=log,
-                                  through_sidecars=through_sidecars)
+                                  through_sidecars=through_sidecars, agents=agents)
         finally:
             resume = box.get("state", {}).pop("resume", None)
             if resume is not None:  # the run ended mid-hang: never leave a process stopped
                 with contextlib.suppress(ProcessLookupError):  # the fleet's stop may have killed it
                     os.kill(resume[0], signal.SIGCONT)
+        if scenario == "degraded-link":
+            faults = fault_counts(stats)
     worst = max((s["lat_max_ms"] or 0 for s in result.samples), default=0)
     extra = {"worst_produce_latency_ms": worst}
     if scenario == "flood":
         extra["floods"] = box.get("state", {}).get("floods", [])
+    if scenario == "degraded-link":
+        extra.update(degraded_link_figures(settings.audit_dir, box.get("state", {}).get("windows", [])))
+        extra["notify_faults_met"] = faults
     return summarize(label, result, box.get("done", 0), extra)
+
+
+def degraded_link_figures(audit_dir: Path, windows: list[list[float]]) -> dict:
+    """From the proxies' audit: WAL batches' notification round trips (median, p99) and the
+    batches that fell back direct (their payload bytes and transfer at the default $0.02 per
+    GB crossed), inside the degraded windows (wall-clock [start, end]) and outside them."""
+    inside: dict = {"rtt": [], "fallback": 0, "fallback_bytes": 0}
+    outside: dict = {"rtt": [], "fallback": 0, "fallback_bytes": 0}
+    for path in audit_dir.rglob("*.jsonl.gz"):
+        with gzip.open(path, "rt") as f:
+            for r in map(json.loads, f):
+                if r["kind"] != "produce_batch":
+                    continue
+                t = r["ts_ms"] / 1000
+                side = inside if any(start <= t <= end for start, end in windows) else outside
+                if r["route"] == "wal" and r["error_code"] == 0 and r["notify_rtt_ms"] >= 0:
+                    side["rtt"].append(r["notify_rtt_ms"])
+                elif r["reason"] == FALLBACK_DIRECT_REASON:
+                    side["fallback"] += 1
+                    side["fallback_bytes"] += r["bytes"]
+
+    def described(side: dict) -> dict:
+        rtt = sorted(side["rtt"])
+        return {"wal_batches": len(rtt), "notify_rtt_p50_ms": round(rtt[len(rtt) // 2], 1) if rtt else None,
+                "notify_rtt_p99_ms": round(rtt[min(len(rtt) - 1, -(-99 * len(rtt) // 100) - 1)], 1) if rtt else None,
+                "fallback_batches": side["fallback"], "fallback_bytes": side["fallback_bytes"],
+                "fallback_transfer_usd": side["fallback_bytes"] * 2e-11}
+    return {"degraded_windows_s": [round(end - start, 1) for start, end in windows],
+            "while_degraded": described(inside), "otherwise": described(outside)}
 
 
 def _resume_if_stopped(proc) -> None:

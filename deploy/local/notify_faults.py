@@ -16,6 +16,13 @@ inside a frame) and draws one fault per request frame:
 - `reset`: close both connections, the client's with an RST;
 - otherwise pass it on.
 
+A degraded link (`latency_s`): every frame, both ways, is passed on that long after it
+arrived, in order (a slow inter-zone path rather than a failing one; frames do not queue
+behind each other's wait). Faults and latency apply while the link is degraded: from the
+start, or from SIGUSR1 with `--start-healthy`; SIGUSR2 restores it (nothing injected
+from then on) and SIGUSR1 degrades it again, so a run can show the link going bad and
+coming back (the kernel here has no netem).
+
 Counts of every outcome go to `--stats` (JSON) once a second and at exit.
 
 Run: `python -m deploy.local.notify_faults --route 127.0.0.1:7001=127.0.0.1:7101 [--route ...]
@@ -26,7 +33,9 @@ Run: `python -m deploy.local.notify_faults --route 127.0.0.1:7001=127.0.0.1:7101
 from __future__ import annotations
 
 import argparse
+import functools
 import random
+import signal
 import struct
 import sys
 from collections import Counter, deque
@@ -52,13 +61,14 @@ class NotifyFaultRates:
     rate_delay: float = 0.0
     rate_reset: float = 0.0
     delay_s: float = 3.0
+    latency_s: float = 0.0  # added to every frame, each way (a slow link), while degraded
 
     def __post_init__(self) -> None:
         rates = self._rates()
         if any(r < 0 for r in rates) or sum(rates) > 1:
             raise ValueError(f"fault rates must be >= 0 and sum to <= 1, got {rates}")
-        if self.delay_s < 0:
-            raise ValueError("delay_s must be >= 0")
+        if self.delay_s < 0 or self.latency_s < 0:
+            raise ValueError("delay_s and latency_s must be >= 0")
 
     def _rates(self) -> tuple[float, ...]:
         return (self.rate_drop_request, self.rate_drop_response, self.rate_delay, self.rate_reset)
@@ -94,11 +104,24 @@ class FrameSplitter:
         return frames
 
 
+MAX_FRAMES_IN_FLIGHT = 1024  # per direction of a connection, waiting out the latency; beyond it reading waits
+
+
 class _Injector:
-    def __init__(self, rates: NotifyFaultRates, seed: int | None) -> None:
+    def __init__(self, rates: NotifyFaultRates, seed: int | None, degraded: bool = True) -> None:
         self.rates = rates
         self.rng = random.Random(seed)
         self.counts: Counter[str] = Counter()
+        self.degraded = degraded  # faults and latency apply (SIGUSR1 on, SIGUSR2 off)
+
+    def _draw(self) -> str:
+        return self.rates.draw(self.rng) if self.degraded else "pass"
+
+    async def _send_later(self, frames: trio.MemoryReceiveChannel, dst: trio.SocketStream) -> None:
+        """Pass each (due, frame) on at its due time, in order."""
+        async for due, frame in frames:
+            await trio.sleep_until(due)  # the link's latency
+            await dst.send_all(frame)
 
     async def handle(self, client: trio.SocketStream, upstream: tuple[str, int]) -> None:
         try:
@@ -115,41 +138,54 @@ class _Injector:
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ValueError):
             pass  # either side went away or sent garbage: this connection ends, serving goes on
 
+    def _due(self) -> float:
+        return trio.current_time() + (self.rates.latency_s if self.degraded else 0.0)
+
     async def _requests(self, src: trio.SocketStream, dst: trio.SocketStream, drop_answer: deque[bool],
                         scope: trio.CancelScope) -> None:
         splitter = FrameSplitter()
-        async for data in src:
-            for frame in splitter.feed(data):
-                fault = self.rates.draw(self.rng)
-                self.counts[fault] += 1
-                self.counts["requests"] += 1
-                if fault == "reset":
-                    rst_on_close(src)
-                    scope.cancel()
-                    return
-                if fault == "drop_request":
-                    continue
-                if fault == "delay":
-                    await trio.sleep(self.rates.delay_s)  # the injected delay itself
-                drop_answer.append(fault == "drop_response")
-                await dst.send_all(frame)
+        later_in, later_out = trio.open_memory_channel[tuple[float, bytes]](MAX_FRAMES_IN_FLIGHT)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._send_later, later_out, dst)
+            async with later_in:
+                async for data in src:
+                    for frame in splitter.feed(data):
+                        fault = self._draw()
+                        self.counts[fault] += 1
+                        self.counts["requests"] += 1
+                        if fault == "reset":
+                            rst_on_close(src)
+                            scope.cancel()
+                            return
+                        if fault == "drop_request":
+                            continue
+                        if fault == "delay":
+                            await trio.sleep(self.rates.delay_s)  # the injected stall itself
+                        drop_answer.append(fault == "drop_response")
+                        await later_in.send((self._due(), frame))
         await dst.send_eof()
 
     async def _responses(self, src: trio.SocketStream, dst: trio.SocketStream, drop_answer: deque[bool]) -> None:
         splitter = FrameSplitter()
-        async for data in src:
-            for frame in splitter.feed(data):
-                if drop_answer and drop_answer.popleft():
-                    continue
-                await dst.send_all(frame)
+        later_in, later_out = trio.open_memory_channel[tuple[float, bytes]](MAX_FRAMES_IN_FLIGHT)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._send_later, later_out, dst)
+            async with later_in:
+                async for data in src:
+                    for frame in splitter.feed(data):
+                        if drop_answer and drop_answer.popleft():
+                            continue
+                        await later_in.send((self._due(), frame))
 
 
 async def serve(routes: list[tuple[tuple[str, int], tuple[str, int]]], rates: NotifyFaultRates,
-                seed: int | None = None, stats_path: Path | None = None,
+                seed: int | None = None, stats_path: Path | None = None, *, start_healthy: bool = False,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve every (listen, upstream) route until cancelled; task_status gets the addresses listened on."""
-    injector = _Injector(rates, seed)
+    """Serve every (listen, upstream) route until cancelled; task_status gets the addresses
+    listened on. SIGUSR1 degrades the links (faults and latency), SIGUSR2 restores them."""
+    injector = _Injector(rates, seed, degraded=not start_healthy)
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(_follow_signals, injector)
         bound = []
         for listen, upstream in routes:
             listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
@@ -164,6 +200,13 @@ async def serve(routes: list[tuple[tuple[str, int], tuple[str, int]]], rates: No
             await keep_writing_counts(injector.counts, stats_path)
 
 
+async def _follow_signals(injector: _Injector) -> None:
+    with trio.open_signal_receiver(signal.SIGUSR1, signal.SIGUSR2) as signals:
+        async for signum in signals:
+            injector.degraded = signum == signal.SIGUSR1
+            injector.counts["degraded" if injector.degraded else "restored"] += 1
+
+
 def _route(text: str) -> tuple[tuple[str, int], tuple[str, int]]:
     listen, sep, upstream = text.partition("=")
     try:
@@ -176,9 +219,11 @@ def _route(text: str) -> tuple[tuple[str, int], tuple[str, int]]:
 
 async def _main(args: argparse.Namespace) -> None:
     rates = NotifyFaultRates(rate_drop_request=args.rate_drop_request, rate_drop_response=args.rate_drop_response,
-                             rate_delay=args.rate_delay, rate_reset=args.rate_reset, delay_s=args.delay_s)
+                             rate_delay=args.rate_delay, rate_reset=args.rate_reset, delay_s=args.delay_s,
+                             latency_s=args.latency_ms / 1000)
     async with trio.open_nursery() as nursery:
-        bound = await nursery.start(serve, args.route, rates, args.seed, args.stats)
+        bound = await nursery.start(functools.partial(serve, args.route, rates, args.seed, args.stats,
+                                                      start_healthy=args.start_healthy))
         for host, port in bound:
             print(f"listening={host}:{port}", flush=True)
         await until_sigint_or_sigterm(nursery)  # stop cleanly, stats written
@@ -193,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate-delay", type=float, default=0.0)
     parser.add_argument("--rate-reset", type=float, default=0.0)
     parser.add_argument("--delay-s", type=float, default=3.0)
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every frame, each way, while degraded")
+    parser.add_argument("--start-healthy", action="store_true",
+                        help="inject nothing until SIGUSR1 (SIGUSR2 restores the link)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--stats", type=Path, default=None, help="JSON file of outcome counts")
     trio.run(_main, parser.parse_args(argv))

@@ -564,13 +564,16 @@ def fault_proxy(env: ZoneEnv, log_name: str = "s3-faults", process_out: list | N
 
 
 @contextlib.contextmanager
-def notify_fault_proxy(env: ZoneEnv, log_name: str = "notify-faults",
+def notify_fault_proxy(env: ZoneEnv, log_name: str = "notify-faults", process_out: list | None = None,
+                       start_healthy: bool = False,
                        **rates: float) -> Iterator[tuple[dict[str, str], dict[str, str], Path]]:
     """deploy/local/notify_faults.py in front of every zone's agent (loopback mode).
 
     Yields (agents, notify_via, stats_path): the agents' own listen addresses (for
     run_campaign's `agents`) and the injector's address per zone (SidecarSettings.notify_via).
-    rates: rate_drop_request, rate_drop_response, rate_delay, rate_reset, delay_s, seed.
+    rates: rate_drop_request, rate_drop_response, rate_delay, rate_reset, delay_s, latency_ms,
+    seed. `start_healthy`: inject nothing until the injector gets SIGUSR1 (SIGUSR2 restores);
+    `process_out` gets its Popen, to send those.
     """
     if env.mode != "loopback":
         raise ValueError("the notification fault proxy runs on loopback mode only")
@@ -580,7 +583,11 @@ def notify_fault_proxy(env: ZoneEnv, log_name: str = "notify-faults",
     argv = [sys.executable, "-m", "deploy.local.notify_faults", "--stats", str(stats)]
     for zone in env.zone_names:
         argv += ["--route", f"127.0.0.1:0={agents[zone]}"]
+    if start_healthy:
+        argv.append("--start-healthy")
     proc = env.run_beside_s3(argv + _rate_args(rates), log_name=log_name)
+    if process_out is not None:
+        process_out.append(proc)
     try:
         addresses = _listening_lines(proc, len(env.zone_names), "notification fault proxy")
         yield agents, dict(zip(env.zone_names, addresses, strict=True)), stats
