@@ -39,6 +39,7 @@ import signal
 import struct
 import sys
 from collections import Counter, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,8 +142,10 @@ class _Injector:
     def _due(self) -> float:
         return trio.current_time() + (self.rates.latency_s if self.degraded else 0.0)
 
-    async def _requests(self, src: trio.SocketStream, dst: trio.SocketStream, drop_answer: deque[bool],
-                        scope: trio.CancelScope) -> None:
+    async def _pass_frames(self, src: trio.SocketStream, dst: trio.SocketStream,
+                           keep: Callable[[bytes], Awaitable[bool]]) -> None:
+        """Frames from src to dst, those `keep` lets through (it may stall), each passed on
+        after the link's latency, in order; returns at src's end, once they are all sent."""
         splitter = FrameSplitter()
         later_in, later_out = trio.open_memory_channel[tuple[float, bytes]](MAX_FRAMES_IN_FLIGHT)
         async with trio.open_nursery() as nursery:
@@ -150,32 +153,34 @@ class _Injector:
             async with later_in:
                 async for data in src:
                     for frame in splitter.feed(data):
-                        fault = self._draw()
-                        self.counts[fault] += 1
-                        self.counts["requests"] += 1
-                        if fault == "reset":
-                            rst_on_close(src)
-                            scope.cancel()
-                            return
-                        if fault == "drop_request":
-                            continue
-                        if fault == "delay":
-                            await trio.sleep(self.rates.delay_s)  # the injected stall itself
-                        drop_answer.append(fault == "drop_response")
-                        await later_in.send((self._due(), frame))
+                        if await keep(frame):
+                            await later_in.send((self._due(), frame))
+
+    async def _requests(self, src: trio.SocketStream, dst: trio.SocketStream, drop_answer: deque[bool],
+                        scope: trio.CancelScope) -> None:
+        async def keep(_frame: bytes) -> bool:
+            fault = self._draw()
+            self.counts[fault] += 1
+            self.counts["requests"] += 1
+            if fault == "reset":
+                rst_on_close(src)
+                scope.cancel()
+                await trio.lowlevel.checkpoint()  # raises Cancelled: nothing more of this connection
+            if fault == "drop_request":
+                return False
+            if fault == "delay":
+                await trio.sleep(self.rates.delay_s)  # the injected stall itself
+            drop_answer.append(fault == "drop_response")
+            return True
+
+        await self._pass_frames(src, dst, keep)
         await dst.send_eof()
 
     async def _responses(self, src: trio.SocketStream, dst: trio.SocketStream, drop_answer: deque[bool]) -> None:
-        splitter = FrameSplitter()
-        later_in, later_out = trio.open_memory_channel[tuple[float, bytes]](MAX_FRAMES_IN_FLIGHT)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._send_later, later_out, dst)
-            async with later_in:
-                async for data in src:
-                    for frame in splitter.feed(data):
-                        if drop_answer and drop_answer.popleft():
-                            continue
-                        await later_in.send((self._due(), frame))
+        async def keep(_frame: bytes) -> bool:
+            return not (drop_answer and drop_answer.popleft())
+
+        await self._pass_frames(src, dst, keep)
 
 
 async def serve(routes: list[tuple[tuple[str, int], tuple[str, int]]], rates: NotifyFaultRates,

@@ -236,6 +236,16 @@ async def test_on_answer_gets_the_results_before_the_sender_records_the_notifica
     assert len(audit.of("notification")) == 1
 
 
+def answer_ok_until_hung(state: dict):
+    """An agent's answers for `serve`: OK until state["hang"], then none (it reads and stays
+    silent, as when it is SIGSTOPped: connected, never answering)."""
+    def answer(req, n):
+        if state["hang"]:
+            return None
+        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(0, n),))))
+    return answer
+
+
 @pytest.mark.trio
 async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nursery):
     # 20 quick answers give the zone its history; then the agent stops answering (as when it
@@ -244,13 +254,7 @@ async def test_a_hanging_agent_is_abandoned_at_the_gray_deadline_then_probed(nur
     # while the zone stays gray other notifications fail at once. The agent recovers: the
     # next probe succeeds and the zone is no longer gray.
     state = {"hang": False}
-
-    def answer(req, n):
-        if state["hang"]:
-            return None  # reads, never answers
-        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(0, n),))))
-
-    port, requests = await nursery.start(serve, answer)
+    port, requests = await nursery.start(serve, answer_ok_until_hung(state))
     sender = NotifySender(notify_config(port, **{"notify.gray_floor_s": 0.3}), "az1", "proxy", 1,
                           MemoryAuditSink(), bucket="bkt")
     reported: list[tuple[str, int]] = []
@@ -282,13 +286,7 @@ async def test_an_agent_hung_after_four_answers_is_abandoned_at_the_cold_deadlin
     # deadline needs 5), then hung. Before, attempt and hedge each waited notify.timeout_s
     # (10 s here); now each ends at 3 x notify.gray_max_s (0.5 s -> 1.5 s), 3 s together.
     state = {"hang": False}
-
-    def answer(req, n):
-        if state["hang"]:
-            return None  # reads, never answers
-        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(0, n),))))
-
-    port, requests = await nursery.start(serve, answer)
+    port, requests = await nursery.start(serve, answer_ok_until_hung(state))
     sender = NotifySender(notify_config(port, **{"notify.timeout_s": 10.0, "notify.gray_floor_s": 0.3,
                                                  "notify.gray_max_s": 0.5}),
                           "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
