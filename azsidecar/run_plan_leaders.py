@@ -24,6 +24,7 @@ from azsidecar.failures import StartupFailure
 from azsidecar.secrets import apply_secrets
 from core.configload import ConfigError
 from core.prices_file import load_prices
+from kafka_upstream.config import UpstreamConfig
 from leader_placement.admin import KafkaLeaderAdmin, LeaderAdminError, kafka_python_security
 from leader_placement.apply import apply_moves
 from leader_placement.audit_input import (
@@ -65,6 +66,17 @@ class _ClientErrors(logging.Handler):
         else the first that says more than `failure` does; "" if none."""
         more = [m for m in self.messages if m not in failure and failure not in m and "Bootstrap failed" not in m]
         return next((m for m in more if CREDENTIALS_RE.search(m)), more[0] if more else "")
+
+
+def sasl_hint(upstream: UpstreamConfig, cause: str) -> str:
+    """What to check when a SASL login failed but the client only saw the connection close:
+    a broker closes the connection after refusing a login, and kafka-python, when it reads
+    the refusal and the close together (a loaded host), reports only "socket disconnected"
+    (seen in loaded test runs; every connection of the bootstrap time-out alike)."""
+    if not upstream.security_protocol.startswith("SASL_") or CREDENTIALS_RE.search(cause):
+        return ""
+    return (f"; the brokers may have refused the SASL login and closed the connection: check "
+            f"upstream.sasl_mechanism ({upstream.sasl_mechanism}), upstream.sasl_username and the password")
 
 
 def _quiet_client() -> _ClientErrors:
@@ -130,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
     except LeaderAdminError as exc:
         cause = client_errors.cause(str(exc))
         detail = f" (first client error: {cause})" if cause else ""
-        raise StartupFailure(f"{exc}{detail}") from exc
+        raise StartupFailure(f"{exc}{detail}{sasl_hint(config.upstream, cause)}") from exc
     if not result.ok:
         print(f"azsidecar: leader placement stopped after {len(result.moved)} of {len(plan.moves)} moves: "
               f"{result.error}", file=sys.stderr)

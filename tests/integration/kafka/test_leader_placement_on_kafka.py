@@ -251,4 +251,8 @@ def test_plan_and_apply_with_the_upstream_sasl_scram_over_tls_of_the_proxy_confi
     assert refused.returncode == 1, refused.stderr + refused.stdout
     [line] = refused.stderr.strip().splitlines()  # one line: kafka-python's retry log is kept off stderr
     assert line.startswith("azsidecar: cannot start: cannot reach ") and "Traceback" not in refused.stderr
-    assert "SaslAuthenticationFailedError" in line and "SCRAM-SHA-512" in line  # the cause, named
+    # The cause, named: the brokers' refusal as kafka-python reports it, or, where the client
+    # read the refusal and the close together and saw only "socket disconnected" (twice in
+    # loaded CI runs, every connection of its bootstrap alike), what to check.
+    assert "SaslAuthenticationFailedError" in line or "may have refused the SASL login" in line, line
+    assert "SCRAM-SHA-512" in line
