@@ -99,9 +99,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -690,6 +692,8 @@ def main() -> int:
     os.environ.update(DUMMY_CREDENTIALS)  # boto3 in this process talks to moto
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-agent-{uuid.uuid4().hex[:6]}"
     log_dir.mkdir(parents=True)
+    # The brokers' data (GBs after a run) goes at exit, once they have stopped; the agents' logs stay.
+    atexit.register(shutil.rmtree, log_dir / "kafka", True)
     kafka_name = (f"{args.brokers} Apache Kafka node(s), RF {min(args.replication_factor, args.brokers)}" if apache
                   else "one Tansu broker" if args.brokers == 1 and not args.mock_cluster
                   else f"{args.brokers} broker(s) (librdkafka mock cluster)")

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -291,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
 
     log_dir = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     with contextlib.ExitStack() as stack:
+        # The brokers' data (GBs after a saturated run) goes once they have stopped; the
+        # processes' logs stay in log_dir.
+        stack.callback(shutil.rmtree, log_dir / "kafka", True)
         if args.broker == "kafka":
             from deploy.local.kafka_cluster import start_kafka_cluster  # noqa: PLC0415 - the JVM side only here
 
