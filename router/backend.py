@@ -55,6 +55,7 @@ from wal_s3.format import WalEntry
 from wal_s3.writer import FlushedObject, WalPlacement
 
 log = logging.getLogger(__name__)
+SLOW_DRAIN_LOG_S = 5.0  # a path switch waiting longer than this for the old path is logged
 
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
@@ -391,6 +392,7 @@ class RoutingBackend:
         # failed instead of forwarded: forwarded, they would reach the leader after a gap, and
         # librdkafka treats the leader's OUT_OF_ORDER_SEQUENCE_NUMBER as fatal.
         self._sequence_gaps: dict[tuple[str, int, int, int], tuple[int, float]] = {}
+        self._gaps_warned: set[tuple[str, int, int, int]] = set()  # gaps logged as lasting
         self.policy = config.policy
         self._topic_refusals: dict[str, str | None] = {}  # config.wal_refusal per topic seen
         self.route_counts: dict[str, int] = defaultdict(int)
@@ -492,9 +494,16 @@ class RoutingBackend:
             return False
         key, sequence = keyed
         failed_sequence, at = self._sequence_gaps[key]
-        if sequence <= failed_sequence or trio.current_time() - at > SEQUENCE_GAP_TTL_S:
+        age_s = trio.current_time() - at
+        if sequence <= failed_sequence or age_s > SEQUENCE_GAP_TTL_S:
             del self._sequence_gaps[key]  # the retry (or an older batch), or a producer that moved on
+            self._gaps_warned.discard(key)
             return False
+        if age_s > SLOW_DRAIN_LOG_S and key not in self._gaps_warned:
+            self._gaps_warned.add(key)
+            log.warning("%s-%d: producer %d's batch of sequence %d failed %.1f s ago and has not come back; "
+                        "its later batches are answered REQUEST_TIMED_OUT until it does (or for %.0f s)",
+                        key[0], key[1], key[2], failed_sequence, age_s, SEQUENCE_GAP_TTL_S)
         return True
 
     def _note_failure(self, item: PartitionBatches, result: PartitionResult | None) -> None:
@@ -594,7 +603,7 @@ class RoutingBackend:
             if route.path is Path.WAL and self._wal is not None and dest is not None:
                 lane = (dest, self._wal.agent_of(dest, item.topic, item.partition))
             if state.in_flight > 0 and state.path is not None and (state.path != route.path or state.lane != lane):
-                await state.drained.wait()  # a path or agent switch waits for the old one to drain
+                await self._drain_before_switch(tp, state, route)
             if self._behind_a_gap(item):
                 held_back[tp] = PartitionResult(
                     errors.REQUEST_TIMED_OUT,
@@ -621,6 +630,20 @@ class RoutingBackend:
         direct_completions = [(await target.submit(group, ctx), group) for target, group in direct_items.items()]
         self._count_submit(lookups, routed)
         return _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started)
+
+    async def _drain_before_switch(self, tp: tuple[str, int], state: PartitionState, route: Route) -> None:
+        """A path or agent switch waits for the old path's batches of the partition to drain
+        (else a later batch could overtake an earlier one). Logged when that takes long: the
+        client's connection answers in order, so every request behind this one waits too."""
+        waited = trio.current_time()
+        old_path = state.path
+        with trio.move_on_after(SLOW_DRAIN_LOG_S):
+            await state.drained.wait()
+            return
+        log.warning("%s-%d: switching from %s to %s waits for %d batch(es) still in flight on the old path",
+                    tp[0], tp[1], old_path.value if old_path else "?", route.path.value, state.in_flight)
+        await state.drained.wait()
+        log.warning("%s-%d: the old path drained after %.1f s", tp[0], tp[1], trio.current_time() - waited)
 
     def _settle(self, items: list[PartitionBatches], held_back: dict, wal_items: list,
                 results: dict[tuple[str, int], PartitionResult]) -> dict[tuple[str, int], PartitionResult]:

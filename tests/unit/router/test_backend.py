@@ -242,6 +242,33 @@ async def test_path_switch_waits_for_the_old_path_to_drain(autojump_clock):
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.trio
+async def test_a_path_switch_waiting_long_for_the_old_path_is_logged(autojump_clock, caplog):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend, writer = await make_backend(nursery, "wal", log, hold=True)
+        first = await backend.submit([item("t", 0, 100)], CTX)
+        backend.set_policy("direct")
+        second_done = trio.Event()
+
+        async def second():
+            await (await backend.submit([item("t", 0, 100)], CTX))()
+            second_done.set()
+
+        with caplog.at_level("WARNING", logger="router.backend"):
+            nursery.start_soon(second)
+            await trio.sleep(4.0)
+            assert not caplog.records  # a short drain says nothing
+            await trio.sleep(8.0)
+            writer.release.set()
+            await first()
+            await second_done.wait()
+        nursery.cancel_scope.cancel()
+    assert [r.getMessage() for r in caplog.records] == [
+        "t-0: switching from wal to direct_cross waits for 1 batch(es) still in flight on the old path",
+        "t-0: the old path drained after 12.0 s"]
+
+
 @pytest.fixture
 def autojump_clock():
     return trio.testing.MockClock(autojump_threshold=0)
@@ -423,6 +450,23 @@ async def test_later_batches_wait_for_the_retry_of_a_failed_one(autojump_clock):
         assert (await send(backend, seq_item(0)))[("t", 0)].error_code == 0  # the retry goes through
         assert (await send(backend, seq_item(5)))[("t", 0)].error_code == 0  # and then the rest
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_a_failed_batch_not_retried_for_seconds_is_logged_once(autojump_clock, caplog):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        backend = wal_backend(nursery, FailFirstSender(), log)
+        assert (await send(backend, seq_item(0)))[("t", 0)].error_code == 7
+        with caplog.at_level("WARNING", logger="router.backend"):
+            assert (await send(backend, seq_item(5)))[("t", 0)].error_code == 7
+            assert not caplog.records  # held back at once: nothing to say yet
+            await trio.sleep(6.0)
+            for _ in range(3):
+                assert (await send(backend, seq_item(5)))[("t", 0)].error_code == 7
+        nursery.cancel_scope.cancel()
+    [warning] = caplog.records
+    assert warning.getMessage().startswith("t-0: producer 7's batch of sequence 0 failed 6.")
 
 
 class FlakySender(SenderFake):
