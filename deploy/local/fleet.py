@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
 from deploy.local.scenario import (
@@ -131,16 +132,15 @@ def run_fleet(env: ZoneEnv, fleet: Fleet, mode: str, settings: SidecarSettings,
     process_env = {**DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": settings.hmac_key,
                    "AZSIDECAR_IMDS_ENDPOINT": "http://127.0.0.1:9", "AWS_DEFAULT_REGION": "us-east-1"}
     with contextlib.ExitStack() as stack:
-        for zone in env.zones:
-            _start(env, zone, settings, agents, process_env, stack, "agent", f"fleet-{mode}-{zone.name}-agent")
+        _wait_ready([_launch(env, zone, settings, agents, process_env, stack, "agent", f"fleet-{mode}-{zone.name}-agent")
+                     for zone in env.zones])
         # who serves whom: per-host proxies, or one per zone
         owners = ({p.name: (p.zone, f"sc-{p.name}") for p in producers} if mode == "sidecars"
                   else {p.name: (p.zone, f"gw-{env.zones[p.zone].name}") for p in producers})
-        addresses: dict[str, str] = {}
-        for zone_index, proxy_id in sorted(set(owners.values())):
-            zone = env.zones[zone_index]
-            addresses[proxy_id] = _start(env, zone, settings, agents, process_env, stack, "proxy",
-                                         f"fleet-{mode}-{proxy_id}", proxy_id)
+        proxy_ids = sorted(set(owners.values()))
+        addresses = dict(zip((proxy_id for _, proxy_id in proxy_ids), _wait_ready([
+            _launch(env, env.zones[zone_index], settings, agents, process_env, stack, "proxy",
+                    f"fleet-{mode}-{proxy_id}", proxy_id) for zone_index, proxy_id in proxy_ids]), strict=True))
         say(f"fleet {mode}: {len(addresses)} proxies, {len(producers)} producers "
             f"({fleet.small_per_zone} x {fleet.small_bytes_per_s / 1e3:.0f} KB/s per zone, "
             f"{fleet.heavy} x {fleet.heavy_bytes_per_s / 1e6:.2f} MB/s) for {fleet.duration_s:.0f} s")
@@ -176,23 +176,39 @@ def run_fleet(env: ZoneEnv, fleet: Fleet, mode: str, settings: SidecarSettings,
                     duration_s, verification, audit_dir, len(addresses), summaries)
 
 
-def _start(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: dict[str, str], process_env: dict,
-           stack: contextlib.ExitStack, role: str, log_name: str, proxy_id: str = "") -> str:
-    """Start one agent or proxy in `zone`; registered in `stack` to stop (drain) on exit. Returns its address."""
+@dataclass(frozen=True)
+class _Starting:
+    """A process launched and not yet known to be ready (_launch, then _wait_ready)."""
+
+    proc: Any
+    ready: str
+    what: str
+    offset: int
+    address: str
+
+
+def _launch(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: dict[str, str], process_env: dict,
+            stack: contextlib.ExitStack, role: str, log_name: str, proxy_id: str = "") -> _Starting:
+    """Start one agent or proxy in `zone`, not waiting for it; registered in `stack` to stop
+    (drain) on exit. Several start side by side: each spends a second or two importing."""
     config = zone_config(env, zone, settings, agents)
     if role == "proxy":
         port = free_port()
         config["proxy"] = {"listen_host": zone.sidecar_host, "listen_port": port, "proxy_id": proxy_id}
         address = f"{zone.sidecar_host}:{port}"
-        ready = READY_LINES["proxy"]
     else:
         address = agents[zone.name]
-        ready = READY_LINES["agent"]
     path = env.log_dir / f"{log_name}.toml"
     path.write_text(to_toml(config))
     offset = _log_size(env, log_name)
     proc = env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", role, "--config", str(path)], process_env,
                            log_name=log_name)
     stack.callback(stop_process, proc, STOP_GRACE_S)
-    _wait_for_log_line(proc, proc.log_path, ready, READY_TIMEOUT_S, f"{role} {log_name}", offset)
-    return address
+    return _Starting(proc, READY_LINES[role], f"{role} {log_name}", offset, address)
+
+
+def _wait_ready(starting: list[_Starting]) -> list[str]:
+    """Wait for each launched process's ready line (READY_TIMEOUT_S each); their addresses."""
+    for s in starting:
+        _wait_for_log_line(s.proc, s.proc.log_path, s.ready, READY_TIMEOUT_S, s.what, s.offset)
+    return [s.address for s in starting]
