@@ -293,6 +293,11 @@ class KafkaCluster:
                            timeout_s=ADMIN_TIMEOUT_S)
         return {int(p): s for p, s in state.items()}
 
+    def delete_topics(self, keep: Sequence[str] = ()) -> list[str]:
+        """Delete every topic but the internal ones and `keep` (kafka_admin.delete_topics); the names deleted."""
+        return list(self.admin("delete_topics", bootstrap=self._live_bootstrap(), keep=list(keep),
+                               timeout_s=ADMIN_TIMEOUT_S))
+
     def describe(self, topic: str) -> dict[int, dict[str, Any]]:
         """{partition: {"leader", "replicas", "isr"}} as the cluster reports it now."""
         return {int(p): s for p, s in self.admin("describe_topic", bootstrap=self._live_bootstrap(),

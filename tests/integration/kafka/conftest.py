@@ -15,7 +15,7 @@ import pytest
 
 from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
 from deploy.local.kafka_jars import KAFKA_3_VERSION, KAFKA_VERSION
-from tests.conftest import shared_environment
+from tests.conftest import shared_environment, shed_topics
 
 __all__ = ["KAFKA_3_VERSION", "KAFKA_VERSION"]
 
@@ -41,6 +41,14 @@ def kafka(kafka_version, _shared_stacks, tmp_path_factory, request) -> KafkaClus
                                     log_dir=tmp_path_factory.mktemp(f"kafka-{kafka_version}")))
     assert all(node.running for node in cluster.nodes.values()), "a shared cluster lost a node"
     return cluster
+
+
+@pytest.fixture(autouse=True)
+def _shed_topics_of_the_shared_cluster(request) -> Iterator[None]:
+    """Each test on the version's shared cluster leaves it without its topics."""
+    yield
+    if "kafka" in request.fixturenames:
+        shed_topics(request.getfixturevalue("kafka"))
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import pytest
 from deploy.local.scenario import TopicSpec, Workload
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import netns_available, three_zones
+from tests.conftest import shed_topics
 from tests.system.reliability.harness import run_campaign
 from tests.system.reliability.zone_faults import (
     agents_gone,
@@ -50,10 +51,17 @@ RSS_GROWTH_BOUND_KIB = 2 * (32 + 8) * 1024
 
 
 @pytest.fixture(scope="module")
-def kafka_netns(tmp_path_factory):
+def _zones_on_kafka(tmp_path_factory):
     with three_zones(mode="netns", broker="kafka", log_dir=tmp_path_factory.mktemp("zones-kafka")) as env:
         env.create_bucket("wal")
         yield env
+
+
+@pytest.fixture
+def kafka_netns(_zones_on_kafka):
+    """The module's zones, without the topics of the test before (tests/conftest.py: shed_topics)."""
+    yield _zones_on_kafka
+    shed_topics(_zones_on_kafka.kafka)
 
 
 def settings(tmp_path: Path) -> SidecarSettings:
