@@ -44,6 +44,7 @@ SEQ_DIGITS = 10  # fixed width keeps every value of one size the same length
 PROGRESS_EVERY_S = 1.0  # how often the progress file is rewritten
 FLUSH_TIMEOUT_S = 120.0  # waiting for the last acks; a healthy broker needs a second
 METADATA_TIMEOUT_S = 30.0  # a paced producer waits this long at most for its first metadata
+PACING_TICK_S = 0.005  # a paced producer sends the records due within this at once (linger is 5-250 ms)
 VERIFY_IDLE_TIMEOUT_S = 30.0  # no new record for this long while records are missing: give up
 DRAIN_TIMEOUT_S = 2.0  # after the expected end, an empty poll this long means the log has no extra records
 MAX_PROBLEMS = 20  # the first few problems say enough; a broken run would list millions
@@ -176,7 +177,11 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
     payload_bytes = 0
     for seq in range(records):
         while records_per_s and (ahead_s := started + seq / records_per_s - time.monotonic()) > 0:
-            producers[zones[0]].poll(ahead_s)  # paced: serve delivery reports until this record is due
+            # Paced: serve delivery reports until this record is due, in ticks of at least
+            # PACING_TICK_S, then send every record due by then. Waiting for each record alone
+            # spun (poll() counts whole milliseconds, so a shorter wait returned at once: 3.2
+            # million polls for 15,000 records, 0.4 of a core at 1,000 records/s).
+            producers[zones[0]].poll(max(ahead_s, PACING_TICK_S))
         t = rounds[seq % len(rounds)]
         topic = topics[t]
         key = key_of(seq, key_space) if topic.get("keyed") else None
