@@ -68,7 +68,7 @@ def run_on_event_loop(name: str, main: Coroutine[Any, Any, int]) -> int:
     """Run `main` on the event loop `agent.event_loop` names (validated by the config).
 
     uvloop's loop turns and socket I/O cost less CPU than asyncio's selector loop: 9-12 %
-    less per MiB appended (docs/benchmarks.md, session 15)."""
+    less per MiB appended (docs/benchmarks.md)."""
     if name == "uvloop":
         return uvloop.run(main)
     return asyncio.run(main)

@@ -16,7 +16,7 @@ h11); --boto3-too adds the +S3 latency route once more with boto3 in worker thre
 The injector keeps the sidecars' connections open between requests, as S3 does (moto
 closes after every answer); --transparent-too adds the +S3 latency route once more through
 an injector that passes those closes on (a new connection per S3 request: the harness
-before session 6).
+of earlier versions).
 
 Two ways to say what the sidecar itself adds on the WAL path:
 - "added" (coarse, kept for comparison with older runs) = p(wal) - p(direct, paced) - linger_ms -

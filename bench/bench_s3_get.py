@@ -11,7 +11,7 @@ pays here because moto closes each connection (S3 keeps them alive).
 Prints CPU ms per GET for each size, the fixed part (the smallest range's GET) and the
 per-MiB part (the slope between the two largest sizes), and the connect's share of the
 fixed part. Why: an agent pays one GET per object share, so this fixed part is what more,
-smaller shares cost (docs/benchmarks.md, "Several agents per zone", session 13).
+smaller shares cost (docs/benchmarks.md, "Several agents per zone").
 """
 
 from __future__ import annotations

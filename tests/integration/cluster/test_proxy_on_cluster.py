@@ -120,7 +120,7 @@ def test_a_broker_down_stalls_only_its_partitions(cluster, tmp_path):
     assert delivery.acked == want
     got = read_back(cluster.bootstrap, "down", PARTITIONS, len(warm + rest))
     if got != want and all(tail_appended_twice(got.get(part, []), w) for part, w in want.items() if got.get(part) != w):
-        # Seen in ~1 of 10 runs (session 11, librdkafka debug log): the proxy's Metadata no longer
+        # Seen in ~1 of 10 runs (with librdkafka's debug log): the proxy's Metadata no longer
         # lists the down broker, librdkafka destroys that broker handle with a batch in flight,
         # marks it "MsgNotPersisted" and later sends it again with the same producer id, epoch
         # and sequence. The proxy had forwarded it and the mock broker had appended it; the

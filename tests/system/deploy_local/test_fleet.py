@@ -46,7 +46,7 @@ STANDARD = ClassPrices("standard", 0.005, 0.0004)  # list prices: a byte across 
 def test_sidecars_and_gateways_on_loopback(loopback_kafka_zones, tmp_path):
     # 6 s: more objects, so one object's boundary more or less weighs less on the 5 % bounds
     # below. (The transfer fell 6.8-8.4 % under the audit's in runs with prefetches, until
-    # notify_sizes_from_records counted their bytes: session 19.)
+    # notify_sizes_from_records counted their bytes.)
     fleet = Fleet(small_per_zone=1, small_bytes_per_s=100_000, heavy=1, heavy_bytes_per_s=300_000, duration_s=6)
     env = loopback_kafka_zones  # tests/conftest.py: Apache Kafka, one KRaft node per zone, bucket "wal"
     settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path, policy="wal", linger_ms=250)
