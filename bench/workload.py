@@ -126,6 +126,8 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": spec.get("linger_ms", 20),
+            # deploy/local/scenario.Workload.max_in_flight says why runs ask for fewer than 5
+            "max.in.flight.requests.per.connection": int(spec.get("max_in_flight", 5)),
             "compression.type": "none",  # metered bytes must be comparable to payload bytes
             "queue.buffering.max.kbytes": QUEUE_MAX_KBYTES,
             "message.timeout.ms": int(spec.get("message_timeout_ms", 120_000)),
