@@ -55,7 +55,7 @@ from wal_s3.format import WalEntry
 from wal_s3.writer import FlushedObject, WalPlacement
 
 log = logging.getLogger(__name__)
-SLOW_DRAIN_LOG_S = 5.0  # a path switch waiting longer than this for the old path is logged
+SLOW_WAIT_LOG_S = 5.0  # a path switch waiting for the old path, or a held-back retry, logged past this
 
 OBSERVED_WEIGHT = 0.2  # EWMA weight of each new flush in the observed object shape
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
@@ -499,7 +499,7 @@ class RoutingBackend:
             del self._sequence_gaps[key]  # the retry (or an older batch), or a producer that moved on
             self._gaps_warned.discard(key)
             return False
-        if age_s > SLOW_DRAIN_LOG_S and key not in self._gaps_warned:
+        if age_s > SLOW_WAIT_LOG_S and key not in self._gaps_warned:
             self._gaps_warned.add(key)
             log.warning("%s-%d: producer %d's batch of sequence %d failed %.1f s ago and has not come back; "
                         "its later batches are answered REQUEST_TIMED_OUT until it does (or for %.0f s)",
@@ -637,7 +637,7 @@ class RoutingBackend:
         client's connection answers in order, so every request behind this one waits too."""
         waited = trio.current_time()
         old_path = state.path
-        with trio.move_on_after(SLOW_DRAIN_LOG_S):
+        with trio.move_on_after(SLOW_WAIT_LOG_S):
             await state.drained.wait()
             return
         log.warning("%s-%d: switching from %s to %s waits for %d batch(es) still in flight on the old path",
