@@ -97,8 +97,10 @@ async def test_keepalive_mode_answers_several_requests_on_one_connection(moto_se
 @pytest.mark.trio
 async def test_hold_answer_stores_at_once_and_answers_after_the_delay(moto_server):
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), 300.0, 0.0,
-                                         "keepalive", "answer")
+        # The answer's delay is PUT_DELAY_MS, far above a HEAD's time on a loaded host: with 300 ms a
+        # loaded CI worker's polling HEAD came back 0.07 s after the client had its answer.
+        host, port = await nursery.start(serve, ("127.0.0.1", 0), ("127.0.0.1", moto_server.port), PUT_DELAY_MS,
+                                         0.0, "keepalive", "answer")
 
         def put_through_proxy_and_watch_moto() -> tuple[float, float]:
             import threading
@@ -127,7 +129,7 @@ async def test_hold_answer_stores_at_once_and_answers_after_the_delay(moto_serve
             return stored_at - started, answered[0] - started
 
         stored_s, answered_s = await trio.to_thread.run_sync(put_through_proxy_and_watch_moto)
-        assert answered_s >= 0.3  # the injected delay, on the answer
+        assert answered_s >= PUT_DELAY_MS / 1000  # the injected delay, on the answer
         assert stored_s < answered_s  # moto had the object while the client still waited
         nursery.cancel_scope.cancel()
 
