@@ -181,7 +181,7 @@ class ServerCodec:
         """Memory this codec holds for the stream: buffered chunks and the frame buffer's capacity."""
         return self._chunk_held + self._capacity
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         if not data:
             return
         if self._frame is not None and self._filled < self._frame_total:

@@ -34,7 +34,7 @@ from core.audit import AuditSink
 from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
-from core.produce import ProduceBackend
+from core.produce import ProduceBackend, Results
 from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
 from kafka_protocol.api_names import api_name
 from kafka_protocol.kafka_codec import (
@@ -171,6 +171,8 @@ class _ConnectionState:
 
 
 ProduceBackendFactory = Callable[[UpstreamCluster, MetadataCache], Awaitable[ProduceBackend]]
+# A client's connection: plain TCP, or TLS over it when the proxy has a certificate.
+ClientStream = trio.SocketStream | trio.SSLStream[trio.SocketStream]
 
 
 class RequestHandler:
@@ -392,7 +394,7 @@ class RequestHandler:
         return throttle_ms
 
     def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
-                        throttle_ms: int, upstream_results: dict) -> None:
+                        throttle_ms: int, upstream_results: Results) -> None:
         """Fill the slot with the Produce answer. A failure here is our bug: the connection is
         closed (as for any internal error) instead of leaving the client without an answer."""
         try:
@@ -583,7 +585,8 @@ class ProxyServer:
         """True from the start of `shutdown()`: no new connections, in-flight work finishing."""
         return self._stopping
 
-    async def serve(self, listeners: list[trio.SocketListener], task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, listeners: list[trio.SocketListener],
+                    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             with trio.CancelScope() as self._listen_scope:
                 async with trio.open_nursery() as listening:
@@ -609,7 +612,8 @@ class ProxyServer:
         listeners = await trio.open_tcp_listeners(0, host=self.config.listen_host)
         listening.start_soon(functools.partial(trio.serve_listeners, self._handle_connection, listeners,
                                                handler_nursery=handlers))
-        return listeners[0].socket.getsockname()[1]
+        port: int = listeners[0].socket.getsockname()[1]  # trio types socket addresses as Any
+        return port
 
     async def shutdown(self) -> None:
         """Stop accepting and reading; let in-flight requests finish within shutdown_grace_s.
@@ -638,8 +642,9 @@ class ProxyServer:
             more = f" ({held_back} more like it held back)" if held_back else ""
             log.warning("%s from %s: %s%s", what, source, reason, more)
 
-    async def _handle_connection(self, stream: trio.SocketStream) -> None:
-        source = _peer_host(stream)
+    async def _handle_connection(self, tcp_stream: trio.SocketStream) -> None:
+        stream: ClientStream = tcp_stream
+        source = _peer_host(tcp_stream)
         refused = admit(self._connections, self._open_by_source.get(source, 0), is_loopback(source),
                         self.config.max_connections, self.config.max_connections_per_source)
         if refused is not None:
@@ -654,14 +659,14 @@ class ProxyServer:
         self._open_by_source[source] = self._open_by_source.get(source, 0) + 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
-            node_id = self.handler.node_for_port(stream.socket.getsockname()[1])
+            node_id = self.handler.node_for_port(tcp_stream.socket.getsockname()[1])
             tls_name = None
             if self._ssl_context is not None:
-                stream = trio.SSLStream(stream, self._ssl_context, server_side=True)
-                if not await _tls_handshake(stream):
+                stream = tls_stream = trio.SSLStream(tcp_stream, self._ssl_context, server_side=True)
+                if not await _tls_handshake(tls_stream):
                     return
                 if self._mapping_rules is not None:
-                    tls_name = self._certificate_principal(stream, source)
+                    tls_name = self._certificate_principal(tls_stream, source)
                     if tls_name is None:
                         return
             await self._serve_connection(stream, source, node_id, tls_name)
@@ -695,7 +700,7 @@ class ProxyServer:
             self._burst = BurstTracker(last_trim_at=now, baseline_connections=self._connections,
                                        peak_connections=self._connections)
 
-    def _certificate_principal(self, stream: trio.SSLStream, source: str) -> str | None:
+    def _certificate_principal(self, stream: trio.SSLStream[trio.SocketStream], source: str) -> str | None:
         """The principal name of the client's certificate (verified by the handshake), or None
         (logged, counted) when no mapping rule gives one: the connection is closed, as Kafka does."""
         assert self._mapping_rules is not None
@@ -707,7 +712,7 @@ class ProxyServer:
             return None
         return name
 
-    async def _serve_connection(self, stream: trio.SocketStream, source: str = "",
+    async def _serve_connection(self, stream: ClientStream, source: str = "",
                                 node_id: int | None = None, tls_name: str | None = None) -> None:
         codec = ServerCodec(self.config.max_frame_bytes)
         state = _ConnectionState(source, trio.current_time())
@@ -742,7 +747,8 @@ class ProxyServer:
         if self._budget.used > self._burst.peak_held_bytes:
             self._burst.peak_held_bytes, self._burst.over_since = self._budget.used, None
 
-    async def _read_requests(self, stream, codec: ServerCodec, send_slots, nursery: trio.Nursery,
+    async def _read_requests(self, stream: ClientStream, codec: ServerCodec,
+                             send_slots: trio.MemorySendChannel[ResponseSlot], nursery: trio.Nursery,
                              session: SaslSession | None = None, writer: _ResponseWriter | None = None,
                              state: _ConnectionState | None = None, node_id: int | None = None,
                              tls_name: str | None = None) -> None:
@@ -751,6 +757,7 @@ class ProxyServer:
         state = state or _ConnectionState("", trio.current_time())
         config = self.config
         who: Request | None = None  # the client's principal, once authenticated (with authz or quotas only)
+        slot: ResponseSlot | None
         mute_until = 0.0  # a quota throttle: no read before this trio time
         while not self._stopping:
             if mute_until and mute_until > trio.current_time():
@@ -786,6 +793,7 @@ class ProxyServer:
                     direct = codec.frame_buffer(room) if sock is not None else None
                     self._account(codec, state)
                     if direct is not None:
+                        assert sock is not None  # a frame buffer is read into on plain TCP only
                         got = await sock.recv_into(direct)
                     else:
                         data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
@@ -849,7 +857,8 @@ class ProxyServer:
             elif completed or state.partial_since is None:
                 state.partial_since = now
 
-    async def _write_responses(self, stream, receive_slots, connection_scope: trio.CancelScope,
+    async def _write_responses(self, stream: ClientStream, receive_slots: trio.MemoryReceiveChannel[ResponseSlot],
+                               connection_scope: trio.CancelScope,
                                writer: _ResponseWriter, state: _ConnectionState | None = None) -> None:
         async with receive_slots:
             async for slot in receive_slots:
@@ -902,7 +911,7 @@ def _peer_host(stream: trio.SocketStream) -> str:
     return str(peer[0]) if isinstance(peer, tuple) else str(peer)
 
 
-async def _tls_handshake(stream: trio.SSLStream) -> bool:
+async def _tls_handshake(stream: trio.SSLStream[trio.SocketStream]) -> bool:
     """Finish the server side of a TLS handshake; False (logged) if the client failed it."""
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
@@ -954,7 +963,8 @@ def listener_security(config: ProxyConfig) -> tuple[ssl.SSLContext | None, Crede
 
 async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
                     backend_factory: ProduceBackendFactory | None = None,
-                    task_status=trio.TASK_STATUS_IGNORED, *, bypass: SameZoneBypass | None = None,
+                    task_status: trio.TaskStatus[tuple[ProxyServer, int]] = trio.TASK_STATUS_IGNORED, *,
+                    bypass: SameZoneBypass | None = None,
                     audit: AuditSink | None = None, broker_zones: Mapping[str, str] | None = None,
                     authz: AuthzConfig | None = None, quotas: QuotaConfig | None = None) -> None:
     """Connect upstream, listen, serve. `task_status.started((server, port))` once listening.

@@ -29,6 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import trio
 
@@ -121,6 +122,7 @@ class _WalOutcome:
             return
         merged: PartitionResult | None = None
         for result in self._results:
+            assert result is not None  # none missing
             merged = _merge(merged, result)
         self.result = merged
         self.done.set()
@@ -291,6 +293,13 @@ def _entry_result(got: ZoneAnswer, entry_index: int) -> PartitionResult:
     return PartitionResult(r.error_code)
 
 
+# What one submit keeps per partition (topic, partition) until its results are in.
+_Routes = dict[tuple[str, int], tuple[Route, str | None, Route | None]]  # (route, leader's zone, shadow's route)
+_HeldBack = dict[tuple[str, int], PartitionResult]  # failed before any path: answered as is
+_WalItems = list[tuple[PartitionBatches, str, _WalOutcome]]  # (batches, leader's zone, their outcome)
+_DirectCompletions = list[tuple[ProduceCompletion, list[PartitionBatches]]]  # per direct backend
+
+
 def _merge(first: PartitionResult | None, new: PartitionResult) -> PartitionResult:
     """One result for a partition's batches: the first batch's offset, unless any batch failed."""
     if first is None:
@@ -310,8 +319,8 @@ class _RoutedCompletion:
     and audit records follow the answer.
     """
 
-    def __init__(self, backend: RoutingBackend, items: list[PartitionBatches], routes: dict, held_back: dict,
-                 direct: list, wal_items: list, started: float) -> None:
+    def __init__(self, backend: RoutingBackend, items: list[PartitionBatches], routes: _Routes, held_back: _HeldBack,
+                 direct: _DirectCompletions, wal_items: _WalItems, started: float) -> None:
         self._backend = backend
         self._items, self._routes, self._held_back = items, routes, held_back
         self._direct, self._wal_items = direct, wal_items
@@ -393,7 +402,7 @@ class RoutingBackend:
         # librdkafka treats the leader's OUT_OF_ORDER_SEQUENCE_NUMBER as fatal.
         self._sequence_gaps: dict[tuple[str, int, int, int], tuple[int, float]] = {}
         self._gaps_warned: set[tuple[str, int, int, int]] = set()  # gaps logged as lasting
-        self.policy = config.policy
+        self.policy: str = config.policy  # as set_policy checks it
         self._topic_refusals: dict[str, str | None] = {}  # config.wal_refusal per topic seen
         self.route_counts: dict[str, int] = defaultdict(int)
         if wal_path is not None:
@@ -535,12 +544,12 @@ class RoutingBackend:
         return self.config.ack_mode(topic)
 
     def _wal_refusal(self, topic: str) -> str | None:
-        refusal = self._topic_refusals.get(topic, False)
+        refusal: str | None | Literal[False] = self._topic_refusals.get(topic, False)  # False: not seen yet
         if refusal is False:
             refusal = self.config.wal_refusal(topic)
             if len(self._topic_refusals) < TOPIC_REFUSALS_CACHED:
                 self._topic_refusals[topic] = refusal
-        return refusal  # type: ignore[return-value]
+        return refusal
 
     def _route(self, item: PartitionBatches, dest: str | None, state: PartitionState) -> tuple[Route, Route | None]:
         """(the route the batch takes, in shadow mode the route the policy would have taken)."""
@@ -558,10 +567,12 @@ class RoutingBackend:
             healthy = self.config.shadow or (
                 self._wal is not None and allows(self._circuit_now(self._breaker_key(dest, item), now)))
             # Observed flush sizes while the WAL is in use; predicted from byte rates otherwise.
-            fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * self._wal_config.linger_ms / 1000)
+            linger_ms = self._wal_config.linger_ms
+            assert linger_ms is not None  # WalConfig.__post_init__ resolved an unset one
+            fresh_s = max(OBSERVED_FRESH_MIN_S, OBSERVED_FRESH_LINGERS * linger_ms / 1000)
             observed = self._wal.observed_shape(now, fresh_s) if self._wal else None
             shape = observed or predicted_shape(self._rates.rate(dest, now), self._rates.total(now),
-                                                self._wal_config.linger_ms, self._wal_config.max_bytes)
+                                                linger_ms, self._wal_config.max_bytes)
             self._rates.add(dest, item.size, now)
         transactional = any(b.is_transactional for b in item.batches)
         refusal = self._wal_refusal(item.topic)
@@ -645,12 +656,13 @@ class RoutingBackend:
         await state.drained.wait()
         log.warning("%s-%d: the old path drained after %.1f s", tp[0], tp[1], trio.current_time() - waited)
 
-    def _settle(self, items: list[PartitionBatches], held_back: dict, wal_items: list,
+    def _settle(self, items: list[PartitionBatches], held_back: _HeldBack, wal_items: _WalItems,
                 results: dict[tuple[str, int], PartitionResult]) -> dict[tuple[str, int], PartitionResult]:
         """Complete `results` (the direct paths' so far) with the WAL outcomes and held-back
         partitions, and update what routing depends on: circuit breakers, leader zones,
         sequence gaps, in-flight counts. Returns the results as the producer will get them."""
         for item, dest, outcome in wal_items:
+            assert outcome.result is not None  # done: merged from its batches' results
             results[(item.topic, item.partition)] = outcome.result
             if outcome.result.error_code in LEADER_ERRORS:
                 self._metadata.invalidate(item.topic)  # the leader moved: re-resolve its zone
@@ -682,7 +694,7 @@ class RoutingBackend:
             results[tp] = result
         return results
 
-    def _account(self, items: list[PartitionBatches], routes: dict, held_back: dict, wal_items: list,
+    def _account(self, items: list[PartitionBatches], routes: _Routes, held_back: _HeldBack, wal_items: _WalItems,
                  results: dict[tuple[str, int], PartitionResult], started: float,
                  finished_at: dict[tuple[str, int], float]) -> None:
         """Metrics and audit records of a finished submit (after the producer's answer when it can be)."""
@@ -700,7 +712,8 @@ class RoutingBackend:
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
                               outcomes.get(id(item)), would)
 
-    def _audit_batch(self, item, route, dest, result, started, finished, outcome, would=None) -> None:
+    def _audit_batch(self, item: PartitionBatches, route: Route, dest: str | None, result: PartitionResult,
+                     started: float, finished: float, outcome: _WalOutcome | None, would: Route | None = None) -> None:
         size = item.size
         record = {
             "proxy_id": self._proxy_id, "leader_zone": dest or "", "topic": item.topic,
