@@ -13,9 +13,10 @@ header fields, obs-fold, chunk headers) is h11's, so both accept and refuse the 
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 
 class ProtocolError(ValueError):
@@ -29,8 +30,19 @@ class ResponseHead(NamedTuple):
     http_version: bytes  # b"1.1", b"1.0"
 
 
-NEED_DATA = "NEED_DATA"  # next_event(): feed more bytes (receive_data)
-END = "END"  # next_event(): the answer is complete
+class Signal(enum.Enum):
+    """next_event()'s two answers besides a head or a body piece. An enum, so `event is
+    NEED_DATA` narrows the event's union for the type checker as it does at run time."""
+
+    NEED_DATA = "NEED_DATA"  # feed more bytes (receive_data)
+    END = "END"  # the answer is complete
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+NEED_DATA: Final = Signal.NEED_DATA
+END: Final = Signal.END
 
 MAX_HEAD_BYTES = 64 * 1024  # h11's default max_incomplete_event_size is 16 KiB; S3 heads are < 2 KiB
 
@@ -97,7 +109,7 @@ class ResponseReader:
         else:
             self._closed = True
 
-    def next_event(self) -> ResponseHead | bytes | str:
+    def next_event(self) -> ResponseHead | bytes | Signal:
         state = self._state
         if state == "head":
             return self._read_head()
@@ -116,7 +128,7 @@ class ResponseReader:
 
     # ---- the head -----------------------------------------------------------------------
 
-    def _read_head(self) -> ResponseHead | bytes | str:
+    def _read_head(self) -> ResponseHead | bytes | Signal:
         buffer = self._buffer
         while True:
             if buffer[:2] == b"\r\n" or buffer[:1] == b"\n":
@@ -172,7 +184,7 @@ class ResponseReader:
         del self._buffer[:n]
         return piece
 
-    def _read_counted(self, then: str) -> bytes | str:
+    def _read_counted(self, then: str) -> bytes | Signal:
         if self._remaining == 0:
             self._state = then
             return END if then == "done" else self._read_chunked()
@@ -192,7 +204,7 @@ class ResponseReader:
             self._state = then
         return piece
 
-    def _read_chunked(self) -> bytes | str:
+    def _read_chunked(self) -> bytes | Signal:
         while True:
             state = self._state
             if state == "chunk_data":
@@ -230,7 +242,7 @@ class ResponseReader:
             self._remaining = size
             self._state = "chunk_data"
 
-    def _need_more(self, what: str) -> str:
+    def _need_more(self, what: str) -> Signal:
         if self._closed:
             raise ProtocolError(f"the server closed the connection inside {what}")
         if len(self._buffer) > MAX_HEAD_BYTES:
@@ -259,7 +271,7 @@ def _parse_fields(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
             joined[-1] += b" " + line[fold.end():]
         else:
             joined.append(line)
-    fields = []
+    fields: list[tuple[bytes, bytes]] = []
     for line in joined:
         match = _HEADER_FIELD.fullmatch(line)
         if match is None:

@@ -40,7 +40,7 @@ import time
 import urllib.request
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -129,7 +129,7 @@ class S3Http:
                        "x-amz-checksum-crc32": base64.b64encode(crc.to_bytes(4, "big")).decode()}
         status, error = await self._request("PUT", key, all_headers, view, f"PUT {key}", read_body=False,
                                             timing=timing)
-        if not 200 <= status < 300:  # 2xx: `error` is the (empty) body
+        if isinstance(error, S3Error):  # not 2xx (on a 2xx, `error` is the (empty) body)
             raise error
 
     async def get_range(self, key: str, start: int, length: int, *, timing: list[float] | None = None) -> bytes:
@@ -137,14 +137,18 @@ class S3Http:
         what = f"GET {key} [{start}+{length}]"
         status, result = await self._request("GET", key, {"Range": f"bytes={start}-{start + length - 1}"},
                                              None, what, read_body=True, timing=timing)
+        if isinstance(result, S3Error):  # not 2xx
+            raise result
         if status == 206:
             return result
         if status == 200:  # the whole object (a server may ignore Range): cut the range out
             return result[start:start + length]
-        raise result
+        # Another 2xx, which S3 never answers a ranged GET with: `raise result` raised this
+        # TypeError (bytes are no exception) before the result had a type; kept as it was.
+        raise TypeError("exceptions must derive from BaseException")
 
     async def _request(self, method: str, key: str, headers: dict[str, str], body: memoryview | None,
-                       what: str, *, read_body: bool, timing: list[float] | None) -> tuple[int, Any]:
+                       what: str, *, read_body: bool, timing: list[float] | None) -> tuple[int, bytes | S3Error]:
         """(status, body bytes) on 2xx, else (status, S3Error to raise). Transport problems raise.
 
         `timing` gets the request's time from connection checkout to the answer (connecting
@@ -160,7 +164,7 @@ class S3Http:
         return status, result
 
     async def _round_trip(self, method: str, target: str, signed: list[tuple[str, str]], body: memoryview | None,
-                          what: str, *, read_body: bool, timing: list[float] | None) -> tuple[int, Any]:
+                          what: str, *, read_body: bool, timing: list[float] | None) -> tuple[int, bytes | S3Error]:
         started = time.perf_counter()
         conn = await self._checkout(what)
         reader = ResponseReader(method.encode("ascii"))
@@ -199,7 +203,10 @@ class S3Http:
             await conn.stream.send(head)
             for i in range(0, len(body), SEND_CHUNK_BYTES):
                 scope.deadline = anyio.current_time() + timeout_s
-                await conn.stream.send(body[i:i + SEND_CHUNK_BYTES])
+                # anyio types send() as taking bytes; its streams pass the item on to a socket's
+                # send, a transport's write or an SSLObject's write, which all take any buffer,
+                # and a memoryview slice saves copying each 1 MiB chunk.
+                await conn.stream.send(body[i:i + SEND_CHUNK_BYTES])  # type: ignore[arg-type]
         status = 0
         chunks: list[bytes] = []
         kept = 0
@@ -261,7 +268,7 @@ class S3Http:
         signed.append(("User-Agent", USER_AGENT))
         status, result = await self._round_trip("GET", f"{path}?session", signed, None, what, read_body=True,
                                                 timing=None)
-        if not 200 <= status < 300:
+        if isinstance(result, S3Error):  # not 2xx
             raise result
         try:
             session = _express.parse_create_session(result)
@@ -303,7 +310,9 @@ class S3Http:
             await _discard(conn)
         try:
             with anyio.fail_after(self._connect_timeout_s):
-                stream: anyio.abc.ByteStream = await anyio.connect_tcp(
+                # anyio's overloads take `tls` only as a literal True or False (to type the
+                # stream they return); a bool known at run time is what connect_tcp accepts.
+                stream: anyio.abc.ByteStream = await anyio.connect_tcp(  # type: ignore[call-overload]
                     self._host, self._port, tls=self._tls, ssl_context=self._ssl,
                     tls_hostname=self._host if self._tls else None)
         except TimeoutError as exc:
@@ -405,7 +414,7 @@ class _ProbeDone(Exception):
 
 
 class _EmptyBody:
-    def stream(self, **_kwargs):
+    def stream(self, **_kwargs: Any) -> Iterator[bytes]:
         yield b""
 
 

@@ -104,9 +104,11 @@ class WalConfig:
         require(self.prefix == "" or self.prefix.endswith("/"), "wal.prefix: empty or ending with '/'")
         require(64 * 1024 <= self.max_bytes <= 5 * 1024 * MiB, "wal.max_bytes: 64 KiB..5 GiB")
         require(self.storage_class in STORAGE_CLASSES, f"wal.storage_class: one of {', '.join(STORAGE_CLASSES)}")
-        if self.linger_ms is None:  # resolved once here, so every reader sees an int
-            object.__setattr__(self, "linger_ms", DEFAULT_LINGER_MS[self.storage_class])
-        require(1 <= self.linger_ms <= 60_000, "wal.linger_ms: 1..60000")  # type: ignore[operator]
+        linger_ms = self.linger_ms
+        if linger_ms is None:  # resolved once here, so every reader sees an int
+            linger_ms = DEFAULT_LINGER_MS[self.storage_class]
+            object.__setattr__(self, "linger_ms", linger_ms)
+        require(1 <= linger_ms <= 60_000, "wal.linger_ms: 1..60000")
         if self.linger_counts_producer_wait is None:
             object.__setattr__(self, "linger_counts_producer_wait",
                                DEFAULT_LINGER_COUNTS_PRODUCER_WAIT[self.storage_class])

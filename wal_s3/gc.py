@@ -29,7 +29,7 @@ import math
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 import anyio
@@ -51,8 +51,8 @@ from wal_s3.checkpoint_manifest import (
 from wal_s3.config import WalConfig
 from wal_s3.format import WalFormatError, parse_object
 from wal_s3.gc_plan import Ages, ManifestView, ObjectFate, checkpoints_to_delete, needs_head, object_fate
-from wal_s3.retry import with_retries
-from wal_s3.s3 import S3Error, S3NotFound, S3Store
+from wal_s3.retry import RetryArgs, with_retries
+from wal_s3.s3 import Limiter, ListedObject, S3Client, S3Error, S3NotFound, S3Store
 from wal_s3.writer import NAME_RE, OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class Checkpoints:
     (`<hash>/wal/<writer zone>/...`), one manifest per bucket. Reads use `bucket` (default
     wal.bucket)."""
 
-    def __init__(self, config: WalConfig, s3_client, *, limiter: anyio.CapacityLimiter | None = None,
+    def __init__(self, config: WalConfig, s3_client: S3Client, *, limiter: Limiter | None = None,
                  bucket: str | None = None) -> None:
         self.config = config
         self._s3_client, self._limiter = s3_client, limiter
@@ -111,7 +111,7 @@ class Checkpoints:
             raise ValueError(f"{key!r} is not a WAL object key (no writer zone to find its bucket by)")
         return self.config.bucket_for(match["zone"])
 
-    def _retry_args(self) -> dict:
+    def _retry_args(self) -> RetryArgs:
         return {"max_attempts": self.config.max_attempts, "base_ms": self.config.retry_base_ms,
                 "max_ms": self.config.retry_max_ms, "rng": self._rng}
 
@@ -135,9 +135,12 @@ class Checkpoints:
             ck = manifest_key(self.config.prefix, self.config.checkpoint_prefix, zone, int(time.time() * 1000),
                               secrets.token_hex(8))
             store = self._store_of(bucket)
+
+            # A def, not a lambda: the type checker infers no lambda with defaults.
+            def put(_n: int, store: S3Store = store, ck: str = ck, body: bytes = body) -> Awaitable[None]:
+                return store.put(ck, body)
             try:
-                await with_retries(lambda _n, store=store, ck=ck, body=body: store.put(ck, body),
-                                   **self._retry_args())
+                await with_retries(put, **self._retry_args())
             except S3Error as exc:
                 raise CheckpointError(f"checkpoint manifest {bucket}/{ck}: {exc}") from exc
 
@@ -178,7 +181,7 @@ class FoundCheckpoints:
     manifests: list[_Manifest]
 
 
-async def read_checkpoints(config: WalConfig, store: S3Store, listed, retry: dict,
+async def read_checkpoints(config: WalConfig, store: S3Store, listed: Iterable[ListedObject], retry: RetryArgs,
                            cache: dict[str, tuple[str, tuple[str, ...]]],
                            tally: S3RequestTally | None = None) -> FoundCheckpoints:
     """Checkpoints among `listed` (objects under the WAL prefix, or under the checkpoint prefix).
@@ -204,9 +207,10 @@ async def read_checkpoints(config: WalConfig, store: S3Store, listed, retry: dic
             listed_manifests.add(o.key)
             content = cache.get(o.key)
             if content is None:
+                def get(_n: int, key: str = o.key) -> Awaitable[bytes]:
+                    return store.get(key)
                 try:
-                    data = await with_retries(tally.each_attempt("GET", lambda _n, key=o.key: store.get(key)),
-                                              **retry)
+                    data = await with_retries(tally.each_attempt("GET", get), **retry)
                     content = decode_manifest(data)
                 except S3NotFound:
                     continue  # deleted since the listing (another GC pass)
@@ -259,7 +263,7 @@ class GcReport:
         return out
 
 
-async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: float | None = None,
+async def run_gc(config: WalConfig, s3_client: S3Client, *, dry_run: bool = False, now_s: float | None = None,
                  limiter: anyio.CapacityLimiter | None = None,
                  acked_topic: Callable[[str], bool] | None = None,
                  manifest_cache: dict[str, tuple[str, tuple[str, ...]]] | None = None,
@@ -283,14 +287,14 @@ async def run_gc(config: WalConfig, s3_client, *, dry_run: bool = False, now_s: 
         tally.emit(audit, "gc")
 
 
-async def _gc_pass(config: WalConfig, s3_client, dry_run: bool, now_s: float | None,
+async def _gc_pass(config: WalConfig, s3_client: S3Client, dry_run: bool, now_s: float | None,
                    limiter: anyio.CapacityLimiter | None, acked_topic: Callable[[str], bool] | None,
                    manifest_cache: dict[str, tuple[str, tuple[str, ...]]] | None,
                    tally: S3RequestTally, bucket: str) -> GcReport:
     store = S3Store(s3_client, bucket, limiter, default_threads=config.max_s3_threads)
     rng = random.Random()
-    retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms,
-             "max_ms": config.retry_max_ms, "rng": rng}
+    retry: RetryArgs = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms,
+                        "max_ms": config.retry_max_ms, "rng": rng}
     now_s = time.time() if now_s is None else now_s
     ages = Ages.of(config.orphan_report_age_s, config.max_orphan_age_s)
     try:
@@ -324,9 +328,10 @@ async def _gc_pass(config: WalConfig, s3_client, dry_run: bool, now_s: float | N
             if not needs_head(age_s, applied, ages):
                 pending += 1
                 continue
+            def head(_n: int, key: str = key) -> Awaitable[dict[str, str]]:
+                return store.head_metadata(key)
             try:
-                meta = await with_retries(tally.each_attempt("HEAD", lambda _n, key=key: store.head_metadata(key)),
-                                          **retry)
+                meta = await with_retries(tally.each_attempt("HEAD", head), **retry)
             except S3NotFound:
                 continue  # deleted since the listing (another GC, lifecycle)
             zones = [z for z in meta.get("zones", "").split(",") if z]
@@ -370,7 +375,7 @@ async def _gc_pass(config: WalConfig, s3_client, dry_run: bool, now_s: float | N
 
 
 async def _holds_acknowledged(store: S3Store, key: str, unapplied: tuple[str, ...],
-                              acked_topic: Callable[[str], bool], retry: dict, tally: S3RequestTally) -> bool:
+                              acked_topic: Callable[[str], bool], retry: RetryArgs, tally: S3RequestTally) -> bool:
     """Does an unapplied zone of `key` (all zones, if unknown) hold an acknowledged entry?
 
     An object that cannot be parsed holds nothing deliverable; it goes like any orphan.
@@ -388,7 +393,7 @@ async def _holds_acknowledged(store: S3Store, key: str, unapplied: tuple[str, ..
     return any(acked_topic(e.topic) for zone in zones for e in parsed.zones.get(zone, ()))
 
 
-async def run_gc_periodically(config: WalConfig, s3_client, *, interval_s: float | None = None,
+async def run_gc_periodically(config: WalConfig, s3_client: S3Client, *, interval_s: float | None = None,
                               dry_run: bool = False, passes: float = math.inf,
                               acked_topic: Callable[[str], bool] | None = None,
                               audit: AuditSink | None = None,

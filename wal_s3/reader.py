@@ -44,7 +44,7 @@ from wal_s3.format import (
 )
 from wal_s3.latency import LatencyGuard
 from wal_s3.retry import with_retries
-from wal_s3.s3 import S3Error, S3GrayError, S3NotFound, S3Store
+from wal_s3.s3 import Limiter, S3Client, S3Error, S3GrayError, S3NotFound, S3Store
 
 HEADER_PROBE_BYTES = 4096  # one GET covers the header of any object with a few zones
 
@@ -76,6 +76,9 @@ class _Flight:
     value: VerifiedRange | None = None  # set when the load succeeded
 
 
+RangeKey = tuple[str, int, int]  # (object key, zone offset, zone length)
+
+
 class BlockCache:
     """LRU of immutable verified byte ranges, bounded in bytes, with single-flight loading."""
 
@@ -85,13 +88,13 @@ class BlockCache:
         self.hits = 0
         self.misses = 0
         self.evictions = 0
-        self._entries: collections.OrderedDict[tuple, VerifiedRange] = collections.OrderedDict()
-        self._flights: dict[tuple, _Flight] = {}
+        self._entries: collections.OrderedDict[RangeKey, VerifiedRange] = collections.OrderedDict()
+        self._flights: dict[RangeKey, _Flight] = {}
 
-    def __contains__(self, key: tuple) -> bool:
+    def __contains__(self, key: RangeKey) -> bool:
         return key in self._entries
 
-    async def get_or_load(self, key: tuple,
+    async def get_or_load(self, key: RangeKey,
                           load: Callable[[], Awaitable[VerifiedRange]]) -> tuple[VerifiedRange, bool]:
         """(range, hit). Raises whatever `load` raises (a waiter whose loader failed loads itself)."""
         while True:
@@ -128,7 +131,7 @@ class BlockCache:
         self.hits += 1
         metrics.CACHE_HITS.inc()
 
-    def _insert(self, key: tuple, value: VerifiedRange) -> None:
+    def _insert(self, key: RangeKey, value: VerifiedRange) -> None:
         size = len(value.data)
         if size > self.capacity_bytes:
             return
@@ -146,8 +149,8 @@ class BlockCache:
 class WalReader:
     """Reads zone ranges of WAL objects for one agent zone; counters: hits, misses, evictions."""
 
-    def __init__(self, config: WalConfig, s3_client, audit: AuditSink, zone: str, *,
-                 limiter=None, rng: random.Random | None = None) -> None:
+    def __init__(self, config: WalConfig, s3_client: S3Client, audit: AuditSink, zone: str, *,
+                 limiter: Limiter | None = None, rng: random.Random | None = None) -> None:
         """Runs under trio or asyncio (anyio); `limiter` as for S3Store (None: its own, of
         `max_s3_threads`)."""
         self.config = config

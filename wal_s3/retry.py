@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NotRequired, TypedDict, TypeVar
 
 import anyio
 
 from wal_s3.s3 import S3Error
 
 T = TypeVar("T")
+
+
+class RetryArgs(TypedDict):
+    """with_retries' backoff keywords, as callers keep them to pass on with `**`."""
+
+    max_attempts: int
+    base_ms: int
+    max_ms: int
+    rng: NotRequired[random.Random]
 
 
 def backoff_s(attempt: int, base_ms: int, max_ms: int, rng: random.Random) -> float:

@@ -17,7 +17,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import anyio
 import boto3
@@ -36,6 +36,17 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from core.errors import SidecarError
 from wal_s3.config import WalConfig
+
+if TYPE_CHECKING:
+    from wal_s3._s3_http import S3Http
+
+T = TypeVar("T")
+
+# A boto3 S3 client: boto3 builds its clients at run time and ships no type information
+# (boto3-stubs is no dependency), so what crosses this boundary is Any.
+S3Client: TypeAlias = Any
+# What bounds a store's requests in flight: trio's (the proxy's writer) or anyio's (either loop).
+Limiter: TypeAlias = "trio.CapacityLimiter | anyio.CapacityLimiter"
 
 # acquire_nowait of a full limiter: anyio's (on either loop) or trio's (the WAL writer's)
 _WOULD_BLOCK = (anyio.WouldBlock, trio.WouldBlock)
@@ -78,7 +89,7 @@ class S3PermanentError(S3Error):
     pass
 
 
-def make_s3_client(config: WalConfig):
+def make_s3_client(config: WalConfig) -> S3Client:
     """A boto3 S3 client for config's endpoint and region, credentials from boto3's chain.
 
     botocore retries are off (we retry ourselves); timeouts and pool size come from config.
@@ -140,7 +151,7 @@ def _map_exception(exc: BaseException, what: str) -> S3Error:
     raise TypeError(f"not an S3 exception: {exc!r}") from exc
 
 
-def _mapped(what: str, fn: Callable[[], Any]) -> Any:
+def _mapped(what: str, fn: Callable[[], T]) -> T:
     """Run fn in the worker thread; map botocore/urllib3 failures to S3Error."""
     try:
         return fn()
@@ -158,8 +169,8 @@ class ListedObject:
 class S3Store:
     """Async S3 operations on one bucket. Every method raises S3Error subclasses only."""
 
-    def __init__(self, client, bucket: str, limiter: Any = None, *, default_threads: int = 16,
-                 http: Any = None) -> None:
+    def __init__(self, client: S3Client, bucket: str, limiter: Limiter | None = None, *, default_threads: int = 16,
+                 http: S3Http | None = None) -> None:
         """limiter: a trio.CapacityLimiter under trio, an anyio.CapacityLimiter under either;
         None: an anyio one of `default_threads`, made on first use (it needs the event loop).
         The limiter bounds this store's S3 requests in flight, threads or not.
@@ -176,12 +187,17 @@ class S3Store:
         if self.http is not None:
             await self.http.aclose()
 
-    def _limiter(self) -> Any:
+    def _limiter(self) -> Limiter:
         if self.limiter is None:
             self.limiter = anyio.CapacityLimiter(self._default_threads)
         return self.limiter
 
-    async def _request_slot(self) -> Any:
+    def _thread_limiter(self) -> anyio.CapacityLimiter:
+        # anyio types the limiter of to_thread.run_sync as its own; under trio its backend
+        # hands the limiter to trio.to_thread.run_sync as is, so a trio.CapacityLimiter works.
+        return cast(anyio.CapacityLimiter, self._limiter())
+
+    async def _request_slot(self) -> Limiter:
         """Take a place among the requests in flight; returns the limiter to release.
 
         Without a checkpoint when a place is free (the usual case): the request then leaves
@@ -194,20 +210,20 @@ class S3Store:
             await limiter.acquire()
         return limiter
 
-    async def _run(self, what: str, fn: Callable[[], Any], timing: list[float] | None = None) -> Any:
+    async def _run(self, what: str, fn: Callable[[], T], timing: list[float] | None = None) -> T:
         """fn in a worker thread. `timing`, if given, gets the request's own seconds appended,
         measured in the thread (S3's service time as any boto3 caller sees it, without the
         wait for a thread and the hand-back to trio), failed requests included."""
         if timing is None:
-            return await anyio.to_thread.run_sync(functools.partial(_mapped, what, fn), limiter=self._limiter())
+            return await anyio.to_thread.run_sync(functools.partial(_mapped, what, fn), limiter=self._thread_limiter())
 
-        def timed() -> Any:
+        def timed() -> T:
             started = time.perf_counter()
             try:
                 return _mapped(what, fn)
             finally:
                 timing.append(time.perf_counter() - started)
-        return await anyio.to_thread.run_sync(timed, limiter=self._limiter())
+        return await anyio.to_thread.run_sync(timed, limiter=self._thread_limiter())
 
     async def put_if_absent(self, key: str, body: bytes | bytearray, metadata: Mapping[str, str] | None = None, *,
                             timing: list[float] | None = None) -> None:
@@ -235,7 +251,8 @@ class S3Store:
 
     async def get(self, key: str) -> bytes:
         def call() -> bytes:
-            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            body: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            return body
         return await self._run(f"GET {key}", call)
 
     async def get_range(self, key: str, start: int, length: int, *, timing: list[float] | None = None) -> bytes:
@@ -252,7 +269,8 @@ class S3Store:
 
         def call() -> bytes:
             resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
-            return resp["Body"].read()
+            body: bytes = resp["Body"].read()
+            return body
         return await self._run(f"GET {key} [{start}+{length}]", call, timing)
 
     async def head_metadata(self, key: str) -> dict[str, str]:
@@ -261,7 +279,7 @@ class S3Store:
 
     async def list_objects(self, prefix: str) -> list[ListedObject]:
         def call() -> list[ListedObject]:
-            out = []
+            out: list[ListedObject] = []
             for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
                 for obj in page.get("Contents", []):
                     out.append(ListedObject(obj["Key"], obj["Size"], obj["LastModified"].timestamp()))
@@ -273,9 +291,10 @@ class S3Store:
         for i in range(0, len(keys), DELETE_BATCH_KEYS):
             batch = keys[i:i + DELETE_BATCH_KEYS]
 
-            def call(batch=batch) -> dict:
-                return self.client.delete_objects(
+            def call(batch: list[str] = batch) -> dict[str, Any]:  # a boto3 response
+                answer: dict[str, Any] = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+                return answer
             resp = await self._run(f"DELETE {len(batch)} keys", call)
             errors = resp.get("Errors", [])
             if errors:

@@ -73,8 +73,8 @@ from wal_s3.format import (
     entry_encoded_size,
 )
 from wal_s3.latency import LatencyGuard
-from wal_s3.retry import with_retries
-from wal_s3.s3 import S3Error, S3GrayError, S3PreconditionFailed, S3Store
+from wal_s3.retry import RetryArgs, with_retries
+from wal_s3.s3 import S3Client, S3Error, S3GrayError, S3PreconditionFailed, S3Store
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +311,7 @@ class _Collision(Exception):
 class WalWriter:
     """Batching WAL writer for one proxy. Run it with `running()` or `nursery.start(run)`."""
 
-    def __init__(self, config: WalConfig, zone: str, writer_id: str, s3_client, audit: AuditSink, *,
+    def __init__(self, config: WalConfig, zone: str, writer_id: str, s3_client: S3Client, audit: AuditSink, *,
                  limiter: trio.CapacityLimiter | None = None, rng: random.Random | None = None,
                  prices: Prices | None = None) -> None:
         if not NAME_RE.match(zone) or not NAME_RE.match(writer_id):
@@ -369,7 +369,7 @@ class WalWriter:
             finally:
                 self.close()
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Flush loop. Returns after close() once every sealed object is done.
 
         Raises WalWriteError if the epoch cannot be registered, WalFencedError if fenced.
@@ -434,14 +434,14 @@ class WalWriter:
         return [int(o.key[len(prefix):]) for o in listed
                 if len(o.key) == len(prefix) + EPOCH_DIGITS and o.key[len(prefix):].isdigit()]
 
-    def _retry_args(self) -> dict:
+    def _retry_args(self) -> RetryArgs:
         return {"max_attempts": self.config.max_attempts, "base_ms": self.config.retry_base_ms,
                 "max_ms": self.config.retry_max_ms, "rng": self._rng}
 
     # ---- appending -------------------------------------------------------------------
 
     async def append(self, entry: WalEntry, dest_zone: str, *,
-                     task_status=trio.TASK_STATUS_IGNORED) -> WalPlacement:
+                     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> WalPlacement:
         """Buffer entry for dest_zone; return once the object holding it is durable in S3.
 
         `task_status.started()` is called the moment the entry is in the open object, so a
@@ -477,7 +477,9 @@ class WalWriter:
         if self._open is not None and self._open.nbytes + size > self.config.max_bytes:
             self._seal("size")  # keep objects at or under max_bytes unless one entry is larger
         now = trio.current_time()
-        due = linger_due(now, self.config.linger_ms / 1000.0, waited_s)
+        linger_ms = self.config.linger_ms
+        assert linger_ms is not None  # WalConfig.__post_init__ resolved an unset one
+        due = linger_due(now, linger_ms / 1000.0, waited_s)
         if self._open is None:
             self._open = _Pending(now, due)
             self._wakeup.set()  # the loop starts this object's linger timer
@@ -674,7 +676,7 @@ class WalWriter:
         while self._space_waiters:  # they see the writer stopped and raise
             self._space_waiters.popleft().event.set()
 
-    async def _put_conditional(self, key: str, body: bytes, metadata: Mapping[str, str] | None,
+    async def _put_conditional(self, key: str, body: bytes | bytearray, metadata: Mapping[str, str] | None,
                                attempts: list[int] | None = None, timing: list[float] | None = None,
                                zones: tuple[str, ...] = ()) -> None:
         """PUT If-None-Match with retries; a 412 on a retry is ours if the stored bytes equal body.
