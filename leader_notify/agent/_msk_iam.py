@@ -18,7 +18,7 @@ from core.msk_iam import MskIamError, MskIamTokens
 from leader_notify.agent.errors import KafkaAppendUnavailable
 
 
-class AiokafkaMskIamTokens(AbstractTokenProvider):
+class AiokafkaMskIamTokens(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka is untyped
     def __init__(self, tokens: MskIamTokens) -> None:
         self._tokens = tokens
 

@@ -30,7 +30,7 @@ class WalZoneReader:
         self._reader = wal_reader
 
     async def read_zone(self, key: str, zone_offset: int, zone_length: int, *, source_zone: str,
-                        expected_entries: int) -> list[WalEntry]:
+                        expected_entries: int | None) -> list[WalEntry]:
         """Entries of the range, CRCs verified. Raises ZoneReadError."""
         try:
             return await self._reader.read_zone(key, zone_offset, zone_length, source_zone=source_zone,

@@ -77,18 +77,26 @@ MAX_PENDING_CHECKPOINTS = 1024  # keys not yet in a written manifest; beyond thi
 
 
 class ZoneEntry(Protocol):
-    """One entry of a zone share as the WAL reader returns it (wal_s3.format.WalEntry fits)."""
+    """One entry of a zone share as the WAL reader returns it (wal_s3.format.WalEntry fits:
+    read-only members, as a NamedTuple's fields are)."""
 
-    topic: str
-    partition: int
-    batch: bytes | memoryview
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def batch(self) -> bytes | memoryview: ...
 
 
 class ZoneReader(Protocol):
     """Reads and verifies a zone's share of a WAL object; raises on S3 or format errors."""
 
     async def read_zone(self, key: str, zone_offset: int, zone_length: int, *, source_zone: str,
-                        expected_entries: int) -> Sequence[ZoneEntry]: ...
+                        expected_entries: int | None) -> Sequence[ZoneEntry]:
+        """expected_entries: None for a prefetch, which lists no entries."""
+        ...
 
 
 class Appender(Protocol):
@@ -138,7 +146,7 @@ class PartitionSequencer:
     """Per-(topic, partition) FIFO in ticket order. Tickets are taken synchronously on arrival."""
 
     def __init__(self) -> None:
-        self._tails: dict[tuple[str, int], asyncio.Future] = {}
+        self._tails: dict[tuple[str, int], asyncio.Future[None]] = {}
 
     def reserve(self, tp: tuple[str, int]) -> _Ticket:
         prev = self._tails.get(tp)
@@ -151,12 +159,12 @@ class PartitionSequencer:
 
 
 class _Ticket:
-    def __init__(self, seq: PartitionSequencer, tp: tuple[str, int], prev: asyncio.Future | None,
-                 mine: asyncio.Future) -> None:
+    def __init__(self, seq: PartitionSequencer, tp: tuple[str, int], prev: asyncio.Future[None] | None,
+                 mine: asyncio.Future[None]) -> None:
         self._seq, self._tp, self._prev, self._mine = seq, tp, prev, mine
 
     @property
-    def finished(self) -> asyncio.Future:
+    def finished(self) -> asyncio.Future[None]:
         """Done once this ticket's turn is passed on (its run through, or given up)."""
         return self._mine
 
@@ -301,11 +309,11 @@ class Agent:
         self._sequencer = PartitionSequencer()
         # (object key, topic, partition) -> done when the run of it that took a ticket first is
         # through: a re-send of the object waits for that, not for the requests behind it.
-        self._running: dict[tuple[str, str, int], asyncio.Future] = {}
+        self._running: dict[tuple[str, str, int], asyncio.Future[None]] = {}
         self._ordered = OrderedRuns()  # partitions held after a failed pipelined run
         self.applied = AppliedEntries(settings.applied_cache_entries)
         self._server: asyncio.base_events.Server | None = None
-        self._conn_tasks: set[asyncio.Task] = set()
+        self._conn_tasks: set[asyncio.Task[None]] = set()
         self._closing = False  # close() is cancelling the connections
         self._writers: set[asyncio.StreamWriter] = set()
         self._by_source: dict[str, int] = {}  # open connections per peer address
@@ -313,7 +321,7 @@ class Agent:
         self._log_limiter = LogLimiter()
         # Checkpoints are written after answering: the proxy's produce latency must not pay
         # for an S3 PUT that only garbage collection reads. Bounded; awaited on close.
-        self._checkpoint_tasks: set[asyncio.Task] = set()
+        self._checkpoint_tasks: set[asyncio.Task[None]] = set()
         self._checkpoints = asyncio.Semaphore(max(MAX_PENDING_CHECKPOINTS, 2 * settings.checkpoint_max_keys))
         # Applied and answered, not yet in a manifest: (object key, share name checkpointed).
         self._checkpoint_keys: list[tuple[str, str]] = []
@@ -383,6 +391,7 @@ class Agent:
             writer.transport.abort()
             return
         task = asyncio.current_task()
+        assert task is not None  # asyncio runs each connection's handler in a task of its own
         self._conn_tasks.add(task)
         self._writers.add(writer)
         self._by_source[source] = self._by_source.get(source, 0) + 1
@@ -393,7 +402,7 @@ class Agent:
         frame_started_at: float | None = None
         loop = asyncio.get_running_loop()
         room = asyncio.Semaphore(MAX_PIPELINED_REQUESTS)
-        answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict | None]] | None] = asyncio.Queue()
+        answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict[str, object] | None]] | None] = asyncio.Queue()
         responder = loop.create_task(self._respond(answers, room, channel, writer))
         try:
             while True:
@@ -472,12 +481,12 @@ class Agent:
                 self.metrics.connections.labels(state="unauthenticated").dec()
             writer.close()
 
-    async def _respond(self, answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict | None]] | None],
+    async def _respond(self, answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict[str, object] | None]] | None],
                        room: asyncio.Semaphore, channel: p.Channel, writer: asyncio.StreamWriter) -> None:
         """Write a connection's answers in request order, each as soon as it and those before
         it are ready. Raises ConnectionError or TimeoutError when the peer stops reading; a
         cancellation cancels the requests not yet answered."""
-        pending: asyncio.Task[tuple[bytes, dict | None]] | None = None
+        pending: asyncio.Task[tuple[bytes, dict[str, object] | None]] | None = None
         broken: BaseException | None = None  # the write that failed: later answers are not written
         try:
             while (pending := await answers.get()) is not None:
@@ -507,7 +516,7 @@ class Agent:
         if broken is not None:
             raise broken
 
-    async def handle_frame(self, frame: p.Frame) -> tuple[bytes, dict | None]:
+    async def handle_frame(self, frame: p.Frame) -> tuple[bytes, dict[str, object] | None]:
         """Answer one authenticated frame: the response payload (the connection signs it), and
         the `agent_apply` audit record of a decoded request (None for a refused frame)."""
         started = time.perf_counter()
@@ -657,7 +666,7 @@ class Agent:
                 t.release()
         return None
 
-    def _not_running(self, key: tuple[str, str, int], finished: asyncio.Future) -> None:
+    def _not_running(self, key: tuple[str, str, int], finished: asyncio.Future[None]) -> None:
         if self._running.get(key) is finished:
             del self._running[key]
 
@@ -697,6 +706,7 @@ class Agent:
         unique = list(dict.fromkeys(keys))  # a re-sent notification is checkpointed once
         started = time.perf_counter()
         status = "ok"
+        assert self._checkpoint is not None  # keys wait for a manifest only when there is a hook
         try:
             await self._checkpoint(unique, share)
         except Exception as exc:  # noqa: BLE001 - GC keeps the objects (orphans later); appends stand
@@ -827,7 +837,7 @@ class Agent:
             batches.append(batch)
         return batches
 
-    def _settle(self, req: p.NotifyRequest, indexes: list[int], batches: list[bytes | memoryview],
+    def _settle(self, req: p.NotifyRequest, indexes: list[int], batches: Sequence[bytes | memoryview],
                 failed: p.EntryResult | None, results: list[p.EntryResult | None]) -> None:
         """The results of a partition's entries that were not appended: the first entry that
         did not match the object, and every entry after a failed one."""
@@ -843,7 +853,7 @@ class Agent:
                 if results[i] is None:
                     results[i] = p.EntryResult(failed.error_code)
 
-    def _record_appends(self, req: p.NotifyRequest, indexes: list[int], batches: list[bytes | memoryview],
+    def _record_appends(self, req: p.NotifyRequest, indexes: list[int], batches: Sequence[bytes | memoryview],
                         appended: list[AppendResult], results: list[p.EntryResult | None]) -> p.EntryResult | None:
         """Results, applied map and metrics of a run's answers (in order; a failed one is
         last); returns the failed entry's result, if one failed."""

@@ -48,7 +48,7 @@ from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.structs import TopicPartition
 
-from core.duplicates import TailSearch, Verdict, batch_headers, covered_until
+from core.duplicates import BatchHeader, TailSearch, Verdict, batch_headers, covered_until
 from core.errors import (
     DUPLICATE_SEQUENCE_NUMBER,
     LEADER_NOT_AVAILABLE,
@@ -113,7 +113,7 @@ class _Run:
     __slots__ = ("tp", "batches", "first", "next", "sent", "in_flight", "offsets", "latencies_s", "failure", "done",
                  "last_s", "group", "group_index", "chain")
 
-    def __init__(self, tp: TopicPartition, batches: Sequence[Batch], first: int, done: asyncio.Future,
+    def __init__(self, tp: TopicPartition, batches: Sequence[Batch], first: int, done: asyncio.Future[None],
                  now: float, group: _RunGroup | None = None) -> None:
         self.tp = tp
         self.batches = batches
@@ -218,7 +218,7 @@ class KafkaAppender:
         self._security = dict(security or {})
         self._home_zone = home_zone
         self._broker_zones = dict(broker_zones or {})
-        self._learning: dict[str, asyncio.Future] = {}  # topic -> its first metadata fetch, shared
+        self._learning: dict[str, asyncio.Future[None]] = {}  # topic -> its first metadata fetch, shared
         self._bootstrap = list(bootstrap_servers)
         self._client_id = client_id
         self._max_attempts = max_attempts
@@ -227,7 +227,7 @@ class KafkaAppender:
         self._client: AIOKafkaClient | None = None
         # Per leader node: runs of batches waiting for the next ProduceRequest, and the task sending them.
         self._pending: dict[int, list[_Run]] = {}
-        self._drains: dict[int, asyncio.Task] = {}
+        self._drains: dict[int, asyncio.Task[None]] = {}
         # aiokafka's connection per leader as last used, with its ProduceRequest version for the channel
         self._conns: dict[int, tuple[AIOKafkaConnection, int | None]] = {}
         self._deadlines = AnswerDeadlines(min(DEADLINE_CHECK_S, request_timeout_ms / 1000 / 10))
@@ -294,7 +294,7 @@ class KafkaAppender:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def append(self, topic: str, partition: int, batch: Batch) -> AppendResult:
@@ -637,7 +637,7 @@ class KafkaAppender:
         try:
             answer = await self._send(client, node, list(by_topic.items()), pipelined=bool(flights))
         except RequestTimedOutError:
-            failure: int | None = REQUEST_TIMED_OUT
+            failure = REQUEST_TIMED_OUT
         except KafkaError as exc:
             log.info("produce to node %s: %r", node, exc)
             failure = NETWORK_EXCEPTION
@@ -749,9 +749,10 @@ class KafkaAppender:
             log.info("verifying a duplicate in %s-%d: %r", tp.topic, tp.partition, exc,
                      extra={"topic": tp.topic, "partition": tp.partition})
             return Verdict.UNKNOWN, -1
+        verdict, base_offset = search.outcome()  # the search ended: found, absent, or unknown
         log.info("duplicate of producer %d seq %d in %s-%d: %s", wanted.producer_id, wanted.base_sequence,
-                 tp.topic, tp.partition, search.verdict.value, extra={"topic": tp.topic, "partition": tp.partition})
-        return search.verdict, search.base_offset
+                 tp.topic, tp.partition, verdict.value, extra={"topic": tp.topic, "partition": tp.partition})
+        return verdict, base_offset
 
     async def _fetch(self, client: AIOKafkaClient, node: int, tp: TopicPartition, offset: int,
                      max_bytes: int, max_wait_ms: int = TAIL_FETCH_WAIT_MS) -> tuple[int, bytes]:
@@ -786,14 +787,14 @@ class KafkaAppender:
         raise _TailUnreadable("no high watermark")
 
     async def _read_range(self, client: AIOKafkaClient, node: int, tp: TopicPartition, start: int,
-                          end: int) -> tuple[list, bool]:
+                          end: int) -> tuple[list[BatchHeader], bool]:
         """Every batch header in [start, end), and whether the range was read to its end.
 
         A leader that answers no batches at an offset below its high watermark, several times,
         has none there (Tansu advances the watermark before it writes the batch, so a broker
         stopped in between leaves such a hole at the end of the log): the read ends there.
         """
-        found: list = []
+        found: list[BatchHeader] = []
         offset = start
         stalls = 0
         for _ in range(TAIL_FETCHES_PER_RANGE):

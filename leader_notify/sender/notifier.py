@@ -202,6 +202,7 @@ class ZoneNotifier:
             self._hand_over(key, slot, callback)
 
     def _hand_over(self, key: str, slot: _ZoneResult, callback: AnswerCallback) -> None:
+        assert slot.value is not None  # handed over once done
         slot.waiters_left -= 1
         if slot.waiters_left == 0:
             del self._results[key]
@@ -302,6 +303,7 @@ class ZoneNotifier:
         value = await self._notify(flushed, started, functools.partial(self._answered, flushed.key, slot), hedge)
         if not slot.done:
             self._answered(flushed.key, slot, value)
+        assert slot.value is not None  # done
         if self._acked_topic is None:
             return  # no ack_mode wal topic: nothing is owed beyond the first answer
         refs = flushed.zones[self.zone].entries[slot.first:slot.first + slot.waiters_total]

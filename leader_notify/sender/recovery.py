@@ -32,21 +32,23 @@ them (`acked_topic` in wal_s3.gc.run_gc) and `azsidecar recover` retries later.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import trio
 
 from core import errors
 from core.audit import AuditSink
-from leader_notify.sender.sender import NotifyError
+from leader_notify.protocol import EntryResult
+from leader_notify.sender.sender import AnnouncedObject, NotifyError
 from wal_s3.agent_shares import parse_share_entries, share_name
 from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
 from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, entry_encoded_size, parse_object
 from wal_s3.gc import CheckpointError, Checkpoints
-from wal_s3.retry import with_retries
-from wal_s3.s3 import S3Error, S3NotFound, S3Store
+from wal_s3.retry import RetryArgs, with_retries
+from wal_s3.s3 import S3Client, S3Error, S3NotFound, S3Store
 from wal_s3.writer import OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,14 @@ class _Recovered:
     share_runs: Mapping[str, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
 
 
+class RecoverySender(Protocol):
+    """What recovery asks of a sender (a NotifySender): one share, or one agent's run of it,
+    delivered. A sender with an `agents` map (owners.AgentMap) has a zone's share split by agent."""
+
+    async def notify(self, flushed: AnnouncedObject, dest_zone: str, *,
+                     agent: int | None = None) -> list[EntryResult]: ...
+
+
 def earlier_objects(keys: Iterable[str], prefix: str, writer_id: str, current_epoch: int) -> list[str]:
     """Keys of `writer_id`'s objects from epochs before `current_epoch`, in (epoch, sequence) order."""
     found = []
@@ -98,6 +108,7 @@ def zone_shares(parsed: ParsedObject) -> dict[str, ZoneShare]:
         refs = []
         pos = index.offset
         for e in parsed.zones[zone]:
+            assert e.crc32c is not None  # a parsed entry carries it (verified)
             size = entry_encoded_size(e)
             batch_len = len(e.batch)
             refs.append(EntryRef(e.topic, e.partition, pos + size - batch_len, batch_len, e.crc32c, e.record_count,
@@ -111,7 +122,7 @@ def holds_acknowledged(share: ZoneShare, acked_topic: Callable[[str], bool]) -> 
     return any(acked_topic(ref.topic) for ref in share.entries)
 
 
-async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: str, current_epoch: int,
+async def recover_acknowledged(config: WalConfig, s3_client: S3Client, sender: RecoverySender, writer_id: str, current_epoch: int,
                                acked_topic: Callable[[str], bool], *,
                                limiter: trio.CapacityLimiter | None = None, bucket: str | None = None,
                                audit: AuditSink | None = None) -> RecoveryReport:
@@ -130,13 +141,14 @@ async def recover_acknowledged(config: WalConfig, s3_client, sender, writer_id: 
         tally.emit(audit, "recovery")
 
 
-async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current_epoch: int,
+async def _recover(config: WalConfig, s3_client: S3Client, sender: RecoverySender, writer_id: str, current_epoch: int,
                    acked_topic: Callable[[str], bool], limiter: trio.CapacityLimiter | None,
                    tally: S3RequestTally, bucket: str) -> RecoveryReport:
     limiter = limiter or trio.CapacityLimiter(config.max_s3_threads)
     store = S3Store(s3_client, bucket, limiter)
     checkpoints = Checkpoints(config, s3_client, limiter=limiter, bucket=bucket)
-    retry = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms, "max_ms": config.retry_max_ms}
+    retry: RetryArgs = {"max_attempts": config.max_attempts, "base_ms": config.retry_base_ms,
+                        "max_ms": config.retry_max_ms}
     listed = await with_retries(tally.each_attempt("LIST", lambda _n: store.list_objects(config.prefix)), **retry)
     tally.listed(len(listed))
     keys = earlier_objects((o.key for o in listed), config.prefix, writer_id, current_epoch)
@@ -145,12 +157,14 @@ async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current
     skipped = 0
     index: dict[str, set[str]] | None = None  # relative key -> zones applied; read once, if needed
     for key in keys:
+        # A def, not a lambda: the type checker infers no lambda with defaults.
+        def get(_n: int, key: str = key) -> Awaitable[bytes]:
+            return store.get(key)
         try:
             if index is None:
                 index = await checkpoints.applied_index(tally)
             applied = index.get(key[len(config.prefix):], set())
-            parsed = parse_object(await with_retries(tally.each_attempt("GET", lambda _n, key=key: store.get(key)),
-                                                     **retry))
+            parsed = parse_object(await with_retries(tally.each_attempt("GET", get), **retry))
         except S3NotFound:
             continue  # GC removed it since the listing: every zone had applied it
         except (S3Error, CheckpointError, WalFormatError) as exc:
@@ -195,7 +209,7 @@ async def _recover(config: WalConfig, s3_client, sender, writer_id: str, current
 
 
 async def recorded_layout(store: S3Store, key: str, tally: S3RequestTally,
-                           retry: dict) -> dict[str, tuple[tuple[int, int, int], ...]]:
+                           retry: RetryArgs) -> dict[str, tuple[tuple[int, int, int], ...]]:
     """zone -> runs by agent from the object's `share-entries` metadata ({} without it, or if
     it cannot be read: the share is then split by the current owners)."""
     try:
@@ -213,7 +227,7 @@ async def recorded_layout(store: S3Store, key: str, tally: S3RequestTally,
         return {}
 
 
-async def _deliver(sender, obj: _Recovered, zone: str, agent: int | None = None) -> str | None:
+async def _deliver(sender: RecoverySender, obj: _Recovered, zone: str, agent: int | None = None) -> str | None:
     """None once every entry of the share is in Kafka; otherwise why not."""
     try:
         results = await sender.notify(obj, zone) if agent is None else await sender.notify(obj, zone, agent=agent)

@@ -47,7 +47,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import trio
@@ -89,11 +89,11 @@ class NotifyError(SidecarError):
     (agent down, timeouts); False: configuration problem (no agent for the zone, refused key)."""
 
 
-class Answer(list):
+class Answer(list[p.EntryResult]):
     """The agent's per-entry results (a list of EntryResult), with the bytes the round trip
     put on the wire each way, all attempts together (before TCP/IP framing)."""
 
-    def __init__(self, results, request_bytes: int, response_bytes: int) -> None:
+    def __init__(self, results: Iterable[p.EntryResult], request_bytes: int, response_bytes: int) -> None:
         super().__init__(results)
         self.request_bytes = request_bytes
         self.response_bytes = response_bytes
@@ -472,8 +472,8 @@ class NotifySender:
             if started is None:
                 with trio.fail_at(deadline):  # a hung agent accepts the connection but never says HELLO
                     conn = await self._checkout(address)
-                frame = conn.channel.send(p.MessageType.REQUEST, payload)
-                frame_bytes, unsent = len(frame), frame
+                sent = conn.channel.send(p.MessageType.REQUEST, payload)
+                frame_bytes, unsent = len(sent), sent
             else:
                 conn, frame_bytes, unsent = started.conn, started.frame_bytes, started.unsent
             ok = False
