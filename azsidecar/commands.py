@@ -13,8 +13,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from spark_audit.cli import add_job_arguments
+
+if TYPE_CHECKING:
+    # What add_subparsers returns (argparse has no public name for it): generic in typeshed
+    # only, so named for the checker alone.
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]  # noqa: SLF001
+
+_N = TypeVar("_N", int, float)
 
 # deploy.local.kafka_jars.SUPPORTED_VERSIONS, named here so `azsidecar --help` imports no
 # local-environment code (a test keeps the two equal).
@@ -93,7 +101,7 @@ def name(text: str) -> str:
     return text
 
 
-def _number(text: str, kind: Callable[[str], int] | Callable[[str], float], what: str) -> int | float:
+def _number(text: str, kind: Callable[[str], _N], what: str) -> _N:
     try:
         return kind(text)
     except ValueError:
@@ -113,7 +121,7 @@ def add_log_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", type=log_level, default=None, help="DEBUG, INFO, WARNING or ERROR")
 
 
-def register_all(sub: argparse._SubParsersAction) -> None:
+def register_all(sub: Subparsers) -> None:
     _proxy(sub)
     _proxy_user(sub)
     _agent(sub)
@@ -126,7 +134,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     _config(sub)
 
 
-def _proxy(sub: argparse._SubParsersAction) -> None:
+def _proxy(sub: Subparsers) -> None:
     p = sub.add_parser("proxy", help="run the sidecar proxy (Kafka listener for local producers)",
                        description="Serve unmodified Kafka producers on localhost and route their "
                                    "batches to the upstream cluster, through S3 across zones.")
@@ -139,7 +147,7 @@ def _proxy(sub: argparse._SubParsersAction) -> None:
                    help=f"notification HMAC keys, one per line, mode 600 (else notify.hmac_key_file, ${HMAC_ENV})")
 
 
-def _proxy_user(sub: argparse._SubParsersAction) -> None:
+def _proxy_user(sub: Subparsers) -> None:
     u = sub.add_parser("proxy-user", help="print a users-file entry for the proxy's SASL listener",
                        description="Read a password from stdin and print the SCRAM keys (salted, never "
                                    "the password) to append to proxy.sasl_users_file.")
@@ -149,7 +157,7 @@ def _proxy_user(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--iterations", type=int, default=8192, help="PBKDF2 iterations, 4096..16384 (default 8192)")
 
 
-def _agent(sub: argparse._SubParsersAction) -> None:
+def _agent(sub: Subparsers) -> None:
     p = sub.add_parser("agent", help="run the zone agent (S3 -> partition leader appends)",
                        description="Serve notifications from proxies in other zones: read this zone's "
                                    "share of each WAL object from S3 and append the raw batches.")
@@ -160,7 +168,7 @@ def _agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port (0 = off)")
 
 
-def _gc(sub: argparse._SubParsersAction) -> None:
+def _gc(sub: Subparsers) -> None:
     p = sub.add_parser("gc", help="delete applied WAL objects and old orphans",
                        description="Delete WAL objects every zone has applied; report orphans and "
                                    "delete them after --max-orphan-age-s, except those holding "
@@ -188,7 +196,7 @@ RECOVER_DESCRIPTION = (
     "delivered, 1 when something is still unapplied.")
 
 
-def _recover(sub: argparse._SubParsersAction) -> None:
+def _recover(sub: Subparsers) -> None:
     p = sub.add_parser("recover", help="deliver acknowledged WAL entries no agent applied",
                        description=RECOVER_DESCRIPTION)
     p.add_argument("--config", metavar="FILE", help="the proxy's TOML configuration ([wal], [notify], [router])")
@@ -198,14 +206,14 @@ def _recover(sub: argparse._SubParsersAction) -> None:
     add_log_arguments(p)
 
 
-def _audit(sub: argparse._SubParsersAction) -> None:
+def _audit(sub: Subparsers) -> None:
     p = sub.add_parser("audit", help="Spark jobs over the audit records: savings, cache, latency, report")
     add_job_arguments(p)
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--log-level", type=log_level, default=None, help="DEBUG, INFO, WARNING or ERROR")
 
 
-def _demo(sub: argparse._SubParsersAction) -> None:
+def _demo(sub: Subparsers) -> None:
     p = sub.add_parser("demo", help="run the local three-zone system: baseline vs sidecar, audited",
                        description="The local three-zone system end to end, baseline against sidecar.")
     p.add_argument("--mb", type=positive, default=200.0, help="payload per run in MB (default 200)")
@@ -234,7 +242,7 @@ def _demo(sub: argparse._SubParsersAction) -> None:
     fleet.add_argument("--duration-s", type=positive, default=15.0, help="seconds each run produces (default 15)")
 
 
-def _plan(sub: argparse._SubParsersAction) -> None:
+def _plan(sub: Subparsers) -> None:
     p = sub.add_parser("plan", help="predict the monthly bill: direct vs per-host sidecars vs zone gateways",
                        description="Read a traffic profile (bytes per second per producer host and leader zone) "
                                    "and prices; print the predicted monthly transfer bill, S3 request bill and net "
@@ -276,7 +284,7 @@ def _plan(sub: argparse._SubParsersAction) -> None:
     _plan_leaders(forms)
 
 
-def _plan_leaders(forms: argparse._SubParsersAction) -> None:
+def _plan_leaders(forms: Subparsers) -> None:
     p = forms.add_parser("leaders", help="move partition leaders to the zone their produce bytes come from",
                          description="Read a window's produce_batch audit records (bytes per partition and producer "
                                      "zone) and the cluster's placement (Admin API); print which leaders to move to "
@@ -311,7 +319,7 @@ def _plan_leaders(forms: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
-def _status(sub: argparse._SubParsersAction) -> None:
+def _status(sub: Subparsers) -> None:
     p = sub.add_parser("status", help="ask a running proxy or agent whether it is live or ready (probes, scripts)",
                        description="GET /livez or /readyz on a status port (proxy.metrics_port, agent.metrics_port); "
                                    "prints the answer; exit code 0 when live/ready, 1 otherwise.")
@@ -322,7 +330,7 @@ def _status(sub: argparse._SubParsersAction) -> None:
                    help="keep asking once a second until the answer is yes or this many seconds passed (default: once)")
 
 
-def _config(sub: argparse._SubParsersAction) -> None:
+def _config(sub: Subparsers) -> None:
     p = sub.add_parser("config", help="check a config file, or print the effective config with each value's origin",
                        description="Load the config as `azsidecar proxy` and `agent` do (the file, then the "
                                    "AZSIDECAR__SECTION__KEY environment variables) without starting anything or "

@@ -81,7 +81,7 @@ def dotted_assignments(overrides: Mapping[str, Any] | None, origin: str = FLAGS)
 def merge(base: Mapping[str, Any], assignments: list[Assignment]) -> dict[str, Any]:
     """A copy of `base` with each assignment applied in turn; a table value replaces the table
     at its path. Raises ConfigError if a path goes through a value that is not a table."""
-    data = _copy(base)
+    data: dict[str, Any] = _copy(base)  # a Mapping is copied into a dict
     for a in assignments:
         node = data
         for depth, part in enumerate(a.path[:-1]):

@@ -13,24 +13,27 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 REDACTED = "<redacted>"
 
 
-def render(config: object, origins: Mapping[str, str], secrets: Mapping[str, str | None]) -> str:
+def render(config: DataclassInstance, origins: Mapping[str, str], secrets: Mapping[str, str | None]) -> str:
     """`config` (a dataclass) as TOML. `origins`: dotted key -> where its value came from;
     `secrets`: dotted key of each secret -> where it is given from outside the config (a
     variable's name) or None."""
     return "\n".join(_section(config, (), origins, secrets)) + "\n"
 
 
-def _section(obj: object, path: tuple[str, ...], origins: Mapping[str, str],
+def _section(obj: DataclassInstance | type[DataclassInstance], path: tuple[str, ...], origins: Mapping[str, str],
              secrets: Mapping[str, str | None]) -> list[str]:
     """The lines of `obj`'s own settings, then its sub-sections' tables."""
     lines: list[str] = []
     sub: list[str] = []
-    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+    for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         key = ".".join((*path, f.name))
         if dataclasses.is_dataclass(value):

@@ -19,6 +19,7 @@ import csv
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from core.configload import ConfigError
 from core.framing import Framing
 from core.prices import Prices
 from deploy.local.kafka_jars import KAFKA_VERSION
-from deploy.local.scenario import Workload, router_overrides, run_baseline, run_sidecar
+from deploy.local.scenario import RunResult, Workload, router_overrides, run_baseline, run_sidecar
 from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
 from deploy.local.zones import cleanup_leftovers, netns_available, three_zones
 from spark_audit.run import run as run_audit
@@ -46,6 +47,10 @@ def meter_framing(offloads: bool) -> Framing:
     return Framing(path_mtu=GSO_PACKET_BYTES if offloads else VETH_MTU, link_header_bytes=METER_LINK_HEADER_BYTES)
 
 
+# A row of a report CSV (csv.DictReader): column -> text.
+CsvRow = dict[str, str]
+
+
 def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -53,9 +58,9 @@ def say(message: str) -> None:
 @dataclass
 class DemoResult:
     mode: str
-    baseline: object  # deploy.local.scenario.RunResult
-    sidecar: object
-    audit_tables: dict[str, list[dict]] = field(default_factory=dict)
+    baseline: RunResult
+    sidecar: RunResult
+    audit_tables: dict[str, list[CsvRow]] = field(default_factory=dict)
     run_dir: Path = Path()
 
     @property
@@ -72,8 +77,9 @@ class DemoResult:
 
 
 def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal", mode: str = "auto",
-             audit: bool = True, progress=None, offloads: bool = True, broker: str = "kafka",
-             kafka_version: str | None = None, sidecar_config: dict | None = None) -> DemoResult:
+             audit: bool = True, progress: Callable[[str], None] | None = None, offloads: bool = True,
+             broker: str = "kafka", kafka_version: str | None = None,
+             sidecar_config: dict[str, dict[str, object]] | None = None) -> DemoResult:
     """Baseline and sidecar runs of the same workload, verified, and (optionally) audited.
 
     sidecar_config: more settings for the sidecars' config files ({section: {key: value}}).
@@ -138,7 +144,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def replication_lines(baseline, sidecar) -> list[str]:
+def replication_lines(baseline: RunResult, sidecar: RunResult) -> list[str]:
     """Kafka's replication between zones, named apart: neither savings nor the sidecar's cost.
 
     Followers copy every produced byte to the other racks whichever way the producer
@@ -153,18 +159,18 @@ def replication_lines(baseline, sidecar) -> list[str]:
             "  who pays it: self-managed Kafka on EC2 at $0.02/GB; MSK does not bill replication"]
 
 
-def _check(result, name: str, progress=say) -> None:
+def _check(result: RunResult, name: str, progress: Callable[[str], None] = say) -> None:
     v = result.verification
     if not v.get("ok"):
         raise SystemExit(f"{name} run failed verification: {v.get('problems')}")
     progress(f"{name}: {v['records']} records verified exactly once, in per-partition order")
 
 
-def _num(rows: list[dict], column: str) -> float:
+def _num(rows: list[CsvRow], column: str) -> float:
     return sum(float(r[column]) for r in rows if r.get(column) not in (None, ""))
 
 
-def result_table(baseline, sidecar, tables: dict[str, list[dict]]) -> str:
+def result_table(baseline: RunResult, sidecar: RunResult, tables: dict[str, list[CsvRow]]) -> str:
     lines = ["", "=" * 78, "azsidecar demo result", "=" * 78]
     b_bytes = baseline.reading.total_bytes
     s_bytes = sidecar.reading.total_bytes
@@ -198,7 +204,7 @@ def result_table(baseline, sidecar, tables: dict[str, list[dict]]) -> str:
     for row in tables.get("cache_metadata", []):
         lines.append(f"router metadata cache {row['zone']}: hit rate {float(row['hit_rate']):.1%} "
                      f"({row['hits']}/{row['lookups']})")
-    by_route: dict[str, list[dict]] = {}
+    by_route: dict[str, list[CsvRow]] = {}
     for row in tables.get("latency", []):
         by_route.setdefault(row["route"], []).append(row)
     for route, rows in sorted(by_route.items()):

@@ -86,7 +86,7 @@ def result_table(runs: list[FleetRun], policy: str, prices: Prices) -> str:
         lines.append(f"{label:34s}" + "".join(f"{v:>22s}" for v in values))
 
     audited = []
-    replayed = []
+    replayed: list[Usage | None] = []  # None: the run's arrivals could not be replayed
     arrivals_of = []
     applies_of = []
     sizes_of = []

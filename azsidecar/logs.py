@@ -18,6 +18,7 @@ import logging
 import re
 import sys
 import time
+from typing import TextIO
 
 # C0 and C1 controls, DEL, and the Unicode line/paragraph separators some viewers break on.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -88,7 +89,7 @@ class JsonLineFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
-class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to `sys.stderr` as it is when a record is emitted, not when set up: a command
     run inside another program (the test suite captures and later closes its stderr) must
     not leave a handler on a closed stream behind."""
@@ -96,12 +97,12 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
-    def stream(self):  # noqa: ANN201 - logging's attribute
+    @property
+    def stream(self) -> TextIO:  # logging's attribute
         return sys.stderr
 
     @stream.setter
-    def stream(self, _value) -> None:  # noqa: ANN001 - StreamHandler.__init__ assigns it
+    def stream(self, _value: TextIO) -> None:  # StreamHandler.__init__ assigns it
         pass
 
 

@@ -15,7 +15,7 @@ brokers for their racks every CHECK_INTERVAL_S and publishes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 import trio
 from prometheus_client import Gauge
@@ -105,6 +105,6 @@ async def _racks(metadata: MetadataCache) -> Iterable[str | None] | None:
             await metadata.probe()
         except Exception:  # noqa: BLE001 - unreachable brokers: readiness reports them
             return None
-        brokers: Mapping = metadata.view.brokers
+        brokers = metadata.view.brokers
         return [b.rack for b in brokers.values()]
     return None

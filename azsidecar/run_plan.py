@@ -17,15 +17,17 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypedDict
 
 from core.configload import ConfigError
+from core.prices import Prices
 from core.prices_file import load_prices
 from planner.plan import (
     Audited,
     Bill,
     Flow,
     PlanError,
+    ShadowSplit,
     Usage,
     WalSettings,
     applies_from_records,
@@ -47,6 +49,14 @@ from planner.plan import (
 REQUIRED_COLUMNS = ("host", "zone", "leader_zone", "bytes_per_s")
 
 
+class CompareRow(TypedDict):
+    """One figure of `--compare`: the plan's prediction against what the audit records say."""
+
+    figure: str
+    predicted: float
+    audited: float
+
+
 def read_profile_csv(path: Path, batch_bytes: int, closed_loop: float | None = None) -> list[Flow]:
     """Flows from a CSV with a header row (`closed_loop`: request rate of rows without
     requests_per_s, planner.plan.closed_loop_requests_per_s). Raises ConfigError naming file,
@@ -66,7 +76,7 @@ def read_profile_csv(path: Path, batch_bytes: int, closed_loop: float | None = N
         raise ConfigError(str(exc)) from exc
 
 
-def audit_records(root: Path) -> Iterator[dict]:
+def audit_records(root: Path) -> Iterator[dict[str, object]]:
     """Every record of every `*.jsonl.gz` under `root` (hidden in-progress files skipped)."""
     files = sorted(p for p in root.rglob("*.jsonl.gz") if not p.name.startswith("."))
     if not files:
@@ -137,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_shadow(shadow, out: TextIO) -> None:
+def print_shadow(shadow: ShadowSplit, out: TextIO) -> None:
     """The head of a shadow run's plan: which part of its cross-zone bytes the plan prices."""
     total = shadow.wal_bytes + shadow.direct_bytes
     share = f" ({100.0 * shadow.wal_bytes / total:.1f} %)" if total else ""
@@ -146,10 +156,10 @@ def print_shadow(shadow, out: TextIO) -> None:
           "crosses directly in every mode", file=out)
 
 
-def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audited: Audited | None,
-            replayed: dict[str, Usage], compare_mode: str = "sidecar") -> dict:
+def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices: Prices, audited: Audited | None,
+            replayed: dict[str, Usage], compare_mode: str = "sidecar") -> dict[str, object]:
     cls = storage_classes(prices)[0]
-    out = {
+    out: dict[str, object] = {
         "bills": [{"mode": b.mode, "storage_class": b.storage_class, "writers": b.writers,
                    "transfer_usd": b.transfer_usd, "s3_put_requests": b.s3_put_requests,
                    "s3_get_requests": b.s3_get_requests, "s3_request_usd": b.s3_request_usd,
@@ -165,8 +175,8 @@ def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audi
     return out
 
 
-def compare_rows(bills: list[Bill], audited: Audited, prices, replay: Usage | None = None,
-                 mode: str = "sidecar") -> list[dict]:
+def compare_rows(bills: list[Bill], audited: Audited, prices: Prices, replay: Usage | None = None,
+                 mode: str = "sidecar") -> list[CompareRow]:
     """Predicted against audited: the mean-rate model (the bill of `mode` on Standard, scaled to
     the audited window) and, if given, the replay of the run's own arrivals (totals)."""
     cls = storage_classes(prices)[0]
@@ -179,7 +189,7 @@ def compare_rows(bills: list[Bill], audited: Audited, prices, replay: Usage | No
     p_transfer = u.crossed_bytes * w * byte_usd
     p_requests = predicted_puts * cls.put + predicted_gets * cls.get
     p_net = u.direct_equivalent_bytes * w * byte_usd - p_transfer - p_requests
-    rows = [
+    rows: list[CompareRow] = [
         {"figure": "WAL objects", "predicted": u.objects * w, "audited": audited.wal_objects},
         {"figure": "S3 PUT requests", "predicted": predicted_puts, "audited": audited.put_requests},
         {"figure": "S3 GET requests", "predicted": predicted_gets, "audited": audited.get_requests},
@@ -215,7 +225,7 @@ def _rate(bps: float | None) -> str:
     return f"{bps / 1e6:.3f} MB/s" if bps >= 1e6 else f"{bps / 1e3:.1f} KB/s"
 
 
-def print_text(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices, audited: Audited | None,
+def print_text(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices: Prices, audited: Audited | None,
                replayed: dict[str, Usage], out: TextIO, compare_mode: str = "sidecar") -> None:
     hosts = {(f.host, f.zone) for f in flows}
     cross = sum(f.bytes_per_s for f in flows if f.cross)

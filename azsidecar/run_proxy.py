@@ -92,6 +92,7 @@ def main(args: argparse.Namespace) -> int:
                           f"them: set ${HMAC_ENV} or notify.hmac_key_file, the same keys as the agents'")
     listener_security(config.proxy)  # unreadable TLS or users files stop start-up here, with the key named
     if wal_enabled(config):
+        assert config.zone is not None  # wal_enabled: the zone is known
         check_wal_store(config.wal, config.wal.bucket_for(config.zone))
     if config.proxy.insecure_listener and not is_loopback(config.proxy.listen_host):
         log.warning("proxy listens on %s with proxy.insecure_listener: anyone who reaches it can produce as this "

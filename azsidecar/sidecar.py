@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+from collections.abc import Callable
 
 import trio
 
@@ -26,7 +27,7 @@ from leader_notify.sender.owners import probe_targets
 from leader_notify.sender.recovery import recover_acknowledged
 from leader_notify.sender.sender import NotifySender
 from proxy.bypass import SameZoneBypass
-from proxy.server import run_proxy
+from proxy.server import ProxyServer, run_proxy
 from router.backend import RoutingBackend, WalPath
 from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriter
@@ -44,11 +45,13 @@ async def recover_before_serving(config: Config, epoch: int, sender: NotifySende
                                  audit: AuditSink | None = None) -> None:
     """Deliver acknowledged (ack_mode wal) entries of this proxy's earlier epochs that no
     agent applied, before new batches can overtake them; bounded by router.recovery_timeout_s."""
+    zone = config.zone
+    assert zone is not None  # the WAL path is on (wal_enabled): the zone is known
     with trio.move_on_after(config.router.recovery_timeout_s) as scope:
         try:
             await recover_acknowledged(config.wal, make_s3_client(config.wal), sender, config.proxy.proxy_id, epoch,
                                        lambda topic: config.router.ack_mode(topic) == "wal",
-                                       bucket=config.wal.bucket_for(config.zone), audit=audit)
+                                       bucket=config.wal.bucket_for(zone), audit=audit)
         except S3Error as exc:
             log.error("recovery of earlier epochs failed: %s; serving anyway (run `azsidecar recover`)", exc)
     if scope.cancelled_caught:
@@ -56,8 +59,9 @@ async def recover_before_serving(config: Config, epoch: int, sender: NotifySende
                   "(run `azsidecar recover`)", config.router.recovery_timeout_s)
 
 
-async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_backend=None,
-                      health: ProxyHealth | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def run_sidecar(config: Config, audit: AuditSink | None = None, *,
+                      on_backend: Callable[[RoutingBackend], None] | None = None, health: ProxyHealth | None = None,
+                      task_status: trio.TaskStatus[tuple[ProxyServer, int]] = trio.TASK_STATUS_IGNORED) -> None:
     """Run the proxy; `task_status.started((server, port))` once it listens.
 
     `config.zone` must be resolved (see router.placement.resolve_zone). `on_backend`, if
@@ -69,11 +73,14 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
     async with trio.open_nursery() as nursery, contextlib.AsyncExitStack() as stack:
         wal_path = None
         if wal_enabled(config):
-
-            writer = WalWriter(config.wal, config.zone, config.proxy.proxy_id, make_s3_client(config.wal), audit,
+            zone = config.zone
+            assert zone is not None  # wal_enabled: the zone is known
+            writer = WalWriter(config.wal, zone, config.proxy.proxy_id, make_s3_client(config.wal), audit,
                                prices=config.router.prices)
             await stack.enter_async_context(writer.running())
-            sender = NotifySender(config.notify, config.zone, config.proxy.proxy_id, writer.epoch, audit,
+            epoch = writer.epoch
+            assert epoch is not None  # running() registered it
+            sender = NotifySender(config.notify, zone, config.proxy.proxy_id, epoch, audit,
                                   bucket=writer.bucket, metrics=process_sender_metrics())
             stack.push_async_callback(sender.aclose)
             acked = (lambda topic: config.router.ack_mode(topic) == "wal") if "wal" in config.router.ack_modes.values() \
@@ -82,7 +89,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
             log.info("WAL path on: writer %s epoch %d, agents %s", config.proxy.proxy_id, writer.epoch,
                      dict(config.notify.agents))
             if "wal" in config.router.ack_modes.values():
-                await recover_before_serving(config, writer.epoch, sender, audit)
+                await recover_before_serving(config, epoch, sender, audit)
 
         elif config.router.shadow:
             log.info("shadow mode (router.shadow): every batch goes direct; audit records say where policy %r "
@@ -99,7 +106,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *, on_back
 
         built: list[tuple[RoutingBackend, MetadataCache]] = []
 
-        async def backend_factory(cluster: UpstreamCluster, metadata: MetadataCache):
+        async def backend_factory(cluster: UpstreamCluster, metadata: MetadataCache) -> RoutingBackend:
             direct = DirectBackend(cluster, metadata, config.upstream.request_timeout_s)
             backend = RoutingBackend(config.zone or "", config.router, config.wal, direct, metadata, wal_path,
                                      nursery, audit, config.proxy.proxy_id, direct_by_zone)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
+from types import FrameType
 
 from azsidecar.config import Config
 from azsidecar.failures import EXIT_CONFIG, EXIT_ENVIRONMENT
@@ -83,7 +84,7 @@ def supervise(config: Config, target: Callable[[Config, int], None]) -> int:
         log.info("worker %d started (pid %s, proxy id %s-w%d, port %d)", index, proc.pid,
                  config.proxy.proxy_id, index, port)
 
-    def on_signal(signum, _frame) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         raise _Stop(signum)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
