@@ -12,7 +12,12 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_D = TypeVar("_D", bound="DataclassInstance")
 
 
 class ConfigError(ValueError):
@@ -28,7 +33,7 @@ class CommaSeparated:
 COMMA_SEPARATED = CommaSeparated()
 
 
-def build(cls: type, data: Mapping[str, Any] | None, path: str = "") -> Any:
+def build(cls: type[_D], data: Mapping[str, Any] | None, path: str = "") -> _D:
     """Construct dataclass `cls` from `data`; raises ConfigError on any bad key or value."""
     data = dict(data or {})
     hints = typing.get_type_hints(cls, include_extras=True)

@@ -27,7 +27,7 @@ def load_prices(path: str | None) -> Prices:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"prices file {path}: {exc}") from exc
     if "router" in data and isinstance(data["router"], dict) and "prices" in data["router"]:
-        return build(Prices, data["router"]["prices"], "router.prices")  # type: ignore[no-any-return]
+        return build(Prices, data["router"]["prices"], "router.prices")
     if "prices" in data:
-        return build(Prices, data["prices"], "prices")  # type: ignore[no-any-return]
-    return build(Prices, data, "prices")  # type: ignore[no-any-return]
+        return build(Prices, data["prices"], "prices")
+    return build(Prices, data, "prices")
