@@ -182,6 +182,7 @@ def spark_session(master: str | None = "local[*]", app_name: str = "azsidecar-au
 def spark_has_filesystem(spark: SparkSession, scheme: str) -> bool:
     """True when the JVM side has a Hadoop FileSystem registered for `scheme`."""
     jvm = spark.sparkContext._jvm  # noqa: SLF001 - py4j gateway is the only way to ask Hadoop
+    assert jvm is not None  # set while a SparkContext runs (pyspark asserts the same)
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
     try:
         jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)

@@ -82,10 +82,13 @@ def chart_pairs(pairs: Sequence[rd.PairSavings]) -> Figure:
 def chart_cumulative(hours: Sequence[rd.HourSavings]) -> Figure:
     fig, ax = plt.subplots(figsize=(9, 3.2))
     when = [datetime.strptime(h.hour, "%Y-%m-%dT%H:%MZ").replace(tzinfo=UTC) for h in hours]
-    ax.step(when, [h.cumulative_usd for h in hours], where="post", color="#1f4e79", marker="o", markersize=3)
-    locator = mdates.AutoDateLocator()
+    # matplotlib's type hints take x as an array of numbers, while its unit converters
+    # (matplotlib.dates) take datetimes; and matplotlib.dates is not annotated.
+    ax.step(when, [h.cumulative_usd for h in hours], where="post", color="#1f4e79", marker="o",  # type: ignore[arg-type]
+            markersize=3)
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     ax.set_xlabel("hour (UTC)")
     ax.set_ylabel("net savings so far")
     _usd_axis(ax)

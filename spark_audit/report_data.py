@@ -327,9 +327,9 @@ def leader_placement(leader_traffic: Sequence[Row], usd_per_byte: float, period_
         if not leader:
             continue
         by_leader[key][leader][source] = by_leader[key][leader].get(source, 0) + size
-        first, last = int(_num(r, "first_ts_ms")), int(_num(r, "last_ts_ms"))
-        span = periods[key].setdefault(leader, [first, last])
-        span[0], span[1] = min(span[0], first), max(span[1], last)
+        first_ms, last_ms = int(_num(r, "first_ts_ms")), int(_num(r, "last_ts_ms"))
+        span = periods[key].setdefault(leader, [first_ms, last_ms])
+        span[0], span[1] = min(span[0], first_ms), max(span[1], last_ms)
     broker_of = {zone: i for i, zone in enumerate(sorted(zones))}
     parts, produced, crossed = [], 0, 0
     observed: list[ObservedMove] = []

@@ -12,8 +12,9 @@ import json
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from core.configload import ConfigError, build
 from core.framing import Framing
@@ -36,6 +37,9 @@ from spark_audit.config import AuditConfig
 from spark_audit.progress import DEFAULT_INTERVAL_S, ProgressReporter, active_stages
 from spark_audit.report import render_html, summary_text
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
 # Tables computed from the lines rather than the rollup, each by a scan of its own: the
 # columns it parses, the job, and why it cannot use the rollup.
@@ -52,7 +56,7 @@ def load_framing(path: str | None, path_mtu: int | None = None, link_header_byte
     file at `path` (a full config file), else the defaults (`spark_audit.config.AuditConfig`).
     Raises ConfigError naming the key.
     """
-    audit: dict = {}
+    audit: dict[str, Any] = {}  # TOML values
     if path is not None:
         try:
             data = tomllib.loads(Path(path).read_text())
@@ -68,7 +72,7 @@ def load_framing(path: str | None, path_mtu: int | None = None, link_header_byte
 
 
 def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
-        s3_endpoint_url: str | None = None, spark=None, out: TextIO | None = None,
+        s3_endpoint_url: str | None = None, spark: SparkSession | None = None, out: TextIO | None = None,
         table_formats: tuple[str, ...] = ("csv",), storage_class: str = "standard", framing: Framing | None = None,
         progress: TextIO | None = None, progress_interval_s: float = DEFAULT_INTERVAL_S) -> int:
     """Run `job`; returns the process exit code (0, or EXIT_INPUT with a message on stderr).
@@ -92,12 +96,12 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     progress = progress or sys.stderr
     framing = framing or Framing()
     own_session = spark is None
-    if own_session:
+    if spark is None:
         print(f"audit {job}: starting Spark ({master or 'spark-submit master'})", file=progress, flush=True)
         spark = spark_session(master)
     else:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
-    builders = {
+    builders: dict[str, Callable[[DataFrame], DataFrame]] = {
         "savings": lambda r: jobs.savings(r, prices, framing, storage_class),
         "break_even": lambda r: jobs.break_even(r, prices, framing, storage_class),
         "writer_drops": jobs.writer_drops,

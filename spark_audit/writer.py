@@ -173,7 +173,7 @@ class AuditWriter:
         self._closed = False
         self._s3_bucket: str | None = None
         self._s3_prefix = ""
-        self._s3 = None
+        self._s3: Any = None  # a boto3 S3 client (boto3 is untyped), made on the first upload
         if config.output.startswith("s3://"):
             bucket, _, prefix = config.output[len("s3://"):].partition("/")
             if not bucket:
