@@ -38,7 +38,7 @@ async def keep_writing_counts(counts: Counter[str], path: Path) -> None:
 
 @contextlib.contextmanager
 def running_listener(argv: Sequence[str], log_path: Path, what: str, timeout_s: float = STARTUP_TIMEOUT_S,
-                     started: list[subprocess.Popen] | None = None) -> Iterator[str]:
+                     started: list[subprocess.Popen[bytes]] | None = None) -> Iterator[str]:
     """Run one of these injectors as a process; yield the HOST:PORT of its `listening=` line
     and stop it (SIGTERM, then kill) on exit. Raises RuntimeError if it does not come up
     within `timeout_s` (its stderr is in `log_path`). `started`, if given, gets the process

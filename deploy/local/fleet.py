@@ -17,7 +17,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -88,17 +88,17 @@ class FleetRun:
     records: int
     payload_bytes: int
     duration_s: float
-    verification: dict
+    verification: Mapping[str, Any]  # the verifier's JSON answer
     audit_dir: Path
     proxies: int
-    summaries: tuple = field(default_factory=tuple)
+    summaries: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)  # the producers' JSON summaries
 
     @property
     def ok(self) -> bool:
         return bool(self.verification.get("ok"))
 
 
-def audit_lines(root: Path) -> Iterator[dict]:
+def audit_lines(root: Path) -> Iterator[dict[str, object]]:
     for path in sorted(root.rglob("*.jsonl.gz")):
         if not path.name.startswith("."):
             with gzip.open(path, "rt") as fh:
@@ -187,7 +187,7 @@ class _Starting:
     address: str
 
 
-def _launch(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: dict[str, str], process_env: dict,
+def _launch(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: dict[str, str], process_env: dict[str, str],
             stack: contextlib.ExitStack, role: str, log_name: str, proxy_id: str = "") -> _Starting:
     """Start one agent or proxy in `zone`, not waiting for it; registered in `stack` to stop
     (drain) on exit. Several start side by side: each spends a second or two importing."""

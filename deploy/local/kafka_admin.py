@@ -16,10 +16,12 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 POLL_S = 0.1  # between metadata reads while waiting for the cluster to reach a state
 REQUEST_TIMEOUT_MS = 15_000
+
+_T = TypeVar("_T")
 
 
 class KafkaAdminError(RuntimeError):
@@ -39,8 +41,8 @@ def _admin(bootstrap: str, security: Mapping[str, Any] | None = None) -> Iterato
         client.close()
 
 
-def _until(what: str, timeout_s: float, probe: Callable[[], Any]) -> Any:
-    """Call probe until it returns a truthy value; raise KafkaAdminError after timeout_s."""
+def _until(what: str, timeout_s: float, probe: Callable[[], _T | None]) -> _T:
+    """Call probe until it returns a truthy value (returned); raise KafkaAdminError after timeout_s."""
     deadline = time.monotonic() + timeout_s
     last_error: Exception | None = None
     while True:

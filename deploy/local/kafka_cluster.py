@@ -129,7 +129,7 @@ class KafkaNode:
     # Where replication and the quorum listen, when on a link of their own (netns mode:
     # the replication bridge, so its counters tell replication from client bytes).
     internal_host: str | None = None
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -528,7 +528,8 @@ def _formatted_logs(nodes: Mapping[int, KafkaNode], settings: Mapping[int, Mappi
 
 @contextlib.contextmanager
 def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence[str] | None = None,
-                        netns: Sequence[str | None] | None = None, internal_hosts: Sequence[str] | None = None,
+                        netns: Sequence[str | None] | None = None,
+                        internal_hosts: Sequence[str | None] | None = None,
                         log_dir: Path | str | None = None,
                         version: str = KAFKA_VERSION, heap_mb: int = HEAP_MB,
                         overrides: Mapping[str, str] | None = None, listeners: Sequence[Listener] = (),

@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from deploy.local.processes import STARTUP_TIMEOUT_S
 
@@ -108,7 +108,8 @@ class _Native:
             raise MockClusterError("rd_kafka_mock_cluster_new failed")
 
     def bootstraps(self) -> str:
-        return self._lib.rd_kafka_mock_cluster_bootstraps(self._cluster).decode()
+        bootstraps: bytes = self._lib.rd_kafka_mock_cluster_bootstraps(self._cluster)  # ctypes: a char *
+        return bootstraps.decode()
 
     def _check(self, code: int, what: str) -> None:
         if code != 0:
@@ -166,7 +167,7 @@ class _Native:
         self._lib.rd_kafka_destroy(self._rk)
 
 
-def serve(broker_count: int, inp=sys.stdin, out=sys.stdout) -> None:
+def serve(broker_count: int, inp: TextIO = sys.stdin, out: TextIO = sys.stdout) -> None:
     """The child's loop: answer commands until stdin closes."""
     try:
         native = _Native(broker_count)
@@ -195,7 +196,7 @@ def serve(broker_count: int, inp=sys.stdin, out=sys.stdout) -> None:
 class MockCluster:
     """Parent-side handle of a running mock cluster. Broker ids are 1..broker_count."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen[str]
     bootstraps: tuple[str, ...]
     log_path: Path
 
@@ -260,7 +261,7 @@ class MockCluster:
         os.kill(self.proc.pid, signal.SIGCONT)
 
 
-def _read_answer(proc: subprocess.Popen, timeout_s: float, log_path: Path) -> dict:
+def _read_answer(proc: subprocess.Popen[str], timeout_s: float, log_path: Path) -> dict[str, Any]:
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
     while True:
@@ -272,7 +273,8 @@ def _read_answer(proc: subprocess.Popen, timeout_s: float, log_path: Path) -> di
             line = proc.stdout.readline()
             if not line:
                 raise MockClusterError(f"mock cluster exited ({proc.poll()}): {_tail(log_path)}")
-            return json.loads(line)
+            answer: dict[str, Any] = json.loads(line)  # the child's JSON answer
+            return answer
 
 
 def _tail(path: Path, n: int = 20) -> str:
@@ -309,7 +311,7 @@ def start_mock_cluster(broker_count: int = 3, *, racks: Mapping[int, str] | None
         _stop(proc)
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGCONT)  # a paused child cannot read the EOF

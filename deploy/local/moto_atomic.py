@@ -53,10 +53,10 @@ def make_conditional_puts_atomic() -> Callable[[], None]:
         with locks[hash((self.bucket_name, self.parse_key_name())) % LOCK_STRIPES]:
             return original(self)
 
-    S3Response.put_object = put_object
+    S3Response.put_object = put_object  # type: ignore[method-assign]  # patching moto's handler is the point
 
     def undo() -> None:
-        S3Response.put_object = original
+        S3Response.put_object = original  # type: ignore[method-assign]  # moto's own handler back
 
     return undo
 
@@ -85,10 +85,10 @@ def log_lost_updates(out: Any = sys.stderr) -> Callable[[], None]:
                       f"replaced_version={before}", file=out, flush=True)
         return result
 
-    S3Response.put_object = put_object
+    S3Response.put_object = put_object  # type: ignore[method-assign]  # patching moto's handler is the point
 
     def undo() -> None:
-        S3Response.put_object = original
+        S3Response.put_object = original  # type: ignore[method-assign]  # moto's own handler back
 
     return undo
 

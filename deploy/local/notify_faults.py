@@ -90,7 +90,7 @@ class FrameSplitter:
     def __init__(self) -> None:
         self._buf = bytearray()
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | bytearray) -> list[bytes]:
         self._buf += data
         frames = []
         while len(self._buf) >= _LEN.size:
@@ -118,7 +118,7 @@ class _Injector:
     def _draw(self) -> str:
         return self.rates.draw(self.rng) if self.degraded else "pass"
 
-    async def _send_later(self, frames: trio.MemoryReceiveChannel, dst: trio.SocketStream) -> None:
+    async def _send_later(self, frames: trio.MemoryReceiveChannel[tuple[float, bytes]], dst: trio.SocketStream) -> None:
         """Pass each (due, frame) on at its due time, in order."""
         async for due, frame in frames:
             await trio.sleep_until(due)  # the link's latency
@@ -185,7 +185,7 @@ class _Injector:
 
 async def serve(routes: list[tuple[tuple[str, int], tuple[str, int]]], rates: NotifyFaultRates,
                 seed: int | None = None, stats_path: Path | None = None, *, start_healthy: bool = False,
-                task_status=trio.TASK_STATUS_IGNORED) -> None:
+                task_status: trio.TaskStatus[list[tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve every (listen, upstream) route until cancelled; task_status gets the addresses
     listened on. SIGUSR1 degrades the links (faults and latency), SIGUSR2 restores them."""
     injector = _Injector(rates, seed, degraded=not start_healthy)
@@ -196,7 +196,7 @@ async def serve(routes: list[tuple[tuple[str, int], tuple[str, int]]], rates: No
             listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
             bound.append(listeners[0].socket.getsockname()[:2])
 
-            async def handler(stream: trio.SocketStream, upstream=upstream) -> None:
+            async def handler(stream: trio.SocketStream, upstream: tuple[str, int] = upstream) -> None:
                 await injector.handle(stream, upstream)
 
             nursery.start_soon(trio.serve_listeners, handler, listeners)

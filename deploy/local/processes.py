@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, AnyStr
 
 # A process start waits for a readiness signal (a listening port, a log line), so a generous bound costs
 # nothing when the start is quick: on a loaded 2-core host a Python process's ~1.5 CPU-s of imports took
@@ -110,7 +111,7 @@ def tansu_binary() -> str:
     return str(path)
 
 
-def wait_for_port(host: str, port: int, proc: subprocess.Popen, timeout_s: float, what: str, log: Path,
+def wait_for_port(host: str, port: int, proc: subprocess.Popen[AnyStr], timeout_s: float, what: str, log: Path,
                   netns: str | None = None) -> None:
     """Block until host:port accepts a TCP connection (from inside netns if given); raise if the process dies or time runs out."""
     deadline = time.monotonic() + timeout_s
@@ -150,7 +151,7 @@ def _tail(log: Path, n: int = 20) -> str:
         return "(no log)"
 
 
-def stop_process(proc: subprocess.Popen, timeout_s: float = STOP_TIMEOUT_S) -> None:
+def stop_process(proc: subprocess.Popen[AnyStr], timeout_s: float = STOP_TIMEOUT_S) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -168,14 +169,14 @@ def _command_prefix(netns: str | None) -> list[str]:
 class MotoServer:
     host: str
     port: int
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     log_path: Path
 
     @property
     def endpoint_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def client(self, region: str = "us-east-1"):
+    def client(self, region: str = "us-east-1") -> Any:  # a boto3 S3 client (boto3 is untyped)
         import boto3  # noqa: PLC0415
 
         return boto3.client(
@@ -216,10 +217,10 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, netns: str | None = None,
 class TansuBroker:
     host: str
     port: int
-    proc: subprocess.Popen | None
+    proc: subprocess.Popen[bytes] | None
     log_path: Path
     storage: str
-    env: dict
+    env: dict[str, str]
     netns: str | None = None
     advertised_port: int | None = None  # a front's port (deploy/local/kafka_faults.py) that clients use
 

@@ -45,7 +45,9 @@ import argparse
 import functools
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypedDict
 
 import h11
 import trio
@@ -98,7 +100,8 @@ def profile_delay_s(profile: Profile, method: bytes, headers: dict[bytes, bytes]
 
 # --- keepalive mode ---------------------------------------------------------------------
 
-async def _next_event(conn: h11.Connection, stream: trio.SocketStream):
+async def _next_event(conn: h11.Connection,
+                      stream: trio.SocketStream) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
     """The next h11 event of `conn`, reading from `stream` as needed (EOF: ConnectionClosed)."""
     while True:
         event = conn.next_event()
@@ -107,7 +110,7 @@ async def _next_event(conn: h11.Connection, stream: trio.SocketStream):
         conn.receive_data(await stream.receive_some(CHUNK))
 
 
-def _passed_on(headers) -> list[tuple[bytes, bytes]]:
+def _passed_on(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     return [(name, value) for name, value in headers if name not in _HOP_BY_HOP]
 
 
@@ -119,7 +122,7 @@ async def _forward(request: h11.Request, client_conn: h11.Connection, client: tr
     connection closed) first, then held until `answer_at`, then sent. Raises OSError/trio
     errors/h11 errors if either side breaks; the caller drops the client.
     """
-    held: list = []
+    held: list[h11.Response | h11.Data | h11.EndOfMessage] = []
     server = await trio.open_tcp_stream(*upstream)
     async with server:
         up = h11.Connection(h11.CLIENT)
@@ -151,7 +154,7 @@ async def _forward(request: h11.Request, client_conn: h11.Connection, client: tr
                 await client.send_all(client_conn.send(event))
             if isinstance(event, h11.EndOfMessage):
                 break
-    if held:
+    if held and answer_at is not None:  # held: answer_at was given
         await trio.sleep_until(answer_at)  # the injected S3 latency itself (upstream's time included)
         await client.send_all(b"".join(client_conn.send(event) for event in held))
 
@@ -182,7 +185,11 @@ async def _serve_keepalive(client: trio.SocketStream, upstream: tuple[str, int],
 
 # --- transparent mode -------------------------------------------------------------------
 
-async def _pump_requests(src: trio.SocketStream, dst: trio.SocketStream, state: dict, put_s: float,
+class _Turn(TypedDict):
+    new_request: bool  # the client's next bytes start a request (the answer to its last one came)
+
+
+async def _pump_requests(src: trio.SocketStream, dst: trio.SocketStream, state: _Turn, put_s: float,
                          get_s: float) -> None:
     async for data in src:
         if state["new_request"]:
@@ -194,7 +201,7 @@ async def _pump_requests(src: trio.SocketStream, dst: trio.SocketStream, state: 
     await dst.send_eof()
 
 
-async def _pump_responses(src: trio.SocketStream, dst: trio.SocketStream, state: dict) -> None:
+async def _pump_responses(src: trio.SocketStream, dst: trio.SocketStream, state: _Turn) -> None:
     async for data in src:
         state["new_request"] = True
         await dst.send_all(data)
@@ -207,7 +214,7 @@ async def _serve_transparent(client: trio.SocketStream, upstream: tuple[str, int
     except OSError:
         await client.aclose()
         return
-    state = {"new_request": True}
+    state: _Turn = {"new_request": True}
     try:
         async with server, client, trio.open_nursery() as nursery:
             nursery.start_soon(_pump_requests, client, server, state, put_s, get_s)
@@ -217,7 +224,8 @@ async def _serve_transparent(client: trio.SocketStream, upstream: tuple[str, int
 
 
 async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: float, get_ms: float,
-                mode: str = "keepalive", hold: str = "request", task_status=trio.TASK_STATUS_IGNORED,
+                mode: str = "keepalive", hold: str = "request",
+                task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
                 profile: str | None = None) -> None:
     """Serve until cancelled; `profile` (a PROFILES name, keepalive mode) replaces put_ms/get_ms."""
     if profile is not None and (profile not in PROFILES or mode != "keepalive"):

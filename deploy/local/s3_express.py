@@ -205,9 +205,9 @@ def signature_ok(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]
     path, _, query = target.decode("latin-1").partition("?")
     pairs = []
     for part in query.split("&") if query else []:
-        name, _, value = part.partition("=")
-        pairs.append((urllib.parse.quote(urllib.parse.unquote(name), safe="-_.~"),
-                      urllib.parse.quote(urllib.parse.unquote(value), safe="-_.~")))
+        param, _, arg = part.partition("=")  # text: the header loop's name and value are bytes
+        pairs.append((urllib.parse.quote(urllib.parse.unquote(param), safe="-_.~"),
+                      urllib.parse.quote(urllib.parse.unquote(arg), safe="-_.~")))
     canonical_headers = "".join(
         f"{name}:{','.join(' '.join(v.decode('latin-1').split()) for v in by_name.get(name.encode(), []))}\n"
         for name in signed_names.split(";"))
@@ -283,7 +283,7 @@ async def _bucket_exists(upstream: tuple[str, int], bucket: str) -> Answer | Non
 
 
 async def serve(listen: tuple[str, int], upstream: tuple[str, int], front: ExpressFront | None = None,
-                task_status=trio.TASK_STATUS_IGNORED) -> None:
+                task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve the front on `listen` (port 0: any) until cancelled; started with (host, port)."""
     front = front or ExpressFront()
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])

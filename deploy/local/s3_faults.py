@@ -35,6 +35,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import trio
 
@@ -93,6 +94,13 @@ def rst_on_close(stream: trio.SocketStream) -> None:
     stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
+class _Exchange(TypedDict):
+    """Where one connection's pumps are: the client's request head still to be decided on."""
+
+    new_request: bool  # the next bytes from the client start a request (its answer came)
+    head: bytes  # the request head received so far, before a fault is drawn for it
+
+
 class _Injector:
     def __init__(self, upstream: tuple[str, int], rates: FaultRates, seed: int | None) -> None:
         self.upstream = upstream
@@ -106,7 +114,7 @@ class _Injector:
         except OSError:
             await client.aclose()
             return
-        state = {"new_request": True, "head": b""}
+        state: _Exchange = {"new_request": True, "head": b""}
         try:
             async with server, client, trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump_requests, client, server, state, nursery.cancel_scope)
@@ -114,7 +122,7 @@ class _Injector:
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # either side went away (trio groups the pumps' errors): the connection ends, serving goes on
 
-    async def _pump_requests(self, src: trio.SocketStream, dst: trio.SocketStream, state: dict,
+    async def _pump_requests(self, src: trio.SocketStream, dst: trio.SocketStream, state: _Exchange,
                              scope: trio.CancelScope) -> None:
         async for data in src:
             if not state["new_request"]:
@@ -144,7 +152,7 @@ class _Injector:
             await dst.send_all(head)
         await dst.send_eof()
 
-    async def _pump_responses(self, src: trio.SocketStream, dst: trio.SocketStream, state: dict) -> None:
+    async def _pump_responses(self, src: trio.SocketStream, dst: trio.SocketStream, state: _Exchange) -> None:
         async for data in src:
             if not bytes(data[:10]).startswith(INTERIM_STATUS):
                 state["new_request"] = True  # a final response; "100 Continue" only releases the body
@@ -152,7 +160,8 @@ class _Injector:
 
 
 async def serve(listen: tuple[str, int], upstream: tuple[str, int], rates: FaultRates, seed: int | None = None,
-                stats_path: Path | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+                stats_path: Path | None = None,
+                task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled; task_status gets the (host, port) listened on. Raises OSError on bind."""
     injector = _Injector(upstream, rates, seed)
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])

@@ -37,7 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.local.zones import CrossZoneReading, Zone, ZoneEnv, cleanup_leftovers, leader_zone_of, three_zones
+from deploy.local.zones import (
+    CrossZoneReading,
+    Zone,
+    ZoneEnv,
+    ZoneProcess,
+    cleanup_leftovers,
+    leader_zone_of,
+    three_zones,
+)
 
 WORKLOAD_SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "workload.py"
 MB = 1_000_000
@@ -49,6 +57,9 @@ LOG_TAIL_LINES = 15
 Progress = Callable[[str], None]
 StartSidecar = Callable[[ZoneEnv, Zone], AbstractContextManager[Any]]
 Prepare = Callable[[Sequence[str]], None]  # called with the run's topic names once they exist, before producing
+# The JSON document bench/workload.py reads (zones, topics, rates; leader zones on Kafka):
+# built here and handed over as JSON, its values as varied as JSON's.
+WorkloadSpec = dict[str, Any]
 
 
 class ScenarioError(RuntimeError):
@@ -124,7 +135,7 @@ class Workload:
     def max_partitions(self) -> int:
         return max(t.partitions for t in self.topics)
 
-    def spec(self, zones: Sequence[str], topic_names: Sequence[str]) -> dict:
+    def spec(self, zones: Sequence[str], topic_names: Sequence[str]) -> WorkloadSpec:
         """The JSON spec bench/workload.py reads."""
         return {
             "zones": list(zones), "record_bytes": self.record_bytes, "key_space": self.key_space,
@@ -156,7 +167,7 @@ class RunResult:
     def ok(self) -> bool:
         return bool(self.verification.get("ok"))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "reading": self.reading.as_dict(), "payload_bytes": self.payload_bytes,
                 "cross_zone_payload_bytes": self.cross_zone_payload_bytes, "records": self.records,
                 "duration_s": self.duration_s, "verification": dict(self.verification),
@@ -190,7 +201,7 @@ def _run_step(env: ZoneEnv, zone: Zone, argv: list[str], timeout_s: float, log_n
         raise ScenarioError(f"{what} exited {code}:\n{_tail(env.log_dir / f'{log_name}.log')}")
 
 
-def _wait_producers(procs: Sequence[tuple[str, subprocess.Popen, Path]], total_records: int,
+def _wait_producers(procs: Sequence[tuple[str, ZoneProcess, Path]], total_records: int,
                     timeout_s: float, progress: Progress | None, name: str) -> None:
     deadline = time.monotonic() + timeout_s
     for pid, proc, _ in procs:
@@ -208,10 +219,10 @@ def _wait_producers(procs: Sequence[tuple[str, subprocess.Popen, Path]], total_r
     if failed:
         pid, proc = failed[0]
         raise ScenarioError(f"{name}: {len(failed)} producer(s) failed; {pid} exited {proc.returncode}:\n"
-                            f"{_tail(proc.log_path)}")  # type: ignore[attr-defined]
+                            f"{_tail(proc.log_path)}")
 
 
-def _acked(procs: Sequence[tuple[str, subprocess.Popen, Path]]) -> int:
+def _acked(procs: Sequence[tuple[str, ZoneProcess, Path]]) -> int:
     acked = 0
     for _, _, out in procs:
         with contextlib.suppress(OSError, ValueError):
@@ -219,7 +230,7 @@ def _acked(procs: Sequence[tuple[str, subprocess.Popen, Path]]) -> int:
     return acked
 
 
-def spec_for(env: ZoneEnv, workload: Workload, topic_names: Sequence[str]) -> dict:
+def spec_for(env: ZoneEnv, workload: Workload, topic_names: Sequence[str]) -> WorkloadSpec:
     """The workload's spec for this environment: on Kafka the brokers' replication factor."""
     spec = workload.spec(env.zone_names, topic_names)
     if env.kafka is not None:
@@ -227,7 +238,7 @@ def spec_for(env: ZoneEnv, workload: Workload, topic_names: Sequence[str]) -> di
     return spec
 
 
-def record_leader_zones(env: ZoneEnv, spec: dict) -> None:
+def record_leader_zones(env: ZoneEnv, spec: WorkloadSpec) -> None:
     """On Kafka, after the topics exist: each partition's leader zone into the spec.
 
     The brokers placed the replicas across the racks; a leader's rack is its zone. The

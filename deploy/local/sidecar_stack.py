@@ -18,10 +18,13 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, AnyStr
 
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
-from deploy.local.zones import Zone, ZoneEnv
+from deploy.local.zones import Zone, ZoneEnv, ZoneProcess
+
+if TYPE_CHECKING:
+    from deploy.local.scenario import StartSidecar
 
 AGENT_PORT = 9400
 READY_TIMEOUT_S = 120.0  # a Python process start: ~1.5 CPU-s of imports, many starting at once on a loaded 2-core host
@@ -75,7 +78,7 @@ def agent_addresses(env: ZoneEnv) -> dict[str, str]:
     return {z.name: f"127.0.0.1:{free_port()}" for z in env.zones}
 
 
-def zone_config(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: Mapping[str, str]) -> dict:
+def zone_config(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: Mapping[str, str]) -> dict[str, Any]:
     agent_host, _, agent_port = agents[zone.name].rpartition(":")
     config: dict[str, Any] = {
         "zone": zone.name,
@@ -101,7 +104,7 @@ def _log_size(env: ZoneEnv, log_name: str) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def _wait_for_log_line(proc: subprocess.Popen, log_path: Path, needle: str, timeout_s: float, what: str,
+def _wait_for_log_line(proc: subprocess.Popen[AnyStr], log_path: Path, needle: str, timeout_s: float, what: str,
                        offset: int) -> None:
     """Wait until `needle` appears in what the process wrote after `offset` (logs are appended)."""
     deadline = time.monotonic() + timeout_s
@@ -116,35 +119,36 @@ def _wait_for_log_line(proc: subprocess.Popen, log_path: Path, needle: str, time
         time.sleep(0.05)  # polling a log file for readiness, bounded by the deadline
 
 
-def sidecar_starter(env: ZoneEnv, settings: SidecarSettings):
+def sidecar_starter(env: ZoneEnv, settings: SidecarSettings) -> StartSidecar:
     """A `start_sidecar_fn(env, zone)` context-manager factory for scenario.run_sidecar."""
     agents = agent_addresses(env)
     settings.audit_dir.mkdir(parents=True, exist_ok=True)
 
     process_env = {**DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": settings.hmac_key,
                    "AZSIDECAR_IMDS_ENDPOINT": "http://127.0.0.1:9", "AWS_DEFAULT_REGION": "us-east-1"}
-    early_agents: dict[str, subprocess.Popen] = {}  # started before any proxy, waiting for their zone's start()
+    early_agents: dict[str, ZoneProcess] = {}  # started before any proxy, waiting for their zone's start()
+    ready_offsets: dict[ZoneProcess, int] = {}  # an agent's log size at its start: its ready line comes after
 
     def config_of(zone: Zone) -> Path:
         config_path = env.log_dir / f"{zone.name}-sidecar.toml"
         config_path.write_text(to_toml(zone_config(env, zone, settings, agents)))
         return config_path
 
-    def launch_agent(zone: Zone) -> subprocess.Popen:
+    def launch_agent(zone: Zone) -> ZoneProcess:
         offset = _log_size(env, f"{zone.name}-agent")
         agent = env.run_in_zone(zone, [sys.executable, "-m", "azsidecar", "agent", "--config", str(config_of(zone))],
                                 process_env, log_name=f"{zone.name}-agent")
-        agent.ready_offset = offset  # type: ignore[attr-defined]
+        ready_offsets[agent] = offset
         return agent
 
-    def wait_agent(zone: Zone, agent: subprocess.Popen) -> None:
-        _wait_for_log_line(agent, agent.log_path, READY_LINES["agent"], READY_TIMEOUT_S,  # type: ignore[attr-defined]
-                           f"agent of {zone.name}", agent.ready_offset)  # type: ignore[attr-defined]
+    def wait_agent(zone: Zone, agent: ZoneProcess) -> None:
+        _wait_for_log_line(agent, agent.log_path, READY_LINES["agent"], READY_TIMEOUT_S,
+                           f"agent of {zone.name}", ready_offsets[agent])
 
     started: set[str] = set()
 
     @contextlib.contextmanager
-    def start(env: ZoneEnv, zone: Zone) -> Iterator[dict]:
+    def start(env: ZoneEnv, zone: Zone) -> Iterator[dict[str, object]]:
         if not started:
             # Every zone's agent first, as a deployment starts them: a proxy whose probes of
             # another zone's agent are refused (not started yet) opens that zone's circuit

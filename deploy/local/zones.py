@@ -46,8 +46,10 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
+from deploy.local.kafka_jars import KAFKA_VERSION
 from deploy.local.processes import (
     MotoServer,
     TansuBroker,
@@ -152,7 +154,7 @@ class CrossZoneReading:
             return None
         return sum(z.sent_packets for z in self.per_zone.values())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {"status": self.status, "interval_s": self.interval_s, "total_bytes": self.total_bytes,
                 "per_zone": {name: vars(b) for name, b in self.per_zone.items()}}
 
@@ -223,6 +225,12 @@ class CrossZoneMeter:
 
 # -- running processes ------------------------------------------------------------------
 
+class ZoneProcess(subprocess.Popen[bytes]):
+    """A process ZoneEnv.run_in_zone started: a Popen whose output is appended to `log_path`."""
+
+    log_path: Path
+
+
 @dataclass
 class ZoneEnv:
     """A running environment: zones, S3, brokers, and every process started in it."""
@@ -236,7 +244,7 @@ class ZoneEnv:
     brokers: dict[str, TansuBroker] = field(default_factory=dict)  # broker="tansu"
     kafka: KafkaCluster | None = None  # broker="kafka"
     moto: MotoServer | None = None
-    _procs: list[subprocess.Popen] = field(default_factory=list)
+    _procs: list[ZoneProcess] = field(default_factory=list)
 
     @property
     def metered(self) -> bool:
@@ -287,7 +295,7 @@ class ZoneEnv:
         return stopped
 
     def run_in_zone(self, zone: Zone | str | int, argv: Sequence[str], env: Mapping[str, str] | None = None,
-                    log_name: str | None = None) -> subprocess.Popen:
+                    log_name: str | None = None) -> ZoneProcess:
         """Start argv inside the zone; output goes to log_dir/<log_name>.log (default: argv[0]).
 
         The process is stopped at teardown if still running. Raises OSError if argv
@@ -298,14 +306,14 @@ class ZoneEnv:
         log_path = self.log_dir / f"{name}.log"
         full_env = {**os.environ, **(env or {})}
         with open(log_path, "ab") as out:
-            proc = subprocess.Popen(_netns_prefix(z.netns) + list(argv), stdout=out, stderr=subprocess.STDOUT,
-                                    env=full_env, start_new_session=True)
-        proc.log_path = log_path  # type: ignore[attr-defined]
+            proc = ZoneProcess(_netns_prefix(z.netns) + list(argv), stdout=out, stderr=subprocess.STDOUT,
+                               env=full_env, start_new_session=True)
+        proc.log_path = log_path
         self._procs.append(proc)
         return proc
 
     def run_beside_s3(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
-                      log_name: str | None = None) -> subprocess.Popen:
+                      log_name: str | None = None) -> ZoneProcess:
         """Start argv where moto is local (the s3 namespace; loopback mode: here), at `s3_local_endpoint`.
 
         For tools that inspect the bucket without touching any zone's links. Stopped at teardown.
@@ -427,7 +435,7 @@ def _owner_alive(run_id: str) -> bool:
         state = json.loads((STATE_DIR / f"{PREFIX}{run_id}.json").read_text())
     except (OSError, ValueError):
         return False
-    return _process_start_time(state["pid"]) == state["start"]
+    return bool(_process_start_time(state["pid"]) == state["start"])  # json's values are Any
 
 
 def _run_id_of(name: str, prefix: str) -> str:
@@ -579,7 +587,7 @@ def _sigterm_raises() -> Iterator[None]:
         yield
         return
 
-    def handler(signum, frame):  # noqa: ARG001
+    def handler(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
         raise ZonesTerminated(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, handler)
@@ -680,19 +688,19 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                     names, overrides=narrow, hosts=[z.address for z in env.zones] if netns_mode else None,
                     netns=[z.netns for z in env.zones] if netns_mode else None,
                     internal_hosts=[z.replication_address or "" for z in env.zones] if netns_mode else None,
-                    log_dir=log_path / "kafka", **({"version": kafka_version} if kafka_version else {})))
+                    log_dir=log_path / "kafka", version=kafka_version or KAFKA_VERSION))
                 env.zones = tuple(Zone(**{**vars(z), "broker_bootstrap": env.kafka.node_of_rack(z.name).bootstrap})
                                   for z in env.zones)
             elif start_brokers:
                 new_zones = []
                 for z in env.zones:
                     if mode == "netns":
-                        broker = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, host=z.address,
-                                                                 port=BROKER_PORT, netns=z.netns, log_dir=log_path))
+                        tansu = stack.enter_context(start_tansu(z.s3_endpoint, env.bucket, host=z.address,
+                                                                port=BROKER_PORT, netns=z.netns, log_dir=log_path))
                     else:
-                        broker = stack.enter_context(start_tansu(broker_store.endpoint_url, env.bucket, log_dir=log_path))
-                    env.brokers[z.name] = broker
-                    new_zones.append(Zone(**{**vars(z), "broker_bootstrap": broker.bootstrap}))
+                        tansu = stack.enter_context(start_tansu(broker_store.endpoint_url, env.bucket, log_dir=log_path))
+                    env.brokers[z.name] = tansu
+                    new_zones.append(Zone(**{**vars(z), "broker_bootstrap": tansu.bootstrap}))
                 env.zones = tuple(new_zones)
             # Registered last so it runs first: producers and sidecars stop before the brokers.
             stack.callback(env._stop_processes)
