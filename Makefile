@@ -81,7 +81,7 @@ tools: system-packages
 demo-setup: $(DEMO_STAMP) demo-system-packages
 	$(BIN)/python -W "ignore:::runpy" -m deploy.local.kafka_jars fetch --newest --no-class-archive
 
-# Static checks first (seconds): lint, the layer contracts, strict types on the core.
+# Static checks first (seconds): lint, the layer contracts, strict types on every product package.
 check: setup
 	$(BIN)/ruff check --quiet .
 	$(BIN)/lint-imports --no-cache
