@@ -143,9 +143,9 @@ class S3Http:
             return result
         if status == 200:  # the whole object (a server may ignore Range): cut the range out
             return result[start:start + length]
-        # Another 2xx, which S3 never answers a ranged GET with: `raise result` raised this
-        # TypeError (bytes are no exception) before the result had a type; kept as it was.
-        raise TypeError("exceptions must derive from BaseException")
+        # Another 2xx, which S3 never answers a ranged GET with (an S3-compatible store or a
+        # proxy in between might): an S3 error the caller's retries handle, not a crash.
+        raise S3TransientError(f"{what}: unexpected HTTP {status} for a ranged GET")
 
     async def _request(self, method: str, key: str, headers: dict[str, str], body: memoryview | None,
                        what: str, *, read_body: bool, timing: list[float] | None) -> tuple[int, bytes | S3Error]:

@@ -26,7 +26,7 @@ from core.configload import ConfigError
 from deploy.local.processes import start_moto
 from wal_s3._s3_http import S3Http, bucket_url_of, http_transport
 from wal_s3.config import WalConfig
-from wal_s3.s3 import S3NotFound, S3PermanentError, S3PreconditionFailed, make_s3_client
+from wal_s3.s3 import S3NotFound, S3PermanentError, S3PreconditionFailed, S3TransientError, make_s3_client
 
 pytestmark = pytest.mark.integration
 
@@ -155,8 +155,9 @@ class KeepAliveServer:
     (body b"xyz"), keeps connections open, and drops a connection without a word after
     its `drop_after`-th answer (as a server timing out an idle keep-alive does)."""
 
-    def __init__(self, drop_after: int | None = None) -> None:
+    def __init__(self, drop_after: int | None = None, get_status: int = 206) -> None:
         self.drop_after = drop_after
+        self.get_status = get_status
         self.connections = 0
         self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         self.dropped = threading.Event()
@@ -199,7 +200,7 @@ class KeepAliveServer:
                 elif isinstance(event, h11.EndOfMessage):
                     self.requests.append((method, target, headers, body))
                     payload = b"xyz" if method == "GET" else b""
-                    status = 206 if method == "GET" else 200
+                    status = self.get_status if method == "GET" else 200
                     sock.sendall(conn.send(h11.Response(status_code=status, headers=[("Content-Length", str(len(payload)))]))
                                  + conn.send(h11.Data(data=payload)) + conn.send(h11.EndOfMessage()))
                     answered += 1
@@ -216,8 +217,9 @@ class KeepAliveServer:
 def keepalive():
     servers: list[KeepAliveServer] = []
 
-    def make(drop_after: int | None = None, receive_buffer_bytes: int = 0) -> tuple[KeepAliveServer, S3Http]:
-        server = KeepAliveServer(drop_after)
+    def make(drop_after: int | None = None, receive_buffer_bytes: int = 0,
+             get_status: int = 206) -> tuple[KeepAliveServer, S3Http]:
+        server = KeepAliveServer(drop_after, get_status)
         servers.append(server)
         http = S3Http(bucket_url=f"http://127.0.0.1:{server.port}/wal/", region="us-east-1",
                       credentials=Credentials("AKIDEXAMPLE", "secret"), connect_timeout_s=2, request_timeout_s=2,
@@ -267,6 +269,18 @@ def test_keepalive_reuse_and_a_dropped_idle_connection(keepalive):
         await http.aclose()
     trio.run(main)
     assert [r[0] for r in server.requests] == ["GET", "PUT", "GET", "GET"]
+
+
+def test_a_ranged_get_answered_with_another_2xx_is_a_transient_s3_error(keepalive):
+    # S3 answers a ranged GET 206 (or 200 with the whole object); an S3-compatible store or a
+    # proxy in between might answer 203: the caller's retry policy must see an S3 error.
+    _server, http = keepalive(get_status=203)
+
+    async def main():
+        with pytest.raises(S3TransientError, match="GET k \\[0\\+3\\].*203"):
+            await http.get_range("k", 0, 3)
+        await http.aclose()
+    trio.run(main)
 
 
 @pytest.mark.parametrize("requested", [1024 * 1024, 0])
