@@ -36,7 +36,9 @@ WHEELHOUSE ?= $(HOME)/.cache/azsidecar/wheels
 PYSPARK_VERSION := $(shell sed -n 's/^pyspark==\([0-9][0-9.]*\).*/\1/p' requirements-dev.lock)
 PYSPARK_WHEEL_STAMP := $(WHEELHOUSE)/.pyspark-$(PYSPARK_VERSION)
 UV_INSTALL = $(BIN)/uv pip install -q --python $(BIN)/python --find-links $(WHEELHOUSE) 'pyspark==$(PYSPARK_VERSION)'
-$(PYSPARK_WHEEL_STAMP): requirements-dev.lock | $(BIN)/uv
+# The stamp's name carries the version, so it needs no prerequisite (a fresh clone's lock file
+# is newer than any stamp: with one, every clone built the wheel again).
+$(PYSPARK_WHEEL_STAMP): | $(BIN)/uv
 	@mkdir -p $(WHEELHOUSE)
 	$(BIN)/python -m pip wheel -q --disable-pip-version-check --no-deps 'pyspark==$(PYSPARK_VERSION)' -w $(WHEELHOUSE)
 	@touch $@
