@@ -84,6 +84,32 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(group))
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """Under `--dist loadgroup`: the groups that took longest in a measured run start first
+    (tests/group_seconds.py says why), so no long group starts last and runs alone."""
+    if config.getoption("dist", None) != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    from tests import group_seconds
+
+    measured = group_seconds.load()
+
+    class LongestGroupsFirst(LoadGroupScheduling):
+        _ordered = False
+
+        def _assign_work_unit(self, node):
+            if not self._ordered:  # the work queue is complete before the first assignment
+                self._ordered = True
+                order = sorted(self.workqueue.items(),
+                               key=lambda unit: -group_seconds.expected_s(unit[0], len(unit[1]), measured))
+                self.workqueue.clear()
+                self.workqueue.update(order)
+            super()._assign_work_unit(node)
+
+    return LongestGroupsFirst(config, log)
+
+
 def group_of_node(nodeid: str) -> str:
     """The xdist group of a test, or of a module's tests (one group per module or coarser)."""
     if nodeid in _GROUP_OF:
