@@ -50,6 +50,22 @@ DEFAULT_BATCH_BYTES = 16_384  # a producer's batch.size default, for profiles wi
 MODES = ("direct", "sidecar", "gateway")
 
 
+def _num(record: Mapping[str, object], key: str) -> float:
+    """A numeric field of an audit record; 0 when absent or null (older schema versions)."""
+    value = record.get(key) or 0
+    if not isinstance(value, (int, float, str)):
+        raise TypeError(f"audit record field {key!r}: a number, got {value!r}")
+    return float(value)
+
+
+def _ts_ms(record: Mapping[str, object]) -> int:
+    """An audit record's timestamp (ms since the epoch); every record has one."""
+    value = record["ts_ms"]
+    if not isinstance(value, (int, float, str)):
+        raise TypeError(f"audit record field 'ts_ms': a number, got {value!r}")
+    return int(value)
+
+
 class PlanError(ValueError):
     """The profile or the settings cannot be planned (message says which value)."""
 
@@ -553,15 +569,15 @@ def flows_from_produce_batches(records: Iterable[Mapping[str, object]]) -> tuple
     for r in records:
         if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
             continue
-        ts = int(r["ts_ms"])  # type: ignore[call-overload]
+        ts = _ts_ms(r)
         first = ts if first is None else min(first, ts)
         last = ts if last is None else max(last, ts)
         leader = str(r.get("leader_zone") or r.get("zone"))
         host = (str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")))
         acc = sums.setdefault((*host, leader), [0.0, 0.0, 0.0])
-        acc[0] += float(r.get("bytes") or 0)  # type: ignore[arg-type]
+        acc[0] += _num(r, "bytes")
         acc[1] += 1
-        latency = max(float(r.get("latency_ms") or 0), 0.0)  # type: ignore[arg-type]
+        latency = max(_num(r, "latency_ms"), 0.0)
         received.setdefault(host, []).append(((ts - latency) / 1000.0, leader))
     if first is None or last is None:
         raise PlanError("no successful produce_batch records in the audit input")
@@ -610,22 +626,22 @@ def audited_totals(records: Iterable[Mapping[str, object]]) -> Audited:
         if kind == "produce_batch":
             if r.get("error_code", 0) not in (0, None):
                 continue
-            ts = int(r["ts_ms"])  # type: ignore[call-overload]
+            ts = _ts_ms(r)
             first = ts if first is None else min(first, ts)
             last = ts if last is None else max(last, ts)
             if r.get("route") != "local":
-                direct_eq += float(r.get("bytes") or 0) + PRODUCE_OVERHEAD_BYTES  # type: ignore[arg-type]
+                direct_eq += _num(r, "bytes") + PRODUCE_OVERHEAD_BYTES
             if r.get("route") == "direct_cross":
-                crossed += float(r.get("wire_bytes") or 0)  # type: ignore[arg-type]
+                crossed += _num(r, "wire_bytes")
         elif kind == "notification":
-            crossed += float(r.get("request_bytes") or 0) + float(r.get("response_bytes") or 0)  # type: ignore[arg-type]
+            crossed += _num(r, "request_bytes") + _num(r, "response_bytes")
         elif kind == "wal_flush":
             objects += 1
-            puts += float(r.get("put_requests") or 0)  # type: ignore[arg-type]
+            puts += _num(r, "put_requests")
         elif kind == "checkpoint_write":
             puts += 1
         elif kind == "agent_read":
-            gets += float(r.get("gets") or 0)  # type: ignore[arg-type]
+            gets += _num(r, "gets")
     if first is None or last is None:
         raise PlanError("no successful produce_batch records in the audit input")
     return Audited(max((last - first) / 1000.0, 0.001), direct_eq, crossed, objects, puts, gets)
@@ -651,11 +667,11 @@ def arrivals_from_produce_batches(records: Iterable[Mapping[str, object]]) -> li
     for r in records:
         if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
             continue
-        latency = float(r.get("latency_ms") or 0)  # type: ignore[arg-type]
-        waited_ms = float(r.get("producer_wait_ms") or 0)  # type: ignore[arg-type]  # absent before schema v8
-        out.append(Arrival((int(r["ts_ms"]) - max(latency, 0.0)) / 1000.0,  # type: ignore[call-overload]
+        latency = _num(r, "latency_ms")
+        waited_ms = _num(r, "producer_wait_ms")  # absent before schema v8
+        out.append(Arrival((_ts_ms(r) - max(latency, 0.0)) / 1000.0,
                            str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")),
-                           str(r.get("leader_zone") or r.get("zone")), int(r.get("bytes") or 0),  # type: ignore[call-overload]
+                           str(r.get("leader_zone") or r.get("zone")), int(_num(r, "bytes")),
                            max(waited_ms, 0.0) / 1000.0))
     out.sort(key=lambda a: a.t_s)
     return out
@@ -716,9 +732,9 @@ def notify_sizes_from_records(records: Iterable[Mapping[str, object]]) -> tuple[
     for r in records:
         if r.get("kind") != "notification":
             continue
-        size = float(r.get("request_bytes") or 0) + float(r.get("response_bytes") or 0)  # type: ignore[arg-type]
+        size = _num(r, "request_bytes") + _num(r, "response_bytes")
         if r.get("status", "ok") == "ok":
-            points.append((float(r.get("entries") or 0), size))  # type: ignore[arg-type]
+            points.append((_num(r, "entries"), size))
         elif r.get("status") == "prefetch":
             prefetch_bytes += size
     if not points:
@@ -738,7 +754,7 @@ def applies_from_records(records: Iterable[Mapping[str, object]]) -> dict[str, l
     times: dict[str, list[float]] = {}
     for r in records:
         if r.get("kind") == "agent_apply" and r.get("status", "ok") == "ok":
-            times.setdefault(str(r.get("zone")), []).append(int(r["ts_ms"]) / 1000.0)  # type: ignore[call-overload]
+            times.setdefault(str(r.get("zone")), []).append(_ts_ms(r) / 1000.0)
     return {z: sorted(ts) for z, ts in times.items()}
 
 
@@ -822,9 +838,9 @@ def shadow_split(records: Iterable[Mapping[str, object]]) -> ShadowSplit | None:
         if r.get("error_code", 0) not in (0, None):
             continue
         if r.get("shadow_route") == "wal":
-            wal += float(r.get("bytes") or 0)  # type: ignore[arg-type]
+            wal += _num(r, "bytes")
         elif r.get("shadow_route") == "direct_cross":
-            direct += float(r.get("bytes") or 0)  # type: ignore[arg-type]
+            direct += _num(r, "bytes")
     return ShadowSplit(wal, direct) if seen else None
 
 
