@@ -3,9 +3,11 @@ StartupFailure (exit 1, the environment is: credentials, bucket, brokers)."""
 
 from __future__ import annotations
 
+from core.errors import SidecarError
+
 EXIT_CONFIG = 2
 EXIT_ENVIRONMENT = 1
 
 
-class StartupFailure(Exception):
+class StartupFailure(SidecarError):
     """The environment stops start-up (credentials, bucket, brokers): exit code 1, one line."""

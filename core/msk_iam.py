@@ -26,6 +26,8 @@ from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
 from botocore.credentials import CredentialProvider, Credentials
 from botocore.exceptions import BotoCoreError, ClientError
 
+from core.errors import SidecarError
+
 TOKEN_LIFETIME_MS = MSKAuthTokenProvider.DEFAULT_TOKEN_EXPIRY_SECONDS * 1000  # X-Amz-Expires=900
 REFRESH_FRACTION = 0.8  # sign anew after 80% of a token's life, as the Java and librdkafka refreshers do
 REAUTH_FRACTION = 0.85  # KIP-368: clients re-authenticate at 85-95% of the session lifetime; we take the earliest
@@ -33,7 +35,7 @@ MIN_REAUTH_MS = 1_000  # never re-authenticate in a tight loop, whatever lifetim
 REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")  # us-east-1, eu-central-2, us-gov-west-1
 
 
-class MskIamError(Exception):
+class MskIamError(SidecarError):
     """No token could be made: no AWS credentials, or STS refused the role (environment, not config)."""
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import crc32c
 
-from core.errors import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE
+from core.errors import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, SidecarError
 
 BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")
 BATCH_HEADER_BYTES = BATCH_HEADER.size  # 61
@@ -41,8 +41,10 @@ class RecordBatch:
     first_timestamp: int = -1
 
 
-class InvalidBatch(Exception):
+class InvalidBatch(SidecarError):
     """The client's records for one partition are unacceptable; `error_code` says why."""
+
+    retriable = False  # the same input fails the same way
 
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)

@@ -51,6 +51,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from core.errors import SidecarError
 from kafka_protocol._wire import SIZE as _SIZE
 from kafka_protocol._wire import ProtocolError as ProtocolError  # the codecs' error, re-exported
 from kafka_protocol._wire import skip_tagged_fields
@@ -112,8 +113,10 @@ class FrameTooLarge(ProtocolError):
     """A frame's declared size exceeds the configured maximum."""
 
 
-class UnsupportedRequest(Exception):
+class UnsupportedRequest(SidecarError):
     """A well-framed request for an API key or version the proxy does not serve."""
+
+    retriable = False  # the same input fails the same way
 
     def __init__(self, frame: RequestFrame, reason: str) -> None:
         super().__init__(reason)

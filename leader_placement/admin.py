@@ -18,6 +18,7 @@ from kafka.errors import KafkaError
 from kafka.net.sasl.oauth import AbstractTokenProvider
 from kafka.structs import TopicPartition
 
+from core.errors import SidecarError
 from core.msk_iam import MskIamError, MskIamTokens
 from core.tls import client_context
 from leader_placement.plan import PartitionKey, PartitionPlacement, Placement
@@ -26,7 +27,7 @@ ELECTION_NOT_NEEDED = 84  # the preferred replica already leads: the election's 
 REQUEST_TIMEOUT_MS = 30_000
 
 
-class LeaderAdminError(RuntimeError):
+class LeaderAdminError(SidecarError, RuntimeError):
     """The cluster could not be reached or refused a request (the message says which)."""
 
 

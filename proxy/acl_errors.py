@@ -3,6 +3,8 @@ agent classify it without importing the source and kafka-python's admin protocol
 
 from __future__ import annotations
 
+from core.errors import SidecarError
 
-class AclSourceError(Exception):
+
+class AclSourceError(SidecarError):
     """DescribeAcls failed: the broker's error (e.g. CLUSTER_AUTHORIZATION_FAILED, SECURITY_DISABLED) or no broker."""

@@ -23,6 +23,8 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from core.errors import SidecarError
+
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
@@ -43,8 +45,10 @@ MAX_AUTH_BYTES = 8 * 1024  # a SASL token is a few hundred bytes; refuse more be
 FAILED = "Authentication failed: invalid credentials"  # one message for every cause: no user enumeration
 
 
-class AuthenticationFailed(Exception):
+class AuthenticationFailed(SidecarError):
     """The client's credentials or SASL messages were wrong (answered with error 58, then closed)."""
+
+    retriable = False  # the same input fails the same way
 
 
 class CredentialsError(ValueError):

@@ -10,13 +10,17 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
+from core.errors import SidecarError
+
 IMDS_ENDPOINT = "http://169.254.169.254"
 IMDS_TIMEOUT_S = 1.0  # off EC2 nothing answers; do not hold up start-up for long
 TOKEN_TTL_S = 60
 
 
-class ZoneUnknown(Exception):
+class ZoneUnknown(SidecarError):
     """Neither configuration nor instance metadata says which zone this is."""
+
+    retriable = False  # set `zone` in the configuration
 
 
 def zone_from_imds(endpoint: str = IMDS_ENDPOINT, timeout_s: float = IMDS_TIMEOUT_S) -> str:

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from core.audit import KINDS, SCHEMA_VERSION
+from core.errors import SidecarError
 from core.framing import Framing
 from spark_audit import jobs
 from spark_audit.jobs import STATUS_COLUMN
@@ -45,8 +46,11 @@ CORRUPT_SAMPLES = 3  # corrupt lines quoted in the input report
 SAMPLE_CHARS = 120  # each quoted line cut to this length
 
 
-class AuditJobError(Exception):
-    """An audit job cannot go on; the message is meant for the user."""
+class AuditJobError(SidecarError):
+    """An audit job cannot go on; the message is meant for the user (who fixes the input or
+    the output: running it again as it is fails the same way)."""
+
+    retriable = False
 
 
 class InputError(AuditJobError):

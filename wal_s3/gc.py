@@ -62,7 +62,7 @@ class CheckpointError(SidecarError):
     """A checkpoint could not be written or read; retriable (S3 kept failing)."""
 
 
-class GcError(Exception):
+class GcError(SidecarError):
     """A GC pass failed part-way (S3 errors); a later pass picks up where it stopped."""
 
 

@@ -56,6 +56,7 @@ from typing import NamedTuple
 import trio
 
 from core.audit import AuditSink
+from core.errors import SidecarError
 from core.prices import Prices
 from wal_s3 import metrics
 from wal_s3._s3_http import http_transport
@@ -113,12 +114,8 @@ def take_reusable(spares: list[bytearray]) -> bytearray | None:
         return buffer
     return None
 
-class WalWriteError(Exception):
+class WalWriteError(SidecarError):
     """Entries could not be made durable. retriable=True: the caller may append them again."""
-
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
-        super().__init__(message)
-        self.retriable = retriable
 
 
 class WalFencedError(WalWriteError):

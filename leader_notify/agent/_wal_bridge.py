@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+from core.errors import SidecarError
 from wal_s3.format import WalEntry, WalFormatError
 from wal_s3.gc import CheckpointError, Checkpoints
 from wal_s3.reader import WalReader, WalReadError
 
 
-class ZoneReadError(Exception):
+class ZoneReadError(SidecarError):
     """The zone share could not be read or did not verify (the proxy may retry)."""
 
 
-class CheckpointFailed(Exception):
+class CheckpointFailed(SidecarError):
     pass
 
 

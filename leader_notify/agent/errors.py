@@ -3,6 +3,8 @@ without importing the appender and aiokafka behind it (the proxy never appends).
 
 from __future__ import annotations
 
+from core.errors import SidecarError
 
-class KafkaAppendUnavailable(RuntimeError):
+
+class KafkaAppendUnavailable(SidecarError, RuntimeError):
     """The zone's cluster could not be reached at start-up."""

@@ -25,6 +25,7 @@ from typing import Protocol
 
 import trio
 
+from core.errors import SidecarError
 from leader_notify import protocol as p
 from leader_notify.metrics import SenderMetrics
 from leader_notify.sender.sender import RECEIVE_CHUNK_BYTES, AnnouncedObject, Answer, NotifyError, _Conn
@@ -65,7 +66,7 @@ class PipeSender(Protocol):
                rtt_s: float, status: str) -> None: ...
 
 
-class PipelineBroken(Exception):
+class PipelineBroken(SidecarError):
     """The pipeline's connection failed with requests in flight (they have no answer)."""
 
 
