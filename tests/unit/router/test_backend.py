@@ -789,3 +789,41 @@ async def test_the_linger_ignores_the_producers_wait_when_off(autojump_clock, mo
         await send(backend, made_at(now_ms - 300))
         nursery.cancel_scope.cancel()
     assert writer.waited == [0.0, 0.0]
+
+
+class HoldingDirect(FakeDirect):
+    """A direct path whose answers wait for `release` (a leader slow to answer)."""
+
+    def __init__(self, log: list) -> None:
+        super().__init__(log)
+        self.release = trio.Event()
+
+    async def submit(self, items, ctx):
+        for it in items:
+            self.log.append(("direct", it.partition, trio.current_time()))
+
+        async def complete():
+            await self.release.wait()
+            return {(it.topic, it.partition): PartitionResult(0, 100) for it in items}
+        return AwaitedCompletion(complete)
+
+
+@pytest.mark.trio
+@pytest.mark.xfail(strict=True, reason="docs/reliability.md Finding 7: the in-flight count of a request whose "
+                                       "answer nobody awaits any more is never settled")
+async def test_a_client_gone_with_a_direct_batch_in_flight_does_not_block_the_partitions_next_path_switch(
+        autojump_clock):
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        direct = HoldingDirect(log)
+        wal = WalPath(FakeWriter(log), FakeSender(), nursery)
+        config = RouterConfig(policy="direct", partition_zones={"t:*": "az2"})
+        backend = RoutingBackend("az1", config, WalConfig(), direct, FakeMetadata(), wal, nursery)
+        first = await backend.submit([item("t", 0, 100)], CTX)
+        with trio.move_on_after(1.0):  # the client's connection closes: its answer task is cancelled
+            await first()
+        direct.release.set()  # the leader answers the batch after all
+        backend.set_policy("wal")
+        with trio.fail_after(60):  # the old path has nothing in flight: the switch must not wait
+            await backend.submit([item("t", 0, 100)], CTX)
+        nursery.cancel_scope.cancel()
