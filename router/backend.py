@@ -328,8 +328,28 @@ class _RoutedCompletion:
         self._finished_at: dict[tuple[str, int], float] = {}  # per partition: its own path's latency
         self._waiting = 0
         self._consumer: ResultsConsumer | None = None
+        self._settled = trio.Event()
+        self._results: Results | None = None
+        self._error: Exception | None = None
+        self._settling = False
 
-    async def __call__(self) -> Results:
+    def settle_in(self, nursery: trio.Nursery) -> None:
+        """Settle in a task of `nursery` (the backend's), not in whoever awaits the answer: the
+        producer's connection may close while a direct batch is in flight, cancelling the task
+        that awaits it, and an unsettled partition would keep counting that batch in flight,
+        holding its next path switch for good."""
+        self._settling = True
+        nursery.start_soon(self._settle_all)
+
+    async def _settle_all(self) -> None:
+        try:
+            self._results = await self._collect()
+        except Exception as exc:  # noqa: BLE001 - handed to whoever awaits the answer
+            self._error = exc
+        finally:
+            self._settled.set()
+
+    async def _collect(self) -> Results:
         results: dict[tuple[str, int], PartitionResult] = {}
         for direct_completion, group in self._direct:
             results.update(await direct_completion())
@@ -341,6 +361,15 @@ class _RoutedCompletion:
         results = self._backend._settle(self._items, self._held_back, self._wal_items, results)  # noqa: SLF001
         self._account(results)
         return results
+
+    async def __call__(self) -> Results:
+        if not self._settling:
+            return await self._collect()
+        await self._settled.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._results is not None
+        return self._results
 
     def on_results(self, consumer: ResultsConsumer) -> bool:
         """Have consumer(results) called once every partition has its result (at once if all
@@ -640,7 +669,10 @@ class RoutingBackend:
                 direct_items[target].append(item)
         direct_completions = [(await target.submit(group, ctx), group) for target, group in direct_items.items()]
         self._count_submit(lookups, routed)
-        return _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started)
+        completion = _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started)
+        if direct_completions:  # answered by awaiting (on_results is for WAL-only submits)
+            completion.settle_in(self._nursery)
+        return completion
 
     async def _drain_before_switch(self, tp: tuple[str, int], state: PartitionState, route: Route) -> None:
         """A path or agent switch waits for the old path's batches of the partition to drain

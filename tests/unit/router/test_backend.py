@@ -809,8 +809,6 @@ class HoldingDirect(FakeDirect):
 
 
 @pytest.mark.trio
-@pytest.mark.xfail(strict=True, reason="docs/reliability.md Finding 7: the in-flight count of a request whose "
-                                       "answer nobody awaits any more is never settled")
 async def test_a_client_gone_with_a_direct_batch_in_flight_does_not_block_the_partitions_next_path_switch(
         autojump_clock):
     log: list = []
@@ -825,5 +823,7 @@ async def test_a_client_gone_with_a_direct_batch_in_flight_does_not_block_the_pa
         direct.release.set()  # the leader answers the batch after all
         backend.set_policy("wal")
         with trio.fail_after(60):  # the old path has nothing in flight: the switch must not wait
-            await backend.submit([item("t", 0, 100)], CTX)
+            second = await backend.submit([item("t", 0, 100)], CTX)
+            assert (await second())[("t", 0)].error_code == 0
+        assert [route for route, _p, _t in log] == ["direct", "wal"]
         nursery.cancel_scope.cancel()
