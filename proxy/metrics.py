@@ -2,6 +2,8 @@
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from core.metric_children import Children
+
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 # `api` is Kafka's name of the API (Produce, Metadata, ...; kafka_protocol/api_names.py).
@@ -9,6 +11,9 @@ REQUESTS = Counter("azsidecar_proxy_requests_total", "Client requests by API", [
 REQUEST_LATENCY = Histogram(
     "azsidecar_proxy_request_latency_seconds", "Time from request read to response queued", ["api"],
     buckets=LATENCY_BUCKETS_S)
+# Every request counts in both: their children by label values, made once (core/metric_children.py).
+REQUESTS_BY: Children[Counter] = Children(REQUESTS)
+REQUEST_LATENCY_BY: Children[Histogram] = Children(REQUEST_LATENCY)
 # The per-route produce series (azsidecar_proxy_produce_latency_seconds, _received_bytes_total,
 # _sent_bytes_total) are counted where the route is known: router/metrics.py.
 ERRORS = Counter("azsidecar_proxy_errors_total", "Kafka error codes returned to clients", ["error_code"])

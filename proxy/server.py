@@ -194,6 +194,8 @@ class RequestHandler:
         self.advertise_host = advertise_host
         self.advertise_port = advertise_port
         self.advertised: dict[int, tuple[int, int]] = {}
+        self._max_versions: dict[int, int] = {}  # highest version per API of `_max_versions_of`
+        self._max_versions_of: dict[int, tuple[int, int]] | None = None
         self.coordinators = Coordinators(cluster, metadata, upstream.request_timeout_s)
         self.brokers: BrokerListeners | None = None  # set with proxy.broker_listeners: every API passes through
         self.bypass: SameZoneBypass | None = None  # set with proxy.bypass_same_zone: this zone's brokers at their own address
@@ -212,7 +214,12 @@ class RequestHandler:
             self.advertised = with_sasl(self.advertised)
 
     def max_versions(self) -> dict[int, int]:
-        return {k: hi for k, (_lo, hi) in self.advertised.items()}
+        """The highest version of each API the proxy advertises (not to be changed: every
+        request's decoding reads it, so it is made again only when `advertised` is replaced)."""
+        if self._max_versions_of is not self.advertised:
+            self._max_versions = {k: hi for k, (_lo, hi) in self.advertised.items()}
+            self._max_versions_of = self.advertised
+        return self._max_versions
 
     def node_for_port(self, port: int) -> int | None:
         """The upstream broker a listener port stands for (None: the bootstrap listener)."""
@@ -227,7 +234,7 @@ class RequestHandler:
         Raises ProtocolError (close the connection) for undecodable or unsupported requests.
         """
         started = time.perf_counter()
-        metrics.REQUESTS.labels(api_name(frame.api_key), frame.api_version).inc()
+        metrics.REQUESTS_BY(api_name(frame.api_key), frame.api_version).inc()
         if self.brokers is not None and frame.api_key not in MESSAGES and frame.api_key in self.advertised:
             lo, hi = self.advertised[frame.api_key]
             if not lo <= frame.api_version <= hi:
@@ -318,7 +325,7 @@ class RequestHandler:
         if frame.api_key not in (API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE):
             raise ProtocolError(f"api_key {frame.api_key} before SASL authentication (client_id={frame.client_id})")
         started = time.perf_counter()
-        metrics.REQUESTS.labels(api_name(frame.api_key), frame.api_version).inc()
+        metrics.REQUESTS_BY(api_name(frame.api_key), frame.api_version).inc()
         request = decode_request(frame, self.max_versions())
         slot = ResponseSlot(trio.Event())
         if frame.api_key == API_SASL_HANDSHAKE:
@@ -420,7 +427,7 @@ class RequestHandler:
     def _finish_encoded(self, slot: ResponseSlot, data: bytes, frame: RequestFrame, started: float) -> None:
         elapsed_s = time.perf_counter() - started
         slot.fill(data)
-        metrics.REQUEST_LATENCY.labels(api_name(frame.api_key)).observe(elapsed_s)  # after the answer is on its way
+        metrics.REQUEST_LATENCY_BY(api_name(frame.api_key)).observe(elapsed_s)  # after the answer is on its way
 
     async def _metadata(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
                         who: Request | None = None) -> None:

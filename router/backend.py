@@ -312,11 +312,13 @@ def _merge(first: PartitionResult | None, new: PartitionResult) -> PartitionResu
 class _RoutedCompletion:
     """The results of one RoutingBackend.submit.
 
-    Awaited (`await completion()`) like any backend's completion; or, when every partition
-    took the WAL path (or was held back), `on_results(fn)` has fn(results) called
-    synchronously in the step where the last of them completes, i.e. where the agent's
-    answer is decoded, so the producer's answer can be written in that same step. Metrics
-    and audit records follow the answer.
+    Awaited (`await completion()`) like any backend's completion, or given a consumer with
+    `on_results(fn)`. When every partition took the WAL path (or was held back), fn(results)
+    is called synchronously in the step where the last of them completes, i.e. where the
+    agent's answer is decoded, so the producer's answer can be written in that same step.
+    A submit with a direct part settles in a task of the backend's nursery (`settle_in`),
+    which calls fn as soon as the results are in: one task per request, none in the
+    producer's connection. Metrics and audit records follow the answer.
     """
 
     def __init__(self, backend: RoutingBackend, items: list[PartitionBatches], routes: _Routes, held_back: _HeldBack,
@@ -342,14 +344,28 @@ class _RoutedCompletion:
         nursery.start_soon(self._settle_all)
 
     async def _settle_all(self) -> None:
+        results: Results | None = None
         try:
-            self._results = await self._collect()
-        except Exception as exc:  # noqa: BLE001 - handed to whoever awaits the answer
+            results = await self._gather()
+        except Exception as exc:  # noqa: BLE001 - our bug: handed to whoever awaits the answer
             self._error = exc
-        finally:
-            self._settled.set()
+            if self._consumer is not None:
+                log.exception("internal error settling a produce request; its partitions are answered "
+                              "REQUEST_TIMED_OUT (their outcome is unknown: idempotent producers retry safely)")
+        self._results = results
+        self._settled.set()
+        if self._consumer is not None:
+            self._consumer(results if results is not None else self._unknown_outcome())
+        if results is not None:
+            self._account(results)
 
-    async def _collect(self) -> Results:
+    def _unknown_outcome(self) -> Results:
+        return {(it.topic, it.partition): PartitionResult(errors.REQUEST_TIMED_OUT,
+                                                          error_message="internal error in the sidecar")
+                for it in self._items}
+
+    async def _gather(self) -> Results:
+        """Every partition's result, once all are in; routing state settled (not accounted)."""
         results: dict[tuple[str, int], PartitionResult] = {}
         for direct_completion, group in self._direct:
             results.update(await direct_completion())
@@ -358,13 +374,13 @@ class _RoutedCompletion:
         for item, _dest, outcome in self._wal_items:
             await outcome.done.wait()
             self._finished_at[(item.topic, item.partition)] = time.perf_counter()
-        results = self._backend._settle(self._items, self._held_back, self._wal_items, results)  # noqa: SLF001
-        self._account(results)
-        return results
+        return self._backend._settle(self._items, self._held_back, self._wal_items, results)  # noqa: SLF001
 
     async def __call__(self) -> Results:
         if not self._settling:
-            return await self._collect()
+            results = await self._gather()
+            self._account(results)
+            return results
         await self._settled.wait()
         if self._error is not None:
             raise self._error
@@ -373,9 +389,15 @@ class _RoutedCompletion:
 
     def on_results(self, consumer: ResultsConsumer) -> bool:
         """Have consumer(results) called once every partition has its result (at once if all
-        do). False, registering nothing, if a partition took a direct path: await instead."""
+        do). False, registering nothing, if a partition took a direct path and this
+        completion does not settle in a task of its own (not `settle_in`): await instead."""
         if self._direct:
-            return False
+            if not self._settling:
+                return False
+            self._consumer = consumer
+            if self._settled.is_set():  # settled before anyone asked: answer now
+                consumer(self._results if self._results is not None else self._unknown_outcome())
+            return True
         self._consumer = consumer
         self._waiting = len(self._wal_items)
         if not self._waiting:
@@ -511,13 +533,13 @@ class RoutingBackend:
         for item, zone, cached in lookups:
             self._audit.emit("metadata_lookup", {"topic": item.topic, "partition": item.partition,
                                                  "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
-            router_metrics.METADATA_LOOKUPS.labels("hit" if cached else "miss").inc()
+            router_metrics.METADATA_LOOKUPS_BY("hit" if cached else "miss").inc()
         for item, route, would in routed:
-            router_metrics.BYTES_IN.labels(route.path.value).inc(item.size)
-            router_metrics.DECISIONS.labels(route.path.value, route.reason).inc()
+            router_metrics.BYTES_IN_BY(route.path.value).inc(item.size)
+            router_metrics.DECISIONS_BY(route.path.value, route.reason).inc()
             if would is not None:
-                router_metrics.SHADOW_DECISIONS.labels(would.path.value, would.reason).inc()
-                router_metrics.SHADOW_BYTES.labels(would.path.value).inc(item.size)
+                router_metrics.SHADOW_DECISIONS_BY(would.path.value, would.reason).inc()
+                router_metrics.SHADOW_BYTES_BY(would.path.value).inc(item.size)
 
     def _gap_key(self, item: PartitionBatches) -> tuple[tuple[str, int, int, int], int] | None:
         first = item.batches[0]
@@ -670,7 +692,7 @@ class RoutingBackend:
         direct_completions = [(await target.submit(group, ctx), group) for target, group in direct_items.items()]
         self._count_submit(lookups, routed)
         completion = _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started)
-        if direct_completions:  # answered by awaiting (on_results is for WAL-only submits)
+        if direct_completions:  # settled (and answered, with on_results) by a task of the backend
             completion.settle_in(self._nursery)
         return completion
 
@@ -739,8 +761,8 @@ class RoutingBackend:
             route, dest, would = routes[tp]
             result = results[tp]
             if result.error_code == errors.NONE:
-                router_metrics.BYTES_OUT.labels(route.path.value).inc(item.size)
-                router_metrics.PRODUCE_LATENCY.labels(route.path.value).observe(finished_at.get(tp, finished) - started)
+                router_metrics.BYTES_OUT_BY(route.path.value).inc(item.size)
+                router_metrics.PRODUCE_LATENCY_BY(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
                               outcomes.get(id(item)), would)
 

@@ -7,6 +7,8 @@ dashboards filter by.
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from core.metric_children import Children
+
 # The proxy's request-latency buckets (proxy/metrics.py), so the per-route series compare with them.
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -38,3 +40,13 @@ SHADOW_DECISIONS = Counter("azsidecar_router_shadow_decisions_total",
                            ["route", "reason"])
 SHADOW_BYTES = Counter("azsidecar_router_shadow_bytes_total",
                        "Shadow mode: record batch bytes by the path the policy would have chosen", ["route"])
+
+# Counted for every partition batch: their children by label values, made once
+# (core/metric_children.py).
+DECISIONS_BY: Children[Counter] = Children(DECISIONS)
+METADATA_LOOKUPS_BY: Children[Counter] = Children(METADATA_LOOKUPS)
+PRODUCE_LATENCY_BY: Children[Histogram] = Children(PRODUCE_LATENCY)
+BYTES_IN_BY: Children[Counter] = Children(BYTES_IN)
+BYTES_OUT_BY: Children[Counter] = Children(BYTES_OUT)
+SHADOW_DECISIONS_BY: Children[Counter] = Children(SHADOW_DECISIONS)
+SHADOW_BYTES_BY: Children[Counter] = Children(SHADOW_BYTES)

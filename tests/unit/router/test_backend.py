@@ -617,8 +617,15 @@ async def test_on_results_answers_a_wal_only_request_by_callback_before_its_audi
         assert {tp: (r.error_code, r.base_offset) for tp, r in results.items()} == {("t", 0): (0, 500),
                                                                                      ("t", 1): (0, 500)}
         assert audited_before == 0 and len(audit.of("produce_batch")) == 2  # audited after the answer
+        # A direct partition too: answered by the task that settles it, also before its audit.
+        answered = trio.Event()
         mixed = await backend.submit([item("t", 2, 100), item("local", 0, 100)], CTX)
-        assert mixed.on_results(seen.append) is False  # a direct partition: awaited instead
+        assert mixed.on_results(consumer)
+        with trio.fail_after(5):
+            await answered.wait()
+        (results, audited_before) = seen[1]
+        assert {tp: r.base_offset for tp, r in results.items()} == {("t", 2): 500, ("local", 0): 100}
+        assert audited_before == 2 and len(audit.of("produce_batch")) == 4
         assert {tp: r.base_offset for tp, r in (await mixed()).items()} == {("t", 2): 500, ("local", 0): 100}
         nursery.cancel_scope.cancel()
 
@@ -826,4 +833,37 @@ async def test_a_client_gone_with_a_direct_batch_in_flight_does_not_block_the_pa
             second = await backend.submit([item("t", 0, 100)], CTX)
             assert (await second())[("t", 0)].error_code == 0
         assert [route for route, _p, _t in log] == ["direct", "wal"]
+        nursery.cancel_scope.cancel()
+
+
+class BrokenDirect(FakeDirect):
+    """A direct backend whose completion fails with an exception (a bug, not an error code)."""
+
+    async def submit(self, items, ctx):
+        async def complete():
+            raise RuntimeError("bug in the direct backend")
+        return AwaitedCompletion(complete)
+
+
+@pytest.mark.trio
+async def test_a_direct_part_that_fails_inside_the_sidecar_is_answered_request_timed_out_not_left_waiting():
+    # The producer hears REQUEST_TIMED_OUT for every partition of the request (the outcome is
+    # unknown; idempotent producers retry with the same sequence) instead of never hearing back.
+    async with trio.open_nursery() as nursery:
+        config = RouterConfig(policy="direct", partition_zones={"local:*": "az1"})
+        backend = RoutingBackend("az1", config, WalConfig(), BrokenDirect([]), FakeMetadata(), None, nursery)
+        heard = []
+        answered = trio.Event()
+
+        def consumer(results):
+            heard.append(results)
+            answered.set()
+
+        completion = await backend.submit([item("local", 0, 100), item("local", 1, 100)], CTX)
+        assert completion.on_results(consumer)
+        with trio.fail_after(5):
+            await answered.wait()
+        assert {tp: r.error_code for tp, r in heard[0].items()} == {("local", 0): 7, ("local", 1): 7}
+        with pytest.raises(RuntimeError, match="bug in the direct backend"):
+            await completion()  # an awaiting caller sees the bug itself
         nursery.cancel_scope.cancel()
