@@ -21,7 +21,6 @@ import contextlib
 import functools
 import itertools
 import logging
-import os
 import struct
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from core.socket_io import IOV_BATCH, receive_some, send_buffers
 from core.msk_iam import MskIamError, MskIamTokens, reauthenticate_after_ms
 from core.tls import client_context
 from kafka_protocol.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS
@@ -87,45 +87,6 @@ class _Pending:
         if self.error is not None:
             raise self.error
         return self.response
-
-
-IOV_BATCH = 512  # buffers per sendmsg call; Linux refuses more than IOV_MAX (1024)
-
-
-async def send_buffers(stream: trio.abc.Stream, parts: list[bytes | memoryview]) -> None:
-    """Write `parts` in order, as one byte stream.
-
-    On a plain TCP stream this is a vectored write on the socket's descriptor, so large
-    record sets are never joined into a new buffer, and a write the socket takes at once
-    costs no trip through the scheduler (trio's socket methods yield after every call that
-    succeeds; the proxy's hot path sends one request per produce). It waits for room only
-    when the socket is full. Other streams (TLS) get one joined send_all. Raises what the
-    stream raises (OSError, trio.BrokenResourceError, trio.ClosedResourceError). The caller
-    holds the connection's send lock: nothing else writes meanwhile.
-    """
-    if not isinstance(stream, trio.SocketStream):
-        await stream.send_all(b"".join(parts))
-        return
-    sock = stream.socket
-    fd = sock.fileno()
-    if fd < 0:
-        raise trio.ClosedResourceError("the upstream socket is closed")
-    views = [memoryview(p).cast("B") for p in parts if len(p)]
-    i = 0
-    while i < len(views):
-        try:
-            sent = os.writev(fd, views[i : i + IOV_BATCH])
-        except BlockingIOError:
-            await trio.lowlevel.wait_writable(sock)
-            continue
-        while sent:  # a partial write: skip what went out, resume inside the first unsent buffer
-            n = len(views[i])
-            if sent >= n:
-                sent -= n
-                i += 1
-            else:
-                views[i] = views[i][sent:]
-                sent = 0
 
 
 class UpstreamConnection:
@@ -234,7 +195,7 @@ class UpstreamConnection:
         try:
             while True:
                 while len(buf) < 4:
-                    chunk = await self._stream.receive_some(65536)
+                    chunk = await receive_some(self._stream, 65536)
                     if not chunk:
                         return
                     buf += chunk
@@ -243,7 +204,7 @@ class UpstreamConnection:
                     error = UpstreamError(f"{self.address} sent a response frame of {size} bytes")
                     return
                 while len(buf) < 4 + size:
-                    chunk = await self._stream.receive_some(max(65536, 4 + size - len(buf)))
+                    chunk = await receive_some(self._stream, max(65536, 4 + size - len(buf)))
                     if not chunk:
                         return
                     buf += chunk

@@ -35,6 +35,7 @@ from core.configload import ConfigError
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
 from core.produce import ProduceBackend, Results
+from core.socket_io import receive_into, receive_some
 from core.tls import HANDSHAKE_TIMEOUT_S, check_private, server_context
 from kafka_protocol.api_names import api_name
 from kafka_protocol.kafka_codec import (
@@ -801,9 +802,9 @@ class ProxyServer:
                     self._account(codec, state)
                     if direct is not None:
                         assert sock is not None  # a frame buffer is read into on plain TCP only
-                        got = await sock.recv_into(direct)
+                        got = await receive_into(sock, direct)
                     else:
-                        data = await stream.receive_some(RECEIVE_CHUNK_BYTES)
+                        data = await receive_some(stream, RECEIVE_CHUNK_BYTES)
                         got = len(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 return

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from kafka_upstream.upstream import IOV_BATCH, send_buffers
+from core.socket_io import IOV_BATCH, send_buffers
 
 
 def _parts() -> list[bytes | memoryview]:
