@@ -98,10 +98,13 @@ demo-setup: $(DEMO_STAMP) demo-system-packages
 	$(BIN)/python -W "ignore:::runpy" -m deploy.local.kafka_jars fetch --newest --no-class-archive
 
 # Static checks first (seconds): lint, the layer contracts, strict types on every product package.
+# mypy keeps its cache per machine, beside the jars: a fresh clone then checks in ~1 s instead of
+# ~31 CPU-s (2026-11-30). It is keyed by file hashes, so a changed file is checked again.
+MYPY_CACHE ?= $(HOME)/.cache/azsidecar/mypy
 check: setup
 	$(BIN)/ruff check --quiet .
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/mypy
+	$(BIN)/mypy --cache-dir $(MYPY_CACHE)
 
 # The unit tier (tests/unit): pure tests, no sockets, subprocesses or JVM (its conftest refuses
 # them); stops on the first failure. Run it after every edit. On UNIT_WORKERS processes: 1,376
