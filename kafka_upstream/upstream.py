@@ -33,8 +33,8 @@ from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from core.socket_io import IOV_BATCH, receive_some, send_buffers
 from core.msk_iam import MskIamError, MskIamTokens, reauthenticate_after_ms
+from core.socket_io import receive_some, send_buffers
 from core.tls import client_context
 from kafka_protocol.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS
 from kafka_protocol.produce import ProduceRequestData, decode_produce_response, encode_produce_request_parts
