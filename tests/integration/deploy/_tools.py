@@ -1,5 +1,5 @@
 """Where the deploy tests find helm and promtool: $AZSIDECAR_HELM / $AZSIDECAR_PROMTOOL, the
-project's .tools/bin (`make tools`: deploy/tools/install-tools.sh), or PATH (promtool: Debian's
+project's .tools/bin (`make setup` runs deploy/tools/install-tools.sh), or PATH (promtool: Debian's
 prometheus package, which `make setup` installs as root)."""
 
 from __future__ import annotations
@@ -18,5 +18,5 @@ def tool(name: str) -> str:
     local = ROOT / ".tools" / "bin" / name
     found = given or (str(local) if local.exists() else shutil.which(name))
     if not found:
-        pytest.skip(f"{name} not installed: run `make tools` (deploy/tools/install-tools.sh builds it with go install)")
+        pytest.skip(f"{name} not installed: run `make tools` (deploy/tools/install-tools.sh says why it could not)")
     return found

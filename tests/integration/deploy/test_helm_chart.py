@@ -17,8 +17,8 @@ from tests.integration.deploy._tools import tool
 CHART = ROOT / "deploy" / "helm" / "azsidecar"
 TIMEOUT_S = 120
 ZONES = ("use1-az1", "use1-az2", "use1-az4")
-# A helm built with `go install` reports Kubernetes v1.20 as its default target (the release builds
-# stamp a current one): name the version the chart is for.
+# A helm built with `go install` (HELM_FROM_SOURCE=1) reports Kubernetes v1.20 as its default
+# target, a release build its own: name the version the chart is for.
 KUBE = ["--kube-version", "1.31.0"]
 VALUES = ["--set", "config.wal.bucket=acme-wal", "--set", "config.wal.expected_bucket_owner=123456789012",
           "--set", "sidecarExample.enabled=true", "--set", "monitoring.podMonitor.enabled=true",

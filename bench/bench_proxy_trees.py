@@ -1,0 +1,171 @@
+"""The proxy's CPU per produce request, before and after a change: proxies run from two
+source trees side by side, in front of one local Apache Kafka cluster.
+
+Strategy: the proxy's CPU follows the produce requests it handles, not the records or
+bytes in them (a paced producer at 1,000 records/s of 1 KiB with linger 5 ms sends ~8
+records per request; at 3,000/s ~23, for about the same CPU per request). So the figure
+that shows a hot-path change is CPU per request, counted from librdkafka's own statistics
+(requests sent to the proxy). One proxy per tree (`--trees OLD,NEW`: checkouts of the
+project, e.g. `git worktree add /tmp/before <commit>`), each started from its tree with this
+virtualenv's Python, all in use1-az1 in front of the same three-node cluster; every round
+runs the same paced confluent-kafka producer (acks=all, idempotent) through each proxy in
+turn, the order reversed every other round, each on a fresh topic whose six partitions are
+led by node 1 (the local route). CPU from /proc/<pid>/stat of the proxy alone.
+
+Prints per tree the median over rounds of CPU per request (user and kernel apart) and per
+record, and each tree's ratio to the first.
+
+Usage:
+  .venv/bin/python bench/bench_proxy_trees.py --trees /tmp/before,. [--rate 1000] [--linger-ms 5]
+      [--round-seconds 15] [--rounds 3] [--audit on|off]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Producer  # noqa: E402
+
+from bench.bench_proxy import HMAC_KEY, LOCAL_NODE, PARTITIONS, RECORD_BYTES, Cpu, cpu_of, create_topic  # noqa: E402
+from deploy.local.kafka_cluster import start_kafka_cluster  # noqa: E402
+from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process, wait_for_port  # noqa: E402
+from deploy.local.sidecar_stack import to_toml  # noqa: E402
+
+STARTUP_TIMEOUT_S = 60.0
+FLUSH_TIMEOUT_S = 60.0
+STATS_INTERVAL_MS = 500
+
+
+@dataclass(frozen=True)
+class Round:
+    tree: str
+    requests: int
+    records: int
+    cpu: Cpu
+
+    def per_request_us(self) -> tuple[float, float]:
+        return self.cpu.user_s * 1e6 / self.requests, self.cpu.system_s * 1e6 / self.requests
+
+    def per_record_us(self) -> float:
+        return (self.cpu.user_s + self.cpu.system_s) * 1e6 / self.records
+
+
+@contextlib.contextmanager
+def proxy_from(tree: Path, bootstrap: str, log_dir: Path, audit: bool) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`azsidecar proxy` run from `tree`'s sources (use1-az1, no agents: every batch of a
+    topic led in its zone goes the local route); stopped on exit."""
+    port = free_port()
+    name = tree.resolve().name or "root"
+    config = {"zone": "use1-az1", "proxy": {"listen_host": "127.0.0.1", "listen_port": port},
+              "upstream": {"bootstrap_servers": bootstrap.split(",")},
+              "audit": {"enabled": audit, "output": str(log_dir / f"audit-{name}-{port}")}}
+    config_path = log_dir / f"proxy-{name}-{port}.toml"
+    config_path.write_text(to_toml(config))
+    log_path = log_dir / f"proxy-{name}-{port}.log"
+    env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": HMAC_KEY,
+           "AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": str(tree.resolve())}
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "proxy", "--config", str(config_path),
+                                 "--log-level", "WARNING"], cwd=tree.resolve(), stdout=out,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        wait_for_port("127.0.0.1", port, proc, STARTUP_TIMEOUT_S, f"proxy from {tree}", log_path)
+        yield proc, port
+    finally:
+        stop_process(proc)
+
+
+def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: float, linger_ms: int) -> Round:
+    """Records at `rate` for `seconds` through the proxy on `port`; its CPU and the requests it got."""
+    stats: list[dict] = []
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "enable.idempotence": True,
+                         "linger.ms": linger_ms, "statistics.interval.ms": STATS_INTERVAL_MS,
+                         "stats_cb": lambda s: stats.append(json.loads(s))})
+
+    def requests_sent() -> int:
+        count = len(stats)
+        deadline = time.monotonic() + 5 * STATS_INTERVAL_MS / 1000
+        while len(stats) == count and time.monotonic() < deadline:  # a report taken after now
+            producer.poll(0.05)
+        return sum(b["tx"] for b in stats[-1]["brokers"].values())
+
+    producer.produce(topic, b"warm-up")  # connect and get a producer id outside the count
+    if producer.flush(FLUSH_TIMEOUT_S):
+        raise RuntimeError(f"warm-up record through the proxy of {tree} not delivered")
+    sent_before, cpu_before = requests_sent(), cpu_of((pid,))
+    value = b"v" * RECORD_BYTES
+    start = time.perf_counter()
+    records = 0
+    while (now := time.perf_counter()) - start < seconds:
+        due = start + records / rate
+        if due > now:
+            producer.poll(max(due - now, 0.001))  # poll counts whole milliseconds
+            continue
+        producer.produce(topic, value)
+        records += 1
+        producer.poll(0)
+    if producer.flush(FLUSH_TIMEOUT_S):
+        raise RuntimeError(f"records through the proxy of {tree} not delivered within {FLUSH_TIMEOUT_S} s")
+    cpu_after, sent_after = cpu_of((pid,)), requests_sent()
+    return Round(tree, sent_after - sent_before, records, cpu_after - cpu_before)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trees", required=True, help="comma-separated checkouts; the first is the baseline")
+    parser.add_argument("--rate", type=float, default=1000.0, help="records/s of 1 KiB")
+    parser.add_argument("--linger-ms", type=int, default=5)
+    parser.add_argument("--round-seconds", type=float, default=15.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--audit", choices=("on", "off"), default="on")
+    args = parser.parse_args(argv)
+    trees = [Path(t) for t in args.trees.split(",")]
+    missing = [str(t) for t in trees if not (t / "azsidecar" / "__main__.py").is_file()]
+    if len(trees) < 2 or missing:
+        parser.error(f"--trees: two or more checkouts of the project (not one: {missing or trees})")
+
+    log_dir = Path(tempfile.mkdtemp(prefix="bench-proxy-trees-"))
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; logs in {log_dir}", flush=True)
+    rounds: list[Round] = []
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(start_kafka_cluster(log_dir=log_dir / "kafka"))
+        proxies = [(str(t), *stack.enter_context(proxy_from(t, cluster.bootstrap, log_dir, args.audit == "on")))
+                   for t in trees]
+        for n in range(args.rounds):
+            for tree, proc, port in (proxies if n % 2 == 0 else proxies[::-1]):
+                topic = create_topic(cluster.bootstrap, PARTITIONS, LOCAL_NODE)
+                r = run_round(tree, proc.pid, port, topic, args.rate, args.round_seconds, args.linger_ms)
+                rounds.append(r)
+                user, kernel = r.per_request_us()
+                print(f"round {n + 1} {tree}: {r.requests} requests, {r.records / r.requests:.1f} records each, "
+                      f"proxy {user:.0f} + {kernel:.0f} µs CPU per request, {r.per_record_us():.0f} µs per record",
+                      flush=True)
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    baseline = None
+    for tree in (str(t) for t in trees):
+        mine = [r for r in rounds if r.tree == tree]
+        per_request = statistics.median(sum(r.per_request_us()) for r in mine)
+        user = statistics.median(r.per_request_us()[0] for r in mine)
+        kernel = statistics.median(r.per_request_us()[1] for r in mine)
+        per_record = statistics.median(r.per_record_us() for r in mine)
+        baseline = baseline or per_request
+        print(f"{tree}: median {per_request:.0f} µs CPU per request ({user:.0f} user + {kernel:.0f} kernel), "
+              f"{per_record:.0f} µs per record; {per_request / baseline:.3f}x the first tree")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
