@@ -13,16 +13,23 @@ through their zone's proxy, policy "wal") with one outage of a random zone
 - p99_ms: the highest per-second p99 produce latency any producer reported from the fault
   until 5 s after the restart;
 - zone_restart_s (a): from the restart until the zone's agent and proxy were ready again;
-- wal_return_s (e): per proxy of another zone, from the agent's return until its batches to
-  the zone took the WAL path again (None: not back before the producers finished).
+- wal_return_s (b, e): per proxy of another zone, from the zone's return (the partition
+  healed, the agent back) until its batches to the zone took the WAL path again; (c): for
+  the cut-off zone's own proxy, from the S3 link's return until its batches to each other
+  zone took the WAL path again (None: not back before the producers finished).
 
 Scenarios:
   a   the zone's Kafka node, agent and proxy killed with -9 at once, restarted --outage-s later
+  b   the zone cut off from the other zones (inter-zone and replication links down), its S3
+      reachable, healed --outage-s later (use more than KRaft's 9 s broker session timeout
+      to have its broker fenced and its leaders moved)
+  c   the zone's link to S3 down (requests hang) for --outage-s
   e   the zone's agent killed with -9, restarted --outage-s later; its broker keeps its leaders
 
 Usage (from the repository root, as root):
   .venv/bin/python -m bench.zone_campaign --scenario a --cycles 20
   .venv/bin/python -m bench.zone_campaign --scenario e --cycles 20 --out zone-e.json
+  .venv/bin/python -m bench.zone_campaign --scenario b --cycles 20 --seconds 40 --outage-s 12
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ from tests.system.reliability.zone_faults import (
     agents_gone,
     audit_batches,
     p99_during,
+    partition,
+    s3_cut,
     survivors_recovery_s,
     wal_return_s,
     whole_zone,
@@ -52,6 +61,23 @@ from tests.system.reliability.zone_faults import (
 
 TOPICS = (TopicSpec("orders", 6, keyed=True), TopicSpec("clicks", 6, keyed=False))
 RECORD_BYTES = 100
+# Producers that can deliver during the outage, of three: a whole zone down or cut off stops
+# its own producer (its sidecar is gone or its leaders are fenced); S3 cut or agents gone, the
+# zone's batches go direct and every producer delivers.
+DELIVERING = {"a": 2, "b": 2, "c": 3, "e": 3}
+
+
+def own_wal_return_s(batches: list[dict], zone: str, up_wall_ms: int) -> dict[str, float | None]:
+    """Per other zone: seconds from `up_wall_ms` until `zone`'s own proxy sent a batch to it by
+    the WAL again, when its last batch there went by the WAL too (None: not back on it)."""
+    out: dict[str, float | None] = {}
+    for leader_zone in sorted({b["leader_zone"] for b in batches if b["zone"] == zone and b["leader_zone"] != zone}):
+        after = [b for b in batches if b["zone"] == zone and b["leader_zone"] == leader_zone and b["ts_ms"] > up_wall_ms]
+        if not after or after[-1]["route"] != "wal":
+            out[leader_zone] = None
+            continue
+        out[leader_zone] = (next(b["ts_ms"] for b in after if b["route"] == "wal") - up_wall_ms) / 1000
+    return out
 
 
 def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, outage_s: float, tmp: Path,
@@ -66,6 +92,10 @@ def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, out
     pending: list[str] = []
     if scenario == "a":
         outage, pending = whole_zone(env, zone, outage_s=outage_s, fault_at=fault_at)
+    elif scenario == "b":
+        outage = partition(env, zone, outage_s=outage_s, fault_at=fault_at)
+    elif scenario == "c":
+        outage = s3_cut(env, zone, outage_s=outage_s, fault_at=fault_at)
     else:
         outage = agents_gone(zone, outage_s=outage_s, fault_at=fault_at)
     started = time.monotonic()
@@ -74,11 +104,13 @@ def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, out
     row = {"cycle": n, "scenario": scenario, "zone": zone.name, "fault_at": round(fault_at, 3),
            "acknowledged": v["acknowledged"], "rpo_records": v["lost"], "duplicates": v["duplicates"],
            "reordered": v["reordered"], "not_restarted": list(pending),
-           "survivors_rto_s": survivors_recovery_s(result, outage, 2 if scenario == "a" else 3, rate),
+           "survivors_rto_s": survivors_recovery_s(result, outage, DELIVERING[scenario], rate),
            "p99_ms": p99_during(result, outage), "peak_proxy_rss_mib": round(result.peak_proxy_rss_kib / 1024, 1),
            "run_s": round(time.monotonic() - started, 1)}
-    if scenario == "e":
+    if scenario in ("b", "e"):
         row["wal_return_s"] = wal_return_s(audit_batches(settings.audit_dir), zone.name, outage.up_wall_ms)
+    elif scenario == "c":
+        row["wal_return_s"] = own_wal_return_s(audit_batches(settings.audit_dir), zone.name, outage.up_wall_ms)
     return row
 
 
@@ -101,7 +133,7 @@ def summary(rows: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", choices=("a", "e"), required=True)
+    parser.add_argument("--scenario", choices=("a", "b", "c", "e"), required=True)
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--rate", type=int, default=500, help="records/s per producer (3 producers)")
     parser.add_argument("--seconds", type=float, default=30.0, help="production per cycle")
