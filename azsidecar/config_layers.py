@@ -18,6 +18,7 @@ it is (`use1-az1`, `acme-wal`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tomllib
 import types
 import typing
@@ -124,6 +125,13 @@ def _prefix(short: KeyPath, long: KeyPath) -> bool:
     return long[:len(short)] == short
 
 
+@functools.cache
+def _hints(section: type) -> dict[str, Any]:
+    """A config section's resolved type hints, once per class (resolving evaluates every
+    annotation; a start-up walks the sections for each value set). Not to be changed."""
+    return typing.get_type_hints(section)
+
+
 def _settings(cls: type, path: KeyPath, value: Any) -> list[KeyPath]:
     """The settings (leaves of the dataclass tree) that a value at `path` sets; with `value`
     None, every setting under `path`. Unknown keys are skipped (build() reports them)."""
@@ -132,7 +140,7 @@ def _settings(cls: type, path: KeyPath, value: Any) -> list[KeyPath]:
         section = _dataclass(hint)
         if section is None:
             return [path[:depth]]  # inside a table setting (router.broker_zones.1)
-        hints = typing.get_type_hints(section)
+        hints = _hints(section)
         if part not in hints:
             return []
         hint = hints[part]
@@ -141,7 +149,7 @@ def _settings(cls: type, path: KeyPath, value: Any) -> list[KeyPath]:
         return [path]
     if value is not None and not isinstance(value, Mapping):
         return [path]  # a section given a non-table: build() refuses it
-    hints = typing.get_type_hints(section)
+    hints = _hints(section)
     names = [f.name for f in dataclasses.fields(section) if f.init]
     keys = names if value is None else [k for k in value if k in hints]
     return [p for k in keys for p in _settings(cls, (*path, k), None if value is None else value[k])]

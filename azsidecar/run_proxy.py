@@ -29,7 +29,7 @@ from core.addresses import is_loopback
 from core.audit import AuditSink
 from core.configload import ConfigError
 from proxy.sasl import format_credential, scram_credential
-from proxy.server import listener_security
+from proxy.startup import listener_security
 from router.backend import RoutingBackend
 from router.placement import ZoneUnknown, resolve_zone
 from spark_audit.writer import AuditWriter

@@ -27,7 +27,8 @@ from leader_notify.sender.owners import probe_targets
 from leader_notify.sender.recovery import recover_acknowledged
 from leader_notify.sender.sender import NotifySender
 from proxy.bypass import SameZoneBypass
-from proxy.server import ProxyServer, run_proxy
+from proxy.server import ProxyServer
+from proxy.startup import run_proxy
 from router.backend import RoutingBackend, WalPath
 from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriter

@@ -9,6 +9,7 @@ dotted path of the offending key so a user can find it in their file.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -33,10 +34,19 @@ class CommaSeparated:
 COMMA_SEPARATED = CommaSeparated()
 
 
+@functools.cache
+def field_types(cls: type) -> Mapping[str, Any]:
+    """The resolved type hints of a config dataclass (with Annotated extras), resolved once
+    per class: resolving evaluates every annotation's string, and a process's start-up
+    builds and layers its config sections many times (~0.1 CPU-s of a proxy's start, 2026-11-30).
+    Not to be changed by callers."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
 def build(cls: type[_D], data: Mapping[str, Any] | None, path: str = "") -> _D:
     """Construct dataclass `cls` from `data`; raises ConfigError on any bad key or value."""
     data = dict(data or {})
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = field_types(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:

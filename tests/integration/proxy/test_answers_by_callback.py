@@ -13,7 +13,8 @@ from kafka.protocol.producer import ProduceResponse
 from core.produce import PartitionResult
 from kafka_upstream.config import UpstreamConfig
 from proxy.config import ProxyConfig
-from proxy.server import ResponseSlot, _ResponseWriter, run_proxy
+from proxy.response_slots import ResponseSlot, ResponseWriter
+from proxy.startup import run_proxy
 from tests.integration.proxy.kafka_wire import Wire, assert_serves, produce_request, record_batch
 
 
@@ -101,7 +102,7 @@ def test_fill_writes_through_only_for_the_slot_the_writer_waits_for():
     ours.setblocking(False)
     peer.setblocking(False)
     try:
-        writer = _ResponseWriter(ours.fileno())
+        writer = ResponseWriter(ours.fileno())
         waited, later = ResponseSlot(trio.Event(), writer=writer), ResponseSlot(trio.Event(), writer=writer)
         writer.waiting_for = waited
         later.fill(b"second")
@@ -125,7 +126,7 @@ def test_fill_leaves_what_a_full_socket_did_not_take_to_the_writer():
                 ours.send(b"x" * 65536)
             except BlockingIOError:
                 break
-        writer = _ResponseWriter(ours.fileno())
+        writer = ResponseWriter(ours.fileno())
         slot = ResponseSlot(trio.Event(), writer=writer)
         writer.waiting_for = slot
         slot.fill(b"answer")

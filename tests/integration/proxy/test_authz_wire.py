@@ -21,7 +21,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafka_upstream.config import UpstreamConfig
 from proxy.config import AuthzConfig, ProxyConfig
-from proxy.server import run_proxy
+from proxy.startup import run_proxy
 from tests.conftest import create_topics, unique_name
 from tests.integration.proxy.kafka_wire import Wire, assert_serves, encode, produce_request, record_batch
 

@@ -20,7 +20,7 @@ from core import errors
 from kafka_upstream.config import UpstreamConfig
 from leader_notify.agent.appender import KafkaAppender
 from proxy.config import ProxyConfig
-from proxy.server import run_proxy
+from proxy.startup import run_proxy
 from tests.conftest import create_topics, unique_name
 from tests.integration.leader_notify.helpers import consume, new_producer_id
 from tests.integration.proxy.kafka_wire import Wire, produce_request, record_batch

@@ -19,7 +19,7 @@ import trio
 
 from kafka_upstream.config import UpstreamConfig
 from proxy.config import ProxyConfig, QuotaConfig
-from proxy.server import run_proxy
+from proxy.startup import run_proxy
 from tests.conftest import create_topics, unique_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.trio]

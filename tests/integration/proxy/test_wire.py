@@ -20,7 +20,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 
 from kafka_upstream.config import UpstreamConfig
 from proxy.config import ProxyConfig
-from proxy.server import run_proxy
+from proxy.startup import run_proxy
 from tests.conftest import create_topics, unique_name
 from tests.integration.proxy.kafka_wire import (
     Wire,

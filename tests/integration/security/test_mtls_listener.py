@@ -20,7 +20,7 @@ from cryptography.x509.oid import NameOID
 
 from kafka_upstream.config import UpstreamConfig
 from proxy.config import AuthzConfig, ProxyConfig
-from proxy.server import run_proxy
+from proxy.startup import run_proxy
 from tests.conftest import create_topics, unique_name
 from tests.integration.proxy.kafka_wire import Wire, api_versions_request
 from tests.integration.security._certs import make_certs, make_client_cert

@@ -20,7 +20,7 @@ from kafka_upstream.config import UpstreamConfig
 from kafka_upstream.errors import UpstreamError
 from kafka_upstream.upstream import open_upstream
 from proxy.config import ProxyConfig
-from proxy.server import run_proxy
+from proxy.startup import run_proxy
 from tests.integration.proxy.kafka_wire import Wire, produce_request, record_batch
 from tests.integration.security.conftest import UPSTREAM_PASSWORD, secured_proxy
 from tests.integration.security.test_listener import (

@@ -66,7 +66,7 @@ def test_password_from_the_environment_and_missing_password(tmp_path):
 
 def test_unreadable_listener_files_are_config_errors(tmp_path):
     from proxy.config import ProxyConfig
-    from proxy.server import listener_security
+    from proxy.startup import listener_security
 
     with pytest.raises(ConfigError, match="proxy.tls_key_file: cannot read"):
         listener_security(ProxyConfig(tls_cert_file=str(tmp_path / "c"), tls_key_file=str(tmp_path / "k")))

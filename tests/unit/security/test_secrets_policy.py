@@ -12,7 +12,7 @@ from azsidecar.secrets import read_hmac_keys, resolve_secrets
 from core.configload import ConfigError
 from core.tls import read_secret_file, server_context
 from proxy.config import ProxyConfig
-from proxy.server import listener_security
+from proxy.startup import listener_security
 
 KEY_A = "first-key-0123456789"
 KEY_B = "second-key-0123456789"
