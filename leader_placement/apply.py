@@ -17,7 +17,7 @@ pass another); the clock and the sleep are arguments, so the loop imports no I/O
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -124,8 +124,10 @@ def apply_moves(admin: LeaderAdmin, moves: Sequence[Move], *, batch_size: int, t
         if failed:
             return ApplyResult(tuple(done), "preferred election failed: " + "; ".join(
                 f"{t}-{p}: {why}" for (t, p), why in sorted(failed.items())))
-        _until_led(admin, batch, timeout_s, poll_s, clock, sleep)  # the check below names what did not happen
-        after = admin.describe(keys)
+        # Checked on the read that showed the targets leading, not on a new one: each read asks
+        # one broker, and another broker's metadata may still lag the election (under load a
+        # second read named the old leader and failed a move that had happened).
+        after = _until_led(admin, batch, timeout_s, poll_s, clock, sleep)  # the check names what did not happen
         for m in batch:
             why = anomaly(m, before[(m.topic, m.partition)], after.get((m.topic, m.partition)))
             if why:
@@ -146,29 +148,32 @@ def _reassigned(admin: LeaderAdmin, batch: tuple[Move, ...]) -> bool:
     return all(reordered(m, now.get(k)) for m, k in zip(batch, keys))
 
 
-def _not_led_by_target(admin: LeaderAdmin, batch: tuple[Move, ...]) -> list[PartitionKey]:
-    now = admin.describe([(m.topic, m.partition) for m in batch])
+def _not_led_by_target(batch: tuple[Move, ...], now: Mapping[PartitionKey, PartitionPlacement]) -> list[PartitionKey]:
     return [(m.topic, m.partition) for m in batch
             if (s := now.get((m.topic, m.partition))) is None or s.leader != m.to_broker]
 
 
 def _until_led(admin: LeaderAdmin, batch: tuple[Move, ...], timeout_s: float, poll_s: float,
-               clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
-    """Poll until every partition of the batch is led by its target or the deadline, asking for
-    the preferred leaders again every REELECT_S. Why again: the controller can accept a preferred
+               clock: Callable[[], float], sleep: Callable[[float], None]) -> Mapping[PartitionKey, PartitionPlacement]:
+    """The batch's partitions as last read: once every one is led by its target, or at the
+    deadline. Polls, asking for the preferred leaders again every REELECT_S. Why again: the controller can accept a preferred
     election (or call it not needed) and still leave the leader in place when the target is not
     eligible at that instant (a broker just restarted and not yet unfenced); on a loaded host the
     leader then stayed put for the whole two-minute wait. Asking again is harmless: a partition
     already led by its target answers ELECTION_NOT_NEEDED, and a refusal now is only retried."""
     deadline = clock() + timeout_s
     ask_again_at = clock() + REELECT_S
-    while remaining := _not_led_by_target(admin, batch):
+    keys = [(m.topic, m.partition) for m in batch]
+    now = admin.describe(keys)
+    while remaining := _not_led_by_target(batch, now):
         if clock() >= deadline:
-            return
+            return now
         sleep(poll_s)  # reading the cluster's state again, not synchronizing our own work
         if clock() >= ask_again_at:
             admin.elect_preferred(remaining)
             ask_again_at = clock() + REELECT_S
+        now = admin.describe(keys)
+    return now
 
 
 def _until(probe: Callable[[], bool], timeout_s: float, poll_s: float, clock: Callable[[], float],

@@ -67,6 +67,16 @@ def run_plan(bootstrap: str, audit: Path, out: Path, *extra: str) -> tuple[dict,
     return json.loads(done.stdout[:done.stdout.rindex("}") + 1]), done
 
 
+def leaders_when_settled(cluster, topic: str, expected: dict[int, int], timeout_s: float = 30.0) -> dict[int, int]:
+    """The partitions' leaders once they read as `expected`, or as last read after `timeout_s`:
+    each read asks one broker, and a broker's metadata may lag an election for a moment."""
+    deadline = time.monotonic() + timeout_s
+    while (now := {p: s["leader"] for p, s in cluster.describe(topic).items()}) != expected \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)  # polling the cluster's state
+    return now
+
+
 def placement(cluster, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
     return {p: (s["leader"], s["replicas"], sorted(s["isr"])) for p, s in cluster.describe(topic).items()}
 
@@ -168,7 +178,8 @@ def test_a_produce_burst_through_the_sidecar_during_the_apply_loses_and_duplicat
         log.close()
     assert apply is not None and apply.returncode == 0, (tmp_path / "apply.log").read_text()
     assert "applied 3 moves" in (tmp_path / "apply.log").read_text()
-    assert {q: s["leader"] for q, s in kafka.describe(topic).items()} == {0: 1, 1: 1, 2: 1, 3: 3, 4: 2, 5: 3}
+    expected = {0: 1, 1: 1, 2: 1, 3: 3, 4: 2, 5: 3}
+    assert leaders_when_settled(kafka, topic, expected) == expected
     assert not delivery.failed, delivery.failed[:5]
     want: dict[int, list[int]] = {}
     for partition, value in records:
@@ -241,7 +252,8 @@ def test_plan_and_apply_with_the_upstream_sasl_scram_over_tls_of_the_proxy_confi
     assert done.returncode == 0, done.stderr + done.stdout
     assert "applied 3 moves" in done.stdout
     assert PASSWORD not in done.stdout + done.stderr
-    assert {p: s["leader"] for p, s in secure_kafka.describe(topic).items()} == {0: 1, 1: 1, 2: 1, 3: 3, 4: 2, 5: 3}
+    expected = {0: 1, 1: 1, 2: 1, 3: 3, 4: 2, 5: 3}
+    assert leaders_when_settled(secure_kafka, topic, expected) == expected
     (tmp_path / "wrong").mkdir()
     wrong = password_file(tmp_path / "wrong", "not-the-password")
     config.write_text(to_toml({"zone": "use1-az1", "upstream": {**settings, "sasl_password_file": str(wrong)}}))

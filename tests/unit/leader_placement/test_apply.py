@@ -158,3 +158,30 @@ def test_stale(now, why):
 ])
 def test_anomaly(after, why):
     assert anomaly(move(0), state(0), after) == why
+
+
+class LaggingReplicaCluster(MemoryCluster):
+    """Every read after the one that first showed the new leaders comes from a broker whose
+    metadata still names the old leader (KRaft brokers apply the controller's log each at
+    its own pace; kafka-python's admin asks any of them)."""
+
+    def __init__(self, parts):
+        super().__init__(parts)
+        self.old = dict(self.parts)
+        self.seen_new = False
+
+    def describe(self, keys):
+        current = super().describe(keys)
+        if self.seen_new:
+            return {k: dataclasses.replace(current[k], leader=self.old[k].leader) for k in current}
+        if any(current[k].leader != self.old[k].leader for k in current):
+            self.seen_new = True
+        return current
+
+
+def test_a_move_is_judged_on_the_read_that_showed_the_target_leading_not_on_a_lagging_one():
+    cluster = LaggingReplicaCluster([state(0)])
+    result, lines = run(cluster, [move(0)], Clock())
+    assert result.ok, result.error
+    assert [m.partition for m in result.moved] == [0]
+    assert lines == ["moved t-0: broker 2 (z) -> 1 (use1-az1), ISR [1, 2, 3]"]
