@@ -70,14 +70,7 @@ DELIVERING = {"a": 2, "b": 2, "c": 3, "e": 3}
 def own_wal_return_s(batches: list[dict], zone: str, up_wall_ms: int) -> dict[str, float | None]:
     """Per other zone: seconds from `up_wall_ms` until `zone`'s own proxy sent a batch to it by
     the WAL again, when its last batch there went by the WAL too (None: not back on it)."""
-    out: dict[str, float | None] = {}
-    for leader_zone in sorted({b["leader_zone"] for b in batches if b["zone"] == zone and b["leader_zone"] != zone}):
-        after = [b for b in batches if b["zone"] == zone and b["leader_zone"] == leader_zone and b["ts_ms"] > up_wall_ms]
-        if not after or after[-1]["route"] != "wal":
-            out[leader_zone] = None
-            continue
-        out[leader_zone] = (next(b["ts_ms"] for b in after if b["route"] == "wal") - up_wall_ms) / 1000
-    return out
+    return wal_return_s(batches, zone, up_wall_ms, from_zone=True)
 
 
 def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, outage_s: float, tmp: Path,

@@ -89,16 +89,19 @@ def audit_batches(audit_dir: Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: r["ts_ms"])
 
 
-def wal_return_s(batches: list[dict[str, Any]], zone: str, up_wall_ms: int) -> dict[str, float | None]:
-    """Per proxy of another zone: seconds from `up_wall_ms` to its first WAL batch to `zone`
-    after it, when its last batch to the zone went by the WAL too (None: not back on it)."""
+def wal_return_s(batches: list[dict[str, Any]], zone: str, up_wall_ms: int,
+                 from_zone: bool = False) -> dict[str, float | None]:
+    """Per proxy of another zone (`from_zone`: per leader zone of `zone`'s own proxy): seconds
+    from `up_wall_ms` to its first WAL batch to `zone` (from `zone`) after it, when its last
+    such batch went by the WAL too (None: not back on it)."""
+    sender, leader = ("zone", "leader_zone") if not from_zone else ("leader_zone", "zone")
     out: dict[str, float | None] = {}
-    for proxy_zone in sorted({b["zone"] for b in batches if b["leader_zone"] == zone and b["zone"] != zone}):
-        after = [b for b in batches if b["zone"] == proxy_zone and b["leader_zone"] == zone and b["ts_ms"] > up_wall_ms]
+    for other in sorted({b[sender] for b in batches if b[leader] == zone and b[sender] != zone}):
+        after = [b for b in batches if b[sender] == other and b[leader] == zone and b["ts_ms"] > up_wall_ms]
         if not after or after[-1]["route"] != "wal":
-            out[proxy_zone] = None
+            out[other] = None
             continue
-        out[proxy_zone] = (next(b["ts_ms"] for b in after if b["route"] == "wal") - up_wall_ms) / 1000
+        out[other] = (next(b["ts_ms"] for b in after if b["route"] == "wal") - up_wall_ms) / 1000
     return out
 
 
