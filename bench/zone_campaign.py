@@ -13,6 +13,12 @@ through their zone's proxy, policy "wal") with one outage of a random zone
 - p99_ms: the highest per-second p99 produce latency any producer reported from the fault
   until 5 s after the restart;
 - zone_restart_s (a): from the restart until the zone's agent and proxy were ready again;
+- objects_for_zone (a, b, e): the WAL objects other zones' proxies wrote for the zone while
+  it was out, the seconds from the fault to the last of them (how long they kept paying for
+  objects the zone could not read), and how many no agent of the zone ever read;
+  objects_from_zone: the same for the objects the zone's own proxy wrote for the others;
+- gc: one `azsidecar gc --once` pass after the cycle (orphans older than 1 s deleted): what
+  it deleted and what it left;
 - wal_return_s (b, e): per proxy of another zone, from the zone's return (the partition
   healed, the agent back) until its batches to the zone took the WAL path again; (c): for
   the cut-off zone's own proxy, from the S3 link's return until its batches to each other
@@ -30,6 +36,9 @@ Usage (from the repository root, as root):
   .venv/bin/python -m bench.zone_campaign --scenario a --cycles 20
   .venv/bin/python -m bench.zone_campaign --scenario e --cycles 20 --out zone-e.json
   .venv/bin/python -m bench.zone_campaign --scenario b --cycles 20 --seconds 40 --outage-s 12
+
+With --report DIR the FinOps report (`azsidecar audit report`) runs over every cycle's audit
+at the end: its "Zone episodes" section prices each outage.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +61,9 @@ from tests.system.reliability.harness import run_campaign
 from tests.system.reliability.zone_faults import (
     agents_gone,
     audit_batches,
+    audit_records,
+    collect_wal_objects,
+    objects_for_zone,
     p99_during,
     partition,
     s3_cut,
@@ -79,7 +92,7 @@ def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, out
     records = int(rate * seconds)
     workload = Workload(total_bytes=3 * records * RECORD_BYTES, record_bytes=RECORD_BYTES, topics=TOPICS,
                         linger_ms=20, timeout_s=seconds + 240)
-    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{n}", policy="wal",
+    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / "audit" / f"cycle-{n}", policy="wal",
                                extra={"audit": {"flush_seconds": 0.2}})
     fault_at = rng.uniform(0.05, 0.2)
     pending: list[str] = []
@@ -100,6 +113,12 @@ def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, out
            "survivors_rto_s": survivors_recovery_s(result, outage, DELIVERING[scenario], rate),
            "p99_ms": p99_during(result, outage), "peak_proxy_rss_mib": round(result.peak_proxy_rss_kib / 1024, 1),
            "run_s": round(time.monotonic() - started, 1)}
+    if scenario != "c":
+        records = audit_records(settings.audit_dir, frozenset({"wal_flush", "agent_read"}))
+        row["objects_for_zone"] = objects_for_zone(records, zone.name, outage.down_wall_ms, outage.up_wall_ms)
+        row["objects_from_zone"] = objects_for_zone(records, zone.name, outage.down_wall_ms, outage.up_wall_ms,
+                                                    from_zone=True)
+    row["gc"] = collect_wal_objects(env, "wal", settings.audit_dir, f"zone-{scenario}-{n}")
     if scenario in ("b", "e"):
         row["wal_return_s"] = wal_return_s(audit_batches(settings.audit_dir), zone.name, outage.up_wall_ms)
     elif scenario == "c":
@@ -115,13 +134,32 @@ def summary(rows: list[dict]) -> dict:
         return {"n": len(values), "median": round(statistics.median(values), 2), "max": round(max(values), 2)}
 
     returns = [x for r in rows for x in (r.get("wal_return_s") or {}).values()]
+    objects = [r["objects_for_zone"] for r in rows if "objects_for_zone" in r]
+    own = [r["objects_from_zone"] for r in rows if "objects_from_zone" in r]
     return {"cycles": len(rows), "records_lost": sum(r["rpo_records"] for r in rows),
             "duplicates": sum(r["duplicates"] for r in rows), "reordered": sum(r["reordered"] for r in rows),
             "survivors_rto_s": stats([r["survivors_rto_s"] for r in rows]),
             "survivors_never_recovered": sum(r["survivors_rto_s"] is None for r in rows),
             "p99_ms": stats([r["p99_ms"] for r in rows]),
             "wal_return_s": stats(returns), "wal_not_back": sum(x is None for x in returns),
+            "objects_for_zone_out": stats([o["objects"] for o in objects]),
+            "last_put_for_zone_out_s": stats([o["last_put_s"] for o in objects]),
+            "unread_objects": sum(o["unread"] for o in objects),
+            "objects_from_zone_out": stats([o["objects"] for o in own]),
+            "last_put_from_zone_out_s": stats([o["last_put_s"] for o in own]),
+            "unread_objects_from_zone_out": sum(o["unread"] for o in own),
+            "gc_orphans_deleted": sum(r["gc"]["orphans_deleted"] for r in rows),
+            "gc_left": sum(r["gc"]["left"] for r in rows), "gc_held": sum(r["gc"]["held"] for r in rows),
             "load_average": os.getloadavg()}
+
+
+def report(audit_root: Path, out: Path) -> None:
+    """`azsidecar audit report` over every cycle's audit; prints its summary lines."""
+    done = subprocess.run([sys.executable, "-m", "azsidecar", "audit", "report", "--input", str(audit_root),
+                           "--output", str(out)], capture_output=True, text=True, timeout=900)
+    print(done.stdout, end="", flush=True)
+    if done.returncode != 0:
+        print(f"zone_campaign: the report exited {done.returncode}: {done.stderr[-2000:]}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outage-s", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the rows and summary as JSON here too")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="run the FinOps report over every cycle's audit into this directory at the end")
     args = parser.parse_args(argv)
     if not netns_available():
         print("zone_campaign: needs root and iproute2 (network namespaces)", file=sys.stderr)
@@ -152,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             row = cycle(env, args.scenario, rng, args.rate, args.seconds, args.outage_s, Path(tmp), n)
             rows.append(row)
             print(json.dumps(row), flush=True)
+        if args.report:
+            report(Path(tmp) / "audit", args.report)
     result = {"seed": seed, "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "summary": summary(rows)}
     print(json.dumps(result["summary"], indent=1))
     if args.out:

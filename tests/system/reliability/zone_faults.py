@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from deploy.local.processes import DUMMY_CREDENTIALS
+from deploy.local.sidecar_stack import to_toml
 from deploy.local.zones import S3_IF, Zone, ZoneEnv
 from tests.system.reliability.harness import CampaignResult, TickContext
 
@@ -79,14 +83,51 @@ def agents_gone(zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
                   outage_s=outage_s, fault_at=fault_at)
 
 
-def audit_batches(audit_dir: Path) -> list[dict[str, Any]]:
-    """Every produce_batch record in the closed audit files, oldest first."""
+def audit_records(audit_dir: Path, kinds: frozenset[str]) -> list[dict[str, Any]]:
+    """Every record of these kinds in the closed audit files, oldest first."""
     out: list[dict[str, Any]] = []
     for path in sorted(audit_dir.rglob("*.jsonl.gz")):
         if not path.name.startswith("."):
             with gzip.open(path, "rt") as f:
-                out += [r for r in map(json.loads, f) if r["kind"] == "produce_batch"]
+                out += [r for r in map(json.loads, f) if r["kind"] in kinds]
     return sorted(out, key=lambda r: r["ts_ms"])
+
+
+def audit_batches(audit_dir: Path) -> list[dict[str, Any]]:
+    """Every produce_batch record in the closed audit files, oldest first."""
+    return audit_records(audit_dir, frozenset({"produce_batch"}))
+
+
+def objects_for_zone(records: list[dict[str, Any]], zone: str, down_wall_ms: int, up_wall_ms: int,
+                     from_zone: bool = False) -> dict[str, Any]:
+    """The WAL objects other zones' proxies wrote for `zone` while it was out (`from_zone`: the
+    objects `zone`'s own proxy wrote for the other zones meanwhile): durable PUTs between
+    `down_wall_ms` and `up_wall_ms` (wal_flush records), and what became of them (agent_read
+    records of the destination zones' agents):
+
+    - objects: how many; put_requests: what their PUTs cost in requests;
+    - last_put_s: seconds from the fault to the last of them (how long the proxies kept
+      paying for objects that could not be read; None: none written);
+    - unread: how many some destination zone's agents never read their share of (those
+      batches reached the leader by another route; the objects are orphans for `azsidecar gc`).
+    """
+    read = {(r["key"], r["zone"]) for r in records if r["kind"] == "agent_read"}
+
+    def ours(r: dict[str, Any]) -> bool:
+        dests = r["zones"].split(",")
+        return (r["zone"] == zone and any(d != zone for d in dests)) if from_zone else \
+            (r["zone"] != zone and zone in dests)
+
+    written = [r for r in records if r["kind"] == "wal_flush" and r["ok"] and down_wall_ms <= r["ts_ms"] <= up_wall_ms
+               and ours(r)]
+
+    def unread(r: dict[str, Any]) -> bool:
+        dests = [d for d in r["zones"].split(",") if d != zone] if from_zone else [zone]
+        return any((r["key"], d) not in read for d in dests)
+
+    return {"objects": len(written), "put_requests": sum(r["put_requests"] for r in written),
+            "last_put_s": round((written[-1]["ts_ms"] - down_wall_ms) / 1000, 2) if written else None,
+            "unread": sum(map(unread, written))}
 
 
 def wal_return_s(batches: list[dict[str, Any]], zone: str, up_wall_ms: int,
@@ -162,3 +203,46 @@ def partition(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> 
         return act
 
     return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at)
+
+
+GC_SUMMARY = re.compile(r"gc: scanned (\d+) objects, deleted (\d+) applied and (\d+) orphans, (\d+) orphans, "
+                        r"(\d+) pending")
+
+
+def gc_summary(output: str) -> dict[str, int]:
+    """The counts of `azsidecar gc`'s summary line: scanned, deleted (all zones applied),
+    orphans_deleted, orphans (reported, kept), pending, held (lines HELD), and left (not deleted).
+    Raises ValueError without a summary line."""
+    match = GC_SUMMARY.search(output)
+    if match is None:
+        raise ValueError(f"no gc summary line in: {output[-500:]!r}")
+    scanned, deleted, orphans_deleted, orphans, pending = map(int, match.groups())
+    return {"scanned": scanned, "deleted": deleted, "orphans_deleted": orphans_deleted, "orphans": orphans,
+            "pending": pending, "held": output.count("\nHELD ") + output.startswith("HELD "),
+            "left": scanned - deleted - orphans_deleted}
+
+
+def collect_wal_objects(env: ZoneEnv, bucket: str, audit_dir: Path, name: str,
+                        max_orphan_age_s: float = 1.0, timeout_s: float = 120.0) -> dict[str, int]:
+    """One `azsidecar gc --once` pass over the WAL bucket from beside S3, deleting objects every
+    zone applied and orphans older than `max_orphan_age_s` (objects no agent of some zone will
+    read: written for a zone that was out). Its S3 requests go to `audit_dir` as the gc's
+    s3_request records. Returns gc_summary of its output. Raises RuntimeError if it fails."""
+    config = env.log_dir / f"{name}-gc.toml"
+    config.write_text(to_toml({"zone": env.zones[0].name,
+                               "wal": {"bucket": bucket, "endpoint_url": env.s3_local_endpoint},
+                               "audit": {"output": str(audit_dir)}}))
+    log_name = f"{name}-gc"
+    proc = env.run_beside_s3([sys.executable, "-m", "azsidecar", "gc", "--once", "--config", str(config),
+                              "--max-orphan-age-s", str(max_orphan_age_s)],
+                             {**DUMMY_CREDENTIALS, "AWS_DEFAULT_REGION": "us-east-1"}, log_name=log_name)
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+        raise RuntimeError(f"azsidecar gc did not finish within {timeout_s:.0f} s") from None
+    output = proc.log_path.read_text(errors="replace")
+    if code != 0:
+        raise RuntimeError(f"azsidecar gc exited {code}: {output[-2000:]}")
+    return gc_summary(output)
