@@ -9,6 +9,7 @@ The status server's thread reads the latest facts (one attribute, replaced whole
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -35,15 +36,40 @@ HEARTBEAT_S = 1.0
 PROBE_TIMEOUT_S = 4.0  # under PROBE_INTERVAL_S: a hung broker or agent is a failed probe, not a stuck monitor
 
 
-class ProxyHealth:
+class _StartupWait:
+    """While start-up waits for the brokers (azsidecar/broker_wait.py) no event loop turns yet:
+    the process is alive (a restart would only start the wait again) and not ready, with the
+    wait's reason as the brokers' failed probe."""
+
+    heartbeat: float
+    starting: str | None = None  # the wait's latest reason while waiting
+
+    def waiting_for_brokers(self, detail: str) -> None:
+        self.starting = detail
+        self._failed_probe(Probe(False, detail, time.monotonic()))
+
+    def brokers_reachable(self) -> None:
+        self.starting = None
+        self.heartbeat = time.monotonic()
+
+    def _failed_probe(self, probe: Probe) -> None:
+        raise NotImplementedError
+
+    def live(self) -> Check:
+        if self.starting is not None:
+            return Check(True, "starting: waiting for the upstream brokers")
+        return liveness(self.heartbeat, time.monotonic())
+
+
+class ProxyHealth(_StartupWait):
     def __init__(self, fallback: str, draining: Callable[[], bool] = lambda: False) -> None:
         self.heartbeat = time.monotonic()
         self.facts = ProxyFacts(heartbeat=self.heartbeat, fallback=fallback)
         self.draining = draining  # read at every /readyz: a shutdown shows at once
         self.warnings: dict[str, str] = {}  # kind -> sentence (azsidecar/placement_check.py); ready all the same
 
-    def live(self) -> Check:
-        return liveness(self.heartbeat, time.monotonic())
+    def _failed_probe(self, probe: Probe) -> None:
+        self.facts = dataclasses.replace(self.facts, upstream=probe)
 
     def checks(self) -> dict[str, Check]:
         facts = self.facts
@@ -55,13 +81,13 @@ class ProxyHealth:
         return checks
 
 
-class AgentHealth:
+class AgentHealth(_StartupWait):
     def __init__(self) -> None:
         self.heartbeat = time.monotonic()
         self.facts = AgentFacts(heartbeat=self.heartbeat)
 
-    def live(self) -> Check:
-        return liveness(self.heartbeat, time.monotonic())
+    def _failed_probe(self, probe: Probe) -> None:
+        self.facts = dataclasses.replace(self.facts, brokers=probe)
 
     def checks(self) -> dict[str, Check]:
         return assess_agent(self.facts, time.monotonic())

@@ -18,6 +18,7 @@ from typing import Any
 
 import uvloop
 
+from azsidecar.broker_wait import wait_for_brokers
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config, require_wal_bucket
 from azsidecar.exposition import LabelledRegistry
@@ -94,6 +95,11 @@ async def _serve_until_signal(config: Config, zone: str) -> int:
         loop.add_signal_handler(sig, stop.set)
     keys = tuple(k.encode() for k in config.notify.hmac_keys)
     try:
+        if not await asyncio.to_thread(wait_for_brokers, config.upstream.bootstrap_servers,
+                                       config.upstream.startup_wait_s, config.upstream.connect_timeout_s,
+                                       on_waiting=health.waiting_for_brokers, stopped=stop.is_set):
+            return 0  # stopped while waiting
+        health.brokers_reachable()
         async with running_agent(config, zone, keys, audit=audit, metrics=metrics) as (agent, port):
             monitor = asyncio.create_task(monitor_agent(health, agent.probe_brokers, stop.is_set))
             # The line tests and scripts wait for; the port matters when --listen ends in :0.

@@ -13,6 +13,7 @@ from typing import Any
 
 import trio
 
+from azsidecar.broker_wait import wait_for_brokers
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
 from azsidecar.exposition import LabelledRegistry
@@ -128,6 +129,9 @@ def serve(config: Config, config_path: str | None) -> int:
               if config.proxy.metrics_port else None)
     try:
         with startup_errors():
+            wait_for_brokers(config.upstream.bootstrap_servers, config.upstream.startup_wait_s,
+                             config.upstream.connect_timeout_s, on_waiting=health.waiting_for_brokers)
+            health.brokers_reachable()
             trio.run(_serve_until_signal, config, config_path, health)
     finally:
         if status is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
@@ -21,6 +22,11 @@ class UpstreamConfig:
     request_timeout_s: float = 30.0  # one request to a broker, sent to answered; then the connection is given up
     connect_timeout_s: float = 5.0  # TCP, TLS and the first ApiVersions of one address; then the next address
     metadata_timeout_s: float = 5.0  # one Metadata request to one broker; then the next broker is asked
+    #: At start, while no bootstrap address accepts a TCP connection (the zone's brokers down or
+    #: unreachable, as after a zone outage), keep trying for this long, alive and not ready,
+    #: instead of exiting; `inf` (the default) waits as Kafka's own clients do, 0 exits at once.
+    #: A broker that answers and then refuses (TLS, SASL) stops the start at once.
+    startup_wait_s: float = math.inf
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"  # to the brokers and agents' appends (MSK: SSL or SASL_SSL)
     tls_ca_file: str = ""  # PEM CA bundle that signed the brokers' certificates; "" = the system's CAs
     tls_check_hostname: bool = True  # verify the broker's certificate names the host we dialled
@@ -60,6 +66,7 @@ class UpstreamConfig:
         require(self.request_timeout_s > 0, "upstream.request_timeout_s: must be > 0")
         require(self.connect_timeout_s > 0, "upstream.connect_timeout_s: must be > 0")
         require(self.metadata_timeout_s > 0, "upstream.metadata_timeout_s: must be > 0")
+        require(self.startup_wait_s >= 0, "upstream.startup_wait_s: must be >= 0 (inf: wait indefinitely)")
 
     @property
     def msk_iam(self) -> bool:

@@ -138,18 +138,27 @@ def test_agent_with_no_broker_answering(s3_bucket, tmp_path):
     server, bucket = s3_bucket
     config = proxy_config(tmp_path / "a.toml", server.endpoint_url, bucket)
     args = agent_args(config)
-    args[args.index("127.0.0.1:9")] = f"127.0.0.1:{free_port()}"
-    done = run(args, base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, **DUMMY_CREDENTIALS))
+    address = f"127.0.0.1:{free_port()}"
+    args[args.index("127.0.0.1:9")] = address
+    done = run(args, base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, AZSIDECAR__UPSTREAM__STARTUP_WAIT_S="0",
+                              **DUMMY_CREDENTIALS))
     assert done.returncode == 1
-    assert last_line(done.stderr).startswith("azsidecar: cannot start: upstream.bootstrap_servers: ")
+    assert last_line(done.stderr) == (f"azsidecar: cannot start: upstream.bootstrap_servers: no broker of "
+                                      f"['{address}'] accepted a connection: {address}: Connection refused")
 
 
-def test_proxy_with_no_broker_answering(s3_bucket, tmp_path):
+@pytest.mark.parametrize(("wait", "within"), [("0", ""), ("1.6", " within 1.6 s (upstream.startup_wait_s)")])
+def test_proxy_with_no_broker_answering(s3_bucket, tmp_path, wait, within):
     server, bucket = s3_bucket
-    config = proxy_config(tmp_path / "p.toml", server.endpoint_url, bucket, bootstrap=f"127.0.0.1:{free_port()}")
-    done = run(proxy_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, **DUMMY_CREDENTIALS))
+    address = f"127.0.0.1:{free_port()}"
+    config = proxy_config(tmp_path / "p.toml", server.endpoint_url, bucket, bootstrap=address)
+    done = run(proxy_args(config), base_env(AZSIDECAR_NOTIFY_HMAC_KEYS=KEY, AZSIDECAR__UPSTREAM__STARTUP_WAIT_S=wait,
+                                            **DUMMY_CREDENTIALS))
     assert done.returncode == 1
-    assert last_line(done.stderr).startswith("azsidecar: cannot start: upstream.bootstrap_servers: ")
+    assert last_line(done.stderr) == (f"azsidecar: cannot start: upstream.bootstrap_servers: no broker of "
+                                      f"['{address}'] accepted a connection{within}: {address}: Connection refused")
+    # waiting, it said so (and retried) before giving up
+    assert ("no upstream broker reachable yet, retrying (upstream.startup_wait_s = 1.6)" in done.stderr) == bool(within)
 
 
 NO_BUCKET = ("wal.bucket: must be set: there is no default bucket, since a fixed name may belong to another AWS "
