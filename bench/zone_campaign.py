@@ -12,15 +12,22 @@ through their zone's proxy, policy "wal") with one outage of a random zone
   its agents are), over 1 s;
 - p99_ms: the highest per-second p99 produce latency any producer reported from the fault
   until 5 s after the restart;
-- zone_restart_s (a): from the restart until the zone's agent and proxy were ready again;
+- zone_restart_s (a): from the restart until the zone's agent and proxy were ready again
+  (started beside their Kafka node, they wait for it); respawns: starts tried again;
+- election (a, b): once the zone is back (a: its sidecars ready; b: healed), preferred-leader
+  elections move its leaders back (as auto.leader.rebalance.enable would, within 300 s by
+  default); wal_return_s then counts from the last election that moved any;
 - objects_for_zone (a, b, e): the WAL objects other zones' proxies wrote for the zone while
   it was out, the seconds from the fault to the last of them (how long they kept paying for
   objects the zone could not read), and how many no agent of the zone ever read;
   objects_from_zone: the same for the objects the zone's own proxy wrote for the others;
 - gc: one `azsidecar gc --once` pass after the cycle (orphans older than 1 s deleted): what
   it deleted and what it left;
-- wal_return_s (b, e): per proxy of another zone, from the zone's return (the partition
-  healed, the agent back) until its batches to the zone took the WAL path again; (c): for
+- link (d): the batches crossing between the zone and the others before, during and after
+  the degraded window by route, and the WAL batches' median notification round trip;
+- wal_return_s: per proxy of another zone, from the zone's return (a, b: the election that
+  moved its leaders back; d: the link restored; e: the agent back) until its batches to the
+  zone took the WAL path again, to the last; (c): for
   the cut-off zone's own proxy, from the S3 link's return until its batches to each other
   zone took the WAL path again (None: not back before the producers finished).
 
@@ -30,6 +37,9 @@ Scenarios:
       reachable, healed --outage-s later (use more than KRaft's 9 s broker session timeout
       to have its broker fenced and its leaders moved)
   c   the zone's link to S3 down (requests hang) for --outage-s
+  d   the zone's inter-zone link degraded for --outage-s (every packet through a user-space
+      wire: 40 ms +- 10 ms each way, 2 % loss, a 0.8 s stall every 3 s, resets every 4 s),
+      then restored
   e   the zone's agent killed with -9, restarted --outage-s later; its broker keeps its leaders
 
 Usage (from the repository root, as root):
@@ -44,6 +54,7 @@ at the end: its "Zone episodes" section prices each outage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -56,13 +67,18 @@ from pathlib import Path
 
 from deploy.local.scenario import TopicSpec, Workload
 from deploy.local.sidecar_stack import SidecarSettings
+from deploy.local.zone_wire import wired_zone
 from deploy.local.zones import netns_available, three_zones
 from tests.system.reliability.harness import run_campaign
 from tests.system.reliability.zone_faults import (
+    DEGRADED_LINK,
+    LeaderReturn,
     agents_gone,
     audit_batches,
     audit_records,
     collect_wal_objects,
+    degraded_link,
+    link_figures,
     objects_for_zone,
     p99_during,
     partition,
@@ -77,7 +93,7 @@ RECORD_BYTES = 100
 # Producers that can deliver during the outage, of three: a whole zone down or cut off stops
 # its own producer (its sidecar is gone or its leaders are fenced); S3 cut or agents gone, the
 # zone's batches go direct and every producer delivers.
-DELIVERING = {"a": 2, "b": 2, "c": 3, "e": 3}
+DELIVERING = {"a": 2, "b": 2, "c": 3, "d": 3, "e": 3}
 
 
 def own_wal_return_s(batches: list[dict], zone: str, up_wall_ms: int) -> dict[str, float | None]:
@@ -95,31 +111,53 @@ def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, out
     settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / "audit" / f"cycle-{n}", policy="wal",
                                extra={"audit": {"flush_seconds": 0.2}})
     fault_at = rng.uniform(0.05, 0.2)
-    pending: list[str] = []
-    if scenario == "a":
-        outage, pending = whole_zone(env, zone, outage_s=outage_s, fault_at=fault_at)
-    elif scenario == "b":
-        outage = partition(env, zone, outage_s=outage_s, fault_at=fault_at)
-    elif scenario == "c":
-        outage = s3_cut(env, zone, outage_s=outage_s, fault_at=fault_at)
-    else:
-        outage = agents_gone(zone, outage_s=outage_s, fault_at=fault_at)
-    started = time.monotonic()
-    result = run_campaign(env, workload, settings, outage, name=f"zone-{scenario}-{n}", records_per_s=rate)
+    restart = None
+    leaders = LeaderReturn()  # (a), (b): the zone's leaders moved back once it has returned
+    with contextlib.ExitStack() as stack:
+        if scenario == "a":
+            outage, restart = whole_zone(env, zone, outage_s=outage_s, fault_at=fault_at, leaders=leaders)
+        elif scenario == "b":
+            outage = partition(env, zone, outage_s=outage_s, fault_at=fault_at, leaders=leaders)
+        elif scenario == "c":
+            outage = s3_cut(env, zone, outage_s=outage_s, fault_at=fault_at)
+        elif scenario == "d":
+            wire = stack.enter_context(wired_zone(zone.bridge_port or "", zone.netns, env.log_dir, DEGRADED_LINK,
+                                                  seed=rng.randrange(1 << 30)))
+            outage = degraded_link(wire, zone, outage_s=outage_s, fault_at=fault_at)
+        else:
+            outage = agents_gone(zone, outage_s=outage_s, fault_at=fault_at)
+        started = time.monotonic()
+        result = run_campaign(env, workload, settings, outage, name=f"zone-{scenario}-{n}", records_per_s=rate)
+        wire_counts = wire.counts() if scenario == "d" else None
+        leaders.join()
     v = result.verification
     row = {"cycle": n, "scenario": scenario, "zone": zone.name, "fault_at": round(fault_at, 3),
            "acknowledged": v["acknowledged"], "rpo_records": v["lost"], "duplicates": v["duplicates"],
-           "reordered": v["reordered"], "not_restarted": list(pending),
+           "reordered": v["reordered"],
            "survivors_rto_s": survivors_recovery_s(result, outage, DELIVERING[scenario], rate),
            "p99_ms": p99_during(result, outage), "peak_proxy_rss_mib": round(result.peak_proxy_rss_kib / 1024, 1),
+           "peak_agent_rss_mib": round(max((v for x in result.samples for v in x["agent_rss_kib"].values()),
+                                           default=0) / 1024, 1),
            "run_s": round(time.monotonic() - started, 1)}
+    if restart is not None:
+        row |= {"not_restarted": restart.pending, "zone_restart_s": restart.ready_s, "respawns": restart.respawns}
+    if scenario in ("a", "b"):
+        row |= {"election": leaders.counts, "election_error": leaders.error}
+        if leaders.back_wall_ms is not None:  # from the election that moved the zone's leaders back
+            row["wal_return_s"] = wal_return_s(audit_batches(settings.audit_dir), zone.name, leaders.back_wall_ms)
     if scenario != "c":
         records = audit_records(settings.audit_dir, frozenset({"wal_flush", "agent_read"}))
         row["objects_for_zone"] = objects_for_zone(records, zone.name, outage.down_wall_ms, outage.up_wall_ms)
         row["objects_from_zone"] = objects_for_zone(records, zone.name, outage.down_wall_ms, outage.up_wall_ms,
                                                     from_zone=True)
     row["gc"] = collect_wal_objects(env, "wal", settings.audit_dir, f"zone-{scenario}-{n}")
-    if scenario in ("b", "e"):
+    if scenario == "d":
+        row["wire"] = wire_counts
+        row["link"] = link_figures(audit_batches(settings.audit_dir), zone.name, outage.down_wall_ms,
+                                   outage.up_wall_ms)
+        row["own_wal_return_s"] = wal_return_s(audit_batches(settings.audit_dir), zone.name, outage.up_wall_ms,
+                                               from_zone=True)
+    if scenario in ("d", "e"):
         row["wal_return_s"] = wal_return_s(audit_batches(settings.audit_dir), zone.name, outage.up_wall_ms)
     elif scenario == "c":
         row["wal_return_s"] = own_wal_return_s(audit_batches(settings.audit_dir), zone.name, outage.up_wall_ms)
@@ -136,12 +174,21 @@ def summary(rows: list[dict]) -> dict:
     returns = [x for r in rows for x in (r.get("wal_return_s") or {}).values()]
     objects = [r["objects_for_zone"] for r in rows if "objects_for_zone" in r]
     own = [r["objects_from_zone"] for r in rows if "objects_from_zone" in r]
+    links = [r["link"] for r in rows if "link" in r]
+    own_returns = [x for r in rows for x in (r.get("own_wal_return_s") or {}).values()]
     return {"cycles": len(rows), "records_lost": sum(r["rpo_records"] for r in rows),
             "duplicates": sum(r["duplicates"] for r in rows), "reordered": sum(r["reordered"] for r in rows),
             "survivors_rto_s": stats([r["survivors_rto_s"] for r in rows]),
             "survivors_never_recovered": sum(r["survivors_rto_s"] is None for r in rows),
             "p99_ms": stats([r["p99_ms"] for r in rows]),
             "wal_return_s": stats(returns), "wal_not_back": sum(x is None for x in returns),
+            "zone_restart_s": stats([r.get("zone_restart_s") for r in rows]),
+            "own_wal_return_s": stats(own_returns), "own_wal_not_back": sum(x is None for x in own_returns),
+            "link": {phase: {"wal": sum(x[phase]["wal"] for x in links),
+                             "fallback_direct": sum(x[phase]["fallback_direct"] for x in links),
+                             "notify_rtt_p50_ms": stats([x[phase]["notify_rtt_p50_ms"] for x in links])}
+                     for phase in ("before", "during", "after")} if links else None,
+            "respawns": sum(r.get("respawns", 0) for r in rows),
             "objects_for_zone_out": stats([o["objects"] for o in objects]),
             "last_put_for_zone_out_s": stats([o["last_put_s"] for o in objects]),
             "unread_objects": sum(o["unread"] for o in objects),
@@ -164,7 +211,7 @@ def report(audit_root: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", choices=("a", "b", "c", "e"), required=True)
+    parser.add_argument("--scenario", choices=("a", "b", "c", "d", "e"), required=True)
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--rate", type=int, default=500, help="records/s per producer (3 producers)")
     parser.add_argument("--seconds", type=float, default=30.0, help="production per cycle")

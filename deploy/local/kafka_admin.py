@@ -183,12 +183,31 @@ def move_leader(bootstrap: str, topic: str, partition: int, broker_id: int, time
     return result
 
 
+def elect_preferred(bootstrap: str, timeout_s: float = 30.0,
+                    security: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """A preferred-leader election over every partition of the cluster (what Kafka's
+    auto.leader.rebalance.enable does every leader.imbalance.check.interval.seconds). Returns
+    how many partitions moved ("elected"), were already led by their preferred replica
+    ("not_needed") or could not move yet ("not_available": the preferred replica is not in
+    sync, e.g. its broker is still catching up)."""
+    with _admin(bootstrap, security) as admin:
+        response = admin.elect_leaders(0, None, timeout_ms=int(timeout_s * 1000), raise_errors=False)
+    counts = {"elected": 0, "not_needed": 0, "not_available": 0, "other": 0}
+    for result in response.replica_election_results:
+        for partition in result.partition_result:
+            code = partition.error_code
+            key = {0: "elected", 84: "not_needed", 80: "not_available"}.get(code, "other")
+            counts[key] += 1
+    return counts
+
+
 OPERATIONS: dict[str, Callable[..., Any]] = {
     "wait_ready": wait_ready,
     "create_topic": create_topic,
     "delete_topics": delete_topics,
     "describe_topic": describe_topic,
     "move_leader": move_leader,
+    "elect_preferred": elect_preferred,
 }
 
 

@@ -321,6 +321,12 @@ class KafkaCluster:
                                             partition=partition, broker_id=node_id, timeout_s=ADMIN_TIMEOUT_S)
         return result
 
+    def elect_preferred(self) -> dict[str, int]:
+        """A preferred-leader election over every partition (kafka_admin.elect_preferred)."""
+        result: dict[str, int] = self.admin("elect_preferred", bootstrap=self._live_bootstrap(),
+                                            timeout_s=ADMIN_TIMEOUT_S)
+        return result
+
     def _live_bootstrap(self) -> str:
         live = [n.bootstrap for n in self.nodes.values() if n.running]
         return ",".join(live or [self.bootstrap])

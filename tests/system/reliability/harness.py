@@ -100,6 +100,7 @@ class Fleet:
         self.proxies: dict[str, subprocess.Popen] = {}
         self.agents: dict[str, subprocess.Popen] = {}
         self.events: list[tuple[float, str]] = []  # (monotonic time, what happened)
+        self._offsets: dict[int, int] = {}  # pid of a spawned process -> where its log's new lines begin
 
     def _spawn(self, zone: Zone, role: str) -> tuple[subprocess.Popen, int]:
         """Start the zone's proxy or agent; (the process, where its log's new lines begin)."""
@@ -120,6 +121,22 @@ class Fleet:
         for zone, proc, offset in spawned:
             _wait_for_log_line(proc, proc.log_path, ready, READY_TIMEOUT_S, f"{role} of {zone.name}", offset)
             self.events.append((time.monotonic(), f"start {role} {zone.name}"))
+
+    def spawn(self, role: str, zone: Zone) -> None:
+        """Start the zone's proxy or agent without waiting for it (see `state`)."""
+        proc, offset = self._spawn(zone, role)
+        (self.agents if role == "agent" else self.proxies)[zone.name] = proc
+        self._offsets[proc.pid] = offset
+        self.events.append((time.monotonic(), f"spawn {role} {zone.name}"))
+
+    def state(self, role: str, zone: Zone) -> str:
+        """"ready" (its ready line is in the log since it was spawned), "exited" or "starting"."""
+        proc = (self.agents if role == "agent" else self.proxies)[zone.name]
+        offset = self._offsets.get(proc.pid, 0)
+        text = proc.log_path.read_bytes()[offset:].decode(errors="replace") if proc.log_path.exists() else ""
+        if READY_LINES[role] in text:
+            return "ready"
+        return "exited" if proc.poll() is not None else "starting"
 
     def start_agent(self, zone: Zone) -> None:
         """Start (or restart) the zone's agent. Raises RuntimeError if it does not come up."""
@@ -142,8 +159,12 @@ class Fleet:
         self.events.append((time.monotonic(), f"kill -9 {role} {zone.name}"))
 
     def proxy_rss_kib(self) -> dict[str, int]:
+        return self.rss_kib("proxy")
+
+    def rss_kib(self, role: str) -> dict[str, int]:
+        """Resident set size (KiB) of each zone's running proxy or agent."""
         out = {}
-        for name, proc in self.proxies.items():
+        for name, proc in (self.proxies if role == "proxy" else self.agents).items():
             value = rss_kib(proc.pid) if proc.poll() is None else None
             if value is not None:
                 out[name] = value
@@ -187,7 +208,7 @@ class CampaignResult:
     producer_errors: Mapping[str, str | None]  # first delivery error per producer
     producer_fatal: Mapping[str, str]  # producers that died without a summary -> their fatal log line
     peak_proxy_rss_kib: int
-    samples: tuple[Mapping[str, Any], ...]  # per tick: t_s, rss per zone, acked, latency
+    samples: tuple[Mapping[str, Any], ...]  # per tick: t_s, proxy and agent rss per zone, acked, latency
     events: tuple[tuple[float, str], ...]  # (seconds since start, what happened)
     duration_s: float
     out_dir: Path
@@ -272,7 +293,8 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
             p99s = [p["lat_p99_ms"] for p in progress if "lat_p99_ms" in p]
             p50s = [p["lat_p50_ms"] for p in progress if "lat_p50_ms" in p]
             maxes = [p["lat_max_ms"] for p in progress if "lat_max_ms" in p]
-            samples.append({"t_s": round(ctx.elapsed_s, 2), "rss_kib": rss, "acked": ctx.acked,
+            samples.append({"t_s": round(ctx.elapsed_s, 2), "rss_kib": rss, "agent_rss_kib": fleet.rss_kib("agent"),
+                            "acked": ctx.acked,
                             "lat_p50_ms": max(p50s) if p50s else None, "lat_p99_ms": max(p99s) if p99s else None,
                             "lat_max_ms": max(maxes) if maxes else None})
             on_tick(ctx)

@@ -1,6 +1,7 @@
 """Zone outages on Apache Kafka in network namespaces: (a) a whole zone killed at once, (e) a
 zone's agents gone while its broker stays, (c) S3 unreachable from one zone, (b) a zone
-partitioned from the others (its S3 reachable), then healed.
+partitioned from the others (its S3 reachable), then healed, (d) a zone's inter-zone link
+degraded (delay, loss, stalls, resets on every packet), then restored.
 
 One three-zone netns environment per module (a Kafka node per zone, rack = zone, RF 3,
 min.insync.replicas 2; moto in its own namespace), shared by the scenarios: Kafka in netns
@@ -8,12 +9,13 @@ takes ~30 s to be ready. Each scenario runs three paced idempotent producers (on
 each through its zone's proxy, policy "wal") for ~10 s and breaks one zone while they run,
 then checks: nothing acknowledged lost, duplicated or reordered (every partition read
 back), the surviving zones' producers kept producing during the outage, the proxies'
-memory stayed bounded, and (agents scenario) the zone came back to the WAL path without
+and agents' memory stayed bounded, and (agents scenario) the zone came back to the WAL path without
 a proxy restart. The campaign with many cycles and RPO/RTO figures is bench/zone_campaign.py.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,12 +23,18 @@ import pytest
 
 from deploy.local.scenario import TopicSpec, Workload
 from deploy.local.sidecar_stack import SidecarSettings
+from deploy.local.zone_wire import wired_zone
 from deploy.local.zones import netns_available, three_zones
 from tests.conftest import shed_topics
 from tests.system.reliability.harness import run_campaign
 from tests.system.reliability.zone_faults import (
+    DEGRADED_LINK,
     agents_gone,
     audit_batches,
+    audit_records,
+    collect_wal_objects,
+    degraded_link,
+    objects_for_zone,
     partition,
     s3_cut,
     wal_return_s,
@@ -79,10 +87,13 @@ def assert_delivered_exactly_once(result, total: int = TOTAL) -> None:
 
 
 def assert_memory_bounded(result) -> None:
-    first = {zone: kib for zone, kib in result.samples[0]["rss_kib"].items()} if result.samples else {}
-    for sample in result.samples:
-        for zone, kib in sample["rss_kib"].items():
-            assert kib - first.get(zone, kib) <= RSS_GROWTH_BOUND_KIB, (zone, sample)
+    """No proxy and no agent grew by more than RSS_GROWTH_BOUND_KIB from its first sample (an
+    agent's block cache, up to wal.cache_bytes, cannot fill with a run's few MB)."""
+    for key in ("rss_kib", "agent_rss_kib"):
+        first = dict(result.samples[0][key]) if result.samples else {}
+        for sample in result.samples:
+            for zone, kib in sample[key].items():
+                assert kib - first.get(zone, kib) <= RSS_GROWTH_BOUND_KIB, (key, zone, sample)
 
 
 def test_whole_zone_killed_at_once_then_restarted(kafka_netns, tmp_path):
@@ -92,12 +103,15 @@ def test_whole_zone_killed_at_once_then_restarted(kafka_netns, tmp_path):
     sidecar is gone) and delivers after the restart, within its message timeout."""
     env = kafka_netns
     zone = env.zones[1]
-    outage, pending = whole_zone(env, zone, outage_s=OUTAGE_S, fault_at=FAULT_AT)
+    outage, restart = whole_zone(env, zone, outage_s=OUTAGE_S, fault_at=FAULT_AT)
     result = run_campaign(env, WORKLOAD, settings(tmp_path), outage, name="zone-down",
                           records_per_s=RATE_PER_PRODUCER)
 
     assert outage.down_at is not None and outage.up_at is not None, result.events
-    assert not pending, f"not restarted: {pending}"
+    # Started beside their restarting Kafka node, the agent and the proxy waited for it by
+    # themselves (upstream.startup_wait_s) and came up without being started again.
+    assert not restart.pending, f"not restarted: {restart.pending}"
+    assert restart.respawns == 0, result.events
     assert_delivered_exactly_once(result)
     # The surviving producers were still acknowledged while the zone was down, but not at
     # their rate: a producer sees the proxy as its one broker, so each ProduceRequest holds
@@ -170,6 +184,7 @@ def test_s3_unreachable_from_one_zone(kafka_netns, tmp_path):
 
 
 PARTITION_S = 12.0  # longer than KRaft's broker session timeout (9 s): the zone's broker is fenced
+WAL_WINDOW_S = 3 * 1.5 + 1.0  # circuits open after 3 missed deadlines of notify.gray_max_s, plus slack
 
 
 def test_zone_partitioned_then_healed(kafka_netns, tmp_path):
@@ -196,3 +211,60 @@ def test_zone_partitioned_then_healed(kafka_netns, tmp_path):
               if b["zone"] != zone.name and b["leader_zone"] == zone.name
               and outage.down_wall_ms <= b["ts_ms"] <= outage.up_wall_ms]
     print("batches to the cut-off zone while cut off:", sorted({(b["route"], b["reason"]) for b in others}))
+    # WAL objects that cannot be read stop within a bounded window: the proxies on both sides
+    # write for the other side of the cut only until their circuits open (at most 3 missed
+    # notification deadlines, notify.gray_max_s 1.5 s each) or their producers' requests stall
+    # behind the partitions the cut broker led. Measured 0.03-0.07 s after the cut.
+    records = audit_records(tmp_path / "audit", frozenset({"wal_flush", "agent_read"}))
+    for side in (False, True):
+        written = objects_for_zone(records, zone.name, outage.down_wall_ms, outage.up_wall_ms, from_zone=side)
+        print(f"WAL objects {'from' if side else 'for'} the cut-off zone while cut off: {written}")
+        assert written["last_put_s"] is None or written["last_put_s"] <= WAL_WINDOW_S, written
+    # ... and the ones no agent will apply are collected: one gc pass leaves nothing older than 1 s.
+    gc = collect_wal_objects(env, "wal", tmp_path / "audit", "partition")
+    assert gc["left"] == 0 and gc["held"] == 0, gc
+
+
+DEGRADED_S = 8.0
+LINK_RECORDS_PER_PRODUCER = 12_000  # 24 s: the restore at ~9 s, then 12 s past a circuit's 10 s open period
+
+
+def test_degraded_inter_zone_link_then_restored(kafka_netns, tmp_path):
+    """(d) every packet between use1-az3 and the other zones goes through a user-space wire
+    (deploy/local/zone_wire.py): healthy, then from 5 % of the records for DEGRADED_S
+    degraded (DEGRADED_LINK: 40 ms +- 10 ms each way, 2 % loss, a 0.8 s stall every 3 s, the
+    zone's cross-zone connections reset every 4 s), then restored. Direct produce across
+    zones, notifications and metadata all cross it; replication and S3 do not. Nothing
+    acknowledged is lost, duplicated or reordered; every producer keeps producing; after the
+    restore batches between use1-az3 and the others take the WAL path again."""
+    env = kafka_netns
+    zone = env.zones[2]
+    workload = replace(WORKLOAD, total_bytes=3 * LINK_RECORDS_PER_PRODUCER * 100)
+    with wired_zone(zone.bridge_port, zone.netns, env.log_dir, DEGRADED_LINK, seed=11) as wire:
+        outage = degraded_link(wire, zone, outage_s=DEGRADED_S, fault_at=0.05)
+        result = run_campaign(env, workload, settings(tmp_path), outage, name="degraded-link",
+                              records_per_s=RATE_PER_PRODUCER)
+        counts = wire.counts()
+
+    assert outage.down_at is not None and outage.up_at is not None, result.events
+    assert_delivered_exactly_once(result, 3 * LINK_RECORDS_PER_PRODUCER)
+    assert result.verification["acknowledged"] == 3 * LINK_RECORDS_PER_PRODUCER, result.producer_errors
+    assert_memory_bounded(result)
+    # The wire did degrade the link: frames lost both ways, stalls, resets.
+    assert counts.get("to_zone_dropped", 0) > 0 and counts.get("to_bridge_dropped", 0) > 0, counts
+    assert counts.get("stalls", 0) >= 2 and counts.get("resets", 0) >= 1, counts
+    # Every producer kept producing while it was degraded (paced 3 x 500/s; a quarter of it).
+    assert outage.acked_up - outage.acked_down >= 3 * RATE_PER_PRODUCER * DEGRADED_S / 4, \
+        (outage.acked_down, outage.acked_up)
+    batches = audit_batches(tmp_path / "audit")
+    crossing = [b for b in batches if zone.name in (b["zone"], b["leader_zone"]) and b["zone"] != b["leader_zone"]]
+    during = [b for b in crossing if outage.down_wall_ms <= b["ts_ms"] <= outage.up_wall_ms]
+    after = [b for b in crossing if b["ts_ms"] > outage.up_wall_ms + 12_000]  # past a 10 s open period
+    print(f"degraded link: wire {counts}; batches across use1-az3 while degraded by (route, reason): "
+          f"{dict(Counter((b['route'], b['reason']) for b in during))}")
+    if not after:
+        pytest.xfail("the producers finished within 12 s of the restore: the WAL return is not observable")
+    last = {}
+    for b in after:
+        last[(b["zone"], b["leader_zone"])] = b["route"]
+    assert set(last.values()) == {"wal"}, last

@@ -9,13 +9,16 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deploy.local.processes import DUMMY_CREDENTIALS
 from deploy.local.sidecar_stack import to_toml
+from deploy.local.zone_wire import LinkShape, WiredZone
 from deploy.local.zones import S3_IF, Zone, ZoneEnv
 from tests.system.reliability.harness import CampaignResult, TickContext
 
@@ -48,33 +51,94 @@ class Outage:
             self.after_up(ctx)
 
 
-def whole_zone(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> tuple[Outage, list[str]]:
-    """(a) the zone's Kafka node, agent and proxy killed with -9 together, then restarted: the
-    node first, then agent and proxy as a supervisor would (one that exits at start because its
-    zone's broker still refuses is tried again next tick). Returns the outage and the list of
-    what is still to restart (empty once done)."""
+ELECTION_TIMEOUT_S = 90.0  # the returned broker catches up (joins the ISR) before its leaders can move back
+ELECTION_RETRY_S = 1.0
+
+
+@dataclass
+class LeaderReturn:
+    """Preferred-leader elections that move a returned zone's leaders back, as Kafka's
+    auto.leader.rebalance.enable does within leader.imbalance.check.interval.seconds (300 s by
+    default; the local cluster runs without it, so the moment is the scenario's). Started once
+    (`start`), in a thread: each election is an admin round trip of a few seconds."""
+
+    back_wall_ms: int | None = None  # the last election that moved any leader (wall clock)
+    counts: dict[str, int] | None = None  # the last election's kafka_admin.elect_preferred counts
+    error: str | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self, env: ZoneEnv) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._elect_until_back, args=(env,), daemon=True)
+            self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join(ELECTION_TIMEOUT_S + 60)
+
+    def _elect_until_back(self, env: ZoneEnv) -> None:
+        """Elections until no partition's preferred replica is still out of sync (bounded)."""
+        assert env.kafka is not None
+        deadline = time.monotonic() + ELECTION_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                counts = env.kafka.elect_preferred()
+            except Exception as exc:  # noqa: BLE001 - reported with the cycle, not raised in a thread
+                self.error = str(exc)[:300]
+            else:
+                self.counts = counts
+                if counts["elected"]:
+                    self.back_wall_ms = int(time.time() * 1000)
+                if not counts["not_available"]:
+                    return
+            time.sleep(ELECTION_RETRY_S)  # paced retries while the broker catches up, bounded by the deadline
+
+
+@dataclass
+class ZoneRestart:
+    """How the killed zone's sidecars came back (scenario a): still to be ready, when both were
+    (seconds from the restart), and how many starts had to be tried again (a process that exited)."""
+
+    pending: list[str] = field(default_factory=lambda: ["agent", "proxy"])
+    ready_s: float | None = None
+    respawns: int = 0
+
+
+def whole_zone(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float,
+               leaders: LeaderReturn | None = None) -> tuple[Outage, ZoneRestart]:
+    """(a) the zone's Kafka node, agent and proxy killed with -9 together, then restarted all at
+    once: the node, and the agent and proxy beside it, which wait for their zone's broker by
+    themselves (upstream.startup_wait_s). A process that still exits is started again on the
+    next tick, as a supervisor would. `leaders`: started once both are ready. Returns the
+    outage and the restart's progress."""
     node = env.kafka.node_of_rack(zone.name)
-    pending = ["agent", "proxy"]
+    restart = ZoneRestart()
 
     def down(ctx: TickContext) -> None:
         env.kafka.kill_node(node.node_id)
         ctx.fleet.kill("agent", zone)
         ctx.fleet.kill("proxy", zone)
 
-    def supervise(ctx: TickContext) -> None:
-        while pending:
-            try:
-                (ctx.fleet.start_agent if pending[0] == "agent" else ctx.fleet.start_proxy)(zone)
-            except RuntimeError:
-                return
-            pending.pop(0)
-
     def up(ctx: TickContext) -> None:
         env.kafka.start_node(node.node_id, wait=False)
-        supervise(ctx)
+        ctx.fleet.spawn("agent", zone)
+        ctx.fleet.spawn("proxy", zone)
 
-    return Outage(down, up, outage_s=outage_s, fault_at=fault_at, after_up=lambda ctx: pending and supervise(ctx)), \
-        pending
+    def watch(ctx: TickContext) -> None:
+        for role in list(restart.pending):
+            state = ctx.fleet.state(role, zone)
+            if state == "ready":
+                restart.pending.remove(role)
+            elif state == "exited":
+                restart.respawns += 1
+                ctx.fleet.spawn(role, zone)
+        if not restart.pending and restart.ready_s is None and outage.up_at is not None:
+            restart.ready_s = round(time.monotonic() - outage.up_at, 2)
+            if leaders is not None:
+                leaders.start(env)
+
+    outage = Outage(down, up, outage_s=outage_s, fault_at=fault_at, after_up=watch)
+    return outage, restart
 
 
 def agents_gone(zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
@@ -189,10 +253,11 @@ def s3_cut(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> Out
     return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at)
 
 
-def partition(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
+def partition(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float,
+              leaders: LeaderReturn | None = None) -> Outage:
     """(b) the zone cut off from the other zones: its inter-zone bridge port and its Kafka
     replication port taken down (root namespace ends of its veths) for outage_s, then up.
-    Its own S3 link stays: the zone still reaches S3."""
+    Its own S3 link stays: the zone still reaches S3. `leaders`: started at the heal."""
     ports = [p for p in (zone.bridge_port, zone.replication_port) if p]
 
     def link(state: str) -> Callable[[TickContext], None]:
@@ -202,7 +267,8 @@ def partition(env: ZoneEnv, zone: Zone, *, outage_s: float, fault_at: float) -> 
             ctx.fleet.events.append((time.monotonic(), f"partition {'heal' if state == 'up' else 'cut'} {zone.name}"))
         return act
 
-    return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at)
+    return Outage(link("down"), link("up"), outage_s=outage_s, fault_at=fault_at,
+                  after_up=(lambda ctx: leaders.start(env)) if leaders is not None else None)
 
 
 GC_SUMMARY = re.compile(r"gc: scanned (\d+) objects, deleted (\d+) applied and (\d+) orphans, (\d+) orphans, "
@@ -246,3 +312,39 @@ def collect_wal_objects(env: ZoneEnv, bucket: str, audit_dir: Path, name: str,
     if code != 0:
         raise RuntimeError(f"azsidecar gc exited {code}: {output[-2000:]}")
     return gc_summary(output)
+
+
+# (d): 40 ms +- 10 ms each way, 2 % of frames lost, the link stalled 0.8 s every 3 s, the
+# zone's cross-zone connections reset every 4 s: a slow, lossy, flapping path that still works.
+DEGRADED_LINK = LinkShape(latency_s=0.040, jitter_s=0.010, loss=0.02, stall_every_s=3.0, stall_s=0.8,
+                          reset_every_s=4.0)
+
+
+def degraded_link(wire: WiredZone, zone: Zone, *, outage_s: float, fault_at: float) -> Outage:
+    """(d) the zone's inter-zone link degraded (see deploy/local/zone_wire.py; the wire must be
+    running, healthy, from before the producers) for outage_s, then restored."""
+    def act(state: str) -> Callable[[TickContext], None]:
+        def signal_wire(ctx: TickContext) -> None:
+            (wire.degrade if state == "degraded" else wire.restore)()
+            ctx.fleet.events.append((time.monotonic(), f"link {state} {zone.name}"))
+        return signal_wire
+
+    return Outage(act("degraded"), act("restored"), outage_s=outage_s, fault_at=fault_at)
+
+
+def link_figures(batches: list[dict[str, Any]], zone: str, down_wall_ms: int, up_wall_ms: int) -> dict[str, Any]:
+    """(d) the batches crossing between `zone` and the others, before, during and after the
+    degraded window: how many took each route (wal, or direct because the zone's WAL path was
+    unhealthy) and the WAL batches' median notification round trip (ms)."""
+    def phase(b: dict[str, Any]) -> str:
+        return "before" if b["ts_ms"] < down_wall_ms else "during" if b["ts_ms"] <= up_wall_ms else "after"
+
+    crossing = [b for b in batches if zone in (b["zone"], b["leader_zone"]) and b["zone"] != b["leader_zone"]]
+    out: dict[str, Any] = {}
+    for name in ("before", "during", "after"):
+        mine = [b for b in crossing if phase(b) == name]
+        rtts = sorted(b["notify_rtt_ms"] for b in mine if b["route"] == "wal" and b.get("notify_rtt_ms", -1) >= 0)
+        out[name] = {"wal": sum(b["route"] == "wal" for b in mine),
+                     "fallback_direct": sum(b["reason"] == "zone unhealthy, fallback direct" for b in mine),
+                     "notify_rtt_p50_ms": rtts[len(rtts) // 2] if rtts else None}
+    return out
