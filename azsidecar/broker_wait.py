@@ -1,4 +1,4 @@
-"""Start-up: wait for the zone's brokers to accept a connection instead of exiting.
+"""Start-up: wait for the zone's brokers to answer instead of exiting.
 
 After an availability-zone outage the sidecars of the returning zone often start before its
 brokers do. A process that exits at once then depends on its supervisor's restart back-off
@@ -7,10 +7,13 @@ its brokers are back. Kafka's own clients keep retrying the bootstrap servers; s
 sidecar, for up to `upstream.startup_wait_s` (default: indefinitely), alive and not ready
 meanwhile, with the reason in /readyz and in the log.
 
-What is waited for is only that some bootstrap address accepts a TCP connection: a broker
-that is down or unreachable. A broker that answers and then refuses (wrong TLS CA, wrong
-SASL password) is not retried: the component's own start fails at once with the broker's
-reason, since waiting cannot fix it.
+What is waited for is that some bootstrap address takes a connection and, on a plaintext
+listener (PLAINTEXT, SASL_PLAINTEXT), answers an ApiVersions request: Kafka binds its
+listener before it processes requests (it first catches up with the cluster's metadata), so
+a restarting broker accepts connections seconds before it answers them, longer than a
+component's connect timeout. On a TLS listener the connection alone is waited for. A broker
+that answers and then refuses (wrong TLS CA, wrong SASL password) is not retried: the
+component's own start fails at once with the broker's reason, since waiting cannot fix it.
 """
 
 from __future__ import annotations
@@ -39,9 +42,39 @@ def _connect(host: str, port: int, timeout_s: float) -> None:
     socket.create_connection((host, port), timeout=timeout_s).close()
 
 
+def _api_versions(host: str, port: int, timeout_s: float) -> None:
+    """Connect and wait for the answer to ApiVersions v0 (allowed before SASL), encoded and
+    decoded by kafka-python's protocol parser. Raises OSError (TimeoutError: no answer)."""
+    from kafka.errors import KafkaError  # noqa: PLC0415 - the proxy imports kafka-python anyway
+    from kafka.protocol.metadata import ApiVersionsRequest  # noqa: PLC0415
+    from kafka.protocol.parser import KafkaProtocol  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout_s
+    with socket.create_connection((host, port), timeout=timeout_s) as conn:
+        protocol = KafkaProtocol(client_id="azsidecar-startup")
+        protocol.send_request(ApiVersionsRequest[0]())
+        conn.sendall(protocol.send_bytes())
+        while True:
+            conn.settimeout(max(0.001, deadline - time.monotonic()))
+            data = conn.recv(65536)
+            if not data:
+                raise ConnectionResetError(104, "closed before answering ApiVersions")
+            try:
+                if protocol.receive_bytes(data):
+                    return
+            except KafkaError as exc:
+                raise ConnectionError(f"not a Kafka answer to ApiVersions: {exc}") from exc
+
+
+def probe_for(security_protocol: str) -> Callable[[Sequence[str], float], list[str]]:
+    """The probe for a listener: an ApiVersions round trip on a plaintext one, a connection on TLS."""
+    connect = _connect if security_protocol in ("SSL", "SASL_SSL") else _api_versions
+    return lambda addresses, timeout_s: refusals(addresses, timeout_s, connect)
+
+
 def refusals(addresses: Sequence[str], timeout_s: float,
              connect: Callable[[str, int, float], None] = _connect) -> list[str]:
-    """[] as soon as one address accepts a TCP connection; else why each did not, in order."""
+    """[] as soon as one address passes `connect`; else why each did not, in order."""
     reasons = []
     for address in addresses:
         host, _, port = address.rpartition(":")
@@ -62,7 +95,7 @@ def wait_for_brokers(addresses: Sequence[str], wait_s: float, connect_timeout_s:
                      probe: Callable[[Sequence[str], float], list[str]] = refusals,
                      sleep: Callable[[float], None] = time.sleep,
                      clock: Callable[[], float] = time.monotonic) -> bool:
-    """Return True once some address accepts a connection (at once when one does), False if
+    """Return True once some address answers `probe` (at once when one does), False if
     `stopped()` turned true while waiting (a shutdown signal). `on_waiting(detail)` after each
     failed round, for readiness. Raises StartupFailure, naming every address's reason, when
     none accepted within `wait_s` (0: one round only)."""
@@ -79,10 +112,10 @@ def wait_for_brokers(addresses: Sequence[str], wait_s: float, connect_timeout_s:
         waited = clock() - started
         detail = "; ".join(reasons)
         if waited + backoff_s(attempt) > wait_s:
-            raise StartupFailure(f"upstream.bootstrap_servers: no broker of {list(addresses)} accepted a connection"
+            raise StartupFailure(f"upstream.bootstrap_servers: no broker of {list(addresses)} answered"
                                  + (f" within {wait_s:g} s (upstream.startup_wait_s)" if wait_s else "")
                                  + f": {detail}")
-        on_waiting(f"waiting for a broker to accept a connection ({waited:.0f} s so far): {detail}")
+        on_waiting(f"waiting for a broker to answer ({waited:.0f} s so far): {detail}")
         if logged_at is None or clock() - logged_at >= LOG_EVERY_S:
             log.warning("no upstream broker reachable yet, retrying (upstream.startup_wait_s = %g): %s",
                         wait_s, detail)

@@ -18,7 +18,7 @@ from typing import Any
 
 import uvloop
 
-from azsidecar.broker_wait import wait_for_brokers
+from azsidecar.broker_wait import probe_for, wait_for_brokers
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config, require_wal_bucket
 from azsidecar.exposition import LabelledRegistry
@@ -97,7 +97,8 @@ async def _serve_until_signal(config: Config, zone: str) -> int:
     try:
         if not await asyncio.to_thread(wait_for_brokers, config.upstream.bootstrap_servers,
                                        config.upstream.startup_wait_s, config.upstream.connect_timeout_s,
-                                       on_waiting=health.waiting_for_brokers, stopped=stop.is_set):
+                                       on_waiting=health.waiting_for_brokers, stopped=stop.is_set,
+                                       probe=probe_for(config.upstream.security_protocol)):
             return 0  # stopped while waiting
         health.brokers_reachable()
         async with running_agent(config, zone, keys, audit=audit, metrics=metrics) as (agent, port):

@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from azsidecar.broker_wait import wait_for_brokers
+from azsidecar.broker_wait import probe_for, wait_for_brokers
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config
 from azsidecar.exposition import LabelledRegistry
@@ -130,7 +130,8 @@ def serve(config: Config, config_path: str | None) -> int:
     try:
         with startup_errors():
             wait_for_brokers(config.upstream.bootstrap_servers, config.upstream.startup_wait_s,
-                             config.upstream.connect_timeout_s, on_waiting=health.waiting_for_brokers)
+                             config.upstream.connect_timeout_s, on_waiting=health.waiting_for_brokers,
+                             probe=probe_for(config.upstream.security_protocol))
             health.brokers_reachable()
             trio.run(_serve_until_signal, config, config_path, health)
     finally:

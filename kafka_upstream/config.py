@@ -22,8 +22,9 @@ class UpstreamConfig:
     request_timeout_s: float = 30.0  # one request to a broker, sent to answered; then the connection is given up
     connect_timeout_s: float = 5.0  # TCP, TLS and the first ApiVersions of one address; then the next address
     metadata_timeout_s: float = 5.0  # one Metadata request to one broker; then the next broker is asked
-    #: At start, while no bootstrap address accepts a TCP connection (the zone's brokers down or
-    #: unreachable, as after a zone outage), keep trying for this long, alive and not ready,
+    #: At start, while no bootstrap address answers (the zone's brokers down, unreachable or still
+    #: starting, as after a zone outage; ApiVersions on a plaintext listener, a TCP connection on
+    #: TLS), keep trying for this long, alive and not ready,
     #: instead of exiting; `inf` (the default) waits as Kafka's own clients do, 0 exits at once.
     #: A broker that answers and then refuses (TLS, SASL) stops the start at once.
     startup_wait_s: float = math.inf

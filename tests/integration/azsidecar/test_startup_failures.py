@@ -144,7 +144,7 @@ def test_agent_with_no_broker_answering(s3_bucket, tmp_path):
                               **DUMMY_CREDENTIALS))
     assert done.returncode == 1
     assert last_line(done.stderr) == (f"azsidecar: cannot start: upstream.bootstrap_servers: no broker of "
-                                      f"['{address}'] accepted a connection: {address}: Connection refused")
+                                      f"['{address}'] answered: {address}: Connection refused")
 
 
 @pytest.mark.parametrize(("wait", "within"), [("0", ""), ("1.6", " within 1.6 s (upstream.startup_wait_s)")])
@@ -156,7 +156,7 @@ def test_proxy_with_no_broker_answering(s3_bucket, tmp_path, wait, within):
                                             **DUMMY_CREDENTIALS))
     assert done.returncode == 1
     assert last_line(done.stderr) == (f"azsidecar: cannot start: upstream.bootstrap_servers: no broker of "
-                                      f"['{address}'] accepted a connection{within}: {address}: Connection refused")
+                                      f"['{address}'] answered{within}: {address}: Connection refused")
     # waiting, it said so (and retried) before giving up
     assert ("no upstream broker reachable yet, retrying (upstream.startup_wait_s = 1.6)" in done.stderr) == bool(within)
 

@@ -85,11 +85,18 @@ def test_proxy_waits_for_its_brokers_then_serves(tansu, tmp_path):
                             "the start-up wait in /readyz")
         assert code == 503 and answer["ready"] is False
         detail = answer["checks"]["upstream"]["detail"]
-        assert detail.startswith("upstream Metadata: waiting for a broker to accept a connection ("), detail
+        assert detail.startswith("upstream Metadata: waiting for a broker to answer ("), detail
         assert detail.endswith(f"{bootstrap}: Connection refused"), detail
         assert get(f"{base}/livez") == (200, {"live": True, "detail": "starting: waiting for the upstream brokers"})
         with pytest.raises(OSError):  # not listening for producers yet
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        # A broker that takes connections but does not answer yet (Kafka binds its listener
+        # before it serves): still waiting, with that reason.
+        host, _, bootstrap_port = bootstrap.rpartition(":")
+        with socket.create_server((host, int(bootstrap_port))):
+            poll(f"{base}/readyz", lambda c, a: "no answer within 2 s" in a["checks"]["upstream"]["detail"],
+                 "a silent broker in /readyz")
+            assert proc.poll() is None
         with brokers_at(bootstrap, tansu.bootstrap, tmp_path):
             wait_for_port("127.0.0.1", port, proc, WAIT_TIMEOUT_S, "azsidecar proxy", tmp_path / "proxy.log")
             code, answer = poll(f"{base}/readyz", lambda c, a: c == 200, "ready")

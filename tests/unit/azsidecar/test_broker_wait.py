@@ -1,4 +1,4 @@
-"""azsidecar/broker_wait.py: start-up waits for a broker to accept a connection, on a fake clock."""
+"""azsidecar/broker_wait.py: start-up waits for a broker to answer, on a fake clock."""
 
 import math
 import socket
@@ -63,9 +63,9 @@ def test_waits_with_backoff_until_the_brokers_are_back():
     # rounds at 100, then after 0.5, 1, 2, 4, 5 s pauses: 100.5, 101.5, 103.5, 107.5, 112.5 (up at 111)
     assert brokers.rounds == pytest.approx([100.0, 100.5, 101.5, 103.5, 107.5, 112.5])
     assert len(waits) == 5
-    assert waits[0] == ("waiting for a broker to accept a connection (0 s so far): "
+    assert waits[0] == ("waiting for a broker to answer (0 s so far): "
                         "10.0.2.10:9092: Connection refused; 10.0.2.11:9092: Connection refused")
-    assert waits[-1].startswith("waiting for a broker to accept a connection (8 s so far): ")
+    assert waits[-1].startswith("waiting for a broker to answer (8 s so far): ")
 
 
 def test_gives_up_after_startup_wait_s_naming_every_address():
@@ -74,7 +74,7 @@ def test_gives_up_after_startup_wait_s_naming_every_address():
     with pytest.raises(StartupFailure) as failure:
         wait_for_brokers(ADDRESSES, 10.0, 5.0, probe=brokers.probe, sleep=t.sleep, clock=t.clock)
     assert str(failure.value) == (
-        "upstream.bootstrap_servers: no broker of ['10.0.2.10:9092', '10.0.2.11:9092'] accepted a connection "
+        "upstream.bootstrap_servers: no broker of ['10.0.2.10:9092', '10.0.2.11:9092'] answered "
         "within 10 s (upstream.startup_wait_s): 10.0.2.10:9092: Connection refused; "
         "10.0.2.11:9092: Connection refused")
     # rounds at 100 (1 s each), pauses 0.5, 1, 2: rounds at 100, 101.5, 103.5, 106.5; the next pause (4 s)
@@ -86,7 +86,7 @@ def test_gives_up_after_startup_wait_s_naming_every_address():
 def test_zero_wait_is_one_round():
     t = FakeTime()
     brokers = Brokers(t, up_at=math.inf)
-    with pytest.raises(StartupFailure, match=r"accepted a connection: 10\.0\.2\.10:9092: Connection refused"):
+    with pytest.raises(StartupFailure, match=r"answered: 10\.0\.2\.10:9092: Connection refused"):
         wait_for_brokers(ADDRESSES, 0.0, 5.0, probe=brokers.probe, sleep=t.sleep, clock=t.clock)
     assert brokers.rounds == [100.0]
 
@@ -123,7 +123,7 @@ def test_refusals_name_each_address_and_stop_at_the_first_that_accepts():
 
 def test_health_while_waiting_is_live_and_not_ready():
     proxy, agent = ProxyHealth("direct"), AgentHealth()
-    detail = "waiting for a broker to accept a connection (12 s so far): 10.0.2.10:9092: Connection refused"
+    detail = "waiting for a broker to answer (12 s so far): 10.0.2.10:9092: Connection refused"
     proxy.waiting_for_brokers(detail)
     agent.waiting_for_brokers(detail)
     assert proxy.live().ok and proxy.live().detail == "starting: waiting for the upstream brokers"
