@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -36,6 +36,8 @@ SCHEMA_HISTORY: dict[int, str] = {
        "open, found when the next writer salvaged it (null for other reasons and before v9)",
     10: "produce_batch.shadow_route/shadow_reason: in shadow mode (router.shadow) the route and reason the "
        "policy would have chosen (the batch went `route`); \"\" otherwise",
+    11: "produce_batch.principal: the Kafka principal of the client that sent the batch (User:<SASL user>, "
+        "User:<certificate name>, User:ANONYMOUS); \"\" before v11",
 }
 
 # produce_batch.reason of a batch the router sent across zones because the WAL path to its
@@ -62,7 +64,7 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("error_code", "long"), ("latency_ms", "double"), ("queue_ms", "double"),
         ("s3_put_ms", "double"), ("notify_rtt_ms", "double"), ("leader_append_ms", "double"),
         ("wal_key", "string"), ("linger_wait_ms", "double"), ("producer_wait_ms", "double"),
-        ("shadow_route", "string"), ("shadow_reason", "string"),
+        ("shadow_route", "string"), ("shadow_reason", "string"), ("principal", "string"),
     ),
     # One per WAL object PUT. reason: size | linger | cost | shutdown.
     "wal_flush": (

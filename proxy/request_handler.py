@@ -8,6 +8,7 @@ proxy.broker_listeners) or refused as a broker would.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -19,6 +20,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from core import errors
+from core.bounded_labels import BoundedLabels
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
 from core.produce import ProduceBackend, Results
@@ -124,6 +126,7 @@ class RequestHandler:
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
         self._fetch_refused_for: set[str | None] = set()
         self._denial_log = LogLimiter()
+        self.principal_labels = BoundedLabels(config.max_principal_labels)
         # API key -> the method serving its decoded requests (begin's dispatch table)
         self._serves: dict[int, _Serve] = {
             API_PRODUCE: self._serve_produce,
@@ -199,6 +202,9 @@ class RequestHandler:
     async def _serve_produce(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
                              nursery: trio.Nursery, who: Request | None) -> None:
         validated = validate_produce(request, frame.api_version, self.config.max_batch_bytes)
+        if who is not None:
+            validated.ctx = dataclasses.replace(validated.ctx, principal=who.principal)
+            metrics.PRINCIPAL_PRODUCE_BYTES_BY(self.principal_labels.label(who.principal)).inc(frame.size)
         if self.authz is not None:
             self._authorize_produce(validated, who)
         for tp, rejected in validated.rejected.items():

@@ -322,8 +322,9 @@ class _RoutedCompletion:
     """
 
     def __init__(self, backend: RoutingBackend, items: list[PartitionBatches], routes: _Routes, held_back: _HeldBack,
-                 direct: _DirectCompletions, wal_items: _WalItems, started: float) -> None:
+                 direct: _DirectCompletions, wal_items: _WalItems, started: float, principal: str = "") -> None:
         self._backend = backend
+        self._principal = principal
         self._items, self._routes, self._held_back = items, routes, held_back
         self._direct, self._wal_items = direct, wal_items
         self._started = started
@@ -422,7 +423,7 @@ class _RoutedCompletion:
 
     def _account(self, results: dict[tuple[str, int], PartitionResult]) -> None:
         self._backend._account(self._items, self._routes, self._held_back, self._wal_items, results,  # noqa: SLF001
-                               self._started, self._finished_at)
+                               self._started, self._finished_at, self._principal)
 
 
 class RoutingBackend:
@@ -691,7 +692,8 @@ class RoutingBackend:
                 direct_items[target].append(item)
         direct_completions = [(await target.submit(group, ctx), group) for target, group in direct_items.items()]
         self._count_submit(lookups, routed)
-        completion = _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started)
+        completion = _RoutedCompletion(self, items, routes, held_back, direct_completions, wal_items, started,
+                                       ctx.principal)
         if direct_completions:  # settled (and answered, with on_results) by a task of the backend
             completion.settle_in(self._nursery)
         return completion
@@ -750,7 +752,7 @@ class RoutingBackend:
 
     def _account(self, items: list[PartitionBatches], routes: _Routes, held_back: _HeldBack, wal_items: _WalItems,
                  results: dict[tuple[str, int], PartitionResult], started: float,
-                 finished_at: dict[tuple[str, int], float]) -> None:
+                 finished_at: dict[tuple[str, int], float], principal: str = "") -> None:
         """Metrics and audit records of a finished submit (after the producer's answer when it can be)."""
         finished = time.perf_counter()
         outcomes = {id(item): outcome for item, _dest, outcome in wal_items}
@@ -764,10 +766,11 @@ class RoutingBackend:
                 router_metrics.BYTES_OUT_BY(route.path.value).inc(item.size)
                 router_metrics.PRODUCE_LATENCY_BY(route.path.value).observe(finished_at.get(tp, finished) - started)
             self._audit_batch(item, route, dest, result, started, finished_at.get(tp, finished),
-                              outcomes.get(id(item)), would)
+                              outcomes.get(id(item)), would, principal)
 
     def _audit_batch(self, item: PartitionBatches, route: Route, dest: str | None, result: PartitionResult,
-                     started: float, finished: float, outcome: _WalOutcome | None, would: Route | None = None) -> None:
+                     started: float, finished: float, outcome: _WalOutcome | None, would: Route | None = None,
+                     principal: str = "") -> None:
         size = item.size
         record = {
             "proxy_id": self._proxy_id, "leader_zone": dest or "", "topic": item.topic,
@@ -779,6 +782,7 @@ class RoutingBackend:
             "wal_key": "", "linger_wait_ms": -1.0, "producer_wait_ms": -1.0,
             "shadow_route": would.path.value if would is not None else "",
             "shadow_reason": would.reason if would is not None else "",
+            "principal": principal,
         }
         if outcome is not None:
             record["wal_key"] = outcome.key

@@ -43,6 +43,7 @@ VOCABULARY = {
     "operation": "the request that was made or abandoned (s3_put, notify, put, get)",
     "outcome": "how an operation ended (ok, hit, miss, refused, timed_out, a status name)",
     "protocol_version": "the notification protocol version a connection agreed on",
+    "principal": "a client's Kafka principal (User:alice), bounded by proxy.max_principal_labels, then other",
     "python": "the Python version of the build",
     "reason": "why it happened: the cause of a decision, a flush, a refusal, a close, a deletion",
     "resource_type": "a Kafka ACL resource type (topic, group, transactional_id, cluster)",

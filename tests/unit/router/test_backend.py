@@ -867,3 +867,24 @@ async def test_a_direct_part_that_fails_inside_the_sidecar_is_answered_request_t
         with pytest.raises(RuntimeError, match="bug in the direct backend"):
             await completion()  # an awaiting caller sees the bug itself
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_every_audit_record_names_the_client_principal_on_every_route(autojump_clock):
+    from dataclasses import replace
+
+    from core.audit import MemoryAuditSink
+
+    log: list = []
+    audit = MemoryAuditSink()
+    async with trio.open_nursery() as nursery:
+        wal = WalPath(FakeWriter(log), FakeSender(), nursery)
+        config = RouterConfig(policy="wal", partition_zones={"t:*": "az2", "local:*": "az1"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit)
+        alice = await backend.submit([item("t", 0, 100), item("local", 0, 100)], replace(CTX, principal="User:alice"))
+        await alice()
+        anonymous = await backend.submit([item("t", 1, 100)], CTX)  # no front door named one
+        await anonymous()
+        nursery.cancel_scope.cancel()
+    assert sorted((r["topic"], r["partition"], r["route"], r["principal"]) for r in audit.of("produce_batch")) == [
+        ("local", 0, "local", "User:alice"), ("t", 0, "wal", "User:alice"), ("t", 1, "wal", "")]
