@@ -40,6 +40,7 @@ PRINCIPAL_PRODUCE_BYTES = Counter("azsidecar_proxy_principal_produce_bytes_total
 PRINCIPAL_PRODUCE_BYTES_BY: Children[Counter] = Children(PRINCIPAL_PRODUCE_BYTES)
 # Produce quotas per client principal (quotas.*): requests answered with a throttle time, and the time.
 QUOTA_THROTTLED = Counter("azsidecar_proxy_quota_throttled_requests_total",
-                          "Produce requests answered with throttle_time_ms > 0 (quotas)")
+                          "Produce requests answered with throttle_time_ms > 0 (quotas), by client principal", ["principal"])
 QUOTA_THROTTLE_TIME = Counter("azsidecar_proxy_quota_throttle_seconds_total",
-                              "Throttle time given to clients over their produce quota (their connection is muted as long)")
+                              "Throttle time given to clients over their produce quota (their connection is muted as long), "
+                              "by client principal", ["principal"])
