@@ -8,7 +8,6 @@ proxy.broker_listeners) or refused as a broker would.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import time
@@ -202,10 +201,10 @@ class RequestHandler:
 
     async def _serve_produce(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
                              nursery: trio.Nursery, who: Request | None) -> None:
-        validated = validate_produce(request, frame.api_version, self.config.max_batch_bytes)
+        principal = who.principal if who is not None else ""
+        validated = validate_produce(request, frame.api_version, self.config.max_batch_bytes, principal)
         if who is not None:
-            validated.ctx = dataclasses.replace(validated.ctx, principal=who.principal)
-            metrics.PRINCIPAL_PRODUCE_BYTES_BY(self.principal_labels.label(who.principal)).inc(frame.size)
+            metrics.PRINCIPAL_PRODUCE_BYTES_BY(self.principal_labels.label(principal)).inc(frame.size)
         if self.authz is not None:
             self._authorize_produce(validated, who)
         for tp, rejected in validated.rejected.items():
