@@ -308,7 +308,7 @@ class RequestHandler:
                     "producers through (proxy.broker_listeners is off); point consumers at the cluster's bootstrap "
                     "or turn pass-through on", client_id)
 
-    def _authorize_produce(self, validated: Any, who: Request | None) -> None:
+    def _authorize_produce(self, validated: ValidatedProduce, who: Request | None) -> None:
         """Refuse, in `validated`, the partitions the client may not write (Kafka's Produce checks)."""
         assert self.authz is not None
         verdict = refuse_unauthorized_produce(validated, self.authz.current(), _principal(who))
@@ -347,7 +347,7 @@ class RequestHandler:
             slot.mute_until = now + throttle_ms / 1000
         return throttle_ms
 
-    def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
+    def _answer_produce(self, slot: ResponseSlot, validated: ValidatedProduce, frame: RequestFrame, started: float,
                         throttle_ms: int, upstream_results: Results) -> None:
         """Fill the slot with the Produce answer. A failure here is our bug: the connection is
         closed (as for any internal error) instead of leaving the client without an answer."""
