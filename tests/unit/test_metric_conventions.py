@@ -39,6 +39,7 @@ VOCABULARY = {
     "condition": "a zone's current condition (healthy, agent_slow, ...): one series is 1",
     "dest_zone": "the zone a series is about (the leader's zone), never the process's own",
     "error_code": "a Kafka error code, as its number",
+    "item": "what one unit of a price is (a request, a byte moved)",
     "kind": "which sort of thing is counted (an audit record kind, a configuration warning)",
     "operation": "the request that was made or abandoned (s3_put, notify, put, get)",
     "outcome": "how an operation ended (ok, hit, miss, refused, timed_out, a status name)",
