@@ -11,7 +11,8 @@ SCHEMA_VERSION; readers fill missing fields with nulls so older records still re
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 SCHEMA_VERSION = 11
 
@@ -129,16 +130,10 @@ def fields_of(kind: str) -> tuple[tuple[str, str], ...]:
     return COMMON_FIELDS + KINDS[kind]
 
 
-class AuditSink(Protocol):
-    """Where components put audit records. `emit` never blocks the data path."""
-
-    def emit(self, kind: str, fields: dict[str, Any]) -> None: ...
-
-
 class NullAuditSink:
     """Discards records (tests of code above the audit writer, audit disabled)."""
 
-    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+    def emit(self, kind: str, fields: Mapping[str, Any]) -> None:
         return None
 
 
@@ -148,10 +143,18 @@ class MemoryAuditSink:
     def __init__(self) -> None:
         self.records: list[tuple[str, dict[str, Any]]] = []
 
-    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+    def emit(self, kind: str, fields: Mapping[str, Any]) -> None:
         if kind not in KINDS:
             raise KeyError(f"unknown audit record kind {kind!r}")
         self.records.append((kind, dict(fields)))
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [f for k, f in self.records if k == kind]
+
+
+# The typed form of KINDS (generated from it: core/audit_records_gen.py); imported last, as it
+# is made from this module's schema.
+from core.audit_records import AuditSink  # noqa: E402
+
+__all__ = ["COMMON_FIELDS", "FALLBACK_DIRECT_REASON", "KINDS", "SCHEMA_HISTORY", "SCHEMA_VERSION", "AuditSink",
+           "MemoryAuditSink", "NullAuditSink", "fields_of"]

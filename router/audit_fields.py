@@ -22,8 +22,9 @@ the record's fields so each field's interval is defined in one place and table-t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from core.audit_records import ProduceBatchRecord
 from core.framing import PRODUCE_OVERHEAD_BYTES
 from core.produce import PartitionBatches, PartitionResult
 
@@ -74,13 +75,13 @@ def wal_timing_fields(started: float, buffered_at: float, sealed_at: float, dura
 
 def produce_batch_record(proxy_id: str, item: PartitionBatches, route: Route, dest: str | None,
                          result: PartitionResult, started: float, finished: float, outcome: WalOutcome | None,
-                         would: Route | None, principal: str) -> dict[str, Any]:
+                         would: Route | None, principal: str) -> ProduceBatchRecord:
     """The produce_batch audit record of one partition's batches of a request (core/audit.py
     lists its fields): `started`/`finished` perf_counter instants of the request and of the
     partition's own path, `outcome` its WAL outcome (None on a direct route), `would` the
     route shadow mode would have taken."""
     size = item.size
-    record: dict[str, Any] = {
+    record: ProduceBatchRecord = {
         "proxy_id": proxy_id, "leader_zone": dest or "", "topic": item.topic,
         "partition": item.partition, "route": route.path.value, "reason": route.reason,
         "bytes": size, "records": item.records,
@@ -95,8 +96,10 @@ def produce_batch_record(proxy_id: str, item: PartitionBatches, route: Route, de
     if outcome is not None:
         record["wal_key"] = outcome.key
         record["producer_wait_ms"] = outcome.producer_wait_s * 1000
-        record.update(wal_timing_fields(started, outcome.buffered_at, outcome.sealed_at,
-                                        outcome.durable_at, outcome.notified_at))
+        timing = wal_timing_fields(started, outcome.buffered_at, outcome.sealed_at, outcome.durable_at,
+                                   outcome.notified_at)
+        record["queue_ms"], record["linger_wait_ms"] = timing["queue_ms"], timing["linger_wait_ms"]
+        record["s3_put_ms"], record["notify_rtt_ms"] = timing["s3_put_ms"], timing["notify_rtt_ms"]
         record["leader_append_ms"] = wal_leader_append_ms(outcome.append_us)
     else:
         record["leader_append_ms"] = (finished - started) * 1000
