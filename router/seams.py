@@ -14,7 +14,7 @@ from typing import Protocol
 
 from leader_notify.sender.notifier import AnswerCallback
 from wal_s3.format import WalEntry
-from wal_s3.writer import FlushedObject, WalPlacement
+from wal_s3.wal_object import FlushedObject, WalPlacement
 
 # The writer's answer for one buffered entry: (placement, None) once its object is durable
 # and released in sequence order, or (None, error) if it never will be.

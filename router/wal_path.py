@@ -33,7 +33,7 @@ from router import audit_fields
 from router.decide import ObjectShape
 from router.seams import WalSink, ZoneAnswers
 from wal_s3.format import WalEntry
-from wal_s3.writer import FlushedObject, WalPlacement
+from wal_s3.wal_object import FlushedObject, WalPlacement
 
 log = logging.getLogger(__name__)
 

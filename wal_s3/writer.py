@@ -1,4 +1,6 @@
-"""The batching WAL writer: entries in, durable S3 objects out.
+"""The batching WAL writer: entries in, durable S3 objects out. What an object holds, its
+layout and the order objects are released in are wal_s3/wal_object.py's (no I/O); this
+module fills, seals, encodes and PUTs.
 
 Strategy: appends go into one open object, grouped by destination zone. The object is
 sealed when its entries reach `max_bytes` (reason "size"), when its oldest entry is
@@ -41,7 +43,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import hashlib
 import json
 import logging
 import random
@@ -50,17 +51,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import trio
 
 from core.audit import AuditSink
-from core.errors import SidecarError
 from core.prices import Prices
 from wal_s3 import metrics
 from wal_s3._s3_http import http_transport
-from wal_s3.agent_shares import encode_share_entries, share_runs
 from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
 from wal_s3.flush_policy import cost_seal_bytes, linger_due, seal_reason
@@ -69,20 +66,28 @@ from wal_s3.format import (
     TRAILER_BYTES,
     EncodedObject,
     WalEntry,
-    ZoneShare,
     encode_object,
     entry_encoded_size,
 )
 from wal_s3.latency import LatencyGuard
 from wal_s3.retry import RetryArgs, with_retries
 from wal_s3.s3 import S3Client, S3Error, S3GrayError, S3PreconditionFailed, S3Store
+from wal_s3.wal_object import (  # noqa: F401 - FlushedObject, WalPlacement, OBJECT_KEY_RE: imported from here by callers
+    EPOCH_DIGITS,
+    OBJECT_KEY_RE,
+    FlushedObject,
+    ObjectInProgress,
+    PendingEntry,
+    ReleaseQueue,
+    WalFencedError,
+    WalPlacement,
+    WalWriteError,
+    object_key,
+)
 
 log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # zone and writer ids are key path segments
-EPOCH_DIGITS = 10  # zero-padded so keys sort by epoch and sequence
-SEQUENCE_DIGITS = 12
-HASH_PREFIX_CHARS = 4  # 65536 prefixes spread S3's per-prefix request rate limits
 MAX_EPOCH_RACES = 8  # concurrent starts of the same writer id that lose the marker race
 # Objects up to this size are encoded on the event loop: that takes ~0.1 ms, less than a
 # worker-thread round trip, and pure-Python encoding holds the GIL in a thread anyway.
@@ -114,182 +119,8 @@ def take_reusable(spares: list[bytearray]) -> bytearray | None:
         return buffer
     return None
 
-class WalWriteError(SidecarError):
-    """Entries could not be made durable. retriable=True: the caller may append them again."""
-
-
-class WalFencedError(WalWriteError):
-    """This writer's epoch is superseded (or was never won); it has stopped for good.
-
-    The entries themselves may be retried through a new writer (new epoch).
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, retriable=False)
-
-
-@dataclass(frozen=True)
-class FlushedObject:
-    """A durable WAL object: the proxy sends one notification per (object, zone)."""
-
-    key: str
-    writer_id: str
-    epoch: int
-    sequence: int
-    zones: Mapping[str, ZoneShare]
-    bytes: int
-    reason: str
-    # time.perf_counter() when the object was sealed: an entry waited from its append until
-    # then for the flush trigger (linger or size); the latency audit splits on it.
-    sealed_at: float = 0.0
-    # zone -> (agent index, first entry, end entry) of each agent's run, for zones with several
-    # agents: who owns an entry was decided when it was written (it may follow its leader).
-    share_runs: Mapping[str, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
-
-
-class WalPlacement(NamedTuple):
-    """Where an appended entry landed. entry_offset/entry_length cover its raw batch bytes.
-
-    A NamedTuple (one per append; see WalEntry for why not a frozen dataclass).
-    """
-
-    key: str
-    dest_zone: str
-    zone_offset: int
-    zone_length: int
-    entry_offset: int
-    entry_length: int
-    entry_index_in_zone: int
-    flushed: FlushedObject
-
-
-def object_key(prefix: str, zone: str, writer_id: str, epoch: int, sequence: int) -> str:
-    """`<prefix><hash4>/wal/<zone>/<writer_id>/<epoch>/<sequence>`; the hash spreads S3 prefixes."""
-    tail = f"wal/{zone}/{writer_id}/{epoch:0{EPOCH_DIGITS}d}/{sequence:0{SEQUENCE_DIGITS}d}"
-    digest = hashlib.sha256(tail.encode()).hexdigest()[:HASH_PREFIX_CHARS]
-    return f"{prefix}{digest}/{tail}"
-
-
-OBJECT_KEY_RE = re.compile(
-    rf"^(?P<hash>[0-9a-f]{{{HASH_PREFIX_CHARS}}})/wal/(?P<zone>[A-Za-z0-9._-]+)/(?P<writer_id>[A-Za-z0-9._-]+)"
-    rf"/(?P<epoch>\d{{{EPOCH_DIGITS}}})/(?P<sequence>\d{{{SEQUENCE_DIGITS}}})$")
-
-
 def epoch_marker_prefix(config: WalConfig, writer_id: str) -> str:
     return f"{config.prefix}{config.epoch_prefix}/{writer_id}/"
-
-
-class _Pending:
-    """An object being filled, then PUT; its waiters wait on `done`, its PendingEntries'
-    callbacks run when it is released."""
-
-    def __init__(self, opened_at: float, due_at: float) -> None:
-        self.opened_at = opened_at
-        self.due_at = due_at  # sealed for "linger" at this trio time: the earliest entry's linger_due
-        # zone -> share name -> entries in arrival order (one share per zone unless the zone
-        # has several agents: wal_s3/agent_shares.py); laid out share after share at encode.
-        self.shares: dict[str, dict[str, list[WalEntry]]] = {}
-        self.entries_by_zone: dict[str, list[WalEntry]] = {}  # the layout, filled by lay_out()
-        self.share_start: dict[tuple[str, str], int] = {}  # (zone, share) -> its first entry's index in the zone
-        self.share_names: list[str] = []  # the object's `zones` metadata: what GC waits for
-        self.share_counts: list[int] = []  # entries of each share, in share_names order
-        # zone -> (agent index, first entry, end entry) per share, for zones with several
-        self.share_runs: dict[str, tuple[tuple[int, int, int], ...]] = {}
-        self.nbytes = 0
-        self.count = 0
-        self.sequence = -1
-        self.reason = ""
-        self.sealed_at = 0.0  # time.perf_counter()
-        self.done = trio.Event()
-        self.result: FlushedObject | None = None
-        self.error: WalWriteError | None = None
-        self.callbacks: list[tuple[PendingEntry, DoneCallback]] = []
-
-    def lay_out(self) -> None:
-        """Each zone's entries share after share (share names sorted), so each agent's are
-        one contiguous run; per-partition order is kept (a partition has one share)."""
-        for zone, by_share in self.shares.items():
-            if len(by_share) == 1:
-                [(name, entries)] = by_share.items()
-                self.entries_by_zone[zone] = entries
-                self.share_start[(zone, name)] = 0
-                self.share_names.append(name)
-                self.share_counts.append(len(entries))
-                if name != zone:  # one agent's share of a several-agent zone
-                    self.share_runs[zone] = share_runs((name,), (len(entries),))
-                continue
-            flat: list[WalEntry] = []
-            names = sorted(by_share)
-            for name in names:
-                self.share_start[(zone, name)] = len(flat)
-                self.share_names.append(name)
-                self.share_counts.append(len(by_share[name]))
-                flat.extend(by_share[name])
-            self.entries_by_zone[zone] = flat
-            self.share_runs[zone] = share_runs(names, [len(by_share[n]) for n in names])
-
-    def metadata(self) -> dict[str, str]:
-        """The object's S3 user metadata: its share names (GC) and, when a zone has several
-        agents, each share's entry count (a restarted proxy's recovery)."""
-        meta = {"zones": ",".join(self.share_names)}
-        if self.share_runs:
-            meta["share-entries"] = encode_share_entries(self.share_counts)
-        return meta
-
-    def complete(self, result: FlushedObject | None, error: WalWriteError | None) -> None:
-        """Record the outcome (first one wins); waiters wake when the object is released."""
-        if self.result is None and self.error is None:
-            self.result, self.error = result, error
-
-    def release(self) -> None:
-        """Wake the waiters and run the done callbacks (the outcome is recorded by now)."""
-        self.done.set()
-        callbacks, self.callbacks = self.callbacks, []
-        for pending, callback in callbacks:
-            try:
-                callback(*pending.outcome())
-            except Exception:  # a caller's bug must not stop the writer releasing other objects
-                log.exception("a WAL entry's done callback failed")
-
-
-DoneCallback = Callable[["WalPlacement | None", "WalWriteError | None"], None]
-
-
-class PendingEntry:
-    """An entry in an object not yet released. `add_done_callback(fn)`: fn(placement, None)
-    once the object is durable and released in sequence order, or fn(None, error)."""
-
-    __slots__ = ("_obj", "_index", "_zone", "_share")
-
-    def __init__(self, obj: _Pending, index: int, zone: str, share: str) -> None:
-        self._obj, self._index, self._zone, self._share = obj, index, zone, share
-
-    def add_done_callback(self, callback: DoneCallback) -> None:
-        """Run `callback` when the object is released (at once if it already was)."""
-        if self._obj.done.is_set():
-            callback(*self.outcome())
-        else:
-            self._obj.callbacks.append((self, callback))
-
-    async def placement(self) -> WalPlacement:
-        """Wait for the object's release; raises its WalWriteError (or WalFencedError)."""
-        await self._obj.done.wait()
-        placement, error = self.outcome()
-        if error is not None:
-            raise error
-        assert placement is not None
-        return placement
-
-    def outcome(self) -> tuple[WalPlacement | None, WalWriteError | None]:
-        obj = self._obj
-        if obj.error is not None:
-            return None, obj.error
-        assert obj.result is not None, "a released object has a result or an error"
-        share = obj.result.zones[self._zone]
-        index = obj.share_start[(self._zone, self._share)] + self._index
-        ref = share.entries[index]
-        return WalPlacement(obj.result.key, self._zone, share.offset, share.length, ref.offset, ref.length,
-                            index, obj.result), None
 
 
 class _SpaceWaiter:
@@ -336,12 +167,11 @@ class WalWriter:
         self._rng = rng or random.Random()
         self._state = "new"  # new -> running -> closing -> closed, or -> fenced
         self._fence_error: WalFencedError | None = None
-        self._open: _Pending | None = None
-        self._sealed: collections.deque[_Pending] = collections.deque()
-        self._unreleased: dict[int, _Pending] = {}  # sealed objects whose waiters are not released
+        self._open: ObjectInProgress | None = None
+        self._sealed: collections.deque[ObjectInProgress] = collections.deque()
+        self._release = ReleaseQueue()  # sealed objects whose waiters are not released
         self._puts_running = 0  # PUT tasks started and not finished (waiting for a slot or PUTting)
         self._next_sequence = 0
-        self._release_next = 0
         self.buffered_bytes = 0
         self._buffered_reported = 0  # what the process-wide gauge holds for this writer
         self._valid_zones: set[str] = set()
@@ -490,7 +320,7 @@ class WalWriter:
         assert linger_ms is not None  # WalConfig.__post_init__ resolved an unset one
         due = linger_due(now, linger_ms / 1000.0, waited_s)
         if self._open is None:
-            self._open = _Pending(now, due)
+            self._open = ObjectInProgress(now, due)
             self._wakeup.set()  # the loop starts this object's linger timer
         elif due < self._open.due_at:
             self._open.due_at = due
@@ -598,7 +428,7 @@ class WalWriter:
         obj.sealed_at = time.perf_counter()
         self._report_buffered()
         self._sealed.append(obj)
-        self._unreleased[obj.sequence] = obj
+        self._release.sealed(obj)
         self._wakeup.set()
 
     # ---- flush loop and PUTs -----------------------------------------------------------
@@ -666,7 +496,7 @@ class WalWriter:
         self._wakeup.set()
 
     def _fail_all(self, error: WalWriteError) -> None:
-        pending = list(self._unreleased.values())
+        pending = self._release.take_all()
         never_put = list(self._sealed)
         if self._open is not None:
             pending.append(self._open)
@@ -680,7 +510,6 @@ class WalWriter:
             # announced and no notification will follow; its waiters fail (retriably) too.
             obj.result, obj.error = None, error
             obj.release()
-        self._unreleased.clear()
         self._sealed.clear()
         while self._space_waiters:  # they see the writer stopped and raise
             self._space_waiters.popleft().event.set()
@@ -736,7 +565,7 @@ class WalWriter:
 
         await with_retries(attempt, on_retry=on_retry, **self._retry_args())
 
-    async def _put_object(self, obj: _Pending) -> None:
+    async def _put_object(self, obj: ObjectInProgress) -> None:
         assert self.epoch is not None, "run() registers the epoch before any PUT"
         key = object_key(self.config.prefix, self.zone, self.writer_id, self.epoch, obj.sequence)
         result: FlushedObject | None = None
@@ -825,12 +654,7 @@ class WalWriter:
 
     def _release_in_order(self) -> None:
         """Wake waiters of finished objects in sequence order (see the module docstring)."""
-        while True:
-            obj = self._unreleased.get(self._release_next)
-            if obj is None or (obj.result is None and obj.error is None):
-                return
-            del self._unreleased[self._release_next]
-            self._release_next += 1
+        for obj in self._release.ready():
             if obj.result is not None and self.on_released is not None:
                 self.on_released(obj.result)  # in sequence order: callers order notifications by it
             obj.release()

@@ -49,7 +49,7 @@ from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, ent
 from wal_s3.gc import CheckpointError, Checkpoints
 from wal_s3.retry import RetryArgs, with_retries
 from wal_s3.s3 import S3Client, S3Error, S3NotFound, S3Store
-from wal_s3.writer import OBJECT_KEY_RE
+from wal_s3.wal_object import OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)
 
