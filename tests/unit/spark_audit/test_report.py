@@ -121,8 +121,9 @@ def test_cache_by_zone_over_the_period():
 
 
 @pytest.mark.parametrize(("value", "text"), [
-    (1234.567, "$1,234.57"), (0.5, "$0.5000"), (0.0123, "$0.0123"), (0.000034938, "$0.0000349"),
-    (-1.032404e-5, "-$0.0000103"), (0, "$0.00"), (None, "n/a"),
+    # a cent or more: to the cent, halves up; below a cent: 4 significant digits, trailing zeros dropped
+    (1234.567, "$1,234.57"), (0.5, "$0.50"), (0.0123, "$0.01"), (0.125, "$0.13"), (0.000034938, "$0.00003494"),
+    (-1.032404e-5, "-$0.00001032"), (0.005, "$0.005"), (0.0099996, "$0.01"), (0, "$0.00"), (None, "n/a"),
 ])
 def test_dollars_as_written_by_people(value, text):
     assert usd(value) == text
@@ -180,9 +181,9 @@ def test_consumer_traffic_is_reported_per_zone_pair_with_its_cost():
             ("az1", "az2", 1, "Fetch", 20, 2_000, 5_000_000_000, 5_000_000_000, True, 0.1),
             ("az1", "", 2, "ListOffsets", 1, 40, 60, 100, None, None))
     tables = {**_tables(2), "passthrough_bytes": Table("passthrough_bytes", columns, rows)}
-    # 2 MB + 5 GB + 100 B on the wire (5.0 GB); 5 GB of it across zones, $0.10 (written to 4 places)
-    line = "consumer/admin traffic through the sidecars 5.0 GB on the wire; across zones 5.0 GB costing $0.1000"
+    # 2 MB + 5 GB + 100 B on the wire (5.0 GB); 5 GB of it across zones, $0.10
+    line = "consumer/admin traffic through the sidecars 5.0 GB on the wire; across zones 5.0 GB costing $0.10"
     assert line in summary_text(tables, SUMMARY, Prices())
     page = render_html(tables, SUMMARY, Prices())
     section = page.split("<h2>Consumers and admin clients through the sidecars</h2>")[1].split("</table>")[0]
-    assert section.count("<tr>") == 1 + 3 and "unknown" in section and "$0.1000" in section
+    assert section.count("<tr>") == 1 + 3 and "unknown" in section and "$0.10" in section
