@@ -171,7 +171,11 @@ def test_html_is_one_printable_file_in_words_a_reader_uses():
 def test_text_summary_fits_one_screen_and_leads_with_the_money():
     text = summary_text(_tables(100), SUMMARY, Prices())
     assert len(text.splitlines()) <= 20
-    assert "NET SAVINGS $800.00 = 80.0 % of the cross-zone transfer bill; at this rate $5,844.00 per month" in text
+    # 100 hours of avoided 9 and S3 1: $900 - $100 = $800 of $1,000; no agents table: no compute line
+    assert ("NET SAVINGS $800.00 = transfer avoided $900.00 - S3 $100.00 (compute not counted: jobs report and "
+            "all count it); 80.0 % of the cross-zone transfer bill") in text
+    # 800 * 730.5 / 100 = 5,844 a month; 800 * 8,766 / 100 = 70,128 a year; 100 h = 4.17 days
+    assert "projection  $5,844.00 per month, $70,128.00 per year (from 4.17 days of audited traffic)" in text
 
 
 def test_consumer_traffic_is_reported_per_zone_pair_with_its_cost():
