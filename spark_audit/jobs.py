@@ -622,7 +622,7 @@ def topic_traffic(records: DataFrame) -> DataFrame:
     too, as in `savings`, so the bytes per route add up to that table's. The report apportions
     the savings table's dollars to topics and teams by these bytes (`spark_audit.cost_split`).
     Columns: source_zone, leader_zone (as the batch named them; null when absent, as in
-    `savings`), topic ("" when absent), principal ("" when unknown; records before schema v11
+    `savings`), topic ("" when absent), principal ("" for records before schema v11, which
     have none), batches, bytes_local, bytes_direct_cross, bytes_wal.
     """
     route = F.col("route")

@@ -442,8 +442,7 @@ def _team_note(options: ReportOptions, streams: Sequence[cs.StreamShare]) -> str
     return (f"Teams by the rules of {options.teams_source}: the first rule whose principal and/or topic prefix "
             f"matches a stream (its topic and the client's Kafka principal) names the team; streams no rule "
             f"matches are \"unassigned\". {pct(unknown / produced if produced else None)} of the produce bytes carry "
-            "no principal (records before audit schema v11, or a client the proxy did not know): only topic rules "
-            "match them. " + APPORTIONED.replace("topic's", "stream's").replace("topics'", "streams'"))
+            "no principal (records before audit schema v11): only topic rules match them. " + APPORTIONED.replace("topic's", "stream's").replace("topics'", "streams'"))
 
 
 def window_text(summary: InputSummary) -> str:

@@ -16,9 +16,10 @@ order; the first that matches names the team, and a stream no rule matches is "u
     principal = "User:etl"
     topic_prefix = "events."          # both given: both must match
 
-The principal is produce_batch.principal (audit schema v11): `User:<name>` for SASL and
-mTLS clients; "" when the proxy did not know it, and records older than v11 have none, so
-a principal rule never matches them (a topic rule still does). Pure: the file is parsed by
+The principal is produce_batch.principal (audit schema v11): `User:<SASL user>`,
+`User:<certificate name>` with mutual TLS, `User:ANONYMOUS` for a client that did not
+authenticate. Records older than v11 have none, so a principal rule never matches them (a
+topic rule still does). Pure: the file is parsed by
 `parse_team_rules` from its TOML mapping; reading it is the caller's business.
 """
 
