@@ -299,7 +299,7 @@ p.sub{color:var(--muted);margin:0 0 16px}
 table{border-collapse:collapse;width:100%;font-size:12.5px;margin:6px 0 4px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;vertical-align:top}
 th{background:#f3f5f7;font-weight:bold}th:first-child,td:first-child{text-align:left}
-td.text{text-align:left}
+td.text,th.text{text-align:left}
 figure{margin:8px 0 16px}figure img{width:100%;height:auto}
 figcaption{color:var(--muted);font-size:12px}
 .small{color:var(--muted);font-size:12px}
@@ -315,7 +315,8 @@ figcaption{color:var(--muted);font-size:12px}
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int = 1) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    head = "".join(f"<th class='text'>{html.escape(c)}</th>" if 0 < i < text_columns else f"<th>{html.escape(c)}</th>"
+                   for i, c in enumerate(columns))
     body = "".join("<tr>" + "".join(
         f"<td class='text'>{html.escape(v)}</td>" if i < text_columns else f"<td>{html.escape(v)}</td>"
         for i, v in enumerate(row)) + "</tr>" for row in rows)
@@ -368,9 +369,9 @@ def _headline_html(h: rd.Headline, lines: Sequence[NetSavingsLine]) -> list[str]
           usd(h.crossed_transfer_usd + h.s3_usd + compute)],
          ["Saved", usd(h.transfer_avoided_usd), usd(-h.s3_usd), usd(-compute), usd(h.net_savings_usd)]]))
     parts.append("<h2>Net savings, line by line</h2>")
-    parts.append(_table(["Line", "Amount", "Made of"],
-                        [[x.label, usd(x.usd) if x.usd is not None else "not projected", x.detail] for x in lines],
-                        text_columns=1))
+    parts.append(_table(["Line", "Made of", "Amount"],
+                        [[x.label, x.detail, usd(x.usd) if x.usd is not None else "not projected"] for x in lines],
+                        text_columns=2))
     parts.append("<p class='small'>Costs are negative: the lines above net savings add up to it (net_savings.csv "
                  "has them). Dollars of a cent or more are rounded to the cent, smaller ones to 4 significant "
                  "digits, in the page and the CSV tables alike.</p>")
@@ -474,7 +475,8 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
     captions = {
         "Savings by zone pair": "Per producer zone → partition-leader zone over the period. Net = transfer "
                                 "avoided − S3 request cost.",
-        "Net savings over time": "Running total of net savings, hour by hour (UTC).",
+        "Net savings over time": "Running total of the transfer avoided less S3 requests, hour by hour (UTC); "
+                                 "the compute lines are over the whole window, not per hour.",
         "Net savings per WAL object by object size": "WAL objects grouped by size (powers of two). Objects "
                                                      "smaller than the break-even size lose money.",
         "Produce latency by route": "Time from receiving a batch to having its result, successful batches; "
@@ -491,14 +493,8 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
         parts.append("<h2>Where the savings come from</h2>")
         figure("Savings by zone pair")
         parts.append(_table(["Zone pair", "Via S3 (WAL)", "Sent across directly", "Direct-produce transfer",
-                             "Transfer avoided", "S3 requests", "Net savings", "Share saved"],
+                             "Transfer avoided", "S3 requests", "Net of S3", "Share saved"],
                             _pair_rows(rd.pair_savings(savings))))
-        streams = stream_shares(tables, h) if h is not None else None
-        if streams:
-            parts += _split_html("By topic", "Topic", "other topics", cs.by_topic(streams), APPORTIONED)
-            if options.teams is not None:
-                parts += _split_html("By team", "Team", "other teams", cs.by_team(streams, options.teams),
-                                     _team_note(options, streams))
         hours = rd.savings_by_hour(savings)
         figure("Net savings over time")
         shown = hours[-rd.MAX_HOURS_LISTED:]
@@ -506,9 +502,15 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
         if len(hours) > len(shown):
             parts.append(f"<p class='small'>The last {len(shown)} of {len(hours)} hours; every hour and zone "
                          "pair is in savings.csv.</p>")
-        parts.append(_table(["Hour (UTC)", "Direct-produce transfer", "Net savings", "Net savings so far"],
+        parts.append(_table(["Hour (UTC)", "Direct-produce transfer", "Net of S3", "Net of S3 so far"],
                             [[x.hour.replace("T", " ").replace("Z", ""), usd(x.direct_transfer_usd),
                               usd(x.net_savings_usd), usd(x.cumulative_usd)] for x in shown]))
+        streams = stream_shares(tables, h) if h is not None else None
+        if streams:
+            parts += _split_html("By topic", "Topic", "other topics", cs.by_topic(streams), APPORTIONED)
+            if options.teams is not None:
+                parts += _split_html("By team", "Team", "other teams", cs.by_team(streams, options.teams),
+                                     _team_note(options, streams))
     classes = rd.size_classes(_rows(tables, "break_even"))
     if classes:
         parts.append("<h2>WAL object size and break-even</h2>")
