@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from core.configload import ConfigError
 from core.prices_file import load_prices
+from spark_audit.cli import add_job_arguments, compute_overrides
 from spark_audit.report_options import load_report_options
 from spark_audit.teams import UNASSIGNED, parse_team_rules
 
@@ -73,3 +76,15 @@ def test_bad_settings_are_configuration_errors(tmp_path):
         load_report_options(teams_path=str(tmp_path / "missing.toml"))
     with pytest.raises(ConfigError, match="--min-projection-hours"):
         load_report_options(min_projection_hours=-1)
+
+
+def test_the_flags_reach_the_options():
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser)
+    args = parser.parse_args(["report", "--input", "in", "--output", "out", "--min-projection-hours", "24",
+                              "--agents-per-zone", "2", "--vcpu-hour-usd", "0.05"])
+    options = load_report_options(args.prices, args.teams, args.min_projection_hours, compute_overrides(args))
+    assert (options.min_projection_window_s, options.compute.agents_per_zone, options.compute.vcpu_hour_usd,
+            options.compute.agent_hour_usd) == (86_400, 2, 0.05, pytest.approx(0.04937))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["report", "--input", "in", "--output", "out", "--agent-hour-usd", "-1"])
