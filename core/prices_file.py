@@ -16,7 +16,8 @@ from core.prices import Prices
 def load_prices(path: str | None) -> Prices:
     """Prices from a TOML file: top-level keys, a [prices] table, or [router.prices].
 
-    None gives the defaults of core.prices.Prices. Raises ConfigError naming the key.
+    A `[compute]` table beside them is the audit report's (spark_audit.report_options) and
+    is left to it. None gives the defaults of core.prices.Prices. Raises ConfigError naming the key.
     """
     if path is None:
         return Prices()
@@ -30,4 +31,4 @@ def load_prices(path: str | None) -> Prices:
         return build(Prices, data["router"]["prices"], "router.prices")
     if "prices" in data:
         return build(Prices, data["prices"], "prices")
-    return build(Prices, data, "prices")
+    return build(Prices, {k: v for k, v in data.items() if k != "compute"}, "prices")

@@ -15,7 +15,6 @@ cluster's Hadoop setup.
 
 from __future__ import annotations
 
-import csv
 import logging
 import shutil
 import subprocess
@@ -37,6 +36,7 @@ from core.errors import SidecarError
 from core.framing import Framing
 from spark_audit import jobs
 from spark_audit.jobs import STATUS_COLUMN
+from spark_audit.rounding import csv_text
 from spark_audit.schemas import CORRUPT_COLUMN, input_schema
 
 log = logging.getLogger(__name__)
@@ -328,11 +328,10 @@ def load(spark: SparkSession, path: str, source: str | None = None,
 
 
 def write_csv(table: Table, path: Path) -> None:
+    """`table` as CSV, its floats rounded for a reader (`spark_audit.rounding`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(table.columns)
-        out.writerows(table.rows)
+        f.write(csv_text(table.columns, table.rows))
 
 
 def write_parquet(spark: SparkSession, table: Table, path: Path) -> None:

@@ -8,8 +8,11 @@ TABLES_OF_JOB = {
     "consumers": ("passthrough_bytes",),
     "placement": ("leader_traffic",),
     "report": ("savings", "break_even", "cache_agent", "cache_metadata", "latency", "writer_drops",
-               "passthrough_bytes", "leader_traffic", "zone_trouble"),
+               "passthrough_bytes", "leader_traffic", "zone_trouble", "topic_traffic", "agents"),
 }
+# What `report` and `all` compute from the tables above (no Spark), written as CSV beside them:
+# the net savings lines with their projection, and the split by topic and (with --teams) team.
+REPORT_TABLES = ("net_savings", "topic_savings", "team_savings")
 TABLES_OF_JOB["all"] = TABLES_OF_JOB["report"]
 
 TABLE_FORMATS = ("csv", "parquet")

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
+from spark_audit.rounding import CENT, usd_decimal
+
 
 def usd(x: float | None) -> str:
-    """Dollars as a person writes them: $1,234.56, $0.0123, $0.000035 (never 3.5e-05)."""
+    """Dollars as a person writes them, rounded by `spark_audit.rounding`: $1,234.57, $0.50,
+    $0.00003494 (4 significant digits below a cent, never 3.5e-05)."""
     if x is None:
         return "n/a"
-    sign = "-" if x < 0 else ""
-    a = abs(x)
-    if a >= 1:
-        return f"{sign}${a:,.2f}"
-    if a == 0:
-        return "$0.00"
-    if a >= 0.01:
-        return f"{sign}${a:.4f}"
-    decimals = min(10, 2 - int(f"{a:e}".split("e")[1]))  # three significant digits
-    return f"{sign}${a:.{decimals}f}"
+    d = usd_decimal(x)
+    sign = "-" if d < 0 else ""
+    return f"{sign}${abs(d):,.2f}" if abs(d) >= CENT or d == 0 else f"{sign}${abs(d):f}"
 
 
 def pct(x: float | None, digits: int = 1) -> str:

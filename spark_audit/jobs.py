@@ -71,6 +71,11 @@ LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms")
 # What the leader-placement table reads from each produce_batch (a scan of its own, like latency:
 # per partition it would multiply the rollup's rows by the partition count).
 PLACEMENT_COLUMNS = ("topic", "partition", "zone", "leader_zone", "bytes", "error_code", "ts_ms")
+# What the per-topic and per-team split reads from each produce_batch (a scan of its own, for
+# the same reason). principal: schema v11; null in older records.
+TOPIC_COLUMNS = ("topic", "principal", "zone", "leader_zone", "route", "bytes")
+# The kinds only agents write: their zones are the agents the compute cost counts.
+AGENT_KINDS = ("agent_read", "agent_apply", "checkpoint_write")
 _OBJECT_KINDS = ("wal_flush", "agent_read", "notification", "agent_apply")
 # GC checkpoint PUTs, billed like the WAL PUT itself. Schema v4: one checkpoint_write record
 # per manifest PUT, shared equally among the WAL objects it names (each object's source
@@ -606,4 +611,41 @@ def leader_traffic(records: DataFrame) -> DataFrame:
         .agg(F.count(F.lit(1)).alias("batches"), F.sum(_long("bytes")).alias("bytes"),
              F.min("ts_ms").alias("first_ts_ms"), F.max("ts_ms").alias("last_ts_ms"))
         .transform(lambda f: _sorted(f, "topic", "partition", "source_zone", "leader_zone"))
+    )
+
+
+def topic_traffic(records: DataFrame) -> DataFrame:
+    """Produce batches and bytes per source zone x leader zone x topic x principal, by route.
+
+    `records` is the reader's output (one row per line), not the rollup: per topic and
+    principal the rollup would grow by their count. Every produce_batch counts, failed ones
+    too, as in `savings`, so the bytes per route add up to that table's. The report apportions
+    the savings table's dollars to topics and teams by these bytes (`spark_audit.cost_split`).
+    Columns: source_zone, leader_zone (as the batch named them; null when absent, as in
+    `savings`), topic ("" when absent), principal ("" for records before schema v11, which
+    have none), batches, bytes_local, bytes_direct_cross, bytes_wal.
+    """
+    route = F.col("route")
+    return (
+        _kind(records, "produce_batch")
+        .groupBy(F.col("zone").alias("source_zone"), "leader_zone", F.coalesce(F.col("topic"), F.lit("")).alias("topic"),
+                 F.coalesce(F.col("principal"), F.lit("")).alias("principal"))
+        .agg(F.count(F.lit(1)).alias("batches"),
+             *[F.sum(F.when(route == r, _long("bytes")).otherwise(0)).cast("long").alias(f"bytes_{r}") for r in ROUTES])
+        .transform(lambda f: _sorted(f, "topic", "principal", "source_zone", "leader_zone"))
+    )
+
+
+def agent_zones(rolled: DataFrame) -> DataFrame:
+    """The zones agents wrote records in (AGENT_KINDS), from `rollup(records)`: the agents the
+    report's compute cost counts. The records name no agent, only its zone.
+
+    Columns: zone, records, first_ts_ms, last_ts_ms.
+    """
+    return (
+        _kinds(rolled, AGENT_KINDS)
+        .groupBy("zone")
+        .agg(F.sum("n").alias("records"), F.min("first_ts_ms").alias("first_ts_ms"),
+             F.max("last_ts_ms").alias("last_ts_ms"))
+        .transform(lambda f: _sorted(f, "zone"))
     )

@@ -17,9 +17,14 @@ from typing import Any
 from core.framing import Framing
 from core.prices import Prices
 from spark_audit import charts as ch
+from spark_audit import cost_split as cs
 from spark_audit import report_data as rd
 from spark_audit._io import InputSummary, Table
+from spark_audit.compute_costs import NO_COMPUTE, compute_cost
 from spark_audit.formatting import duration, iec_bytes, pct, si_bytes, usd
+from spark_audit.net_savings import NET_SAVINGS_COLUMNS, NetSavingsLine, net_savings_lines
+from spark_audit.projection import Projection, short_duration
+from spark_audit.report_options import ReportOptions
 
 # -- words and numbers -------------------------------------------------------------------
 
@@ -41,28 +46,58 @@ def _passthrough_line(rows: Sequence[Mapping[str, Any]]) -> str:
             f"{si_bytes(cross_wire)} costing {usd(sum(r['transfer_usd'] or 0.0 for r in cross))}")
 
 
-def report_headline(tables: Mapping[str, Table], summary: InputSummary) -> rd.Headline | None:
+def _total(rows: Sequence[Mapping[str, Any]], *columns: str) -> float:
+    return sum(float(r.get(c) or 0) for r in rows for c in columns)
+
+
+def report_headline(tables: Mapping[str, Table], summary: InputSummary,
+                    options: ReportOptions | None = None) -> rd.Headline | None:
+    """The headline of the savings table; with the `agents` table (jobs report and all) less
+    the sidecar's compute at `options`' rates."""
+    options = options or ReportOptions()
     savings = _rows(tables, "savings")
     if "savings" not in tables:
         return None
     hours = len({r["hour"] for r in savings})
     period = rd.period_seconds(summary.first_ts_ms, summary.last_ts_ms, hours)
-    return rd.headline(savings, _rows(tables, "break_even"), period)
+    compute = None
+    if "agents" in tables:
+        compute = compute_cost(options.compute, (str(r["zone"] or "") for r in _rows(tables, "agents")), period,
+                               _total(savings, "bytes_local", "bytes_direct_cross"), _total(savings, "bytes_wal"))
+    return rd.headline(savings, _rows(tables, "break_even"), period, compute, options.min_projection_window_s)
 
 
-def placement_section(tables: Mapping[str, Table], summary: InputSummary,
-                      prices: Prices) -> rd.LeaderPlacementSection | None:
+def stream_shares(tables: Mapping[str, Table], headline: rd.Headline) -> list[cs.StreamShare] | None:
+    """Every (topic, principal)'s share of the headline's figures; None without `topic_traffic`."""
+    if "topic_traffic" not in tables:
+        return None
+    compute = headline.compute or compute_cost(NO_COMPUTE, (), headline.period_s, 0, 0)
+    return cs.split_by_stream(_rows(tables, "savings"), _rows(tables, "topic_traffic"), compute)
+
+
+def _projection_text(p: Projection) -> str:
+    """"$12.00 per month, $146.10 per year (from 36 h of audited traffic)" or why there is none."""
+    if p.refusal is not None:
+        return p.refusal
+    return f"{usd(p.per_month_usd)} per month, {usd(p.per_year_usd)} per year ({p.basis})"
+
+
+def placement_section(tables: Mapping[str, Table], summary: InputSummary, prices: Prices,
+                      options: ReportOptions | None = None) -> rd.LeaderPlacementSection | None:
     rows = _rows(tables, "leader_traffic")
     if not rows:
         return None
     period = rd.period_seconds(summary.first_ts_ms, summary.last_ts_ms, 0)
-    return rd.leader_placement(rows, 2 * prices.cross_az_per_gb_each_way / rd.BYTES_PER_GB, period)
+    return rd.leader_placement(rows, 2 * prices.cross_az_per_gb_each_way / rd.BYTES_PER_GB, period,
+                               (options or ReportOptions()).min_projection_window_s)
 
 
 def _placement_lines(p: rd.LeaderPlacementSection) -> list[str]:
+    month = p.projection(p.available_usd)
     lines = [f"leader placement: {p.partitions:,} partitions, {pct(p.cross_bytes / p.produce_bytes if p.produce_bytes else None)}"
              f" of their produce bytes went to a leader in another zone; leaders in their producers' zone would save "
-             f"{si_bytes(p.available_bytes)} ({usd(p.available_usd)}, {usd(p.per_month(p.available_usd))} a month) "
+             f"{si_bytes(p.available_bytes)} ({usd(p.available_usd)}; "
+             f"{month.refusal or f'{usd(month.per_month_usd)} a month'}) "
              f"in {len(p.available):,} moves, {si_bytes(p.balanced_bytes)} ({usd(p.balanced_usd)}) with leaders "
              f"balanced over the zones"]
     if p.observed:
@@ -119,18 +154,36 @@ def prices_text(prices: Prices, framing: Framing | None = None) -> str:
     return text
 
 
+SPLIT_IN_SUMMARY = 3  # topics or teams named in the one-screen summary
+
+
+def _split_line(what: str, shares: Sequence[cs.CostShare]) -> str:
+    """"by topic (net savings): orders $1.20, payments $0.40, 3 more" """
+    named = [f"{s.name} {usd(s.net_savings_usd)}" for s in shares[:SPLIT_IN_SUMMARY]]
+    more = f", {len(shares) - SPLIT_IN_SUMMARY} more" if len(shares) > SPLIT_IN_SUMMARY else ""
+    return f"{what} (net savings): " + ", ".join(named) + more
+
+
+def compute_text(options: ReportOptions) -> str:
+    m = options.compute
+    return (f"Compute: ${m.agent_hour_usd:g} per agent-hour for {m.agents_per_zone} agent(s) per zone with agent "
+            f"records; the proxies' CPU at {m.proxy_cpu_s_per_gib_local:.3g} s per GiB (local, direct_cross) and "
+            f"{m.proxy_cpu_s_per_gib_wal:.3g} s per GiB (WAL), ${m.vcpu_hour_usd:g} per vCPU-hour.")
+
+
 def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Prices,
-                 framing: Framing | None = None) -> str:
+                 framing: Framing | None = None, options: ReportOptions | None = None) -> str:
     """At most one screen (about 20 lines) of headline numbers."""
+    options = options or ReportOptions()
     lines = [f"azsidecar audit of {summary.source}"]
     drops = sum(r["dropped"] or 0 for r in _rows(tables, "writer_drops"))
     lines.append(f"records {summary.valid_records:,} from {summary.files} files; corrupt lines "
                  f"{summary.corrupt_lines:,}; unknown kind {summary.unknown_kind_lines:,}; "
                  f"dropped by writers {drops:,.0f}")
-    h = report_headline(tables, summary)
+    h = report_headline(tables, summary, options)
     if h is not None:
         s = _rows(tables, "savings")
-        lines.append(f"period {_utc(summary.first_ts_ms)} to {_utc(summary.last_ts_ms)} ({duration(h.period_s)})")
+        lines.append(f"window {_utc(summary.first_ts_ms)} to {_utc(summary.last_ts_ms)} ({duration(h.period_s)})")
         batches = {r: sum(x.get(f"batches_{r}") or 0 for x in s) for r in ("local", "direct_cross", "wal")}
         moved = {r: sum(x.get(f"bytes_{r}") or 0 for x in s) for r in ("local", "direct_cross", "wal")}
         lines.append("produce batches  " + "  ".join(f"{r} {int(n):,} ({si_bytes(moved[r])})"
@@ -141,13 +194,21 @@ def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Pri
                      f"avoided {si_bytes(equiv - crossed)} ({pct((equiv - crossed) / equiv if equiv else None)})")
         lines.append(f"transfer bill  direct produce {usd(h.direct_transfer_usd)}; with azsidecar "
                      f"{usd(h.crossed_transfer_usd)} + S3 requests {usd(h.s3_usd)}")
-        lines.append(f"NET SAVINGS {usd(h.net_savings_usd)} = {pct(h.share_of_transfer_bill)} of the cross-zone "
-                     f"transfer bill; at this rate {usd(h.per_month_usd)} per month, {usd(h.per_year_usd)} per year")
+        compute = (f" - agent tasks {usd(h.agent_usd)} - proxy CPU {usd(h.cpu_usd)}" if h.compute is not None
+                   else " (compute not counted: jobs report and all count it)")
+        lines.append(f"NET SAVINGS {usd(h.net_savings_usd)} = transfer avoided {usd(h.transfer_avoided_usd)} - S3 "
+                     f"{usd(h.s3_usd)}{compute}; {pct(h.share_of_transfer_bill)} of the cross-zone transfer bill")
+        lines.append(f"projection  {_projection_text(h.projection)}")
         if h.break_even_object_bytes is not None:
             lines.append(f"break-even WAL object size {iec_bytes(h.break_even_object_bytes)}; "
                          f"{h.objects_below_break_even:,} of {h.wal_objects:,} objects "
                          f"({si_bytes(h.bytes_below_break_even)}) sat in size classes that lost money "
                          f"({usd(h.loss_below_break_even_usd)})")
+        streams = stream_shares(tables, h)
+        if streams:
+            lines.append(_split_line("by topic", cs.by_topic(streams)))
+            if options.teams is not None:
+                lines.append(_split_line("by team", cs.by_team(streams, options.teams)))
     caches = rd.cache_by_zone(_rows(tables, "cache_agent"))
     if caches:
         lines.append("agent block cache hit rate " + ", ".join(f"{c.zone} {pct(c.hit_rate)}" for c in caches))
@@ -161,14 +222,44 @@ def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Pri
     for lat in rd.latency_by_route(_rows(tables, "latency")):
         lines.append(f"latency {lat.route:12s} worst pair {lat.pair}: p50 {lat.p50_ms:.1f} ms, "
                      f"p99 {lat.p99_ms:.1f} ms")
-    placement = placement_section(tables, summary, prices)
+    placement = placement_section(tables, summary, prices, options)
     if placement is not None:
         lines += _placement_lines(placement)
     episodes = episodes_section(tables, summary)
     if episodes:
         lines.append(_episodes_line(episodes))
+    if h is not None and h.compute is not None:
+        lines.append(compute_text(options))
     lines.append(prices_text(prices, framing))
     return "\n".join(lines)
+
+
+SHARE_COLUMNS = ("batches", "bytes_local", "bytes_direct_cross", "bytes_wal", "direct_transfer_usd",
+                 "transfer_avoided_usd", "s3_usd", "agent_usd", "cpu_usd", "net_savings_usd")
+
+
+def _share_table(name: str, first_column: str, shares: Sequence[cs.CostShare]) -> Table:
+    return Table(name, (first_column, *SHARE_COLUMNS),
+                 tuple((x.name, *(getattr(x, c) for c in SHARE_COLUMNS)) for x in shares))
+
+
+def report_tables(tables: Mapping[str, Table], summary: InputSummary, prices: Prices,
+                  options: ReportOptions | None = None) -> dict[str, Table]:
+    """The tables the report adds to the jobs' (catalog.REPORT_TABLES): net_savings (the lines of
+    the net savings with their projection), topic_savings and, with team rules, team_savings
+    (costs as positive amounts, net_savings_usd = transfer_avoided_usd - the four costs)."""
+    options = options or ReportOptions()
+    h = report_headline(tables, summary, options)
+    if h is None:
+        return {}
+    out = {"net_savings": Table("net_savings", NET_SAVINGS_COLUMNS,
+                                tuple((x.line, x.usd, x.detail) for x in report_lines(tables, summary, prices, h)))}
+    streams = stream_shares(tables, h)
+    if streams is not None:
+        out["topic_savings"] = _share_table("topic_savings", "topic", cs.by_topic(streams))
+        if options.teams is not None:
+            out["team_savings"] = _share_table("team_savings", "team", cs.by_team(streams, options.teams))
+    return out
 
 
 def charts(tables: Mapping[str, Table], headline: rd.Headline | None = None) -> dict[str, str]:
@@ -208,7 +299,7 @@ p.sub{color:var(--muted);margin:0 0 16px}
 table{border-collapse:collapse;width:100%;font-size:12.5px;margin:6px 0 4px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;vertical-align:top}
 th{background:#f3f5f7;font-weight:bold}th:first-child,td:first-child{text-align:left}
-td.text{text-align:left}
+td.text,th.text{text-align:left}
 figure{margin:8px 0 16px}figure img{width:100%;height:auto}
 figcaption{color:var(--muted);font-size:12px}
 .small{color:var(--muted);font-size:12px}
@@ -224,7 +315,8 @@ figcaption{color:var(--muted);font-size:12px}
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int = 1) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    head = "".join(f"<th class='text'>{html.escape(c)}</th>" if 0 < i < text_columns else f"<th>{html.escape(c)}</th>"
+                   for i, c in enumerate(columns))
     body = "".join("<tr>" + "".join(
         f"<td class='text'>{html.escape(v)}</td>" if i < text_columns else f"<td>{html.escape(v)}</td>"
         for i, v in enumerate(row)) + "</tr>" for row in rows)
@@ -240,15 +332,21 @@ def _tone(x: float | None) -> str:
     return "" if x is None else ("good" if x >= 0 else "bad")
 
 
-def _headline_html(h: rd.Headline) -> list[str]:
+def _projection_card(label: str, value: float | None, p: Projection) -> str:
+    if p.refusal is not None:
+        return _card(label, "not projected", p.refusal)
+    return _card(label, usd(value), f"{p.basis}, at its rate", _tone(value))
+
+
+def _headline_html(h: rd.Headline, lines: Sequence[NetSavingsLine]) -> list[str]:
+    p = h.projection
     parts = [
         "<div class='cards'>",
-        _card("Net savings in the period", usd(h.net_savings_usd), f"over {duration(h.period_s)}",
+        _card("Net savings in the window", usd(h.net_savings_usd),
+              f"over {duration(h.period_s)}, after S3" + (" and compute" if h.compute is not None else ""),
               _tone(h.net_savings_usd)),
-        _card("Projected per month", usd(h.per_month_usd), f"at the rate of these {duration(h.period_s)}",
-              _tone(h.per_month_usd)),
-        _card("Projected per year", usd(h.per_year_usd), f"at the rate of these {duration(h.period_s)}",
-              _tone(h.per_year_usd)),
+        _projection_card("Projected per month", p.per_month_usd, p),
+        _projection_card("Projected per year", p.per_year_usd, p),
         _card("Share of the transfer bill saved", pct(h.share_of_transfer_bill),
               f"of {usd(h.direct_transfer_usd)} a direct produce would cost", _tone(h.share_of_transfer_bill)),
         _card("S3 request cost", usd(h.s3_usd), "every PUT, LIST, GET, HEAD the product made"),
@@ -262,12 +360,21 @@ def _headline_html(h: rd.Headline) -> list[str]:
         byte_share = h.bytes_below_break_even / h.wal_object_bytes if h.wal_object_bytes else None
         parts.append(f"<p>Below break-even: <b>{h.objects_below_break_even:,}</b> of {h.wal_objects:,} WAL objects "
                      f"({pct(share)}), {si_bytes(h.bytes_below_break_even)} ({pct(byte_share)} of WAL bytes), sat "
-                     f"in size classes that lost money: {usd(h.loss_below_break_even_usd)} in the period.</p>")
+                     f"in size classes that lost money: {usd(h.loss_below_break_even_usd)} in the window.</p>")
+    compute = h.agent_usd + h.cpu_usd
     parts.append(_table(
-        ["Cross-zone bill", "Transfer", "S3 requests", "Total"],
-        [["Direct produce (no azsidecar)", usd(h.direct_transfer_usd), usd(0), usd(h.direct_transfer_usd)],
-         ["With azsidecar", usd(h.crossed_transfer_usd), usd(h.s3_usd), usd(h.crossed_transfer_usd + h.s3_usd)],
-         ["Saved", usd(h.transfer_avoided_usd), usd(-h.s3_usd), usd(h.net_savings_usd)]]))
+        ["Cross-zone bill", "Transfer", "S3 requests", "Compute (agents, proxy CPU)", "Total"],
+        [["Direct produce (no azsidecar)", usd(h.direct_transfer_usd), usd(0), usd(0), usd(h.direct_transfer_usd)],
+         ["With azsidecar", usd(h.crossed_transfer_usd), usd(h.s3_usd), usd(compute),
+          usd(h.crossed_transfer_usd + h.s3_usd + compute)],
+         ["Saved", usd(h.transfer_avoided_usd), usd(-h.s3_usd), usd(-compute), usd(h.net_savings_usd)]]))
+    parts.append("<h2>Net savings, line by line</h2>")
+    parts.append(_table(["Line", "Made of", "Amount"],
+                        [[x.label, x.detail, usd(x.usd) if x.usd is not None else "not projected"] for x in lines],
+                        text_columns=2))
+    parts.append("<p class='small'>Costs are negative: the lines above net savings add up to it (net_savings.csv "
+                 "has them). Dollars of a cent or more are rounded to the cent, smaller ones to 4 significant "
+                 "digits, in the page and the CSV tables alike.</p>")
     return parts
 
 
@@ -306,11 +413,53 @@ def _placement_html(p: rd.LeaderPlacementSection) -> list[str]:
     return parts
 
 
+MAX_SPLIT_ROWS = 20  # topics or teams listed on the page (topic_savings.csv and team_savings.csv have all)
+APPORTIONED = ("Apportioned by bytes, not measured per topic: the transfer a direct produce would cost by the "
+               "topic's cross-zone bytes in each zone pair; the transfer avoided and the S3 requests by its WAL "
+               "bytes in each zone pair, since a WAL object, its PUT, GETs and notifications carry many topics' "
+               "batches; the S3 requests of no zone pair (epochs, GC) and the agent tasks by its WAL bytes over "
+               "the window; the proxy CPU by its bytes per route at the CPU rates. The rows add up to the totals "
+               "above.")
+
+
+def _split_html(title: str, first_column: str, rest_label: str, shares: Sequence[cs.CostShare],
+                note: str) -> list[str]:
+    rows = cs.top(shares, MAX_SPLIT_ROWS, rest_label)
+    parts = [f"<h2>{html.escape(title)}</h2>", f"<p class='small'>{html.escape(note)}</p>",
+             _table([first_column, "Via S3 (WAL)", "Sent across directly", "Direct-produce transfer",
+                     "Transfer avoided", "S3 requests", "Agent tasks", "Proxy CPU", "Net savings"],
+                    [[x.name, si_bytes(x.bytes_wal), si_bytes(x.bytes_direct_cross), usd(x.direct_transfer_usd),
+                      usd(x.transfer_avoided_usd), usd(-x.s3_usd), usd(-x.agent_usd), usd(-x.cpu_usd),
+                      usd(x.net_savings_usd)] for x in rows])]
+    if len(shares) > len(rows):
+        parts.append(f"<p class='small'>The {MAX_SPLIT_ROWS - 1} largest of {len(shares):,}, the rest summed.</p>")
+    return parts
+
+
+def _team_note(options: ReportOptions, streams: Sequence[cs.StreamShare]) -> str:
+    produced = sum(s.share.bytes_local + s.share.bytes_direct_cross + s.share.bytes_wal for s in streams)
+    unknown = sum(s.share.bytes_local + s.share.bytes_direct_cross + s.share.bytes_wal
+                  for s in streams if not s.principal and s.topic != cs.NOT_TIED)
+    return (f"Teams by the rules of {options.teams_source}: the first rule whose principal and/or topic prefix "
+            f"matches a stream (its topic and the client's Kafka principal) names the team; streams no rule "
+            f"matches are \"unassigned\". {pct(unknown / produced if produced else None)} of the produce bytes carry "
+            "no principal (records before audit schema v11): only topic rules match them. " + APPORTIONED.replace("topic's", "stream's").replace("topics'", "streams'"))
+
+
+def window_text(summary: InputSummary) -> str:
+    return f"{_utc(summary.first_ts_ms)} to {_utc(summary.last_ts_ms)}"
+
+
+def report_lines(tables: Mapping[str, Table], summary: InputSummary, prices: Prices, h: rd.Headline) -> list[NetSavingsLine]:
+    return net_savings_lines(h, _rows(tables, "savings"), prices, window_text(summary))
+
+
 def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Prices,
-                framing: Framing | None = None) -> str:
+                framing: Framing | None = None, options: ReportOptions | None = None) -> str:
     """The whole report as one HTML document (charts inline, print styles included)."""
-    h = report_headline(tables, summary)
-    period = f"{_utc(summary.first_ts_ms)} to {_utc(summary.last_ts_ms)}"
+    options = options or ReportOptions()
+    h = report_headline(tables, summary, options)
+    period = window_text(summary)
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
@@ -321,12 +470,13 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
         f"{summary.files:,} files &middot; {html.escape(summary.source)}</p>",
     ]
     if h is not None:
-        parts += _headline_html(h)
+        parts += _headline_html(h, report_lines(tables, summary, prices, h))
     images = charts(tables, h)
     captions = {
         "Savings by zone pair": "Per producer zone → partition-leader zone over the period. Net = transfer "
                                 "avoided − S3 request cost.",
-        "Net savings over time": "Running total of net savings, hour by hour (UTC).",
+        "Net savings over time": "Running total of the transfer avoided less S3 requests, hour by hour (UTC); "
+                                 "the compute lines are over the whole window, not per hour.",
         "Net savings per WAL object by object size": "WAL objects grouped by size (powers of two). Objects "
                                                      "smaller than the break-even size lose money.",
         "Produce latency by route": "Time from receiving a batch to having its result, successful batches; "
@@ -343,7 +493,7 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
         parts.append("<h2>Where the savings come from</h2>")
         figure("Savings by zone pair")
         parts.append(_table(["Zone pair", "Via S3 (WAL)", "Sent across directly", "Direct-produce transfer",
-                             "Transfer avoided", "S3 requests", "Net savings", "Share saved"],
+                             "Transfer avoided", "S3 requests", "Net of S3", "Share saved"],
                             _pair_rows(rd.pair_savings(savings))))
         hours = rd.savings_by_hour(savings)
         figure("Net savings over time")
@@ -352,9 +502,15 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
         if len(hours) > len(shown):
             parts.append(f"<p class='small'>The last {len(shown)} of {len(hours)} hours; every hour and zone "
                          "pair is in savings.csv.</p>")
-        parts.append(_table(["Hour (UTC)", "Direct-produce transfer", "Net savings", "Net savings so far"],
+        parts.append(_table(["Hour (UTC)", "Direct-produce transfer", "Net of S3", "Net of S3 so far"],
                             [[x.hour.replace("T", " ").replace("Z", ""), usd(x.direct_transfer_usd),
                               usd(x.net_savings_usd), usd(x.cumulative_usd)] for x in shown]))
+        streams = stream_shares(tables, h) if h is not None else None
+        if streams:
+            parts += _split_html("By topic", "Topic", "other topics", cs.by_topic(streams), APPORTIONED)
+            if options.teams is not None:
+                parts += _split_html("By team", "Team", "other teams", cs.by_team(streams, options.teams),
+                                     _team_note(options, streams))
     classes = rd.size_classes(_rows(tables, "break_even"))
     if classes:
         parts.append("<h2>WAL object size and break-even</h2>")
@@ -384,7 +540,7 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
                             [[r["zone"], r["broker_zone"] or "unknown", r["api"], f"{r['requests']:,}",
                               si_bytes(r["wire_bytes"]), usd(r["transfer_usd"]) if r["transfer_usd"] is not None
                               else "unknown"] for r in passed], text_columns=3))
-    placement = placement_section(tables, summary, prices)
+    placement = placement_section(tables, summary, prices, options)
     if placement is not None:
         parts += _placement_html(placement)
     episodes = episodes_section(tables, summary)
@@ -398,8 +554,12 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
                ["Records the writers dropped", f"{sum(r['dropped'] or 0 for r in drops):,}"],
                ["Schema versions", ", ".join(f"v{v}: {n:,}" for v, n in sorted(summary.versions.items()))]]
     parts.append(_table(["Check", "Count"], quality))
-    parts.append(f"<p class='small'>{html.escape(prices_text(prices, framing))} The projections scale the "
-                 "period's net savings to a month (30.4 days) and a year (365.25 days) at the observed rate. "
-                 "Method: docs/audit-records.md. Every table in full: the CSV files next to this page.</p>")
+    parts.append(f"<p class='small'>{html.escape(prices_text(prices, framing))} "
+                 f"{html.escape(compute_text(options))} The projections scale the window's net savings to a month "
+                 f"(30.4 days) and a year (365.25 days) at the observed rate, and only from a window of "
+                 f"{html.escape(short_duration(options.min_projection_window_s))} of audited traffic or more "
+                 "(<code>--min-projection-hours</code>). Method: docs/audit-records.md; checking the figures against "
+                 "the AWS Cost and Usage Report: docs/cost-reconciliation.md. Every table in full: the CSV files "
+                 "next to this page.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)

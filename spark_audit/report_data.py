@@ -3,9 +3,12 @@
 `spark_audit.report` renders these (text, matplotlib, HTML); the tests check them with
 numbers worked out by hand. Inputs are the tables' rows as dicts (`Table.dicts()`).
 
-Money is as the savings table has it. The projection per month and per year scales the
-period's net savings by (month or year) / (the period the records cover: first to last
-record timestamp), i.e. it assumes the observed traffic and mix continue.
+Money is as the savings table has it, less the sidecar's own compute
+(`spark_audit.compute_costs`): net savings = transfer avoided - S3 - agent tasks - proxy
+CPU. The projection per month and per year scales the window's net savings by (month or
+year) / (the window the records cover: first to last record timestamp), i.e. it assumes the
+observed traffic and mix continue, and only from a window of at least an hour
+(`spark_audit.projection`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from leader_placement.plan import Constraints, LeaderPrices, PartitionKey, PartitionPlacement, Placement, plan_leaders
+from spark_audit.compute_costs import ComputeCost
+from spark_audit.projection import MIN_PROJECTION_WINDOW_S, Projection, project
 
-SECONDS_PER_MONTH = 30.4375 * 86_400  # 365.25 / 12 days
-SECONDS_PER_YEAR = 365.25 * 86_400
 SHARED_LABEL = "(shared)"  # jobs.SHARED_ZONE: S3 requests that serve no single zone pair
 SHARED_PAIRS_LABEL = "epochs, GC (all zones)"  # S3 requests of no single pair, in one entry
 TOP_PAIRS = 8  # zone pairs drawn and listed one by one; the rest are summed as "other pairs"
@@ -42,18 +45,33 @@ def _sum(rows: Iterable[Row], column: str) -> float:
 class Headline:
     """The numbers a FinOps reader looks for first."""
 
-    period_s: float  # what the records cover (first to last timestamp)
+    period_s: float  # the window the records cover (first to last timestamp)
     direct_transfer_usd: float  # the cross-zone bill a direct produce would have run up
     crossed_transfer_usd: float  # the cross-zone bill that remained (direct_cross + notifications)
     transfer_avoided_usd: float
     s3_usd: float  # every S3 request the product made
-    net_savings_usd: float
+    before_compute_usd: float  # transfer avoided - S3
     break_even_object_bytes: float | None  # WAL object size at which requests cost what they save
     wal_objects: int
     objects_below_break_even: int  # objects in size classes that lost money
     bytes_below_break_even: float
     wal_object_bytes: float
     loss_below_break_even_usd: float  # what those objects cost beyond what they saved (<= 0)
+    compute: ComputeCost | None = None  # agent tasks and proxy CPU; None: not counted
+    min_projection_window_s: float = MIN_PROJECTION_WINDOW_S
+
+    @property
+    def agent_usd(self) -> float:
+        return self.compute.agent_usd if self.compute is not None else 0.0
+
+    @property
+    def cpu_usd(self) -> float:
+        return self.compute.cpu_usd if self.compute is not None else 0.0
+
+    @property
+    def net_savings_usd(self) -> float:
+        """Transfer avoided - S3 requests - agent tasks - proxy CPU."""
+        return self.before_compute_usd - self.agent_usd - self.cpu_usd
 
     @property
     def share_of_transfer_bill(self) -> float | None:
@@ -61,12 +79,16 @@ class Headline:
         return self.net_savings_usd / self.direct_transfer_usd if self.direct_transfer_usd else None
 
     @property
+    def projection(self) -> Projection:
+        return project(self.net_savings_usd, self.period_s, self.min_projection_window_s)
+
+    @property
     def per_month_usd(self) -> float | None:
-        return self.net_savings_usd * SECONDS_PER_MONTH / self.period_s if self.period_s > 0 else None
+        return self.projection.per_month_usd
 
     @property
     def per_year_usd(self) -> float | None:
-        return self.net_savings_usd * SECONDS_PER_YEAR / self.period_s if self.period_s > 0 else None
+        return self.projection.per_year_usd
 
 
 def period_seconds(first_ts_ms: int | None, last_ts_ms: int | None, hours: int) -> float:
@@ -76,8 +98,10 @@ def period_seconds(first_ts_ms: int | None, last_ts_ms: int | None, hours: int) 
     return hours * 3600.0
 
 
-def headline(savings: Sequence[Row], break_even: Sequence[Row], period_s: float) -> Headline:
-    """Totals over the savings table and the WAL objects of the break-even table."""
+def headline(savings: Sequence[Row], break_even: Sequence[Row], period_s: float, compute: ComputeCost | None = None,
+             min_projection_window_s: float = MIN_PROJECTION_WINDOW_S) -> Headline:
+    """Totals over the savings table and the WAL objects of the break-even table, less
+    `compute` (None: not counted); projected only from windows of `min_projection_window_s`."""
     direct = _sum(savings, "direct_transfer_usd")
     avoided = _sum(savings, "transfer_avoided_usd")
     objects = int(_sum(break_even, "objects"))
@@ -89,13 +113,15 @@ def headline(savings: Sequence[Row], break_even: Sequence[Row], period_s: float)
         crossed_transfer_usd=direct - avoided,
         transfer_avoided_usd=avoided,
         s3_usd=_sum(savings, "s3_put_usd") + _sum(savings, "s3_get_usd"),
-        net_savings_usd=_sum(savings, "net_savings_usd"),
+        before_compute_usd=_sum(savings, "net_savings_usd"),
         break_even_object_bytes=numerators / objects if objects else None,
         wal_objects=objects,
         objects_below_break_even=int(_sum(losing, "objects")),
         bytes_below_break_even=sum(_num(r, "mean_object_bytes") * _num(r, "objects") for r in losing),
         wal_object_bytes=sum(_num(r, "mean_object_bytes") * _num(r, "objects") for r in break_even),
         loss_below_break_even_usd=_sum(losing, "net_savings_usd"),
+        compute=compute,
+        min_projection_window_s=min_projection_window_s,
     )
 
 
@@ -273,6 +299,7 @@ class LeaderPlacementSection:
     observed: tuple[ObservedMove, ...]
     moved_and_back: int  # partitions whose leader left a zone and came back within the period
     period_s: float
+    min_projection_window_s: float = MIN_PROJECTION_WINDOW_S
 
     @staticmethod
     def _bytes(moves: Iterable[PlacementMove | ObservedMove]) -> int:
@@ -302,11 +329,15 @@ class LeaderPlacementSection:
     def observed_usd(self) -> float:
         return sum(m.saved_usd for m in self.observed)
 
+    def projection(self, usd: float) -> Projection:
+        return project(usd, self.period_s, self.min_projection_window_s)
+
     def per_month(self, usd: float) -> float | None:
-        return usd * SECONDS_PER_MONTH / self.period_s if self.period_s > 0 else None
+        return self.projection(usd).per_month_usd
 
 
-def leader_placement(leader_traffic: Sequence[Row], usd_per_byte: float, period_s: float) -> LeaderPlacementSection:
+def leader_placement(leader_traffic: Sequence[Row], usd_per_byte: float, period_s: float,
+                     min_projection_window_s: float = MIN_PROJECTION_WINDOW_S) -> LeaderPlacementSection:
     """The saving leader moves could still make over the period, and what the moves seen in it made.
 
     `leader_traffic`: the rows of jobs.leader_traffic. A partition's current leader zone is
@@ -360,7 +391,7 @@ def leader_placement(leader_traffic: Sequence[Row], usd_per_byte: float, period_
                      for m in plan.moves)
 
     return LeaderPlacementSection(n, produced, crossed, planned(n), planned(1), tuple(observed), moved_and_back,
-                                  period_s)
+                                  period_s, min_projection_window_s)
 
 
 def _cross_share(sources: Mapping[str, int], leader: str) -> float | None:

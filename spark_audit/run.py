@@ -35,7 +35,8 @@ from spark_audit._io import (
 from spark_audit.catalog import JOBS, TABLE_FORMATS, TABLES_OF_JOB
 from spark_audit.config import AuditConfig
 from spark_audit.progress import DEFAULT_INTERVAL_S, ProgressReporter, active_stages
-from spark_audit.report import render_html, summary_text
+from spark_audit.report import render_html, report_tables, summary_text
+from spark_audit.report_options import ReportOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,6 +47,7 @@ EXIT_INPUT = 1  # input or output unusable (message says why, with counts)
 LINE_SCANS = {
     "latency": (jobs.LATENCY_COLUMNS, jobs.latency, "percentiles need every value"),
     "leader_traffic": (jobs.PLACEMENT_COLUMNS, jobs.leader_traffic, "bytes per partition"),
+    "topic_traffic": (jobs.TOPIC_COLUMNS, jobs.topic_traffic, "bytes per topic and principal"),
 }
 
 
@@ -74,7 +76,8 @@ def load_framing(path: str | None, path_mtu: int | None = None, link_header_byte
 def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: str | None = "local[*]",
         s3_endpoint_url: str | None = None, spark: SparkSession | None = None, out: TextIO | None = None,
         table_formats: tuple[str, ...] = ("csv",), storage_class: str = "standard", framing: Framing | None = None,
-        progress: TextIO | None = None, progress_interval_s: float = DEFAULT_INTERVAL_S) -> int:
+        progress: TextIO | None = None, progress_interval_s: float = DEFAULT_INTERVAL_S,
+        report_options: ReportOptions | None = None) -> int:
     """Run `job`; returns the process exit code (0, or EXIT_INPUT with a message on stderr).
 
     `spark`: an existing session (tests); otherwise one is created for `master`
@@ -85,6 +88,9 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     path MTU 9001, IP bytes as AWS bills them).
     `progress` (default stderr) gets a line per step and, every `progress_interval_s`
     while one runs, the step and Spark's active stages (spark_audit.progress).
+    `report_options`: the report's projection rule, compute rates and team rules (defaults:
+    `ReportOptions()`); `report` and `all` also write the tables computed from them
+    (catalog.REPORT_TABLES) as CSV.
     Raises ValueError for an unknown job or table format.
     """
     if job not in TABLES_OF_JOB:
@@ -95,6 +101,7 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     out = out or sys.stdout
     progress = progress or sys.stderr
     framing = framing or Framing()
+    options = report_options or ReportOptions()
     own_session = spark is None
     if spark is None:
         print(f"audit {job}: starting Spark ({master or 'spark-submit master'})", file=progress, flush=True)
@@ -109,6 +116,7 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         "cache_metadata": jobs.metadata_cache,
         "passthrough_bytes": lambda r: jobs.passthrough_bytes(r, prices, framing),
         "zone_trouble": lambda r: jobs.zone_trouble(r, prices, framing, storage_class),
+        "agents": jobs.agent_zones,
     }
     rolled = None
     reporter = ProgressReporter(job, progress, lambda: active_stages(spark.sparkContext), progress_interval_s)
@@ -144,9 +152,13 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
                     written.append(f"{table.name}.parquet")
             (output.dir / "input_summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
             if job in ("report", "all"):
-                (output.dir / "report.html").write_text(render_html(tables, summary, prices, framing))
+                # the report's own tables are computed on the driver from the collected ones: CSV only
+                for table in report_tables(tables, summary, prices, options).values():
+                    write_csv(table, output.dir / f"{table.name}.csv")
+                    written.append(f"{table.name}.csv")
+                (output.dir / "report.html").write_text(render_html(tables, summary, prices, framing, options))
         output.finish()
-        print(summary_text(tables, summary, prices, framing), file=out)
+        print(summary_text(tables, summary, prices, framing, options), file=out)
         print(f"tables written to {output_uri}: " + ", ".join(written)
               + (", report.html" if job in ("report", "all") else ""), file=out)
         return 0

@@ -15,7 +15,8 @@ import sys
 
 from core.configload import ConfigError
 from core.prices_file import load_prices
-from spark_audit.cli import add_job_arguments
+from spark_audit.cli import add_job_arguments, compute_overrides
+from spark_audit.report_options import load_report_options
 from spark_audit.run import load_framing, run
 
 
@@ -27,11 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prices = load_prices(args.prices)
         framing = load_framing(args.prices, args.path_mtu, args.link_header_bytes)
+        options = load_report_options(args.prices, args.teams, args.min_projection_hours, compute_overrides(args))
     except ConfigError as exc:
         print(f"submit.py: configuration error: {exc}", file=sys.stderr)
         return 2
     return run(args.job, args.input, args.output, prices, master=None, s3_endpoint_url=args.s3_endpoint_url,
-               table_formats=args.tables, storage_class=args.storage_class, framing=framing)
+               table_formats=args.tables, storage_class=args.storage_class, framing=framing,
+               report_options=options)
 
 
 if __name__ == "__main__":

@@ -121,8 +121,9 @@ def test_cache_by_zone_over_the_period():
 
 
 @pytest.mark.parametrize(("value", "text"), [
-    (1234.567, "$1,234.57"), (0.5, "$0.5000"), (0.0123, "$0.0123"), (0.000034938, "$0.0000349"),
-    (-1.032404e-5, "-$0.0000103"), (0, "$0.00"), (None, "n/a"),
+    # a cent or more: to the cent, halves up; below a cent: 4 significant digits, trailing zeros dropped
+    (1234.567, "$1,234.57"), (0.5, "$0.50"), (0.0123, "$0.01"), (0.125, "$0.13"), (0.000034938, "$0.00003494"),
+    (-1.032404e-5, "-$0.00001032"), (0.005, "$0.005"), (0.0099996, "$0.01"), (0, "$0.00"), (None, "n/a"),
 ])
 def test_dollars_as_written_by_people(value, text):
     assert usd(value) == text
@@ -170,7 +171,11 @@ def test_html_is_one_printable_file_in_words_a_reader_uses():
 def test_text_summary_fits_one_screen_and_leads_with_the_money():
     text = summary_text(_tables(100), SUMMARY, Prices())
     assert len(text.splitlines()) <= 20
-    assert "NET SAVINGS $800.00 = 80.0 % of the cross-zone transfer bill; at this rate $5,844.00 per month" in text
+    # 100 hours of avoided 9 and S3 1: $900 - $100 = $800 of $1,000; no agents table: no compute line
+    assert ("NET SAVINGS $800.00 = transfer avoided $900.00 - S3 $100.00 (compute not counted: jobs report and "
+            "all count it); 80.0 % of the cross-zone transfer bill") in text
+    # 800 * 730.5 / 100 = 5,844 a month; 800 * 8,766 / 100 = 70,128 a year; 100 h = 4.17 days
+    assert "projection  $5,844.00 per month, $70,128.00 per year (from 4.17 days of audited traffic)" in text
 
 
 def test_consumer_traffic_is_reported_per_zone_pair_with_its_cost():
@@ -180,9 +185,9 @@ def test_consumer_traffic_is_reported_per_zone_pair_with_its_cost():
             ("az1", "az2", 1, "Fetch", 20, 2_000, 5_000_000_000, 5_000_000_000, True, 0.1),
             ("az1", "", 2, "ListOffsets", 1, 40, 60, 100, None, None))
     tables = {**_tables(2), "passthrough_bytes": Table("passthrough_bytes", columns, rows)}
-    # 2 MB + 5 GB + 100 B on the wire (5.0 GB); 5 GB of it across zones, $0.10 (written to 4 places)
-    line = "consumer/admin traffic through the sidecars 5.0 GB on the wire; across zones 5.0 GB costing $0.1000"
+    # 2 MB + 5 GB + 100 B on the wire (5.0 GB); 5 GB of it across zones, $0.10
+    line = "consumer/admin traffic through the sidecars 5.0 GB on the wire; across zones 5.0 GB costing $0.10"
     assert line in summary_text(tables, SUMMARY, Prices())
     page = render_html(tables, SUMMARY, Prices())
     section = page.split("<h2>Consumers and admin clients through the sidecars</h2>")[1].split("</table>")[0]
-    assert section.count("<tr>") == 1 + 3 and "unknown" in section and "$0.1000" in section
+    assert section.count("<tr>") == 1 + 3 and "unknown" in section and "$0.10" in section

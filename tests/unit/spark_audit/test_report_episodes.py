@@ -71,7 +71,7 @@ def test_the_report_names_the_costliest_episode():
     assert "zone episodes: 3 (the WAL path to a zone unhealthy or its objects unread)" in text
     assert "costing $0.000215 in fallback transfer and unread objects' PUTs" in text
     assert ("the costliest az1 -> az2 1970-01-01 00:10:00 UTC to 1970-01-01 00:14:00 UTC (4 min): 10 batches "
-            "(10.0 MB) sent across, 2 failed on the WAL route, 3 objects unread, $0.000208") in text
+            "(10.0 MB) sent across, 2 failed on the WAL route, 3 objects unread, $0.0002075") in text  # 1e-4 + 7.5e-6 + 8e-5 + 2e-5
     page = render_html(tables, SUMMARY, Prices())
     section = page.split("<h2>Zone episodes</h2>")[1].split("<h2>")[0]
     assert section.count("<tr>") == 4  # header and three episodes
