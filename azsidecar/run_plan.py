@@ -24,7 +24,6 @@ from typing import TextIO, TypedDict
 from core.configload import ConfigError
 from core.prices import Prices
 from core.prices_file import load_prices
-from planner.verdict import GO_MIN_NET_SHARE, ShadowVerdict, shadow_verdict
 from planner.plan import (
     Audited,
     Bill,
@@ -48,6 +47,7 @@ from planner.plan import (
     storage_classes,
     without_shadow_direct,
 )
+from planner.verdict import GO_MIN_NET_SHARE, ShadowVerdict, shadow_verdict
 
 REQUIRED_COLUMNS = ("host", "zone", "leader_zone", "bytes_per_s")
 
@@ -125,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
                 replayed = {"sidecar": replay_usage(arrivals, "sidecar", wal, applied=applied)[0],
                             "gateway": replay_usage(arrivals, "gateway", wal)[0]}
             if args.from_audit and shadow is not None and shadow.wal_bytes == 0:
-                flows = []  # the policy would have sent nothing through the WAL: nothing to price, the verdict says so
+                flows: list[Flow] = []  # the policy would have sent nothing through the WAL: nothing to price, the verdict says so
             elif args.from_audit:
                 flows, window_s = flows_from_produce_batches(without_shadow_direct(audit_records(root)))
         except PlanError as exc:
