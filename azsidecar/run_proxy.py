@@ -21,6 +21,7 @@ from azsidecar.failures import EXIT_CONFIG, EXIT_ENVIRONMENT, StartupFailure
 from azsidecar.logs import setup_logging
 from azsidecar.monitor import ProxyHealth
 from azsidecar.preflight import check_wal_store, startup_errors
+from azsidecar.price_gauges import export_prices
 from azsidecar.runtime import tune_gc
 from azsidecar.secrets import resolve_secrets
 from azsidecar.sidecar import run_sidecar, wal_enabled
@@ -125,6 +126,7 @@ def worker_main(config: Config, index: int, config_path: str | None) -> None:
 def serve(config: Config, config_path: str | None) -> int:
     """Serve until SIGTERM/SIGINT (status server and audit writer included); returns the exit code."""
     health = ProxyHealth(config.router.fallback)
+    export_prices(config.router.prices, config.wal.storage_class)  # what the dashboard and alerts price savings with
     status = (StatusServer(config.proxy.metrics_host, config.proxy.metrics_port, health.live, health.checks,
                            LabelledRegistry("proxy", {"zone": config.zone or ""}))
               if config.proxy.metrics_port else None)

@@ -23,13 +23,15 @@ from kafka_upstream.direct import DirectBackend
 from kafka_upstream.metadata import MetadataCache
 from kafka_upstream.upstream import UpstreamCluster, open_upstream
 from leader_notify.metrics import process_sender_metrics
-from leader_notify.sender.owners import probe_targets
+from leader_notify.sender.owners import AgentMap, probe_targets
 from leader_notify.sender.recovery import recover_acknowledged
 from leader_notify.sender.sender import NotifySender
 from proxy.bypass import SameZoneBypass
 from proxy.server import ProxyServer
 from proxy.startup import run_proxy
-from router.backend import RoutingBackend, WalPath
+from router.backend import RoutingBackend
+from router.wal_path import ObjectAnnouncer, WalPath
+from router.zone_circuits import ZoneCircuits
 from wal_s3.s3 import S3Error, make_s3_client
 from wal_s3.writer import WalWriter
 
@@ -72,22 +74,33 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *,
     """
     audit = audit or NullAuditSink()
     async with trio.open_nursery() as nursery, contextlib.AsyncExitStack() as stack:
+        # The destinations' WAL-path circuits, fed by the router's outcomes, the monitor's
+        # probes and, at once, by the writer's and the sender's gray-failure hooks.
+        agents = AgentMap(config.notify.agents, config.notify.agent_ownership)
+        circuits = ZoneCircuits(agents, config.router.broker_zones)
         wal_path = None
         if wal_enabled(config):
             zone = config.zone
             assert zone is not None  # wal_enabled: the zone is known
-            writer = WalWriter(config.wal, zone, config.proxy.proxy_id, make_s3_client(config.wal), audit,
-                               prices=config.router.prices)
-            await stack.enter_async_context(writer.running())
-            epoch = writer.epoch
-            assert epoch is not None  # running() registered it
+            # How a WAL produce is assembled: the writer buffers batches into objects; each
+            # released object goes to the announcer, which hands it to the notifier of each
+            # owning agent (the sender's connections); WalPath turns the writer's and the
+            # notifiers' callbacks into each partition's outcome (router/wal_path.py).
+            s3 = make_s3_client(config.wal)
+            epoch = await WalWriter.win_epoch(config.wal, zone, config.proxy.proxy_id, s3, audit)
             sender = NotifySender(config.notify, zone, config.proxy.proxy_id, epoch, audit,
-                                  bucket=writer.bucket, metrics=process_sender_metrics())
-            stack.push_async_callback(sender.aclose)
+                                  bucket=config.wal.bucket_for(zone), metrics=process_sender_metrics(),
+                                  agents=agents, on_gray=circuits.notify_abandoned)
             acked = (lambda topic: config.router.ack_mode(topic) == "wal") if "wal" in config.router.ack_modes.values() \
                 else None
-            wal_path = WalPath(writer, sender, nursery, acked_topic=acked)
-            log.info("WAL path on: writer %s epoch %d, agents %s", config.proxy.proxy_id, writer.epoch,
+            announcer = ObjectAnnouncer(sender, nursery, acked_topic=acked)
+            writer = WalWriter(config.wal, zone, config.proxy.proxy_id, s3, audit, prices=config.router.prices,
+                               epoch=epoch, on_released=announcer.announce, share_of=agents.share_of,
+                               on_gray_put=circuits.put_abandoned)
+            await stack.enter_async_context(writer.running())
+            stack.push_async_callback(sender.aclose)
+            wal_path = WalPath(writer, announcer, agents)
+            log.info("WAL path on: writer %s epoch %d, agents %s", config.proxy.proxy_id, epoch,
                      dict(config.notify.agents))
             if "wal" in config.router.ack_modes.values():
                 await recover_before_serving(config, epoch, sender, audit)
@@ -109,8 +122,9 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *,
 
         async def backend_factory(cluster: UpstreamCluster, metadata: MetadataCache) -> RoutingBackend:
             direct = DirectBackend(cluster, metadata, config.upstream.request_timeout_s)
+            circuits.follow(metadata)  # a zone whose brokers left metadata is partitioned, not an agent fault
             backend = RoutingBackend(config.zone or "", config.router, config.wal, direct, metadata, wal_path,
-                                     nursery, audit, config.proxy.proxy_id, direct_by_zone)
+                                     nursery, audit, config.proxy.proxy_id, direct_by_zone, circuits=circuits)
             built.append((backend, metadata))
             if on_backend is not None:
                 on_backend(backend)
@@ -126,9 +140,9 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *,
             server = started[0]
             health.draining = lambda: server.draining
             backend, metadata = built[0]
-            agents = probe_targets(config.notify.agents, config.zone) if wal_path else {}  # keyed like the circuits
-            nursery.start_soon(monitor_proxy, health, metadata.probe, agents, backend.zone_circuits,
-                               backend.zone_reasons, backend.observe_zone)
+            probes = probe_targets(config.notify.agents, config.zone) if wal_path else {}  # keyed like the circuits
+            nursery.start_soon(monitor_proxy, health, metadata.probe, probes, circuits.states,
+                               circuits.reasons, circuits.observe)
         if wal_path is not None:
             started[0].on_shutdown.append(wal_path.drain)  # deliver what producers were already told
         task_status.started(started)

@@ -32,6 +32,7 @@ import concurrent.futures
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ class TimedAuditSink:
     def __init__(self) -> None:
         self.flushes: list[tuple[float, dict[str, Any]]] = []
 
-    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+    def emit(self, kind: str, fields: Mapping[str, Any]) -> None:
         if kind == "wal_flush":
             self.flushes.append((time.perf_counter(), fields))
 

@@ -11,9 +11,10 @@ SCHEMA_VERSION; readers fill missing fields with nulls so older records still re
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -36,6 +37,8 @@ SCHEMA_HISTORY: dict[int, str] = {
        "open, found when the next writer salvaged it (null for other reasons and before v9)",
     10: "produce_batch.shadow_route/shadow_reason: in shadow mode (router.shadow) the route and reason the "
        "policy would have chosen (the batch went `route`); \"\" otherwise",
+    11: "produce_batch.principal: the Kafka principal of the client that sent the batch (User:<SASL user>, "
+        "User:<certificate name>, User:ANONYMOUS); \"\" before v11",
 }
 
 # produce_batch.reason of a batch the router sent across zones because the WAL path to its
@@ -62,7 +65,7 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("error_code", "long"), ("latency_ms", "double"), ("queue_ms", "double"),
         ("s3_put_ms", "double"), ("notify_rtt_ms", "double"), ("leader_append_ms", "double"),
         ("wal_key", "string"), ("linger_wait_ms", "double"), ("producer_wait_ms", "double"),
-        ("shadow_route", "string"), ("shadow_reason", "string"),
+        ("shadow_route", "string"), ("shadow_reason", "string"), ("principal", "string"),
     ),
     # One per WAL object PUT. reason: size | linger | cost | shutdown.
     "wal_flush": (
@@ -127,16 +130,10 @@ def fields_of(kind: str) -> tuple[tuple[str, str], ...]:
     return COMMON_FIELDS + KINDS[kind]
 
 
-class AuditSink(Protocol):
-    """Where components put audit records. `emit` never blocks the data path."""
-
-    def emit(self, kind: str, fields: dict[str, Any]) -> None: ...
-
-
 class NullAuditSink:
     """Discards records (tests of code above the audit writer, audit disabled)."""
 
-    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+    def emit(self, kind: str, fields: Mapping[str, Any]) -> None:
         return None
 
 
@@ -146,10 +143,18 @@ class MemoryAuditSink:
     def __init__(self) -> None:
         self.records: list[tuple[str, dict[str, Any]]] = []
 
-    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+    def emit(self, kind: str, fields: Mapping[str, Any]) -> None:
         if kind not in KINDS:
             raise KeyError(f"unknown audit record kind {kind!r}")
         self.records.append((kind, dict(fields)))
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [f for k, f in self.records if k == kind]
+
+
+# The typed form of KINDS (generated from it: core/audit_records_gen.py); imported last, as it
+# is made from this module's schema.
+from core.audit_records import AuditSink  # noqa: E402
+
+__all__ = ["COMMON_FIELDS", "FALLBACK_DIRECT_REASON", "KINDS", "SCHEMA_HISTORY", "SCHEMA_VERSION", "AuditSink",
+           "MemoryAuditSink", "NullAuditSink", "fields_of"]

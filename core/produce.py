@@ -51,6 +51,9 @@ class ProduceContext:
     timeout_ms: int
     transactional_id: str | None
     client_version: int
+    # The client's Kafka principal (User:<name>), carried into the audit records so the FinOps
+    # report can split savings and costs by team; "" where no front door named one.
+    principal: str = ""
 
 
 Results = dict[TopicPartition, PartitionResult]

@@ -51,9 +51,11 @@ class ValidatedProduce:
     order: list[TopicPartition] = field(default_factory=list)
 
 
-def validate_produce(request: ProduceRequest, version: int, max_batch_bytes: int) -> ValidatedProduce:
-    """Split a Produce request into valid partition batches and per-partition rejections (pure)."""
-    ctx = ProduceContext(request.acks, request.timeout_ms, getattr(request, "transactional_id", None), version)
+def validate_produce(request: ProduceRequest, version: int, max_batch_bytes: int, principal: str = "") -> ValidatedProduce:
+    """Split a Produce request into valid partition batches and per-partition rejections (pure).
+    `principal`: the client's, carried in the context to the audit records."""
+    ctx = ProduceContext(request.acks, request.timeout_ms, getattr(request, "transactional_id", None), version,
+                         principal)
     out = ValidatedProduce(ctx)
     for topic in request.topic_data:
         for part in topic.partition_data:

@@ -45,6 +45,7 @@ class ProxyConfig:
     advertised_host: str = ""  # host clients connect to (a load balancer's zonal DNS name, a Service); "" = listen_host
     advertised_port: int = 0  # port clients connect to; 0 = the port the listener bound
     workers: int = 1  # processes sharing the listener (SO_REUSEPORT), worker i: proxy_id "-w<i>", own WAL epoch, status port metrics_port + i
+    max_principal_labels: int = 100  # distinct client principals with their own series in azsidecar_proxy_principal_produce_bytes_total; later ones count as "other" (audit records keep every name)
     insecure_listener: bool = False  # let a listener other hosts can reach start without TLS and SASL (private test networks only)
 
     def __post_init__(self) -> None:
@@ -73,6 +74,7 @@ class ProxyConfig:
                 "proxy.bypass_same_zone: requires pass-through (proxy.broker_listeners, on by default for a "
                 "loopback sidecar; brokers keep their own node ids)")
         require(1 <= self.workers <= MAX_WORKERS, f"proxy.workers: 1..{MAX_WORKERS}")
+        require(0 <= self.max_principal_labels <= 10_000, "proxy.max_principal_labels: 0..10000")
         require(self.passthrough_audit_interval_s > 0, "proxy.passthrough_audit_interval_s: must be > 0")
         require(self.listen_host not in WILDCARD_HOSTS or bool(self.advertised_host),
                 f"proxy.advertised_host: required when proxy.listen_host is {self.listen_host!r} "

@@ -34,8 +34,13 @@ AUTHZ_DENIALS = Counter("azsidecar_proxy_authz_denials_total", "Requests or topi
 AUTHZ_ACLS = Gauge("azsidecar_proxy_authz_acl_bindings", "ACL bindings in force (authz.source cluster or file)")
 AUTHZ_REFRESH_FAILURES = Counter("azsidecar_proxy_authz_refresh_failures_total",
                                  "DescribeAcls refreshes that failed (authz.source cluster)")
+# Produce request bytes by client principal (bounded: proxy.max_principal_labels, then "other").
+PRINCIPAL_PRODUCE_BYTES = Counter("azsidecar_proxy_principal_produce_bytes_total",
+                                  "Produce request bytes received, by client principal", ["principal"])
+PRINCIPAL_PRODUCE_BYTES_BY: Children[Counter] = Children(PRINCIPAL_PRODUCE_BYTES)
 # Produce quotas per client principal (quotas.*): requests answered with a throttle time, and the time.
 QUOTA_THROTTLED = Counter("azsidecar_proxy_quota_throttled_requests_total",
-                          "Produce requests answered with throttle_time_ms > 0 (quotas)")
+                          "Produce requests answered with throttle_time_ms > 0 (quotas), by client principal", ["principal"])
 QUOTA_THROTTLE_TIME = Counter("azsidecar_proxy_quota_throttle_seconds_total",
-                              "Throttle time given to clients over their produce quota (their connection is muted as long)")
+                              "Throttle time given to clients over their produce quota (their connection is muted as long), "
+                              "by client principal", ["principal"])

@@ -17,12 +17,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 import trio
 
 from core.audit import AuditSink
+from core.audit_records import PassthroughBytesRecord
 
-KIND = "passthrough_bytes"
+KIND: Final = "passthrough_bytes"
 DEFAULT_INTERVAL_S = 10.0  # one record per broker and API every 10 s: ~8640 a day per pair
 MAX_KEYS = 1024  # (broker, api) pairs held between flushes: brokers x client APIs stays far below
 OVERFLOW_API_KEY = -1  # api_key of the counts beyond MAX_KEYS
@@ -62,7 +64,7 @@ class PassthroughCounter:
 
 
 def records(taken: dict[tuple[int, int], Counts], proxy_id: str, zone_of: Callable[[int], str],
-            interval_ms: int) -> list[dict[str, int | str]]:
+            interval_ms: int) -> list[PassthroughBytesRecord]:
     """The `passthrough_bytes` records of one interval's counts (pure)."""
     return [{"proxy_id": proxy_id, "broker_id": broker_id, "broker_zone": zone_of(broker_id), "api_key": api_key,
              "requests": c.requests, "request_bytes": c.request_bytes, "response_bytes": c.response_bytes,

@@ -19,6 +19,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from core import errors
+from core.bounded_labels import BoundedLabels
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
 from core.produce import ProduceBackend, Results
@@ -48,6 +49,7 @@ from kafka_upstream.coordinators import (
     with_correlation_id,
 )
 from kafka_upstream.direct import (
+    ValidatedProduce,
     encode_produce_answer,
     produce_answers,
     refuse_partitions,
@@ -57,7 +59,7 @@ from kafka_upstream.errors import UpstreamError
 from kafka_upstream.metadata import MetadataCache, build_client_metadata
 from kafka_upstream.upstream import UpstreamCluster
 from proxy import authorize, metrics
-from proxy.acl import AclProvider, Request
+from proxy.acl import AclProvider, AclSet, Request
 from proxy.authz_answers import authorized_metadata, coordinator_refusal
 from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
 from proxy.config import ProxyConfig
@@ -124,6 +126,7 @@ class RequestHandler:
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
         self._fetch_refused_for: set[str | None] = set()
         self._denial_log = LogLimiter()
+        self.principal_labels = BoundedLabels(config.max_principal_labels)
         # API key -> the method serving its decoded requests (begin's dispatch table)
         self._serves: dict[int, _Serve] = {
             API_PRODUCE: self._serve_produce,
@@ -198,7 +201,10 @@ class RequestHandler:
 
     async def _serve_produce(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
                              nursery: trio.Nursery, who: Request | None) -> None:
-        validated = validate_produce(request, frame.api_version, self.config.max_batch_bytes)
+        principal = who.principal if who is not None else ""
+        validated = validate_produce(request, frame.api_version, self.config.max_batch_bytes, principal)
+        if who is not None:
+            metrics.PRINCIPAL_PRODUCE_BYTES_BY(self.principal_labels.label(principal)).inc(frame.size)
         if self.authz is not None:
             self._authorize_produce(validated, who)
         for tp, rejected in validated.rejected.items():
@@ -302,18 +308,14 @@ class RequestHandler:
                     "producers through (proxy.broker_listeners is off); point consumers at the cluster's bootstrap "
                     "or turn pass-through on", client_id)
 
-    def _authorize_produce(self, validated: Any, who: Request | None) -> None:
+    def _authorize_produce(self, validated: ValidatedProduce, who: Request | None) -> None:
         """Refuse, in `validated`, the partitions the client may not write (Kafka's Produce checks)."""
         assert self.authz is not None
-        has_transactional = any(b.is_transactional for item in validated.items for b in item.batches)
-        verdict = authorize.produce(self.authz.current(), _principal(who), (t for t, _p in validated.order),
-                                    validated.ctx.transactional_id, has_transactional)
+        verdict = refuse_unauthorized_produce(validated, self.authz.current(), _principal(who))
         if verdict.whole is not None:
-            refuse_partitions(validated, verdict.whole, None)
             metrics.AUTHZ_DENIALS.labels("Produce", "transactional_id").inc()
             self._log_denial("Produce", "transactional_id", validated.ctx.transactional_id, who)
         elif verdict.denied_topics:
-            refuse_partitions(validated, errors.TOPIC_AUTHORIZATION_FAILED, verdict.denied_topics)
             metrics.AUTHZ_DENIALS.labels("Produce", "topic").inc(len(verdict.denied_topics))
             self._log_denial("Produce", "topic", ",".join(sorted(verdict.denied_topics)), who)
 
@@ -336,14 +338,16 @@ class RequestHandler:
         is muted as long, as a broker mutes it)."""
         assert self.quotas is not None
         now = trio.current_time()
-        throttle_ms = self.quotas.record(_principal(who).principal, len(frame.body), now)
+        principal = _principal(who).principal
+        throttle_ms = self.quotas.record(principal, len(frame.body), now)
         if throttle_ms:
-            metrics.QUOTA_THROTTLED.inc()
-            metrics.QUOTA_THROTTLE_TIME.inc(throttle_ms / 1000)
+            label = self.principal_labels.label(principal)
+            metrics.QUOTA_THROTTLED.labels(label).inc()
+            metrics.QUOTA_THROTTLE_TIME.labels(label).inc(throttle_ms / 1000)
             slot.mute_until = now + throttle_ms / 1000
         return throttle_ms
 
-    def _answer_produce(self, slot: ResponseSlot, validated: Any, frame: RequestFrame, started: float,
+    def _answer_produce(self, slot: ResponseSlot, validated: ValidatedProduce, frame: RequestFrame, started: float,
                         throttle_ms: int, upstream_results: Results) -> None:
         """Fill the slot with the Produce answer. A failure here is our bug: the connection is
         closed (as for any internal error) instead of leaving the client without an answer."""
@@ -510,6 +514,20 @@ def client_principal(session: SaslSession | None, source: str, tls_name: str | N
     if tls_name is not None:
         return Request(f"User:{tls_name}", source)
     return Request(ANONYMOUS, source)
+
+
+def refuse_unauthorized_produce(validated: ValidatedProduce, acls: AclSet, who: Request) -> authorize.ProduceVerdict:
+    """Kafka's Produce checks applied to a validated request: the refused partitions are
+    answered (TRANSACTIONAL_ID_ or TOPIC_AUTHORIZATION_FAILED) and taken out of what is
+    routed. Returns the verdict."""
+    has_transactional = any(b.is_transactional for item in validated.items for b in item.batches)
+    verdict = authorize.produce(acls, who, (t for t, _p in validated.order), validated.ctx.transactional_id,
+                                has_transactional)
+    if verdict.whole is not None:
+        refuse_partitions(validated, verdict.whole, None)
+    elif verdict.denied_topics:
+        refuse_partitions(validated, errors.TOPIC_AUTHORIZATION_FAILED, verdict.denied_topics)
+    return verdict
 
 
 def _principal(who: Request | None) -> Request:

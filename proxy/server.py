@@ -269,7 +269,7 @@ class ProxyServer:
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         state = state or _ConnectionState("", trio.current_time())
         config = self.config
-        who: Request | None = None  # the client's principal, once authenticated (with authz or quotas only)
+        who: Request | None = None  # the client's principal, once authenticated (authz, quotas, the audit)
         slot: ResponseSlot | None
         mute_until = 0.0  # a quota throttle: no read before this trio time
         while not self._stopping:
@@ -348,7 +348,7 @@ class ProxyServer:
                     if close:
                         return  # the answer is still written, then the connection closes
                     continue
-                if who is None and (self.handler.authz is not None or self.handler.quotas is not None):
+                if who is None:
                     who = client_principal(session, state.source, tls_name)
                 slot = await self.handler.begin(frame, nursery, node_id, who)
                 if slot is not None and slot.mute_until > mute_until:

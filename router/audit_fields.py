@@ -22,7 +22,15 @@ the record's fields so each field's interval is defined in one place and table-t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from core.audit_records import ProduceBatchRecord
 from core.framing import PRODUCE_OVERHEAD_BYTES
+from core.produce import PartitionBatches, PartitionResult
+
+if TYPE_CHECKING:
+    from router.decide import Route
+    from router.wal_path import WalOutcome
 
 NOT_APPLICABLE = -1.0
 
@@ -63,3 +71,36 @@ def wal_timing_fields(started: float, buffered_at: float, sealed_at: float, dura
         if notified_at:
             fields["notify_rtt_ms"] = (notified_at - durable_at) * 1000
     return fields
+
+
+def produce_batch_record(proxy_id: str, item: PartitionBatches, route: Route, dest: str | None,
+                         result: PartitionResult, started: float, finished: float, outcome: WalOutcome | None,
+                         would: Route | None, principal: str) -> ProduceBatchRecord:
+    """The produce_batch audit record of one partition's batches of a request (core/audit.py
+    lists its fields): `started`/`finished` perf_counter instants of the request and of the
+    partition's own path, `outcome` its WAL outcome (None on a direct route), `would` the
+    route shadow mode would have taken."""
+    size = item.size
+    record: ProduceBatchRecord = {
+        "proxy_id": proxy_id, "leader_zone": dest or "", "topic": item.topic,
+        "partition": item.partition, "route": route.path.value, "reason": route.reason,
+        "bytes": size, "records": item.records,
+        "wire_bytes": wire_bytes(route.path.value, size, outcome.wire_bytes if outcome else 0),
+        "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
+        "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
+        "wal_key": "", "linger_wait_ms": -1.0, "producer_wait_ms": -1.0,
+        "shadow_route": would.path.value if would is not None else "",
+        "shadow_reason": would.reason if would is not None else "",
+        "principal": principal,
+    }
+    if outcome is not None:
+        record["wal_key"] = outcome.key
+        record["producer_wait_ms"] = outcome.producer_wait_s * 1000
+        timing = wal_timing_fields(started, outcome.buffered_at, outcome.sealed_at, outcome.durable_at,
+                                   outcome.notified_at)
+        record["queue_ms"], record["linger_wait_ms"] = timing["queue_ms"], timing["linger_wait_ms"]
+        record["s3_put_ms"], record["notify_rtt_ms"] = timing["s3_put_ms"], timing["notify_rtt_ms"]
+        record["leader_append_ms"] = wal_leader_append_ms(outcome.append_us)
+    else:
+        record["leader_append_ms"] = (finished - started) * 1000
+    return record

@@ -1,9 +1,10 @@
 """The router's seams to the WAL writer and the zone notifiers, as protocols.
 
-`WalPath` (router/backend.py) is written against these, so unit tests drive it with fakes
-and a reader sees what each callback receives. The real parts: `wal_s3.writer.WalWriter`
-(a `WalSink`, whose `buffer` returns a `wal_s3.writer.PendingEntry`) and
-`leader_notify.sender.notifier.ZoneNotifier`.
+`WalPath` and `ObjectAnnouncer` (router/wal_path.py) are written against these, so unit
+tests drive them with fakes and a reader sees what each callback receives. The real parts:
+`wal_s3.writer.WalWriter` (a `WalSink`, whose `buffer` returns a
+`wal_s3.writer.PendingEntry`; its hooks are constructor arguments, wired in
+azsidecar/sidecar.py) and `leader_notify.sender.notifier.ZoneNotifier`.
 """
 
 from __future__ import annotations
@@ -28,12 +29,6 @@ class PendingWal(Protocol):
 
 class WalSink(Protocol):
     """Where WAL-routed batches are buffered (wal_s3.writer.WalWriter)."""
-
-    on_released: Callable[[FlushedObject], None] | None
-    # (zone, topic, partition) -> share name: lays each zone's share out by owning agent.
-    share_of: Callable[[str, str, int], str] | None
-    # on_gray_put(zones of the object): a PUT attempt abandoned at its gray deadline.
-    on_gray_put: Callable[[tuple[str, ...]], None] | None
 
     async def buffer(self, entry: WalEntry, dest_zone: str, waited_s: float = 0.0) -> PendingWal:
         """Put `entry` into the open object for `dest_zone`; its linger counts from `waited_s`

@@ -52,6 +52,7 @@ import secrets
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,7 @@ class AuditWriter:
 
     # -- caller side -------------------------------------------------------------
 
-    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+    def emit(self, kind: str, fields: Mapping[str, Any]) -> None:
         """Queue one record; never blocks, never raises (problems are counted and audited)."""
         allowed = _ALLOWED.get(kind)
         if allowed is None:

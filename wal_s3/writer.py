@@ -310,14 +310,23 @@ class WalWriter:
 
     def __init__(self, config: WalConfig, zone: str, writer_id: str, s3_client: S3Client, audit: AuditSink, *,
                  limiter: trio.CapacityLimiter | None = None, rng: random.Random | None = None,
-                 prices: Prices | None = None) -> None:
+                 prices: Prices | None = None, epoch: int | None = None,
+                 on_released: Callable[[FlushedObject], None] | None = None,
+                 share_of: Callable[[str, str, int], str] | None = None,
+                 on_gray_put: Callable[[tuple[str, ...]], None] | None = None) -> None:
+        """`epoch`: one won beforehand (`win_epoch`); None: `run` registers one.
+        The hooks, called synchronously: `on_released(object)` with each durable object, in
+        sequence order (the router announces it to the agents); `share_of(zone, topic,
+        partition)` -> share name, for zones with several agents (None: one share per zone);
+        `on_gray_put(zones of the object)` for each PUT attempt abandoned at its gray
+        deadline (the router's circuits count it at once)."""
         if not NAME_RE.match(zone) or not NAME_RE.match(writer_id):
             raise ValueError(f"zone {zone!r} and writer_id {writer_id!r} must match {NAME_RE.pattern}")
         self.config = config
         self.zone = zone
         self.writer_id = writer_id
         self.audit = audit
-        self.epoch: int | None = None
+        self.epoch: int | None = epoch
         self.bucket = config.bucket_for(zone)  # express: this zone's directory bucket
         self._prices = prices or Prices()
         self._seal_bytes: dict[int, float] = {}  # cost-bound object size by number of zones
@@ -342,17 +351,12 @@ class WalWriter:
         self._epoch_check_running = False
         # Buffers of finished objects, reused by the next encodes (_recycle says why).
         self._spare_buffers: list[bytearray] = []
-        # Called synchronously with each durable FlushedObject, in sequence order (the router
-        # sends each zone's notifications in that order).
-        self.on_released: Callable[[FlushedObject], None] | None = None
-        # share_of(zone, topic, partition) -> share name, for zones with several agents (set
-        # by the router before the first append; None: one share per zone).
-        self.share_of: Callable[[str, str, int], str] | None = None
-        # Gray S3: PUT attempts slower than recent ones are abandoned; on_gray_put(zones of the
-        # object) is called at once for each (the router's breakers count it as a failure).
+        self.on_released = on_released
+        self.share_of = share_of
+        # Gray S3: PUT attempts slower than recent ones are abandoned (on_gray_put).
         self.put_guard = LatencyGuard(floor_s=config.gray_floor_s, ceiling_s=config.request_timeout_s,
                                       factor=config.gray_factor, max_deadline_s=config.gray_max_s)
-        self.on_gray_put: Callable[[tuple[str, ...]], None] | None = None
+        self.on_gray_put = on_gray_put
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -394,6 +398,14 @@ class WalWriter:
         if self._state in ("new", "running"):
             self._state = "closing"
         self._wakeup.set()
+
+    @classmethod
+    async def win_epoch(cls, config: WalConfig, zone: str, writer_id: str, s3_client: S3Client,
+                        audit: AuditSink) -> int:
+        """Win a fresh epoch for `writer_id` before its writer is built (the notification sender
+        stamps it on every notification, and the writer's hooks reach the sender). Raises as
+        `register_epoch`."""
+        return await cls(config, zone, writer_id, s3_client, audit).register_epoch()
 
     async def register_epoch(self) -> int:
         """Win a fresh epoch with a conditional PUT of a marker; returns it.

@@ -57,6 +57,7 @@ import crc32c
 
 from core.addresses import is_loopback
 from core.audit import AuditSink, NullAuditSink
+from core.audit_records import AgentApplyRecord
 from core.errors import CORRUPT_MESSAGE, NETWORK_EXCEPTION
 from core.log_limit import LogLimiter
 from leader_notify import protocol as p
@@ -402,7 +403,7 @@ class Agent:
         frame_started_at: float | None = None
         loop = asyncio.get_running_loop()
         room = asyncio.Semaphore(MAX_PIPELINED_REQUESTS)
-        answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict[str, object] | None]] | None] = asyncio.Queue()
+        answers: asyncio.Queue[asyncio.Task[tuple[bytes, AgentApplyRecord | None]] | None] = asyncio.Queue()
         responder = loop.create_task(self._respond(answers, room, channel, writer))
         try:
             while True:
@@ -481,12 +482,12 @@ class Agent:
                 self.metrics.connections.labels(state="unauthenticated").dec()
             writer.close()
 
-    async def _respond(self, answers: asyncio.Queue[asyncio.Task[tuple[bytes, dict[str, object] | None]] | None],
+    async def _respond(self, answers: asyncio.Queue[asyncio.Task[tuple[bytes, AgentApplyRecord | None]] | None],
                        room: asyncio.Semaphore, channel: p.Channel, writer: asyncio.StreamWriter) -> None:
         """Write a connection's answers in request order, each as soon as it and those before
         it are ready. Raises ConnectionError or TimeoutError when the peer stops reading; a
         cancellation cancels the requests not yet answered."""
-        pending: asyncio.Task[tuple[bytes, dict[str, object] | None]] | None = None
+        pending: asyncio.Task[tuple[bytes, AgentApplyRecord | None]] | None = None
         broken: BaseException | None = None  # the write that failed: later answers are not written
         try:
             while (pending := await answers.get()) is not None:
@@ -516,7 +517,7 @@ class Agent:
         if broken is not None:
             raise broken
 
-    async def handle_frame(self, frame: p.Frame) -> tuple[bytes, dict[str, object] | None]:
+    async def handle_frame(self, frame: p.Frame) -> tuple[bytes, AgentApplyRecord | None]:
         """Answer one authenticated frame: the response payload (the connection signs it), and
         the `agent_apply` audit record of a decoded request (None for a refused frame)."""
         started = time.perf_counter()

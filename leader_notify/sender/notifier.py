@@ -3,7 +3,7 @@ agents, the agent's run of it) announced to the agent exactly once, in object se
 order, several in flight on one connection (`notify.pipeline_depth`) or one at a time with
 the objects queued right behind the one in flight prefetched; acknowledged shares re-sent.
 
-The router's WAL path (`router/backend.py` WalPath) announces every released object here
+The router's announcer (`router/wal_path.py` ObjectAnnouncer) announces every released object here
 and asks for each entry's answer with `on_result`; this module and the sender
 (`leader_notify/sender/sender.py`) own everything about getting the answer.
 """

@@ -123,8 +123,12 @@ class NotifySender:
     """Sends notifications to the agents of other zones. Close with `aclose()`."""
 
     def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: AuditSink, *,
-                 bucket: str, metrics: SenderMetrics | None = None) -> None:
-        """Raises ValueError if config.hmac_keys is empty or a key is too short."""
+                 bucket: str, metrics: SenderMetrics | None = None, agents: AgentMap | None = None,
+                 on_gray: Callable[[str, int], None] | None = None) -> None:
+        """`agents`: the agents of each zone and who owns what, shared with the router (None:
+        made from config.agents). `on_gray(zone, agent index)`: an attempt to that agent was
+        abandoned at its gray deadline (the router's circuits count it at once).
+        Raises ValueError if config.hmac_keys is empty or a key is too short."""
         self._config = config
         self._zone = zone
         self._proxy_id = proxy_id
@@ -134,7 +138,7 @@ class NotifySender:
         self._keyring = p.Keyring(config.hmac_keys)
         self.metrics = metrics or SenderMetrics()
         self._ids = itertools.count(1)
-        self.agents = AgentMap(config.agents, config.agent_ownership)
+        self.agents = agents if agents is not None else AgentMap(config.agents, config.agent_ownership)
         self._idle: dict[str, list[_Conn]] = {}  # per agent address
         self._slots: dict[str, trio.Semaphore] = {}  # per agent address
         self._started: set[Started] = set()  # started and not yet taken over by notify
@@ -144,8 +148,7 @@ class NotifySender:
         self._version_log = LogLimiter()  # agents with no version in common
         self._zone_of = {address: zone for zone, addresses in agent_lists(config.agents).items()
                          for address in addresses}
-        # on_gray(zone, agent index): an attempt to that agent was abandoned at its gray deadline.
-        self.on_gray: Callable[[str, int], None] | None = None
+        self.on_gray = on_gray
 
     def guard(self, zone: str, agent: int = 0) -> LatencyGuard:
         """Recent round trips to one agent of `zone` and its gray state (per agent address:

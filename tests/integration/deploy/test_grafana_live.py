@@ -145,3 +145,7 @@ def test_every_panel_metric_is_served_by_its_process_and_a_wal_produce_moves_the
     assert total(proxy, "azsidecar_notify_notifications_total", outcome="ok") >= 1
     assert total(proxy, "azsidecar_notify_rtt_seconds_count") >= 1
     assert total(agent, "azsidecar_wal_cache_misses_total") >= 1
+    # The savings panel's prices: the default router.prices, S3 Standard (per unit, by hand).
+    assert total(proxy, "azsidecar_router_price_usd", item="cross_zone_transfer_byte") == pytest.approx(2e-11)
+    assert total(proxy, "azsidecar_router_price_usd", item="wal_put_request") == pytest.approx(5e-6)
+    assert total(proxy, "azsidecar_router_price_usd", item="wal_upload_byte") == 0

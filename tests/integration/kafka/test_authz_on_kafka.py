@@ -207,8 +207,10 @@ def test_a_principal_allowed_only_orders_cannot_write_payments_by_any_route(acl_
 
     assert read_back(acl_kafka.bootstrap, orders, PARTITIONS, RECORDS) == expected_values()  # once each, in order
     assert read_back(acl_kafka.bootstrap, payments, PARTITIONS, 0, timeout_s=5) == {}
-    routes = {(b["topic"], b["partition"], b["route"]) for b in batches(sidecars.audit_dir) if b["error_code"] == 0}
+    audited = batches(sidecars.audit_dir)
+    routes = {(b["topic"], b["partition"], b["route"]) for b in audited if b["error_code"] == 0}
     assert routes == {(orders, 0, "local"), (orders, 1, "wal"), (orders, 2, "wal")}
+    assert {b["principal"] for b in audited} == {f"User:{USER}"}  # the FinOps report can split by it
 
 
 def test_an_acl_added_or_removed_on_the_cluster_applies_within_the_refresh_interval(acl_kafka, broker_tls, users_file,
@@ -224,6 +226,66 @@ def test_an_acl_added_or_removed_on_the_cluster_applies_within_the_refresh_inter
         assert direct == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert init_transactions_as_alice(f"{proxy.host}:{proxy.port}", None) == direct
         acl_changes_apply(acl_kafka, f"{proxy.host}:{proxy.port}")
+
+
+def transactional_id_acl(prefix: str) -> ACL:
+    return ACL(principal=f"User:{USER}", host="*", operation=ACLOperation.WRITE,
+               permission_type=ACLPermissionType.ALLOW,
+               resource_pattern=ResourcePattern(ResourceType.TRANSACTIONAL_ID, prefix, ACLResourcePatternType.PREFIXED))
+
+
+def transaction_as_alice(bootstrap: str, tls: BrokerTls | None, transactional_id: str, topic: str) -> int:
+    """One transaction as alice writing a record to each partition of `topic`: 0 if it
+    committed, else the error code it failed with (init or commit; a delivery's if only that failed)."""
+    settings = {"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                "security.protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": USER, "sasl.password": PASSWORD, "message.timeout.ms": 30_000}
+    if tls is not None:
+        settings["ssl.ca.location"] = str(tls.ca_file)
+    producer = confluent_kafka.Producer(settings)
+    failed: list[int] = []
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for value in range(PARTITIONS):
+            producer.produce(topic, str(value).encode(), partition=value,
+                             on_delivery=lambda err, _msg: failed.append(err.code()) if err else None)
+        producer.commit_transaction(30)
+    except confluent_kafka.KafkaException as exc:
+        error = exc.args[0]
+        print(f"transaction to {topic}: {error}; deliveries failed with {sorted(set(failed))}")
+        if error.txn_requires_abort():
+            with contextlib.suppress(confluent_kafka.KafkaException):  # after a refusal Kafka may call it invalid
+                producer.abort_transaction(30)
+        return int(error.code())  # the deliveries of an aborted transaction fail as purged (-152)
+    return failed[0] if failed else 0
+
+
+def test_a_transaction_writes_only_the_topics_its_principal_may(acl_kafka, broker_tls, users_file, tmp_path):
+    """Alice may use transactional ids `alice-tx*` and write `orders-*`, not `payments-*`: a
+    transaction into payments fails as at the broker, one into orders commits, by the local
+    route and the direct one (a gateway without agents: partitions led in other zones go direct)."""
+    orders, payments = unique_name("orders"), unique_name("payments")
+    for topic in (orders, payments):
+        spread_leaders(acl_kafka, topic, PARTITIONS)
+    create_acls(acl_kafka, [topic_acl(orders, ACLOperation.WRITE), topic_acl(payments, ACLOperation.DESCRIBE),
+                            transactional_id_acl("alice-tx")])
+    brokers = acl_kafka.listener_bootstrap(SASL_SSL_LISTENER)
+    assert transaction_as_alice(brokers, broker_tls, unique_name("alice-tx"), payments) == TOPIC_AUTHORIZATION_FAILED
+    settings = gateway_settings(acl_kafka, broker_tls, users_file, tmp_path)
+    settings["audit"] = {"output": str(tmp_path / "audit")}
+    config = tmp_path / "gateway.toml"
+    config.write_text(to_toml(settings))
+    with start_proxy(brokers, tmp_path, config_file=config) as proxy:
+        gateway_address = f"{proxy.host}:{proxy.port}"
+        assert transaction_as_alice(gateway_address, None, unique_name("alice-tx"), payments) == \
+            TOPIC_AUTHORIZATION_FAILED
+        assert transaction_as_alice(gateway_address, None, unique_name("alice-tx"), orders) == 0
+    assert read_back(acl_kafka.bootstrap, orders, PARTITIONS, PARTITIONS) == {0: [0], 1: [1], 2: [2]}
+    assert read_back(acl_kafka.bootstrap, payments, PARTITIONS, 0, timeout_s=5) == {}
+    audited = [b for b in batches(tmp_path / "audit") if b["topic"] == orders]
+    assert {(b["partition"], b["route"], b["principal"]) for b in audited} == {
+        (0, "local", f"User:{USER}"), (1, "direct_cross", f"User:{USER}"), (2, "direct_cross", f"User:{USER}")}
 
 
 def init_transactions_as_alice(bootstrap: str, tls: BrokerTls | None) -> int:

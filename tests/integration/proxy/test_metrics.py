@@ -34,16 +34,21 @@ async def test_in_process_counters_move_after_a_produce(nursery, tansu):
     await trio.to_thread.run_sync(create_topics, tansu.bootstrap, {topic: 2})
     produce_before = _sample("azsidecar_proxy_requests_total", {"api": "Produce", "api_version": "9"})
     corrupt_before = _sample("azsidecar_proxy_errors_total", {"error_code": "2"})
+    anonymous_before = _sample("azsidecar_proxy_principal_produce_bytes_total", {"principal": "User:ANONYMOUS"})
     bad = bytearray(record_batch([b"x"]))
     bad[-1] ^= 1
     wire = await Wire.connect(port)
-    await wire.send(produce_request(1, 9, -1, {(topic, 0): record_batch([b"a", b"b"]), (topic, 1): bytes(bad)})
-                    + produce_request(2, 9, -1, {(topic, 0): record_batch([b"c"])}))
+    requests = [produce_request(1, 9, -1, {(topic, 0): record_batch([b"a", b"b"]), (topic, 1): bytes(bad)}),
+                produce_request(2, 9, -1, {(topic, 0): record_batch([b"c"])})]
+    await wire.send(b"".join(requests))
     for _ in range(2):
         await wire.read_response(ProduceResponse, 9)
     await wire.aclose()
     assert _sample("azsidecar_proxy_requests_total", {"api": "Produce", "api_version": "9"}) == produce_before + 2
     assert _sample("azsidecar_proxy_errors_total", {"error_code": "2"}) == corrupt_before + 1
+    # no SASL, no certificate: Kafka's ANONYMOUS; each frame counted without its 4-byte size prefix
+    assert _sample("azsidecar_proxy_principal_produce_bytes_total", {"principal": "User:ANONYMOUS"}) == \
+        anonymous_before + sum(len(r) - 4 for r in requests)
     exposition = generate_latest().decode()
     assert 'azsidecar_proxy_requests_total{api="Produce",api_version="9"}' in exposition
     assert "azsidecar_proxy_request_latency_seconds_bucket" in exposition

@@ -125,3 +125,21 @@ def test_every_label_a_panel_filters_or_groups_by_is_declared_on_its_metric():
                         assert label in declared[name] | TARGET_LABELS, (p["title"], name, label)
                         checked += 1
     assert checked >= 40
+
+
+def test_the_savings_panel_prices_with_the_served_prices_and_carries_none_of_its_own():
+    from azsidecar.price_gauges import ITEMS
+
+    _, panels = _panels()
+    (panel,) = [p for p in panels if p["title"].startswith("Estimated net savings")]
+    exprs = {t["refId"]: t["expr"] for t in panel["targets"]}
+    items = set()
+    for ref, expr in exprs.items():
+        without_strings = re.sub(r'"[^"]*"', '""', expr)
+        literals = set(re.findall(r"(?<![\w.$])\d+(?:\.\d*)?(?:e[+-]?\d+)?", without_strings, re.I))
+        assert literals == {"3600"}, (ref, literals)  # seconds per hour, the panel's unit being $/h
+        assert "azsidecar_router_price_usd" in expr, ref
+        items |= set(re.findall(r'azsidecar_router_price_usd\{item="(\w+)"\}', expr))
+    assert items == set(ITEMS)
+    # The net line uses every price: it is the other lines' avoided minus costs.
+    assert set(re.findall(r'item="(\w+)"', exprs["D"])) == set(ITEMS)

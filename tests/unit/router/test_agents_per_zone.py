@@ -14,9 +14,10 @@ from kafka_upstream.metadata import PartitionInfo
 from kafka_upstream.upstream import BrokerAddress
 from leader_notify.protocol import EntryResult
 from leader_notify.sender.owners import AgentMap
-from router.backend import RoutingBackend, WalPath
+from router.backend import RoutingBackend
 from router.config import RouterConfig
 from tests.unit.router.test_backend import CTX, FakeDirect, FakeMetadata, FakeWriter, item
+from tests.unit.router.wal_wiring import wal_route
 from wal_s3.agent_shares import share_index
 from wal_s3.config import WalConfig
 
@@ -95,9 +96,9 @@ class AgentsSender:
 
 def backend_for(nursery, sender, log, writer=None):
     writer = writer or EntryWriter(log)
-    wal = WalPath(writer, sender, nursery)
+    wal, circuits = wal_route(writer, sender, nursery)
     config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
-    return RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery), writer
+    return RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, circuits=circuits), writer
 
 
 def test_both_agents_own_some_partitions():
@@ -110,7 +111,6 @@ async def test_agents_of_a_zone_proceed_in_parallel_each_in_order(autojump_clock
     async with trio.open_nursery() as nursery:
         sender = AgentsSender(blocked=0)
         backend, writer = backend_for(nursery, sender, log)
-        assert writer.share_of == sender.share_of  # the WAL path lays objects out by owner
         slow = [await backend.submit([item("t", P0, 100)], CTX) for _ in range(2)]
         fast = await backend.submit([item("t", P1, 100)], CTX)
         with trio.fail_after(5):
@@ -176,10 +176,10 @@ async def test_a_partition_whose_leader_moves_to_another_agents_broker_drains_fi
     async with trio.open_nursery() as nursery:
         sender = LeaderOwnedSender()
         writer = EntryWriter(log)
-        wal = WalPath(writer, sender, nursery)
+        wal, circuits = wal_route(writer, sender, nursery)
         metadata = LeaderMetadata({0: 1, 1: 2})
         config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), metadata, wal, nursery)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), metadata, wal, nursery, circuits=circuits)
         with trio.fail_after(5):
             for p in (0, 1):  # brokers 1 and 2 seen leading: ranks 0 and 1
                 await (await backend.submit([item("t", p, 100)], CTX))()

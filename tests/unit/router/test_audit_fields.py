@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from router.audit_fields import NOT_APPLICABLE, notification_share, wal_leader_append_ms, wal_timing_fields, wire_bytes
+from core.framing import PRODUCE_OVERHEAD_BYTES
+from core.produce import PartitionBatches, PartitionResult
+from core.record_batch import RecordBatch
+from router.audit_fields import (
+    NOT_APPLICABLE,
+    notification_share,
+    produce_batch_record,
+    wal_leader_append_ms,
+    wal_timing_fields,
+    wire_bytes,
+)
+from router.decide import Path, Route
+from router.wal_path import WalOutcome
 
 
 @pytest.mark.parametrize(("route", "size", "share", "expected"), [
@@ -61,3 +73,35 @@ def test_wal_timing_fields_each_cover_their_own_interval(instants, expected):
 ])
 def test_wal_leader_append_ms_comes_from_the_agents_answer(append_us, expected):
     assert wal_leader_append_ms(append_us) == expected
+
+
+def _batches(topic: str, partition: int, sizes: list[int], records: int = 1) -> PartitionBatches:
+    return PartitionBatches(topic, partition, tuple(RecordBatch(memoryview(b"x" * n), -1, -1, -1, records, False, 0)
+                                                    for n in sizes))
+
+
+def test_a_direct_batch_record():
+    record = produce_batch_record("proxy-a", _batches("t", 3, [100, 50], records=2), Route(Path.DIRECT_CROSS, "policy"),
+                                  "use1-az2", PartitionResult(0, 41), started=10.0, finished=10.025, outcome=None,
+                                  would=None, principal="User:alice")
+    assert record == {
+        "proxy_id": "proxy-a", "leader_zone": "use1-az2", "topic": "t", "partition": 3, "route": "direct_cross",
+        "reason": "policy", "bytes": 150, "records": 4, "wire_bytes": 150 + PRODUCE_OVERHEAD_BYTES, "error_code": 0,
+        "latency_ms": pytest.approx(25.0), "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0,
+        "leader_append_ms": pytest.approx(25.0), "wal_key": "", "linger_wait_ms": -1.0, "producer_wait_ms": -1.0,
+        "shadow_route": "", "shadow_reason": "", "principal": "User:alice"}
+
+
+def test_a_wal_batch_record_takes_its_times_and_bytes_from_its_outcome():
+    outcome = WalOutcome(1)
+    outcome.buffered_at, outcome.sealed_at, outcome.durable_at, outcome.notified_at = 10.001, 10.006, 10.016, 10.036
+    outcome.key, outcome.wire_bytes, outcome.append_us, outcome.producer_wait_s = "wal/k1", 61, 8500, 0.002
+    record = produce_batch_record("proxy-a", _batches("t", 0, [1000]), Route(Path.WAL, "cost"), "use1-az3",
+                                  PartitionResult(0, 7), started=10.0, finished=10.040, outcome=outcome,
+                                  would=Route(Path.WAL, "cost"), principal="")
+    assert {k: record[k] for k in ("route", "wire_bytes", "wal_key", "shadow_route", "principal")} == {
+        "route": "wal", "wire_bytes": 61, "wal_key": "wal/k1", "shadow_route": "wal", "principal": ""}
+    assert {k: round(record[k], 3) for k in ("latency_ms", "queue_ms", "linger_wait_ms", "s3_put_ms",
+                                              "notify_rtt_ms", "leader_append_ms", "producer_wait_ms")} == {
+        "latency_ms": 40.0, "queue_ms": 1.0, "linger_wait_ms": 5.0, "s3_put_ms": 10.0, "notify_rtt_ms": 20.0,
+        "leader_append_ms": 8.5, "producer_wait_ms": 2.0}

@@ -22,8 +22,9 @@ from kafka_upstream.upstream import BrokerAddress
 from leader_notify.protocol import EntryResult
 from leader_notify.sender.owners import AgentMap
 from leader_notify.sender.sender import Answer
-from router.backend import RoutingBackend, WalPath
+from router.backend import RoutingBackend
 from router.config import RouterConfig
+from tests.unit.router.wal_wiring import wal_route
 from wal_s3.config import WalConfig
 
 CTX = ProduceContext(acks=-1, timeout_ms=30_000, transactional_id=None, client_version=9)
@@ -163,18 +164,18 @@ class FakeSender(SenderFake):
 
 async def make_backend(nursery, policy: str, log: list, hold: bool = False):
     writer = FakeWriter(log, hold)
-    wal = WalPath(writer, FakeSender(), nursery)
+    wal, circuits = wal_route(writer, FakeSender(), nursery)
     config = RouterConfig(policy=policy, partition_zones={"t:*": "az2", "local:*": "az1"})
-    backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+    backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, circuits=circuits)
     return backend, writer
 
 
 def wal_backend(nursery, sender, log: list, writer=None, audit=None, metadata=None) -> RoutingBackend:
     """Every partition led in az2, policy wal, through `writer` (a FakeWriter by default)."""
-    wal = WalPath(writer or FakeWriter(log), sender, nursery)
+    wal, circuits = wal_route(writer or FakeWriter(log), sender, nursery)
     config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"})
     return RoutingBackend("az1", config, WalConfig(), FakeDirect(log), metadata or FakeMetadata(), wal, nursery,
-                          audit)
+                          audit, circuits=circuits)
 
 
 async def send(backend, it):
@@ -308,9 +309,9 @@ async def test_ack_mode_wal_answers_when_durable_and_still_appends(autojump_cloc
     log: list = []
     async with trio.open_nursery() as nursery:
         writer, sender = FakeWriter(log), BlockingSender()
-        wal = WalPath(writer, sender, nursery)
+        wal, circuits = wal_route(writer, sender, nursery)
         config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"}, ack_modes={"fire-*": "wal"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, circuits=circuits)
         with trio.fail_after(5):
             results = await send(backend, item("fire-and-forget", 0, 100))
         # Answered before the agent appended: offset unknown (-1), no error.
@@ -345,9 +346,9 @@ async def test_unreachable_zone_fails_retriably_then_falls_back_to_direct(autoju
     log: list = []
     async with trio.open_nursery() as nursery:
         writer, sender = FakeWriter(log), FailingSender()
-        wal = WalPath(writer, sender, nursery)
+        wal, circuits = wal_route(writer, sender, nursery)
         config = RouterConfig(policy="wal", fallback="direct", partition_zones={"*:*": "az2"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, circuits=circuits)
         codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(2)]
         assert codes == [7, 7]  # REQUEST_TIMED_OUT: retriable, the client retries
         # "agent unreachable" with the zone's brokers not known to be gone is agent_gone
@@ -358,7 +359,7 @@ async def test_unreachable_zone_fails_retriably_then_falls_back_to_direct(autoju
         # The gauge names the destination as dest_zone: `zone` is the scrape target's own.
         assert circuit_open("az2") == 1.0
         # Nothing is kept for objects whose entries all got their answer.
-        assert all(n.pending_objects == 0 for n in wal._notifiers.values())
+        assert all(n.pending_objects == 0 for n in wal.announcer._notifiers.values())
         # After the open period (10 s) the WAL is tried again.
         await trio.sleep(10.5)
         await send(backend, item("t", 0, 100))
@@ -376,9 +377,9 @@ def circuit_open(dest_zone: str) -> float | None:
 async def test_unreachable_zone_with_fallback_fail_keeps_failing_retriably(autojump_clock):
     log: list = []
     async with trio.open_nursery() as nursery:
-        wal = WalPath(FakeWriter(log), FailingSender(), nursery)
+        wal, circuits = wal_route(FakeWriter(log), FailingSender(), nursery)
         config = RouterConfig(policy="wal", fallback="fail", partition_zones={"*:*": "az2"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, circuits=circuits)
         codes = [(await send(backend, item("t", 0, 100)))[("t", 0)].error_code for _ in range(5)]
         assert codes == [7] * 5 and "direct" not in [r for r, _p, _t in log]
         nursery.cancel_scope.cancel()
@@ -406,9 +407,9 @@ class RefuseSecondBatchWriter(FakeWriter):
 async def test_a_failed_later_batch_fails_the_partition(autojump_clock, ack_mode, writer_class):
     log: list = []
     async with trio.open_nursery() as nursery:
-        wal = WalPath(writer_class(log), FakeSender(), nursery)
+        wal, circuits = wal_route(writer_class(log), FakeSender(), nursery)
         config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"}, ack_modes={"t": ack_mode})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, circuits=circuits)
         two = PartitionBatches("t", 0, (RecordBatch(memoryview(b"a" * 10), 7, 0, 0, 1, False, 0),
                                         RecordBatch(memoryview(b"b" * 10), 7, 0, 1, 1, False, 0)))
         result = (await send(backend, two))[("t", 0)]
@@ -498,12 +499,12 @@ async def test_ack_mode_wal_entries_are_re_sent_until_applied_before_later_objec
             released.append(flushed.key)
             wal_release(flushed)
 
-        wal = WalPath(writer, sender, nursery, acked_topic=lambda topic: topic == "t")
+        wal, circuits = wal_route(writer, sender, nursery, acked_topic=lambda topic: topic == "t")
         wal_release, writer.on_released = writer.on_released, release_with_topic
         # Policy "direct" and an unhealthy zone would send other topics straight there;
         # ack_mode wal keeps "t" on the WAL path whatever the policy.
         config = RouterConfig(policy="direct", partition_zones={"t:*": "az2"}, ack_modes={"t": "wal"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, circuits=circuits)
         first = await send(backend, item("t", 0, 100))
         second = await send(backend, item("t", 0, 100))
         with trio.fail_after(60):
@@ -543,10 +544,10 @@ async def test_ack_mode_wal_re_send_stops_on_an_error_no_retry_can_fix(autojump_
                 share.entries = tuple(types.SimpleNamespace(topic="t", length=r.length) for r in share.entries)
             wal_release(flushed)
 
-        wal = WalPath(writer, sender, nursery, acked_topic=lambda topic: topic == "t")
+        wal, circuits = wal_route(writer, sender, nursery, acked_topic=lambda topic: topic == "t")
         wal_release, writer.on_released = writer.on_released, release_with_topic
         config = RouterConfig(policy="wal", partition_zones={"t:*": "az2"}, ack_modes={"t": "wal"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, circuits=circuits)
         await send(backend, item("t", 0, 100))
         await send(backend, item("t", 0, 100))
         with trio.fail_after(60):
@@ -598,9 +599,9 @@ async def test_on_results_answers_a_wal_only_request_by_callback_before_its_audi
     log: list = []
     audit = MemoryAuditSink()
     async with trio.open_nursery() as nursery:
-        wal = WalPath(FakeWriter(log), FakeSender(), nursery)
+        wal, circuits = wal_route(FakeWriter(log), FakeSender(), nursery)
         config = RouterConfig(policy="wal", partition_zones={"t:*": "az2", "local:*": "az1"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit, circuits=circuits)
         seen: list = []
         answered = trio.Event()
 
@@ -764,10 +765,10 @@ async def test_the_linger_counts_what_a_batch_waited_in_its_producer(autojump_cl
     audit = MemoryAuditSink()
     writer = FakeWriter([])
     async with trio.open_nursery() as nursery:
-        wal = WalPath(writer, FakeSender(), nursery)
+        wal, circuits = wal_route(writer, FakeSender(), nursery)
         backend = RoutingBackend("az1", RouterConfig(policy="wal", partition_zones={"*:*": "az2"}),
                                  WalConfig(linger_counts_producer_wait=True), FakeDirect([]), FakeMetadata(), wal,
-                                 nursery, audit)
+                                 nursery, audit, circuits=circuits)
         await send(backend, made_at(now_ms - 300))  # first request of t-0: nothing to bound it by
         await trio.sleep(0.2)
         await send(backend, made_at(now_ms - 300))  # made 300 ms ago, previous request 200 ms ago
@@ -787,10 +788,10 @@ async def test_the_linger_ignores_the_producers_wait_when_off(autojump_clock, mo
     monkeypatch.setattr(time, "time", lambda: now_ms / 1000)
     writer = FakeWriter([])
     async with trio.open_nursery() as nursery:
-        wal = WalPath(writer, FakeSender(), nursery)
+        wal, circuits = wal_route(writer, FakeSender(), nursery)
         backend = RoutingBackend("az1", RouterConfig(policy="wal", partition_zones={"*:*": "az2"}),
                                  WalConfig(linger_counts_producer_wait=False), FakeDirect([]), FakeMetadata(), wal,
-                                 nursery)
+                                 nursery, circuits=circuits)
         await send(backend, made_at(now_ms - 300))
         await trio.sleep(0.2)
         await send(backend, made_at(now_ms - 300))
@@ -821,9 +822,9 @@ async def test_a_client_gone_with_a_direct_batch_in_flight_does_not_block_the_pa
     log: list = []
     async with trio.open_nursery() as nursery:
         direct = HoldingDirect(log)
-        wal = WalPath(FakeWriter(log), FakeSender(), nursery)
+        wal, circuits = wal_route(FakeWriter(log), FakeSender(), nursery)
         config = RouterConfig(policy="direct", partition_zones={"t:*": "az2"})
-        backend = RoutingBackend("az1", config, WalConfig(), direct, FakeMetadata(), wal, nursery)
+        backend = RoutingBackend("az1", config, WalConfig(), direct, FakeMetadata(), wal, nursery, circuits=circuits)
         first = await backend.submit([item("t", 0, 100)], CTX)
         with trio.move_on_after(1.0):  # the client's connection closes: its answer task is cancelled
             await first()
@@ -867,3 +868,24 @@ async def test_a_direct_part_that_fails_inside_the_sidecar_is_answered_request_t
         with pytest.raises(RuntimeError, match="bug in the direct backend"):
             await completion()  # an awaiting caller sees the bug itself
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_every_audit_record_names_the_client_principal_on_every_route(autojump_clock):
+    from dataclasses import replace
+
+    from core.audit import MemoryAuditSink
+
+    log: list = []
+    audit = MemoryAuditSink()
+    async with trio.open_nursery() as nursery:
+        wal, circuits = wal_route(FakeWriter(log), FakeSender(), nursery)
+        config = RouterConfig(policy="wal", partition_zones={"t:*": "az2", "local:*": "az1"})
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit, circuits=circuits)
+        alice = await backend.submit([item("t", 0, 100), item("local", 0, 100)], replace(CTX, principal="User:alice"))
+        await alice()
+        anonymous = await backend.submit([item("t", 1, 100)], CTX)  # no front door named one
+        await anonymous()
+        nursery.cancel_scope.cancel()
+    assert sorted((r["topic"], r["partition"], r["route"], r["principal"]) for r in audit.of("produce_batch")) == [
+        ("local", 0, "local", "User:alice"), ("t", 0, "wal", "User:alice"), ("t", 1, "wal", "")]

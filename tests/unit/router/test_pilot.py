@@ -10,11 +10,12 @@ from prometheus_client import REGISTRY
 from core.audit import MemoryAuditSink
 from core.configload import ConfigError
 from core.prices import Prices
-from router.backend import RoutingBackend, WalPath
+from router.backend import RoutingBackend
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, shadow
 from router.pilot import EXCLUDED, NOT_PILOTED, wal_refusal
 from tests.unit.router.test_backend import FakeDirect, FakeMetadata, FakeSender, FakeWriter, item, send
+from tests.unit.router.wal_wiring import wal_route
 from wal_s3.config import WalConfig
 
 
@@ -79,9 +80,10 @@ async def test_only_the_piloted_topic_takes_the_wal(autojump_clock):
     log: list = []
     audit = MemoryAuditSink()
     async with trio.open_nursery() as nursery:
-        wal = WalPath(FakeWriter(log), FakeSender(), nursery)
+        wal, circuits = wal_route(FakeWriter(log), FakeSender(), nursery)
         config = RouterConfig(policy="wal", partition_zones={"*:*": "az2"}, wal_topics=("orders",))
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit)
+        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit,
+                                 circuits=circuits)
         assert (await send(backend, item("orders", 0, 100)))[("orders", 0)].base_offset == 500  # the agent's offset
         assert (await send(backend, item("payments", 0, 100)))[("payments", 0)].base_offset == 100  # the leader's
         nursery.cancel_scope.cancel()
