@@ -175,6 +175,7 @@ def _gc(sub: Subparsers) -> None:
                                    "unapplied entries of router.ack_modes 'wal' topics (held).")
     p.add_argument("--config", metavar="FILE", help="TOML configuration file ([wal] section)")
     p.add_argument("--bucket", help="WAL bucket (overrides wal.bucket)")
+    p.add_argument("--region", help="the WAL bucket's AWS region (overrides wal.region)")
     p.add_argument("--endpoint-url", help="S3 endpoint URL (overrides wal.endpoint_url)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="one pass, then exit")

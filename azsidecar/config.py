@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azsidecar.commands import HMAC_ENV, LOG_LEVELS
-from azsidecar.config_layers import FLAGS, dotted_assignments, env_assignments, merge, origin_of_key, origins
+from azsidecar.config_layers import FLAGS, dotted_assignments, env_assignments, env_name, merge, origin_of_key, origins
 from core.az_ids import zone_problem
 from core.configload import ConfigError, build, require
 from kafka_upstream.config import UpstreamConfig
@@ -26,7 +26,8 @@ from router.config import RouterConfig
 from spark_audit.config import AuditConfig
 from wal_s3.config import WalConfig
 
-__all__ = ["Config", "ConfigError", "load_config", "load_config_with_origins", "require_wal_bucket"]
+__all__ = ["Config", "ConfigError", "load_config", "load_config_with_origins", "require_bootstrap_servers",
+           "require_wal_location"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ class Config:
             problem = zone_problem(zone)
             require(problem is None, f"{key}: {zone!r} {problem}")
         if self.notify.agents and not self.router.shadow:
-            require(bool(self.wal.bucket), f"wal.bucket: {NO_BUCKET}; it is needed here because notify.agents "
-                                           "names agents (the WAL route is on)")
+            problem = wal_location_problem(self.wal)
+            require(problem is None, f"{problem}; it is needed here because notify.agents names agents (the WAL route is on)")
 
     def zone_settings(self) -> list[tuple[str, str]]:
         """(key, zone) of every setting that names a zone: compared with each other and
@@ -73,16 +74,46 @@ class Config:
                 *((f"router.partition_zones.{p}", z) for p, z in self.router.partition_zones.items())]
 
 
-# Why wal.bucket has no default (a name anyone could own), said wherever one is required.
+# Where records go has no default: a fixed bucket name may belong to another AWS account, and
+# a region or a cluster taken by default would send records somewhere nobody chose. Each
+# message names the key and the variable that sets it.
 NO_BUCKET = ("must be set: there is no default bucket, since a fixed name may belong to another AWS "
              "account; name a bucket your account owns (and set wal.expected_bucket_owner to your account id)")
+NO_REGION = "must be set: there is no default region; name the region of wal.bucket (e.g. us-east-1)"
+NO_BOOTSTRAP = "must be set: there is no default cluster; name its brokers (host:port, e.g. b-1.msk.example:9092)"
 
 
-def require_wal_bucket(config: Config, command: str) -> None:
-    """Raises ConfigError if `azsidecar <command>` would use the WAL without wal.bucket set."""
-    if not config.wal.bucket:
-        raise ConfigError(f"wal.bucket: {NO_BUCKET} (azsidecar {command} reads or deletes WAL objects; "
-                          "or give --bucket where the command has it)")
+def _unset(key: str, why: str, flag: str | None = None) -> str:
+    """`key: why`, and where to set it: the file, the variable (AZSIDECAR__SECTION__KEY), the flag."""
+    variable = env_name(tuple(key.split(".")))
+    where = f"in the config file, as {variable} or with {flag}" if flag else f"in the config file or as {variable}"
+    return f"{key}: {why}, {where}"
+
+
+def wal_location_problem(wal: WalConfig) -> str | None:
+    """What is missing to name where WAL objects go (wal.bucket, then wal.region), or None."""
+    if not wal.bucket:
+        return _unset("wal.bucket", NO_BUCKET)
+    if not wal.region:
+        return _unset("wal.region", NO_REGION)
+    return None
+
+
+def require_wal_location(config: Config, command: str) -> None:
+    """Raises ConfigError if `azsidecar <command>` would use the WAL without wal.bucket or
+    wal.region set (the first missing one is named)."""
+    problem = wal_location_problem(config.wal)
+    if problem is not None:
+        flag = "--bucket" if not config.wal.bucket else "--region"
+        raise ConfigError(f"{problem} (azsidecar {command} reads or deletes WAL objects; "
+                          f"or give {flag} where the command has it)")
+
+
+def require_bootstrap_servers(config: Config, command: str) -> None:
+    """Raises ConfigError if `azsidecar <command>`, which talks to Kafka, has no upstream.bootstrap_servers."""
+    if not config.upstream.bootstrap_servers:
+        raise ConfigError(f"{_unset('upstream.bootstrap_servers', NO_BOOTSTRAP, '--bootstrap-servers')} "
+                          f"(azsidecar {command} talks to the Kafka cluster)")
 
 
 # Settings that hold a secret itself; the TOML file may name their files, never the values.

@@ -20,7 +20,7 @@ import uvloop
 
 from azsidecar.broker_wait import probe_for, wait_for_brokers
 from azsidecar.commands import HMAC_ENV
-from azsidecar.config import Config, load_config, require_wal_bucket
+from azsidecar.config import Config, load_config, require_bootstrap_servers, require_wal_location
 from azsidecar.exposition import LabelledRegistry
 from azsidecar.failures import StartupFailure
 from azsidecar.logs import setup_logging
@@ -54,12 +54,13 @@ def main(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides_from_args(args), os.environ)
     setup_logging(config.log_format, config.log_level,  # the flags', else the variables' or the file's
                   component="agent", zone=config.zone)
+    require_bootstrap_servers(config, "agent")
     config = resolve_secrets(config, os.environ, args.hmac_key_file)
     if not config.zone:
         raise ConfigError("zone: the agent needs --zone (or zone in the config file)")
     if not config.notify.hmac_keys:
         raise ConfigError(f"notify.hmac_keys: none given (set ${HMAC_ENV}, notify.hmac_key_file or --hmac-key-file)")
-    require_wal_bucket(config, "agent")
+    require_wal_location(config, "agent")
     check_wal_store(config.wal, config.wal.bucket_for(config.zone))
     with startup_errors():
         return run_on_event_loop(config.agent.event_loop, _serve_until_signal(config, config.zone))

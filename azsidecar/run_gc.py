@@ -9,7 +9,7 @@ import sys
 import trio
 from prometheus_client import CollectorRegistry, start_http_server
 
-from azsidecar.config import load_config, require_wal_bucket
+from azsidecar.config import load_config, require_wal_location
 from azsidecar.exposition import LabelledRegistry
 from azsidecar.logs import setup_logging
 from azsidecar.preflight import check_wal_store, startup_errors
@@ -21,13 +21,13 @@ from wal_s3.s3 import make_s3_client
 
 def main(args: argparse.Namespace) -> int:
     full = load_config(args.config, {
-        "wal.bucket": args.bucket, "wal.endpoint_url": args.endpoint_url,
+        "wal.bucket": args.bucket, "wal.region": args.region, "wal.endpoint_url": args.endpoint_url,
         "wal.max_orphan_age_s": args.max_orphan_age_s, "wal.gc_metrics_port": args.metrics_port,
         "wal.gc_interval_s": args.interval_s, "log_format": args.log_format, "log_level": args.log_level,
     }, os.environ)
     setup_logging(full.log_format, full.log_level, component="gc", zone=full.zone)
     config = full.wal
-    require_wal_bucket(full, "gc")  # gc deletes: never a bucket by default
+    require_wal_location(full, "gc")  # gc deletes: never a bucket by default
     # Objects holding entries of ack_mode=wal topics are the only copy of acknowledged records.
     acked = (lambda topic: full.router.ack_mode(topic) == "wal") if "wal" in full.router.ack_modes.values() else None
     # S3 Express: every zone's directory bucket (the zones of notify.agents and this process's zone).

@@ -4,7 +4,9 @@ Reads the profile (a CSV the user writes from their own metrics, or a run's audi
 gzip JSON lines under a directory), the prices (`--prices`, as `azsidecar audit` reads them)
 and the WAL settings, and prints direct / per-host sidecars / zone gateways per storage
 class (planner/plan.py is the model) and each host's break-even rate. With `--compare` and
-`--from-audit`, also the run's audited figures beside the prediction for its window.
+`--from-audit`, also the run's audited figures beside the prediction for its window. For a
+shadow run's audit, first the split of its cross-zone bytes and a go / no-go line
+(planner/verdict.py).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from planner.plan import (
     storage_classes,
     without_shadow_direct,
 )
+from planner.verdict import GO_MIN_NET_SHARE, ShadowVerdict, shadow_verdict
 
 REQUIRED_COLUMNS = ("host", "zone", "leader_zone", "bytes_per_s")
 
@@ -121,7 +124,9 @@ def main(args: argparse.Namespace) -> int:
                 # one writer per proxy id is the run's own mode: its agents' measured applications
                 replayed = {"sidecar": replay_usage(arrivals, "sidecar", wal, applied=applied)[0],
                             "gateway": replay_usage(arrivals, "gateway", wal)[0]}
-            if args.from_audit:
+            if args.from_audit and shadow is not None and shadow.wal_bytes == 0:
+                flows: list[Flow] = []  # the policy would have sent nothing through the WAL: nothing to price, the verdict says so
+            elif args.from_audit:
                 flows, window_s = flows_from_produce_batches(without_shadow_direct(audit_records(root)))
         except PlanError as exc:
             raise ConfigError(f"{root}: {exc}") from exc
@@ -137,23 +142,30 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "json":
         out = as_json(flows, bills, wal, prices, audited, replayed, compare_mode)
         if shadow is not None:
-            out["shadow"] = {"wal_bytes": shadow.wal_bytes, "direct_bytes": shadow.direct_bytes}
+            verdict = shadow_verdict(bills)
+            out["shadow"] = {"wal_bytes": shadow.wal_bytes, "direct_bytes": shadow.direct_bytes,
+                             "verdict": {"go": verdict.go, "mode": verdict.mode, "storage_class": verdict.storage_class,
+                                         "net_usd_per_month": verdict.net_usd,
+                                         "transfer_usd_per_month": verdict.transfer_usd,
+                                         "min_net_share": GO_MIN_NET_SHARE, "line": verdict.line()}}
         json.dump(out, sys.stdout, indent=1)
         print()
     else:
         if shadow is not None:
-            print_shadow(shadow, sys.stdout)
+            print_shadow(shadow, shadow_verdict(bills), sys.stdout)
         print_text(flows, bills, wal, prices, audited, replayed, sys.stdout, compare_mode)
     return 0
 
 
-def print_shadow(shadow: ShadowSplit, out: TextIO) -> None:
-    """The head of a shadow run's plan: which part of its cross-zone bytes the plan prices."""
+def print_shadow(shadow: ShadowSplit, verdict: ShadowVerdict, out: TextIO) -> None:
+    """The head of a shadow run's plan: which part of its cross-zone bytes the plan prices,
+    then the go / no-go line (planner/verdict.py has the rule)."""
     total = shadow.wal_bytes + shadow.direct_bytes
     share = f" ({100.0 * shadow.wal_bytes / total:.1f} %)" if total else ""
     print(f"shadow run: the policy would have sent {shadow.wal_bytes / 1e6:,.3f} MB{share} of the "
           f"{total / 1e6:,.3f} MB produced across zones through the WAL; the plan prices those, the rest "
           "crosses directly in every mode", file=out)
+    print(verdict.line(), file=out)
 
 
 def as_json(flows: list[Flow], bills: list[Bill], wal: WalSettings, prices: Prices, audited: Audited | None,

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from azsidecar.config import load_config
+from azsidecar.config import load_config, require_bootstrap_servers
 from azsidecar.failures import StartupFailure
 from azsidecar.secrets import apply_secrets
 from core.configload import ConfigError
@@ -88,10 +88,9 @@ def _quiet_client() -> _ClientErrors:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.bootstrap_servers and not args.config:
-        raise ConfigError("plan leaders: give --bootstrap-servers, or --config with upstream.bootstrap_servers")
     config = apply_secrets(load_config(args.config, {"upstream.bootstrap_servers": args.bootstrap_servers},
                                        os.environ), os.environ)
+    require_bootstrap_servers(config, "plan leaders")
     prices = load_prices(args.prices)
     root = Path(args.from_audit)
     try:

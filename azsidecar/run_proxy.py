@@ -15,7 +15,7 @@ import trio
 
 from azsidecar.broker_wait import probe_for, wait_for_brokers
 from azsidecar.commands import HMAC_ENV
-from azsidecar.config import Config, load_config
+from azsidecar.config import Config, load_config, require_bootstrap_servers
 from azsidecar.exposition import LabelledRegistry
 from azsidecar.failures import EXIT_CONFIG, EXIT_ENVIRONMENT, StartupFailure
 from azsidecar.logs import setup_logging
@@ -82,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides, os.environ)
     # the flags', else the variables' or the file's
     setup_logging(config.log_format, config.log_level, component="proxy", zone=config.zone)
+    require_bootstrap_servers(config, "proxy")
     try:
         config = dataclasses.replace(config, zone=resolve_zone(config.zone, config.imds_endpoint))
     except ZoneUnknown as exc:

@@ -13,7 +13,7 @@ import sys
 import trio
 
 from azsidecar.commands import HMAC_ENV
-from azsidecar.config import Config, load_config, require_wal_bucket
+from azsidecar.config import Config, load_config, require_wal_location
 from azsidecar.logs import setup_logging
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.secrets import resolve_secrets
@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("zone: recover needs the writer's zone (--zone or zone in the config file)")
     if not config.notify.hmac_keys:
         raise ConfigError(f"notify.hmac_keys: none given (set ${HMAC_ENV}, notify.hmac_key_file or --hmac-key-file)")
-    require_wal_bucket(config, "recover")
+    require_wal_location(config, "recover")
     if "wal" not in config.router.ack_modes.values():
         print("azsidecar recover: no topic has router.ack_modes 'wal'; nothing was acknowledged before its "
               "append, so there is nothing to recover", file=sys.stderr)

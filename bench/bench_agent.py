@@ -702,7 +702,7 @@ def main() -> int:
             agents_s3(moto, log_dir, args.s3_keepalive) as (agents_s3_url, s3_pids):
         bucket = "bench-agent"
         moto.create_bucket(bucket)
-        wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": agents_s3_url}
+        wal = {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": agents_s3_url}
         if args.cache_mib is not None:
             wal["cache_bytes"] = args.cache_mib * MiB
         base: dict[str, Any] = {"wal": wal, "upstream": {"bootstrap_servers": list(kafka.bootstraps)}}
@@ -760,7 +760,7 @@ def run_partitions(args, partitions: int, counts: list[int], depths: list[int], 
         # first (a warmer cache, a quieter host).
         for n, depth in (phases if r % 2 == 0 else phases[::-1]):
             config = load_config(None, {
-                "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": moto.endpoint_url,
+                "wal.bucket": bucket, "wal.region": "us-east-1", "wal.prefix": "wal/", "wal.endpoint_url": moto.endpoint_url,
                 "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0, "notify.pipeline_depth": depth,
                 "notify.agents": {ZONE: agents.addresses(n)}, "notify.agent_ownership": args.ownership})
             topic = f"bench-agent{n}-{r}-{uuid.uuid4().hex[:6]}"

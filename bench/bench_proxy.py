@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             bucket = "bench-proxy-wal"
             moto.create_bucket(bucket)
             agent_port, port = free_port(), free_port()
-            wal = {"bucket": bucket, "prefix": "wal/", "endpoint_url": moto.endpoint_url}
+            wal = {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": moto.endpoint_url}
             agent = stack.enter_context(sidecar_process("agent", {
                 "zone": "use1-az2", "upstream": {"bootstrap_servers": bootstrap.split(",")}, "wal": wal,
                 "agent": {"listen_host": "127.0.0.1", "listen_port": agent_port}, "audit": audit,

@@ -138,7 +138,7 @@ def sidecar(work: Path, name: str, policy: str, broker: str, s3_endpoint: str, l
         "proxy": {"listen_port": proxy_port, "proxy_id": f"bench-{name}"},
         "upstream": {"bootstrap_servers": [broker]},
         "router": {"policy": policy, "partition_zones": {f"{TOPIC}:*": "use1-az2"}},
-        "wal": {"bucket": "wal", "endpoint_url": s3_endpoint, "linger_ms": linger_ms, "s3_transport": s3_transport},
+        "wal": {"bucket": "wal", "region": "us-east-1", "endpoint_url": s3_endpoint, "linger_ms": linger_ms, "s3_transport": s3_transport},
         "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}},
         "agent": {"listen_port": agent_port},
         "audit": {"enabled": True, "output": str(work / f"{name}-audit"), "roll_seconds": 3600},

@@ -68,7 +68,7 @@ def main() -> int:
     with start_moto() as moto:
         moto.create_bucket(BUCKET)
         moto.client().put_object(Bucket=BUCKET, Key=KEY, Body=os.urandom(OBJECT_BYTES))
-        config = load_config(None, {"wal.bucket": BUCKET, "wal.endpoint_url": moto.endpoint_url}).wal
+        config = load_config(None, {"wal.bucket": BUCKET, "wal.region": "us-east-1", "wal.endpoint_url": moto.endpoint_url}).wal
         http = http_transport(make_s3_client(config), config)
         if http is None:
             raise RuntimeError("wal_s3 chose botocore for this endpoint: nothing to measure")

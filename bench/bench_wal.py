@@ -171,7 +171,7 @@ def main() -> int:
     with start_moto() as moto:
         bucket = "bench-wal"
         moto.create_bucket(bucket)
-        config = WalConfig(bucket=bucket, endpoint_url=moto.endpoint_url,  # default flush settings
+        config = WalConfig(bucket=bucket, region="us-east-1", endpoint_url=moto.endpoint_url,  # default flush settings
                            s3_transport=args.s3_transport)
         client = make_s3_client(config)
         puts = count_puts(client)

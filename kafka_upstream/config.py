@@ -16,7 +16,7 @@ UPSTREAM_SASL_MECHANISMS = (*SASL_MECHANISMS, "OAUTHBEARER")
 
 @dataclass(frozen=True)
 class UpstreamConfig:
-    bootstrap_servers: Annotated[tuple[str, ...], COMMA_SEPARATED] = ("127.0.0.1:19092",)  # a list, or Kafka's comma-separated form "b-1:9092,b-2:9092"
+    bootstrap_servers: Annotated[tuple[str, ...], COMMA_SEPARATED] = ()  # a list, or Kafka's comma-separated form "b-1:9092,b-2:9092"; required by the commands that talk to Kafka (proxy, agent, plan leaders): no default cluster
     client_id: str = "azsidecar"  # the client.id of the proxy's and the agent's own requests to the brokers
     metadata_ttl_s: float = 30.0  # how long a cached upstream Metadata view is trusted
     request_timeout_s: float = 30.0  # one request to a broker, sent to answered; then the connection is given up
@@ -59,7 +59,6 @@ class UpstreamConfig:
             require(not self.aws_msk_iam_region and not self.aws_msk_iam_role_arn,
                     "upstream.aws_msk_iam_region and upstream.aws_msk_iam_role_arn: only with sasl_mechanism OAUTHBEARER")
             require(not sasl or bool(self.sasl_username), "upstream.sasl_username: required with security_protocol SASL_*")
-        require(len(self.bootstrap_servers) > 0, "upstream.bootstrap_servers: at least one host:port")
         for hp in self.bootstrap_servers:
             host, sep, port = hp.rpartition(":")
             require(bool(sep) and bool(host) and port.isdigit(), f"upstream.bootstrap_servers: {hp!r} is not host:port")

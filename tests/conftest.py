@@ -300,7 +300,7 @@ def wal_store(request, moto_server, monkeypatch):
         moto_server.create_bucket(base)
 
     def config(**overrides) -> WalConfig:
-        settings = {"bucket": base, "endpoint_url": endpoint, "retry_base_ms": 1, "retry_max_ms": 5,
+        settings = {"bucket": base, "region": "us-east-1", "endpoint_url": endpoint, "retry_base_ms": 1, "retry_max_ms": 5,
                     "storage_class": request.param}
         settings.update(overrides)
         return WalConfig(**settings)

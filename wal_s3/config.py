@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from core.configload import require
+from core.msk_iam import REGION_RE
 from core.prices import STORAGE_CLASSES
 
 MiB = 1024 * 1024
@@ -34,7 +35,7 @@ class WalConfig:
     bucket: str = ""  # required wherever the WAL is used (proxy with agents, agent, gc, recover): no default, a shared name could be anyone's
     prefix: str = ""  # optional key prefix inside the bucket
     endpoint_url: str | None = None  # None = AWS; moto/minio URL otherwise
-    region: str = "us-east-1"  # the bucket's AWS region
+    region: str = ""  # the bucket's AWS region, e.g. us-east-1; required wherever the WAL is used (as wal.bucket): no default, since it decides where records are kept
     # The AWS account id that must own the bucket: sent as x-amz-expected-bucket-owner on every
     # S3 request (both transports), so a bucket of that name in another account is refused
     # with 403 instead of receiving the records.
@@ -101,6 +102,9 @@ class WalConfig:
     def __post_init__(self) -> None:
         require(bool(_ACCOUNT_ID_RE.match(self.expected_bucket_owner)) or self.expected_bucket_owner == "",
                 f"wal.expected_bucket_owner: {self.expected_bucket_owner!r} is not an AWS account id (12 digits)")
+        # An S3-compatible store of its own (endpoint_url: moto, MinIO) may name its region freely.
+        require(not self.region or self.endpoint_url is not None or bool(REGION_RE.match(self.region)),
+                f"wal.region: {self.region!r} is not an AWS region (e.g. us-east-1)")
         require(self.prefix == "" or self.prefix.endswith("/"), "wal.prefix: empty or ending with '/'")
         require(64 * 1024 <= self.max_bytes <= 5 * 1024 * MiB, "wal.max_bytes: 64 KiB..5 GiB")
         require(self.storage_class in STORAGE_CLASSES, f"wal.storage_class: one of {', '.join(STORAGE_CLASSES)}")

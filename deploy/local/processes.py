@@ -21,6 +21,8 @@ from typing import Any, AnyStr
 STARTUP_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 5.0
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+# The region every local config and client names (wal.region has no default); moto accepts any.
+LOCAL_REGION = "us-east-1"
 MOTO_LAUNCHER = Path(__file__).with_name("moto_atomic.py")
 MOTO_CONDITIONAL_WRITES = "atomic"  # "moto": moto's racy check-then-store, lost updates logged
 
@@ -176,7 +178,7 @@ class MotoServer:
     def endpoint_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def client(self, region: str = "us-east-1") -> Any:  # a boto3 S3 client (boto3 is untyped)
+    def client(self, region: str = LOCAL_REGION) -> Any:  # a boto3 S3 client (boto3 is untyped)
         import boto3  # noqa: PLC0415
 
         return boto3.client(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AnyStr
 
-from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process
+from deploy.local.processes import DUMMY_CREDENTIALS, LOCAL_REGION, free_port, stop_process
 from deploy.local.zones import Zone, ZoneEnv, ZoneProcess
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def zone_config(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: Map
                   "proxy_id": f"proxy-{zone.name}"},
         "upstream": {"bootstrap_servers": [zone.broker_bootstrap]},
         "router": {"policy": settings.policy, "partition_zones": dict(settings.partition_zones)},
-        "wal": {"bucket": settings.wal_bucket, "endpoint_url": zone.s3_endpoint, "linger_ms": settings.linger_ms,
+        "wal": {"bucket": settings.wal_bucket, "region": LOCAL_REGION, "endpoint_url": zone.s3_endpoint, "linger_ms": settings.linger_ms,
                 "max_bytes": settings.max_bytes},
         "notify": {"agents": {**agents, **settings.notify_via}},
         "agent": {"listen_host": agent_host, "listen_port": int(agent_port)},

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from azsidecar.config import load_config
+from azsidecar.config import load_config, require_bootstrap_servers
 from core.configload import ConfigError
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -58,7 +58,8 @@ def test_cli_refuses_to_start_without_a_zone_and_says_how_to_fix_it(tmp_path):
     import sys
 
     env = {**os.environ, "AZSIDECAR_IMDS_ENDPOINT": "http://127.0.0.1:9"}  # closed port: no IMDS
-    done = subprocess.run([sys.executable, "-m", "azsidecar", "proxy", "--listen", "127.0.0.1:0"],
+    done = subprocess.run([sys.executable, "-m", "azsidecar", "proxy", "--listen", "127.0.0.1:0",
+                           "--bootstrap-servers", "127.0.0.1:9"],
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2
     assert "pass --zone" in done.stderr and "availability zone" in done.stderr
@@ -99,13 +100,19 @@ def test_bootstrap_servers_takes_kafkas_comma_separated_form_or_a_list(tmp_path,
 
 @pytest.mark.parametrize("value,message", [
     ("a:9092,nohostport", "upstream.bootstrap_servers: 'nohostport' is not host:port"),
-    (" , ", "upstream.bootstrap_servers: at least one host:port"),
     (9092, "upstream.bootstrap_servers: expected a list, got int"),
 ])
 def test_bad_bootstrap_strings_name_the_bad_item(value, message):
     with pytest.raises(ConfigError) as info:
         load_config(overrides={"upstream.bootstrap_servers": value})
     assert message in str(info.value)
+
+
+def test_an_empty_bootstrap_list_is_no_cluster_and_a_command_that_talks_to_kafka_refuses_it():
+    config = load_config(overrides={"upstream.bootstrap_servers": " , "})
+    assert config.upstream.bootstrap_servers == ()
+    with pytest.raises(ConfigError, match="^upstream.bootstrap_servers: must be set: there is no default cluster"):
+        require_bootstrap_servers(config, "proxy")
 
 
 AZ_NAME_MESSAGE = "is an AZ name, not an AZ id: give the id (the use1-az1 form"
@@ -136,6 +143,6 @@ def test_an_az_id_in_upper_case_is_refused_with_the_lower_case_form():
 @pytest.mark.parametrize("zone", ["use1-az1", "euc1-az3", "apne1-az4", "usgw1-az2", "usw2-lax1-az1",
                                   "az2", "z1"])  # AZ ids; other labels (test systems, racks off AWS) pass
 def test_az_ids_and_other_zone_labels_are_taken(zone):
-    config = load_config(overrides={"zone": zone, "notify.agents": {zone: "10.0.0.1:9400"}, "wal.bucket": "acme-wal",
+    config = load_config(overrides={"zone": zone, "notify.agents": {zone: "10.0.0.1:9400"}, "wal.bucket": "acme-wal", "wal.region": "us-east-1",
                                     "router.broker_zones": {"1": zone}})
     assert (config.zone, list(config.notify.agents), config.router.broker_zones["1"]) == (zone, [zone], zone)

@@ -37,7 +37,7 @@ ENTRIES = [WalEntry(TOPIC, i % 6, -1, -1, -1, 1, bytes([i])) for i in range(12)]
 
 
 def sender_for(agents: int, ownership: str) -> NotifySender:
-    config = load_config(None, {"wal.bucket": "b", "notify.hmac_keys": list(KEYS),
+    config = load_config(None, {"wal.bucket": "b", "wal.region": "us-east-1", "notify.hmac_keys": list(KEYS),
                                 "notify.agents": {ZONE: list(ADDRESSES[:agents])},
                                 "notify.agent_ownership": ownership})
     return NotifySender(config.notify, "az1", "bench", 1, NullAuditSink(), bucket="b")

@@ -24,6 +24,7 @@ broker_zones = { "1" = "use1-az1" }
 agents = { "use1-az2" = "10.0.2.15:9400" }
 [wal]
 bucket = "acme-wal-use1"
+region = "us-east-1"
 """
 SECRET = "hunter2-not-to-be-printed"
 

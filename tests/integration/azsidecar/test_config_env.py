@@ -59,6 +59,7 @@ def test_variables_override_the_file_and_flags_override_variables(config_file):
     environ = {
         "AZSIDECAR__WAL__BUCKET": "env-bucket",
         "AZSIDECAR__WAL__LINGER_MS": "100",
+        "AZSIDECAR__WAL__REGION": "eu-west-1",
         "AZSIDECAR__ZONE": "use1-az2",
         "AZSIDECAR__UPSTREAM__BOOTSTRAP_SERVERS": "b-1:9092,b-2:9092",
         "AZSIDECAR__ROUTER__PRICES__S3_PUT_PER_1000": "0.0025",
@@ -70,6 +71,7 @@ def test_variables_override_the_file_and_flags_override_variables(config_file):
     assert config.zone == "use1-az3"  # the flag
     assert config.wal.bucket == "env-bucket"
     assert config.wal.linger_ms == 100
+    assert config.wal.region == "eu-west-1"
     assert config.wal.prefix == ""  # the default
     assert config.upstream.bootstrap_servers == ("b-1:9092", "b-2:9092")
     assert config.router.prices.s3_put_per_1000 == 0.0025

@@ -26,7 +26,7 @@ def audit(tmp_path, records) -> str:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--bootstrap-servers", "127.0.0.1:1", "--from-audit", "/nonexistent"], "/nonexistent: no *.jsonl.gz audit files"),
-    (["--from-audit", "x"], "give --bootstrap-servers, or --config"),
+    (["--from-audit", "x"], "upstream.bootstrap_servers: must be set: there is no default cluster"),
     (["--bootstrap-servers", "127.0.0.1", "--from-audit", "x"], "upstream.bootstrap_servers: '127.0.0.1' is not host:port"),
     (["--bootstrap-servers", "127.0.0.1:1", "--from-audit", "x", "--skew", "-1"], "argument --skew: -1 is below 0"),
     (["--bootstrap-servers", "127.0.0.1:1", "--from-audit", "x", "--batch-size", "0"], "argument --batch-size: 0 is below 1"),

@@ -43,7 +43,7 @@ def one_line(stderr: str) -> str:
 
 def proxy_config(path: Path, endpoint: str, bucket: str, bootstrap: str = "127.0.0.1:9") -> Path:
     path.write_text(f'zone = "use1-az1"\n[upstream]\nbootstrap_servers = ["{bootstrap}"]\n'
-                    f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
+                    f'[wal]\nbucket = "{bucket}"\nregion = "us-east-1"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
                     f'[notify.agents]\n"use1-az2" = "127.0.0.1:9"\n')
     return path
 
@@ -162,7 +162,8 @@ def test_proxy_with_no_broker_answering(s3_bucket, tmp_path, wait, within):
 
 
 NO_BUCKET = ("wal.bucket: must be set: there is no default bucket, since a fixed name may belong to another AWS "
-             "account; name a bucket your account owns (and set wal.expected_bucket_owner to your account id)")
+             "account; name a bucket your account owns (and set wal.expected_bucket_owner to your account id), "
+             "in the config file or as AZSIDECAR__WAL__BUCKET")
 
 
 @pytest.mark.parametrize(("args", "why"), [

@@ -112,7 +112,7 @@ def agent_command(s3_bucket, bootstrap: str, status_port: int, tmp_path: Path) -
     server, bucket = s3_bucket
     config = tmp_path / "agent.toml"
     config.write_text(f'[agent]\nmetrics_port = {status_port}\n'
-                      f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{server.endpoint_url}"\n'
+                      f'[wal]\nbucket = "{bucket}"\nregion = "us-east-1"\nprefix = "wal/"\nendpoint_url = "{server.endpoint_url}"\n'
                       f'[audit]\nenabled = false\n')
     return [sys.executable, "-m", "azsidecar", "agent", "--config", str(config), "--zone", "use1-az2",
             "--listen", "127.0.0.1:0", "--bootstrap-servers", bootstrap]

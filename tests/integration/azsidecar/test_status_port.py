@@ -55,7 +55,7 @@ def proxy(tansu_bootstrap: str, endpoint: str, bucket: str, tmp_path: Path, fall
     config = tmp_path / f"proxy-{fallback}.toml"
     config.write_text(f'zone = "use1-az1"\nlog_format = "{log_format}"\n[proxy]\nproxy_id = "status-{fallback}"\nmetrics_port = {status_port}\n'
                       f'[router]\nfallback = "{fallback}"\n'
-                      f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
+                      f'[wal]\nbucket = "{bucket}"\nregion = "us-east-1"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
                       f'[notify.agents]\n"use1-az2" = "127.0.0.1:{dead_agent}"\n'
                       f'[audit]\noutput = "{tmp_path / "audit"}"\n')
     log_path = tmp_path / f"proxy-{fallback}.log"
@@ -115,7 +115,7 @@ def test_agent_status_port(tansu, s3_bucket, tmp_path):
     status_port = free_port()
     config = tmp_path / "agent.toml"
     config.write_text(f'[agent]\nmetrics_port = {status_port}\n'
-                      f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{server.endpoint_url}"\n'
+                      f'[wal]\nbucket = "{bucket}"\nregion = "us-east-1"\nprefix = "wal/"\nendpoint_url = "{server.endpoint_url}"\n'
                       f'[audit]\nenabled = false\n')
     env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": KEY}
     log_path = tmp_path / "agent.log"

@@ -154,7 +154,7 @@ def wal_sidecars(cluster: MockCluster, moto, bucket: str, log_dir: Path, policy:
                 "proxy": {"listen_host": "127.0.0.1", "listen_port": proxy_port, "proxy_id": f"proxy-{zone}"},
                 "upstream": {"bootstrap_servers": list(cluster.bootstraps)},
                 "router": {"policy": policy},
-                "wal": {"bucket": bucket, "endpoint_url": moto.endpoint_url, "linger_ms": 20},
+                "wal": {"bucket": bucket, "region": "us-east-1", "endpoint_url": moto.endpoint_url, "linger_ms": 20},
                 "notify": {"agents": agents},
                 "agent": {"listen_host": host, "listen_port": int(port)},
                 "audit": {"output": str(audit_dir)}}

@@ -154,7 +154,7 @@ async def test_every_s3_request_of_each_role_is_allowed_by_its_policy(s3_bucket,
     # boto3 for every call, so the hook sees each request. The h11 transport (the default for
     # WAL PUTs and ranged GETs) sends the same PutObject and GetObject requests on the same
     # keys (tests/integration/wal_s3/test_s3_http.py shows them on the wire).
-    config = WalConfig(bucket=bucket, prefix=WAL_PREFIX, endpoint_url=server.endpoint_url,
+    config = WalConfig(bucket=bucket, region="us-east-1", prefix=WAL_PREFIX, endpoint_url=server.endpoint_url,
                        retry_base_ms=1, retry_max_ms=5, max_attempts=2, s3_transport="boto3")
     audit_uri = f"s3://{bucket}/audit/"  # modules/wal-bucket output audit_output
     audit_config = AuditConfig(output=audit_uri, s3_endpoint_url=server.endpoint_url, roll_bytes=1024)

@@ -109,7 +109,7 @@ def refused_start(role: str, upstream_settings: dict, directory: Path, moto=None
         bucket = unique_name("wal")
         moto.create_bucket(bucket)  # the agent checks the WAL bucket before the brokers
         config = {"zone": ZONES[2], "agent": {"listen_host": "127.0.0.1", "listen_port": free_port()},
-                  "wal": {"bucket": bucket, "endpoint_url": moto.endpoint_url}}
+                  "wal": {"bucket": bucket, "region": "us-east-1", "endpoint_url": moto.endpoint_url}}
     config |= {"upstream": upstream_settings, "audit": {"output": str(directory / "audit")}}
     path = directory / f"{role}.toml"
     path.write_text(to_toml(config))

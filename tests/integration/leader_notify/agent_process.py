@@ -37,7 +37,7 @@ class AgentProcess:
         config = {
             "zone": zone,
             "upstream": {"bootstrap_servers": [bootstrap]},
-            "wal": {"bucket": bucket, "prefix": "wal/", "endpoint_url": endpoint_url},
+            "wal": {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": endpoint_url},
             "agent": {"listen_host": "127.0.0.1", "listen_port": self.port, "metrics_port": 0,
                       **(extra or {})},
         }

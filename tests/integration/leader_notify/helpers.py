@@ -61,7 +61,7 @@ def put_object(s3, bucket: str, key: str, entries_by_zone: dict[str, list[WalEnt
 
 def config_for(endpoint_url: str, bucket: str, bootstrap: str, agents: dict[str, str] | None = None, **more):
     overrides = {
-        "wal.bucket": bucket, "wal.prefix": "wal/", "wal.endpoint_url": endpoint_url,
+        "wal.bucket": bucket, "wal.region": "us-east-1", "wal.prefix": "wal/", "wal.endpoint_url": endpoint_url,
         "upstream.bootstrap_servers": [bootstrap], "agent.listen_port": 0,
         "notify.hmac_keys": list(KEYS), "notify.agents": agents or {},
         "notify.timeout_s": 10.0, "notify.backoff_initial_s": 0.1, "notify.backoff_max_s": 1.0,

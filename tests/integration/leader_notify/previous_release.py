@@ -82,7 +82,7 @@ from leader_notify.sender.sender import NotifySender
 
 args = json.loads(sys.argv[1])
 zone = args["zone"]
-config = load_config(None, {"wal.bucket": args["bucket"], "notify.hmac_keys": args["keys"],
+config = load_config(None, {"wal.bucket": args["bucket"], "wal.region": "us-east-1", "notify.hmac_keys": args["keys"],
                             "notify.agents": {zone: args["agent"]}, "notify.pipeline_depth": 4,
                             "notify.timeout_s": 10.0})
 piped = []  # per pipelined answer: did it apply every entry?

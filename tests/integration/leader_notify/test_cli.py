@@ -37,7 +37,7 @@ def _agent_cmd(config_path, bootstrap, *extra):
 
 
 def _write_config(path, endpoint, bucket, audit_dir, event_loop=None):
-    path.write_text(f'[wal]\nbucket = "{bucket}"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
+    path.write_text(f'[wal]\nbucket = "{bucket}"\nregion = "us-east-1"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\n'
                     f'[audit]\noutput = "{audit_dir}"\n'
                     + (f'[agent]\nevent_loop = "{event_loop}"\n' if event_loop else ""))
 

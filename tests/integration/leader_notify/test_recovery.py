@@ -115,7 +115,7 @@ def test_recover_cli_says_why_there_is_nothing_to_do(tmp_path, capsys, monkeypat
 
     monkeypatch.setenv("AZSIDECAR_NOTIFY_HMAC_KEYS", "k" * 32)
     config = tmp_path / "sidecar.toml"
-    config.write_text('zone = "az1"\n[wal]\nbucket = "b"\n')
+    config.write_text('zone = "az1"\n[wal]\nbucket = "b"\nregion = "us-east-1"\n')
     assert azsidecar_main(["recover", "--config", str(config)]) == 0
     assert "no topic has router.ack_modes 'wal'" in capsys.readouterr().err
     config.write_text('[wal]\nbucket = "b"\n[router]\nack_modes = { "orders" = "wal" }\n')

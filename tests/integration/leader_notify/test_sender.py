@@ -43,7 +43,7 @@ class Flushed:
 
 
 def notify_config(port: int, **more):
-    return load_config(None, {"wal.bucket": "bkt", "notify.hmac_keys": [KEY], "notify.agents": {"az2": f"127.0.0.1:{port}"},
+    return load_config(None, {"wal.bucket": "bkt", "wal.region": "us-east-1", "notify.hmac_keys": [KEY], "notify.agents": {"az2": f"127.0.0.1:{port}"},
                               "notify.max_attempts": 3, "notify.backoff_initial_s": 0.01,
                               "notify.backoff_max_s": 0.02, "notify.timeout_s": 5.0, **more}).notify
 

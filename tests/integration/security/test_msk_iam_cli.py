@@ -94,7 +94,7 @@ def test_agent_process_authenticates_to_an_msk_iam_cluster(certs, tmp_path, aws_
         upstream = iam_settings(double.port, certs.ca_file)
         lines = ['zone = "use1-az1"', "[upstream]"]
         lines += [f"{k} = {json.dumps(v)}" for k, v in upstream.items()]  # JSON strings and lists are TOML
-        lines += ["[wal]", f'bucket = "{bucket}"', 'prefix = "wal/"', f'endpoint_url = "{server.endpoint_url}"',
+        lines += ["[wal]", f'bucket = "{bucket}"', 'region = "us-east-1"', 'prefix = "wal/"', f'endpoint_url = "{server.endpoint_url}"',
                   "[audit]", "enabled = false"]
         config = tmp_path / "agent.toml"
         config.write_text("\n".join(lines) + "\n")

@@ -31,7 +31,7 @@ def wal_env(s3_bucket, monkeypatch):
     def config(**overrides) -> WalConfig:
         # boto3 by default: Faults hooks into botocore. The h11 transport has its own tests
         # (test_s3_http.py) and meets real-socket faults in test_fault_proxy.py.
-        base = {"bucket": bucket, "endpoint_url": server.endpoint_url, "retry_base_ms": 1, "retry_max_ms": 5,
+        base = {"bucket": bucket, "region": "us-east-1", "endpoint_url": server.endpoint_url, "retry_base_ms": 1, "retry_max_ms": 5,
                 "s3_transport": "boto3"}
         base.update(overrides)
         return WalConfig(**base)

@@ -55,20 +55,20 @@ def recording(moto_server, monkeypatch):
 
 def test_every_boto3_request_names_the_owner(recording):
     moto, bucket = recording
-    client = make_s3_client(WalConfig(bucket=bucket, endpoint_url=moto.endpoint_url, expected_bucket_owner=OWNER))
+    client = make_s3_client(WalConfig(bucket=bucket, region="us-east-1", endpoint_url=moto.endpoint_url, expected_bucket_owner=OWNER))
     client.put_object(Bucket=bucket, Key="wal/a", Body=b"abc", IfNoneMatch="*")
     assert client.get_object(Bucket=bucket, Key="wal/a")["Body"].read() == b"abc"
     assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="wal/")["Contents"]] == ["wal/a"]
     client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "wal/a"}]})
     # without the setting nothing is added (the header above is ours, not botocore's)
-    make_s3_client(WalConfig(bucket=bucket, endpoint_url=moto.endpoint_url)).head_bucket(Bucket=bucket)
+    make_s3_client(WalConfig(bucket=bucket, region="us-east-1", endpoint_url=moto.endpoint_url)).head_bucket(Bucket=bucket)
     assert _received(moto, bucket) == [("PUT", OWNER), ("GET", OWNER), ("GET", OWNER), ("POST", OWNER),
                                        ("HEAD", None)]
 
 
 def test_every_event_loop_put_and_get_names_the_owner(recording):
     moto, bucket = recording
-    config = WalConfig(bucket=bucket, endpoint_url=moto.endpoint_url, expected_bucket_owner=OWNER,
+    config = WalConfig(bucket=bucket, region="us-east-1", endpoint_url=moto.endpoint_url, expected_bucket_owner=OWNER,
                        s3_transport="http")
     http = http_transport(make_s3_client(config), config, bucket)
     assert http is not None

@@ -149,7 +149,7 @@ def applied_object(wal_env, s3_bucket):
 
 def test_cli_gc_once_prints_what_it_did(wal_env, s3_bucket, capsys):
     server, bucket, client, key = applied_object(wal_env, s3_bucket)
-    args = ["gc", "--once", "--bucket", bucket, "--endpoint-url", server.endpoint_url]
+    args = ["gc", "--once", "--bucket", bucket, "--region", "us-east-1", "--endpoint-url", server.endpoint_url]
     assert azsidecar_main(args + ["--dry-run"]) == 0
     assert f"would delete {key} (all zones applied)" in capsys.readouterr().out
     assert key in keys(client, bucket)
@@ -200,7 +200,7 @@ def test_looping_gc_serves_its_counters_on_metrics_port(wal_env, s3_bucket):
     server, bucket, client, key = applied_object(wal_env, s3_bucket)
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "azsidecar", "gc", "--bucket", bucket,
-                             "--endpoint-url", server.endpoint_url, "--interval-s", "3600",
+                             "--region", "us-east-1", "--endpoint-url", server.endpoint_url, "--interval-s", "3600",
                              "--metrics-port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, **DUMMY_CREDENTIALS})

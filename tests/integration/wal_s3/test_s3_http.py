@@ -61,7 +61,7 @@ def signed_env(signed_moto, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    config = WalConfig(bucket="wal", endpoint_url=moto.endpoint_url, s3_transport="http")
+    config = WalConfig(bucket="wal", region="us-east-1", endpoint_url=moto.endpoint_url, s3_transport="http")
     client = make_s3_client(config)
     http = http_transport(client, config)
     assert http is not None
@@ -135,8 +135,8 @@ def test_bucket_url_follows_botocore(signed_env, monkeypatch):
 
 def test_transport_choice(signed_env, monkeypatch):
     config, client, _http = signed_env
-    boto = WalConfig(bucket="wal", endpoint_url=config.endpoint_url, s3_transport="boto3")
-    auto = WalConfig(bucket="wal", endpoint_url=config.endpoint_url, s3_transport="auto")
+    boto = WalConfig(bucket="wal", region="us-east-1", endpoint_url=config.endpoint_url, s3_transport="boto3")
+    auto = WalConfig(bucket="wal", region="us-east-1", endpoint_url=config.endpoint_url, s3_transport="auto")
     assert http_transport(client, boto) is None
     assert isinstance(http_transport(client, auto), S3Http)
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")  # botocore honours it; this transport does not

@@ -117,7 +117,7 @@ async def test_expired_token_answer_drops_the_session_for_the_retry(express):
 def test_http_transport_of_an_express_config_uses_sessions(monkeypatch):
     for name, value in DUMMY_CREDENTIALS.items():
         monkeypatch.setenv(name, value)
-    config = WalConfig(bucket="wal", storage_class="express", endpoint_url="http://127.0.0.1:9", s3_transport="http")
+    config = WalConfig(bucket="wal", region="us-east-1", storage_class="express", endpoint_url="http://127.0.0.1:9", s3_transport="http")
     client = boto3.client("s3", endpoint_url=config.endpoint_url, region_name="us-east-1")
     transport = http_transport(client, config, config.bucket_for("use1-az2"))
     assert transport is not None and transport.express

@@ -296,7 +296,7 @@ def collect_wal_objects(env: ZoneEnv, bucket: str, audit_dir: Path, name: str,
     s3_request records. Returns gc_summary of its output. Raises RuntimeError if it fails."""
     config = env.log_dir / f"{name}-gc.toml"
     config.write_text(to_toml({"zone": env.zones[0].name,
-                               "wal": {"bucket": bucket, "endpoint_url": env.s3_local_endpoint},
+                               "wal": {"bucket": bucket, "region": "us-east-1", "endpoint_url": env.s3_local_endpoint},
                                "audit": {"output": str(audit_dir)}}))
     log_name = f"{name}-gc"
     proc = env.run_beside_s3([sys.executable, "-m", "azsidecar", "gc", "--once", "--config", str(config),

@@ -13,7 +13,7 @@ AGENTS = {"use1-az2": "10.0.2.15:9400"}
 
 
 def config(**overrides):
-    return load_config(overrides={"zone": "use1-az1", "wal.bucket": "acme-wal", **overrides})
+    return load_config(overrides={"zone": "use1-az1", "wal.bucket": "acme-wal", "wal.region": "us-east-1", **overrides})
 
 
 @pytest.mark.parametrize(("overrides", "policy", "code"), [

@@ -105,7 +105,8 @@ def test_notify_agents_validation(agents, problem):
 
 
 def test_notify_agents_single_address_and_list_forms():
-    config = load_config(None, {"notify.agents": {"az1": "h:1", "az2": ["a:1", "b:2"]}, "wal.bucket": "acme-wal"})
+    config = load_config(None, {"notify.agents": {"az1": "h:1", "az2": ["a:1", "b:2"]}, "wal.bucket": "acme-wal",
+                                "wal.region": "us-east-1"})
     assert agent_lists(config.notify.agents) == {"az1": ("h:1",), "az2": ("a:1", "b:2")}
 
 
