@@ -280,8 +280,9 @@ PARTS = (
 def read_audit(root: Path) -> dict[str, list[dict]]:
     """Records of an audit directory by kind, each writer's records in the order written."""
     def file_order(path: Path) -> tuple:
-        component, pid, seq = path.name[:-len(".jsonl.gz")].rsplit("-", 2)
-        return component, int(pid), int(seq)
+        # <component>-<pid>-<run id>-<file seq> (spark_audit/writer.py); one run id per writer
+        component, pid, run_id, seq = path.name[:-len(".jsonl.gz")].rsplit("-", 3)
+        return component, int(pid), run_id, int(seq)
 
     by_kind: dict[str, list[dict]] = {}
     for path in sorted(root.rglob("*.jsonl.gz"), key=file_order):

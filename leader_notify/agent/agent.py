@@ -62,8 +62,8 @@ from core.errors import CORRUPT_MESSAGE, NETWORK_EXCEPTION
 from core.log_limit import LogLimiter
 from leader_notify import protocol as p
 from leader_notify.agent._limits import ListenerLimits, admit, read_deadline
+from leader_notify.agent.append_runs import AppendResult, PartitionRun
 from leader_notify.agent.append_slots import AppendSlots
-from leader_notify.agent.appender import AppendResult, PartitionRun
 from leader_notify.agent.ordered_runs import OrderedRuns
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share

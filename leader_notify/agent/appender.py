@@ -38,7 +38,6 @@ import collections
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from aiokafka.client import AIOKafkaClient
@@ -63,10 +62,10 @@ from core.errors import (
 )
 from core.zones import leader_zone
 from kafka_protocol.produce import Batch, ProduceAnswer
+from leader_notify.agent.append_runs import AppendResult, PartitionRun, Run, RunGroup, next_request, settle_answer
 from leader_notify.agent.errors import KafkaAppendUnavailable
 from leader_notify.agent.produce_channel import AnswerDeadlines, channel_version, leader_connection, send_produce
 from leader_notify.agent.produce_request import RawProduceRequest
-from leader_notify.agent.sequence_chain import SequenceChain
 
 log = logging.getLogger(__name__)
 
@@ -91,98 +90,12 @@ PROBE_FETCH_WAIT_MS = 1
 TAIL_FETCH_STALLS = 3
 
 
-@dataclass(frozen=True)
-class AppendResult:
-    error_code: int
-    base_offset: int = -1
-    duplicate: bool = False
-    attempts: int = 1
-    latency_s: float = 0.0
-    reason: str = ""  # why the append was refused, for the agent's log
-
-
-class _Run:
-    """One partition's batches queued with its leader's drain task, sent one per request.
-
-    `next` is the batch to send; `offsets` and `latencies_s` hold the answers of
-    batches[first:next]. `done` resolves when the run is through, or stopped at `next`
-    with `failure` (an error code: that batch was not appended); its caller cancelled
-    leaves it cancelled, and the drain task drops it.
-    """
-
-    __slots__ = ("tp", "batches", "first", "next", "sent", "in_flight", "offsets", "latencies_s", "failure", "done",
-                 "last_s", "group", "group_index", "chain")
-
-    def __init__(self, tp: TopicPartition, batches: Sequence[Batch], first: int, done: asyncio.Future[None],
-                 now: float, group: _RunGroup | None = None) -> None:
-        self.tp = tp
-        self.batches = batches
-        self.first = first
-        self.next = first
-        self.sent = first  # the next batch to put in a request (> next while batches are in flight)
-        self.in_flight = 0  # requests in flight with one of its batches
-        self.offsets: list[int] = []
-        self.latencies_s: list[float] = []
-        self.failure: int | None = None
-        self.done = done
-        self.last_s = now  # when the batch in flight became the next one (its latency starts)
-        self.group = group  # runs queued together (append_runs): their caller waits for all at once
-        self.group_index = 0  # which of the group's runs
-        self.chain = SequenceChain(batches)  # may its next batch go ahead of the answers?
-
-    def appended(self, base_offset: int, now: float) -> None:
-        self.offsets.append(base_offset)
-        self.latencies_s.append(now - self.last_s)
-        self.last_s = now
-        self.next += 1
-        if self.next == len(self.batches) and not self.done.done():
-            self._finish()
-
-    def stop(self, code: int) -> None:
-        if not self.done.done():
-            self.failure = code
-            self._finish()
-
-    def _finish(self) -> None:
-        self.done.set_result(None)
-        if self.group is not None:
-            self.group.one_done(self)
-
-
-class _RunGroup:
-    """Runs queued together by `append_runs`: one future resolves when the last is through,
-    so the caller wakes once for all of them (the runs' own `done` futures then have no
-    waiter and cost no loop callback)."""
-
-    __slots__ = ("remaining", "all_done", "on_through")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_through: Callable[[int], None] | None) -> None:
-        self.remaining = 0
-        self.all_done: asyncio.Future[None] = loop.create_future()
-        self.on_through = on_through
-
-    def one_done(self, run: _Run) -> None:
-        self.remaining -= 1
-        if run.failure is None and self.on_through is not None:
-            self.on_through(run.group_index)
-        if self.remaining == 0 and not self.all_done.done():
-            self.all_done.set_result(None)
-
-
-class PartitionRun(NamedTuple):
-    """One partition's batches for `append_runs`, and the list its results go to."""
-    topic: str
-    partition: int
-    batches: Sequence[Batch]
-    results: list[AppendResult]
-
-
 class _Flight(NamedTuple):
     """A ProduceRequest in flight: the connection it went on (None: sent through
     client.send, already answered), its answer, and which batch of which run it carries."""
     conn: AIOKafkaConnection | None
     answer: asyncio.Future[ProduceAnswer]
-    batches: list[tuple[_Run, int]]
+    batches: list[tuple[Run, int]]
 
 
 def _consume_outcome(future: asyncio.Future[ProduceAnswer]) -> None:
@@ -226,7 +139,7 @@ class KafkaAppender:
         self._request_timeout_ms = request_timeout_ms
         self._client: AIOKafkaClient | None = None
         # Per leader node: runs of batches waiting for the next ProduceRequest, and the task sending them.
-        self._pending: dict[int, list[_Run]] = {}
+        self._pending: dict[int, list[Run]] = {}
         self._drains: dict[int, asyncio.Task[None]] = {}
         # aiokafka's connection per leader as last used, with its ProduceRequest version for the channel
         self._conns: dict[int, tuple[AIOKafkaConnection, int | None]] = {}
@@ -337,10 +250,10 @@ class KafkaAppender:
         assert self._client is not None, "start() first"
         client = self._client
         loop = asyncio.get_running_loop()
-        queued: list[tuple[int, PartitionRun, _Run]] = []
+        queued: list[tuple[int, PartitionRun, Run]] = []
         recorded: set[int] = set()  # queued runs whose results are in their item's list
 
-        def record(k: int, item: PartitionRun, run: _Run) -> None:
+        def record(k: int, item: PartitionRun, run: Run) -> None:
             if k not in recorded:
                 recorded.add(k)
                 item.results.extend(AppendResult(NONE, offset, False, 1, latency_s)
@@ -355,7 +268,7 @@ class KafkaAppender:
                 on_through(k)
 
         position: dict[int, int] = {}
-        group = _RunGroup(loop, through_queued)
+        group = RunGroup(loop, through_queued)
         now = time.monotonic()
         later: list[tuple[int, PartitionRun]] = []
         for k, item in enumerate(runs):
@@ -364,7 +277,7 @@ class KafkaAppender:
             if leader is None:
                 later.append((k, item))
                 continue
-            run = _Run(tp, item.batches, 0, loop.create_future(), now, group)
+            run = Run(tp, item.batches, 0, loop.create_future(), now, group)
             run.group_index = k
             group.remaining += 1
             self._queue(client, leader, run)
@@ -404,7 +317,7 @@ class KafkaAppender:
                 started = time.monotonic()
                 leader = self._known_leader_in_zone(client, tp)
                 if leader is not None:
-                    run = _Run(tp, batches, i, loop.create_future(), started)
+                    run = Run(tp, batches, i, loop.create_future(), started)
                     self._queue(client, leader, run)
                     try:
                         await run.done  # cancelled with its caller: the drain task then drops the run
@@ -527,14 +440,14 @@ class KafkaAppender:
 
     async def _enqueue(self, client: AIOKafkaClient, node: int, tp: TopicPartition, batch: Batch) -> tuple[int, int]:
         """Send one batch to `node` as a run of one; (error code, base offset)."""
-        run = _Run(tp, (batch,), 0, asyncio.get_running_loop().create_future(), time.monotonic())
+        run = Run(tp, (batch,), 0, asyncio.get_running_loop().create_future(), time.monotonic())
         self._queue(client, node, run)
         await run.done
         if run.failure is not None:
             return run.failure, -1
         return NONE, run.offsets[0]
 
-    def _queue(self, client: AIOKafkaClient, node: int, run: _Run) -> None:
+    def _queue(self, client: AIOKafkaClient, node: int, run: Run) -> None:
         """Queue the run for `node`; the node's drain task sends it with other partitions' runs.
 
         The drain task starts at the loop's next turn, after the other partitions' appends of
@@ -551,7 +464,7 @@ class KafkaAppender:
         `requests_in_flight` while the extra requests carry only batches that may go ahead
         of their predecessor's answer (sequence_chain.py)."""
         flights: collections.deque[_Flight] = collections.deque()
-        busy: dict[TopicPartition, _Run] = {}  # partitions with a batch in flight: whose run
+        busy: dict[TopicPartition, Run] = {}  # partitions with a batch in flight: whose run
         try:
             while True:
                 while len(flights) < self._requests_in_flight:
@@ -581,7 +494,7 @@ class KafkaAppender:
                 run.stop(NETWORK_EXCEPTION)
 
     async def _start_request(self, client: AIOKafkaClient, node: int, flights: collections.deque[_Flight],
-                             busy: dict[TopicPartition, _Run]) -> _Flight | None:
+                             busy: dict[TopicPartition, Run]) -> _Flight | None:
         """Send one ProduceRequest with the next batch of each partition's first queued run
         that may go now; None if there is none (or the request could not be sent: its runs
         are then stopped).
@@ -592,45 +505,12 @@ class KafkaAppender:
         it; a partition with a batch in flight takes no batch of another run. So each
         partition's order is kept. Runs whose caller was cancelled are dropped.
         """
-        taken: dict[TopicPartition, _Run] = {}
-        blocked: set[TopicPartition] = set()
-        live: list[_Run] = []
-        pending = self._pending.get(node, [])
-        room = self._max_request_bytes
-        for i, run in enumerate(pending):
-            if run.done.done():
-                continue  # stopped, or its caller was cancelled
-            tp = run.tp
-            if tp in taken or tp in blocked:
-                live.append(run)
-                continue
-            flying = busy.get(tp)
-            if flying is None:
-                if run.sent != run.next:
-                    # Cannot happen (a run with batches out is busy). Were it to, stopping the
-                    # run (its caller retries from `next`) keeps the drain loop from spinning
-                    # on a run that nothing would ever send.
-                    run.stop(NETWORK_EXCEPTION)
-                    continue
-            elif not (flying is run and run.chain.may_send_ahead(run.first, run.next, run.sent)):
-                blocked.add(tp)
-                live.append(run)
-                continue
-            size = len(run.batches[run.sent])
-            if size > room and taken:
-                # Full: this run and every one queued after it wait for the next request, so
-                # no later run of a partition overtakes an earlier one. A batch larger than
-                # the limit goes alone.
-                live.extend(r for r in pending[i:] if not r.done.done())
-                break
-            room -= size
-            taken[tp] = run
-            live.append(run)
+        taken, live = next_request(self._pending.get(node, []), busy, self._max_request_bytes)
         self._pending[node] = live
         if not taken:
             return None
         by_topic: dict[str, list[tuple[int, Batch]]] = {}
-        sent: list[tuple[_Run, int]] = []
+        sent: list[tuple[Run, int]] = []
         for tp, run in taken.items():
             by_topic.setdefault(tp.topic, []).append((tp.partition, run.batches[run.sent]))
             sent.append((run, run.sent))
@@ -654,7 +534,7 @@ class KafkaAppender:
         self._pending[node] = [run for run in self._pending[node] if not run.done.done()]
         return None
 
-    async def _finish_request(self, node: int, flight: _Flight, busy: dict[TopicPartition, _Run]) -> None:
+    async def _finish_request(self, node: int, flight: _Flight, busy: dict[TopicPartition, Run]) -> None:
         """Wait for the request's answer and give each of its runs its batch's result. A run
         whose batch failed stops there (its caller retries that batch; answers to its
         batches sent ahead are then ignored). Runs whose caller was cancelled are dropped."""
@@ -676,23 +556,7 @@ class KafkaAppender:
             for run, _index in flight.batches:
                 run.stop(NETWORK_EXCEPTION)
             raise
-        now = time.monotonic()
-        for run, index in flight.batches:
-            run.in_flight -= 1
-            if run.in_flight == 0 and busy.get(run.tp) is run:
-                del busy[run.tp]
-            if run.done.done():
-                continue
-            if failure is not None:
-                run.stop(failure)
-                continue
-            code, offset = outcome.get(run.tp, (UNKNOWN_TOPIC_OR_PARTITION, -1))  # a TopicPartition is a tuple
-            if index != run.next:
-                run.stop(NETWORK_EXCEPTION)  # answers come in request order: never, but never append out of order
-            elif code == NONE:
-                run.appended(offset, now)
-            else:
-                run.stop(code)
+        settle_answer(flight.batches, outcome, failure, busy, time.monotonic())
         self._pending[node] = [run for run in self._pending.get(node, ()) if not run.done.done()]
 
     async def _send(self, client: AIOKafkaClient, node: int, topics: list[tuple[str, list[tuple[int, Batch]]]],
