@@ -48,8 +48,7 @@ import functools
 import logging
 import os
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,7 +63,9 @@ from leader_notify import protocol as p
 from leader_notify.agent._limits import ListenerLimits, admit, read_deadline
 from leader_notify.agent.append_runs import AppendResult, PartitionRun
 from leader_notify.agent.append_slots import AppendSlots
+from leader_notify.agent.checkpoints import Checkpoint, CheckpointBatcher
 from leader_notify.agent.ordered_runs import OrderedRuns
+from leader_notify.agent.partition_order import Admission, AppliedEntries, EntryRun, PartitionSequencer, Ticket
 from leader_notify.metrics import AgentMetrics
 from wal_s3.agent_shares import zone_of_share
 
@@ -113,7 +114,6 @@ class Appender(Protocol):
         ...
 
 
-Checkpoint = Callable[[Sequence[str], str], Awaitable[None]]  # (object keys, zone) -> None: one manifest
 
 
 @dataclass(frozen=True)
@@ -143,153 +143,6 @@ class AgentSettings:
             return ""
 
 
-class PartitionSequencer:
-    """Per-(topic, partition) FIFO in ticket order. Tickets are taken synchronously on arrival."""
-
-    def __init__(self) -> None:
-        self._tails: dict[tuple[str, int], asyncio.Future[None]] = {}
-
-    def reserve(self, tp: tuple[str, int]) -> _Ticket:
-        prev = self._tails.get(tp)
-        mine = asyncio.get_running_loop().create_future()
-        self._tails[tp] = mine
-        return _Ticket(self, tp, prev, mine)
-
-    def __len__(self) -> int:
-        return len(self._tails)
-
-
-class _Ticket:
-    def __init__(self, seq: PartitionSequencer, tp: tuple[str, int], prev: asyncio.Future[None] | None,
-                 mine: asyncio.Future[None]) -> None:
-        self._seq, self._tp, self._prev, self._mine = seq, tp, prev, mine
-
-    @property
-    def finished(self) -> asyncio.Future[None]:
-        """Done once this ticket's turn is passed on (its run through, or given up)."""
-        return self._mine
-
-    def when_ready(self, callback: Callable[[], None]) -> None:
-        """Call `callback()` now if it is our turn, else once it is (from the loop)."""
-        if self._prev is None or self._prev.done():
-            callback()
-        else:
-            self._prev.add_done_callback(lambda _f: callback())
-
-    def release(self) -> None:
-        """Pass the turn on once our predecessor is done too (a cancelled waiter never lets
-        its successor overtake the running predecessor)."""
-        if self._prev is not None and not self._prev.done():
-            self._prev.add_done_callback(lambda _f: self._finish())
-        else:
-            self._finish()
-
-    def _finish(self) -> None:
-        if not self._mine.done():
-            self._mine.set_result(None)
-        if self._seq._tails.get(self._tp) is self._mine:  # noqa: SLF001
-            del self._seq._tails[self._tp]  # noqa: SLF001
-
-
-Run = tuple[list[int], PartitionRun]  # a partition's entry indexes in the request, and their batches
-
-
-class _Admission:
-    """One notification's partition runs on their way to the appender. A run starts once its
-    ticket says it is its turn and it holds an append slot; the ticket's and the slots'
-    callbacks move it from `waiting` to `started`, from which the notification's task takes
-    waves. At its turn `at_turn(run)` says what becomes of it: the run to append (itself, or
-    what is left of it once the entries applied meanwhile are answered), or a code, and the
-    run goes to `refused` without a slot: an error code (an earlier pipelined run of its
-    partition failed, ordered_runs.py), or 0 (nothing left to append). Closed when the
-    notification ends or is cancelled: runs that have not started never will, and slots of
-    started runs not taken into a wave are given back."""
-
-    __slots__ = ("_slots", "waiting", "started", "refused", "_wake", "_closed")
-
-    def __init__(self, slots: AppendSlots) -> None:
-        self._slots = slots
-        self.waiting = 0  # admitted runs that have not started
-        self.started: list[Run] = []  # started, not yet in a wave (each holds a slot)
-        self.refused: list[tuple[list[int], PartitionRun, int]] = []  # not appended at their turn, with the code
-        self._wake: asyncio.Future[None] | None = None
-        self._closed = False
-
-    def admit(self, ticket: _Ticket, item: Run, at_turn: Callable[[Run], Run | int] | None = None) -> None:
-        self.waiting += 1
-        admitted = item
-
-        def start() -> bool:
-            if self._closed:
-                return False
-            self.waiting -= 1
-            self.started.append(admitted)
-            self._wake_up()
-            return True
-
-        def turn() -> None:
-            nonlocal admitted
-            if self._closed:
-                return
-            outcome = at_turn(item) if at_turn is not None else item
-            if not isinstance(outcome, int):
-                admitted = outcome
-                self._slots.take(start)
-                return
-            self.waiting -= 1
-            self.refused.append((item[0], item[1], outcome))
-            self._wake_up()
-
-        ticket.when_ready(turn)
-
-    def _wake_up(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
-
-    def take_started(self) -> list[Run]:
-        wave, self.started = self.started, []
-        return wave
-
-    def take_refused(self) -> list[tuple[list[int], PartitionRun, int]]:
-        refused, self.refused = self.refused, []
-        return refused
-
-    async def next_start(self) -> None:
-        """Until another run starts (or is refused)."""
-        self._wake = asyncio.get_running_loop().create_future()
-        await self._wake
-
-    def close(self) -> None:
-        self._closed = True
-        for _ in self.started:
-            self._slots.release()
-        self.started = []
-
-
-class AppliedEntries:
-    """Bounded LRU: (object key, entry index) -> base offset of entries already appended."""
-
-    def __init__(self, max_entries: int) -> None:
-        self._max = max_entries
-        self._map: OrderedDict[tuple[str, int], int] = OrderedDict()
-
-    def get(self, key: str, index: int) -> int | None:
-        k = (key, index)
-        offset = self._map.get(k)
-        if offset is not None:
-            self._map.move_to_end(k)
-        return offset
-
-    def put(self, key: str, index: int, base_offset: int) -> None:
-        self._map[(key, index)] = base_offset
-        self._map.move_to_end((key, index))
-        while len(self._map) > self._max:
-            self._map.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._map)
-
-
 class Agent:
     """Notification server of one zone. `await start()` listens; `await close()` stops."""
 
@@ -301,7 +154,6 @@ class Agent:
         self._keyring = p.Keyring(settings.keys)
         self._reader = reader
         self._appender = appender
-        self._checkpoint = checkpoint
         self.metrics = metrics or AgentMetrics()
         self._reads = asyncio.Semaphore(settings.max_concurrent_reads)
         self._appends = AppendSlots(settings.max_in_flight_appends)
@@ -320,13 +172,11 @@ class Agent:
         self._by_source: dict[str, int] = {}  # open connections per peer address
         self._unauthenticated = 0
         self._log_limiter = LogLimiter()
-        # Checkpoints are written after answering: the proxy's produce latency must not pay
-        # for an S3 PUT that only garbage collection reads. Bounded; awaited on close.
-        self._checkpoint_tasks: set[asyncio.Task[None]] = set()
-        self._checkpoints = asyncio.Semaphore(max(MAX_PENDING_CHECKPOINTS, 2 * settings.checkpoint_max_keys))
-        # Applied and answered, not yet in a manifest: (object key, share name checkpointed).
-        self._checkpoint_keys: list[tuple[str, str]] = []
-        self._checkpoint_timer: asyncio.TimerHandle | None = None
+        # GC checkpoints, written after answering (leader_notify/agent/checkpoints.py); awaited on close.
+        self._checkpoints = CheckpointBatcher(checkpoint, self._audit, settings.checkpoint_interval_s,
+                                              settings.checkpoint_max_keys,
+                                              max(MAX_PENDING_CHECKPOINTS, 2 * settings.checkpoint_max_keys)) \
+            if checkpoint is not None else None
 
     # ------------------------------------------------------------ server
 
@@ -582,14 +432,8 @@ class Agent:
                 return refusal
         final = tuple(r if r is not None else p.EntryResult(NETWORK_EXCEPTION) for r in results)
         status_ok = p.results_all_ok(final)
-        if status_ok and self._checkpoint is not None:
-            await self._checkpoints.acquire()  # backpressure if S3 falls far behind
-            self._checkpoint_keys.append((req.key, req.share or self._s.zone))
-            if len(self._checkpoint_keys) >= self._s.checkpoint_max_keys:
-                self._flush_checkpoints()
-            elif self._checkpoint_timer is None:
-                self._checkpoint_timer = asyncio.get_running_loop().call_later(
-                    self._s.checkpoint_interval_s, self._flush_checkpoints)
+        if status_ok and self._checkpoints is not None:
+            await self._checkpoints.add(req.key, req.share or self._s.zone)
         self.metrics.notifications.labels(outcome="ok" if status_ok else "entry_errors").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", final)
 
@@ -689,60 +533,29 @@ class Agent:
         self.metrics.notifications.labels(outcome="prefetch").inc()
         return p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", ())
 
-    def _flush_checkpoints(self) -> None:
-        """Start writing one manifest of the waiting keys (the writes run as tracked tasks)."""
-        if self._checkpoint_timer is not None:
-            self._checkpoint_timer.cancel()
-            self._checkpoint_timer = None
-        waiting, self._checkpoint_keys = self._checkpoint_keys, []
-        by_share: dict[str, list[str]] = {}
-        for key, share in waiting:
-            by_share.setdefault(share, []).append(key)
-        for share, keys in by_share.items():  # one manifest per share (one, unless the zone has several agents)
-            task = asyncio.get_running_loop().create_task(self._write_checkpoints(keys, share))
-            self._checkpoint_tasks.add(task)
-            task.add_done_callback(self._checkpoint_tasks.discard)
-
-    async def _write_checkpoints(self, keys: list[str], share: str) -> None:
-        unique = list(dict.fromkeys(keys))  # a re-sent notification is checkpointed once
-        started = time.perf_counter()
-        status = "ok"
-        assert self._checkpoint is not None  # keys wait for a manifest only when there is a hook
-        try:
-            await self._checkpoint(unique, share)
-        except Exception as exc:  # noqa: BLE001 - GC keeps the objects (orphans later); appends stand
-            status = "failed"
-            log.warning("checkpoint manifest of %d objects for %s failed: %r", len(unique), share, exc)
-        finally:
-            for _ in keys:
-                self._checkpoints.release()
-        self._audit.emit("checkpoint_write", {"keys": len(unique), "wal_keys": ",".join(unique),
-                                              "put_ms": (time.perf_counter() - started) * 1000, "status": status})
-
     async def drain_checkpoints(self) -> None:
         """Write the waiting checkpoints now and wait for every manifest in flight."""
-        self._flush_checkpoints()
-        if self._checkpoint_tasks:
-            await asyncio.gather(*list(self._checkpoint_tasks), return_exceptions=True)
+        if self._checkpoints is not None:
+            await self._checkpoints.drain()
 
     def _refused(self, req: p.NotifyRequest, status: p.RequestStatus, message: str) -> p.NotifyResponse:
         self.metrics.notifications.labels(outcome=status.name.lower()).inc()
         return p.NotifyResponse(req.request_id, status, message, ())
 
     async def _append_partitions(self, req: p.NotifyRequest, by_partition: dict[tuple[str, int], list[int]],
-                                 tickets: dict[tuple[str, int], _Ticket], zone_entries: Sequence[ZoneEntry],
+                                 tickets: dict[tuple[str, int], Ticket], zone_entries: Sequence[ZoneEntry],
                                  results: list[p.EntryResult | None]) -> None:
         """Append each partition's entries of `req` in order, the partitions concurrently.
 
         A partition's run starts when it is its turn (no earlier notification still appending
-        it) and it holds an append slot; both arrive by callback (_Admission), so a partition
+        it) and it holds an append slot; both arrive by callback (Admission), so a partition
         waiting costs no task. The runs that start together go to the appender as one wave
         (`append_runs`: one wake-up for all of them): all of them at once in the common
         case, then a wave per burst of slots that one ProduceRequest's answer frees. A run's
         ticket is passed on as soon as that run is through, so the next notification's run
         of the partition starts while this one's other partitions still append (a failed
         ordered run first holds its partition, ordered_runs.py)."""
-        admission = _Admission(self._appends)
+        admission = Admission(self._appends)
         for tp, indexes in by_partition.items():
             batches = self._matching_batches(req, indexes, zone_entries)
             if not batches:  # the first entry does not match the object: nothing to append
@@ -771,8 +584,8 @@ class Agent:
         finally:
             admission.close()
 
-    def _at_turn(self, req: p.NotifyRequest, results: list[p.EntryResult | None], run: Run) -> Run | int:
-        """A partition's run of `req` reached its turn: what to append, or a code (_Admission).
+    def _at_turn(self, req: p.NotifyRequest, results: list[p.EntryResult | None], run: EntryRun) -> EntryRun | int:
+        """A partition's run of `req` reached its turn: what to append, or a code (Admission).
 
         An error code if an earlier pipelined run of the partition failed (ordered_runs.py).
         Else the run less its leading entries that were applied since `req` arrived, answered
@@ -791,7 +604,7 @@ class Agent:
         done = len(indexes) - len(left)
         return left, batches._replace(batches=batches.batches[done:])
 
-    def _run_through(self, req: p.NotifyRequest, tp: tuple[str, int], tickets: dict[tuple[str, int], _Ticket],
+    def _run_through(self, req: p.NotifyRequest, tp: tuple[str, int], tickets: dict[tuple[str, int], Ticket],
                      failed: p.EntryResult | None) -> None:
         """A partition's run of `req` is final: hold the partition if an ordered run failed,
         then pass its turn on."""
@@ -799,9 +612,9 @@ class Agent:
         self._ordered.finished((req.proxy_id, tp[0], tp[1]), ordered=req.ordered, error_code=code)
         tickets[tp].release()
 
-    async def _append_ready(self, req: p.NotifyRequest, ready: list[Run],
+    async def _append_ready(self, req: p.NotifyRequest, ready: list[EntryRun],
                             results: list[p.EntryResult | None],
-                            tickets: dict[tuple[str, int], _Ticket]) -> None:
+                            tickets: dict[tuple[str, int], Ticket]) -> None:
         """Append the runs that hold a slot each, as one group; as soon as a run is through
         (the appender's `on_through`) its slot is free again, its results are recorded and
         its partition's turn is passed on, so neither partitions waiting for a slot nor the

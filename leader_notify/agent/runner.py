@@ -15,8 +15,9 @@ from core.tls import client_context, upstream_sasl_password
 from leader_notify.agent._limits import ListenerLimits
 from leader_notify.agent._msk_iam import AiokafkaMskIamTokens
 from leader_notify.agent._wal_bridge import WalZoneReader, wal_checkpoint
-from leader_notify.agent.agent import Agent, AgentSettings, Checkpoint
+from leader_notify.agent.agent import Agent, AgentSettings
 from leader_notify.agent.appender import KafkaAppender
+from leader_notify.agent.checkpoints import Checkpoint
 from leader_notify.metrics import AgentMetrics
 from wal_s3.gc import Checkpoints
 from wal_s3.reader import WalReader

@@ -11,8 +11,9 @@ import pytest
 
 from core.audit import MemoryAuditSink
 from leader_notify import protocol as p
-from leader_notify.agent.agent import Agent, AgentSettings, AppliedEntries
+from leader_notify.agent.agent import Agent, AgentSettings
 from leader_notify.agent.appender import AppendResult
+from leader_notify.agent.partition_order import AppliedEntries
 
 KEY = b"unit-test-key-0123456789"
 
