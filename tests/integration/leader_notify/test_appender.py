@@ -11,6 +11,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from leader_notify.agent.appender import KafkaAppender, PartitionRun
 from leader_notify.agent.produce_channel import channel_version
+from tests.asyncio_idle import all_tasks_blocked
 from tests.conftest import create_topics, unique_name
 from tests.integration.leader_notify.helpers import consume
 
@@ -74,10 +75,10 @@ def test_a_cancelled_caller_does_not_hold_up_the_batches_queued_behind_its_reque
             sent = counting_sends(appender, gate)
             first = asyncio.create_task(appender.append(topic, 0, batch(b"first")))
             async with asyncio.timeout(10):
-                while not sent:  # let the first request reach its send (held at the gate)
+                while not sent:  # the first request reaches its send (held at the gate)
                     await asyncio.sleep(0)
             second = asyncio.create_task(appender.append(topic, 1, batch(b"second")))
-            await asyncio.sleep(0)  # one loop turn: `second` queues its batch behind the round in flight
+            await all_tasks_blocked()  # `second` has queued its batch behind the round in flight
             first.cancel()
             gate.set()
             result = await asyncio.wait_for(second, 10)

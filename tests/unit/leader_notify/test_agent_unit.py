@@ -14,6 +14,7 @@ from leader_notify import protocol as p
 from leader_notify.agent.agent import Agent, AgentSettings
 from leader_notify.agent.appender import AppendResult
 from leader_notify.agent.partition_order import AppliedEntries
+from tests.asyncio_idle import all_tasks_blocked
 
 KEY = b"unit-test-key-0123456789"
 
@@ -48,7 +49,7 @@ class Appender:
         self.groups: list[list[tuple[str, int]]] = []  # the partitions of each append_runs call
 
     async def append(self, topic, partition, batch):
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # an append is an await point, as a real one (not synchronization)
         if batch in self.fail:
             return AppendResult(self.fail[batch])
         self.log.append((topic, partition, batch))
@@ -99,10 +100,9 @@ def test_partition_order_is_arrival_order_even_if_first_read_is_slow():
         app = Appender()
         a = agent(reader, app)
         t1 = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"])))
-        await asyncio.sleep(0)  # t1 has taken its tickets and waits in the slow read
+        await all_tasks_blocked()  # t1 has taken its tickets and waits in the slow read
         t2 = asyncio.create_task(a.handle_request(request("wal/2", objs["wal/2"], 2)))
-        for _ in range(20):
-            await asyncio.sleep(0)  # give t2 every chance to overtake
+        await all_tasks_blocked()  # t2 has gone as far as it can
         assert app.log == []  # t2's partition-0 batch waits behind t1's
         reader.release.set()
         r1, r2 = await t1, await t2
@@ -173,7 +173,7 @@ def test_checkpoints_go_out_as_one_manifest_per_interval_or_per_max_keys():
         a = agent(Reader(objs), Appender(), checkpoints, audit=audit, checkpoint_interval_s=3600, checkpoint_max_keys=3)
         for i, key in enumerate(objs):
             await a.handle_request(request(key, objs[key], i + 1))
-            await asyncio.sleep(0)  # let a flush that is due start
+            await all_tasks_blocked()  # a flush that is due has started
         written_before_drain = list(checkpoints)
         await a.drain_checkpoints()
         return written_before_drain
@@ -318,11 +318,9 @@ def test_partitions_whose_turn_it_is_go_to_the_appender_as_one_group():
         app = Appender()
         a = agent(reader, app)
         t1 = asyncio.create_task(a.handle_request(request("wal/1", objs["wal/1"])))
-        await asyncio.sleep(0)  # t1 holds its tickets and waits in the slow read
+        await all_tasks_blocked()  # t1 holds its tickets and waits in the slow read
         t2 = asyncio.create_task(a.handle_request(request("wal/2", objs["wal/2"], 2)))
-        async with asyncio.timeout(10):
-            while len(app.log) < 2:  # t2's partitions 2 and 3 do not wait for t1
-                await asyncio.sleep(0)
+        await all_tasks_blocked()  # t2's partitions 2 and 3 do not wait for t1
         assert [b for _t, q, b in app.log] == [b"c", b"d"]
         reader.release.set()
         return app, await t1, await t2

@@ -16,6 +16,7 @@ from kafka_protocol.produce import PartitionAnswer, ProduceAnswer
 from leader_notify.agent.appender import AppendResult, KafkaAppender, PartitionRun
 from leader_notify.agent.produce_channel import AnswerDeadlines
 from leader_notify.agent.sequence_chain import producer_run_key
+from tests.asyncio_idle import all_tasks_blocked
 from tests.integration.leader_notify.idempotent_batches import idempotent_batch
 
 NOT_LEADER_OR_FOLLOWER = 6
@@ -166,15 +167,13 @@ async def cancel_once_a1_is_in_flight(client: Client, call) -> None:
     second, with a1, held by the leader), then let a1's answer come: the drain task gets it
     and must send nothing more."""
     task = asyncio.create_task(call)
-    async with asyncio.timeout(10):
-        while len(client.requests) < 2:
-            await asyncio.sleep(0)
+    await all_tasks_blocked()
+    assert len(client.requests) == 2
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     client.release.set()
-    for _ in range(5):  # a few loop turns: the drain task gets a1's answer and must stop
-        await asyncio.sleep(0)
+    await all_tasks_blocked()  # the drain task got a1's answer and must have stopped
 
 
 def test_a_cancelled_run_keeps_what_was_appended_and_sends_no_more():
