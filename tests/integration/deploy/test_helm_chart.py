@@ -20,7 +20,11 @@ ZONES = ("use1-az1", "use1-az2", "use1-az4")
 # A helm built with `go install` (HELM_FROM_SOURCE=1) reports Kubernetes v1.20 as its default
 # target, a release build its own: name the version the chart is for.
 KUBE = ["--kube-version", "1.31.0"]
-SETTINGS = ("config.wal.bucket=acme-wal", "config.wal.expected_bucket_owner=123456789012", "sidecarExample.enabled=true",
+# Where records go has no default: the bucket, its region and the brokers are named.
+REQUIRED = ("config.wal.bucket=acme-wal", "config.wal.region=us-east-1",
+            "config.upstream.bootstrap_servers=b-1.demo:9098\\,b-2.demo:9098",
+            "config.upstream.aws_msk_iam_region=us-east-1")
+SETTINGS = (*REQUIRED, "config.wal.expected_bucket_owner=123456789012", "sidecarExample.enabled=true",
             "monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true",
             "monitoring.prometheusRule.enabled=true")
 
@@ -53,10 +57,18 @@ def test_helm_lint():
     assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
 
 
-def test_no_bucket_no_chart():
-    done = helm("template", "az", str(CHART), *KUBE)
+@pytest.mark.parametrize(("left_out", "message"), [
+    ("config.wal.bucket", "config.wal.bucket is required: a bucket your account owns (there is no default)"),
+    ("config.wal.region", "config.wal.region is required: the region of config.wal.bucket (there is no default)"),
+    ("config.upstream.bootstrap_servers",
+     "config.upstream.bootstrap_servers is required: your cluster's brokers (there is no default)"),
+    ("config.upstream.aws_msk_iam_region",
+     "config.upstream.aws_msk_iam_region is required with OAUTHBEARER (MSK IAM): the cluster's region"),
+])
+def test_no_chart_without_where_records_go(left_out, message):
+    done = helm("template", "az", str(CHART), *KUBE, *with_set(*(s for s in REQUIRED if not s.startswith(left_out + "="))))
     assert done.returncode != 0
-    assert "config.wal.bucket is required: a bucket your account owns (there is no default)" in done.stderr
+    assert message in done.stderr
 
 
 def test_one_deployment_per_zone_and_component_from_the_zones_list(rendered):
@@ -278,7 +290,7 @@ def test_a_savings_floor_that_is_no_number_stops_the_chart(floor):
 def test_an_account_id_given_with_set_stays_twelve_digits(given, tmp_path):
     # --set reads digits as a number (the leading zero goes); the chart writes the id back as 12 digits
     done = helm("template", "az", str(CHART), *KUBE, "--show-only", "templates/configmap.yaml",
-                "--set", "config.wal.bucket=acme-wal", "--set", f"config.wal.expected_bucket_owner={given}")
+                *with_set(*REQUIRED), "--set", f"config.wal.expected_bucket_owner={given}")
     assert done.returncode == 0, done.stderr
     path = tmp_path / "azsidecar.toml"
     path.write_text(yaml.safe_load(done.stdout)["data"]["azsidecar.toml"])

@@ -70,6 +70,12 @@ azsidecar.io/zone: {{ .zone }}
 {{- define "azsidecar.config" -}}
 {{- $wal := .Values.config.wal | default dict -}}
 {{- $_ := required "config.wal.bucket is required: a bucket your account owns (there is no default)" $wal.bucket -}}
+{{- $_ := required "config.wal.region is required: the region of config.wal.bucket (there is no default)" $wal.region -}}
+{{- $upstream := .Values.config.upstream | default dict -}}
+{{- $_ := required "config.upstream.bootstrap_servers is required: your cluster's brokers (there is no default)" $upstream.bootstrap_servers -}}
+{{- if eq ($upstream.sasl_mechanism | default "") "OAUTHBEARER" -}}
+{{- $_ := required "config.upstream.aws_msk_iam_region is required with OAUTHBEARER (MSK IAM): the cluster's region" $upstream.aws_msk_iam_region -}}
+{{- end -}}
 {{- $agents := dict -}}
 {{- range .Values.zones -}}
 {{- $_ := set $agents .id (printf "%s.%s.svc.cluster.local:%d" (include "azsidecar.agentService" (dict "root" $ "zone" .id)) $.Release.Namespace (int $.Values.agent.port)) -}}
