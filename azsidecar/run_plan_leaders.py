@@ -223,7 +223,9 @@ def _plan(admin: KafkaLeaderAdmin, args: argparse.Namespace, config: Config, aud
               file=sys.stderr)
     earlier = {k: m for k, m in applied.latest.items() if not args.topic or k[0] in args.topic}
     now = {p.key: p for p in placement.partitions if p.key in earlier}
-    now.update(admin.describe(sorted(k for k in earlier if k not in now)))
+    elsewhere = sorted(k for k in earlier if k not in now)  # moved partitions of topics not planned now
+    if elsewhere:  # (describing no topic would describe them all)
+        now.update(admin.describe(elsewhere))
     undone_moves = undone(earlier, now, placement.broker_zones)
     created_ms = int(time.time() * 1000)
     cluster_id = admin.cluster_id()

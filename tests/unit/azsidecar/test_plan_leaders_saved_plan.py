@@ -152,3 +152,20 @@ def test_a_file_that_is_not_a_plan_is_refused_by_name(cluster, tmp_path, capsys)
     reassignment.write_text(json.dumps({"version": 1, "partitions": []}))
     assert plan_leaders("--apply", "--plan", str(reassignment), "--audit-out", str(tmp_path)) == 2
     assert f"--plan {reassignment}: not a leader plan" in capsys.readouterr().err
+
+
+def test_a_moved_partition_of_a_topic_without_traffic_in_the_window_is_still_checked(cluster, tmp_path, capsys):
+    audit = write_audit(tmp_path / "audit")
+    part = audit / "date=2026-11-26" / "hour=00" / "zone="
+    part.mkdir(parents=True)
+    with gzip.open(part / "plan-leaders-1-0.jsonl.gz", "wt") as fh:  # an apply of last night, another topic
+        fh.write(json.dumps({"schema_version": 12, "kind": "leader_move", "ts_ms": 1_795_651_200_000, "zone": "",
+                             "topic": "payments", "partition": 0, "from_broker": 3, "from_zone": "use1-az3",
+                             "to_broker": 1, "to_zone": "use1-az1", "plan_id": "p0"}) + "\n")
+    cluster.parts[("payments", 0)] = PartitionPlacement("payments", 0, (1, 3, 2), 3, (2, 3))
+    assert plan_leaders("--from-audit", str(audit), "--plan-out", str(tmp_path / "p.json"),
+                        "--out", str(tmp_path / "r.json")) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "  payments-0: moved to broker 1 (use1-az1) by plan p0 at 2026-11-26 00:00:00 UTC; now led by broker 3 "
+        "(use1-az3)")
+    assert json.loads((tmp_path / "p.json").read_text())["moves"][0]["topic"] == "orders"  # payments is not planned
