@@ -290,9 +290,11 @@ def _plan_leaders(forms: Subparsers) -> None:
                          description="Read a window's produce_batch audit records (bytes per partition and producer "
                                      "zone) and the cluster's placement (Admin API); print which leaders to move to "
                                      "another in-sync replica and what that saves; write the reassignment file "
-                                     "kafka-reassign-partitions reads. Dry run unless --apply (docs/leader-placement.md).")
+                                     "kafka-reassign-partitions reads and the plan file --apply --plan carries out "
+                                     "exactly. Dry run unless --apply (docs/leader-placement.md).")
     p.set_defaults(runner="azsidecar.run_plan_leaders:main")
-    p.add_argument("--from-audit", metavar="DIR", required=True, help="audit records (gzip JSON lines under DIR)")
+    p.add_argument("--from-audit", metavar="DIR",
+                   help="audit records (gzip JSON lines under DIR); required unless --apply --plan")
     p.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
                    help="the Kafka cluster (overrides upstream.bootstrap_servers of --config)")
     p.add_argument("--config", metavar="FILE",
@@ -300,6 +302,15 @@ def _plan_leaders(forms: Subparsers) -> None:
     p.add_argument("--topic", action="append", metavar="NAME", help="plan only this topic (repeatable; default: "
                                                                     "every topic in the audit)")
     p.add_argument("--apply", action="store_true", help="carry the moves out (default: dry run, change nothing)")
+    p.add_argument("--plan", metavar="FILE", help="with --apply: carry out exactly this saved plan (a dry run's "
+                                                  "--plan-out), refusing partitions the cluster no longer shows as "
+                                                  "the plan saw them; the audit is not planned on")
+    p.add_argument("--plan-out", metavar="FILE", default="leader-plan.json",
+                   help="where to write the plan: each move with the leader and replica order it saw "
+                        "(default %(default)s)")
+    p.add_argument("--audit-out", metavar="DIR|s3://BUCKET/PREFIX",
+                   help="where --apply writes a leader_move audit record per verified move (default: the "
+                        "--from-audit DIR, which the next run reads to report placements undone)")
     p.add_argument("--batch-size", type=at_least(1), default=5, help="partitions moved together (default 5)")
     p.add_argument("--throttle-s", type=not_negative, default=10.0, help="pause between batches (default 10)")
     p.add_argument("--timeout-s", type=positive, default=120.0,

@@ -168,7 +168,8 @@ class Bench:
                                   self.out / f"plan-audit-{label}")
             reassignment = self.out / f"reassignment-{label}.json"
             argv = [sys.executable, "-m", "azsidecar.cli", "plan", "leaders", "--from-audit", str(audit),
-                    "--bootstrap-servers", self.env.cluster_bootstrap, "--out", str(reassignment), "--apply",
+                    "--bootstrap-servers", self.env.cluster_bootstrap, "--out", str(reassignment),
+                    "--plan-out", str(self.out / f"plan-{label}.json"), "--apply",
                     "--skew", str(self.args.skew), "--min-saving-bytes", str(max(1, self.workload.total_bytes // 100)),
                     "--batch-size", "10", "--throttle-s", "0", "--timeout-s", "60"]
             code = self.env.run_to_completion(self.env.zones[0], argv, PLAN_TIMEOUT_S, log_name=f"plan-leaders-{label}")

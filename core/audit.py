@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -39,6 +39,8 @@ SCHEMA_HISTORY: dict[int, str] = {
        "policy would have chosen (the batch went `route`); \"\" otherwise",
     11: "produce_batch.principal: the Kafka principal of the client that sent the batch (User:<SASL user>, "
         "User:<certificate name>, User:ANONYMOUS); \"\" before v11",
+    12: "kind leader_move (one per partition whose leader `azsidecar plan leaders --apply` moved and verified: "
+        "topic, partition, from/to broker and zone, plan_id)",
 }
 
 # produce_batch.reason of a batch the router sent across zones because the WAL path to its
@@ -109,6 +111,13 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     "passthrough_bytes": (
         ("proxy_id", "string"), ("broker_id", "long"), ("broker_zone", "string"), ("api_key", "long"),
         ("requests", "long"), ("request_bytes", "long"), ("response_bytes", "long"), ("interval_ms", "long"),
+    ),
+    # One per partition whose leader `azsidecar plan leaders --apply` moved, written once its
+    # batch was verified (led by to_broker, same replica set, ISR not smaller). zone = where
+    # the command ran (its --config's zone, "" without one); plan_id names the applied plan.
+    "leader_move": (
+        ("topic", "string"), ("partition", "long"), ("from_broker", "long"), ("from_zone", "string"),
+        ("to_broker", "long"), ("to_zone", "string"), ("plan_id", "string"),
     ),
     # One per router leader-zone lookup. cache: hit | miss.
     "metadata_lookup": (

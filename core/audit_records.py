@@ -125,6 +125,18 @@ class PassthroughBytesRecord(TypedDict, total=False):
     interval_ms: int
 
 
+class LeaderMoveRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    topic: str
+    partition: int
+    from_broker: int
+    from_zone: str
+    to_broker: int
+    to_zone: str
+    plan_id: str
+
+
 class MetadataLookupRecord(TypedDict, total=False):
     ts_ms: int
     zone: str
@@ -170,6 +182,9 @@ class AuditSink(Protocol):
 
     @overload
     def emit(self, kind: Literal["passthrough_bytes"], fields: PassthroughBytesRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["leader_move"], fields: LeaderMoveRecord) -> None: ...
 
     @overload
     def emit(self, kind: Literal["metadata_lookup"], fields: MetadataLookupRecord) -> None: ...

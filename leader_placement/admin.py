@@ -2,9 +2,9 @@
 
 Strategy. One `KafkaAdminClient` per run, with the upstream's own security (TLS, SASL
 PLAIN/SCRAM with the sidecar's identity, or MSK IAM tokens: `kafka_python_security`).
-Reads are Metadata (placement, ISR) and DescribeCluster (broker racks); writes are
-AlterPartitionReassignments with the same replica set in a new order and ElectLeaders
-(preferred). kafka-python's errors become `LeaderAdminError` here, the adapter that owns
+Reads are Metadata (placement, ISR), DescribeCluster (broker racks, the cluster id) and
+ListPartitionReassignments; writes are AlterPartitionReassignments with the same replica set
+in a new order (or a null target, cancelling) and ElectLeaders (preferred). kafka-python's errors become `LeaderAdminError` here, the adapter that owns
 this I/O; a partition-level refusal is returned, not raised, so the loop can name it.
 """
 
@@ -21,6 +21,7 @@ from kafka.structs import TopicPartition
 from core.errors import SidecarError
 from core.msk_iam import MskIamError, MskIamTokens
 from core.tls import client_context
+from leader_placement.apply import Reassignment
 from leader_placement.plan import PartitionKey, PartitionPlacement, Placement
 
 ELECTION_NOT_NEEDED = 84  # the preferred replica already leads: the election's goal is met
@@ -106,22 +107,33 @@ class KafkaLeaderAdmin:
             raise LeaderAdminError(f"AlterPartitionReassignments: {exc}") from exc
         return {(tp.topic, tp.partition): err.__name__ for tp, err in answer.items() if err is not None}
 
-    def pending(self, keys: Sequence[PartitionKey]) -> set[PartitionKey]:
-        by_topic: dict[str, list[int]] = {}
-        for t, p in keys:
-            by_topic.setdefault(t, []).append(p)
+    def cluster_id(self) -> str:
+        """The cluster's id (DescribeCluster): a saved plan names the cluster it was made for."""
         try:
-            ongoing = self._client.list_partition_reassignments(by_topic, timeout_ms=REQUEST_TIMEOUT_MS)
+            return str(self._client.describe_cluster().get("cluster_id") or "")
+        except (KafkaError, MskIamError) as exc:
+            raise LeaderAdminError(f"describing the cluster: {exc}") from exc
+
+    def reassignments(self, keys: Sequence[PartitionKey] | None = None) -> dict[PartitionKey, Reassignment]:
+        try:
+            ongoing = self._client.list_partition_reassignments(None if keys is None else _by_topic(keys),
+                                                                timeout_ms=REQUEST_TIMEOUT_MS)
         except (KafkaError, MskIamError) as exc:
             raise LeaderAdminError(f"ListPartitionReassignments: {exc}") from exc
-        return {(tp.topic, tp.partition) for tp in ongoing}
+        return {(tp.topic, tp.partition): Reassignment(tuple(r["replicas"]), tuple(r["adding_replicas"]),
+                                                       tuple(r["removing_replicas"])) for tp, r in ongoing.items()}
+
+    def cancel(self, keys: Sequence[PartitionKey]) -> dict[PartitionKey, str]:
+        try:
+            answer = self._client.alter_partition_reassignments({TopicPartition(t, p): None for t, p in keys},
+                                                                timeout_ms=REQUEST_TIMEOUT_MS)
+        except (KafkaError, MskIamError) as exc:
+            raise LeaderAdminError(f"AlterPartitionReassignments (cancel): {exc}") from exc
+        return {(tp.topic, tp.partition): err.__name__ for tp, err in answer.items() if err is not None}
 
     def elect_preferred(self, keys: Sequence[PartitionKey]) -> dict[PartitionKey, str]:
-        by_topic: dict[str, list[int]] = {}
-        for t, p in keys:
-            by_topic.setdefault(t, []).append(p)
         try:
-            answer = self._client.elect_leaders(0, by_topic, timeout_ms=REQUEST_TIMEOUT_MS, raise_errors=False)
+            answer = self._client.elect_leaders(0, _by_topic(keys), timeout_ms=REQUEST_TIMEOUT_MS, raise_errors=False)
         except (KafkaError, MskIamError) as exc:
             raise LeaderAdminError(f"ElectLeaders: {exc}") from exc
         if getattr(answer, "error_code", 0):
@@ -132,6 +144,13 @@ class KafkaLeaderAdmin:
                 if part.error_code not in (0, ELECTION_NOT_NEEDED):
                     failed[(result.topic, part.partition_id)] = f"error {part.error_code}: {part.error_message}"
         return failed
+
+
+def _by_topic(keys: Sequence[PartitionKey]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in keys:
+        by_topic.setdefault(t, []).append(p)
+    return by_topic
 
 
 def _partitions(described: list[dict[str, Any]]) -> tuple[dict[PartitionKey, PartitionPlacement], list[str]]:

@@ -1,14 +1,19 @@
 """Carrying a leader plan out: pure batch steps and checks, and the thin loop that runs them.
 
-Strategy. The moves go in batches of `batch_size` (`batches`). For each batch the loop
-re-reads the partitions and stops if the plan no longer fits them (`stale`: the leader
-changed, the target left the ISR, the replica set changed), asks for the same replica set
-in the new order (AlterPartitionReassignments), waits until no reassignment of the batch is
-pending and the replicas read back in the new order, asks for a preferred-leader election,
-waits until each partition is led by its target (asking again every REELECT_S), and checks
-each partition against its state before the batch (`anomaly`: leader not moved, replica set changed, ISR smaller).
-The first anomaly stops the run with the message. Between batches it sleeps `throttle_s`:
-a throttle on how fast leadership churns, not a wait for anything.
+Strategy. Before anything is asked the loop refuses when the cluster has reassignments in
+progress (someone else's, or a run that died: ours would queue behind or replace them) and
+when any planned partition no longer is as the plan saw it (`stale`: leader moved, replica
+set or order changed, target out of the ISR), naming every one (`preflight`). The moves then
+go in batches of `batch_size` (`batches`). For each batch the loop re-reads the partitions
+and stops if the plan no longer fits them, asks for the same replica set in the new order
+(AlterPartitionReassignments), waits until no reassignment of the batch is pending and the
+replicas read back in the new order (on a timeout it cancels the batch's pending
+reassignments and stops, saying so), asks for a preferred-leader election, waits until each
+partition is led by its target (asking again every REELECT_S), and checks each partition
+against its state before the batch (`anomaly`: leader not moved, replica set changed, ISR
+smaller). Each partition that passes is handed to `record` (the audit's leader_move). The
+first anomaly stops the run with the message. Between batches it sleeps `throttle_s`: a
+throttle on how fast leadership churns, not a wait for anything.
 
 The cluster is behind `LeaderAdmin` (leader_placement.admin is the Kafka one; tests may
 pass another); the clock and the sleep are arguments, so the loop imports no I/O library.
@@ -26,6 +31,19 @@ from leader_placement.plan import Move, PartitionKey, PartitionPlacement
 REELECT_S = 5.0  # while a batch's targets do not lead yet, ask for the preferred leaders again this often
 
 
+@dataclass(frozen=True)
+class Reassignment:
+    """A partition reassignment in progress, as ListPartitionReassignments names it."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return (f"replicas {list(self.replicas)}, adding {list(self.adding)}, "
+                f"removing {list(self.removing)}")
+
+
 class LeaderAdmin(Protocol):
     """What the loop needs from the cluster. Each call raises on a refused request."""
 
@@ -37,8 +55,12 @@ class LeaderAdmin(Protocol):
         """Ask for these replica orders; returns the partitions the controller refused, with why."""
         ...
 
-    def pending(self, keys: Sequence[PartitionKey]) -> set[PartitionKey]:
-        """The keys with a reassignment still in progress."""
+    def reassignments(self, keys: Sequence[PartitionKey] | None = None) -> dict[PartitionKey, Reassignment]:
+        """The reassignments in progress among `keys` (None: on the whole cluster)."""
+        ...
+
+    def cancel(self, keys: Sequence[PartitionKey]) -> dict[PartitionKey, str]:
+        """Cancel the keys' reassignments (a null target); returns those the controller refused, with why."""
         ...
 
     def elect_preferred(self, keys: Sequence[PartitionKey]) -> dict[PartitionKey, str]:
@@ -55,16 +77,38 @@ def batches(moves: Sequence[Move], batch_size: int) -> list[tuple[Move, ...]]:
 
 
 def stale(move: Move, now: PartitionPlacement | None) -> str | None:
-    """Why the planned move no longer fits the partition's state, or None."""
+    """Why the planned move no longer fits the partition as the plan saw it, or None: the
+    partition must still exist, keep the replica set and order the plan saw, be led by the
+    broker it saw leading, and have the target in its ISR. A partition already led by the
+    target is named as such (applied before, or moved by someone else)."""
     name = f"{move.topic}-{move.partition}"
     if now is None:
         return f"{name}: no longer exists"
-    if now.leader != move.from_broker:
-        return f"{name}: led by broker {now.leader}, the plan expected {move.from_broker}; plan again"
     if sorted(now.replicas) != sorted(move.replicas_before):
-        return f"{name}: replicas are {list(now.replicas)}, the plan expected {list(move.replicas_before)}; plan again"
+        return f"{name}: replica set changed: replicas are {list(now.replicas)}, the plan saw {list(move.replicas_before)}"
+    if now.leader == move.to_broker:
+        return f"{name}: leader already moved: led by broker {now.leader}, the plan's target; the plan saw {move.from_broker}"
+    if now.leader != move.from_broker:
+        return f"{name}: leader moved: led by broker {now.leader}, the plan saw {move.from_broker}"
+    if now.replicas != move.replicas_before:
+        return f"{name}: replica order changed: {list(now.replicas)}, the plan saw {list(move.replicas_before)}"
     if move.to_broker not in now.isr:
         return f"{name}: broker {move.to_broker} is not in the ISR {list(now.isr)}; not moving the leader there"
+    return None
+
+
+def preflight(moves: Sequence[Move], now: Mapping[PartitionKey, PartitionPlacement],
+              in_progress: Mapping[PartitionKey, Reassignment]) -> str | None:
+    """Why the apply must not start, or None: reassignments already in progress on the
+    cluster (every one named), or planned partitions the cluster no longer shows as the plan
+    saw them (every one named)."""
+    if in_progress:
+        return ("reassignments already in progress on the cluster: "
+                + "; ".join(f"{t}-{p} ({r})" for (t, p), r in sorted(in_progress.items()))
+                + "; let them finish (kafka-reassign-partitions --verify) or cancel them, then apply")
+    why = [w for m in moves if (w := stale(m, now.get((m.topic, m.partition))))]
+    if why:
+        return "the cluster no longer matches the plan: " + "; ".join(why) + "; plan again and review"
     return None
 
 
@@ -90,7 +134,8 @@ def anomaly(move: Move, before: PartitionPlacement, after: PartitionPlacement | 
 @dataclass(frozen=True)
 class ApplyResult:
     moved: tuple[Move, ...]
-    error: str | None = None  # the anomaly that stopped the run
+    error: str | None = None  # the refusal or anomaly that stopped the run
+    started: bool = True  # False: refused before anything was asked of the cluster
 
     @property
     def ok(self) -> bool:
@@ -99,12 +144,18 @@ class ApplyResult:
 
 def apply_moves(admin: LeaderAdmin, moves: Sequence[Move], *, batch_size: int, throttle_s: float, timeout_s: float,
                 poll_s: float, clock: Callable[[], float], sleep: Callable[[float], None],
-                report: Callable[[str], None]) -> ApplyResult:
+                report: Callable[[str], None], record: Callable[[Move], None]) -> ApplyResult:
     """Carry the moves out batch by batch; stop at the first anomaly (ApplyResult.error).
 
-    `timeout_s` bounds each wait (reassignment done, leaders elected); `poll_s` is the
-    interval of reading the cluster's state while waiting. Exceptions of `admin` propagate.
+    Refuses to start (ApplyResult.error, nothing asked) when `preflight` says so. `timeout_s`
+    bounds each wait (reassignment done, leaders elected); a batch whose reassignment is
+    still pending at its deadline is cancelled. `poll_s` is the interval of reading the
+    cluster's state while waiting. `record` gets each move once its batch was verified.
+    Exceptions of `admin` propagate.
     """
+    why = preflight(moves, admin.describe([(m.topic, m.partition) for m in moves]), admin.reassignments())
+    if why:
+        return ApplyResult((), why, started=False)
     done: list[Move] = []
     plan = batches(moves, batch_size)
     for n, batch in enumerate(plan, start=1):
@@ -119,7 +170,7 @@ def apply_moves(admin: LeaderAdmin, moves: Sequence[Move], *, batch_size: int, t
             return ApplyResult(tuple(done), "reassignment refused: " + "; ".join(
                 f"{t}-{p}: {why}" for (t, p), why in sorted(refused.items())))
         if not _until(functools.partial(_reassigned, admin, batch), timeout_s, poll_s, clock, sleep):
-            return ApplyResult(tuple(done), f"batch {n}: the reassignment did not complete within {timeout_s:.0f} s")
+            return ApplyResult(tuple(done), _cancel_pending(admin, keys, n, timeout_s))
         failed = admin.elect_preferred(keys)
         if failed:
             return ApplyResult(tuple(done), "preferred election failed: " + "; ".join(
@@ -133,6 +184,7 @@ def apply_moves(admin: LeaderAdmin, moves: Sequence[Move], *, batch_size: int, t
             if why:
                 return ApplyResult(tuple(done), why)
             done.append(m)
+            record(m)
             report(f"moved {m.topic}-{m.partition}: broker {m.from_broker} ({m.from_zone}) -> "
                    f"{m.to_broker} ({m.to_zone}), ISR {sorted(after[(m.topic, m.partition)].isr)}")
         if n < len(plan) and throttle_s > 0:
@@ -140,9 +192,26 @@ def apply_moves(admin: LeaderAdmin, moves: Sequence[Move], *, batch_size: int, t
     return ApplyResult(tuple(done))
 
 
+def _cancel_pending(admin: LeaderAdmin, keys: Sequence[PartitionKey], n: int, timeout_s: float) -> str:
+    """Cancel what is still pending of a batch whose reassignment timed out; the message that stops the run.
+    A reassignment left running would hold the partitions (a later one is refused) and could
+    finish unobserved, after the operator has moved on."""
+    pending = sorted(admin.reassignments(keys))
+    late = f"batch {n}: the reassignment did not complete within {timeout_s:.0f} s"
+    if not pending:
+        return f"{late} (none pending, but the replicas did not read back in the new order); stopped"
+    names = ", ".join(f"{t}-{p}" for t, p in pending)
+    refused = admin.cancel(pending)
+    if refused:
+        return (f"{late} ({names} pending); cancelling failed for "
+                + "; ".join(f"{t}-{p}: {why}" for (t, p), why in sorted(refused.items()))
+                + "; see kafka-reassign-partitions --list; stopped")
+    return f"{late}; cancelled the reassignment of {names} (AlterPartitionReassignments with no target); stopped"
+
+
 def _reassigned(admin: LeaderAdmin, batch: tuple[Move, ...]) -> bool:
     keys = [(m.topic, m.partition) for m in batch]
-    if admin.pending(keys):
+    if admin.reassignments(keys):
         return False
     now = admin.describe(keys)
     return all(reordered(m, now.get(k)) for m, k in zip(batch, keys))

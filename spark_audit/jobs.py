@@ -76,6 +76,11 @@ PLACEMENT_COLUMNS = ("topic", "partition", "zone", "leader_zone", "bytes", "erro
 TOPIC_COLUMNS = ("topic", "principal", "zone", "leader_zone", "route", "bytes")
 # The kinds only agents write: their zones are the agents the compute cost counts.
 AGENT_KINDS = ("agent_read", "agent_apply", "checkpoint_write")
+# What the comparison around the last applied leader plan reads: the leader_move records
+# and the produce batches (a scan of its own, run only when the input has leader_move records).
+LAST_APPLY_COLUMNS = (*PLACEMENT_COLUMNS, "from_zone", "to_zone", "plan_id")
+LAST_APPLY_OUTPUT = ("plan_id", "applied_from_ms", "applied_to_ms", "window_ms", "topic", "partition", "from_zone",
+                     "to_zone", "window", "source_zone", "leader_zone", "batches", "bytes")
 _OBJECT_KINDS = ("wal_flush", "agent_read", "notification", "agent_apply")
 # GC checkpoint PUTs, billed like the WAL PUT itself. Schema v4: one checkpoint_write record
 # per manifest PUT, shared equally among the WAL objects it names (each object's source
@@ -649,3 +654,50 @@ def agent_zones(rolled: DataFrame) -> DataFrame:
              F.max("last_ts_ms").alias("last_ts_ms"))
         .transform(lambda f: _sorted(f, "zone"))
     )
+
+
+def last_apply(records: DataFrame) -> DataFrame:
+    """The produce bytes of the partitions the last applied leader plan moved, in the window
+    after the apply and in the same-length window before it.
+
+    `records` is the reader's output (one row per line), not the rollup. The last apply is
+    the plan (`plan_id`) of the latest `leader_move` record; it ran from its first record
+    (applied_from_ms) to its last (applied_to_ms). The windows are as long as both fit in the
+    audit (window_ms: the shorter of first produce batch to applied_from_ms and applied_to_ms
+    to the last produce batch): before = [applied_from_ms - window_ms, applied_from_ms),
+    after = [applied_to_ms, applied_to_ms + window_ms]; the batches during the apply are in
+    neither. Successful batches that name a partition, per moved partition x window x source
+    zone (the proxy's) x leader zone (as the batch named it, "" unknown). A moved partition
+    with no batch in either window has one row with a null window, so every move is listed.
+    Columns: LAST_APPLY_OUTPUT.
+    """
+    ts = F.col("ts_ms")
+    moves = _kind(records, "leader_move").filter(F.col("topic").isNotNull() & F.col("partition").isNotNull())
+    last_plan = moves.orderBy(F.desc("ts_ms"), F.desc("plan_id")).limit(1).select("plan_id")
+    moved = moves.join(last_plan, "plan_id")
+    span = moved.agg(F.min("ts_ms").alias("applied_from_ms"), F.max("ts_ms").alias("applied_to_ms"))
+    ok = F.coalesce(F.col("error_code"), F.lit(0)) == 0
+    produce = (_kind(records, "produce_batch")
+               .filter(ok & F.col("topic").isNotNull() & (F.col("topic") != "") & (F.col("partition") >= 0)))
+    audited = produce.agg(F.min("ts_ms").alias("_first_ms"), F.max("ts_ms").alias("_last_ms"))
+    windows = span.crossJoin(audited).select(
+        "applied_from_ms", "applied_to_ms",
+        F.greatest(F.least(F.col("_last_ms") - F.col("applied_to_ms"), F.col("applied_from_ms") - F.col("_first_ms")),
+                   F.lit(0)).alias("window_ms"))
+    window = (F.when((ts >= F.col("applied_to_ms")) & (ts <= F.col("applied_to_ms") + F.col("window_ms")), "after")
+              .when((ts >= F.col("applied_from_ms") - F.col("window_ms")) & (ts < F.col("applied_from_ms")), "before"))
+    # A plan moves a partition once; should a record be written twice (a retried batch), the latest names it.
+    partitions = (moved.groupBy("plan_id", "topic", "partition")
+                  .agg(F.max_by("from_zone", "ts_ms").alias("from_zone"), F.max_by("to_zone", "ts_ms").alias("to_zone")))
+    traffic = (produce.join(F.broadcast(partitions.select("topic", "partition")), ["topic", "partition"])
+               .crossJoin(F.broadcast(windows))
+               .filter(F.col("window_ms") > 0)
+               .withColumn("window", window)
+               .filter(F.col("window").isNotNull())
+               .groupBy("topic", "partition", "window", F.coalesce(F.col("zone"), F.lit("")).alias("source_zone"),
+                        F.coalesce(F.col("leader_zone"), F.lit("")).alias("leader_zone"))
+               .agg(F.count(F.lit(1)).alias("batches"), F.sum(_long("bytes")).alias("bytes")))
+    return (partitions.crossJoin(windows)
+            .join(traffic, ["topic", "partition"], "left")
+            .select(*LAST_APPLY_OUTPUT)
+            .transform(lambda f: _sorted(f, "topic", "partition", "window", "source_zone", "leader_zone")))

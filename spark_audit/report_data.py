@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leader_placement.plan import Constraints, LeaderPrices, PartitionKey, PartitionPlacement, Placement, plan_leaders
+from spark_audit.applied_placement import LastApply
 from spark_audit.compute_costs import ComputeCost
 from spark_audit.projection import MIN_PROJECTION_WINDOW_S, Projection, project
 
@@ -300,6 +301,7 @@ class LeaderPlacementSection:
     moved_and_back: int  # partitions whose leader left a zone and came back within the period
     period_s: float
     min_projection_window_s: float = MIN_PROJECTION_WINDOW_S
+    last_apply: LastApply | None = None  # the last `plan leaders --apply` in the period, before against after
 
     @staticmethod
     def _bytes(moves: Iterable[PlacementMove | ObservedMove]) -> int:

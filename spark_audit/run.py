@@ -48,7 +48,11 @@ LINE_SCANS = {
     "latency": (jobs.LATENCY_COLUMNS, jobs.latency, "percentiles need every value"),
     "leader_traffic": (jobs.PLACEMENT_COLUMNS, jobs.leader_traffic, "bytes per partition"),
     "topic_traffic": (jobs.TOPIC_COLUMNS, jobs.topic_traffic, "bytes per topic and principal"),
+    "last_apply": (jobs.LAST_APPLY_COLUMNS, jobs.last_apply, "the moved partitions' bytes around the last apply"),
 }
+# Line scans that need records of a kind: without any (the rollup counted them), the table
+# is built empty, with its columns and types, without reading the input again.
+SCAN_ONLY_WITH_KIND = {"last_apply": "leader_move"}
 
 
 def load_framing(path: str | None, path_mtu: int | None = None, link_header_bytes: int | None = None) -> Framing:
@@ -135,8 +139,13 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
             for name in TABLES_OF_JOB[job]:
                 if name in LINE_SCANS:
                     columns, build, why = LINE_SCANS[name]
-                    reporter.step(f"table {name}: reading the produce records again ({why})")
+                    needed = SCAN_ONLY_WITH_KIND.get(name)
                     lines, _ = read_lines(spark, path, columns, input_uri)
+                    if needed is not None and not summary.records_by_kind.get(needed):
+                        reporter.step(f"table {name}: empty, no {needed} records")
+                        lines = lines.limit(0)  # Spark plans an empty relation: no file is read
+                    else:
+                        reporter.step(f"table {name}: reading the records again ({why})")
                     tables[name] = Table.of(name, build(lines))
                 else:
                     reporter.step(f"table {name}")

@@ -30,7 +30,9 @@ def audit(tmp_path, records) -> str:
     (["--bootstrap-servers", "127.0.0.1", "--from-audit", "x"], "upstream.bootstrap_servers: '127.0.0.1' is not host:port"),
     (["--bootstrap-servers", "127.0.0.1:1", "--from-audit", "x", "--skew", "-1"], "argument --skew: -1 is below 0"),
     (["--bootstrap-servers", "127.0.0.1:1", "--from-audit", "x", "--batch-size", "0"], "argument --batch-size: 0 is below 1"),
-    (["--bootstrap-servers", "127.0.0.1:1"], "the following arguments are required: --from-audit"),
+    (["--bootstrap-servers", "127.0.0.1:1"], "give --from-audit DIR (or --apply --plan FILE)"),
+    (["--bootstrap-servers", "127.0.0.1:1", "--plan", "p.json", "--from-audit", "x"],
+     "--plan FILE is carried out with --apply"),
 ])
 def test_bad_input_is_exit_code_2_with_one_readable_line(args, message):
     done = run(*args)

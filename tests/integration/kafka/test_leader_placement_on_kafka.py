@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartition
 
 from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
 from deploy.local.kafka_security import BrokerTls, make_broker_tls, scram_format_args, security_listeners
@@ -56,8 +58,10 @@ def write_audit(root: Path, topic: str) -> Path:
 
 
 def plan_leaders(bootstrap: str, audit: Path, out: Path, *extra: str) -> list[str]:
+    """The command; the plan file goes beside the reassignment file `out` (`out`.plan.json)."""
     return [sys.executable, "-m", "azsidecar.cli", "plan", "leaders", "--from-audit", str(audit),
-            "--bootstrap-servers", bootstrap, "--out", str(out), "--min-saving-bytes", str(MB), *extra]
+            "--bootstrap-servers", bootstrap, "--out", str(out), "--plan-out", str(out.with_suffix(".plan.json")),
+            "--min-saving-bytes", str(MB), *extra]
 
 
 def run_plan(bootstrap: str, audit: Path, out: Path, *extra: str) -> tuple[dict, subprocess.CompletedProcess]:
@@ -140,6 +144,8 @@ def test_plan_then_apply_moves_exactly_the_skewed_partitions_to_use1_az1(kafka, 
 
     again, _ = run_plan(kafka.bootstrap, audit, tmp_path / "again.json")
     assert again["moves"] == [] and again["held"] == []
+    # the apply's leader_move records went to the audit directory: all three still hold
+    assert again["applied_moves_seen"] == 3 and again["undone"] == []
     assert json.loads((tmp_path / "again.json").read_text()) == {"version": 1, "partitions": []}
     print(f"dry run {dry_run_s:.1f} s, apply of 3 moves in 2 batches {apply_s:.1f} s")
 
@@ -195,6 +201,86 @@ def test_a_produce_burst_through_the_sidecar_during_the_apply_loses_and_duplicat
     print(f"{len(records)} records through the sidecar while 3 leaders moved")
 
 
+def wait_for(what: str, probe, timeout_s: float = 60.0):
+    deadline = time.monotonic() + timeout_s
+    while not (value := probe()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)  # polling the cluster's state
+    return value
+
+
+def test_a_saved_plan_is_refused_while_the_cluster_differs_then_applied_exactly_and_its_undoing_reported(
+        own_kafka, tmp_path):
+    """The reviewed file, not a new plan: refused while a reassignment is in progress and while a
+    failover has moved a planned leader, carried out exactly once the cluster is as it saw it,
+    each move recorded; a broker failure afterwards is reported as the placement undone."""
+    topic, stuck = unique_name("saved"), unique_name("stuck")
+    own_kafka.create_topic(topic, PARTITIONS, assignments=ASSIGNMENTS)
+    audit = write_audit(tmp_path / "window-audit", topic)
+    plan_file = tmp_path / "r.plan.json"
+    dry, _ = run_plan(own_kafka.bootstrap, audit, tmp_path / "r.json")
+    saved = json.loads(plan_file.read_text())
+    assert saved["plan_id"] == dry["plan_id"]
+    assert [(m["partition"], m["from_broker"], m["to_broker"], m["replicas_before"]) for m in saved["moves"]] == [
+        (0, 2, 1, [2, 3, 1]), (1, 3, 1, [3, 1, 2]), (2, 2, 1, [2, 3, 1])]
+
+    def apply(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "azsidecar.cli", "plan", "leaders", "--apply", "--plan",
+                               str(plan_file), "--bootstrap-servers", own_kafka.bootstrap, "--audit-out", str(audit),
+                               "--throttle-s", "0", *extra], capture_output=True, text=True, timeout=240)
+
+    # Broker 3 stops: a reassignment adding it to a partition cannot finish, and topic-1 (led by
+    # 3, replicas [3, 1, 2]) fails over to broker 1, the plan's target.
+    own_kafka.create_topic(stuck, 1, replication_factor=2, assignments={0: [1, 2]})
+    own_kafka.stop_node(3)
+    wait_for("topic-1 failed over", lambda: own_kafka.leaders(topic)[1] == 1)
+    admin = KafkaAdminClient(bootstrap_servers=own_kafka.bootstrap.split(","), request_timeout_ms=30_000)
+    try:
+        assert admin.alter_partition_reassignments({TopicPartition(stuck, 0): [1, 2, 3]}) == {
+            TopicPartition(stuck, 0): None}
+        refused = apply()
+        assert refused.returncode == 1, refused.stderr + refused.stdout
+        assert (f"azsidecar: leader placement refused, nothing changed: reassignments already in progress on the "
+                f"cluster: {stuck}-0 (replicas [1, 2, 3], adding [3], removing [])") in refused.stderr
+
+        own_kafka.start_node(3)
+        wait_for("the reassignment to finish", lambda: not admin.list_partition_reassignments())
+    finally:
+        if admin.list_partition_reassignments():
+            admin.alter_partition_reassignments({TopicPartition(stuck, 0): None})  # leave the cluster as found
+        admin.close()
+    refused = apply()
+    assert refused.returncode == 1, refused.stderr + refused.stdout
+    assert refused.stderr.strip() == (
+        "azsidecar: leader placement refused, nothing changed: the cluster no longer matches the plan: "
+        f"{topic}-1: leader already moved: led by broker 1, the plan's target; the plan saw 3; plan again and review")
+    assert own_kafka.leaders(topic)[0] == 2 and own_kafka.leaders(topic)[2] == 2  # nothing moved
+
+    own_kafka.elect_preferred()  # the leaders the plan saw, back
+    expected = {p: ASSIGNMENTS[p][0] for p in range(PARTITIONS)}
+    assert leaders_when_settled(own_kafka, topic, expected) == expected
+    done = apply()
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert f"applied 3 moves of plan {saved['plan_id']}" in done.stdout
+    expected = {0: 1, 1: 1, 2: 1, 3: 3, 4: 2, 5: 3}
+    assert leaders_when_settled(own_kafka, topic, expected) == expected
+    records = [r for path in audit.rglob("*.jsonl.gz") for r in map(json.loads, gzip.open(path, "rt"))
+               if r["kind"] == "leader_move"]
+    assert sorted((r["partition"], r["from_broker"], r["to_broker"], r["to_zone"], r["plan_id"]) for r in records) == [
+        (0, 2, 1, "use1-az1", saved["plan_id"]), (1, 3, 1, "use1-az1", saved["plan_id"]),
+        (2, 2, 1, "use1-az1", saved["plan_id"])]
+
+    own_kafka.stop_node(1)  # use1-az1's broker fails: its partitions fail over to their next replica
+    wait_for("the moved partitions failed over", lambda: all(own_kafka.leaders(topic)[p] != 1 for p in (0, 1, 2)))
+    after, _ = run_plan(own_kafka.bootstrap, audit, tmp_path / "after.json")
+    applied_ms = {r["partition"]: r["ts_ms"] for r in records}
+    # replicas [1, 2, 3], [1, 3, 2], [1, 2, 3] since the apply: broker 2, 3 and 2 lead now
+    assert after["undone"] == [
+        {"topic": topic, "partition": p, "plan_id": saved["plan_id"], "applied_ms": applied_ms[p], "to_broker": 1,
+         "to_zone": "use1-az1", "leader": leader, "leader_zone": ZONES[leader]}
+        for p, leader in ((0, 2), (1, 3), (2, 2))]
+
+
 def test_a_replica_out_of_the_isr_is_not_made_leader_until_it_has_caught_up(own_kafka, tmp_path):
     topic = unique_name("isr")
     own_kafka.create_topic(topic, PARTITIONS, assignments=ASSIGNMENTS)
@@ -247,7 +333,8 @@ def test_plan_and_apply_with_the_upstream_sasl_scram_over_tls_of_the_proxy_confi
     settings = upstream(secure_kafka, broker_tls.ca_file, "SASL_SSL", password_file(tmp_path, PASSWORD))
     config.write_text(to_toml({"zone": "use1-az1", "upstream": settings}))
     done = subprocess.run([sys.executable, "-m", "azsidecar.cli", "plan", "leaders", "--from-audit", str(audit),
-                           "--config", str(config), "--out", str(tmp_path / "r.json"), "--min-saving-bytes", str(MB),
+                           "--config", str(config), "--out", str(tmp_path / "r.json"),
+                           "--plan-out", str(tmp_path / "plan.json"), "--min-saving-bytes", str(MB),
                            "--apply", "--throttle-s", "0"], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr + done.stdout
     assert "applied 3 moves" in done.stdout
@@ -258,7 +345,8 @@ def test_plan_and_apply_with_the_upstream_sasl_scram_over_tls_of_the_proxy_confi
     wrong = password_file(tmp_path / "wrong", "not-the-password")
     config.write_text(to_toml({"zone": "use1-az1", "upstream": {**settings, "sasl_password_file": str(wrong)}}))
     refused = subprocess.run([sys.executable, "-m", "azsidecar.cli", "plan", "leaders", "--from-audit", str(audit),
-                              "--config", str(config), "--out", str(tmp_path / "r2.json")],
+                              "--config", str(config), "--out", str(tmp_path / "r2.json"),
+                              "--plan-out", str(tmp_path / "plan2.json")],
                              capture_output=True, text=True, timeout=240)
     assert refused.returncode == 1, refused.stderr + refused.stdout
     [line] = refused.stderr.strip().splitlines()  # one line: kafka-python's retry log is kept off stderr

@@ -92,6 +92,8 @@ def read_for(spark):
             return read_lines(spark, path, jobs.LATENCY_COLUMNS)[0]
         if table == "leader_traffic":
             return read_lines(spark, path, jobs.PLACEMENT_COLUMNS)[0]
+        if table == "last_apply":
+            return read_lines(spark, path, jobs.LAST_APPLY_COLUMNS)[0]
         rolled, _ = load(spark, path, framing=EASY)
         frames.append(rolled)
         return rolled
@@ -300,6 +302,49 @@ def test_leader_traffic_per_partition_source_zone_and_leader_zone(tmp_path, read
         row(columns, "t", 0, "az1", "az2", 2, 200, H0_MS, H0_MS + HOUR_MS),
         row(columns, "t", 0, "az2", "az2", 1, 7, H0_MS, H0_MS),
     ], checkRowOrder=True)
+
+
+def test_last_apply_compares_the_moved_partitions_in_equal_windows_before_and_after(tmp_path, read_for):
+    # Plan p2 moved t-0 (az2 -> az1) and t-1 (az3 -> az1); its records at 2 h and 2 h 1 min.
+    # An earlier plan p1 (t-5) is not the last. The produce audit runs from 0 to 3 h: after the
+    # apply 59 min fit (2 h 1 min .. 3 h), before it 2 h; both windows are 59 min:
+    # before = [1 h 1 min, 2 h), after = [2 h 1 min, 3 h].
+    minute = 60_000
+
+    def batch(partition, zone, leader, size, at_ms, error_code=0):
+        return rec("produce_batch", zone, H0_MS + at_ms, 12, topic="t", partition=partition, leader_zone=leader,
+                   route="direct_cross", bytes=size, records=1, error_code=error_code)
+
+    def moved(partition, source, ts_ms, plan_id):
+        return rec("leader_move", "", H0_MS + ts_ms, 12, topic="t", partition=partition, from_broker=2,
+                   from_zone=source, to_broker=1, to_zone="az1", plan_id=plan_id)
+
+    records = [
+        batch(3, "az1", "az1", 1, 0),  # the audit's first batch; t-3 never moved
+        batch(0, "az1", "az2", 1_000, 10 * minute),  # before the before-window
+        batch(0, "az1", "az2", 400, 90 * minute), batch(0, "az2", "az2", 100, 90 * minute),  # before
+        batch(3, "az2", "az1", 777, 90 * minute),  # not moved
+        batch(0, "az1", "az2", 999, 2 * HOUR_MS + minute // 2),  # during the apply: in neither
+        batch(0, "az1", "az1", 500, 150 * minute), batch(0, "az2", "az1", 50, 150 * minute),  # after
+        batch(0, "az1", "az1", 999, 150 * minute, error_code=6),  # failed: no bytes on a leader
+        batch(0, "az1", "az1", 10, 3 * HOUR_MS),  # the audit's last batch, at the after-window's end
+        moved(5, "az2", 30 * minute, "p1"), moved(0, "az2", 2 * HOUR_MS, "p2"),
+        moved(1, "az3", 2 * HOUR_MS + minute, "p2"),
+    ]
+    df = read_for(str(write_jsonl(tmp_path / "apply.jsonl.gz", records)), "last_apply")
+    actual = jobs.last_apply(df)
+    assert actual.columns == list(jobs.LAST_APPLY_OUTPUT)
+    applied = ("p2", H0_MS + 2 * HOUR_MS, H0_MS + 2 * HOUR_MS + minute, 59 * minute)
+    assertDataFrameEqual(actual, [
+        row(actual.columns, *applied, "t", 0, "az2", "az1", "after", "az1", "az1", 2, 510),
+        row(actual.columns, *applied, "t", 0, "az2", "az1", "after", "az2", "az1", 1, 50),
+        row(actual.columns, *applied, "t", 0, "az2", "az1", "before", "az1", "az2", 1, 400),
+        row(actual.columns, *applied, "t", 0, "az2", "az1", "before", "az2", "az2", 1, 100),
+        row(actual.columns, *applied, "t", 1, "az3", "az1", None, None, None, None, None),  # no traffic
+    ], checkRowOrder=True)
+    # without leader_move records there is no apply to compare
+    empty = read_for(str(write_jsonl(tmp_path / "none.jsonl.gz", records[:-3])), "last_apply")
+    assert jobs.last_apply(empty).count() == 0
 
 
 def test_older_schema_version_still_reads(spark, tmp_path):

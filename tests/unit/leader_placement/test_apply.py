@@ -7,8 +7,9 @@ import dataclasses
 
 import pytest
 
-from leader_placement.apply import anomaly, apply_moves, batches, stale
+from leader_placement.apply import Reassignment, anomaly, apply_moves, batches, preflight, stale
 from leader_placement.plan import Move, PartitionPlacement
+from tests.unit.leader_placement.memory_cluster import MemoryCluster
 
 
 def move(p: int, before=(2, 3, 1), to=1) -> Move:
@@ -19,47 +20,6 @@ def move(p: int, before=(2, 3, 1), to=1) -> Move:
 def state(p: int, replicas=(2, 3, 1), leader=None, isr=None) -> PartitionPlacement:
     return PartitionPlacement("t", p, tuple(replicas), replicas[0] if leader is None else leader,
                               tuple(replicas if isr is None else isr))
-
-
-class MemoryCluster:
-    """Reassignments finish after `reassign_polls` reads; elections make the first replica lead."""
-
-    def __init__(self, parts, reassign_polls=1, shrink_isr=False, ignored_elections=0):
-        self.parts = {(s.topic, s.partition): s for s in parts}
-        self.ignored_elections = ignored_elections  # accepted, yet the leader stays (target not eligible yet)
-        self.pending_reads: dict = {}
-        self.reassign_polls = reassign_polls
-        self.shrink_isr = shrink_isr
-        self.calls: list[str] = []
-
-    def describe(self, keys):
-        return {k: self.parts[k] for k in keys if k in self.parts}
-
-    def reassign(self, orders):
-        self.calls.append(f"reassign {sorted(orders)}")
-        for k, order in orders.items():
-            self.parts[k] = dataclasses.replace(self.parts[k], replicas=tuple(order))
-            self.pending_reads[k] = self.reassign_polls
-        return {}
-
-    def pending(self, keys):
-        out = set()
-        for k in keys:
-            if self.pending_reads.get(k, 0) > 0:
-                self.pending_reads[k] -= 1
-                out.add(k)
-        return out
-
-    def elect_preferred(self, keys):
-        self.calls.append(f"elect {sorted(keys)}")
-        if self.ignored_elections > 0:
-            self.ignored_elections -= 1
-            return {}
-        for k in keys:
-            s = self.parts[k]
-            isr = s.isr[:-1] if self.shrink_isr else s.isr
-            self.parts[k] = dataclasses.replace(s, leader=s.replicas[0], isr=isr)
-        return {}
 
 
 class Clock:
@@ -78,7 +38,10 @@ class Clock:
 def run(cluster, moves, clock, **kw):
     lines: list[str] = []
     args = {"batch_size": 2, "throttle_s": 5.0, "timeout_s": 30.0, "poll_s": 0.5} | kw
-    result = apply_moves(cluster, moves, clock=clock, sleep=clock.sleep, report=lines.append, **args)
+    recorded: list = []
+    result = apply_moves(cluster, moves, clock=clock, sleep=clock.sleep, report=lines.append,
+                         record=recorded.append, **args)
+    assert [(m.topic, m.partition) for m in recorded] == [(m.topic, m.partition) for m in result.moved]
     return result, lines
 
 
@@ -126,27 +89,59 @@ def test_an_election_that_never_moves_the_leader_stops_the_run_at_the_timeout():
     assert cluster.calls.count("elect [('t', 0)]") == 3  # at 0 s, 5 s and 10 s of the 12 s wait
 
 
-def test_a_reassignment_that_never_completes_times_out():
-    cluster = MemoryCluster([state(0)], reassign_polls=10**6)
+def test_a_reassignment_that_never_completes_is_cancelled_and_the_run_stops():
+    cluster = MemoryCluster([state(p) for p in range(4)], reassign_polls=10**6)
+    result, lines = run(cluster, [move(p) for p in range(4)], Clock(), timeout_s=3.0)
+    assert result.error == ("batch 1: the reassignment did not complete within 3 s; cancelled the reassignment "
+                            "of t-0, t-1 (AlterPartitionReassignments with no target); stopped")
+    assert result.started and result.moved == () and lines == []
+    # the second batch is never asked for, the first is cancelled, nothing is elected
+    assert cluster.calls == ["reassign [('t', 0), ('t', 1)]", "cancel [('t', 0), ('t', 1)]"]
+
+
+def test_a_refused_cancel_is_named_with_what_to_look_at():
+    cluster = MemoryCluster([state(0)], reassign_polls=10**6, refuse_cancel={("t", 0): "NoReassignmentInProgressError"})
     result, _ = run(cluster, [move(0)], Clock(), timeout_s=3.0)
-    assert result.error == "batch 1: the reassignment did not complete within 3 s"
+    assert result.error == ("batch 1: the reassignment did not complete within 3 s (t-0 pending); cancelling failed "
+                            "for t-0: NoReassignmentInProgressError; see kafka-reassign-partitions --list; stopped")
 
 
 def test_a_stale_plan_is_refused_before_anything_is_asked():
-    cluster = MemoryCluster([state(0, leader=3)])
+    cluster = MemoryCluster([state(0), state(1, leader=3), state(2, replicas=(2, 3, 4))])
+    result, _ = run(cluster, [move(0), move(1), move(2)], Clock())
+    assert not result.started and result.moved == ()
+    assert result.error == ("the cluster no longer matches the plan: t-1: leader moved: led by broker 3, the plan "
+                            "saw 2; t-2: replica set changed: replicas are [2, 3, 4], the plan saw [2, 3, 1]; "
+                            "plan again and review")
+    assert cluster.calls == []
+
+
+def test_reassignments_already_in_progress_are_named_and_nothing_is_asked():
+    ongoing = {("other", 3): Reassignment((1, 2, 4), (4,), (3,)), ("t", 9): Reassignment((3, 1, 2), (), ())}
+    cluster = MemoryCluster([state(0)], ongoing=ongoing)
     result, _ = run(cluster, [move(0)], Clock())
-    assert result.error == "t-0: led by broker 3, the plan expected 2; plan again"
+    assert not result.started
+    assert result.error == ("reassignments already in progress on the cluster: other-3 (replicas [1, 2, 4], "
+                            "adding [4], removing [3]); t-9 (replicas [3, 1, 2], adding [], removing []); let them "
+                            "finish (kafka-reassign-partitions --verify) or cancel them, then apply")
     assert cluster.calls == []
 
 
 @pytest.mark.parametrize(("now", "why"), [
     (None, "t-0: no longer exists"),
-    (state(0, replicas=(2, 3, 4)), "t-0: replicas are [2, 3, 4], the plan expected [2, 3, 1]; plan again"),
+    (state(0, replicas=(2, 3, 4)), "t-0: replica set changed: replicas are [2, 3, 4], the plan saw [2, 3, 1]"),
+    (state(0, leader=3), "t-0: leader moved: led by broker 3, the plan saw 2"),
+    (state(0, replicas=(1, 2, 3)), "t-0: leader already moved: led by broker 1, the plan's target; the plan saw 2"),
+    (state(0, replicas=(2, 1, 3)), "t-0: replica order changed: [2, 1, 3], the plan saw [2, 3, 1]"),
     (state(0, isr=(2, 3)), "t-0: broker 1 is not in the ISR [2, 3]; not moving the leader there"),
-    (state(0, replicas=(2, 1, 3)), None),  # another order of the same set, same leader: still fits
+    (state(0), None),
 ])
 def test_stale(now, why):
     assert stale(move(0), now) == why
+
+
+def test_preflight_passes_a_cluster_as_the_plan_saw_it():
+    assert preflight([move(0), move(1)], {("t", 0): state(0), ("t", 1): state(1)}, {}) is None
 
 
 @pytest.mark.parametrize(("after", "why"), [
@@ -185,3 +180,20 @@ def test_a_move_is_judged_on_the_read_that_showed_the_target_leading_not_on_a_la
     assert result.ok, result.error
     assert [m.partition for m in result.moved] == [0]
     assert lines == ["moved t-0: broker 2 (z) -> 1 (use1-az1), ISR [1, 2, 3]"]
+
+
+class LeaderTakenMidRun(MemoryCluster):
+    """After the first batch's election, someone moves the leader of partition 2 to broker 3."""
+
+    def elect_preferred(self, keys):
+        answer = super().elect_preferred(keys)
+        self.parts[("t", 2)] = dataclasses.replace(self.parts[("t", 2)], leader=3)
+        return answer
+
+
+def test_a_partition_that_changes_during_the_run_stops_it_at_its_batch_and_only_verified_moves_are_recorded():
+    cluster = LeaderTakenMidRun([state(p) for p in range(3)])
+    result, lines = run(cluster, [move(p) for p in range(3)], Clock())  # run() checks record == moved
+    assert result.started and [m.partition for m in result.moved] == [0, 1]
+    assert result.error == "t-2: leader moved: led by broker 3, the plan saw 2"
+    assert len(lines) == 2
