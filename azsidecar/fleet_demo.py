@@ -20,17 +20,9 @@ from core.prices import Prices
 from deploy.local.fleet import Fleet, FleetRun, audit_lines, run_fleet
 from deploy.local.sidecar_stack import SidecarSettings
 from deploy.local.zones import cleanup_leftovers, netns_available, three_zones
-from planner.plan import (
-    PlanError,
-    Usage,
-    WalSettings,
-    applies_from_records,
-    arrivals_from_produce_batches,
-    audited_totals,
-    notify_sizes_from_records,
-    replay_usage,
-    storage_classes,
-)
+from planner.plan import PlanError, Usage, WalSettings, storage_classes
+from planner.profile import audited_totals
+from planner.replay import applies_from_records, arrivals_from_produce_batches, notify_sizes_from_records, replay_usage
 
 MB = 1_000_000
 

@@ -25,28 +25,20 @@ from core.configload import ConfigError
 from core.prices import Prices
 from core.prices_file import load_prices
 from planner.plan import (
-    Audited,
     Bill,
     Flow,
     PlanError,
-    ShadowSplit,
     Usage,
     WalSettings,
-    applies_from_records,
-    arrivals_from_produce_batches,
-    audited_totals,
     closed_loop_requests_per_s,
     cross_byte_usd,
-    flow_from_row,
-    flows_from_produce_batches,
     host_verdicts,
-    notify_sizes_from_records,
     plan,
-    replay_usage,
-    shadow_split,
     storage_classes,
-    without_shadow_direct,
 )
+from planner.profile import Audited, audited_totals, flow_from_row, flows_from_produce_batches
+from planner.replay import applies_from_records, arrivals_from_produce_batches, notify_sizes_from_records, replay_usage
+from planner.shadow import ShadowSplit, shadow_split, without_shadow_direct
 from planner.verdict import GO_MIN_NET_SHARE, ShadowVerdict, shadow_verdict
 
 REQUIRED_COLUMNS = ("host", "zone", "leader_zone", "bytes_per_s")

@@ -27,18 +27,9 @@ from pathlib import Path
 
 from azsidecar.run_plan import audit_records, compare_rows, read_profile_csv
 from core.prices import Prices
-from planner.plan import (
-    Flow,
-    WalSettings,
-    applies_from_records,
-    arrivals_from_produce_batches,
-    audited_totals,
-    closed_loop_requests_per_s,
-    flows_from_produce_batches,
-    notify_sizes_from_records,
-    plan,
-    replay_usage,
-)
+from planner.plan import Flow, WalSettings, closed_loop_requests_per_s, plan
+from planner.profile import audited_totals, flows_from_produce_batches
+from planner.replay import applies_from_records, arrivals_from_produce_batches, notify_sizes_from_records, replay_usage
 
 FIGURES = ("WAL objects", "S3 PUT requests", "S3 GET requests", "transfer USD", "S3 request USD", "net savings USD")
 

@@ -105,7 +105,7 @@ def merge(first: PartitionResult | None, new: PartitionResult) -> PartitionResul
 def entry_result(got: ZoneAnswer, entry_index: int) -> PartitionResult:
     """The partition result of one entry from the agent's answer (or the notification's exception)."""
     if isinstance(got, Exception):
-        code = errors.REQUEST_TIMED_OUT if getattr(got, "retriable", True) else errors.UNKNOWN_SERVER_ERROR
+        code = errors.REQUEST_TIMED_OUT if errors.exception_is_retriable(got) else errors.UNKNOWN_SERVER_ERROR
         return PartitionResult(code, error_message=f"notify: {got}")
     r = got[entry_index]
     if r.error_code == errors.NONE or r.error_code == errors.DUPLICATE_SEQUENCE_NUMBER or r.duplicate:

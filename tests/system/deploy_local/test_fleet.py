@@ -9,15 +9,9 @@ import pytest
 from core.prices import Prices
 from deploy.local.fleet import Fleet, FleetProducer, audit_lines, run_fleet
 from deploy.local.sidecar_stack import SidecarSettings
-from planner.plan import (
-    ClassPrices,
-    WalSettings,
-    applies_from_records,
-    arrivals_from_produce_batches,
-    audited_totals,
-    notify_sizes_from_records,
-    replay_usage,
-)
+from planner.plan import ClassPrices, WalSettings
+from planner.profile import audited_totals
+from planner.replay import applies_from_records, arrivals_from_produce_batches, notify_sizes_from_records, replay_usage
 
 
 def test_fleet_producers_spread_small_ones_per_zone_and_heavy_ones_round_robin():

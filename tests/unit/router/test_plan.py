@@ -13,20 +13,16 @@ from planner.plan import (
     ClassPrices,
     Flow,
     PlanError,
-    ShadowSplit,
     WalSettings,
-    audited_totals,
     break_even_bytes_per_s,
     checkpoints_per_s,
-    flow_from_row,
-    flows_from_produce_batches,
     host_verdicts,
     plan,
     plan_mode,
-    shadow_split,
     storage_classes,
-    without_shadow_direct,
 )
+from planner.profile import audited_totals, flow_from_row, flows_from_produce_batches
+from planner.shadow import ShadowSplit, shadow_split, without_shadow_direct
 
 LIST = Prices()
 STANDARD = ClassPrices("standard", 0.005, 0.0004)
@@ -218,12 +214,12 @@ def test_audited_totals_count_like_the_savings_job():
 
 
 def _arr(t, nbytes, leader="az2", host="h1", zone="az1"):
-    from planner.plan import Arrival
+    from planner.replay import Arrival
     return Arrival(t, host, zone, leader, nbytes)
 
 
 def test_replay_writer_seals_at_linger_and_size():
-    from planner.plan import replay_writer
+    from planner.replay import replay_writer
     arrivals = [_arr(0.0, 100), _arr(0.1, 100, "az3"), _arr(0.3, 100),  # 0.3 > 0 + 0.25: new object
                 _arr(0.31, 900), _arr(0.32, 50)]  # 100 + 900 = 1000 reaches max_bytes: sealed; 50 opens a third
     objects = replay_writer(arrivals, linger_ms=250, max_bytes=1000)
@@ -232,13 +228,13 @@ def test_replay_writer_seals_at_linger_and_size():
 
 
 def test_replay_writer_seals_before_an_entry_that_would_overflow():
-    from planner.plan import replay_writer
+    from planner.replay import replay_writer
     objects = replay_writer([_arr(0.0, 600), _arr(0.1, 600)], linger_ms=250, max_bytes=1000)
     assert [(o.sealed_s, o.nbytes) for o in objects] == [(0.1, 600), (0.35, 600)]
 
 
 def test_replay_writer_counts_what_entries_waited_in_the_producer():
-    from planner.plan import Arrival, replay_writer
+    from planner.replay import Arrival, replay_writer
     arrivals = [Arrival(0.0, "h1", "az1", "az2", 100),  # due 0.25
                 Arrival(0.1, "h1", "az1", "az2", 100, waited_s=0.2),  # due 0.1 + 0.25 - 0.2 = 0.15
                 Arrival(0.2, "h1", "az1", "az2", 100, waited_s=0.3),  # waited past the linger: sealed on arrival
@@ -249,7 +245,7 @@ def test_replay_writer_counts_what_entries_waited_in_the_producer():
 
 
 def test_arrivals_read_the_producers_wait_from_schema_v8_records():
-    from planner.plan import arrivals_from_produce_batches
+    from planner.replay import arrivals_from_produce_batches
     base = {"kind": "produce_batch", "error_code": 0, "zone": "az1", "leader_zone": "az2", "proxy_id": "p",
             "bytes": 10, "latency_ms": 0.0}
     got = arrivals_from_produce_batches([{**base, "ts_ms": 1000, "producer_wait_ms": 120.0},
@@ -259,7 +255,7 @@ def test_arrivals_read_the_producers_wait_from_schema_v8_records():
 
 
 def test_replay_sidecars_vs_gateway():
-    from planner.plan import replay_usage
+    from planner.replay import replay_usage
     # two hosts of az1, each a batch every 0.2 s for 1 s to az2, offset by 0.1 s; and local traffic
     arrivals = sorted([_arr(round(0.2 * i, 3), 1000, host="a") for i in range(5)]
                       + [_arr(round(0.1 + 0.2 * i, 3), 1000, host="b") for i in range(5)]

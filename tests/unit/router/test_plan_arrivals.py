@@ -9,22 +9,9 @@ import math
 import pytest
 
 from core.prices import Prices
-from planner.plan import (
-    REQUEST_GAP_S,
-    Arrival,
-    ClassPrices,
-    Flow,
-    PlanError,
-    WalSettings,
-    applies_from_records,
-    closed_loop_requests_per_s,
-    flow_from_row,
-    flows_from_produce_batches,
-    manifests,
-    notify_sizes_from_records,
-    plan_mode,
-    replay_usage,
-)
+from planner.plan import ClassPrices, Flow, PlanError, WalSettings, closed_loop_requests_per_s, plan_mode
+from planner.profile import REQUEST_GAP_S, flow_from_row, flows_from_produce_batches
+from planner.replay import Arrival, applies_from_records, manifests, notify_sizes_from_records, replay_usage
 
 LIST = Prices()
 STANDARD = ClassPrices("standard", 0.005, 0.0004)

@@ -14,20 +14,9 @@ import pytest
 
 from azsidecar.run_plan import audit_records, compare_rows
 from core.prices import Prices
-from planner.plan import (
-    ClassPrices,
-    Flow,
-    WalSettings,
-    applies_from_records,
-    arrivals_from_produce_batches,
-    audited_totals,
-    closed_loop_requests_per_s,
-    flow_from_row,
-    flows_from_produce_batches,
-    notify_sizes_from_records,
-    plan,
-    replay_usage,
-)
+from planner.plan import ClassPrices, Flow, WalSettings, closed_loop_requests_per_s, plan
+from planner.profile import audited_totals, flow_from_row, flows_from_produce_batches
+from planner.replay import applies_from_records, arrivals_from_produce_batches, notify_sizes_from_records, replay_usage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plan"
 LIST = Prices()
