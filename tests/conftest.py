@@ -217,6 +217,14 @@ def shed_topics(cluster) -> None:
         logging.getLogger(__name__).warning("could not delete the test's topics: %s", exc)
 
 
+@pytest.fixture
+def dummy_aws_credentials(monkeypatch):
+    """The dummy credentials moto accepts, in this process's environment (boto3 and the
+    processes a test starts take them from their usual chain). The one place tests set them."""
+    for name, value in DUMMY_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+
+
 def unique_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 

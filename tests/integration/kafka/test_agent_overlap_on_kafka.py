@@ -17,7 +17,7 @@ from tests.conftest import unique_name
 from tests.integration.leader_notify.helpers import AgentThread, config_for, consume, put_object, wal_entry
 from wal_s3.checkpoint_manifest import decode_manifest
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180), pytest.mark.usefixtures("dummy_aws_credentials")]
 
 ZONE = "use1-az2"  # the agent's zone; node 2 leads every partition of the topic
 PARTITIONS = 6
@@ -25,12 +25,6 @@ OBJECTS = 40
 BATCHES_PER_PARTITION = 2  # per object
 RECORDS = 3  # per batch
 BURST_TIMEOUT_S = 120.0
-
-
-@pytest.fixture(autouse=True)
-def _aws_env(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
 
 
 def value(obj: int, partition: int, batch: int, record: int) -> bytes:

@@ -19,14 +19,7 @@ from tests.integration.leader_notify.helpers import (
 )
 from wal_s3.checkpoint_manifest import decode_manifest
 
-pytestmark = [pytest.mark.integration]
-
-
-@pytest.fixture(autouse=True)
-def _aws_env(monkeypatch):
-    # boto3 in the agent takes credentials from its usual chain; moto accepts any.
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("dummy_aws_credentials")]
 
 
 @pytest.fixture

@@ -16,14 +16,8 @@ from wal_s3.checkpoint_manifest import decode_manifest
 from wal_s3.s3 import make_s3_client
 from wal_s3.writer import WalWriter
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("dummy_aws_credentials")]
 ZONES = ("az1", "az2", "az3")
-
-
-@pytest.fixture(autouse=True)
-def _aws_env(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
 
 
 @pytest.fixture(params=["standard", "express"])

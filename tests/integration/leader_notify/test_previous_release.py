@@ -28,17 +28,11 @@ from tests.integration.leader_notify.agent_process import AgentProcess
 from tests.integration.leader_notify.helpers import AgentThread, config_for, consume, put_object, wal_entry
 from tests.integration.leader_notify.previous_release import extract_previous_release, run_old_proxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180), pytest.mark.usefixtures("dummy_aws_credentials")]
 
 ZONE = "az2"
 NOTIFY_TIMEOUT_S = 60.0
 OLD_AGENT_READY_S = 90.0  # the default 30 s ran out under a load average of 48 (2026-11-29); ~3 s unloaded
-
-
-@pytest.fixture(autouse=True)
-def _aws_env(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
 
 
 @pytest.fixture(scope="module")
