@@ -19,14 +19,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local.processes import DUMMY_CREDENTIALS, STARTUP_TIMEOUT_S, free_port, stop_process
 from deploy.local.sidecar_stack import SidecarSettings, agent_addresses, to_toml, zone_config
 from deploy.local.zones import three_zones
+from tests import metrics_scrape
 from tests.conftest import create_topics, unique_name
 from tests.integration.deploy._hcl import ROOT
 
@@ -67,10 +66,8 @@ def _wait_for_port(host: str, port: int, proc: subprocess.Popen, what: str) -> N
 
 def scrape(port: int) -> tuple[set[str], dict[tuple[str, tuple], float]]:
     """(families and series names exposed, {(sample name, labels): value})."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
     names, samples = set(), {}
-    for family in text_string_to_metric_families(text):
+    for family in metrics_scrape.families(port):
         names.add(family.name)
         for s in family.samples:
             names.add(s.name)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import signal
 import socket
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local.processes import free_port
 from leader_notify import protocol as p
 from leader_notify.agent._limits import ListenerLimits, Refusal, admit, read_deadline
+from tests import metrics_scrape
 from tests.conftest import create_topics, unique_name
 from tests.integration.leader_notify.agent_process import AgentProcess, notify_recording
 from tests.integration.leader_notify.helpers import consume, put_object, wal_entry
@@ -50,11 +49,10 @@ def test_read_deadline(established, frame_started_at, expected):
 
 def scrape(port: int):
     """value(name, **labels): the sum of the agent's samples of `name` carrying those labels."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    taken = list(metrics_scrape.samples(port))
 
     def value(name: str, **labels: str) -> float:
-        return sum(s.value for s in samples
+        return sum(s.value for s in taken
                    if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
     return value
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import socket
 import struct
 import time
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local.processes import free_port
+from tests import metrics_scrape
 from tests.integration.proxy.conftest import start_proxy
 from tests.system.reliability.harness import rss_kib
 
@@ -31,12 +30,9 @@ BUDGET = 64 * MiB
 
 
 def scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
     values: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:  # every sample carries the process's zone and component labels
-            values[s.name] = values.get(s.name, 0.0) + s.value
+    for s in metrics_scrape.samples(port):  # every sample carries the process's zone and component labels
+        values[s.name] = values.get(s.name, 0.0) + s.value
     return values
 
 

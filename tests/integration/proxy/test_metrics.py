@@ -4,15 +4,14 @@ carries the zone and component, the build is named, other components' families a
 from __future__ import annotations
 
 import subprocess
-import urllib.request
 
 import pytest
 import trio
 from prometheus_client import REGISTRY, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from azsidecar import __version__
 from deploy.local.processes import free_port
+from tests import metrics_scrape
 from tests.conftest import create_topics, unique_name
 from tests.integration.proxy.conftest import TEST_ZONE, start_proxy
 from tests.integration.proxy.kafka_wire import Wire, produce_request, record_batch
@@ -55,10 +54,7 @@ async def test_in_process_counters_move_after_a_produce(nursery, tansu):
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return metrics_scrape.series(port)
 
 
 def test_metrics_endpoint_of_a_proxy_process(tansu, tmp_path):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import urllib.request
 import uuid
 from collections import defaultdict
 
@@ -24,6 +23,7 @@ import pytest
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port
 from deploy.local.sidecar_stack import READY_LINES, SidecarSettings, _wait_for_log_line, to_toml, zone_config
 from leader_notify.sender.owners import owner_index
+from tests import metrics_scrape
 from tests.integration.readback import read_partitions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]  # twelve sidecar processes start at once
@@ -39,9 +39,7 @@ KILL_AT_CHUNK = 4
 
 
 def scrape(port: int, name: str) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " ")
-               or line.startswith(name + "{"))
+    return metrics_scrape.total(port, name)
 
 
 class Stack:

@@ -25,11 +25,6 @@ TOPICS = (TopicSpec("orders", partitions=6, keyed=True), TopicSpec("clicks", par
           TopicSpec("metrics", partitions=3, keyed=True))
 
 
-@pytest.fixture
-def env(loopback_kafka_zones):
-    return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
-
-
 def audit_records(audit_dir: Path, kind: str) -> list[dict]:
     out = []
     for path in audit_dir.rglob("*.jsonl.gz"):

@@ -40,11 +40,6 @@ PACED = Workload(total_bytes=3 * RECORDS_PER_PRODUCER * 100, record_bytes=100, t
 TOTAL = 3 * RECORDS_PER_PRODUCER
 
 
-@pytest.fixture
-def env(loopback_kafka_zones):
-    return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
-
-
 AUDIT_FLUSH_S = 0.2  # audit.flush_seconds in the campaigns: what a killed proxy's audit may lose
 AUDIT_DRAIN_S = 0.2  # the audit writer drains its queue this often (spark_audit/writer.QUEUE_POLL_S)
 

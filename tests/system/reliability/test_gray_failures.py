@@ -58,11 +58,6 @@ HANG_S = 15.0
 FALLBACK_WITHIN_S = 5.0  # issue 23: a zone falls back within 5 s of S3 or its agents hanging
 
 
-@pytest.fixture
-def env(loopback_kafka_zones):
-    return loopback_kafka_zones  # tests/conftest.py: shared by the session's three-zone modules
-
-
 def hang_for(pid_of, at_fraction: float, seconds: float, times: dict):
     """An on_tick that SIGSTOPs pid_of(ctx) once at_fraction of the records are acked, and
     SIGCONTs it `seconds` later (on a later tick: sampling goes on during the hang)."""
