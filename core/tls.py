@@ -17,6 +17,7 @@ import ssl
 from collections.abc import Mapping
 
 from core.configload import ConfigError
+from core.upstream_settings import UpstreamSettings
 
 TLS_MIN_VERSION = ssl.TLSVersion.TLSv1_2  # MSK and Kafka 3.x accept 1.2 and 1.3
 HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TCP and never finishes TLS is dropped
@@ -86,15 +87,15 @@ def read_secret_file(path: str, key: str) -> str:
     return secret
 
 
-def upstream_sasl_password(upstream: object, environ: Mapping[str, str]) -> str:
+def upstream_sasl_password(upstream: UpstreamSettings, environ: Mapping[str, str]) -> str:
     """The upstream SASL password: `sasl_password_file` if set, else $AZSIDECAR_UPSTREAM_SASL_PASSWORD.
 
     `upstream` is an UpstreamConfig. Returns "" when SASL is off or uses MSK IAM tokens. Raises ConfigError when
     SASL is on and neither source gives a password.
     """
-    if getattr(upstream, "sasl_mechanism", "") in ("", "OAUTHBEARER"):  # OAUTHBEARER: MSK IAM, no password
+    if upstream.sasl_mechanism in ("", "OAUTHBEARER"):  # OAUTHBEARER: MSK IAM, no password
         return ""
-    path = getattr(upstream, "sasl_password_file", "")
+    path = upstream.sasl_password_file
     if path:
         return read_secret_file(path, "upstream.sasl_password_file")
     password = environ.get(UPSTREAM_PASSWORD_ENV, "")

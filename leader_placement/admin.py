@@ -21,6 +21,7 @@ from kafka.structs import TopicPartition
 from core.errors import SidecarError
 from core.msk_iam import MskIamError, MskIamTokens
 from core.tls import client_context
+from core.upstream_settings import UpstreamSettings
 from leader_placement.apply import Reassignment
 from leader_placement.plan import PartitionKey, PartitionPlacement, Placement
 
@@ -44,7 +45,7 @@ class _MskIamTokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafk
         return self._tokens.token().value
 
 
-def kafka_python_security(upstream: Any, msk_tokens: MskIamTokens | None = None) -> dict[str, Any]:
+def kafka_python_security(upstream: UpstreamSettings, msk_tokens: MskIamTokens | None = None) -> dict[str, Any]:
     """KafkaAdminClient arguments for `upstream` (an UpstreamConfig with its password filled
     in, azsidecar.secrets.apply_secrets): TLS context, SASL mechanism and identity, or MSK IAM
     tokens. Raises ConfigError if the CA file cannot be read."""

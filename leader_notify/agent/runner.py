@@ -7,24 +7,50 @@ same wiring the command uses.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
 
+from core.audit import AuditSink
 from core.msk_iam import MskIamTokens
 from core.tls import client_context, upstream_sasl_password
+from core.upstream_settings import UpstreamSettings
 from leader_notify.agent._limits import ListenerLimits
 from leader_notify.agent._msk_iam import AiokafkaMskIamTokens
 from leader_notify.agent._wal_bridge import WalZoneReader, wal_checkpoint
 from leader_notify.agent.agent import Agent, AgentSettings
 from leader_notify.agent.appender import KafkaAppender
 from leader_notify.agent.checkpoints import Checkpoint
+from leader_notify.config import AgentConfig
 from leader_notify.metrics import AgentMetrics
+from wal_s3.config import WalConfig
 from wal_s3.gc import Checkpoints
 from wal_s3.reader import WalReader
+from wal_s3.s3 import S3Client
 from wal_s3.s3 import make_s3_client as wal_make_s3_client
 
 
-def aiokafka_security(upstream: Any, msk_tokens: MskIamTokens | None = None) -> dict[str, Any]:
+class AgentProcessConfig(Protocol):
+    """The sections of the one validated Config (azsidecar/config.py) an agent is built from."""
+
+    @property
+    def wal(self) -> WalConfig: ...
+
+    @property
+    def agent(self) -> AgentConfig: ...
+
+    @property
+    def upstream(self) -> UpstreamSettings: ...
+
+    @property
+    def router(self) -> _BrokerZones: ...
+
+
+class _BrokerZones(Protocol):
+    @property
+    def broker_zones(self) -> Mapping[str, str]: ...
+
+
+def aiokafka_security(upstream: UpstreamSettings, msk_tokens: MskIamTokens | None = None) -> dict[str, Any]:
     """AIOKafkaClient arguments for `upstream`'s TLS and SASL settings (the agent's own identity).
 
     The password is `upstream.sasl_password` (filled by the CLI) or the first line of
@@ -44,13 +70,13 @@ def aiokafka_security(upstream: Any, msk_tokens: MskIamTokens | None = None) -> 
     return out
 
 
-def make_s3_client(wal: Any) -> Any:
+def make_s3_client(wal: WalConfig) -> S3Client:
     """boto3 S3 client for the WAL config, built by wal_s3 (botocore retries off: wal_s3 retries)."""
     return wal_make_s3_client(wal)
 
 
 @contextlib.asynccontextmanager
-async def running_agent(config: Any, zone: str, keys: tuple[bytes, ...], *, audit: Any,
+async def running_agent(config: AgentProcessConfig, zone: str, keys: tuple[bytes, ...], *, audit: AuditSink,
                         host: str | None = None, port: int | None = None,
                         checkpoint: Checkpoint | None | bool = True,
                         metrics: AgentMetrics | None = None) -> AsyncIterator[tuple[Agent, int]]:
