@@ -170,6 +170,14 @@ async def make_backend(nursery, policy: str, log: list, hold: bool = False):
     return backend, writer
 
 
+def audited_backend(nursery, log: list, audit) -> RoutingBackend:
+    """Policy wal, topic t led in az2 (the WAL route) and topic local in az1, audited to `audit`."""
+    wal, circuits = wal_route(FakeWriter(log), FakeSender(), nursery)
+    config = RouterConfig(policy="wal", partition_zones={"t:*": "az2", "local:*": "az1"})
+    return RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit,
+                          circuits=circuits)
+
+
 def wal_backend(nursery, sender, log: list, writer=None, audit=None, metadata=None) -> RoutingBackend:
     """Every partition led in az2, policy wal, through `writer` (a FakeWriter by default)."""
     wal, circuits = wal_route(writer or FakeWriter(log), sender, nursery)
@@ -599,9 +607,7 @@ async def test_on_results_answers_a_wal_only_request_by_callback_before_its_audi
     log: list = []
     audit = MemoryAuditSink()
     async with trio.open_nursery() as nursery:
-        wal, circuits = wal_route(FakeWriter(log), FakeSender(), nursery)
-        config = RouterConfig(policy="wal", partition_zones={"t:*": "az2", "local:*": "az1"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit, circuits=circuits)
+        backend = audited_backend(nursery, log, audit)
         seen: list = []
         answered = trio.Event()
 
@@ -879,9 +885,7 @@ async def test_every_audit_record_names_the_client_principal_on_every_route(auto
     log: list = []
     audit = MemoryAuditSink()
     async with trio.open_nursery() as nursery:
-        wal, circuits = wal_route(FakeWriter(log), FakeSender(), nursery)
-        config = RouterConfig(policy="wal", partition_zones={"t:*": "az2", "local:*": "az1"})
-        backend = RoutingBackend("az1", config, WalConfig(), FakeDirect(log), FakeMetadata(), wal, nursery, audit, circuits=circuits)
+        backend = audited_backend(nursery, log, audit)
         alice = await backend.submit([item("t", 0, 100), item("local", 0, 100)], replace(CTX, principal="User:alice"))
         await alice()
         anonymous = await backend.submit([item("t", 1, 100)], CTX)  # no front door named one
