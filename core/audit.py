@@ -14,6 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+# The typed form of KINDS below (generated from it: core/audit_records_gen.py), re-exported:
+# components name the sink type from here.
+from core.audit_records import AuditSink as AuditSink
+
 SCHEMA_VERSION = 12
 
 # What each version added, so readers of older records know which fields will be null.
@@ -160,10 +164,3 @@ class MemoryAuditSink:
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [f for k, f in self.records if k == kind]
 
-
-# The typed form of KINDS (generated from it: core/audit_records_gen.py); imported last, as it
-# is made from this module's schema.
-from core.audit_records import AuditSink  # noqa: E402
-
-__all__ = ["COMMON_FIELDS", "FALLBACK_DIRECT_REASON", "KINDS", "SCHEMA_HISTORY", "SCHEMA_VERSION", "AuditSink",
-           "MemoryAuditSink", "NullAuditSink", "fields_of"]

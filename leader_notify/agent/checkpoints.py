@@ -11,6 +11,7 @@ tracked tasks and audits each as a `checkpoint_write` record.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -60,7 +61,7 @@ class CheckpointBatcher:
             self._timer.cancel()
             self._timer = None
         waiting, self._waiting = self._waiting, []
-        per_share = {share: sum(1 for _k, s in waiting if s == share) for _k, share in waiting}
+        per_share = collections.Counter(share for _key, share in waiting)  # the room each share's keys hold
         for share, keys in manifests(waiting).items():  # one, unless the zone has several agents
             task = asyncio.get_running_loop().create_task(self._write(keys, share, per_share[share]))
             self._tasks.add(task)
