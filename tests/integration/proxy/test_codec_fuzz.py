@@ -209,6 +209,52 @@ def test_frame_buffer_grows_with_the_bytes_received_not_with_the_announced_size(
     assert codec.next_frame() is NEED_DATA
 
 
+def _receive_whole(codec: ServerCodec, frame: bytes, first: int) -> list[int]:
+    """Feed `frame` as the proxy does (a first chunk of `first` bytes, then into frame_buffer());
+    return the length of each view offered."""
+    codec.receive_data(frame[:first])
+    got, offered = first, []
+    while got < len(frame):
+        view = codec.frame_buffer()
+        assert view is not None
+        offered.append(len(view))
+        n = min(len(view), len(frame) - got)
+        view[:n] = frame[got : got + n]
+        view.release()
+        codec.received_into(n)
+        got += n
+    return offered
+
+
+def test_a_stream_that_completed_a_frame_gets_the_next_as_large_at_once():
+    # LARGE[2] is 1,100,000 bytes of records: its first reception grows (256 KiB of room after
+    # a 1,000-byte chunk, then doubling); once completed, a frame no larger gets all its room in
+    # one buffer (no copies to grow); a larger one grows again from 256 KiB.
+    codec = ServerCodec(64 * 1024 * 1024)
+    frame = LARGE[2]
+    first = _receive_whole(codec, frame, 1000)
+    assert first[0] == 256 * 1024 and len(first) > 1
+    assert frame.endswith(codec.next_frame().body.tobytes())
+    again = _receive_whole(codec, frame, 1000)
+    assert again == [len(frame) - 1000]
+    assert codec.held_bytes == len(frame)
+    assert codec.next_frame() is not NEED_DATA
+    bigger = struct.pack(">i", len(frame) + 100_000 - 4) + frame[4:] + b"\x00" * 100_000
+    assert _receive_whole(codec, bigger, 1000)[0] == 256 * 1024
+    assert codec.next_frame() is not NEED_DATA
+
+
+def test_an_earned_whole_buffer_still_stays_within_the_callers_budget():
+    codec = ServerCodec(64 * 1024 * 1024)
+    frame = LARGE[1]
+    _receive_whole(codec, frame, 1000)
+    assert codec.next_frame() is not NEED_DATA
+    codec.receive_data(frame[:1000])
+    view = codec.frame_buffer(max_grow_bytes=5000)  # the budget has no room for the whole frame
+    assert view is not None and len(view) == 5000
+    view.release()
+
+
 def test_frame_buffer_growth_stays_within_the_callers_budget():
     codec = ServerCodec(64 * 1024 * 1024)
     codec.receive_data(LARGE[2][:100])
