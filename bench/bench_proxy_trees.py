@@ -13,11 +13,15 @@ turn, the order reversed every other round, each on a fresh topic whose six part
 led by node 1 (the local route). CPU from /proc/<pid>/stat of the proxy alone.
 
 Prints per tree the median over rounds of CPU per request (user and kernel apart) and per
-record, and each tree's ratio to the first.
+record, and each tree's ratio to the first. With `--rate 0` the producer is not paced but
+saturates the proxy (records as fast as librdkafka takes them, ~1 MB requests with
+`--linger-ms 50`): the figure is then CPU per MiB of record bytes (user and kernel apart),
+where per-byte work such as receiving large frames shows.
 
 Usage:
   .venv/bin/python bench/bench_proxy_trees.py --trees /tmp/before,. [--rate 1000] [--linger-ms 5]
       [--round-seconds 15] [--rounds 3] [--audit on|off]
+  saturated: .venv/bin/python bench/bench_proxy_trees.py --trees /tmp/before,. --rate 0 --linger-ms 50
 """
 
 from __future__ import annotations
@@ -62,6 +66,10 @@ class Round:
     def per_record_us(self) -> float:
         return (self.cpu.user_s + self.cpu.system_s) * 1e6 / self.records
 
+    def per_mib_ms(self) -> tuple[float, float]:
+        mib = self.records * RECORD_BYTES / (1024 * 1024)
+        return self.cpu.user_s * 1e3 / mib, self.cpu.system_s * 1e3 / mib
+
 
 @contextlib.contextmanager
 def proxy_from(tree: Path, bootstrap: str, log_dir: Path, audit: bool) -> Iterator[tuple[subprocess.Popen, int]]:
@@ -92,7 +100,7 @@ def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: 
     """Records at `rate` for `seconds` through the proxy on `port`; its CPU and the requests it got."""
     stats: list[dict] = []
     producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "enable.idempotence": True,
-                         "linger.ms": linger_ms, "statistics.interval.ms": STATS_INTERVAL_MS,
+                         "linger.ms": linger_ms, "batch.size": 1_000_000, "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": lambda s: stats.append(json.loads(s))})
 
     def requests_sent() -> int:
@@ -110,6 +118,13 @@ def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: 
     start = time.perf_counter()
     records = 0
     while (now := time.perf_counter()) - start < seconds:
+        if rate <= 0:  # saturated: as fast as the producer's queue takes them
+            try:
+                producer.produce(topic, value)
+                records += 1
+            except BufferError:
+                producer.poll(0.001)
+            continue
         due = start + records / rate
         if due > now:
             producer.poll(max(due - now, 0.001))  # poll counts whole milliseconds
@@ -126,7 +141,7 @@ def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trees", required=True, help="comma-separated checkouts; the first is the baseline")
-    parser.add_argument("--rate", type=float, default=1000.0, help="records/s of 1 KiB")
+    parser.add_argument("--rate", type=float, default=1000.0, help="records/s of 1 KiB (0: saturated, unpaced)")
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--round-seconds", type=float, default=15.0)
     parser.add_argument("--rounds", type=int, default=3)
@@ -150,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                 r = run_round(tree, proc.pid, port, topic, args.rate, args.round_seconds, args.linger_ms)
                 rounds.append(r)
                 user, kernel = r.per_request_us()
-                print(f"round {n + 1} {tree}: {r.requests} requests, {r.records / r.requests:.1f} records each, "
-                      f"proxy {user:.0f} + {kernel:.0f} µs CPU per request, {r.per_record_us():.0f} µs per record",
+                mib_user, mib_kernel = r.per_mib_ms()
+                print(f"round {n + 1} {tree}: {r.records} records, {r.requests} requests, "
+                      f"{r.records / r.requests:.1f} records each, proxy {user:.0f} + {kernel:.0f} µs CPU per request, "
+                      f"{r.per_record_us():.0f} µs per record, {mib_user:.2f} + {mib_kernel:.2f} ms per MiB",
                       flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     baseline = None
@@ -161,9 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         user = statistics.median(r.per_request_us()[0] for r in mine)
         kernel = statistics.median(r.per_request_us()[1] for r in mine)
         per_record = statistics.median(r.per_record_us() for r in mine)
-        baseline = baseline or per_request
+        mib_user = statistics.median(r.per_mib_ms()[0] for r in mine)
+        mib_kernel = statistics.median(r.per_mib_ms()[1] for r in mine)
+        per_mib = statistics.median(sum(r.per_mib_ms()) for r in mine)
+        figure = per_mib if args.rate <= 0 else per_request
+        baseline = baseline or figure
         print(f"{tree}: median {per_request:.0f} µs CPU per request ({user:.0f} user + {kernel:.0f} kernel), "
-              f"{per_record:.0f} µs per record; {per_request / baseline:.3f}x the first tree")
+              f"{per_record:.0f} µs per record, {mib_user:.2f} user + {mib_kernel:.2f} kernel ms per MiB; "
+              f"{figure / baseline:.3f}x the first tree ({'per MiB' if args.rate <= 0 else 'per request'})")
     return 0
 
 
