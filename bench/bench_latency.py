@@ -12,7 +12,8 @@ partition is led in use1-az2, so each batch crosses zones:
   wal-standard  router.policy wal, wal.storage_class standard (linger 250 ms by default)
   wal-express   router.policy wal, wal.storage_class express (linger 20 ms by default)
 A setup may name its own linger after an @ (`wal-express@5`), so one run can put the default
-and a shorter linger side by side, and may end in `+arrival` or `+made`
+and a shorter linger side by side, may end in `+ackwal` (acknowledged once the WAL object is
+in S3, `router.ack_modes`, instead of after the leader's append), and in `+arrival` or `+made`
 (wal.linger_counts_producer_wait false / true; by default true for express, false for
 standard): with `+made` the linger counts from when a batch's oldest record was made, with
 `+arrival` from the batch's arrival at the proxy. Each WAL setup also reports the objects per second
@@ -165,18 +166,24 @@ def kafka_python_throughput(bootstrap: str, topic: str, records: int, record_byt
 
 
 LINGER_FROM = {"arrival": False, "made": True}  # setup suffix -> wal.linger_counts_producer_wait
+ACK_AFTER_WAL = "ackwal"  # setup suffix: router.ack_modes answers once the WAL object is in S3
 
 
-def parse_setup(text: str) -> tuple[str, int | None, bool | None]:
-    """"wal-express@5" -> ("wal-express", 5, None); "wal-standard+made" -> ("wal-standard", None,
-    True); "direct" -> ("direct", None, None). The third: wal.linger_counts_producer_wait, None
-    for the class's default. ValueError if unknown."""
-    base, plus, modifier = text.partition("+")
+def parse_setup(text: str) -> tuple[str, int | None, bool | None, bool]:
+    """"wal-express@5" -> ("wal-express", 5, None, False); "wal-standard+made" -> ("wal-standard",
+    None, True, False); "wal-express+ackwal" -> ("wal-express", None, None, True); "direct" ->
+    ("direct", None, None, False). The third: wal.linger_counts_producer_wait, None for the
+    class's default; the fourth: acknowledged after the WAL PUT (router.ack_modes "wal")
+    instead of after the leader's append. ValueError if unknown."""
+    base, *modifiers = text.split("+")
     name, _, linger = base.partition("@")
+    known = {*LINGER_FROM, ACK_AFTER_WAL}
     if (name not in SETUPS or (linger and (not linger.isdigit() or name == "direct"))
-            or (plus and (modifier not in LINGER_FROM or name == "direct"))):
+            or (modifiers and name == "direct") or any(m not in known for m in modifiers)
+            or len(set(modifiers) & set(LINGER_FROM)) > 1 or len(modifiers) != len(set(modifiers))):
         raise ValueError(text)
-    return name, int(linger) if linger else None, LINGER_FROM[modifier] if plus else None
+    counts_wait = next((LINGER_FROM[m] for m in modifiers if m in LINGER_FROM), None)
+    return name, int(linger) if linger else None, counts_wait, ACK_AFTER_WAL in modifiers
 
 
 def objects_per_s(records: list[dict], zone: str, start_ms: int, end_ms: int) -> float:
@@ -187,7 +194,7 @@ def objects_per_s(records: list[dict], zone: str, start_ms: int, end_ms: int) ->
 
 
 def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) -> dict:
-    kind, linger_override, counts_wait = parse_setup(setup)
+    kind, linger_override, counts_wait, ack_after_wal = parse_setup(setup)
     with s3_store(env, kind, work) as (storage_class, endpoint, bucket):
         linger_ms = linger_override if linger_override is not None else args.linger_ms.get(
             storage_class, DEFAULT_LINGER_MS[storage_class])
@@ -196,7 +203,8 @@ def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) ->
             policy="direct" if kind == "direct" else "wal",
             linger_ms=linger_ms, partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
             extra={"wal": {"storage_class": storage_class, "endpoint_url": endpoint,
-                           **({} if counts_wait is None else {"linger_counts_producer_wait": counts_wait})}})
+                           **({} if counts_wait is None else {"linger_counts_producer_wait": counts_wait})},
+                   **({"router": {"ack_modes": {f"{TOPIC_PREFIX}*": "wal"}}} if ack_after_wal else {})})
         start = sidecar_starter(env, settings)
         with contextlib.ExitStack() as stack:
             for zone in env.zones:
@@ -260,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             parse_setup(s)
     except ValueError as exc:
         parser.error(f"--setups: {exc} is not one of {','.join(SETUPS)} "
-                     "(a WAL setup may add @LINGER_MS and end in +arrival or +made)")
+                     "(a WAL setup may add @LINGER_MS and end in +arrival or +made and +ackwal)")
     if not setups:
         parser.error(f"--setups: a comma-separated subset of {','.join(SETUPS)}")
     results = []

@@ -8,16 +8,19 @@ from bench.bench_latency import objects_per_s, parse_setup
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("direct", ("direct", None, None)),
-    ("wal-express@5", ("wal-express", 5, None)),
-    ("wal-standard+made", ("wal-standard", None, True)),
-    ("wal-express@5+arrival", ("wal-express", 5, False)),
+    ("direct", ("direct", None, None, False)),
+    ("wal-express@5", ("wal-express", 5, None, False)),
+    ("wal-standard+made", ("wal-standard", None, True, False)),
+    ("wal-express@5+arrival", ("wal-express", 5, False, False)),
+    ("wal-express+ackwal", ("wal-express", None, None, True)),
+    ("wal-standard+made+ackwal", ("wal-standard", None, True, True)),
 ])
 def test_setup_names(text, expected):
     assert parse_setup(text) == expected
 
 
-@pytest.mark.parametrize("text", ["direct@5", "direct+arrival", "wal-express+record", "wal-standard@x", "wal"])
+@pytest.mark.parametrize("text", ["direct@5", "direct+arrival", "wal-express+record", "wal-standard@x", "wal",
+                                  "direct+ackwal", "wal-express+made+arrival", "wal-express+ackwal+ackwal"])
 def test_unknown_setups_are_refused(text):
     with pytest.raises(ValueError):
         parse_setup(text)
