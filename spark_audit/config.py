@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from core.configload import require
 from core.framing import DEFAULT_PATH_MTU, Framing
 
-
 PRODUCE_DETAILS = ("summary", "batch")
 
 
