@@ -50,7 +50,7 @@ def spread_leaders(cluster: MockCluster, topic: str, partitions: int) -> dict[in
 def proxy_on(cluster: MockCluster, log_dir: Path, bootstrap: str | None = None,
              settings: Mapping[str, Mapping] | None = None, port: int = 0) -> Iterator[ProxyProcess]:
     """An `azsidecar proxy` process in zone use1-az1 in front of the cluster (on `port`, 0: a free one)."""
-    config = {"audit": {"output": str(log_dir / "audit")}}
+    config = {"audit": {"output": str(log_dir / "audit"), "produce_detail": "batch"}}  # tests read single batches
     for section, values in (settings or {}).items():
         config[section] = {**config.get(section, {}), **values}
     path = log_dir / "proxy.toml"
@@ -157,7 +157,7 @@ def wal_sidecars(cluster: MockCluster, moto, bucket: str, log_dir: Path, policy:
                 "wal": {"bucket": bucket, "region": "us-east-1", "endpoint_url": moto.endpoint_url, "linger_ms": 20},
                 "notify": {"agents": agents},
                 "agent": {"listen_host": host, "listen_port": int(port)},
-                "audit": {"output": str(audit_dir)}}
+                "audit": {"output": str(audit_dir), "produce_detail": "batch"}}  # tests read single batches
         for section, values in (settings or {}).items():
             base[section] = {**base.get(section, {}), **values}
         return base
