@@ -48,9 +48,15 @@ def spread_leaders(cluster: MockCluster, topic: str, partitions: int) -> dict[in
 
 @contextlib.contextmanager
 def proxy_on(cluster: MockCluster, log_dir: Path, bootstrap: str | None = None,
-             settings: Mapping[str, Mapping] | None = None, port: int = 0) -> Iterator[ProxyProcess]:
-    """An `azsidecar proxy` process in zone use1-az1 in front of the cluster (on `port`, 0: a free one)."""
-    config = {"audit": {"output": str(log_dir / "audit"), "produce_detail": "batch"}}  # tests read single batches
+             settings: Mapping[str, Mapping] | None = None, port: int = 0,
+             produce_detail: str | None = "batch") -> Iterator[ProxyProcess]:
+    """An `azsidecar proxy` process in zone use1-az1 in front of the cluster (on `port`, 0: a free one).
+    `produce_detail`: audit.produce_detail ("batch" by default: the tests follow single
+    batches; None leaves the product's default)."""
+    audit = {"output": str(log_dir / "audit")}
+    if produce_detail is not None:
+        audit["produce_detail"] = produce_detail
+    config: dict[str, dict] = {"audit": audit}
     for section, values in (settings or {}).items():
         config[section] = {**config.get(section, {}), **values}
     path = log_dir / "proxy.toml"
