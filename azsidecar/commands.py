@@ -287,7 +287,7 @@ def _plan(sub: Subparsers) -> None:
 
 def _plan_leaders(forms: Subparsers) -> None:
     p = forms.add_parser("leaders", help="move partition leaders to the zone their produce bytes come from",
-                         description="Read a window's produce_batch audit records (bytes per partition and producer "
+                         description="Read a window's produce audit records (produce_batch or produce_summary: bytes per partition and producer "
                                      "zone) and the cluster's placement (Admin API); print which leaders to move to "
                                      "another in-sync replica and what that saves; write the reassignment file "
                                      "kafka-reassign-partitions reads and the plan file --apply --plan carries out "

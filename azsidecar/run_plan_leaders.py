@@ -193,7 +193,7 @@ def _read_inputs(args: argparse.Namespace) -> _Inputs:
         raise ConfigError(f"{root}: {exc}") from exc
     topics = [t for t in audited.topics if not args.topic or t in args.topic]
     if not topics:
-        raise ConfigError(f"{root}: no successful produce_batch records"
+        raise ConfigError(f"{root}: no successful produce_batch or produce_summary records"
                           + (f" of topic(s) {', '.join(args.topic)}" if args.topic else ""))
     try:
         constraints = Constraints(skew=args.skew, min_saving_bytes=args.min_saving_bytes,

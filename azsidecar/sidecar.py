@@ -30,6 +30,7 @@ from proxy.bypass import SameZoneBypass
 from proxy.server import ProxyServer
 from proxy.startup import run_proxy
 from router.backend import RoutingBackend
+from router.summary_sink import SummarizingAuditSink
 from router.wal_path import ObjectAnnouncer, WalPath
 from router.zone_circuits import ZoneCircuits
 from wal_s3.s3 import S3Error, make_s3_client
@@ -74,6 +75,13 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *,
     """
     audit = audit or NullAuditSink()
     async with trio.open_nursery() as nursery, contextlib.AsyncExitStack() as stack:
+        # The router's per-batch accounting, summed per interval and key before the writer
+        # (audit.produce_detail "summary"); every other record passes straight through.
+        router_audit: AuditSink = audit
+        if config.audit.produce_detail == "summary":
+            summaries = SummarizingAuditSink(audit, config.audit.interval_s)
+            nursery.start_soon(summaries.run)
+            router_audit = summaries
         # The destinations' WAL-path circuits, fed by the router's outcomes, the monitor's
         # probes and, at once, by the writer's and the sender's gray-failure hooks.
         agents = AgentMap(config.notify.agents, config.notify.agent_ownership)
@@ -124,7 +132,7 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *,
             direct = DirectBackend(cluster, metadata, config.upstream.request_timeout_s)
             circuits.follow(metadata)  # a zone whose brokers left metadata is partitioned, not an agent fault
             backend = RoutingBackend(config.zone or "", config.router, config.wal, direct, metadata, wal_path,
-                                     nursery, audit, config.proxy.proxy_id, direct_by_zone, circuits=circuits)
+                                     nursery, router_audit, config.proxy.proxy_id, direct_by_zone, circuits=circuits)
             built.append((backend, metadata))
             if on_backend is not None:
                 on_backend(backend)

@@ -10,6 +10,12 @@ A warm-up run on the smallest input comes first (JIT and class loading are not d
 Besides wall time the JVM's CPU seconds are printed (from /proc, Linux): on a shared
 machine wall time depends on the neighbours, CPU time much less.
 Growth = time at the larger size / time at the smaller; 10x data -> 10.0 is linear.
+
+`--form summary`: each size is a number of produce batches, written as the proxies write them
+by default (produce_summary per interval and key, audit v13; gen_audit_records.py --form
+summary). The savings job over the audit of 100 M produced batches (goal: within 60 s):
+
+    python bench/bench_audit.py --form summary --sizes 10000000 100000000 --jobs savings
 """
 
 from __future__ import annotations
@@ -46,14 +52,16 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "azsidecar-audit-bench")
     parser.add_argument("--jobs", nargs="+", default=list(JOBS), choices=JOBS)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--form", choices=("batch", "summary"), default="batch",
+                        help="summary: sizes are produce batches, audited as per-interval summaries")
     args = parser.parse_args()
 
     inputs = {}
     for n in args.sizes:
-        path = args.data / str(n)
+        path = args.data / (str(n) if args.form == "batch" else f"{n}-batches-summary")
         if not path.exists():
             t0 = time.monotonic()
-            written = generate(n, path)
+            written = generate(n, path, form=args.form, batches=n)
             print(f"generated {written:,} records in {path} ({time.monotonic() - t0:.1f} s)", flush=True)
         inputs[n] = path
 
@@ -76,7 +84,8 @@ def main() -> None:
         for n, path in inputs.items():
             for job in args.jobs:
                 times[(job, n)], cpu[(job, n)] = timed(job, path)
-                print(f"{job:8s} {n:>12,} records  {times[(job, n)]:7.1f} s wall  {cpu[(job, n)]:7.1f} s JVM CPU",
+                unit = "records" if args.form == "batch" else "batches"
+                print(f"{job:8s} {n:>12,} {unit}  {times[(job, n)]:7.1f} s wall  {cpu[(job, n)]:7.1f} s JVM CPU",
                       flush=True)
     finally:
         spark.stop()

@@ -122,7 +122,7 @@ def worst_latency(summaries: Iterable[Mapping[str, Any]]) -> tuple[float | None,
 
 def renamed(records: Iterable[dict[str, Any]], names: Mapping[str, str]) -> Iterator[dict[str, Any]]:
     """The records with their `topic` replaced by names[topic] (other topics dropped from
-    produce_batch records; records without a topic kept as they are)."""
+    produce_batch and produce_summary records; records without a topic kept as they are)."""
     for r in records:
         topic = r.get("topic")
         if topic is None:

@@ -141,7 +141,9 @@ def sidecar(work: Path, name: str, policy: str, broker: str, s3_endpoint: str, l
         "wal": {"bucket": "wal", "region": "us-east-1", "endpoint_url": s3_endpoint, "linger_ms": linger_ms, "s3_transport": s3_transport},
         "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}},
         "agent": {"listen_port": agent_port},
-        "audit": {"enabled": True, "output": str(work / f"{name}-audit"), "roll_seconds": 3600},
+        # one record per batch: the decomposition reads each batch's stages
+        "audit": {"enabled": True, "output": str(work / f"{name}-audit"), "roll_seconds": 3600,
+                  "produce_detail": "batch"},
     }
     path = work / f"{name}.toml"
     path.write_text(to_toml(config))

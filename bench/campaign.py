@@ -214,7 +214,7 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
         records = max(cycles, 1) * 10_000  # 1000-byte records, unpaced: 10 MB per "cycle"
         workload = Workload(total_bytes=records * 1000, record_bytes=1000, topics=TOPICS, timeout_s=1800)
         with fault_proxy(env, seed=rng.randrange(1 << 30), **S3_FAULTS) as (endpoint, stats):
-            settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
+            settings = SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
                                        partition_zones=router_overrides(env, workload)["partition_zones"],
                                        extra={**extra_settings, "wal": {"endpoint_url": endpoint, **WAL_LIMITS}})
             result = run_campaign(env, workload, settings, name=label, log=log)
@@ -227,7 +227,7 @@ def run_scenario(env, scenario: str, cycles: int, rate: int, rng: random.Random,
         workload = Workload(total_bytes=3 * per_producer * RECORD_BYTES, record_bytes=RECORD_BYTES, topics=TOPICS,
                             timeout_s=per_producer / rate + 600)
         with notify_fault_proxy(env, seed=rng.randrange(1 << 30), **NOTIFY_FAULTS) as (agents, via, stats):
-            settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
+            settings = SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp / f"audit-{label}", policy="wal",
                                        partition_zones=router_overrides(env, workload)["partition_zones"],
                                        notify_via=via,
                                        extra={**extra_settings, "notify": {"timeout_s": NOTIFY_TIMEOUT_S}})

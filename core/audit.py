@@ -18,7 +18,7 @@ from typing import Any
 # components name the sink type from here.
 from core.audit_records import AuditSink as AuditSink
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -45,7 +45,24 @@ SCHEMA_HISTORY: dict[int, str] = {
         "User:<certificate name>, User:ANONYMOUS); \"\" before v11",
     12: "kind leader_move (one per partition whose leader `azsidecar plan leaders --apply` moved and verified: "
         "topic, partition, from/to broker and zone, plan_id)",
+    13: "kinds produce_summary and metadata_summary: the proxy's produce batches and leader-zone lookups "
+        "aggregated per audit.interval_s and key (exact sums, a fixed-bucket latency histogram); "
+        "produce_batch and metadata_lookup only with audit.produce_detail = \"batch\"",
 }
+
+# Kinds that describe produce batches and leader-zone lookups: one record per event (v1..)
+# or one per interval and key (v13). Readers take both; `batches` / `lookups` weigh a summary.
+PRODUCE_KINDS = ("produce_batch", "produce_summary")
+LOOKUP_KINDS = ("metadata_lookup", "metadata_summary")
+
+# produce_summary.latency_hist: fixed buckets of produce latency_ms. Bucket i counts the
+# batches with LATENCY_BUCKETS_MS[i-1] < latency_ms <= LATENCY_BUCKETS_MS[i] (bucket 0 from 0,
+# the last bucket everything above the previous bound: its bound is infinite). Steps of at
+# most ~1.5x from 0.25 ms to 60 s: a percentile read from them is within one step of the exact one.
+LATENCY_BUCKETS_MS: tuple[float, ...] = (
+    0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150,
+    200, 250, 300, 400, 500, 600, 800, 1000, 1500, 2000, 3000, 5000, 10000, 20000, 60000, float("inf"),
+)
 
 # produce_batch.reason of a batch the router sent across zones because the WAL path to its
 # leader's zone (or agent) was unhealthy (router.fallback = "direct"): the audit's zone
@@ -126,6 +143,26 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     # One per router leader-zone lookup. cache: hit | miss.
     "metadata_lookup": (
         ("topic", "string"), ("partition", "long"), ("leader_zone", "string"), ("cache", "string"),
+    ),
+    # The produce_batch records of one interval aggregated per key (proxy_id .. shadow_reason,
+    # principal): batches, and the sums of bytes, records, wire_bytes and of each stage time
+    # (<stage>_sum; values -1, "not applicable", add nothing). latency_hist: the batches per
+    # LATENCY_BUCKETS_MS bucket, "index:count" pairs comma separated, empty buckets left out.
+    # ts_ms = when the interval ended; first_ts_ms/last_ts_ms = the first and last batch's end.
+    "produce_summary": (
+        ("proxy_id", "string"), ("leader_zone", "string"), ("topic", "string"),
+        ("partition", "long"), ("route", "string"), ("reason", "string"),
+        ("error_code", "long"), ("principal", "string"), ("shadow_route", "string"), ("shadow_reason", "string"),
+        ("batches", "long"), ("bytes", "long"), ("records", "long"), ("wire_bytes", "long"),
+        ("latency_ms_sum", "double"), ("queue_ms_sum", "double"), ("s3_put_ms_sum", "double"),
+        ("notify_rtt_ms_sum", "double"), ("leader_append_ms_sum", "double"), ("linger_wait_ms_sum", "double"),
+        ("producer_wait_ms_sum", "double"), ("latency_max_ms", "double"), ("latency_hist", "string"),
+        ("first_ts_ms", "long"), ("last_ts_ms", "long"), ("interval_ms", "long"),
+    ),
+    # The metadata_lookup records of one interval per (topic, partition, leader_zone, cache).
+    "metadata_summary": (
+        ("topic", "string"), ("partition", "long"), ("leader_zone", "string"), ("cache", "string"),
+        ("lookups", "long"), ("interval_ms", "long"),
     ),
     # Records the writer had to drop (counted, never silent). reason: queue_full (the
     # bounded queue was full) | invalid (unknown field or a value of the wrong type) |

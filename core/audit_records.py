@@ -146,6 +146,48 @@ class MetadataLookupRecord(TypedDict, total=False):
     cache: str
 
 
+class ProduceSummaryRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    proxy_id: str
+    leader_zone: str
+    topic: str
+    partition: int
+    route: str
+    reason: str
+    error_code: int
+    principal: str
+    shadow_route: str
+    shadow_reason: str
+    batches: int
+    bytes: int
+    records: int
+    wire_bytes: int
+    latency_ms_sum: float
+    queue_ms_sum: float
+    s3_put_ms_sum: float
+    notify_rtt_ms_sum: float
+    leader_append_ms_sum: float
+    linger_wait_ms_sum: float
+    producer_wait_ms_sum: float
+    latency_max_ms: float
+    latency_hist: str
+    first_ts_ms: int
+    last_ts_ms: int
+    interval_ms: int
+
+
+class MetadataSummaryRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    topic: str
+    partition: int
+    leader_zone: str
+    cache: str
+    lookups: int
+    interval_ms: int
+
+
 class AuditDropRecord(TypedDict, total=False):
     ts_ms: int
     zone: str
@@ -188,6 +230,12 @@ class AuditSink(Protocol):
 
     @overload
     def emit(self, kind: Literal["metadata_lookup"], fields: MetadataLookupRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["produce_summary"], fields: ProduceSummaryRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["metadata_summary"], fields: MetadataSummaryRecord) -> None: ...
 
     @overload
     def emit(self, kind: Literal["audit_drop"], fields: AuditDropRecord) -> None: ...

@@ -1,7 +1,8 @@
 """The planner's input from audit records: produce bytes per partition and producer zone.
 
 Strategy. One pass over the records of a window (`produce_bytes_by_zone`, pure, over dicts
-as core/audit.py defines them) sums the `bytes` of every successful `produce_batch` by
+as core/audit.py defines them) sums the `bytes` of every successful `produce_batch` (or
+`produce_summary`, the same traffic summed per interval) by
 (topic, partition) and the proxy's `zone` (where the producer runs), keeps the window
 (first to last produce_batch `ts_ms`) and what the WAL route cost: its S3 requests
 (wal_flush PUTs, agent_read GETs, one PUT per checkpoint_write), S3 Express byte charges
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.audit import PRODUCE_KINDS
 from core.prices import GIB, Prices
 from leader_placement.plan import GB, LeaderPrices, PartitionKey
 
@@ -61,7 +63,7 @@ def produce_bytes_by_zone(records: Iterable[Mapping[str, Any]]) -> AuditedTraffi
     out = AuditedTraffic()
     for r in records:
         kind = r.get("kind")
-        if kind == "produce_batch":
+        if kind in PRODUCE_KINDS:
             topic, partition, size = r.get("topic") or "", r.get("partition"), int(r.get("bytes") or 0)
             if r.get("error_code", 0) != 0 or not topic or partition is None or int(partition) < 0:
                 continue
@@ -75,8 +77,10 @@ def produce_bytes_by_zone(records: Iterable[Mapping[str, Any]]) -> AuditedTraffi
             elif route == "direct_cross":
                 out.direct_cross_bytes += size
             ts = int(r.get("ts_ms") or 0)
-            out.first_ms = ts if out.first_ms is None else min(out.first_ms, ts)
-            out.last_ms = ts if out.last_ms is None else max(out.last_ms, ts)
+            # a produce_summary spans its interval: its first and last batch's end
+            start, end = int(r.get("first_ts_ms") or ts), int(r.get("last_ts_ms") or ts)
+            out.first_ms = start if out.first_ms is None else min(out.first_ms, start)
+            out.last_ms = end if out.last_ms is None else max(out.last_ms, end)
         elif kind == "wal_flush":
             out.put_requests += int(r.get("put_requests") or 0)
             out.put_body_bytes += int(r.get("bytes") or 0)

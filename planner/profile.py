@@ -8,24 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from core.prices import Prices
+from planner.audit_batches import field_number, record_ts_ms, successful_batches
 from planner.plan import DEFAULT_BATCH_BYTES, PRODUCE_OVERHEAD_BYTES, ClassPrices, Flow, PlanError, cross_byte_usd
-
-
-def field_number(record: Mapping[str, object], key: str) -> float:
-    """A numeric field of an audit record; 0 when absent or null (older schema versions)."""
-    value = record.get(key) or 0
-    if not isinstance(value, (int, float, str)):
-        raise TypeError(f"audit record field {key!r}: a number, got {value!r}")
-    return float(value)
-
-
-def record_ts_ms(record: Mapping[str, object]) -> int:
-    """An audit record's timestamp (ms since the epoch); every record has one."""
-    value = record["ts_ms"]
-    if not isinstance(value, (int, float, str)):
-        raise TypeError(f"audit record field 'ts_ms': a number, got {value!r}")
-    return int(value)
-
 
 
 def flow_from_row(row: Mapping[str, str], default_batch_bytes: int = DEFAULT_BATCH_BYTES,
@@ -73,28 +57,26 @@ REQUEST_GAP_S = 0.005
 
 
 def flows_from_produce_batches(records: Iterable[Mapping[str, object]]) -> tuple[list[Flow], float]:
-    """A profile from audit `produce_batch` records (core/audit.py): per proxy (host) and leader
-    zone, bytes, batches and arrivals (batches received within REQUEST_GAP_S of each other, a
-    produce request: `requests_per_s`) over the window from the first to the last record.
-    Returns the flows and the window in seconds. Raises PlanError when there is nothing to measure."""
+    """A profile from audit `produce_batch` or `produce_summary` records (core/audit.py;
+    summaries as planner.audit_batches spreads them): per proxy (host) and leader zone, bytes,
+    batches and arrivals (batches received within REQUEST_GAP_S of each other, a produce
+    request: `requests_per_s`; from summaries, at interval resolution, evenly paced batches)
+    over the window from the first to the last batch. Returns the flows and the window in
+    seconds. Raises PlanError when there is nothing to measure."""
     sums: dict[tuple[str, str, str], list[float]] = {}
     received: dict[tuple[str, str], list[tuple[float, str]]] = {}
     first = last = None
-    for r in records:
-        if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
-            continue
-        ts = record_ts_ms(r)
+    for batch in successful_batches(records):
+        ts = batch.ended_ms
         first = ts if first is None else min(first, ts)
         last = ts if last is None else max(last, ts)
-        leader = str(r.get("leader_zone") or r.get("zone"))
-        host = (str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")))
-        acc = sums.setdefault((*host, leader), [0.0, 0.0, 0.0])
-        acc[0] += field_number(r, "bytes")
+        host = (batch.proxy_id, batch.zone)
+        acc = sums.setdefault((*host, batch.leader_zone), [0.0, 0.0, 0.0])
+        acc[0] += batch.nbytes
         acc[1] += 1
-        latency = max(field_number(r, "latency_ms"), 0.0)
-        received.setdefault(host, []).append(((ts - latency) / 1000.0, leader))
+        received.setdefault(host, []).append((batch.received_s, batch.leader_zone))
     if first is None or last is None:
-        raise PlanError("no successful produce_batch records in the audit input")
+        raise PlanError("no successful produce_batch or produce_summary records in the audit input")
     for (proxy, zone), times in received.items():
         times.sort()
         request: set[str] = set()
@@ -131,20 +113,25 @@ class Audited:
 
 
 def audited_totals(records: Iterable[Mapping[str, object]]) -> Audited:
-    """Totals of one run's audit records (any order). Raises PlanError without produce_batch records."""
+    """Totals of one run's audit records (any order; produce batches one per record or summed
+    per interval). Raises PlanError without produce_batch or produce_summary records."""
     direct_eq = crossed = puts = gets = 0.0
     objects = 0
     first = last = None
     for r in records:
         kind = r.get("kind")
-        if kind == "produce_batch":
+        if kind in ("produce_batch", "produce_summary"):
             if r.get("error_code", 0) not in (0, None):
                 continue
+            summary = kind == "produce_summary"
+            batches = field_number(r, "batches") if summary else 1.0
             ts = record_ts_ms(r)
-            first = ts if first is None else min(first, ts)
-            last = ts if last is None else max(last, ts)
+            start = int(field_number(r, "first_ts_ms")) or ts if summary else ts  # a summary spans its interval
+            end = int(field_number(r, "last_ts_ms")) or ts if summary else ts
+            first = start if first is None else min(first, start)
+            last = end if last is None else max(last, end)
             if r.get("route") != "local":
-                direct_eq += field_number(r, "bytes") + PRODUCE_OVERHEAD_BYTES
+                direct_eq += field_number(r, "bytes") + batches * PRODUCE_OVERHEAD_BYTES
             if r.get("route") == "direct_cross":
                 crossed += field_number(r, "wire_bytes")
         elif kind == "notification":
@@ -157,5 +144,5 @@ def audited_totals(records: Iterable[Mapping[str, object]]) -> Audited:
         elif kind == "agent_read":
             gets += field_number(r, "gets")
     if first is None or last is None:
-        raise PlanError("no successful produce_batch records in the audit input")
+        raise PlanError("no successful produce_batch or produce_summary records in the audit input")
     return Audited(max((last - first) / 1000.0, 0.001), direct_eq, crossed, objects, puts, gets)

@@ -1,20 +1,24 @@
-"""A run replayed: the partition batches the proxies received (audit produce_batch), sealed
-into objects by the writer's rules, priced per mode - the planner's check against what the
-audit measured (pure)."""
+"""A run replayed: the partition batches the proxies received (audit produce_batch, or
+produce_summary spread over its interval: planner.audit_batches), sealed into objects by the
+writer's rules, priced per mode - the planner's check against what the audit measured (pure).
+
+From summaries the arrivals are a timeline at interval resolution: a key's batches of one
+interval come evenly paced from its first to its last batch, so a replay sees the objects of
+that pace (the same bytes and batch counts; how they bunched within the interval is lost)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from planner.audit_batches import field_number, record_ts_ms, successful_batches
 from planner.plan import NOTIFY_BYTES_PER_ENTRY, PRODUCE_OVERHEAD_BYTES, PlanError, Usage, WalSettings
-from planner.profile import field_number, record_ts_ms
 from wal_s3.flush_policy import linger_due
 
 
 @dataclass(frozen=True)
 class Arrival:
-    """One partition batch as a proxy received it (audit produce_batch: ts_ms - latency_ms)."""
+    """One partition batch as a proxy received it (its end less its latency)."""
 
     t_s: float
     host: str
@@ -25,17 +29,9 @@ class Arrival:
 
 
 def arrivals_from_produce_batches(records: Iterable[Mapping[str, object]]) -> list[Arrival]:
-    """Successful produce_batch records as arrivals, in time order."""
-    out = []
-    for r in records:
-        if r.get("kind") != "produce_batch" or r.get("error_code", 0) not in (0, None):
-            continue
-        latency = field_number(r, "latency_ms")
-        waited_ms = field_number(r, "producer_wait_ms")  # absent before schema v8
-        out.append(Arrival((record_ts_ms(r) - max(latency, 0.0)) / 1000.0,
-                           str(r.get("proxy_id") or r.get("zone")), str(r.get("zone")),
-                           str(r.get("leader_zone") or r.get("zone")), int(field_number(r, "bytes")),
-                           max(waited_ms, 0.0) / 1000.0))
+    """Successful produce batches (produce_batch or produce_summary records) as arrivals, in time order."""
+    out = [Arrival(b.received_s, b.proxy_id, b.zone, b.leader_zone, b.nbytes, b.producer_wait_ms / 1000.0)
+           for b in successful_batches(records)]
     out.sort(key=lambda a: a.t_s)
     return out
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from planner.profile import field_number
+from core.audit import PRODUCE_KINDS
+from planner.audit_batches import field_number
 
 
 @dataclass(frozen=True)
@@ -19,16 +20,16 @@ class ShadowSplit:
 
 
 def _is_shadow_direct(r: Mapping[str, object]) -> bool:
-    return r.get("kind") == "produce_batch" and r.get("shadow_route") == "direct_cross"
+    return r.get("kind") in PRODUCE_KINDS and r.get("shadow_route") == "direct_cross"
 
 
 def shadow_split(records: Iterable[Mapping[str, object]]) -> ShadowSplit | None:
-    """None unless the records come from shadow mode (a produce_batch with a shadow_route,
+    """None unless the records come from shadow mode (a produce_batch or produce_summary with a shadow_route,
     audit v9); else the successful cross-zone bytes by the route the policy would have taken."""
     wal = direct = 0.0
     seen = False
     for r in records:
-        if r.get("kind") != "produce_batch" or not r.get("shadow_route"):
+        if r.get("kind") not in PRODUCE_KINDS or not r.get("shadow_route"):
             continue
         seen = True
         if r.get("error_code", 0) not in (0, None):
@@ -41,7 +42,7 @@ def shadow_split(records: Iterable[Mapping[str, object]]) -> ShadowSplit | None:
 
 
 def without_shadow_direct(records: Iterable[Mapping[str, object]]) -> Iterable[Mapping[str, object]]:
-    """The records less the produce_batch records of a shadow run that the policy would have
+    """The records less the produce_batch / produce_summary records of a shadow run that the policy would have
     sent direct too (topics not piloted, transactional batches, `cost` keeping a zone direct):
     they cost the same in every plan, so the plan of the rest has the same net savings."""
     return (r for r in records if not _is_shadow_direct(r))

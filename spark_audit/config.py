@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from core.configload import require
 from core.framing import DEFAULT_PATH_MTU, Framing
 
+PRODUCE_DETAILS = ("summary", "batch")
+
 
 @dataclass(frozen=True)
 class AuditConfig:
@@ -24,6 +26,10 @@ class AuditConfig:
     s3_endpoint_url: str | None = None
     path_mtu: int = DEFAULT_PATH_MTU  # the jobs count TCP/IP headers per packet of this MTU: 9001 in a VPC, 1500 peered/transit
     link_header_bytes: int = 0  # link-layer bytes per packet the jobs add: 0 as AWS bills, 14 for an Ethernet meter
+    #: the proxy's produce batches and leader lookups: "summary" = one produce_summary / metadata_summary record
+    #: per key every interval_s (exact sums, latency histogram); "batch" = one record per batch (debugging)
+    produce_detail: str = "summary"
+    interval_s: float = 10.0  # with produce_detail "summary": how often the proxy writes its summaries
 
     @property
     def framing(self) -> Framing:
@@ -38,3 +44,5 @@ class AuditConfig:
         require(self.upload_seconds >= 1, "audit.upload_seconds: >= 1")
         require(self.spool_dir is None or bool(self.spool_dir), "audit.spool_dir: a directory, or unset")
         Framing(self.path_mtu, self.link_header_bytes)  # validates both
+        require(self.produce_detail in PRODUCE_DETAILS, f"audit.produce_detail: one of {', '.join(PRODUCE_DETAILS)}")
+        require(0.1 <= self.interval_s <= 3600, "audit.interval_s: 0.1..3600")

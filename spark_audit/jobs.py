@@ -8,6 +8,13 @@ hundred thousand rows (one per WAL object and per zone pair and hour); the runne
 caches it and every table except latency is a small query over it. Latency needs the
 raw values for its percentiles and is the one table computed from the records.
 
+Produce batches and leader-zone lookups come one record per event (produce_batch,
+metadata_lookup) or one per proxy, interval and key (schema v13 produce_summary,
+metadata_summary: core/audit.py). Both read alike: a summary's `batches` / `lookups`
+weigh it (`events` in the rollup, 1 for every other line), its byte and record counts are
+already sums, and latency percentiles come from the fixed-bucket histograms
+(core.latency_histogram), a per-batch record counted into the bucket of its latency_ms.
+
 Money model (docs/audit-records.md, "How the savings are computed"):
 - bytes are bytes on the wire, TCP/IP framing and ACKs included, for the configured path
   MTU (`core.framing`): a direct produce of a cross-zone batch would have put
@@ -25,17 +32,16 @@ the zone that made them, under leader zone SHARED_ZONE.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from core.audit import FALLBACK_DIRECT_REASON
+from core.audit import FALLBACK_DIRECT_REASON, LATENCY_BUCKETS_MS, LOOKUP_KINDS, PRODUCE_KINDS
 from core.framing import ACKS_PER_MESSAGE, PRODUCE_OVERHEAD_BYTES, Framing
 from core.prices import Prices
 from kafka_protocol.api_names import API_NAMES
 
 BYTES_PER_GB = 10**9  # AWS data-transfer "GB" as in docs/ARCHITECTURE's break-even (270 KB)
 ROUTES = ("local", "direct_cross", "wal")
-LATENCY_ACCURACY = 10_000  # percentile_approx: rank error <= n/10000; exact for n <= 10000
 HOUR_FORMAT = "yyyy-MM-dd'T'HH':00Z'"  # session time zone must be UTC (see _io.spark_session)
 MINUTE_FORMAT = "yyyy-MM-dd'T'HH:mm'Z'"
 HOUR_MS = 3_600_000
@@ -52,7 +58,10 @@ ROLLUP_SUMS = ("records", "bytes", "request_bytes", "response_bytes", "put_reque
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
                   "dropped_kind", "reason", "status", "wal_keys", "operation", "purpose", "broker_zone",
-                  "api_key", "error_code") + ROLLUP_SUMS
+                  "api_key", "error_code", "batches", "lookups") + ROLLUP_SUMS
+# The events a rollup row stands for: produce batches and lookups (a summary's batches /
+# lookups, 1 per event record), 1 per line of any other kind. `n` stays the line count.
+EVENTS = "events"
 # Notification bytes on the wire (framing.round_trip_wire_bytes), summed per line in the rollup
 # because whole packets are counted per message.
 NOTIFICATION_WIRE = "notification_wire_bytes"
@@ -67,13 +76,15 @@ SHARED_ZONE = "(shared)"
 # S3 request classes (list prices): LIST is billed as a PUT, HEAD as a GET, DELETE is free.
 PUT_PRICED_OPERATIONS = ("PUT", "LIST", "POST", "COPY")
 GET_PRICED_OPERATIONS = ("GET", "HEAD")
-LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms")
+LATENCY_COLUMNS = ("route", "zone", "leader_zone", "error_code", "latency_ms", "batches", "latency_ms_sum",
+                   "latency_max_ms", "latency_hist")
 # What the leader-placement table reads from each produce_batch (a scan of its own, like latency:
 # per partition it would multiply the rollup's rows by the partition count).
-PLACEMENT_COLUMNS = ("topic", "partition", "zone", "leader_zone", "bytes", "error_code", "ts_ms")
+PLACEMENT_COLUMNS = ("topic", "partition", "zone", "leader_zone", "bytes", "error_code", "ts_ms", "batches",
+                     "first_ts_ms", "last_ts_ms")
 # What the per-topic and per-team split reads from each produce_batch (a scan of its own, for
 # the same reason). principal: schema v11; null in older records.
-TOPIC_COLUMNS = ("topic", "principal", "zone", "leader_zone", "route", "bytes")
+TOPIC_COLUMNS = ("topic", "principal", "zone", "leader_zone", "route", "bytes", "batches")
 # The kinds only agents write: their zones are the agents the compute cost counts.
 AGENT_KINDS = ("agent_read", "agent_apply", "checkpoint_write")
 # What the comparison around the last applied leader plan reads: the leader_move records
@@ -105,8 +116,14 @@ def notification_wire(framing: Framing) -> Column:
     return request + response + packets * F.lit(framing.packet_header_bytes)
 
 
+def batch_weight() -> Column:
+    """The batches a produce line stands for: a produce_summary's `batches`, else 1."""
+    return F.when(F.col("kind") == "produce_summary", _long("batches")).otherwise(F.lit(1).cast("long"))
+
+
 def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
-    """Lines grouped by ROLLUP_KEYS with `n` (line count) and every ROLLUP_SUMS summed.
+    """Lines grouped by ROLLUP_KEYS with `n` (line count), EVENTS (the batches or lookups of
+    summary lines, 1 per other line) and every ROLLUP_SUMS summed.
 
     `records` is the reader's output: the union schema plus STATUS_COLUMN. Corrupt and
     unknown-kind lines are kept (under their status) so the input summary comes from the
@@ -127,7 +144,9 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
         .when((kind == "agent_apply") & (F.col("status") == "ok")
               & (F.coalesce(F.col("schema_version"), F.lit(1)) < FIRST_MANIFEST_SCHEMA_VERSION), 1.0)
         .otherwise(0.0))
-    produce = kind == "produce_batch"
+    produce = kind.isin(*PRODUCE_KINDS)
+    events = (F.when(kind == "produce_summary", _long("batches"))
+              .when(kind == "metadata_summary", _long("lookups")).otherwise(F.lit(1).cast("long")))
     trouble = (
         F.when(produce & (F.col("route") == "direct_cross") & (F.col("reason") == FALLBACK_DIRECT_REASON),
                F.lit(TROUBLE_FALLBACK))
@@ -144,11 +163,12 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
         "operation", "purpose", "broker_zone", "api_key", "ts_ms",
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
-        checkpoint_puts.alias(CHECKPOINT_PUTS),
+        checkpoint_puts.alias(CHECKPOINT_PUTS), events.alias(EVENTS),
         F.when(kind == "notification", notification_wire(framing)).otherwise(0).cast("long").alias(NOTIFICATION_WIRE),
     )
     grouped = keyed.groupBy(*ROLLUP_KEYS).agg(
-        F.count(F.lit(1)).alias("n"), *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, CHECKPOINT_PUTS, NOTIFICATION_WIRE)],
+        F.count(F.lit(1)).alias("n"),
+        *[F.sum(c).alias(c) for c in (*ROLLUP_SUMS, EVENTS, CHECKPOINT_PUTS, NOTIFICATION_WIRE)],
         F.min("ts_ms").alias("first_ts_ms"), F.max("ts_ms").alias("last_ts_ms"))
     return _share_manifests(grouped)
 
@@ -177,7 +197,7 @@ def _share_manifests(grouped: DataFrame) -> DataFrame:
         elif c == CHECKPOINT_PUTS:
             columns.append(F.when(F.col("_named").isNotNull(), F.col(c) / F.size("_named"))
                            .otherwise(F.col(c)).alias(c))
-        elif c == "n" or c in ROLLUP_SUMS or c == NOTIFICATION_WIRE:
+        elif c in ("n", EVENTS, NOTIFICATION_WIRE) or c in ROLLUP_SUMS:
             columns.append(F.when(first, F.col(c)).otherwise(F.lit(0).cast(grouped.schema[c].dataType)).alias(c))
         else:
             columns.append(F.col(c))
@@ -234,7 +254,7 @@ def _zero_except(**columns: Column) -> list[Column]:
 
 def _direct_produce_wire(route: str, framing: Framing) -> Column:
     """framing.direct_produce_wire_bytes of the rollup row's batches on `route` (else 0)."""
-    payload = F.col("bytes") + F.col("n") * PRODUCE_OVERHEAD_BYTES
+    payload = F.col("bytes") + F.col(EVENTS) * PRODUCE_OVERHEAD_BYTES
     return F.when(F.col("route") == route, payload * F.lit(framing.stream_factor)).otherwise(0.0)
 
 
@@ -262,7 +282,7 @@ def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
     store = prices.store(storage_class)
     keys = ("hour_ms", "source_zone", "leader_zone")
     route = F.col("route")
-    n, records_, bytes_ = F.col("n"), F.col("records"), F.col("bytes")
+    n, records_, bytes_ = F.col(EVENTS), F.col("records"), F.col("bytes")
     per_route: dict[str, Column] = {}
     for r in ROUTES:
         per_route[f"batches_{r}"] = F.when(route == r, n).otherwise(0)
@@ -276,7 +296,7 @@ def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
     # zones: the destination zones of one WAL object, comma separated ("use1-az2,use1-az3").
     zones = F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"), lambda z: z != "")
     leader_zones = (
-        F.when(kind == "produce_batch", F.array(F.col("leader_zone")))
+        F.when(kind.isin(*PRODUCE_KINDS), F.array(F.col("leader_zone")))
         .when(kind == "notification", F.array(F.col("dest_zone")))
         .when(kind == "wal_flush", F.when(F.size(zones) > 0, zones).otherwise(F.array(F.lit("unknown"))))
         .when(kind.isin(*agent_kinds), F.array(F.col("zone")))
@@ -284,7 +304,7 @@ def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
     operation = F.upper(F.coalesce(F.col("operation"), F.lit("")))
     is_request = kind == "s3_request"
     attributed = (
-        _kinds(rolled, ("produce_batch", "notification", "wal_flush", "s3_request", *agent_kinds))
+        _kinds(rolled, (*PRODUCE_KINDS, "notification", "wal_flush", "s3_request", *agent_kinds))
         .withColumn("_leaders", leader_zones)
         .select("*", F.explode("_leaders").alias("_leader"))
     )
@@ -447,11 +467,11 @@ def metadata_cache(rolled: DataFrame) -> DataFrame:
     """
     cache = F.col("cache")
     return (
-        _kind(rolled, "metadata_lookup")
+        _kinds(rolled, LOOKUP_KINDS)
         .groupBy("hour_ms", "zone").agg(
-            F.sum("n").alias("lookups"),
-            F.sum(F.when(cache == "hit", F.col("n")).otherwise(0)).alias("hits"),
-            F.sum(F.when(cache == "miss", F.col("n")).otherwise(0)).alias("misses"))
+            F.sum(EVENTS).alias("lookups"),
+            F.sum(F.when(cache == "hit", F.col(EVENTS)).otherwise(0)).alias("hits"),
+            F.sum(F.when(cache == "miss", F.col(EVENTS)).otherwise(0)).alias("misses"))
         .withColumn("hit_rate", _ratio(F.col("hits"), F.col("lookups")))
         .transform(lambda f: _sorted(f, "hour_ms", "zone"))
         .select(_hour_text().alias("hour"), "zone", "lookups", "hits", "misses", "hit_rate")
@@ -497,14 +517,14 @@ def zone_trouble(rolled: DataFrame, prices: Prices, framing: Framing | None = No
     keys = ("minute_ms", "source_zone", "dest_zone")
     fallback = F.col("trouble") == TROUBLE_FALLBACK
     produce = (
-        _kind(rolled, "produce_batch").filter(F.col("trouble").isNotNull())
+        _kinds(rolled, PRODUCE_KINDS).filter(F.col("trouble").isNotNull())
         .groupBy(F.col("trouble_minute_ms").alias("minute_ms"), F.col("zone").alias("source_zone"),
                  F.coalesce(F.col("leader_zone"), F.lit("")).alias("dest_zone"))
-        .agg(F.sum(F.when(fallback, F.col("n")).otherwise(0)).alias("fallback_batches"),
+        .agg(F.sum(F.when(fallback, F.col(EVENTS)).otherwise(0)).alias("fallback_batches"),
              F.sum(F.when(fallback, F.col("bytes")).otherwise(0)).alias("fallback_bytes"),
-             F.sum(F.when(fallback, (F.col("bytes") + F.col("n") * PRODUCE_OVERHEAD_BYTES)
+             F.sum(F.when(fallback, (F.col("bytes") + F.col(EVENTS) * PRODUCE_OVERHEAD_BYTES)
                           * F.lit(framing.stream_factor)).otherwise(0.0)).alias("_fallback_wire"),
-             F.sum(F.when(fallback, 0).otherwise(F.col("n"))).alias("failed_wal_batches"))
+             F.sum(F.when(fallback, 0).otherwise(F.col(EVENTS))).alias("failed_wal_batches"))
         .withColumn("fallback_wire_bytes", F.floor(F.col("_fallback_wire")).cast("long"))
         .drop("_fallback_wire")
     )
@@ -569,31 +589,80 @@ def passthrough_bytes(rolled: DataFrame, prices: Prices, framing: Framing | None
     )
 
 
+def _first_ts() -> Column:
+    """When a produce line's first batch ended: a summary's first_ts_ms, else ts_ms."""
+    return F.coalesce(F.when(F.col("kind") == "produce_summary", F.col("first_ts_ms")), F.col("ts_ms"))
+
+
+def _last_ts() -> Column:
+    """When a produce line's last batch ended: a summary's last_ts_ms, else ts_ms."""
+    return F.coalesce(F.when(F.col("kind") == "produce_summary", F.col("last_ts_ms")), F.col("ts_ms"))
+
+
+def latency_buckets() -> Column:
+    """A produce line's latency histogram as an array of (bucket, batches) structs: a
+    summary's latency_hist parsed ("index:count,..."), a produce_batch's one batch in the
+    bucket of its latency_ms (the number of bounds below it, as core.latency_histogram)."""
+    bounds = F.array(*[F.lit(float(b)) for b in LATENCY_BUCKETS_MS[:-1]])
+    latency = F.greatest(F.coalesce(F.col("latency_ms"), F.lit(0.0)), F.lit(0.0))
+    one = F.array(F.struct(F.size(F.filter(bounds, lambda b: b < latency)).alias("bucket"),
+                           F.lit(1).cast("long").alias("count")))
+    pairs = F.filter(F.split(F.coalesce(F.col("latency_hist"), F.lit("")), ","), lambda p: p != "")
+    parsed = F.transform(pairs, lambda p: F.struct(F.split(p, ":")[0].cast("int").alias("bucket"),
+                                                   F.split(p, ":")[1].cast("long").alias("count")))
+    return F.when(F.col("kind") == "produce_summary", parsed).otherwise(one)
+
+
+LATENCY_QUANTILES = {"p50_ms": 0.5, "p95_ms": 0.95, "p99_ms": 0.99}
+
+
 def latency(records: DataFrame) -> DataFrame:
     """Produce latency per route x source zone x leader zone, over successful batches.
 
-    `records` is the reader's output (one row per line), not the rollup.
-    Percentiles by `percentile_approx` with accuracy LATENCY_ACCURACY: each is a value
-    from the data whose rank is within n / LATENCY_ACCURACY of the exact one (exact for
-    up to that many batches per group). Columns: route, source_zone, leader_zone,
-    batches (all), errors (error_code != 0), p50_ms, p95_ms, p99_ms, mean_ms, max_ms.
+    `records` is the reader's output (one row per line), not the rollup: produce_batch and
+    produce_summary lines alike. Percentiles are read from the fixed-bucket histograms
+    (`latency_buckets`, core.latency_histogram): the upper bound of the bucket that holds
+    rank ceil(q * n), capped at the group's max; never below the exact percentile, at most
+    one bucket step (<= 1.5x) above it. mean_ms and max_ms are exact (a summary carries its
+    latency_ms_sum and latency_max_ms). Columns: route, source_zone, leader_zone, batches
+    (all), errors (batches with error_code != 0), p50_ms, p95_ms, p99_ms, mean_ms, max_ms.
     """
+    keys = ("route", "source_zone", "leader_zone")
     ok = F.coalesce(F.col("error_code"), F.lit(0)) == 0
-    ok_latency = F.when(ok, F.col("latency_ms"))
+    weight = batch_weight()
+    summary = F.col("kind") == "produce_summary"
+    lines = (_kinds(records, PRODUCE_KINDS)
+             .select("route", F.col("zone").alias("source_zone"), "leader_zone", ok.alias("_ok"),
+                     weight.alias("_batches"),
+                     F.when(summary, F.col("latency_ms_sum")).otherwise(F.col("latency_ms")).alias("_sum"),
+                     F.when(summary, F.col("latency_max_ms")).otherwise(F.col("latency_ms")).alias("_max"),
+                     latency_buckets().alias("_buckets")))
+    okay = F.col("_ok")
+    totals = lines.groupBy(*keys).agg(
+        F.sum("_batches").cast("long").alias("batches"),
+        F.sum(F.when(okay, 0).otherwise(F.col("_batches"))).cast("long").alias("errors"),
+        F.sum(F.when(okay, F.col("_batches"))).alias("_ok_batches"),
+        F.sum(F.when(okay, F.col("_sum"))).alias("_ok_sum"),
+        F.max(F.when(okay, F.col("_max"))).alias("max_ms"))
+    per_bucket = (lines.filter(okay).select(*keys, F.explode("_buckets").alias("_b"))
+                  .groupBy(*keys, F.col("_b.bucket").alias("bucket")).agg(F.sum("_b.count").alias("count")))
+    group = Window.partitionBy(*keys)
+    cumulative = (per_bucket
+                  .withColumn("_seen", F.sum("count").over(group.orderBy("bucket")
+                                                           .rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+                  .withColumn("_n", F.sum("count").over(group)))
+    quantile_buckets = cumulative.groupBy(*keys).agg(*[
+        F.min(F.when(F.col("_seen") >= F.ceil(F.col("_n") * F.lit(q) - F.lit(1e-9)), F.col("bucket"))).alias(name)
+        for name, q in LATENCY_QUANTILES.items()])
+    bound = F.array(*[F.lit(float(b)) for b in LATENCY_BUCKETS_MS])
+    joined = totals.alias("t").join(quantile_buckets.alias("q"),
+                                    [F.col(f"t.{k}").eqNullSafe(F.col(f"q.{k}")) for k in keys], "left")
     return (
-        _kind(records, "produce_batch")
-        .groupBy("route", F.col("zone").alias("source_zone"), "leader_zone")
-        .agg(
-            F.count(F.lit(1)).alias("batches"),
-            F.sum(F.when(ok, 0).otherwise(1)).cast("long").alias("errors"),
-            F.percentile_approx(ok_latency, [0.5, 0.95, 0.99], LATENCY_ACCURACY).alias("_p"),
-            F.avg(ok_latency).alias("mean_ms"),
-            F.max(ok_latency).alias("max_ms"),
-        )
-        .select("route", "source_zone", "leader_zone", "batches", "errors",
-                F.col("_p")[0].alias("p50_ms"), F.col("_p")[1].alias("p95_ms"), F.col("_p")[2].alias("p99_ms"),
-                "mean_ms", "max_ms")
-        .transform(lambda f: _sorted(f, "route", "source_zone", "leader_zone"))
+        joined.select(*[F.col(f"t.{k}").alias(k) for k in keys], "batches", "errors",
+                      *[F.least(F.element_at(bound, F.col(f"q.{name}") + 1), F.col("max_ms")).alias(name)
+                        for name in LATENCY_QUANTILES],
+                      (F.col("_ok_sum") / F.col("_ok_batches")).alias("mean_ms"), "max_ms")
+        .transform(lambda f: _sorted(f, *keys))
     )
 
 
@@ -602,19 +671,20 @@ def leader_traffic(records: DataFrame) -> DataFrame:
 
     `records` is the reader's output (one row per line), not the rollup. A partition whose
     leader moved within the period has a row per leader zone (the zone its batches named
-    when they were produced), with the first and last timestamp of each, so the report can
+    when they were produced), with the first and last timestamp of each (a summary's first and
+    last batch: interval resolution), so the report can
     tell the period before a move from the one after. Batches without a topic or partition
     are left out. Columns: topic, partition, source_zone, leader_zone ("" unknown), batches,
     bytes, first_ts_ms, last_ts_ms.
     """
     ok = F.coalesce(F.col("error_code"), F.lit(0)) == 0
     return (
-        _kind(records, "produce_batch")
+        _kinds(records, PRODUCE_KINDS)
         .filter(ok & F.col("topic").isNotNull() & (F.col("topic") != "") & (F.col("partition") >= 0))
         .groupBy("topic", "partition", F.coalesce(F.col("zone"), F.lit("")).alias("source_zone"),
                  F.coalesce(F.col("leader_zone"), F.lit("")).alias("leader_zone"))
-        .agg(F.count(F.lit(1)).alias("batches"), F.sum(_long("bytes")).alias("bytes"),
-             F.min("ts_ms").alias("first_ts_ms"), F.max("ts_ms").alias("last_ts_ms"))
+        .agg(F.sum(batch_weight()).alias("batches"), F.sum(_long("bytes")).alias("bytes"),
+             F.min(_first_ts()).alias("first_ts_ms"), F.max(_last_ts()).alias("last_ts_ms"))
         .transform(lambda f: _sorted(f, "topic", "partition", "source_zone", "leader_zone"))
     )
 
@@ -632,10 +702,10 @@ def topic_traffic(records: DataFrame) -> DataFrame:
     """
     route = F.col("route")
     return (
-        _kind(records, "produce_batch")
+        _kinds(records, PRODUCE_KINDS)
         .groupBy(F.col("zone").alias("source_zone"), "leader_zone", F.coalesce(F.col("topic"), F.lit("")).alias("topic"),
                  F.coalesce(F.col("principal"), F.lit("")).alias("principal"))
-        .agg(F.count(F.lit(1)).alias("batches"),
+        .agg(F.sum(batch_weight()).alias("batches"),
              *[F.sum(F.when(route == r, _long("bytes")).otherwise(0)).cast("long").alias(f"bytes_{r}") for r in ROUTES])
         .transform(lambda f: _sorted(f, "topic", "principal", "source_zone", "leader_zone"))
     )
@@ -666,7 +736,8 @@ def last_apply(records: DataFrame) -> DataFrame:
     audit (window_ms: the shorter of first produce batch to applied_from_ms and applied_to_ms
     to the last produce batch): before = [applied_from_ms - window_ms, applied_from_ms),
     after = [applied_to_ms, applied_to_ms + window_ms]; the batches during the apply are in
-    neither. Successful batches that name a partition, per moved partition x window x source
+    neither; a produce_summary counts in the window of its ts_ms (the end of its interval).
+    Successful batches that name a partition, per moved partition x window x source
     zone (the proxy's) x leader zone (as the batch named it, "" unknown). A moved partition
     with no batch in either window has one row with a null window, so every move is listed.
     Columns: LAST_APPLY_OUTPUT.
@@ -677,9 +748,9 @@ def last_apply(records: DataFrame) -> DataFrame:
     moved = moves.join(last_plan, "plan_id")
     span = moved.agg(F.min("ts_ms").alias("applied_from_ms"), F.max("ts_ms").alias("applied_to_ms"))
     ok = F.coalesce(F.col("error_code"), F.lit(0)) == 0
-    produce = (_kind(records, "produce_batch")
+    produce = (_kinds(records, PRODUCE_KINDS)
                .filter(ok & F.col("topic").isNotNull() & (F.col("topic") != "") & (F.col("partition") >= 0)))
-    audited = produce.agg(F.min("ts_ms").alias("_first_ms"), F.max("ts_ms").alias("_last_ms"))
+    audited = produce.agg(F.min(_first_ts()).alias("_first_ms"), F.max(_last_ts()).alias("_last_ms"))
     windows = span.crossJoin(audited).select(
         "applied_from_ms", "applied_to_ms",
         F.greatest(F.least(F.col("_last_ms") - F.col("applied_to_ms"), F.col("applied_from_ms") - F.col("_first_ms")),
@@ -696,7 +767,7 @@ def last_apply(records: DataFrame) -> DataFrame:
                .filter(F.col("window").isNotNull())
                .groupBy("topic", "partition", "window", F.coalesce(F.col("zone"), F.lit("")).alias("source_zone"),
                         F.coalesce(F.col("leader_zone"), F.lit("")).alias("leader_zone"))
-               .agg(F.count(F.lit(1)).alias("batches"), F.sum(_long("bytes")).alias("bytes")))
+               .agg(F.sum(batch_weight()).alias("batches"), F.sum(_long("bytes")).alias("bytes")))
     return (partitions.crossJoin(windows)
             .join(traffic, ["topic", "partition"], "left")
             .select(*LAST_APPLY_OUTPUT)

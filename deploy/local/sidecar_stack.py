@@ -47,6 +47,9 @@ class SidecarSettings:
     # Where proxies send notifications, per zone, when not straight to the agents (a fault
     # injector in between, deploy/local/notify_faults.py); empty: the agents' own addresses.
     notify_via: Mapping[str, str] = field(default_factory=dict)
+    # audit.produce_detail: "summary" (the default: produce batches summed per interval) or
+    # "batch" (one record per batch: what tests that follow single batches read)
+    produce_detail: str = "summary"
 
 
 def to_toml(data: Mapping[str, Any]) -> str:
@@ -90,7 +93,7 @@ def zone_config(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: Map
                 "max_bytes": settings.max_bytes},
         "notify": {"agents": {**agents, **settings.notify_via}},
         "agent": {"listen_host": agent_host, "listen_port": int(agent_port)},
-        "audit": {"output": str(settings.audit_dir)},
+        "audit": {"output": str(settings.audit_dir), "produce_detail": settings.produce_detail},
     }
     if settings.route_direct_to_leader_zone and env.kafka is None:  # Kafka's leaders are real
         config["router"]["zone_brokers"] = {z.name: z.broker_bootstrap for z in env.zones}

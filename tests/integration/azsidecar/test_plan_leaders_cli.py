@@ -44,9 +44,9 @@ def test_bad_input_is_exit_code_2_with_one_readable_line(args, message):
 def test_an_audit_without_produce_batches_is_bad_input(tmp_path):
     root = audit(tmp_path, [{"kind": "wal_flush", "ts_ms": 1, "zone": "use1-az1", "put_requests": 1}])
     done = run("--bootstrap-servers", "127.0.0.1:1", "--from-audit", root)
-    assert done.returncode == 2 and f"{root}: no successful produce_batch records" in done.stderr
+    assert done.returncode == 2 and f"{root}: no successful produce_batch or produce_summary records" in done.stderr
     done = run("--bootstrap-servers", "127.0.0.1:1", "--from-audit", root, "--topic", "orders")
-    assert done.returncode == 2 and "no successful produce_batch records of topic(s) orders" in done.stderr
+    assert done.returncode == 2 and "no successful produce_batch or produce_summary records of topic(s) orders" in done.stderr
 
 
 def test_the_billing_plan_still_wants_a_source():

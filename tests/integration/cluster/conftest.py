@@ -48,9 +48,15 @@ def spread_leaders(cluster: MockCluster, topic: str, partitions: int) -> dict[in
 
 @contextlib.contextmanager
 def proxy_on(cluster: MockCluster, log_dir: Path, bootstrap: str | None = None,
-             settings: Mapping[str, Mapping] | None = None, port: int = 0) -> Iterator[ProxyProcess]:
-    """An `azsidecar proxy` process in zone use1-az1 in front of the cluster (on `port`, 0: a free one)."""
-    config = {"audit": {"output": str(log_dir / "audit")}}
+             settings: Mapping[str, Mapping] | None = None, port: int = 0,
+             produce_detail: str | None = "batch") -> Iterator[ProxyProcess]:
+    """An `azsidecar proxy` process in zone use1-az1 in front of the cluster (on `port`, 0: a free one).
+    `produce_detail`: audit.produce_detail ("batch" by default: the tests follow single
+    batches; None leaves the product's default)."""
+    audit = {"output": str(log_dir / "audit")}
+    if produce_detail is not None:
+        audit["produce_detail"] = produce_detail
+    config: dict[str, dict] = {"audit": audit}
     for section, values in (settings or {}).items():
         config[section] = {**config.get(section, {}), **values}
     path = log_dir / "proxy.toml"
@@ -157,7 +163,7 @@ def wal_sidecars(cluster: MockCluster, moto, bucket: str, log_dir: Path, policy:
                 "wal": {"bucket": bucket, "region": "us-east-1", "endpoint_url": moto.endpoint_url, "linger_ms": 20},
                 "notify": {"agents": agents},
                 "agent": {"listen_host": host, "listen_port": int(port)},
-                "audit": {"output": str(audit_dir)}}
+                "audit": {"output": str(audit_dir), "produce_detail": "batch"}}  # tests read single batches
         for section, values in (settings or {}).items():
             base[section] = {**base.get(section, {}), **values}
         return base

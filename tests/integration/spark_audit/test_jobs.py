@@ -260,10 +260,12 @@ def test_metadata_cache_hit_rates(scenario_dir, read_for):
 
 def test_latency_percentiles(tmp_path, read_for):
     # local az1->az1: 20 good batches of 1..20 ms and one failed batch of 1000 ms (left out of
-    # the percentiles). percentile_approx at this size is the nearest-rank percentile, the
-    # ceil(p * n)-th smallest: p50 -> 10th = 10, p95 -> 19th = 19, p99 -> ceil(19.8) = 20th = 20.
+    # the percentiles). A percentile is the upper bound of the latency bucket (core.audit
+    # LATENCY_BUCKETS_MS) holding the ceil(p * n)-th smallest: p50 -> 10th = 10 ms, bucket
+    # (8, 10] -> 10; p95 -> 19th = 19 ms, bucket (15, 20] -> 20; p99 -> 20th = 20 ms -> 20.
     # mean (1+...+20)/20 = 10.5, max 20.
-    # wal az2->az1: 80 and 120 ms: p50 -> 1st = 80, p95/p99 -> 2nd = 120, mean 100.
+    # wal az2->az1: 80 and 120 ms: p50 -> 1st = 80, bucket (60, 80] -> 80; p95/p99 -> 2nd = 120,
+    # bucket (100, 120] -> 120; mean 100.
     batches = [rec("produce_batch", "az1", leader_zone="az1", route="local", bytes=1, records=1,
                    error_code=0, latency_ms=float(ms)) for ms in range(20, 0, -1)]
     batches.append(rec("produce_batch", "az1", leader_zone="az1", route="local", bytes=1, records=1,
@@ -276,7 +278,7 @@ def test_latency_percentiles(tmp_path, read_for):
     actual = jobs.latency(df)
     assert actual.columns == columns
     assertDataFrameEqual(actual, [
-        row(columns, "local", "az1", "az1", 21, 1, 10.0, 19.0, 20.0, 10.5, 20.0),
+        row(columns, "local", "az1", "az1", 21, 1, 10.0, 20.0, 20.0, 10.5, 20.0),
         row(columns, "wal", "az2", "az1", 2, 0, 80.0, 120.0, 120.0, 100.0, 120.0),
     ], checkRowOrder=True)
 

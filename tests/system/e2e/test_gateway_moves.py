@@ -140,7 +140,7 @@ def test_connection_moves_between_gateways_without_loss_or_reordering(how, loopb
            "AWS_DEFAULT_REGION": "us-east-1"}
     agent_port, port_a, port_b = free_port(), free_port(), free_port()
     wal = f'[wal]\nbucket = "{bucket}"\nregion = "us-east-1"\nprefix = "wal/"\nendpoint_url = "{endpoint}"\nlinger_ms = 50\n'
-    audit = f'[audit]\noutput = "{tmp_path / "audit"}"\n'
+    audit = f'[audit]\noutput = "{tmp_path / "audit"}"\nproduce_detail = "batch"\n'
     agent_cfg = tmp_path / "agent.toml"
     agent_cfg.write_text(f'zone = "{agent_zone}"\n[upstream]\nbootstrap_servers = [{servers}]\n{wal}'
                          f'[agent]\nlisten_host = "127.0.0.1"\nlisten_port = {agent_port}\n{audit}')

@@ -47,7 +47,7 @@ def test_thirty_thousand_idempotent_records_take_the_wal_across_zones(env, tmp_p
     # librdkafka's default of 5 requests in flight, as most producers run (the other runs use 3:
     # deploy/local/scenario.Workload.max_in_flight)
     workload = Workload(total_bytes=3_000_000, record_bytes=100, topics=TOPICS, linger_ms=20, max_in_flight=5)
-    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+    settings = SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                                partition_zones=router_overrides(env, workload)["partition_zones"])
     result = run_sidecar(env, workload, sidecar_starter(env, settings), name="wal")
 
@@ -107,7 +107,7 @@ def test_policy_switched_mid_stream_keeps_order(env, tmp_path):
 
     topic, partitions, per_phase = "switching", 6, 5_000
     create_topics(env.zones[0].broker_bootstrap, {topic: partitions})
-    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+    settings = SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                                partition_zones={})  # the router reads the leaders' racks
     zone = env.zones[0]
     start = sidecar_starter(env, settings)  # one starter: every proxy must know every zone's agent

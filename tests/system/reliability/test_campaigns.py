@@ -45,7 +45,7 @@ AUDIT_DRAIN_S = 0.2  # the audit writer drains its queue this often (spark_audit
 
 
 def settings_for(env, tmp_path: Path, **extra) -> SidecarSettings:
-    return SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+    return SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                            partition_zones=router_overrides(env, PACED)["partition_zones"],
                            extra={"audit": {"flush_seconds": AUDIT_FLUSH_S}, **extra})
 
@@ -188,7 +188,7 @@ def test_dropped_delayed_and_reset_notifications_lose_nothing_and_duplicate_noth
     # see the same entries twice, which must never become a second copy at the leader.
     with notify_fault_proxy(env, rate_drop_request=0.02, rate_drop_response=0.02, rate_delay=0.02,
                             rate_reset=0.02, delay_s=1.5, seed=11) as (agents, notify_via, stats):
-        settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+        settings = SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                                    partition_zones=router_overrides(env, PACED)["partition_zones"],
                                    notify_via=notify_via, extra={"notify": {"timeout_s": 1.0}})
         result = run_campaign(env, PACED, settings, name="notify-faults", records_per_s=RATE_PER_PRODUCER,

@@ -128,7 +128,7 @@ def test_s3_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tmp_path
     procs: list = []
     times: dict = {}
     with fault_proxy(env, process_out=procs) as (endpoint, _stats):
-        settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+        settings = SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                                    partition_zones=router_overrides(env, PACED)["partition_zones"],
                                    extra={"router": {"fallback": "direct"}, "wal": {"endpoint_url": endpoint}})
         try:
@@ -152,7 +152,7 @@ def test_s3_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tmp_path
 def test_an_agent_hanging_falls_back_to_direct_within_5_s_and_comes_back(env, tmp_path):
     zone = env.zones[1]
     times: dict = {}
-    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+    settings = SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                                partition_zones=router_overrides(env, PACED)["partition_zones"],
                                extra={"router": {"fallback": "direct"}})
     fleet_box: dict = {}
@@ -192,7 +192,7 @@ def test_floods_of_hostile_connections_cost_bounded_memory_that_does_not_accumul
     # flood leaves no more behind than the first; the producers lose nothing.
     zone = env.zones[0]
     workload = Workload(total_bytes=3 * 20_000 * 100, record_bytes=100, topics=TOPICS, linger_ms=20, timeout_s=200)
-    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+    settings = SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                                partition_zones=router_overrides(env, workload)["partition_zones"],
                                extra={"router": {"fallback": "direct"},
                                       "proxy": {"max_receive_buffer_bytes": FLOOD_BUDGET_MIB * 1024 * 1024,

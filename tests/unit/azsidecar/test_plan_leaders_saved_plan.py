@@ -89,7 +89,7 @@ def test_the_reviewed_plan_is_applied_exactly_recorded_and_its_undoing_reported(
     assert {k: moved[k] for k in ("topic", "partition", "from_broker", "from_zone", "to_broker", "to_zone",
                                   "plan_id", "schema_version", "zone")} == {
         "topic": "orders", "partition": 0, "from_broker": 2, "from_zone": "use1-az2", "to_broker": 1,
-        "to_zone": "use1-az1", "plan_id": plan_id, "schema_version": 12, "zone": ""}
+        "to_zone": "use1-az1", "plan_id": plan_id, "schema_version": 13, "zone": ""}
     assert abs(moved["ts_ms"] / 1000 - time.time()) < 60
 
     # The same file again: the cluster no longer is as the plan saw it.

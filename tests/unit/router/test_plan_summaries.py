@@ -1,0 +1,35 @@
+"""The planners read produce_summary records (audit v13) as the batches they sum."""
+
+from __future__ import annotations
+
+from leader_placement.audit_input import produce_bytes_by_zone
+from planner.audit_batches import AuditedBatch, successful_batches
+from planner.profile import audited_totals
+
+SUMMARY = {"kind": "produce_summary", "ts_ms": 10_000, "zone": "az1", "proxy_id": "p1", "leader_zone": "az2",
+           "topic": "t", "partition": 0, "route": "wal", "error_code": 0, "batches": 3, "bytes": 10,
+           "latency_ms_sum": 30.0, "producer_wait_ms_sum": 6.0, "first_ts_ms": 1_000, "last_ts_ms": 3_000}
+
+
+def test_a_summary_is_its_batches_evenly_paced_with_exact_bytes():
+    # 3 batches ending at 1000, 2000, 3000 ms; 10 bytes = 4 + 3 + 3; mean latency 10 ms, wait 2 ms
+    assert list(successful_batches([SUMMARY, {**SUMMARY, "error_code": 6}])) == [
+        AuditedBatch(1000.0, 10.0, "p1", "az1", "az2", 4, 2.0),
+        AuditedBatch(2000.0, 10.0, "p1", "az1", "az2", 3, 2.0),
+        AuditedBatch(3000.0, 10.0, "p1", "az1", "az2", 3, 2.0),
+    ]
+
+
+def test_audited_totals_count_a_summary_like_its_batches():
+    batch = {"kind": "produce_batch", "ts_ms": 5_000, "zone": "az1", "leader_zone": "az2", "route": "wal",
+             "bytes": 100, "error_code": 0, "latency_ms": 1.0}
+    audited = audited_totals([SUMMARY, batch])
+    # direct equivalent: (10 + 3 * 41) + (100 + 41) = 274; window 1000..5000 ms
+    assert (audited.direct_equivalent_bytes, audited.window_s) == (274.0, 4.0)
+
+
+def test_leader_placement_sums_summary_bytes_over_its_span():
+    traffic = produce_bytes_by_zone([SUMMARY, {**SUMMARY, "partition": 1, "bytes": 5, "first_ts_ms": 500,
+                                               "last_ts_ms": 700}])
+    assert traffic.bytes_by_zone == {("t", 0): {"az1": 10}, ("t", 1): {"az1": 5}}
+    assert (traffic.wal_bytes, traffic.first_ms, traffic.last_ms) == (15, 500, 3_000)
