@@ -25,8 +25,8 @@ class NotifyConfig:
     gray_floor_s: float = 1.0  # an attempt slower than max(gray_factor x p99 of the last minute, this) is abandoned and counts as a failure
     gray_factor: float = 3.0  # that deadline in multiples of the recent p99 round trip
     # (a p99 of 0.85 s made the deadline 2.5 s and the fallback 5.1 s; with 2 s it was 4.4 s on an idle host)
-    #: the deadline never goes above this, however slow the recent answers: a hung agent is
-    #: abandoned within it and its zone falls back within about two of it (attempt and hedge),
+    #: the deadline never goes above this (per unit of work: gray_unit_entries), however slow the
+    #: recent answers: a hung agent is abandoned within it and its zone falls back within about two of it (attempt and hedge),
     #: inside the 5 s fallback bound of `tests/system/reliability/test_gray_failures.py` on a
     #: loaded host too; an agent whose answers all take longer is treated as failing. Before 5 answers
     #: from an agent its deadline is 3 x this (at most timeout_s). At least `gray_floor_s`

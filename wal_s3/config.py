@@ -70,8 +70,8 @@ class WalConfig:
     # (at most request_timeout_s) is abandoned and counts as a failure (wal_s3/latency.py).
     gray_floor_s: float = 1.0  # the deadline never goes below this (S3's own p99 is ~0.1-0.3 s per request)
     gray_factor: float = 3.0  # the deadline in multiples of the recent p99
-    #: the deadline never goes above this, however slow the recent requests: a hung S3 is abandoned
-    #: within it and a batch waiting on a PUT falls back within about two of it (attempt and hedge);
+    #: the deadline never goes above this (per unit of work: gray_unit_bytes), however slow the
+    #: recent requests: a hung S3 is abandoned within it and a batch waiting on a PUT falls back within about two of it (attempt and hedge);
     #: S3 whose requests all take longer is treated as failing. Before 5 successes the deadline is
     #: 3 x this (at most request_timeout_s). At least `gray_floor_s`
     gray_max_s: float = 5.0
