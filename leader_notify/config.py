@@ -25,12 +25,19 @@ class NotifyConfig:
     gray_floor_s: float = 1.0  # an attempt slower than max(gray_factor x p99 of the last minute, this) is abandoned and counts as a failure
     gray_factor: float = 3.0  # that deadline in multiples of the recent p99 round trip
     # (a p99 of 0.85 s made the deadline 2.5 s and the fallback 5.1 s; with 2 s it was 4.4 s on an idle host)
-    #: the deadline never goes above this, however slow the recent answers: a hung agent is
-    #: abandoned within it and its zone falls back within about two of it (attempt and hedge),
+    #: the deadline never goes above this (per unit of work: gray_unit_entries), however slow the
+    #: recent answers: a hung agent is abandoned within it and its zone falls back within about two of it (attempt and hedge),
     #: inside the 5 s fallback bound of `tests/system/reliability/test_gray_failures.py` on a
     #: loaded host too; an agent whose answers all take longer is treated as failing. Before 5 answers
     #: from an agent its deadline is 3 x this (at most timeout_s). At least `gray_floor_s`
     gray_max_s: float = 1.5
+    #: a notification's deadlines above (floor, maximum, the cold start's 3 x maximum) are per
+    #: unit of work: 1 for the notification, plus 1 per this many entries and 1 per
+    #: gray_unit_bytes; at most timeout_s. 512 entries of an 8 MiB object are 10 units (15 s,
+    #: so timeout_s); 1 entry 1.02
+    gray_unit_entries: int = 64
+    #: bytes of a notification's range that count as one unit of work (gray_unit_entries)
+    gray_unit_bytes: int = 8 * 1024 * 1024
     max_in_flight_per_zone: int = 64  # per agent address (the name predates several agents per zone)
     max_attempts: int = 3  # notification attempts per object and zone, then its entries fail (or are re-sent, ack_mode wal)
     connect_timeout_s: float = 3.0  # TCP (and the HELLO) to an agent
@@ -57,6 +64,8 @@ class NotifyConfig:
         require(self.gray_floor_s > 0, "notify.gray_floor_s: must be > 0")
         require(self.gray_factor >= 1, "notify.gray_factor: must be >= 1")
         require(self.gray_floor_s <= self.gray_max_s, "notify.gray_max_s: must be >= notify.gray_floor_s")
+        require(1 <= self.gray_unit_entries <= 1_000_000, "notify.gray_unit_entries: 1..1000000")
+        require(64 * 1024 <= self.gray_unit_bytes <= 5 * 1024 ** 3, "notify.gray_unit_bytes: 64 KiB..5 GiB")
         require(self.connect_timeout_s > 0, "notify.connect_timeout_s: must be > 0")
         require(0 < self.backoff_initial_s <= self.backoff_max_s, "notify.backoff_initial_s: 0 < initial <= backoff_max_s")
         require(self.max_idle_s > 0, "notify.max_idle_s: must be > 0")

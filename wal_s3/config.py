@@ -70,11 +70,15 @@ class WalConfig:
     # (at most request_timeout_s) is abandoned and counts as a failure (wal_s3/latency.py).
     gray_floor_s: float = 1.0  # the deadline never goes below this (S3's own p99 is ~0.1-0.3 s per request)
     gray_factor: float = 3.0  # the deadline in multiples of the recent p99
-    #: the deadline never goes above this, however slow the recent requests: a hung S3 is abandoned
-    #: within it and a batch waiting on a PUT falls back within about two of it (attempt and hedge);
+    #: the deadline never goes above this (per unit of work: gray_unit_bytes), however slow the
+    #: recent requests: a hung S3 is abandoned within it and a batch waiting on a PUT falls back within about two of it (attempt and hedge);
     #: S3 whose requests all take longer is treated as failing. Before 5 successes the deadline is
     #: 3 x this (at most request_timeout_s). At least `gray_floor_s`
     gray_max_s: float = 5.0
+    #: a PUT's deadlines above (floor, maximum, the cold start's 3 x maximum) are per unit of
+    #: work: 1 for the request, plus 1 per this many bytes; at most request_timeout_s. A
+    #: 100 KiB PUT is 1.01 units, 8 MiB 2, 16 MiB 3
+    gray_unit_bytes: int = 8 * MiB
     max_s3_threads: int = 16  # S3 requests in flight per process (boto3 worker threads, event-loop connections)
     #: WAL object PUTs and ranged GETs: "auto" (on the event loop, wal_s3/_s3_http.py; boto3 if an HTTP proxy is
     #: set for the endpoint), "http" (always the event loop), "boto3" (worker threads, like every other call)
@@ -130,6 +134,7 @@ class WalConfig:
         require(self.gray_floor_s > 0, "wal.gray_floor_s: must be > 0")
         require(self.gray_factor >= 1, "wal.gray_factor: must be >= 1")
         require(self.gray_floor_s <= self.gray_max_s, "wal.gray_max_s: must be >= wal.gray_floor_s")
+        require(64 * 1024 <= self.gray_unit_bytes <= 5 * 1024 * MiB, "wal.gray_unit_bytes: 64 KiB..5 GiB")
         require(self.max_s3_threads >= self.max_in_flight_puts, "wal.max_s3_threads: must be >= wal.max_in_flight_puts")
         require(self.s3_transport in ("auto", "http", "boto3"), "wal.s3_transport: auto, http or boto3")
         require(self.receive_buffer_bytes == 0 or 64 * 1024 <= self.receive_buffer_bytes <= 256 * MiB,

@@ -17,6 +17,16 @@ other fails at once, so work queued behind a hung
 dependency fails within about one deadline instead of one deadline each. A success ends
 the gray state.
 
+Work: requests to one place differ in size (a notification of 1 entry or of 512, a PUT of
+100 KiB or of 16 MiB), and a deadline that ignores it calls a large, healthy request gray:
+an agent appending an 8 MiB object across 512 partitions was abandoned at the deadline a
+1-entry notification has. So each attempt says how much work it is, in *units*
+(`request_units`: 1 for the request itself, plus 1 per `entries_per_unit` entries and per
+`bytes_per_unit` bytes); each success is kept as its seconds per unit; and an attempt of
+u units gets u times the per-unit deadline (floor, maximum and cold start included), at
+most the ceiling (the configured timeout). A request of about one unit keeps the deadline
+it had; a hung place is still noticed within u x the maximum, at most the timeout.
+
 Used by the WAL writer (PUTs), the WAL reader (ranged GETs, deadline only) and the
 notification sender (per destination zone). Kept free of I/O so a later base package can
 take it as is.
@@ -61,24 +71,45 @@ def p99(values: Sequence[float]) -> float:
     return ordered[rank - 1]
 
 
+def request_units(*, nbytes: int, bytes_per_unit: int, entries: int = 0, entries_per_unit: int = 0) -> float:
+    """How much work a request is, in units of the gray deadline: 1 for the request itself
+    (a round trip, a first byte), plus 1 per `bytes_per_unit` bytes and, where
+    `entries_per_unit` is given (> 0), 1 per that many entries. Raises ValueError for a
+    unit size below 1 or a negative count."""
+    if bytes_per_unit < 1 or entries_per_unit < 0 or nbytes < 0 or entries < 0:
+        raise ValueError(f"request_units: nbytes {nbytes}, bytes_per_unit {bytes_per_unit}, "
+                         f"entries {entries}, entries_per_unit {entries_per_unit}")
+    units = 1.0 + nbytes / bytes_per_unit
+    if entries_per_unit:
+        units += entries / entries_per_unit
+    return units
+
+
 def gray_deadline_s(latencies_s: Sequence[float], *, floor_s: float, ceiling_s: float,
                     factor: float = DEFAULT_FACTOR, min_samples: int = MIN_SAMPLES,
-                    max_s: float | None = None) -> float:
-    """max(factor x p99(latencies_s), floor_s), at most max_s (if given) and ceiling_s.
+                    max_s: float | None = None, units: float = 1.0) -> float:
+    """units x max(factor x p99(latencies_s), floor_s), at most units x max_s (if given) and
+    ceiling_s.
 
-    With fewer than min_samples latencies nothing is known yet: COLD_FACTOR x max_s where
-    a maximum is given, else the ceiling (the configured timeout), so a cold start
-    abandons a healthy first request only if it takes several times what a warm one may.
-    `max_s` bounds the deadline however slow the recent requests were, so that a hang is
-    noticed within it even on a loaded host (the price: a place whose requests all take
-    longer is treated as failing).
+    `latencies_s` are seconds per unit of work (each success's seconds over its units), and
+    the deadline is for an attempt of `units` (`request_units`; 1: a request as small as
+    they come). With fewer than min_samples latencies nothing is known yet: units x
+    COLD_FACTOR x max_s where a maximum is given, else the ceiling (the configured timeout),
+    so a cold start abandons a healthy first request only if it takes several times what a
+    warm one may. `max_s` bounds the deadline per unit however slow the recent requests
+    were, so that a hang is noticed within units x max_s even on a loaded host (the price: a
+    place whose requests all take longer is treated as failing). Raises ValueError for
+    units below 1.
     """
+    if units < 1.0:
+        raise ValueError(f"gray_deadline_s: units {units} < 1 (a request is at least one unit)")
     if len(latencies_s) < min_samples:
-        return ceiling_s if max_s is None else min(ceiling_s, COLD_FACTOR * max_s)
-    deadline = max(floor_s, factor * p99(latencies_s))
-    if max_s is not None:
-        deadline = min(deadline, max_s)
-    return min(ceiling_s, deadline)
+        per_unit = float("inf") if max_s is None else COLD_FACTOR * max_s
+    else:
+        per_unit = max(floor_s, factor * p99(latencies_s))
+        if max_s is not None:
+            per_unit = min(per_unit, max_s)
+    return min(ceiling_s, units * per_unit)
 
 
 @dataclass(slots=True)
@@ -89,6 +120,7 @@ class Attempt:
     probe: bool  # the one attempt allowed out while gray
     was_gray: bool  # the place was gray when it started (a timeout then means: give up)
     hedge: bool = False  # the retry of an attempt that just timed out: the plain deadline, not a probe's
+    units: float = 1.0  # its work (request_units): its deadline is that many per-unit deadlines
 
 
 class LatencyGuard:
@@ -106,47 +138,55 @@ class LatencyGuard:
         self._probe_ended = float("-inf")
         self._deadline: tuple[float, float, bool] | None = None  # (computed at, value, from too few samples)
 
-    def deadline_s(self, now: float) -> float:
-        """How long an attempt started now may take before it is abandoned."""
+    def deadline_s(self, now: float, units: float = 1.0) -> float:
+        """How long an attempt of `units` (request_units) started now may take before it is abandoned."""
+        if units < 1.0:
+            raise ValueError(f"deadline_s: units {units} < 1 (a request is at least one unit)")
         cached = self._deadline
         # Recomputed once a second, and at once when the history has just become enough.
         if cached is None or now - cached[0] >= RECOMPUTE_S or (cached[2] and len(self._samples) >= self.min_samples):
             while len(self._samples) > self.min_samples and now - self._samples[0][0] > self.window_s:
                 self._samples.popleft()
-            value = gray_deadline_s([s for _, s in self._samples], floor_s=self.floor_s, ceiling_s=self.ceiling_s,
+            # Per unit and without the ceiling: an attempt's units scale it, then the ceiling bounds it.
+            value = gray_deadline_s([s for _, s in self._samples], floor_s=self.floor_s, ceiling_s=float("inf"),
                                     factor=self.factor, min_samples=self.min_samples, max_s=self.max_deadline_s)
             cached = self._deadline = (now, value, len(self._samples) < self.min_samples)
-        return cached[1]
+        return min(self.ceiling_s, units * cached[1])
 
     def attempt_timeout_s(self, now: float, attempt: Attempt | None = None) -> float:
-        """deadline_s (twice that, at most the ceiling, for a probe), or infinity while the
-        deadline is the ceiling (no history, or a p99 that high): then the transport's own
-        timeouts, which bound each wait for progress rather than the whole transfer, apply."""
-        deadline = self.deadline_s(now)
+        """deadline_s for the attempt's units (twice that, at most the ceiling, for a probe),
+        or infinity while the deadline is the ceiling (no history, a p99 that high, or an
+        attempt that much work): then the transport's own timeouts, which bound each wait
+        for progress rather than the whole transfer, apply."""
+        deadline = self.deadline_s(now, 1.0 if attempt is None else attempt.units)
         if deadline >= self.ceiling_s:
             return float("inf")
         if attempt is not None and attempt.probe and not attempt.hedge:
             return min(self.ceiling_s, PROBE_DEADLINE_FACTOR * deadline)
         return deadline
 
-    def observe(self, now: float, seconds: float) -> None:
-        """A successful request of `seconds` ended at `now` (outside start/succeeded: a reader's GET)."""
-        self._samples.append((now, seconds))
+    def observe(self, now: float, seconds: float, units: float = 1.0) -> None:
+        """A successful request of `units` (request_units) took `seconds`, ended at `now`
+        (outside start/succeeded: a reader's GET). Kept as seconds per unit."""
+        self._samples.append((now, seconds / units))
         self.gray = False
 
-    def start(self, now: float, *, hedge: bool = False) -> Attempt | None:
-        """Let an attempt start now, or None: gray, and a probe is out or was just made (fail at once).
-        `hedge`: it retries an attempt of the same request that just timed out."""
+    def start(self, now: float, *, hedge: bool = False, units: float = 1.0) -> Attempt | None:
+        """Let an attempt of `units` (request_units) start now, or None: gray, and a probe is
+        out or was just made (fail at once). `hedge`: it retries an attempt of the same
+        request that just timed out. Raises ValueError for units below 1."""
+        if units < 1.0:
+            raise ValueError(f"start: units {units} < 1 (a request is at least one unit)")
         if not self.gray:
-            return Attempt(now, probe=False, was_gray=False, hedge=hedge)
+            return Attempt(now, probe=False, was_gray=False, hedge=hedge, units=units)
         if self._probing or now - self._probe_ended < self.probe_interval_s:
             return None
         self._probing = True
-        return Attempt(now, probe=True, was_gray=True, hedge=hedge)
+        return Attempt(now, probe=True, was_gray=True, hedge=hedge, units=units)
 
     def succeeded(self, attempt: Attempt, now: float) -> None:
         self._end(attempt, now)
-        self.observe(now, now - attempt.started_at)
+        self.observe(now, now - attempt.started_at, attempt.units)
 
     def failed(self, attempt: Attempt, now: float, *, timed_out: bool) -> bool:
         """The attempt failed (`timed_out`: abandoned at its deadline, which makes the place

@@ -31,7 +31,7 @@ checked by reading the object back and comparing bytes: equal means it was ours.
 
 Gray S3 (it hangs instead of refusing): a PUT attempt slower than the deadline derived from
 recent PUTs (wal_s3/latency.py: 3 x p99 of the last minute, at least wal.gray_floor_s, at
-most wal.gray_max_s) is
+most wal.gray_max_s, each per unit of work: 1 per PUT plus 1 per wal.gray_unit_bytes) is
 abandoned and reported at once through `on_gray_put` (the router's breakers count it);
 it is retried once, and while S3 stays gray only one probe PUT is out at a time and every
 other object fails at once (retriably), so the router can fall back within seconds. The
@@ -69,7 +69,7 @@ from wal_s3.format import (
     encode_object,
     entry_encoded_size,
 )
-from wal_s3.latency import LatencyGuard
+from wal_s3.latency import LatencyGuard, request_units
 from wal_s3.retry import RetryArgs, with_retries
 from wal_s3.s3 import S3Client, S3Error, S3GrayError, S3PreconditionFailed, S3Store
 from wal_s3.wal_object import (  # noqa: F401 - FlushedObject, WalPlacement, OBJECT_KEY_RE: imported from here by callers
@@ -526,11 +526,13 @@ class WalWriter:
         """
         guard = self.put_guard
         timed_out = [False]  # the last attempt was abandoned at its deadline: the next is its hedge
+        # A 16 MiB PUT takes longer than a 100 KiB one: its deadline is in proportion (latency.py, "Work").
+        units = request_units(nbytes=len(body), bytes_per_unit=self.config.gray_unit_bytes)
 
         async def attempt(n: int) -> None:
             if attempts is not None:
                 attempts[0] = n
-            started = guard.start(trio.current_time(), hedge=timed_out[0])
+            started = guard.start(trio.current_time(), hedge=timed_out[0], units=units)
             if started is None:
                 raise S3GrayError(f"PUT {key}: not sent, S3 is not answering in time (a probe PUT is out)",
                                   retriable=False)

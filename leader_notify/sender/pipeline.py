@@ -60,6 +60,8 @@ class PipeSender(Protocol):
 
     def encode_ordered(self, flushed: AnnouncedObject, dest_zone: str, agent: int) -> tuple[p.NotifyRequest, bytes]: ...
 
+    def units_of(self, request: p.NotifyRequest) -> float: ...
+
     async def connect(self, dest_zone: str, agent: int) -> _Conn: ...
 
     def record(self, dest_zone: str, key: str, entries: int, *, sent_bytes: int, received_bytes: int,
@@ -71,13 +73,14 @@ class PipelineBroken(SidecarError):
 
 
 class _Waiting:
-    __slots__ = ("request", "on_answer", "sent_at", "deadline", "frame_bytes", "gate")
+    __slots__ = ("request", "on_answer", "sent_at", "deadline", "frame_bytes", "gate", "units")
 
     def __init__(self, request: p.NotifyRequest, on_answer: AnswerHandler, sent_at: float, deadline: float,
-                 frame_bytes: int, gate: Attempt) -> None:
+                 frame_bytes: int, gate: Attempt, units: float) -> None:
         self.request, self.on_answer = request, on_answer
         self.sent_at, self.deadline, self.frame_bytes = sent_at, deadline, frame_bytes
         self.gate = gate  # the agent's LatencyGuard let it start: its round trip is reported there
+        self.units = units  # its own work (gate.units adds the work in flight ahead of it)
 
 
 class Pipeline:
@@ -136,14 +139,17 @@ class Pipeline:
         frame = conn.channel.send(p.MessageType.REQUEST, payload)
         now = trio.current_time()
         guard = self._sender.guard(self._zone, self._agent)
-        gate = guard.start(now)
+        units = self._sender.units_of(request)
+        # Its round trip includes the work of the requests ahead of it on the connection (the
+        # agent answers in order): its deadline is for theirs and its own, so a small object
+        # behind a 512-partition one is not abandoned for the big one's time.
+        gate = guard.start(now, units=units + sum(ahead.units for ahead in self._waiting))
         if gate is None:  # gray, its probe out: the notifier's serial path probes
             on_answer(NotifyError(f"{self._zone}/{self._agent}: not sent, the agent is not answering in time"))
             return
-        # The gray-agent deadline, as a serial attempt has it (its round trip here includes
-        # waiting behind the objects ahead of it, which the guard's recent p99 sees too).
+        # The gray-agent deadline, as a serial attempt has it.
         timeout_s = min(self._timeout_s, guard.attempt_timeout_s(now, gate))
-        waiting = _Waiting(request, on_answer, time.monotonic(), now + timeout_s, len(frame), gate)
+        waiting = _Waiting(request, on_answer, time.monotonic(), now + timeout_s, len(frame), gate, units)
         self._waiting.append(waiting)
         self._last_use = time.monotonic()
         if self._read_scope is not None and len(self._waiting) == 1:

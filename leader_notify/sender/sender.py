@@ -28,8 +28,11 @@ Order: the caller awaits notifications to one agent one at a time, in WAL object
 the agent keeps per-partition order in arrival order.
 
 Gray agents (they hang instead of refusing): each zone keeps the round trips of its recent
-successful attempts (wal_s3/latency.py). An attempt slower than max(gray_factor x p99 of the
-last minute, gray_floor_s), at most gray_max_s, is abandoned at once and reported through `on_gray(zone)` (the
+successful attempts (wal_s3/latency.py), per unit of work (`units_of`: 1 per notification,
+plus 1 per notify.gray_unit_entries entries and per notify.gray_unit_bytes of its range: an
+agent appending 512 partitions' batches is not as quick as one appending one). An attempt
+slower than its units x max(gray_factor x p99 of the last minute, gray_floor_s), at most
+units x gray_max_s and timeout_s, is abandoned at once and reported through `on_gray(zone)` (the
 router's breaker counts it); it is retried once, and while the zone stays gray only one
 attempt at a time goes out (a probe) and every other notification fails at once, so the
 partitions behind a hung agent fail retriably within about one deadline and can fall back.
@@ -47,7 +50,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import trio
@@ -63,11 +66,14 @@ from leader_notify.sender.owners import AgentMap, agent_lists
 from leader_notify.sender.versions import AgentVersions
 from wal_s3.agent_shares import share_name
 from wal_s3.format import ZoneShare, entry_head_size
-from wal_s3.latency import Attempt, LatencyGuard
+from wal_s3.latency import Attempt, LatencyGuard, request_units
 
 log = logging.getLogger(__name__)
 
 RECEIVE_CHUNK_BYTES = 64 * 1024
+
+# Opens a TCP stream to (host, port): trio.open_tcp_stream; unit tests pass one end of a socketpair.
+OpenStream = Callable[[str, int], Awaitable[trio.SocketStream]]
 
 
 class AnnouncedObject(Protocol):
@@ -124,10 +130,12 @@ class NotifySender:
 
     def __init__(self, config: NotifyConfig, zone: str, proxy_id: str, epoch: int, audit: AuditSink, *,
                  bucket: str, metrics: SenderMetrics | None = None, agents: AgentMap | None = None,
-                 on_gray: Callable[[str, int], None] | None = None) -> None:
+                 on_gray: Callable[[str, int], None] | None = None,
+                 open_stream: OpenStream = trio.open_tcp_stream) -> None:
         """`agents`: the agents of each zone and who owns what, shared with the router (None:
         made from config.agents). `on_gray(zone, agent index)`: an attempt to that agent was
         abandoned at its gray deadline (the router's circuits count it at once).
+        `open_stream(host, port)`: how a connection to an agent is opened.
         Raises ValueError if config.hmac_keys is empty or a key is too short."""
         self._config = config
         self._zone = zone
@@ -149,6 +157,13 @@ class NotifySender:
         self._zone_of = {address: zone for zone, addresses in agent_lists(config.agents).items()
                          for address in addresses}
         self.on_gray = on_gray
+        self._open_stream = open_stream
+
+    def units_of(self, request: p.NotifyRequest) -> float:
+        """The work `request` asks of its agent, in units of the gray deadline (wal_s3/latency.py):
+        1, plus 1 per notify.gray_unit_entries entries and per notify.gray_unit_bytes of its range."""
+        return request_units(nbytes=request.zone_length, bytes_per_unit=self._config.gray_unit_bytes,
+                             entries=len(request.entries), entries_per_unit=self._config.gray_unit_entries)
 
     def guard(self, zone: str, agent: int = 0) -> LatencyGuard:
         """Recent round trips to one agent of `zone` and its gray state (per agent address:
@@ -298,19 +313,20 @@ class NotifySender:
         status = "failed"
         attempt = 0
         guard = self.guard(dest_zone, agent)
+        units = self.units_of(request)
         # The last attempt was abandoned at its deadline: this one is its hedge.
         hedge = hedge and agent is not None
         try:
             for attempt in range(1, self._config.max_attempts + 1):
                 now = trio.current_time()
-                gate = guard.start(now, hedge=hedge)
+                gate = guard.start(now, hedge=hedge, units=units)
                 if gate is None:
                     if not (attempt == 1 and started is not None):
                         self.metrics.gray.labels(dest_zone=dest_zone, outcome="refused").inc()
                         status = "gray"
                         raise NotifyError(f"notify {flushed.key} -> {dest_zone}: not sent, the zone's agent is not "
                                           f"answering in time (a probe is out)", retriable=True)
-                    gate = Attempt(now, probe=False, was_gray=True)  # its frame is on the wire already
+                    gate = Attempt(now, probe=False, was_gray=True, units=units)  # its frame is on the wire already
                 timeout_s = min(self._config.timeout_s, guard.attempt_timeout_s(now, gate))
                 self.metrics.attempts.labels(dest_zone=dest_zone).inc()
                 try:
@@ -558,7 +574,7 @@ class NotifySender:
         trio.TooSlowError, ProtocolError (VersionMismatch: no version agreed on it)."""
         host, _, port = address.rpartition(":")
         with trio.fail_after(self._config.connect_timeout_s):
-            stream = await trio.open_tcp_stream(host, int(port))
+            stream = await self._open_stream(host, int(port))
         conn = _Conn(stream, p.Channel(self._keyring, p.Role.PROXY, os.urandom(p.CHALLENGE_BYTES), offer=offer))
         try:
             with trio.fail_after(self._config.timeout_s):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wal_s3.latency import LatencyGuard, gray_deadline_s, p99
+from wal_s3.latency import LatencyGuard, gray_deadline_s, p99, request_units
 
 
 @pytest.mark.parametrize(("values", "expected"), [
@@ -151,3 +151,84 @@ def test_a_cold_place_with_a_maximum_is_abandoned_at_three_times_it_not_at_the_t
 def test_a_cold_place_without_a_maximum_keeps_the_timeout():
     guard = LatencyGuard(floor_s=1.0, ceiling_s=30.0)
     assert guard.deadline_s(0.0) == 30.0 and guard.attempt_timeout_s(0.0) == float("inf")
+
+
+MiB = 1024 * 1024
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({"nbytes": 0, "bytes_per_unit": 8 * MiB}, 1.0),                       # the request itself
+    ({"nbytes": 100 * 1024, "bytes_per_unit": 8 * MiB}, 1.01220703125),    # a small PUT: 1 + 100/8192
+    ({"nbytes": 8 * MiB, "bytes_per_unit": 8 * MiB}, 2.0),                 # an object at the flush size
+    ({"nbytes": 16 * MiB, "bytes_per_unit": 8 * MiB}, 3.0),
+    ({"nbytes": 8 * MiB, "bytes_per_unit": 8 * MiB, "entries": 512, "entries_per_unit": 64}, 10.0),
+    ({"nbytes": 16 * 1024, "bytes_per_unit": 8 * MiB, "entries": 1, "entries_per_unit": 64}, 1.017578125),
+    ({"nbytes": 0, "bytes_per_unit": 8 * MiB, "entries": 512}, 1.0),       # entries_per_unit 0: not counted
+])
+def test_request_units(kwargs, expected):
+    assert request_units(**kwargs) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"nbytes": 1, "bytes_per_unit": 0},
+    {"nbytes": -1, "bytes_per_unit": 8},
+    {"nbytes": 1, "bytes_per_unit": 8, "entries": -1, "entries_per_unit": 64},
+    {"nbytes": 1, "bytes_per_unit": 8, "entries": 1, "entries_per_unit": -64},
+])
+def test_request_units_refuses_what_is_no_size(kwargs):
+    with pytest.raises(ValueError):
+        request_units(**kwargs)
+
+
+@pytest.mark.parametrize(("latencies", "units", "expected"), [
+    ([], 1.0, 4.5),                  # cold: 3 x max_s 1.5
+    ([], 2.0, 9.0),                  # cold, twice the work: twice that
+    ([], 10.0, 10.0),                # cold, 512 entries of 8 MiB: 45 s, at most the 10 s ceiling
+    ([0.01] * 5, 1.0, 1.0),          # the floor
+    ([0.01] * 5, 6.0, 6.0),          # six times the floor
+    ([0.4] * 5, 2.0, 2.4),           # 3 x 0.4 per unit, two units
+    ([0.6] * 5, 2.0, 3.0),           # 1.8 per unit capped at 1.5, two units
+    ([0.6] * 5, 10.0, 10.0),         # 15 s capped at the ceiling
+])
+def test_gray_deadline_scales_with_the_units_of_work(latencies, units, expected):
+    assert gray_deadline_s(latencies, floor_s=1.0, ceiling_s=10.0, max_s=1.5, units=units) == pytest.approx(expected)
+
+
+def test_gray_deadline_without_a_maximum_is_the_ceiling_when_cold_whatever_the_units():
+    assert gray_deadline_s([], floor_s=1.0, ceiling_s=30.0, units=3.0) == 30.0
+
+
+@pytest.mark.parametrize("units", [0.0, 0.5, -1.0])
+def test_less_than_one_unit_is_refused(units):
+    with pytest.raises(ValueError):
+        gray_deadline_s([], floor_s=1.0, ceiling_s=10.0, units=units)
+    guard = LatencyGuard(floor_s=1.0, ceiling_s=10.0)
+    with pytest.raises(ValueError):
+        guard.start(0.0, units=units)
+    with pytest.raises(ValueError):
+        guard.deadline_s(0.0, units)
+
+
+def test_guard_keeps_seconds_per_unit_and_gives_each_attempt_its_units_worth():
+    """Five answers of 6 s for 10 units each (0.6 s per unit): a 1-unit attempt gets 3 x 0.6
+    = 1.8 s capped at the 1.5 s maximum; a 10-unit one 15 s, at most the ceiling (10 s), which
+    means no deadline of the guard's own (the caller's timeout); a 4-unit probe 2 x 6 s capped
+    at 10 s; and a 10-unit success at 6 s is no reason to be gray."""
+    guard = LatencyGuard(floor_s=1.0, ceiling_s=10.0, max_deadline_s=1.5)
+    for t in (1.0, 2.0, 3.0, 4.0, 5.0):
+        guard.observe(t, 6.0, units=10.0)
+    assert guard.deadline_s(5.0) == pytest.approx(1.5)
+    assert guard.deadline_s(5.0, 10.0) == 10.0
+    small = guard.start(5.0, units=1.0)
+    big = guard.start(5.0, units=10.0)
+    assert small is not None and guard.attempt_timeout_s(5.0, small) == pytest.approx(1.5)
+    assert big is not None and guard.attempt_timeout_s(5.0, big) == float("inf")
+    four = guard.start(5.0, units=4.0)
+    assert four is not None and guard.attempt_timeout_s(5.0, four) == pytest.approx(6.0)
+    guard.succeeded(four, 10.6)  # 5.6 s for 4 units: 1.4 s per unit
+    assert guard.deadline_s(10.6) == pytest.approx(1.5)  # recomputed: 3 x p99 1.4 = 4.2, capped at 1.5
+    assert not guard.gray
+    guard.failed(small, 11.0, timed_out=True)
+    probe = guard.start(12.5, units=4.0)
+    assert probe is not None and probe.probe
+    assert guard.attempt_timeout_s(12.5, probe) == 10.0  # 2 x 6 s, at most the ceiling
