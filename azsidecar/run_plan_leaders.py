@@ -1,4 +1,5 @@
-"""`azsidecar plan leaders`: move partition leaders to the zone their produce bytes come from.
+"""`azsidecar plan leaders`: move partition leaders to the zone their produce bytes come from
+and their consumers fetch from (consumer bytes: the pass-through's fetch_bytes records).
 
 Reads the audit records (leader_placement.audit_input, and the earlier applies' leader_move
 records: leader_placement.applied), the cluster's placement through the Admin API with the
@@ -194,7 +195,8 @@ def _read_inputs(args: argparse.Namespace) -> _Inputs:
     topics = [t for t in audited.topics if not args.topic or t in args.topic]
     if not topics:
         raise ConfigError(f"{root}: no successful produce_batch or produce_summary records"
-                          + (f" of topic(s) {', '.join(args.topic)}" if args.topic else ""))
+                          + (f" of topic(s) {', '.join(args.topic)}" if args.topic else "")
+                          + " (nor fetch_bytes records a leader served)")
     try:
         constraints = Constraints(skew=args.skew, min_saving_bytes=args.min_saving_bytes,
                                   min_saving_usd=args.min_saving_usd, max_moves=args.max_moves)
@@ -210,9 +212,10 @@ def _plan(admin: KafkaLeaderAdmin, args: argparse.Namespace, config: Config, aud
     write the plan file and the reassignment file. Raises StartupFailure for a placement the
     planner cannot read, LeaderAdminError when the cluster refuses."""
     traffic = {k: v for k, v in audited.bytes_by_zone.items() if k[0] in topics}
+    fetches = {k: v for k, v in audited.fetch_bytes_by_zone.items() if k[0] in topics}
     placement, unknown = admin.placement(topics)
     try:
-        plan = plan_leaders(traffic, placement, cross_prices, constraints, audited.window_s)
+        plan = plan_leaders(traffic, placement, cross_prices, constraints, audited.window_s, fetches)
     except LeaderPlanError as exc:
         raise StartupFailure(f"the cluster's placement: {exc}") from exc
     if unknown:
@@ -281,10 +284,17 @@ def as_json(plan: LeaderPlan, audited: AuditedTraffic, usd_per_byte: float, file
         "apply": apply,
         "saving_bytes": plan.saving_bytes, "saving_usd": plan.saving_usd,
         "saving_usd_per_month": plan.per_month(plan.saving_usd),
+        "produce_saving_bytes": plan.saving_bytes - plan.fetch_saving_bytes,
+        "fetch_saving_bytes": plan.fetch_saving_bytes,
+        "consumer_bytes": {"leader": audited.leader_fetch_bytes, "follower": audited.follower_fetch_bytes,
+                           "unattributed": audited.unknown_fetch_bytes},
         "topics": [{"topic": t.topic, "moves": t.moves, "saving_bytes": t.saving_bytes, "saving_usd": t.saving_usd,
-                    "saving_usd_per_month": plan.per_month(t.saving_usd)} for t in plan.topics],
+                    "saving_usd_per_month": plan.per_month(t.saving_usd),
+                    "produce_saving_bytes": t.saving_bytes - t.fetch_saving_bytes,
+                    "fetch_saving_bytes": t.fetch_saving_bytes} for t in plan.topics],
         "moves": [{"topic": m.topic, "partition": m.partition, "from_broker": m.from_broker, "from_zone": m.from_zone,
                    "to_broker": m.to_broker, "to_zone": m.to_zone, "saving_bytes": m.saving_bytes,
+                   "produce_saving_bytes": m.produce_saving_bytes, "fetch_saving_bytes": m.fetch_saving_bytes,
                    "saving_usd": m.saving_usd, "replicas": list(m.replicas_after)} for m in plan.moves],
         "held": [{"topic": h.topic, "partition": h.partition, "to_zone": h.to_zone, "saving_bytes": h.saving_bytes,
                   "reason": h.reason} for h in plan.held],
@@ -305,25 +315,38 @@ def _utc(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
-def move_line(m: Move) -> str:
+def _split(total: int, fetched: int, consumers: bool) -> str:
+    """` (P produce, F consumer)` beside a byte count, when the audit had consumer bytes."""
+    return f" ({total - fetched:,} produce, {fetched:,} consumer)" if consumers or fetched else ""
+
+
+def move_line(m: Move, consumers: bool = False) -> str:
     return (f"  {m.topic}-{m.partition}: broker {m.from_broker} ({m.from_zone}) -> {m.to_broker} ({m.to_zone}), "
-            f"saves {m.saving_bytes:,} bytes, replicas {list(m.replicas_before)} -> {list(m.replicas_after)}")
+            f"saves {m.saving_bytes:,} bytes{_split(m.saving_bytes, m.fetch_saving_bytes, consumers)}, "
+            f"replicas {list(m.replicas_before)} -> {list(m.replicas_after)}")
 
 
 def print_text(plan: LeaderPlan, audited: AuditedTraffic, usd_per_byte: float, files: PlanFiles, apply: bool,
                fh: TextIO) -> None:
     print(f"audit window {audited.window_s:.1f} s; a cross-zone byte costs {usd_per_byte * 1e9:.4f} USD/GB; "
           f"a broker may lead at most {plan.leader_cap} of these partitions", file=fh)
+    consumers = bool(audited.leader_fetch_bytes or audited.follower_fetch_bytes or audited.unknown_fetch_bytes)
+    if consumers:
+        print(f"consumer bytes through the pass-through: {audited.leader_fetch_bytes:,} served by leaders "
+              f"(planned with), {audited.follower_fetch_bytes:,} by followers and {audited.unknown_fetch_bytes:,} "
+              "unattributed (left out: the leader's place does not change them, or no leader was known)", file=fh)
     if not plan.moves:
         print("no leader moves planned", file=fh)
     else:
-        print(f"{len(plan.moves)} leader moves, saving {plan.saving_bytes:,} cross-zone bytes "
+        print(f"{len(plan.moves)} leader moves, saving {plan.saving_bytes:,} cross-zone bytes"
+              f"{_split(plan.saving_bytes, plan.fetch_saving_bytes, consumers)} "
               f"({plan.saving_usd:.6f} USD) over the window{_month(plan, plan.saving_usd)}:", file=fh)
         for t in plan.topics:
-            print(f"  topic {t.topic}: {t.moves} moves, {t.saving_bytes:,} bytes, {t.saving_usd:.6f} USD"
+            print(f"  topic {t.topic}: {t.moves} moves, {t.saving_bytes:,} bytes"
+                  f"{_split(t.saving_bytes, t.fetch_saving_bytes, consumers)}, {t.saving_usd:.6f} USD"
                   f"{_month(plan, t.saving_usd)}", file=fh)
         for m in plan.moves:
-            print(move_line(m), file=fh)
+            print(move_line(m, consumers), file=fh)
     for h in plan.held:
         print(f"  held {h.topic}-{h.partition} (would save {h.saving_bytes:,} bytes in {h.to_zone}): {h.reason}",
               file=fh)

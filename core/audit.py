@@ -18,7 +18,7 @@ from typing import Any
 # components name the sink type from here.
 from core.audit_records import AuditSink as AuditSink
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -48,6 +48,8 @@ SCHEMA_HISTORY: dict[int, str] = {
     13: "kinds produce_summary and metadata_summary: the proxy's produce batches and leader-zone lookups "
         "aggregated per audit.interval_s and key (exact sums, a fixed-bucket latency histogram); "
         "produce_batch and metadata_lookup only with audit.produce_detail = \"batch\"",
+    14: "kind fetch_bytes (record bytes of the Fetch answers the pass-through forwarded, per broker, topic and "
+        "partition, whether the leader served them, aggregated per interval like passthrough_bytes)",
 }
 
 # Kinds that describe produce batches and leader-zone lookups: one record per event (v1..)
@@ -132,6 +134,18 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     "passthrough_bytes": (
         ("proxy_id", "string"), ("broker_id", "long"), ("broker_zone", "string"), ("api_key", "long"),
         ("requests", "long"), ("request_bytes", "long"), ("response_bytes", "long"), ("interval_ms", "long"),
+    ),
+    # Record bytes of the Fetch answers passed through from one broker (proxy.broker_listeners),
+    # per topic and partition, aggregated over interval_ms: zone = the proxy's (the consumer's)
+    # zone, broker_zone = the serving broker's ("" unknown). bytes = the partitions' `records`
+    # fields as the broker sent them (record batches, a cut last batch included; no protocol
+    # framing). from_leader: whether the broker led the partition in the proxy's metadata when
+    # the answer came (null: unknown). partition -1: keys beyond the proxy's bound, counted
+    # together per broker (topic ""); partition -2: answers the proxy could not scan (topic "",
+    # bytes = their whole frames).
+    "fetch_bytes": (
+        ("proxy_id", "string"), ("broker_id", "long"), ("broker_zone", "string"), ("topic", "string"),
+        ("partition", "long"), ("bytes", "long"), ("from_leader", "boolean"), ("interval_ms", "long"),
     ),
     # One per partition whose leader `azsidecar plan leaders --apply` moved, written once its
     # batch was verified (led by to_broker, same replica set, ISR not smaller). zone = where

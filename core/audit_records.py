@@ -125,6 +125,19 @@ class PassthroughBytesRecord(TypedDict, total=False):
     interval_ms: int
 
 
+class FetchBytesRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    proxy_id: str
+    broker_id: int
+    broker_zone: str
+    topic: str
+    partition: int
+    bytes: int
+    from_leader: bool
+    interval_ms: int
+
+
 class LeaderMoveRecord(TypedDict, total=False):
     ts_ms: int
     zone: str
@@ -224,6 +237,9 @@ class AuditSink(Protocol):
 
     @overload
     def emit(self, kind: Literal["passthrough_bytes"], fields: PassthroughBytesRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["fetch_bytes"], fields: FetchBytesRecord) -> None: ...
 
     @overload
     def emit(self, kind: Literal["leader_move"], fields: LeaderMoveRecord) -> None: ...

@@ -1,4 +1,5 @@
-"""The planner's input from audit records: produce bytes per partition and producer zone.
+"""The planner's input from audit records: produce bytes per partition and producer zone,
+and the bytes consumers fetched from the leader per partition and consumer zone.
 
 Strategy. One pass over the records of a window (`produce_bytes_by_zone`, pure, over dicts
 as core/audit.py defines them) sums the `bytes` of every successful `produce_batch` (or
@@ -8,6 +9,12 @@ as core/audit.py defines them) sums the `bytes` of every successful `produce_bat
 (wal_flush PUTs, agent_read GETs, one PUT per checkpoint_write), S3 Express byte charges
 and the notifications' bytes across zones. `leader_prices` turns that into the price of a
 cross-zone byte the planner uses. `read_records` is the thin reader of the gzip JSON lines.
+
+Consumer bytes come from `fetch_bytes` records (schema v14, written by the pass-through):
+the record bytes of a partition served to consumers in the proxy's `zone`. Only those the
+leader served (`from_leader` true) depend on where the leader is; a follower's (false) are
+summed apart for the report, and those the proxy could not attribute (null: no leader in
+its metadata, or the bootstrap listener) likewise, so the CLI can say how much it left out.
 
 With `proxy.bypass_same_zone` the batches to leaders in the proxy's zone are not audited
 (docs/audit-records.md), so the current leader's zone looks emptier than it is;
@@ -45,6 +52,9 @@ class AuditedTraffic:
     put_body_bytes: int = 0
     get_body_bytes: int = 0
     notify_bytes: int = 0
+    fetch_bytes_by_zone: dict[PartitionKey, dict[str, int]] = field(default_factory=dict)  # leader-served
+    follower_fetch_bytes: int = 0
+    unknown_fetch_bytes: int = 0  # from_leader null: not attributed to the leader or a follower
 
     @property
     def window_s(self) -> float:
@@ -54,12 +64,17 @@ class AuditedTraffic:
 
     @property
     def topics(self) -> list[str]:
-        return sorted({t for t, _ in self.bytes_by_zone})
+        return sorted({t for t, _ in self.bytes_by_zone} | {t for t, _ in self.fetch_bytes_by_zone})
+
+    @property
+    def leader_fetch_bytes(self) -> int:
+        return sum(sum(z.values()) for z in self.fetch_bytes_by_zone.values())
 
 
 def produce_bytes_by_zone(records: Iterable[Mapping[str, Any]]) -> AuditedTraffic:
     """Sum the records (any kinds; the relevant ones are read). Batches that failed
-    (error_code != 0) or name no partition are left out: they put nothing on a leader."""
+    (error_code != 0) or name no partition are left out: they put nothing on a leader; so
+    are fetch_bytes rows that name no partition (the proxy's overflow and unscanned answers)."""
     out = AuditedTraffic()
     for r in records:
         kind = r.get("kind")
@@ -91,7 +106,23 @@ def produce_bytes_by_zone(records: Iterable[Mapping[str, Any]]) -> AuditedTraffi
             out.get_body_bytes += int(r.get("bytes") or 0) - int(r.get("bytes_from_cache") or 0)
         elif kind == "notification":
             out.notify_bytes += int(r.get("request_bytes") or 0) + int(r.get("response_bytes") or 0)
+        elif kind == "fetch_bytes":
+            _add_fetch(out, r)
     return out
+
+
+def _add_fetch(out: AuditedTraffic, r: Mapping[str, Any]) -> None:
+    topic, partition, size = r.get("topic") or "", r.get("partition"), int(r.get("bytes") or 0)
+    if not topic or partition is None or int(partition) < 0:  # the overflow and unscanned answers
+        return
+    from_leader = r.get("from_leader")
+    if from_leader is True:
+        zones = out.fetch_bytes_by_zone.setdefault((topic, int(partition)), {})
+        zones[r.get("zone") or ""] = zones.get(r.get("zone") or "", 0) + size
+    elif from_leader is False:
+        out.follower_fetch_bytes += size
+    else:
+        out.unknown_fetch_bytes += size
 
 
 def leader_prices(audited: AuditedTraffic, prices: Prices, storage_class: str = "standard") -> LeaderPrices:

@@ -1,15 +1,25 @@
-"""Which partition leaders to move, and where: a pure plan from produce bytes by zone.
+"""Which partition leaders to move, and where: a pure plan from produce and consumer bytes by zone.
 
 Strategy. A byte produced to a leader in another zone is paid for (inter-AZ transfer both
 ways, or the WAL route's S3 requests); a byte produced to a leader in its own zone is not.
-For a partition led in zone L that received B_z bytes from producers in zone z over the
-audited window, making a replica in zone Z the leader saves
+The same holds for a byte a consumer fetches from the leader: a leader in zone L costs the
+leader-served bytes of consumers in zones other than L (fetch_bytes records with
+from_leader). For a partition led in zone L that received B_z bytes from producers in zone z
+and served F_z bytes to consumers in zone z over the audited window, making a replica in
+zone Z the leader saves
 
-    saving_bytes = B_Z - B_L          (the bytes that stop crossing, less those that start)
-    saving_usd   = saving_bytes * LeaderPrices.usd_per_cross_byte
+    produce bytes = B_Z - B_L         (the bytes that stop crossing, less those that start)
+    consumer bytes = F_Z - F_L
+    saving_bytes = produce bytes + consumer bytes
+    saving_usd   = produce bytes * LeaderPrices.usd_per_cross_byte
+                   + consumer bytes * LeaderPrices.direct_usd_per_byte  (a fetch crosses as transfer)
 
-Replication and follower-fetching consumers do not change with the leader (RF 3 over three
-zones: the leader sends to two other zones wherever it is), so they are left out.
+Replication does not change with the leader (RF 3 over three zones: the leader sends to two
+other zones wherever it is), and neither do fetches a follower served (KIP-392): both are
+left out. F_L counts as crossing after a move: true for a consumer that fetches from the
+leader wherever it is; one that sends its rack to a rack-aware replica selector would fetch
+from the follower left in L instead, so with such consumers the saving is understated.
+Candidates are ranked by saving_usd, then saving_bytes (prices of 0 rank by bytes).
 
 Candidates are the partition's other replicas that are in its ISR (the replica set and the
 replication factor stay; only the order changes, the new leader first). When the replica
@@ -111,17 +121,22 @@ class Move:
     from_zone: str
     to_broker: int
     to_zone: str
-    saving_bytes: int
+    saving_bytes: int  # produce and consumer bytes together
     saving_usd: float
     replicas_before: tuple[int, ...]
     replicas_after: tuple[int, ...]  # the same set, to_broker first, the others in their order
+    fetch_saving_bytes: int = 0  # of saving_bytes, the consumer (leader-served fetch) bytes
+
+    @property
+    def produce_saving_bytes(self) -> int:
+        return self.saving_bytes - self.fetch_saving_bytes
 
 
 # Why a partition that would save bytes is left where it is.
 BELOW_MIN_SAVING = "below the minimum saving"
 LEADER_CAP = "its broker would lead too many partitions"
 MAX_MOVES = "the move cap is reached"
-NOT_IN_ISR = "the replica in its producers' zone is not in the ISR"
+NOT_IN_ISR = "the replica in its producers' (or consumers') zone is not in the ISR"
 
 
 @dataclass(frozen=True)
@@ -139,6 +154,7 @@ class TopicSaving:
     moves: int
     saving_bytes: int
     saving_usd: float
+    fetch_saving_bytes: int = 0  # of saving_bytes, the consumer bytes
 
 
 @dataclass(frozen=True)
@@ -152,6 +168,10 @@ class LeaderPlan:
     @property
     def saving_bytes(self) -> int:
         return sum(m.saving_bytes for m in self.moves)
+
+    @property
+    def fetch_saving_bytes(self) -> int:
+        return sum(m.fetch_saving_bytes for m in self.moves)
 
     @property
     def saving_usd(self) -> float:
@@ -168,9 +188,14 @@ class _Candidate:
     part: PartitionPlacement
     to_broker: int
     to_zone: str
+    fetch_saving_bytes: int = 0
+    saving_usd: float = 0.0
 
-    def order(self) -> tuple[int, str, int, int]:
-        return (-self.saving_bytes, self.part.topic, self.part.partition, self.to_broker)
+    def saves(self) -> bool:
+        return self.saving_usd > 0 or (self.saving_usd == 0 and self.saving_bytes > 0)
+
+    def order(self) -> tuple[float, int, str, int, int]:
+        return (-self.saving_usd, -self.saving_bytes, self.part.topic, self.part.partition, self.to_broker)
 
 
 def leader_cap(placement: Placement, skew: int) -> int:
@@ -181,13 +206,16 @@ def leader_cap(placement: Placement, skew: int) -> int:
 
 
 def plan_leaders(traffic: Mapping[PartitionKey, Mapping[str, int]], placement: Placement, prices: LeaderPrices,
-                 constraints: Constraints, window_s: float = 0.0) -> LeaderPlan:
+                 constraints: Constraints, window_s: float = 0.0,
+                 fetch_traffic: Mapping[PartitionKey, Mapping[str, int]] | None = None) -> LeaderPlan:
     """The moves, best first, and the partitions held back with why.
 
-    `traffic`: produce bytes per partition and producer zone over the window (partitions
-    without traffic never move). Raises LeaderPlanError if a leader is not one of its replicas.
+    `traffic`: produce bytes per partition and producer zone over the window; `fetch_traffic`:
+    the bytes the partition's leader served to consumers per consumer zone (partitions
+    without either never move). Raises LeaderPlanError if a leader is not one of its replicas.
     """
     usd = prices.usd_per_cross_byte
+    fetches = fetch_traffic or {}
     cap = leader_cap(placement, constraints.skew)
     led: dict[int, int] = dict.fromkeys(placement.broker_zones, 0)
     candidates: list[_Candidate] = []
@@ -199,22 +227,26 @@ def plan_leaders(traffic: Mapping[PartitionKey, Mapping[str, int]], placement: P
             raise LeaderPlanError(f"{part.topic}-{part.partition}: leader {part.leader} is not a replica {part.replicas}")
         led[part.leader] = led.get(part.leader, 0) + 1
         by_zone = traffic.get(part.key, {})
-        here = by_zone.get(placement.broker_zones.get(part.leader, ""), 0)
+        fetched = fetches.get(part.key, {})
+        leader_zone = placement.broker_zones.get(part.leader, "")
+        here, fetched_here = by_zone.get(leader_zone, 0), fetched.get(leader_zone, 0)
         best_out_of_isr: _Candidate | None = None
         mine: list[_Candidate] = []
         for broker in part.replicas:
             zone = placement.broker_zones.get(broker)
             if broker == part.leader or zone is None:
                 continue
-            c = _Candidate(by_zone.get(zone, 0) - here, part, broker, zone)
-            if c.saving_bytes <= 0:
+            produce, fetch = by_zone.get(zone, 0) - here, fetched.get(zone, 0) - fetched_here
+            c = _Candidate(produce + fetch, part, broker, zone, fetch,
+                           produce * usd + fetch * prices.direct_usd_per_byte)
+            if not c.saves():
                 continue
             if broker in part.isr:
                 mine.append(c)
             elif best_out_of_isr is None or c.order() < best_out_of_isr.order():
                 best_out_of_isr = c
         best_in_isr = min(mine, key=_Candidate.order, default=None)
-        if best_out_of_isr is not None and (best_in_isr is None or best_out_of_isr.saving_bytes > best_in_isr.saving_bytes):
+        if best_out_of_isr is not None and (best_in_isr is None or best_out_of_isr.order() < best_in_isr.order()):
             # wait for it to rejoin rather than move to a second-best zone now and again later
             first_reason[part.key] = Held(part.topic, part.partition, best_out_of_isr.to_zone,
                                           best_out_of_isr.saving_bytes, NOT_IN_ISR)
@@ -232,7 +264,7 @@ def plan_leaders(traffic: Mapping[PartitionKey, Mapping[str, int]], placement: P
             if key in moved:
                 continue
             reason = None
-            if c.saving_bytes < constraints.min_saving_bytes or c.saving_bytes * usd < constraints.min_saving_usd:
+            if c.saving_bytes < constraints.min_saving_bytes or c.saving_usd < constraints.min_saving_usd:
                 reason = BELOW_MIN_SAVING
             elif len(moves) >= constraints.max_moves:
                 reason = MAX_MOVES
@@ -241,7 +273,7 @@ def plan_leaders(traffic: Mapping[PartitionKey, Mapping[str, int]], placement: P
             if reason is not None:
                 first_reason.setdefault(key, Held(c.part.topic, c.part.partition, c.to_zone, c.saving_bytes, reason))
                 continue
-            moves.append(_move(c, placement, usd))
+            moves.append(_move(c, placement))
             moved.add(key)
             led[c.part.leader] -= 1
             led[c.to_broker] = led.get(c.to_broker, 0) + 1
@@ -250,18 +282,19 @@ def plan_leaders(traffic: Mapping[PartitionKey, Mapping[str, int]], placement: P
     return LeaderPlan(tuple(moves), held, topic_savings(moves), cap, window_s)
 
 
-def _move(c: _Candidate, placement: Placement, usd: float) -> Move:
+def _move(c: _Candidate, placement: Placement) -> Move:
     part = c.part
     after = (c.to_broker,) + tuple(r for r in part.replicas if r != c.to_broker)
     return Move(part.topic, part.partition, part.leader, placement.broker_zones.get(part.leader, ""), c.to_broker,
-                c.to_zone, c.saving_bytes, c.saving_bytes * usd, part.replicas, after)
+                c.to_zone, c.saving_bytes, c.saving_usd, part.replicas, after, c.fetch_saving_bytes)
 
 
 def topic_savings(moves: list[Move] | tuple[Move, ...]) -> tuple[TopicSaving, ...]:
     out: dict[str, TopicSaving] = {}
     for m in moves:
         t = out.get(m.topic, TopicSaving(m.topic, 0, 0, 0.0))
-        out[m.topic] = TopicSaving(m.topic, t.moves + 1, t.saving_bytes + m.saving_bytes, t.saving_usd + m.saving_usd)
+        out[m.topic] = TopicSaving(m.topic, t.moves + 1, t.saving_bytes + m.saving_bytes, t.saving_usd + m.saving_usd,
+                                   t.fetch_saving_bytes + m.fetch_saving_bytes)
     return tuple(out[t] for t in sorted(out))
 
 

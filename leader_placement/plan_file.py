@@ -89,7 +89,7 @@ def _move_json(m: Move) -> dict[str, Any]:
     return {"topic": m.topic, "partition": m.partition, "from_broker": m.from_broker, "from_zone": m.from_zone,
             "to_broker": m.to_broker, "to_zone": m.to_zone, "saving_bytes": m.saving_bytes,
             "saving_usd": m.saving_usd, "replicas_before": list(m.replicas_before),
-            "replicas_after": list(m.replicas_after)}
+            "replicas_after": list(m.replicas_after), "fetch_saving_bytes": m.fetch_saving_bytes}
 
 
 def _move(i: int, m: Any) -> Move:
@@ -98,7 +98,8 @@ def _move(i: int, m: Any) -> Move:
     try:
         move = Move(str(m["topic"]), int(m["partition"]), int(m["from_broker"]), str(m["from_zone"]),
                     int(m["to_broker"]), str(m["to_zone"]), int(m["saving_bytes"]), float(m["saving_usd"]),
-                    tuple(int(b) for b in m["replicas_before"]), tuple(int(b) for b in m["replicas_after"]))
+                    tuple(int(b) for b in m["replicas_before"]), tuple(int(b) for b in m["replicas_after"]),
+                    int(m.get("fetch_saving_bytes", 0)))  # absent from plans made before consumer bytes
     except KeyError as exc:
         raise PlanFileError(f"moves[{i}]: missing {exc}") from exc
     name = f"moves[{i}] ({move.topic}-{move.partition})"

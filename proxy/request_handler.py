@@ -63,6 +63,7 @@ from proxy.acl import AclProvider, AclSet, Request
 from proxy.authz_answers import authorized_metadata, coordinator_refusal
 from proxy.bypass import SameZoneBypass, coordinator_endpoint, same_zone_brokers, with_real_endpoints
 from proxy.config import ProxyConfig
+from proxy.fetch_audit import FetchMeter
 from proxy.passthrough import API_FETCH, BrokerListeners, build_broker_metadata, fetch_with_rack, passthrough_versions
 from proxy.passthrough_audit import PassthroughMeter
 from proxy.produce_only import refused_fetch
@@ -123,6 +124,7 @@ class RequestHandler:
         self.brokers: BrokerListeners | None = None  # set with proxy.broker_listeners: every API passes through
         self.bypass: SameZoneBypass | None = None  # set with proxy.bypass_same_zone: this zone's brokers at their own address
         self.meter: PassthroughMeter | None = None  # counts the bytes passed through (audit)
+        self.fetch_meter: FetchMeter | None = None  # counts Fetch answers' record bytes per partition (audit)
         self._login_limiter = trio.CapacityLimiter(LOGIN_THREADS)
         self._fetch_refused_for: set[str | None] = set()
         self._denial_log = LogLimiter()
@@ -490,6 +492,8 @@ class RequestHandler:
             return
         if self.meter is not None:  # whole frames as they went to and came from the broker
             self.meter.add(-1 if node_id is None else node_id, frame.api_key, len(raw.frame(0)), len(response) + 4)
+        if self.fetch_meter is not None and frame.api_key == API_FETCH:  # scanned, forwarded as it is
+            self.fetch_meter.add(-1 if node_id is None else node_id, response, frame.api_version)
         self._finish_encoded(slot, with_correlation_id(response, frame.correlation_id), frame, started)
 
     async def _forward_to_coordinator(self, request: Any, frame: RequestFrame, slot: ResponseSlot,

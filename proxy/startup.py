@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -15,6 +16,7 @@ from core.audit import AuditSink
 from core.configload import ConfigError
 from core.produce import ProduceBackend
 from core.tls import check_private, server_context
+from kafka_protocol.fetch_response import TopicId
 from kafka_upstream.config import UpstreamConfig
 from kafka_upstream.direct import (
     DirectBackend,
@@ -27,6 +29,7 @@ from proxy.acl_rules import AclFileError, parse_acl_file
 from proxy.acl_source import ClusterAcls, FixedAcls
 from proxy.bypass import SameZoneBypass
 from proxy.config import AuthzConfig, ProxyConfig, QuotaConfig
+from proxy.fetch_audit import FetchMeter
 from proxy.listen import open_listeners
 from proxy.passthrough import BrokerListeners
 from proxy.passthrough_audit import PassthroughMeter
@@ -42,6 +45,20 @@ from proxy.server import ProxyServer
 log = logging.getLogger(__name__)
 
 ProduceBackendFactory = Callable[[UpstreamCluster, MetadataCache], Awaitable[ProduceBackend]]
+
+
+def leader_of(metadata: MetadataCache, topic: str, partition: int) -> int | None:
+    """The partition's leader in the proxy's metadata as it is now; None when it names none."""
+    info = metadata.view.topics.get(topic)
+    p = info.partitions.get(partition) if info is not None else None
+    return p.leader_id if p is not None and p.leader_id >= 0 else None
+
+
+def topic_name(metadata: MetadataCache, topic_id: TopicId) -> str | None:
+    """The name of the topic with this id (Fetch v13+) in the proxy's metadata; None if none.
+    A scan of the topics: the pass-through offers Fetch up to v12, so this runs only for a
+    broker that answered above the version it was asked."""
+    return next((name for name, info in metadata.view.topics.items() if info.topic_id.bytes == topic_id), None)
 
 
 def load_fixed_acls(authz: AuthzConfig, source: str) -> AclProvider | None:
@@ -143,10 +160,14 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
 
                 handler.meter = PassthroughMeter(audit, proxy_config.proxy_id, zone_of,
                                                  proxy_config.passthrough_audit_interval_s)
+                handler.fetch_meter = FetchMeter(audit, proxy_config.proxy_id, zone_of, partial(leader_of, metadata),
+                                                 partial(topic_name, metadata), proxy_config.passthrough_audit_interval_s)
         await handler.start()
         async with trio.open_nursery() as nursery:
             if handler.meter is not None:
                 nursery.start_soon(handler.meter.run)
+            if handler.fetch_meter is not None:
+                nursery.start_soon(handler.fetch_meter.run)
             if cluster_acls is not None:
                 nursery.start_soon(cluster_acls.run)
             await nursery.start(server.serve, listeners)

@@ -51,14 +51,14 @@ STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
 # object, `drop_reason` only for audit_drop (other kinds' `reason` would split groups).
 ROLLUP_KEYS = ("_status", "kind", "schema_version", "hour_ms", "zone", "leader_zone", "dest_zone",
                "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason", "operation",
-               "purpose", "broker_zone", "api_key", "trouble", "trouble_minute_ms")
+               "purpose", "broker_zone", "api_key", "trouble", "trouble_minute_ms", "from_leader")
 ROLLUP_SUMS = ("records", "bytes", "request_bytes", "response_bytes", "put_requests", "gets",
                "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped", "requests")
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
                   "dropped_kind", "reason", "status", "wal_keys", "operation", "purpose", "broker_zone",
-                  "api_key", "error_code", "batches", "lookups") + ROLLUP_SUMS
+                  "api_key", "error_code", "from_leader", "batches", "lookups") + ROLLUP_SUMS
 # The events a rollup row stands for: produce batches and lookups (a summary's batches /
 # lookups, 1 per event record), 1 per line of any other kind. `n` stays the line count.
 EVENTS = "events"
@@ -162,6 +162,7 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
         "dropped_kind",
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
         "operation", "purpose", "broker_zone", "api_key", "ts_ms",
+        F.when(kind == "fetch_bytes", F.col("from_leader")).alias("from_leader"),  # schema v14; null elsewhere
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
         checkpoint_puts.alias(CHECKPOINT_PUTS), events.alias(EVENTS),
         F.when(kind == "notification", notification_wire(framing)).otherwise(0).cast("long").alias(NOTIFICATION_WIRE),
@@ -614,6 +615,31 @@ def latency_buckets() -> Column:
 
 
 LATENCY_QUANTILES = {"p50_ms": 0.5, "p95_ms": 0.95, "p99_ms": 0.99}
+
+
+def fetch_bytes(rolled: DataFrame) -> DataFrame:
+    """Record bytes of the Fetch answers the proxies passed through, per consumer zone x
+    broker zone x who served them, from `rollup(records)` (schema v14 `fetch_bytes`).
+
+    Columns: zone (the proxy's, the consumer's), broker_zone ("" unknown), served_by
+    (`leader`, `follower`, `unknown`: the record's from_leader), bytes (the partitions'
+    record bytes; the rows of answers the proxy could not scan, partition -2, are whole
+    frames and counted too), cross_zone (null when the broker's zone is unknown). These bytes
+    are part of passthrough_bytes' Fetch response bytes, not more: no price here, so the
+    report never counts them twice; what it shows is the share a leader move could change.
+    """
+    cross = F.when(F.col("broker_zone") != "", F.col("zone") != F.col("broker_zone"))
+    served = F.when(F.col("from_leader"), F.lit("leader")).when(~F.col("from_leader"), F.lit("follower")) \
+        .otherwise(F.lit("unknown"))
+    return (
+        _kind(rolled, "fetch_bytes")
+        .withColumn("broker_zone", F.coalesce(F.col("broker_zone"), F.lit("")))
+        .withColumn("served_by", served)
+        .groupBy("zone", "broker_zone", "served_by").agg(F.sum("bytes").cast("long").alias("bytes"))
+        .withColumn("cross_zone", cross)
+        .transform(lambda f: _sorted(f, "zone", "broker_zone", "served_by"))
+        .select("zone", "broker_zone", "served_by", "bytes", "cross_zone")
+    )
 
 
 def latency(records: DataFrame) -> DataFrame:

@@ -48,6 +48,17 @@ def _passthrough_line(rows: Sequence[Mapping[str, Any]]) -> str:
             f"{si_bytes(cross_wire)} costing {usd(sum(r['transfer_usd'] or 0.0 for r in cross))}")
 
 
+def _fetch_line(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line on the record bytes consumers fetched through the sidecars, and the share a
+    leader move could change (served by a leader in another zone)."""
+    total = sum(r["bytes"] or 0 for r in rows)
+    leader_cross = sum(r["bytes"] or 0 for r in rows if r["served_by"] == "leader" and r["cross_zone"])
+    follower = sum(r["bytes"] or 0 for r in rows if r["served_by"] == "follower")
+    return (f"consumer fetches through the sidecars {si_bytes(total)} of records; {si_bytes(leader_cross)} "
+            f"served by a leader in another zone (what `azsidecar plan leaders` weighs), {si_bytes(follower)} "
+            "by followers")
+
+
 def _total(rows: Sequence[Mapping[str, Any]], *columns: str) -> float:
     return sum(float(r.get(c) or 0) for r in rows for c in columns)
 
@@ -237,6 +248,9 @@ def summary_text(tables: Mapping[str, Table], summary: InputSummary, prices: Pri
     passed = _rows(tables, "passthrough_bytes")
     if passed:
         lines.append(_passthrough_line(passed))
+    fetched = _rows(tables, "fetch_bytes")
+    if fetched:
+        lines.append(_fetch_line(fetched))
     for lat in rd.latency_by_route(_rows(tables, "latency")):
         lines.append(f"latency {lat.route:12s} worst pair {lat.pair}: p50 {lat.p50_ms:.1f} ms, "
                      f"p99 {lat.p99_ms:.1f} ms")
@@ -581,6 +595,14 @@ def render_html(tables: Mapping[str, Table], summary: InputSummary, prices: Pric
                             [[r["zone"], r["broker_zone"] or "unknown", r["api"], f"{r['requests']:,}",
                               si_bytes(r["wire_bytes"]), usd(r["transfer_usd"]) if r["transfer_usd"] is not None
                               else "unknown"] for r in passed], text_columns=3))
+    fetched = _rows(tables, "fetch_bytes")
+    if fetched:
+        parts.append("<h2>Consumer fetches by who served them</h2>")
+        parts.append(f"<p class='small'>{html.escape(_fetch_line(fetched))}; part of the Fetch bytes above, "
+                     "not more.</p>")
+        parts.append(_table(["Consumer zone", "Broker zone", "Served by", "Record bytes"],
+                            [[r["zone"], r["broker_zone"] or "unknown", r["served_by"], si_bytes(r["bytes"])]
+                             for r in fetched], text_columns=3))
     placement = placement_section(tables, summary, prices, options)
     if placement is not None:
         parts += _placement_html(placement)

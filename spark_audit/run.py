@@ -119,6 +119,7 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         "cache_agent": jobs.agent_cache,
         "cache_metadata": jobs.metadata_cache,
         "passthrough_bytes": lambda r: jobs.passthrough_bytes(r, prices, framing),
+        "fetch_bytes": jobs.fetch_bytes,
         "zone_trouble": lambda r: jobs.zone_trouble(r, prices, framing, storage_class),
         "agents": jobs.agent_zones,
     }

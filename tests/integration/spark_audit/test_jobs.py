@@ -470,11 +470,12 @@ def test_checkpoint_manifests_are_billed_once_and_shared_among_their_objects(spa
     assert summary.records_by_kind["checkpoint_write"] == 1  # one line, though it names two objects
 
 
-def test_consumer_bytes_by_zone_pair_with_the_transfer_cost_of_the_cross_zone_ones(spark, tmp_path):
+def test_consumer_bytes_by_zone_pair_with_the_transfer_cost_and_the_fetches_by_who_served_them(spark, tmp_path):
     # Schema v7 passthrough_bytes records (requests the proxy forwarded to brokers):
     # proxy az1 fetched from a broker in az2 over two intervals, from one in its own zone,
     # and asked a broker whose zone it did not know (the bootstrap listener); proxy az2
-    # sent a JoinGroup to az3. A produce_batch line must not count.
+    # sent a JoinGroup to az3. A produce_batch line must not count. The same input holds
+    # schema v14 fetch_bytes records (one load: the suite's Spark time is tight).
     def pt(zone, broker_zone, api_key, requests, request_bytes, response_bytes):
         return rec("passthrough_bytes", zone, version=7, proxy_id=f"p-{zone}", broker_id=1, broker_zone=broker_zone,
                    api_key=api_key, requests=requests, request_bytes=request_bytes, response_bytes=response_bytes,
@@ -484,6 +485,14 @@ def test_consumer_bytes_by_zone_pair_with_the_transfer_cost_of_the_cross_zone_on
              pt("az1", "", 2, 1, 40, 60), pt("az2", "az3", 11, 1, 300, 100),
              rec("produce_batch", "az1", leader_zone="az2", route="direct_cross", bytes=1_000, records=1,
                  wire_bytes=1_041, error_code=0, latency_ms=1.0)]
+
+    def fb(zone, broker_zone, partition, size, from_leader):
+        fields = {"from_leader": from_leader} if from_leader is not None else {}
+        return rec("fetch_bytes", zone, version=14, proxy_id=f"p-{zone}", broker_id=2, broker_zone=broker_zone,
+                   topic="orders", partition=partition, bytes=size, interval_ms=10_000, **fields)
+
+    lines += [fb("az1", "az2", 0, 7_000, True), fb("az1", "az2", 1, 3_000, True), fb("az1", "az2", 2, 500, False),
+              fb("az1", "az1", 0, 900, True), fb("az1", "", -2, 64, None)]
     rolled, summary = load(spark, str(write_jsonl(tmp_path / "pt.jsonl.gz", lines)), framing=EASY)
     try:
         actual = jobs.passthrough_bytes(rolled, Prices(), EASY)
@@ -502,9 +511,17 @@ def test_consumer_bytes_by_zone_pair_with_the_transfer_cost_of_the_cross_zone_on
             Row(zone="az2", broker_zone="az3", api_key=11, api="JoinGroup", requests=1, request_bytes=300,
                 response_bytes=100, wire_bytes=420, cross_zone=True, transfer_usd=8.4e-9),
         ], checkRowOrder=True, **MONEY)
+        # fetch_bytes: az1 from the az2 leader 7,000 + 3,000; from an az2 follower 500; from the
+        # az1 leader 900; an unscanned answer (partition -2, no broker zone) 64 under unknown
+        assertDataFrameEqual(jobs.fetch_bytes(rolled), [
+            Row(zone="az1", broker_zone="", served_by="unknown", bytes=64, cross_zone=None),
+            Row(zone="az1", broker_zone="az1", served_by="leader", bytes=900, cross_zone=False),
+            Row(zone="az1", broker_zone="az2", served_by="follower", bytes=500, cross_zone=True),
+            Row(zone="az1", broker_zone="az2", served_by="leader", bytes=10_000, cross_zone=True),
+        ], checkRowOrder=True)
     finally:
         rolled.unpersist()
-    assert summary.records_by_kind == {"passthrough_bytes": 5, "produce_batch": 1}
+    assert summary.records_by_kind == {"passthrough_bytes": 5, "produce_batch": 1, "fetch_bytes": 5}
 
 
 def test_zone_trouble_per_minute_with_the_fallbacks_transfer_and_the_unread_objects_puts(spark, tmp_path):

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from azsidecar import cli
+from core.audit import SCHEMA_VERSION  # the writer's: the test is about the move, not the version
 from leader_placement.plan import PartitionPlacement
 from tests.unit.leader_placement.memory_cluster import MemoryCluster
 
@@ -89,7 +90,7 @@ def test_the_reviewed_plan_is_applied_exactly_recorded_and_its_undoing_reported(
     assert {k: moved[k] for k in ("topic", "partition", "from_broker", "from_zone", "to_broker", "to_zone",
                                   "plan_id", "schema_version", "zone")} == {
         "topic": "orders", "partition": 0, "from_broker": 2, "from_zone": "use1-az2", "to_broker": 1,
-        "to_zone": "use1-az1", "plan_id": plan_id, "schema_version": 13, "zone": ""}
+        "to_zone": "use1-az1", "plan_id": plan_id, "schema_version": SCHEMA_VERSION, "zone": ""}
     assert abs(moved["ts_ms"] / 1000 - time.time()) < 60
 
     # The same file again: the cluster no longer is as the plan saw it.
@@ -169,3 +170,38 @@ def test_a_moved_partition_of_a_topic_without_traffic_in_the_window_is_still_che
         "  payments-0: moved to broker 1 (use1-az1) by plan p0 at 2026-11-26 00:00:00 UTC; now led by broker 3 "
         "(use1-az3)")
     assert json.loads((tmp_path / "p.json").read_text())["moves"][0]["topic"] == "orders"  # payments is not planned
+
+
+def fetched(zone, partition, size, from_leader):
+    return {"schema_version": 14, "kind": "fetch_bytes", "ts_ms": 30_000, "zone": zone, "proxy_id": f"p-{zone}",
+            "broker_id": 2, "broker_zone": "use1-az2", "topic": "orders", "partition": partition, "bytes": size,
+            "from_leader": from_leader, "interval_ms": 10_000}
+
+
+def test_consumer_bytes_a_leader_served_enter_the_plan_and_show_beside_produce_bytes(cluster, tmp_path, capsys):
+    audit = write_audit(tmp_path / "audit")
+    # orders-2 is produced evenly (no produce saving anywhere); its leader (broker 2, az2) served
+    # 3 MB to consumers in az3; a follower served 5 MB, and 1 MB had no known leader
+    extra = [fetched("use1-az3", 2, 3 * MB, True), fetched("use1-az1", 2, 5 * MB, False),
+             fetched("use1-az1", 2, MB, None)]
+    more = audit / "date=2026-11-26" / "hour=01" / "zone=use1-az3"
+    more.mkdir(parents=True)
+    with gzip.open(more / "proxy-3-0.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in extra)
+    plan = tmp_path / "plan.json"
+    assert plan_leaders("--from-audit", str(audit), "--plan-out", str(plan), "--out", str(tmp_path / "r.json")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("consumer bytes through the pass-through: 3,000,000 served by leaders (planned with), "
+                        "5,000,000 by followers and 1,000,000 unattributed (left out: the leader's place does not "
+                        "change them, or no leader was known)")
+    # 8 + 7 MB of produce bytes (orders-0 and -1 to az1) and 3 MB of consumer bytes (orders-2 to az3):
+    # 18 MB x 2e-11 = 3.6e-4 USD in 60 s, x 2,628,000 / 60 = 15.768 USD a month
+    assert lines[2] == ("3 leader moves, saving 18,000,000 cross-zone bytes (15,000,000 produce, 3,000,000 consumer) "
+                        "(0.000360 USD) over the window, 15.77 USD a month at this rate:")
+    assert ("  orders-2: broker 2 (use1-az2) -> 3 (use1-az3), saves 3,000,000 bytes (0 produce, 3,000,000 consumer), "
+            "replicas [2, 3, 1] -> [3, 2, 1]") in lines
+    assert ("  orders-0: broker 2 (use1-az2) -> 1 (use1-az1), saves 8,000,000 bytes (8,000,000 produce, 0 consumer), "
+            "replicas [2, 3, 1] -> [1, 2, 3]") in lines
+    saved = json.loads(plan.read_text())
+    assert [(m["partition"], m["saving_bytes"], m["fetch_saving_bytes"]) for m in saved["moves"]] == [
+        (0, 8 * MB, 0), (1, 7 * MB, 0), (2, 3 * MB, 3 * MB)]

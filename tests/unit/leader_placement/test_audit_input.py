@@ -31,6 +31,34 @@ RECORDS = [
 ]
 
 
+def fetched(zone, topic, partition, size, from_leader, broker_id=2):
+    record = {"kind": "fetch_bytes", "ts_ms": 2_500, "zone": zone, "proxy_id": f"p-{zone}", "broker_id": broker_id,
+              "broker_zone": "use1-az2", "topic": topic, "partition": partition, "bytes": size, "interval_ms": 10_000}
+    if from_leader is not None:  # null is written as a missing key by older tools and as None by the writer
+        record["from_leader"] = from_leader
+    return record
+
+
+def test_consumer_bytes_served_by_the_leader_by_partition_and_consumer_zone():
+    got = produce_bytes_by_zone(RECORDS + [
+        fetched("use1-az1", "t", 0, 4_000, True),
+        fetched("use1-az1", "t", 0, 1_000, True),
+        fetched("use1-az3", "t", 0, 500, True),
+        fetched("use1-az2", "t", 1, 70, True),
+        fetched("use1-az3", "t", 1, 9_000, False),  # a follower served it: the leader's place does not matter
+        fetched("use1-az3", "t", 1, 30, None),  # the proxy knew no leader
+        fetched("use1-az1", "", -1, 800, None),  # the proxy's overflow row: no partition
+        fetched("use1-az1", "", -2, 600, None),  # unscanned answers
+        fetched("use1-az1", "u", 4, 20, True),  # a topic only consumed
+    ])
+    assert got.fetch_bytes_by_zone == {("t", 0): {"use1-az1": 5_000, "use1-az3": 500}, ("t", 1): {"use1-az2": 70},
+                                       ("u", 4): {"use1-az1": 20}}
+    assert (got.leader_fetch_bytes, got.follower_fetch_bytes, got.unknown_fetch_bytes) == (5_590, 9_000, 30)
+    assert got.topics == ["t", "u"]
+    assert got.bytes_by_zone == produce_bytes_by_zone(RECORDS).bytes_by_zone  # produce sums unchanged
+    assert got.window_s == 3.0  # the window is the produce records'
+
+
 def test_bytes_by_partition_and_producer_zone_over_the_window():
     got = produce_bytes_by_zone(RECORDS)
     assert got.bytes_by_zone == {("t", 0): {"use1-az1": 1000, "use1-az2": 100}, ("t", 1): {"use1-az3": 50}}

@@ -170,3 +170,60 @@ def test_bad_input_is_refused():
         Constraints(skew=-1)
     with pytest.raises(LeaderPlanError):
         LeaderPrices(wal_share=1.5)
+
+
+# Consumer bytes: what the leader served to consumers per consumer zone (fetch_bytes with
+# from_leader). A leader in zone L costs the bytes of consumers outside L.
+
+def test_consumers_alone_move_a_leader_to_their_zone():
+    where = placement(part("t", 0, (2, 3, 1)))
+    plan = plan_leaders({}, where, LIST, Constraints(), fetch_traffic={("t", 0): az(900, 100)})
+    [move] = plan.moves
+    # led in az2: az1's 900 B stop crossing, az2's 100 B start: 800 saved, all of it consumer bytes
+    assert (move.to_broker, move.saving_bytes, move.fetch_saving_bytes, move.produce_saving_bytes) == (1, 800, 800, 0)
+    assert move.saving_usd == pytest.approx(800 * 2e-11)
+    assert plan.fetch_saving_bytes == 800
+    assert plan.topics == (TopicSaving("t", 1, 800, pytest.approx(1.6e-8), 800),)
+
+
+def test_produce_and_consumer_bytes_add_up_and_the_bigger_pull_wins():
+    where = placement(part("t", 0, (2, 3, 1)))
+    # producers in az1 (1,000 B), consumers of the leader in az3 (1,500 B), nothing in az2 where it is led
+    plan = plan_leaders({("t", 0): az(1000)}, where, LIST, Constraints(), fetch_traffic={("t", 0): az(0, 0, 1500)})
+    [move] = plan.moves
+    assert (move.to_zone, move.saving_bytes, move.fetch_saving_bytes) == ("use1-az3", 1500, 1500)  # az1 saves 1,000
+    assert move.saving_usd == pytest.approx(1500 * 2e-11)
+
+
+def test_a_produce_byte_on_the_wal_route_may_cost_more_than_a_fetched_one_and_the_dollars_decide():
+    where = placement(part("t", 0, (2, 3, 1)))
+    # every cross-zone produce byte went through the WAL at 1e-10 USD; a fetched byte is transfer, 2e-11
+    wal = LeaderPrices(wal_usd_per_byte=1e-10, wal_share=1.0)
+    plan = plan_leaders({("t", 0): az(1000)}, where, wal, Constraints(), fetch_traffic={("t", 0): az(0, 0, 1500)})
+    [move] = plan.moves
+    # az1: 1,000 x 1e-10 = 1e-7 USD; az3: 1,500 x 2e-11 = 3e-8 USD: az1 although fewer bytes
+    assert (move.to_zone, move.saving_bytes, move.fetch_saving_bytes) == ("use1-az1", 1000, 0)
+    assert move.saving_usd == pytest.approx(1e-7)
+
+
+def test_consumers_in_the_leaders_zone_count_against_a_move():
+    where = placement(part("t", 0, (2, 3, 1)), part("t", 1, (2, 3, 1)))
+    traffic = {("t", 0): az(500), ("t", 1): az(500)}
+    # t-0: 300 B fetched from the leader in az2 would start crossing: 500 - 300 = 200 saved
+    # t-1: 600 B there: 500 - 600 < 0, it stays (and is not held: it would save nothing)
+    fetches = {("t", 0): az(0, 300), ("t", 1): az(0, 600)}
+    plan = plan_leaders(traffic, where, LIST, Constraints(), fetch_traffic=fetches)
+    [move] = plan.moves
+    assert (move.partition, move.to_zone, move.saving_bytes, move.fetch_saving_bytes, move.produce_saving_bytes) \
+        == (0, "use1-az1", 200, -300, 500)
+    assert move.saving_usd == pytest.approx(200 * 2e-11)
+    assert plan.held == ()
+
+
+def test_consumer_bytes_of_a_replica_out_of_the_isr_hold_the_partition():
+    where = placement(part("t", 0, (2, 3, 1), isr=(2, 1)))
+    # producers in az1 save 400 by a move to broker 1 (in the ISR); consumers in az3 would save
+    # 700 at broker 3, out of the ISR: the partition waits for broker 3
+    plan = plan_leaders({("t", 0): az(400)}, where, LIST, Constraints(), fetch_traffic={("t", 0): az(0, 0, 700)})
+    assert plan.moves == ()
+    assert plan.held == (Held("t", 0, "use1-az3", 700, NOT_IN_ISR),)

@@ -19,7 +19,7 @@ from leader_placement.plan_file import (
 
 CREATED_MS = 1_795_654_800_000  # 2026-11-26T01:00:00Z
 MOVES = (Move("orders", 0, 2, "use1-az2", 1, "use1-az1", 8_000_000, 1.6e-4, (2, 3, 1), (1, 2, 3)),
-         Move("orders", 1, 3, "use1-az3", 1, "use1-az1", 7_000_000, 1.4e-4, (3, 1, 2), (1, 3, 2)))
+         Move("orders", 1, 3, "use1-az3", 1, "use1-az1", 7_000_000, 1.4e-4, (3, 1, 2), (1, 3, 2), 2_000_000))
 PLAN = SavedPlan("20261126T010000Z-0123abcd", CREATED_MS, "kRaFt-cluster-1", ("b-1:9092", "b-2:9092"), 60.0, MOVES)
 
 
@@ -32,15 +32,23 @@ def test_the_document_holds_every_move_with_the_leader_and_replica_order_it_saw(
         "moves": [
             {"topic": "orders", "partition": 0, "from_broker": 2, "from_zone": "use1-az2", "to_broker": 1,
              "to_zone": "use1-az1", "saving_bytes": 8_000_000, "saving_usd": 1.6e-4, "replicas_before": [2, 3, 1],
-             "replicas_after": [1, 2, 3]},
+             "replicas_after": [1, 2, 3], "fetch_saving_bytes": 0},
             {"topic": "orders", "partition": 1, "from_broker": 3, "from_zone": "use1-az3", "to_broker": 1,
              "to_zone": "use1-az1", "saving_bytes": 7_000_000, "saving_usd": 1.4e-4, "replicas_before": [3, 1, 2],
-             "replicas_after": [1, 3, 2]},
+             "replicas_after": [1, 3, 2], "fetch_saving_bytes": 2_000_000},  # 5 MB produce, 2 MB consumer
         ]}
     assert parse_plan(json.loads(json.dumps(doc))) == PLAN  # through the file's text and back
     # the reassignment file beside it names the same orders, as kafka-reassign-partitions reads them
     assert reassignment_json(MOVES)["partitions"] == [{"topic": "orders", "partition": 0, "replicas": [1, 2, 3]},
                                                       {"topic": "orders", "partition": 1, "replicas": [1, 3, 2]}]
+
+
+def test_a_plan_written_before_consumer_bytes_reads_with_none_of_them():
+    doc = plan_document(PLAN)
+    for move in doc["moves"]:
+        del move["fetch_saving_bytes"]
+    assert [(m.saving_bytes, m.fetch_saving_bytes, m.produce_saving_bytes) for m in parse_plan(doc).moves] == [
+        (8_000_000, 0, 8_000_000), (7_000_000, 0, 7_000_000)]
 
 
 def test_the_plan_id_is_the_time_of_the_plan_and_a_digest_of_what_it_moves_where():

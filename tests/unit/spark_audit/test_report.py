@@ -191,3 +191,19 @@ def test_consumer_traffic_is_reported_per_zone_pair_with_its_cost():
     page = render_html(tables, SUMMARY, Prices())
     section = page.split("<h2>Consumers and admin clients through the sidecars</h2>")[1].split("</table>")[0]
     assert section.count("<tr>") == 1 + 3 and "unknown" in section and "$0.10" in section
+
+
+def test_consumer_fetches_are_reported_by_who_served_them():
+    columns = ("zone", "broker_zone", "served_by", "bytes", "cross_zone")
+    rows = (("az1", "az1", "follower", 3_000_000_000, False),
+            ("az1", "az2", "leader", 2_000_000_000, True),
+            ("az1", "az1", "leader", 500_000_000, False),
+            ("az3", "", "unknown", 1_000_000, None))
+    tables = {**_tables(2), "fetch_bytes": Table("fetch_bytes", columns, rows)}
+    # 3 GB + 2 GB + 0.5 GB + 1 MB = 5.5 GB; 2 GB from a leader in another zone; 3 GB by followers
+    line = ("consumer fetches through the sidecars 5.5 GB of records; 2.0 GB served by a leader in another zone "
+            "(what `azsidecar plan leaders` weighs), 3.0 GB by followers")
+    assert line in summary_text(tables, SUMMARY, Prices())
+    page = render_html(tables, SUMMARY, Prices())
+    section = page.split("<h2>Consumer fetches by who served them</h2>")[1].split("</table>")[0]
+    assert section.count("<tr>") == 1 + 4 and "unknown" in section and "follower" in section
