@@ -33,7 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.audit import LATENCY_BUCKETS_MS
+import numpy as np  # noqa: E402  (in the dev lock; the summary form draws its batches in blocks)
+
+from core.audit import LATENCY_BUCKETS_MS  # noqa: E402
 
 ZONES = ("use1-az1", "use1-az2", "use1-az4")
 RECORDS_PER_FILE = 250_000  # ~40 files at 10 M: enough gzip files for every core
@@ -68,6 +70,23 @@ class Summaries:
         bucket = bisect.bisect_left(LATENCY_BUCKETS_MS, latency)
         sums[6][bucket] = sums[6].get(bucket, 0) + 1
         sums[8] = ts_ms
+
+    def add_sums(self, key: SummaryKey, batches: int, size: int, records: int, wire: int, latency_sum: float,
+                 latency_max: float, hist: dict[int, int], first_ts: int, last_ts: int) -> None:
+        """What `add` does for many batches of one key at once (the vectorized generator)."""
+        sums = self.produce.get(key)
+        if sums is None:
+            sums = self.produce[key] = [0, 0, 0, 0, 0.0, 0.0, {}, first_ts, last_ts]
+        sums[0] += batches
+        sums[1] += size
+        sums[2] += records
+        sums[3] += wire
+        sums[4] += latency_sum
+        sums[5] = max(sums[5], latency_max)
+        for bucket, n in hist.items():
+            sums[6][bucket] = sums[6].get(bucket, 0) + n
+        sums[7] = min(sums[7], first_ts)
+        sums[8] = max(sums[8], last_ts)
 
     def lines(self, zone: str, ts_ms: int) -> list[str]:
         out = []
@@ -124,6 +143,25 @@ def cycle(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int,
             f'"error_code":{err},"latency_ms":{latency:.3f},"queue_ms":0.2,"s3_put_ms":0.0,'
             f'"notify_rtt_ms":0.0,"leader_append_ms":1.1}}'
         )
+    out.extend(object_lines(rng, zone, ts_ms, seq, vsn, key, wal_bytes, wal_entries))
+    for j in range(3):
+        cache = "hit" if rng.random() < 0.97 else "miss"
+        if summaries is not None:
+            lookup = (TOPICS[j], j, ZONES[j], cache)
+            summaries.lookups[lookup] = summaries.lookups.get(lookup, 0) + 1
+            continue
+        out.append(
+            f'{{"schema_version":{vsn},"kind":"metadata_lookup","ts_ms":{ts_ms + 1},"zone":"{zone}",'
+            f'"topic":"{TOPICS[j]}","partition":{j},"leader_zone":"{ZONES[j]}","cache":"{cache}"}}'
+        )
+    return out
+
+
+def object_lines(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int, key: str,
+                 wal_bytes: dict[str, int], wal_entries: dict[str, int]) -> list[str]:
+    """A cycle's WAL object: its wal_flush, and a notification and an agent read per other zone."""
+    out = []
+    others = [z for z in ZONES if z != zone]
     total = sum(wal_bytes.values())
     entries = sum(wal_entries.values())
     out.append(
@@ -147,17 +185,152 @@ def cycle(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int,
             f'"cache_hits":{min(hits, blocks)},"cache_misses":{max(0, blocks - min(hits, blocks))},'
             f'"bytes_from_cache":{0 if hits == 0 else wal_bytes[dest] // 2},"latency_ms":{20 + rng.random() * 30:.3f}}}'
         )
-    for j in range(3):
-        cache = "hit" if rng.random() < 0.97 else "miss"
-        if summaries is not None:
-            lookup = (TOPICS[j], j, ZONES[j], cache)
-            summaries.lookups[lookup] = summaries.lookups.get(lookup, 0) + 1
-            continue
-        out.append(
-            f'{{"schema_version":{vsn},"kind":"metadata_lookup","ts_ms":{ts_ms + 1},"zone":"{zone}",'
-            f'"topic":"{TOPICS[j]}","partition":{j},"leader_zone":"{ZONES[j]}","cache":"{cache}"}}'
-        )
     return out
+
+
+ROUTES = ("local", "direct_cross", "wal")
+_BOUNDS = np.array(LATENCY_BUCKETS_MS, dtype=float)
+
+
+def block_batches(nrng: np.random.Generator, zone_index: int, seqs: np.ndarray, ts: np.ndarray,
+                  summaries: Summaries) -> tuple[np.ndarray, np.ndarray]:
+    """The produce batches of cycles `seqs` of one zone (the same draws `cycle` makes, in
+    arrays), summed into `summaries`; returns each cycle's WAL bytes and entries per leader
+    zone (shape cycles x 3)."""
+    k = len(seqs)
+    i = np.arange(100)
+    leader = (seqs[:, None] + i[None, :]) % 3
+    small = (seqs % 5 == 0)[:, None]
+    size = np.where(small, nrng.integers(100, 2_001, (k, 100)), nrng.integers(1_000, 64_001, (k, 100)))
+    records = np.maximum(1, size // 200)
+    local = leader == zone_index
+    direct = ~local & (i % 10 == 0)[None, :]
+    wal = ~local & ~direct
+    route = np.where(local, 0, np.where(direct, 1, 2))
+    wire = np.where(direct, size + 120, 0)
+    latency = nrng.lognormal(1.0, 0.5, (k, 100)) + np.where(direct, 1.5, 0.0) \
+        + np.where(wal, 40 + nrng.random((k, 100)) * 60, 0.0)
+    failed = nrng.random((k, 100)) <= 0.001
+    code = ((((i % 12)[None, :] * 3 + leader) * 3 + route) * 2 + failed).ravel()
+    keys, inv = np.unique(code, return_inverse=True)
+    n = len(keys)
+    batch_ts = (ts[:, None] + i[None, :]).ravel()
+    flat_latency = latency.ravel()
+    counts = np.bincount(inv, minlength=n)
+    sizes = np.bincount(inv, weights=size.ravel(), minlength=n)
+    recs = np.bincount(inv, weights=records.ravel(), minlength=n)
+    wires = np.bincount(inv, weights=wire.ravel(), minlength=n)
+    lat_sum = np.bincount(inv, weights=flat_latency, minlength=n)
+    lat_max = np.full(n, -np.inf)
+    np.maximum.at(lat_max, inv, flat_latency)
+    first = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(first, inv, batch_ts)
+    last = np.zeros(n, dtype=np.int64)
+    np.maximum.at(last, inv, batch_ts)
+    buckets = np.searchsorted(_BOUNDS, flat_latency, side="left")
+    nb = len(_BOUNDS) + 1
+    hist = np.bincount(inv * nb + buckets, minlength=n * nb).reshape(n, nb)
+    for j, c in enumerate(keys.tolist()):
+        err = 6 if c % 2 else 0
+        c //= 2
+        r = c % 3
+        c //= 3
+        lead = c % 3
+        partition = c // 3
+        row = hist[j]
+        summaries.add_sums((TOPICS[partition % 4], ZONES[lead], partition, ROUTES[r], "cost", err),
+                           int(counts[j]), int(sizes[j]), int(recs[j]), int(wires[j]), float(lat_sum[j]),
+                           float(lat_max[j]), {int(b): int(row[b]) for b in np.nonzero(row)[0]},
+                           int(first[j]), int(last[j]))
+    wal_bytes = np.stack([np.where(wal & (leader == z), size, 0).sum(axis=1) for z in range(3)], axis=1)
+    wal_entries = np.stack([(wal & (leader == z)).sum(axis=1) for z in range(3)], axis=1)
+    return wal_bytes, wal_entries
+
+
+class HourFiles:
+    """Lines buffered per (hour directory, zone), written as gzip files of at most
+    RECORDS_PER_FILE lines; an hour's buffers are written once time moves past it."""
+
+    def __init__(self, output: Path) -> None:
+        self.output = output
+        self.buffers: dict[tuple[str, str], list[str]] = {}
+        self.files = 0
+        self.hour = ""
+
+    def add(self, hour_dir: str, zone: str, lines: list[str]) -> None:
+        if hour_dir != self.hour:
+            self.close()
+            self.hour = hour_dir
+        buffer = self.buffers.setdefault((hour_dir, zone), [])
+        buffer.extend(lines)
+        if len(buffer) >= RECORDS_PER_FILE:
+            self._write((hour_dir, zone))
+
+    def close(self) -> None:
+        for partition in list(self.buffers):
+            if self.buffers[partition]:
+                self._write(partition)
+        self.buffers.clear()
+
+    def _write(self, partition: tuple[str, str]) -> None:
+        hour_dir, zone = partition
+        d = self.output / hour_dir / f"zone={zone}"
+        d.mkdir(parents=True, exist_ok=True)
+        self.files += 1
+        with gzip.open(d / f"bench-0-{self.files}.jsonl.gz", "wt", compresslevel=GZIP_LEVEL) as f:
+            f.write("\n".join(self.buffers[partition]))
+            f.write("\n")
+        self.buffers[partition] = []
+
+
+def hour_dir_of(ts_ms: int) -> str:
+    t = time.gmtime(ts_ms / 1000)
+    return f"date={t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}/hour={t.tm_hour:02d}"
+
+
+def generate_summaries(batches: int, output: Path, seed: int = 7) -> int:
+    """The audit of `batches` produce batches as the proxies write it by default: per zone and
+    interval, the produce_summary and metadata_summary records of that interval's cycles,
+    their per-object records (wal_flush, notification, agent_read) one per object. The
+    cycles' batches are drawn in arrays per zone and interval (`block_batches`), so 100 M
+    batches take minutes, not hours. Returns the records written."""
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    cycles = max(1, batches // 100)
+    step_ms = max(1, SPAN_MS // cycles)
+    files = HourFiles(output)
+    written = 0
+    c = 0
+    while c < cycles:
+        interval_start = START_MS + ((START_MS + c * step_ms - START_MS) // INTERVAL_MS) * INTERVAL_MS
+        interval_end = interval_start + INTERVAL_MS
+        c_end = min(cycles, -(-(interval_end - START_MS) // step_ms))
+        block = np.arange(c, c_end)
+        hour_dir = hour_dir_of(interval_start)
+        for zi, zone in enumerate(ZONES):
+            seqs = block[block % 3 == zi]
+            if not len(seqs):
+                continue
+            ts = START_MS + seqs * step_ms
+            sums = Summaries()
+            wal_bytes, wal_entries = block_batches(nrng, zi, seqs, ts, sums)
+            others = [(di, z) for di, z in enumerate(ZONES) if z != zone]
+            hits = nrng.random((len(seqs), 3)) < 0.97
+            lines: list[str] = []
+            for row, seq in enumerate(seqs.tolist()):
+                key = f"{seq % 997:03x}/{zone}/proxy-{zone}/1/{seq}"
+                lines.extend(object_lines(rng, zone, int(ts[row]), seq, 1 if seq % 10 == 0 else 2, key,
+                                          {z: int(wal_bytes[row, di]) for di, z in others},
+                                          {z: int(wal_entries[row, di]) for di, z in others}))
+                for j in range(3):
+                    lookup = (TOPICS[j], j, ZONES[j], "hit" if hits[row, j] else "miss")
+                    sums.lookups[lookup] = sums.lookups.get(lookup, 0) + 1
+            lines.extend(sums.lines(zone, interval_end))
+            files.add(hour_dir, zone, lines)
+            written += len(lines)
+        c = c_end
+    files.close()
+    return written
 
 
 def generate(records: int, output: Path, seed: int = 7, form: str = "batch", batches: int | None = None) -> int:
@@ -180,6 +353,8 @@ def generate(records: int, output: Path, seed: int = 7, form: str = "batch", bat
             f.write("\n")
 
     summary = form == "summary"
+    if summary:
+        return generate_summaries(batches or 0, output, seed)
     cycles = max(1, (batches or 0) // 100 if summary else records // RECORDS_PER_CYCLE)
     step_ms = max(1, SPAN_MS // cycles)
     current_hour = ""
