@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180
 
 PARTITIONS = 4
 RECORDS_PER_S = 600  # paced: ~150 a second per partition, several batches of each in flight at the move
-RECORDS_AFTER_MOVE = 600  # one more second of traffic once every leader has moved
+RECORDS_AFTER_MOVE = 300  # half a second more of traffic once every leader has moved
 RECORDS_MAX = 30 * RECORDS_PER_S  # the moves must be done well before
 MOVE_AFTER_S = 0.5  # traffic flows on the first routes (every partition acknowledged) before the moves start
 
@@ -135,6 +135,15 @@ def produce_batches(audit_dir: Path, topic: str) -> list[dict]:
             if r["kind"] == "produce_batch" and r["topic"] == topic]
 
 
+def rerouted(batches: list[dict]) -> dict[int, set[tuple[str, str]]]:
+    """{partition: {(route, reason)}} of the batches the proxy sent again after a refusal."""
+    out: dict[int, set[tuple[str, str]]] = {}
+    for b in batches:
+        if b["reason"].startswith("leader moved: re-routed"):
+            out.setdefault(b["partition"], set()).add((b["route"], b["reason"]))
+    return out
+
+
 def check(records: list[tuple[int, int]], delivery: Delivery, view: ProducerView, moved: dict,
           cluster_bootstrap: str, topic: str) -> None:
     assert "error" not in moved, moved.get("error")
@@ -174,6 +183,11 @@ def test_leaders_moved_mid_burst_on_the_local_and_direct_routes_cost_the_produce
     assert {(b["partition"], b["route"]) for b in batches} == {
         (0, "local"), (0, "direct_cross"), (1, "direct_cross"), (1, "local"), (2, "direct_cross"),
         (3, "direct_cross")}
+    # the batches on their way at the move were refused by the old leader and sent again by the proxy
+    assert rerouted(batches) == {
+        0: {("direct_cross", "leader moved: re-routed (local to use1-az1 refused)")},
+        1: {("local", "leader moved: re-routed (direct_cross to use1-az2 refused)")},
+        2: {("direct_cross", "leader moved: re-routed (direct_cross to use1-az3 refused)")}}
 
 
 def test_leaders_moved_mid_burst_on_the_wal_route_cost_the_producer_nothing(kafka, topic, moto_server, tmp_path):
@@ -188,3 +202,8 @@ def test_leaders_moved_mid_burst_on_the_wal_route_cost_the_producer_nothing(kafk
     assert {(b["partition"], b["leader_zone"], b["route"]) for b in batches} == {
         (0, "use1-az1", "local"), (0, "use1-az2", "wal"), (1, "use1-az2", "wal"), (1, "use1-az1", "local"),
         (2, "use1-az3", "wal"), (2, "use1-az2", "wal"), (3, "use1-az2", "wal")}
+    # refused by the old leader (p0, directly) or by the agent of the zone the leader left (p1, p2)
+    assert rerouted(batches) == {
+        0: {("wal", "leader moved: re-routed (local to use1-az1 refused)")},
+        1: {("local", "leader moved: re-routed (wal to use1-az2 refused)")},
+        2: {("wal", "leader moved: re-routed (wal to use1-az3 refused)")}}
