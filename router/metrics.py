@@ -27,8 +27,8 @@ GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
                         "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
                         ["dest_zone", "operation"])
 RESENDS = Counter("azsidecar_router_resent_batches_total",
-                  "Partition batches refused by a leader that moved and sent again by the new leader's route, "
-                  "by the route that refused them and the route they took then", ["from_route", "to_route"])
+                  "Partition batches refused because their leader moved (source: the old leader, or the agent of "
+                  "the zone it left) and sent again by the new leader's route", ["route", "source"])
 
 # Per partition batch, from the request's submission to the partition's result, by the path
 # it took (local, direct_cross, wal): what the WAL route adds is the difference. Named

@@ -48,7 +48,7 @@ from core.produce import (
 from kafka_upstream.metadata import MetadataCache
 from router import audit_fields
 from router import metrics as router_metrics
-from router.decide import Route
+from router.decide import Path, Route
 from router.partition_book import PartitionBook
 from router.resend_order import Lane, Turn, refused_by_a_moved_leader
 from router.wal_path import WalOutcome
@@ -285,7 +285,8 @@ class ProduceRound:
             services.book.resent(tp, routed.ticket, followed.lane)
             self._routes[tp] = _Routed(followed.route, followed.dest, followed.would, routed.ticket, followed.lane,
                                        refused_wire)
-            router_metrics.RESENDS_BY(routed.route.path.value, followed.route.path.value).inc()
+            router_metrics.RESENDS_BY(followed.route.path.value,
+                                      "agent" if routed.route.path is Path.WAL else "leader").inc()
             if resent.outcome is not None:
                 assert followed.dest is not None
                 self._resent_wal.append((item, followed.dest, resent.outcome))

@@ -932,8 +932,9 @@ class MovingMetadata(FakeMetadata):
 
 
 class LeaderDirect:
-    """The direct backend over a MovingCluster: sent to the leader metadata names at submit;
-    answered when the test sets the request's event (in any order)."""
+    """The direct backend over a MovingCluster: sent to the leader metadata names at submit.
+    With `hold`, the leader takes the request when the test sets its event (in any order);
+    else at once, as a request reaches the leader in the order it was put on the connection."""
 
     def __init__(self, cluster: MovingCluster, metadata: MovingMetadata) -> None:
         self.cluster, self.metadata = cluster, metadata
@@ -946,14 +947,18 @@ class LeaderDirect:
         self.sent.extend((leader, it.batches[0].base_sequence) for it, leader in sent)
         event = trio.Event()
         self.answer_now.append(event)
-        if not self.hold:
-            event.set()
 
-        async def complete():
-            await event.wait()
+        def take():
             return {(it.topic, it.partition): self.cluster.append((it.topic, it.partition), leader,
                                                                    it.batches[0].base_sequence)
                     for it, leader in sent}
+        taken = None if self.hold else take()
+
+        async def complete():
+            if taken is not None:
+                return taken
+            await event.wait()
+            return take()
         return AwaitedCompletion(complete)
 
 
