@@ -261,10 +261,15 @@ class ProduceRound:
         book.finished(tp, routed.ticket, result is not None and result.error_code == errors.NONE)
 
     async def _resend_refused(self) -> None:
-        """Each refused partition's batches sent again at its turn, in request order."""
+        """Each refused partition's batches sent again at its turn. Partitions apart: one
+        partition waiting for its earlier batches (in other requests) holds up no other."""
         refused, self._refused = self._refused, []
-        for item in refused:
-            await self._resend(item)
+        if len(refused) == 1:
+            await self._resend(refused[0])
+            return
+        async with trio.open_nursery() as nursery:
+            for item in refused:
+                nursery.start_soon(self._resend, item)
 
     async def _resend(self, item: PartitionBatches) -> None:
         services, tp = self._services, (item.topic, item.partition)
@@ -311,8 +316,11 @@ class ProduceRound:
         if self._waiting == 0:
             if self._refused and self._services.nursery is not None:
                 self._services.nursery.start_soon(self._resend_then_deliver)
-            else:
-                self._deliver()
+                return
+            for item in self._refused:  # nowhere to send them again from: passed on as refused
+                tp = (item.topic, item.partition)
+                self._services.book.finished(tp, self._routes[tp].ticket, False)
+            self._deliver()
 
     async def _resend_then_deliver(self) -> None:
         await self._resend_refused()

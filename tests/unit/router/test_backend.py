@@ -1068,3 +1068,25 @@ async def test_a_wal_batch_whose_agent_says_the_leader_left_its_zone_goes_by_the
         ("local", "az1", "leader moved: re-routed (wal to az2 refused)")
     assert record["wire_bytes"] == 401  # the refused notification's round trip (300 + 101 bytes), one entry
     assert backend.zone_circuits().get("az2", "closed") == "closed"  # a moved leader is no failure of az2
+
+
+@pytest.mark.trio
+async def test_each_partition_of_a_request_refused_by_moved_leaders_is_sent_again(autojump_clock):
+    cluster = MovingCluster({("t", 0): 2, ("t", 1): 3})
+    metadata = MovingMetadata(cluster)
+    direct = LeaderDirect(cluster, metadata)
+    config = RouterConfig(policy="direct", broker_zones=BROKER_ZONES)
+    two = [PartitionBatches("t", p, (RecordBatch(memoryview(b"x" * 100), 1000 + p, 0, 5, 1, False, 0),))
+           for p in (0, 1)]
+    async with trio.open_nursery() as nursery:
+        backend = RoutingBackend("az1", config, WalConfig(), direct, metadata, None, nursery)
+        completion = await backend.submit(two, CTX)
+        cluster.actual.update({("t", 0): 1, ("t", 1): 2})  # both leaders move
+        direct.hold = False
+        direct.answer_now[0].set()
+        with trio.fail_after(5):
+            results = await completion()
+        nursery.cancel_scope.cancel()
+    assert {tp: (r.error_code, r.base_offset) for tp, r in results.items()} == {("t", 0): (0, 0), ("t", 1): (0, 0)}
+    assert cluster.logs == {("t", 0): [5], ("t", 1): [5]}
+    assert sorted(direct.sent) == [(1, 5), (2, 5), (2, 5), (3, 5)]  # first to 2 and 3, then to 1 and 2
