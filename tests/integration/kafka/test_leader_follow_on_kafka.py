@@ -135,13 +135,12 @@ def produce_batches(audit_dir: Path, topic: str) -> list[dict]:
             if r["kind"] == "produce_batch" and r["topic"] == topic]
 
 
-def rerouted(batches: list[dict]) -> dict[int, set[tuple[str, str]]]:
-    """{partition: {(route, reason)}} of the batches the proxy sent again after a refusal."""
-    out: dict[int, set[tuple[str, str]]] = {}
-    for b in batches:
-        if b["reason"].startswith("leader moved: re-routed"):
-            out.setdefault(b["partition"], set()).add((b["route"], b["reason"]))
-    return out
+def assert_rerouted(batches: list[dict], expected: dict[int, tuple[str, str]]) -> None:
+    """Some batches were sent again after a refusal, each as `expected` says for its partition
+    ((route, reason)): with the route it took then and the refused route and zone named."""
+    got = {(b["partition"], b["route"], b["reason"]) for b in batches if b["reason"].startswith("leader moved")}
+    assert got, "no batch was refused and sent again: the move did not hit a batch on its way"
+    assert got <= {(p, route, reason) for p, (route, reason) in expected.items()}, got
 
 
 def check(records: list[tuple[int, int]], delivery: Delivery, view: ProducerView, moved: dict,
@@ -183,17 +182,23 @@ def test_leaders_moved_mid_burst_on_the_local_and_direct_routes_cost_the_produce
     assert {(b["partition"], b["route"]) for b in batches} == {
         (0, "local"), (0, "direct_cross"), (1, "direct_cross"), (1, "local"), (2, "direct_cross"),
         (3, "direct_cross")}
-    # the batches on their way at the move were refused by the old leader and sent again by the proxy
-    assert rerouted(batches) == {
-        0: {("direct_cross", "leader moved: re-routed (local to use1-az1 refused)")},
-        1: {("local", "leader moved: re-routed (direct_cross to use1-az2 refused)")},
-        2: {("direct_cross", "leader moved: re-routed (direct_cross to use1-az3 refused)")}}
+    # the batches on their way at the move were refused by the old leader and sent again by the
+    # proxy (a partition may have had none: the first refusal refreshes the whole topic's leaders)
+    assert_rerouted(batches, {
+        0: ("direct_cross", "leader moved: re-routed (local to use1-az1 refused)"),
+        1: ("local", "leader moved: re-routed (direct_cross to use1-az2 refused)"),
+        2: ("direct_cross", "leader moved: re-routed (direct_cross to use1-az3 refused)")})
 
 
 def test_leaders_moved_mid_burst_on_the_wal_route_cost_the_producer_nothing(kafka, topic, moto_server, tmp_path):
     bucket = unique_name("wal")
     moto_server.create_bucket(bucket)
-    with wal_sidecars(kafka, moto_server, bucket, tmp_path) as sidecars:
+    # The agent of the zone a leader moved into refreshes its metadata before its first append
+    # of that partition; on a loaded host (load 12 on 2 cores) that took over the notification's
+    # 1 s gray floor once, and the re-sent batch was answered REQUEST_TIMED_OUT. Gray failures
+    # have tests of their own: here the floor is 5 s.
+    gray = {"notify": {"gray_floor_s": 5.0, "gray_max_s": 5.0}}
+    with wal_sidecars(kafka, moto_server, bucket, tmp_path, settings=gray) as sidecars:
         records, delivery, view, moved = burst_across_the_moves(sidecars.proxy, kafka.bootstrap, topic, TARGETS)
     check(records, delivery, view, moved, kafka.bootstrap, topic)
     batches = produce_batches(sidecars.audit_dir, topic)
@@ -203,7 +208,7 @@ def test_leaders_moved_mid_burst_on_the_wal_route_cost_the_producer_nothing(kafk
         (0, "use1-az1", "local"), (0, "use1-az2", "wal"), (1, "use1-az2", "wal"), (1, "use1-az1", "local"),
         (2, "use1-az3", "wal"), (2, "use1-az2", "wal"), (3, "use1-az2", "wal")}
     # refused by the old leader (p0, directly) or by the agent of the zone the leader left (p1, p2)
-    assert rerouted(batches) == {
-        0: {("wal", "leader moved: re-routed (local to use1-az1 refused)")},
-        1: {("local", "leader moved: re-routed (wal to use1-az2 refused)")},
-        2: {("wal", "leader moved: re-routed (wal to use1-az3 refused)")}}
+    assert_rerouted(batches, {
+        0: ("wal", "leader moved: re-routed (local to use1-az1 refused)"),
+        1: ("local", "leader moved: re-routed (wal to use1-az2 refused)"),
+        2: ("wal", "leader moved: re-routed (wal to use1-az3 refused)")})
