@@ -16,7 +16,9 @@ parallel with the zone's other agents; each agent has its own circuit
 `router.fallback` (after they drain, as on any path switch).
 
 What happens after the batches are handed on - results, settlement, the answer,
-accounting - belongs to the request's `ProduceRound` (router/produce_round.py).
+accounting - belongs to the request's `ProduceRound` (router/produce_round.py). A batch
+refused by a leader that moved is sent again by the round through `follow` and `hand_on`
+here: the same lookup and policy as `submit`, the batch unchanged.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ from router import metrics as router_metrics
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape, shadow
 from router.partition_book import PartitionBook, PartitionState
-from router.produce_round import ProduceRound, RoundServices
+from router.produce_round import Followed, ProduceRound, Resent, RoundServices
 from router.rates import ZoneRates
+from router.resend_order import Lane
 from router.wal_path import WalPath
 from router.zone_circuits import ZoneCircuits
 from router.zone_health import Signal, allows
@@ -54,6 +57,12 @@ log = logging.getLogger(__name__)
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
 TOPIC_REFUSALS_CACHED = 10_000  # topics whose pilot answer is remembered; beyond that it is worked out per batch
+# A refused batch's leader is looked up afresh up to this often while the answer still names
+# the lane that refused it: a broker's metadata may lag an election by a moment (the old
+# leader already knows it lost it). 0.05 + 0.1 + 0.2 + 0.4 s of backoff in all, far below a
+# producer's request time-out.
+FOLLOW_LOOKUPS = 5
+FOLLOW_BACKOFF_S = 0.05
 
 
 class RoutingBackend:
@@ -80,7 +89,8 @@ class RoutingBackend:
             circuits.follow(metadata)
         self.circuits = circuits
         self._book = PartitionBook()
-        self._services = RoundServices(self._book, circuits, metadata, audit or NullAuditSink(), proxy_id)
+        self._services = RoundServices(self._book, circuits, metadata, audit or NullAuditSink(), proxy_id,
+                                       follower=self, nursery=nursery)
         self._rates = ZoneRates()
         self.policy: str = config.policy  # as set_policy checks it
         self._topic_refusals: dict[str, str | None] = {}  # config.wal_refusal per topic seen
@@ -104,15 +114,60 @@ class RoutingBackend:
             raise ValueError(f"unknown policy {policy!r}")
         self.policy = policy
 
-    async def _leader_zone(self, item: PartitionBatches) -> tuple[str | None, bool]:
-        """(the leader's zone, whether the topic's metadata was cached)."""
+    async def _leader_zone(self, item: PartitionBatches) -> tuple[str | None, bool, int]:
+        """(the leader's zone, whether the topic's metadata was cached, the leader's id or -1)."""
         cached = self._metadata.cached(item.topic)
         info, broker, _err = await self._metadata.leader(item.topic, item.partition)
         zone = leader_zone(item.topic, item.partition, info.leader_id if info else None,
                            broker.rack if broker else None, self.config.partition_zones, self.config.broker_zones)
         if self._wal is not None and zone is not None and info is not None:
             self._wal.note_leader(zone, item.topic, item.partition, info.leader_id)
-        return zone, cached
+        return zone, cached, info.leader_id if info is not None else -1
+
+    def _lane(self, item: PartitionBatches, route: Route, dest: str | None, leader_id: int) -> Lane:
+        """Where the batch goes: the WAL by the owning agent of the leader's zone (which appends
+        to whichever broker of its zone leads), a direct route to the leader itself."""
+        if route.path is Path.WAL:
+            agent = self._wal.agent_of(dest, item.topic, item.partition) if self._wal and dest else 0
+            return route.path.value, dest or "", agent
+        return route.path.value, dest or "", leader_id
+
+    def _direct_target(self, route: Route, dest: str | None) -> DirectBackend:
+        if route.path is Path.DIRECT_CROSS and dest in self._direct_by_zone:
+            return self._direct_by_zone[dest]
+        return self._direct
+
+    async def follow(self, item: PartitionBatches, refused: Route, lane: Lane) -> Followed | None:
+        """The route to the partition's leader looked up afresh, for a batch `lane` refused
+        because its leader moved (produce_round.LeaderFollower); None while every lookup still
+        names `lane`, or none answers."""
+        backoff_s = FOLLOW_BACKOFF_S
+        for lookup in range(FOLLOW_LOOKUPS):
+            if lookup:
+                await trio.sleep(backoff_s)  # backoff between lookups: the cluster's metadata catches up
+                backoff_s *= 2
+            self._metadata.invalidate(item.topic)
+            try:
+                dest, _cached, leader_id = await self._leader_zone(item)
+            except UpstreamError:
+                return None
+            route, would = self._route(item, dest, self._book.state((item.topic, item.partition)))
+            followed_lane = self._lane(item, route, dest, leader_id)
+            if followed_lane != lane:
+                reason = f"leader moved: re-routed ({refused.path.value} to {lane[1] or '?'} refused)"
+                return Followed(Route(route.path, reason), dest, followed_lane, would)
+        log.info("%s-%d: refused by a moved leader, but its leader still reads as %s after %d lookups; "
+                 "the producer retries", item.topic, item.partition, lane, FOLLOW_LOOKUPS)
+        return None
+
+    async def hand_on(self, item: PartitionBatches, ctx: ProduceContext, followed: Followed) -> Resent:
+        """Send a refused batch again by `followed` (produce_round.LeaderFollower)."""
+        self.route_counts[followed.route.path.value] += 1
+        if followed.route.path is Path.WAL:
+            assert self._wal is not None and followed.dest is not None  # the policy routes WAL only then
+            ack_mode = "leader" if any(b.is_transactional for b in item.batches) else self._ack_mode(item.topic)
+            return Resent(None, await self._wal.submit(item, followed.dest, ack_mode))
+        return Resent(await self._direct_target(followed.route, followed.dest).submit([item], ctx), None)
 
     def _count_submit(self, lookups: list[tuple[PartitionBatches, str | None, bool]],
                       routed: list[tuple[PartitionBatches, Route, Route | None]]) -> None:
@@ -183,7 +238,7 @@ class RoutingBackend:
         return route
 
     async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceRound:
-        produce_round = ProduceRound(self._services, items, time.perf_counter(), ctx.principal)
+        produce_round = ProduceRound(self._services, items, time.perf_counter(), ctx.principal, ctx)
         direct_items: dict[DirectBackend, list[PartitionBatches]] = defaultdict(list)
         lookups: list[tuple[PartitionBatches, str | None, bool]] = []
         routed: list[tuple[PartitionBatches, Route, Route | None]] = []
@@ -191,7 +246,7 @@ class RoutingBackend:
         for item in items:
             tp = (item.topic, item.partition)
             try:
-                dest, cached = await self._leader_zone(item)
+                dest, cached, leader_id = await self._leader_zone(item)
             except UpstreamError as exc:
                 # No broker answered Metadata: this partition fails retriably, the connection
                 # and the other partitions go on; later batches wait for this one's retry.
@@ -213,8 +268,8 @@ class RoutingBackend:
                     errors.REQUEST_TIMED_OUT,
                     error_message="an earlier batch of this producer failed; it must be retried first"))
                 continue
-            book.take(tp, route.path, lane)
-            produce_round.routed(item, route, dest, would)
+            ticket = book.take(tp, route.path, lane)
+            produce_round.routed(item, route, dest, would, ticket, self._lane(item, route, dest, leader_id))
             self.route_counts[route.path.value] += 1
             routed.append((item, route, would))
             if route.path is Path.WAL:
@@ -224,10 +279,7 @@ class RoutingBackend:
                                                  self._producer_wait_s(item, since_previous))
                 produce_round.add_wal(item, dest, outcome)
             else:
-                target = self._direct
-                if route.path is Path.DIRECT_CROSS and dest in self._direct_by_zone:
-                    target = self._direct_by_zone[dest]
-                direct_items[target].append(item)
+                direct_items[self._direct_target(route, dest)].append(item)
         for target, group in direct_items.items():
             produce_round.add_direct(await target.submit(group, ctx), group)
         self._count_submit(lookups, routed)

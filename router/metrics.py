@@ -26,6 +26,9 @@ ZONE_CONDITION = Gauge("azsidecar_router_zone_condition",
 GRAY_FAILURES = Counter("azsidecar_router_gray_failures_total",
                         "WAL PUTs or notifications abandoned at their gray deadline (breaker failures)",
                         ["dest_zone", "operation"])
+RESENDS = Counter("azsidecar_router_resent_batches_total",
+                  "Partition batches refused because their leader moved (source: the old leader, or the agent of "
+                  "the zone it left) and sent again by the new leader's route", ["route", "source"])
 
 # Per partition batch, from the request's submission to the partition's result, by the path
 # it took (local, direct_cross, wal): what the WAL route adds is the difference. Named
@@ -50,3 +53,4 @@ BYTES_IN_BY: Children[Counter] = Children(BYTES_IN)
 BYTES_OUT_BY: Children[Counter] = Children(BYTES_OUT)
 SHADOW_DECISIONS_BY: Children[Counter] = Children(SHADOW_DECISIONS)
 SHADOW_BYTES_BY: Children[Counter] = Children(SHADOW_BYTES)
+RESENDS_BY: Children[Counter] = Children(RESENDS)

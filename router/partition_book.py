@@ -2,6 +2,10 @@
 took (a switch waits for them to drain, so batches reach the log in the order received),
 when it last saw a batch, and which idempotent producers must retry a failed batch first.
 
+Re-sends after a leader moved: each batch handed on takes a ticket of its partition's
+`ResendOrder` (router/resend_order.py); a batch refused by a leader that moved waits here
+for its turn to be sent again, so the new leader gets the partition's batches in order.
+
 Sequence gaps: a producer's batch that failed retriably must reach the leader before any of
 its later batches, or the leader answers OUT_OF_ORDER_SEQUENCE_NUMBER, which librdkafka
 treats as fatal. Until that sequence is sent again, later batches of the producer are
@@ -19,6 +23,7 @@ import trio
 from core import errors
 from core.produce import PartitionBatches, PartitionResult
 from router.decide import Path
+from router.resend_order import Lane, ResendOrder, Turn
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,8 @@ class PartitionState:
     # WAL path: (leader's zone, owning agent) of the batches in flight. A new lane drains the
     # old one first, as a path switch does: a partition moves between agents in order.
     lane: tuple[str, int] | None = None
+    resends: ResendOrder = field(default_factory=ResendOrder)
+    resends_changed: trio.Event = field(default_factory=trio.Event)  # set and replaced on every change
 
 
 GapKey = tuple[str, int, int, int]  # (topic, partition, producer_id, producer_epoch)
@@ -59,13 +66,60 @@ class PartitionBook:
         state.last_request_at = now
         return since
 
-    def take(self, tp: tuple[str, int], path: Path, lane: tuple[str, int] | None) -> None:
-        """A batch of the partition leaves by `path` (its drain-before-switch wait is done)."""
+    def take(self, tp: tuple[str, int], path: Path, lane: tuple[str, int] | None) -> int:
+        """A batch of the partition leaves by `path` (its drain-before-switch wait is done);
+        returns its re-send ticket. A batch sent again later stays counted in flight (on
+        the path it was taken on) until released: a switch waits for the re-send too."""
         state = self._partitions[tp]
         if state.in_flight == 0:
             state.drained = trio.Event()
         state.path, state.lane = path, lane
         state.in_flight += 1
+        return state.resends.issue()
+
+    # ---- re-sends after a leader moved (router/resend_order.py) -------------------------------
+
+    def refused(self, tp: tuple[str, int], ticket: int) -> None:
+        """The batch's leader moved: it will be sent again at its turn."""
+        state = self._partitions[tp]
+        state.resends.refused(ticket)
+        self._resends_changed(state)
+
+    def resent(self, tp: tuple[str, int], ticket: int, lane: Lane) -> None:
+        state = self._partitions[tp]
+        state.resends.resent(ticket, lane)
+        self._resends_changed(state)
+
+    def finished(self, tp: tuple[str, int], ticket: int, ok: bool) -> None:
+        """The batch has its final result (repeats are ignored)."""
+        state = self._partitions[tp]
+        state.resends.finished(ticket, ok)
+        self._resends_changed(state)
+
+    async def resend_turn(self, tp: tuple[str, int], ticket: int) -> Turn:
+        """GO or GIVE_UP, once every earlier batch of the partition has its result or was sent again."""
+        state = self._partitions[tp]
+        waited = trio.current_time()
+        warned = False
+        while (turn := state.resends.turn(ticket)) is Turn.WAIT:
+            if not warned and trio.current_time() - waited > SLOW_WAIT_LOG_S:
+                warned = True
+                log.warning("%s-%d: a batch refused by a moved leader has waited %.1f s for the partition's "
+                            "earlier batches", tp[0], tp[1], trio.current_time() - waited)
+            with trio.move_on_after(SLOW_WAIT_LOG_S):
+                await state.resends_changed.wait()
+        return turn
+
+    async def clear_for(self, tp: tuple[str, int], ticket: int, lane: Lane) -> None:
+        """Until no earlier batch sent again is unanswered on another lane than `lane`."""
+        state = self._partitions[tp]
+        while not state.resends.clear_for(ticket, lane):
+            await state.resends_changed.wait()
+
+    @staticmethod
+    def _resends_changed(state: PartitionState) -> None:
+        state.resends_changed.set()
+        state.resends_changed = trio.Event()
 
     def release(self, item: PartitionBatches, result: PartitionResult | None) -> None:
         """The partition's batch of a request has its result: its sequence gap noted first, so

@@ -16,6 +16,13 @@ calls fn as soon as the results are in: one task per request, none in the produc
 connection (that connection may close while a batch is in flight, cancelling whatever
 awaits in it, and an unsettled partition would keep counting the batch in flight, holding
 its next path switch for good).
+
+A partition whose leader moved while its batches were on the way comes back refused
+(NOT_LEADER_OR_FOLLOWER, from the old leader or the old zone's agent). The round sends such a
+batch again, once, by the new leader's route, in the partition's order
+(router/resend_order.py), before it settles: the producer hears the second answer. A round
+whose WAL part was refused that way settles in a task of the backend's nursery, as a round
+with a direct part does.
 """
 
 from __future__ import annotations
@@ -24,17 +31,26 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import trio
 
 from core import errors
 from core.audit import AuditSink
-from core.produce import PartitionBatches, PartitionResult, ProduceCompletion, Results, ResultsConsumer
+from core.produce import (
+    PartitionBatches,
+    PartitionResult,
+    ProduceCompletion,
+    ProduceContext,
+    Results,
+    ResultsConsumer,
+)
 from kafka_upstream.metadata import MetadataCache
 from router import audit_fields
 from router import metrics as router_metrics
-from router.decide import Route
+from router.decide import Path, Route
 from router.partition_book import PartitionBook
+from router.resend_order import Lane, Turn, refused_by_a_moved_leader
 from router.wal_path import WalOutcome
 from router.zone_circuits import ZoneCircuits
 from router.zone_health import Signal, signal_of_result
@@ -46,6 +62,39 @@ LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAI
 
 
 @dataclass(frozen=True)
+class Followed:
+    """Where a refused batch goes now: its route (reason: the re-send), the leader's zone,
+    the lane, and in shadow mode the route the policy would have taken."""
+
+    route: Route
+    dest: str | None
+    lane: Lane
+    would: Route | None
+
+
+@dataclass(frozen=True)
+class Resent:
+    """A batch handed on again: the direct backend's completion, or its WAL outcome."""
+
+    completion: ProduceCompletion | None
+    outcome: WalOutcome | None
+
+
+class LeaderFollower(Protocol):
+    """The backend's half of a re-send (router/backend.py RoutingBackend)."""
+
+    async def follow(self, item: PartitionBatches, refused: Route, lane: Lane) -> Followed | None:
+        """The route to the partition's leader as looked up afresh; None if no lookup names
+        another lane than the one that refused it (nothing new to try). Raises nothing."""
+        ...
+
+    async def hand_on(self, item: PartitionBatches, ctx: ProduceContext, followed: Followed) -> Resent:
+        """Send `item`'s batches, unchanged, by `followed`: once this returns they are in
+        their lane's order (queued on the leader's connection, or in the WAL buffer)."""
+        ...
+
+
+@dataclass(frozen=True)
 class RoundServices:
     """What every round of one backend settles and accounts against."""
 
@@ -54,6 +103,8 @@ class RoundServices:
     metadata: MetadataCache
     audit: AuditSink
     proxy_id: str
+    follower: LeaderFollower | None = None  # None: refusals of a moved leader go to the producer
+    nursery: trio.Nursery | None = None  # where a callback-answered round re-sends
 
 
 @dataclass(frozen=True)
@@ -61,17 +112,24 @@ class _Routed:
     route: Route
     dest: str | None  # the leader's zone
     would: Route | None  # in shadow mode, the route the policy would have taken
+    ticket: int = -1  # the batch's re-send ticket in its partition (PartitionBook.take)
+    lane: Lane = ("", "", -1)
+    refused_wire_bytes: int = 0  # what a refused first attempt put across zones (after a re-send)
 
 
 class ProduceRound:
     """The results of one RoutingBackend.submit (a core.produce.ProduceCompletion)."""
 
     def __init__(self, services: RoundServices, items: list[PartitionBatches], started: float,
-                 principal: str = "") -> None:
+                 principal: str = "", ctx: ProduceContext | None = None) -> None:
         self._services = services
         self._items = items
         self._started = started
         self._principal = principal
+        self._ctx = ctx
+        self._refused: list[PartitionBatches] = []  # refused by a moved leader, in request order
+        self._resent_wal: list[tuple[PartitionBatches, str, WalOutcome]] = []  # sent again by the WAL
+        self._resent_results: dict[tuple[str, int], PartitionResult] = {}  # sent again by a direct route
         self._routes: dict[tuple[str, int], _Routed] = {}
         self._held_back: dict[tuple[str, int], PartitionResult] = {}  # failed before any path: answered as is
         self._direct: list[tuple[ProduceCompletion, list[PartitionBatches]]] = []  # per direct backend
@@ -90,11 +148,14 @@ class ProduceRound:
         """The partition fails before any path (no metadata, a sequence gap): answered as is."""
         self._held_back[tp] = result
 
-    def routed(self, item: PartitionBatches, route: Route, dest: str | None, would: Route | None) -> None:
-        self._routes[(item.topic, item.partition)] = _Routed(route, dest, would)
+    def routed(self, item: PartitionBatches, route: Route, dest: str | None, would: Route | None,
+               ticket: int = -1, lane: Lane = ("", "", -1)) -> None:
+        self._routes[(item.topic, item.partition)] = _Routed(route, dest, would, ticket, lane)
 
     def add_wal(self, item: PartitionBatches, dest: str, outcome: WalOutcome) -> None:
         self._wal.append((item, dest, outcome))
+        # By callback, whoever awaits the answer: later batches of the partition wait for it.
+        outcome.add_done_callback(functools.partial(self._wal_answered, item, outcome))
 
     def add_direct(self, completion: ProduceCompletion, group: list[PartitionBatches]) -> None:
         self._direct.append((completion, group))
@@ -164,20 +225,106 @@ class ProduceRound:
     async def _gather(self) -> Results:
         """Every partition's result, once all are in; routing state settled (not accounted)."""
         results: dict[tuple[str, int], PartitionResult] = {}
-        for direct_completion, group in self._direct:
-            results.update(await direct_completion())
-            now = time.perf_counter()
-            self._finished_at.update({(it.topic, it.partition): now for it in group})
-        for item, _dest, outcome in self._wal:
-            await outcome.done.wait()
-            self._finished_at[(item.topic, item.partition)] = time.perf_counter()
+        try:
+            for direct_completion, group in self._direct:
+                results.update(await direct_completion())
+                now = time.perf_counter()
+                self._finished_at.update({(it.topic, it.partition): now for it in group})
+                for it in group:
+                    self._answered(it, results.get((it.topic, it.partition)), None)
+            for item, _dest, outcome in self._wal:
+                await outcome.done.wait()
+                self._finished_at[(item.topic, item.partition)] = time.perf_counter()
+            await self._resend_refused()
+        except BaseException:
+            self._abandon_tickets()  # later batches of these partitions must not wait for them
+            raise
         return self._settle(results)
+
+    # ---- re-sends after a leader moved ------------------------------------------------------
+
+    def _wal_answered(self, item: PartitionBatches, outcome: WalOutcome) -> None:
+        self._answered(item, outcome.result, outcome)
+
+    def _answered(self, item: PartitionBatches, result: PartitionResult | None, outcome: WalOutcome | None) -> None:
+        """The first answer of the partition's batches: refused by a moved leader (to be sent
+        again at its turn) or final."""
+        tp = (item.topic, item.partition)
+        routed = self._routes[tp]
+        book = self._services.book
+        if (result is not None and self._services.follower is not None and self._ctx is not None
+                and refused_by_a_moved_leader(result, len(item.batches),
+                                              outcome.batch_codes() if outcome is not None else None)):
+            book.refused(tp, routed.ticket)
+            self._refused.append(item)
+            return
+        book.finished(tp, routed.ticket, result is not None and result.error_code == errors.NONE)
+
+    async def _resend_refused(self) -> None:
+        """Each refused partition's batches sent again at its turn. Partitions apart: one
+        partition waiting for its earlier batches (in other requests) holds up no other."""
+        refused, self._refused = self._refused, []
+        if len(refused) == 1:
+            await self._resend(refused[0])
+            return
+        async with trio.open_nursery() as nursery:
+            for item in refused:
+                nursery.start_soon(self._resend, item)
+
+    async def _resend(self, item: PartitionBatches) -> None:
+        services, tp = self._services, (item.topic, item.partition)
+        assert services.follower is not None and self._ctx is not None  # else nothing was refused
+        routed = self._routes[tp]
+        ok = False
+        try:
+            if await services.book.resend_turn(tp, routed.ticket) is not Turn.GO:
+                return
+            followed = await services.follower.follow(item, routed.route, routed.lane)
+            if followed is None:
+                return
+            await services.book.clear_for(tp, routed.ticket, followed.lane)
+            first_outcome = next((o for it, _d, o in self._wal if it is item), None)
+            refused_wire = audit_fields.wire_bytes(routed.route.path.value, item.size,
+                                                   first_outcome.wire_bytes if first_outcome else 0)
+            resent = await services.follower.hand_on(item, self._ctx, followed)
+            services.book.resent(tp, routed.ticket, followed.lane)
+            self._routes[tp] = _Routed(followed.route, followed.dest, followed.would, routed.ticket, followed.lane,
+                                       refused_wire)
+            router_metrics.RESENDS_BY(followed.route.path.value,
+                                      "agent" if routed.route.path is Path.WAL else "leader").inc()
+            if resent.outcome is not None:
+                assert followed.dest is not None
+                self._resent_wal.append((item, followed.dest, resent.outcome))
+                await resent.outcome.done.wait()
+                result = resent.outcome.result
+            else:
+                assert resent.completion is not None
+                result = (await resent.completion()).get(tp) or PartitionResult(errors.UNKNOWN_SERVER_ERROR)
+                self._resent_results[tp] = result
+            self._finished_at[tp] = time.perf_counter()
+            ok = result is not None and result.error_code == errors.NONE
+        finally:
+            services.book.finished(tp, routed.ticket, ok)
+
+    def _abandon_tickets(self) -> None:
+        for tp, routed in self._routes.items():
+            self._services.book.finished(tp, routed.ticket, False)
 
     def _one_done(self, tp: tuple[str, int]) -> None:
         self._finished_at[tp] = time.perf_counter()
         self._waiting -= 1
         if self._waiting == 0:
+            if self._refused and self._services.nursery is not None:
+                self._services.nursery.start_soon(self._resend_then_deliver)
+                return
+            for item in self._refused:  # nowhere to send them again from: passed on as refused
+                tp = (item.topic, item.partition)
+                self._services.book.finished(tp, self._routes[tp].ticket, False)
             self._deliver()
+
+    async def _resend_then_deliver(self) -> None:
+        await self._resend_refused()
+        self._deliver()
 
     def _deliver(self) -> None:
         assert self._consumer is not None
@@ -194,7 +341,7 @@ class ProduceRound:
         partitions, and update what routing depends on: circuit breakers, leader zones,
         sequence gaps, in-flight counts. Returns the results as the producer will get them."""
         services = self._services
-        for item, dest, outcome in self._wal:
+        for item, dest, outcome in (*self._wal, *self._resent_wal):  # a re-send's result replaces the first
             assert outcome.result is not None  # done: merged from its batches' results
             results[(item.topic, item.partition)] = outcome.result
             if outcome.result.error_code in LEADER_ERRORS:
@@ -208,6 +355,7 @@ class ProduceRound:
                 leader_error = outcome.result.error_code in LEADER_ERRORS
                 services.circuits.observe(key, signal_of_result(outcome.result.error_message, leader_error),
                                           (outcome.result.error_message or "")[:200])
+        results.update(self._resent_results)
         results.update(self._held_back)
         for item in self._items:
             tp = (item.topic, item.partition)
@@ -228,7 +376,9 @@ class ProduceRound:
     def _account(self, results: dict[tuple[str, int], PartitionResult]) -> None:
         """Metrics and audit records of the finished round (after the producer's answer when it can be)."""
         finished = time.perf_counter()
-        outcomes = {id(item): outcome for item, _dest, outcome in self._wal}
+        outcomes: dict[int, WalOutcome | None] = {id(item): outcome for item, _dest, outcome in self._wal}
+        outcomes.update({id(item): outcome for item, _dest, outcome in self._resent_wal})
+        outcomes.update({id(item): None for item in self._items if (item.topic, item.partition) in self._resent_results})
         services = self._services
         for item in self._items:
             tp = (item.topic, item.partition)
@@ -240,6 +390,8 @@ class ProduceRound:
             if result.error_code == errors.NONE:
                 router_metrics.BYTES_OUT_BY(routed.route.path.value).inc(item.size)
                 router_metrics.PRODUCE_LATENCY_BY(routed.route.path.value).observe(done - self._started)
-            services.audit.emit("produce_batch", audit_fields.produce_batch_record(
+            record = audit_fields.produce_batch_record(
                 services.proxy_id, item, routed.route, routed.dest, result, self._started, done,
-                outcomes.get(id(item)), routed.would, self._principal))
+                outcomes.get(id(item)), routed.would, self._principal)
+            record["wire_bytes"] += routed.refused_wire_bytes  # a refused first attempt crossed too
+            services.audit.emit("produce_batch", record)

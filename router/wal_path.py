@@ -74,6 +74,10 @@ class WalOutcome:
         self._missing -= 1
         self._complete_if_all_in()
 
+    def batch_codes(self) -> list[int]:
+        """Each batch's error code, in order (-1: no result yet)."""
+        return [-1 if result is None else result.error_code for result in self._results]
+
     def submitted(self) -> None:
         """Every batch is buffered (or failed): from now on the last result completes it."""
         self._submitted = True

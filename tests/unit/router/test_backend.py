@@ -666,7 +666,9 @@ async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are
         backend = wal_backend(nursery, NotLeaderOnceSender(), log, audit=audit, metadata=metadata)
         first = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
         assert first.error_code == 6  # retriable for the producer
-        assert metadata.invalidated == ["moving"]  # the leader's zone is looked up afresh
+        # the leader's zone is looked up afresh: 5 times while it still names the zone that
+        # refused (backend.FOLLOW_LOOKUPS; then the refusal is passed on), once on settling
+        assert metadata.invalidated == ["moving"] * 6
         second = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
         third = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
         assert (second.error_code, second.base_offset, third.base_offset) == (0, 77, 77)
@@ -893,3 +895,198 @@ async def test_every_audit_record_names_the_client_principal_on_every_route(auto
         nursery.cancel_scope.cancel()
     assert sorted((r["topic"], r["partition"], r["route"], r["principal"]) for r in audit.of("produce_batch")) == [
         ("local", 0, "local", "User:alice"), ("t", 0, "wal", "User:alice"), ("t", 1, "wal", "")]
+
+
+# ---- a leader that moves while batches are on their way (router/resend_order.py) -----------------
+
+
+class MovingCluster:
+    """Leaders that move: `actual` is who leads now, `known` what metadata says until refreshed;
+    each partition's log keeps what its leaders appended (the batches' base sequences)."""
+
+    def __init__(self, leaders: dict) -> None:
+        self.actual = dict(leaders)
+        self.known = dict(leaders)
+        self.logs: dict = {}
+
+    def append(self, tp, leader: int, sequence: int) -> PartitionResult:
+        if self.actual[tp] != leader:
+            return PartitionResult(6)  # NOT_LEADER_OR_FOLLOWER, not appended
+        log = self.logs.setdefault(tp, [])
+        log.append(sequence)
+        return PartitionResult(0, len(log) - 1)
+
+
+class MovingMetadata(FakeMetadata):
+    def __init__(self, cluster: MovingCluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+
+    async def leader(self, topic, partition):
+        tp = (topic, partition)
+        if topic not in self.view.topics:  # invalidated (or never looked up): refreshed
+            self.cluster.known[tp] = self.cluster.actual[tp]
+        self.view.topics[topic] = True
+        leader = self.cluster.known[tp]
+        return PartitionInfo(0, leader, 0), BrokerAddress(leader, f"b{leader}", 9092, None), 0
+
+
+class LeaderDirect:
+    """The direct backend over a MovingCluster: sent to the leader metadata names at submit.
+    With `hold`, the leader takes the request when the test sets its event (in any order);
+    else at once, as a request reaches the leader in the order it was put on the connection."""
+
+    def __init__(self, cluster: MovingCluster, metadata: MovingMetadata) -> None:
+        self.cluster, self.metadata = cluster, metadata
+        self.answer_now: list[trio.Event] = []
+        self.sent: list[tuple[int, int]] = []  # (leader, base sequence)
+        self.hold = True
+
+    async def submit(self, items, ctx):
+        sent = [(it, self.cluster.known[(it.topic, it.partition)]) for it in items]
+        self.sent.extend((leader, it.batches[0].base_sequence) for it, leader in sent)
+        event = trio.Event()
+        self.answer_now.append(event)
+
+        def take():
+            return {(it.topic, it.partition): self.cluster.append((it.topic, it.partition), leader,
+                                                                   it.batches[0].base_sequence)
+                    for it, leader in sent}
+        taken = None if self.hold else take()
+
+        async def complete():
+            if taken is not None:
+                return taken
+            await event.wait()
+            return take()
+        return AwaitedCompletion(complete)
+
+
+def idempotent(sequence: int) -> PartitionBatches:
+    return PartitionBatches("t", 0, (RecordBatch(memoryview(b"x" * 100), 1000, 0, sequence, 1, False, 0),))
+
+
+BROKER_ZONES = {"1": "az1", "2": "az2", "3": "az3"}
+
+
+@pytest.mark.trio
+async def test_batches_refused_by_a_moved_leader_are_sent_again_in_order_whatever_order_their_refusals_come_in(
+        autojump_clock):
+    cluster = MovingCluster({("t", 0): 2})  # led in az2: direct_cross from az1
+    metadata = MovingMetadata(cluster)
+    direct = LeaderDirect(cluster, metadata)
+    audit = MemoryAuditSink()
+    config = RouterConfig(policy="direct", broker_zones=BROKER_ZONES)
+    async with trio.open_nursery() as nursery:
+        backend = RoutingBackend("az1", config, WalConfig(), direct, metadata, None, nursery, audit)
+        rounds = [await backend.submit([idempotent(seq)], CTX) for seq in (0, 1, 2)]  # 3 requests in flight
+        cluster.actual[("t", 0)] = 1  # the leader moves to this zone
+        direct.hold = False
+        for event in reversed(direct.answer_now):  # the last request's refusal is seen first
+            event.set()
+        with trio.fail_after(5):
+            results = [(await r())[("t", 0)] for r in rounds]
+        nursery.cancel_scope.cancel()
+    assert [(r.error_code, r.base_offset) for r in results] == [(0, 0), (0, 1), (0, 2)]  # no refusal answered
+    assert cluster.logs[("t", 0)] == [0, 1, 2]  # the new leader got them in the producer's order
+    assert direct.sent == [(2, 0), (2, 1), (2, 2), (1, 0), (1, 1), (1, 2)]  # each sent again once
+    records = audit.of("produce_batch")
+    assert [(r["route"], r["reason"], r["error_code"]) for r in records] == \
+        [("local", "leader moved: re-routed (direct_cross to az2 refused)", 0)] * 3
+    # the refused attempt crossed zones: the batch and its Produce share (framing.PRODUCE_OVERHEAD_BYTES, 41)
+    assert {r["wire_bytes"] for r in records} == {100 + 41}
+
+
+@pytest.mark.trio
+async def test_after_an_earlier_batch_fails_for_the_producer_later_refused_ones_are_not_sent_again(autojump_clock):
+    cluster = MovingCluster({("t", 0): 2})
+    metadata = MovingMetadata(cluster)
+    direct = LeaderDirect(cluster, metadata)
+    config = RouterConfig(policy="direct", broker_zones=BROKER_ZONES)
+    async with trio.open_nursery() as nursery:
+        backend = RoutingBackend("az1", config, WalConfig(), direct, metadata, None, nursery)
+        first = await backend.submit([idempotent(0)], CTX)
+        second = await backend.submit([idempotent(1)], CTX)
+        cluster.actual[("t", 0)] = 1
+
+        def timed_out(*_args):  # the first request's answer is lost: the producer must retry it
+            return PartitionResult(7)
+        appended = cluster.append
+        cluster.append = lambda tp, leader, seq: timed_out() if seq == 0 else appended(tp, leader, seq)
+        direct.answer_now[1].set()  # the second's refusal first: it waits for the first
+        direct.answer_now[0].set()
+        with trio.fail_after(5):
+            codes = [(await r())[("t", 0)].error_code for r in (first, second)]
+        nursery.cancel_scope.cancel()
+    assert codes == [7, 6]  # the second, sent again, would have overtaken the first's retry
+    assert direct.sent == [(2, 0), (2, 1)]
+
+
+class ZoneAgentSender(SenderFake):
+    """The agent of each zone: appends to the partition's leader if it is in its zone, else
+    refuses (NOT_LEADER_OR_FOLLOWER), as leader_notify/agent/appender.py's home_zone check."""
+
+    def __init__(self, cluster: MovingCluster) -> None:
+        self.cluster = cluster
+        self.refused = 0
+
+    async def notify(self, flushed, zone, agent=None, started=None, on_answer=None):
+        leader = self.cluster.actual[("t", 0)]
+        if BROKER_ZONES[str(leader)] != zone:
+            self.refused += 1
+            return Answer([EntryResult(error_code=6, base_offset=-1, duplicate=False)], 300, 101)
+        result = self.cluster.append(("t", 0), leader, 0)
+        return Answer([EntryResult(error_code=0, base_offset=result.base_offset, duplicate=False)], 300, 101)
+
+
+@pytest.mark.trio
+async def test_a_wal_batch_whose_agent_says_the_leader_left_its_zone_goes_by_the_new_leaders_route(autojump_clock):
+    cluster = MovingCluster({("t", 0): 2})  # led in az2: the WAL route to az2's agent
+    metadata = MovingMetadata(cluster)
+    direct = LeaderDirect(cluster, metadata)
+    direct.hold = False
+    sender = ZoneAgentSender(cluster)
+    audit = MemoryAuditSink()
+    log: list = []
+    async with trio.open_nursery() as nursery:
+        wal, circuits = wal_route(FakeWriter(log), sender, nursery)
+        config = RouterConfig(policy="wal", broker_zones=BROKER_ZONES)
+        backend = RoutingBackend("az1", config, WalConfig(), direct, metadata, wal, nursery, audit, circuits=circuits)
+        completion = await backend.submit([idempotent(0)], CTX)
+        cluster.actual[("t", 0)] = 1  # moved to this zone before the agent appends
+        answered = trio.Event()
+        seen: list = []
+        assert completion.on_results(lambda results: (seen.append(results), answered.set()))
+        with trio.fail_after(5):
+            await answered.wait()
+        nursery.cancel_scope.cancel()
+    assert [(r.error_code, r.base_offset) for r in seen[0].values()] == [(0, 0)]
+    assert sender.refused == 1 and direct.sent == [(1, 0)]  # sent again locally, once
+    assert cluster.logs[("t", 0)] == [0]
+    [record] = audit.of("produce_batch")
+    assert (record["route"], record["leader_zone"], record["reason"]) == \
+        ("local", "az1", "leader moved: re-routed (wal to az2 refused)")
+    assert record["wire_bytes"] == 401  # the refused notification's round trip (300 + 101 bytes), one entry
+    assert backend.zone_circuits().get("az2", "closed") == "closed"  # a moved leader is no failure of az2
+
+
+@pytest.mark.trio
+async def test_each_partition_of_a_request_refused_by_moved_leaders_is_sent_again(autojump_clock):
+    cluster = MovingCluster({("t", 0): 2, ("t", 1): 3})
+    metadata = MovingMetadata(cluster)
+    direct = LeaderDirect(cluster, metadata)
+    config = RouterConfig(policy="direct", broker_zones=BROKER_ZONES)
+    two = [PartitionBatches("t", p, (RecordBatch(memoryview(b"x" * 100), 1000 + p, 0, 5, 1, False, 0),))
+           for p in (0, 1)]
+    async with trio.open_nursery() as nursery:
+        backend = RoutingBackend("az1", config, WalConfig(), direct, metadata, None, nursery)
+        completion = await backend.submit(two, CTX)
+        cluster.actual.update({("t", 0): 1, ("t", 1): 2})  # both leaders move
+        direct.hold = False
+        direct.answer_now[0].set()
+        with trio.fail_after(5):
+            results = await completion()
+        nursery.cancel_scope.cancel()
+    assert {tp: (r.error_code, r.base_offset) for tp, r in results.items()} == {("t", 0): (0, 0), ("t", 1): (0, 0)}
+    assert cluster.logs == {("t", 0): [5], ("t", 1): [5]}
+    assert sorted(direct.sent) == [(1, 5), (2, 5), (2, 5), (3, 5)]  # first to 2 and 3, then to 1 and 2
