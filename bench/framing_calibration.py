@@ -5,14 +5,18 @@ with the links' offloads off and their MTU set, reads every frame of the baselin
 (deploy/local/port_capture.py) and prints what the meter counted part by part: data
 segments and their headers each way, pure ACKs each way, connection set-up, the Kafka
 requests and responses by API, and the audit's estimate of a direct produce against the
-meter. One JSON line per run goes to --out.
+meter. The estimate is core.framing's formula on the sidecar run's produce_batch records
+(the cross-zone ones: routes wal and direct_cross), the sums the Spark job's
+`direct_equivalent_bytes` makes; Spark itself is not started. One JSON line per run goes
+to --out.
 
-    sudo .venv/bin/python bench/framing_calibration.py --mtu 1500 --runs 3
+    sudo .venv/bin/python bench/framing_calibration.py --mtu 1500 --also-mtu 9001 --runs 3
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import tempfile
@@ -22,6 +26,7 @@ from pathlib import Path
 from azsidecar.demo import meter_framing, run_demo
 from core.framing import direct_produce_wire_bytes
 from deploy.local.frame_tally import FrameTally
+from deploy.local.zones import CrossZoneReading
 
 # The demo test's slow-host deadlines: a loaded host must not send batches direct mid-run.
 SLOW_HOST = {"notify": {"gray_floor_s": 8.0, "gray_max_s": 8.0}}
@@ -54,24 +59,41 @@ def breakdown(frames: FrameTally) -> dict[str, object]:
     }
 
 
-def one_run(mtu: int, mb: float, work: Path) -> dict[str, object]:
+def audited_cross_zone_batches(audit_dir: Path) -> tuple[int, int]:
+    """(bytes, batches) of the cross-zone produce_batch records under audit_dir."""
+    total_bytes = batches = 0
+    for path in audit_dir.rglob("*.jsonl.gz"):
+        with gzip.open(path, "rt") as lines:
+            for line in lines:
+                record = json.loads(line)
+                if record.get("kind") == "produce_batch" and record.get("route") in ("wal", "direct_cross"):
+                    total_bytes += int(record["bytes"])
+                    batches += 1
+    return total_bytes, batches
+
+
+def one_run(mtu: int, more_mtus: list[int], mb: float, work: Path) -> list[dict[str, object]]:
+    """One environment: a baseline at `mtu`, the sidecar run, then a baseline per `more_mtus`."""
     load = os.getloadavg()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     result = run_demo(work, mb=mb, record_bytes=1000, policy="wal", mode="netns", progress=lambda _m: None,
-                      offloads=False, sidecar_config=SLOW_HOST, link_mtu=mtu, capture_frames=True)
-    reading = result.baseline.reading
+                      offloads=False, sidecar_config=SLOW_HOST, link_mtu=mtu, capture_frames=True, audit=False,
+                      more_baseline_mtus=more_mtus)
+    audit_bytes, audit_batches = audited_cross_zone_batches(result.run_dir / "audit")
+    baselines = [(mtu, result.baseline), *result.mtu_baselines.items()]
+    return [{"started_utc": started, "load_avg": [round(x, 2) for x in load], "mb": mb,
+             **row(m, baseline.reading, audit_bytes, audit_batches)} for m, baseline in baselines]
+
+
+def row(mtu: int, reading: CrossZoneReading, audit_bytes: int, audit_batches: int) -> dict[str, object]:
     frames = reading.frames
     assert frames is not None and reading.total_bytes is not None
     framing = meter_framing(False, mtu)
     parts = breakdown(frames)
-    estimate = result.audit_total("direct_equivalent_bytes") or 0.0
-    savings = result.audit_tables.get("savings", [])
-    audit_batches = sum(float(r.get(f"batches_{route}") or 0) for r in savings for route in ("wal", "direct_cross"))
-    audit_bytes = sum(float(r.get(f"bytes_{route}") or 0) for r in savings for route in ("wal", "direct_cross"))
+    estimate = direct_produce_wire_bytes(audit_bytes, audit_batches, framing)
     model_on_capture = direct_produce_wire_bytes(frames.kafka.batch_bytes, frames.kafka.batches, framing)
     return {
-        "started_utc": started, "load_avg": [round(x, 2) for x in load], "mtu": mtu, "mb": mb,
-        "meter_bytes": reading.total_bytes, "meter_packets": reading.total_packets,
+        "mtu": mtu, "meter_bytes": reading.total_bytes, "meter_packets": reading.total_packets,
         "captured_bytes": frames.total_bytes, "frames_dropped": reading.frames_dropped,
         "audit_estimate": estimate, "audit_vs_meter": estimate / reading.total_bytes - 1,
         "audit_batches": audit_batches, "audit_batch_bytes": audit_bytes,
@@ -83,16 +105,18 @@ def one_run(mtu: int, mb: float, work: Path) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mtu", type=int, default=1500)
+    parser.add_argument("--also-mtu", type=int, action="append", default=[],
+                        help="one more baseline run in the same environment with the links at this MTU")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--mb", type=float, default=12.0)
     parser.add_argument("--out", default="framing-calibration.jsonl")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="framing-cal-") as work, open(args.out, "a") as out:
         for _ in range(args.runs):
-            row = one_run(args.mtu, args.mb, Path(work))
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            print(json.dumps(row, indent=1), flush=True)
+            for line in one_run(args.mtu, args.also_mtu, args.mb, Path(work)):
+                out.write(json.dumps(line) + "\n")
+                out.flush()
+                print(json.dumps(line, indent=1), flush=True)
     return 0
 
 
