@@ -79,10 +79,10 @@ def test_round_trip_writer_to_report(spark, tmp_path):
     summary = json.loads((tmp_path / "out" / "input_summary.json").read_text())
     assert summary["records_by_kind"] == {"produce_batch": 2, "wal_flush": 1, "notification": 1, "agent_read": 1}
     text = out.getvalue()
-    # 3.493812e-5 before compute; the agent az2 over the 4 ms between the first and the last record:
+    # 3.48219e-5 before compute; the agent az2 over the 4 ms between the first and the last record:
     # 1 x 0.004 s / 3600 x $0.04937 = $5.486e-8; CPU 2 MB of WAL bytes / 2^30 x 5.39648 s/GiB = 0.010052 s
-    # x $0.04048 / 3600 = $1.1303e-7; net 3.493812e-5 - 5.486e-8 - 1.1303e-7 = 3.477024e-5
-    assert "NET SAVINGS $0.00003477 = " in text
+    # x $0.04048 / 3600 = $1.1303e-7; net 3.48219e-5 - 5.486e-8 - 1.1303e-7 = 3.465401e-5
+    assert "NET SAVINGS $0.00003465 = " in text
     assert "projection  window too short to project (0.004 s < 1 h)" in text
     assert len(text.splitlines()) <= 24  # one screen
 
