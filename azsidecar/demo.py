@@ -19,7 +19,7 @@ import csv
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from core.prices import Prices
 from deploy.local.kafka_jars import KAFKA_VERSION
 from deploy.local.scenario import RunResult, Workload, router_overrides, run_baseline, run_sidecar
 from deploy.local.sidecar_stack import SidecarSettings, sidecar_starter
-from deploy.local.zones import cleanup_leftovers, netns_available, three_zones
+from deploy.local.zones import cleanup_leftovers, netns_available, set_link_mtu, three_zones
 from spark_audit.run import run as run_audit
 
 GB = 1_000_000_000
@@ -42,9 +42,10 @@ GSO_PACKET_BYTES = 65_535
 VETH_MTU = 1500
 
 
-def meter_framing(offloads: bool) -> Framing:
+def meter_framing(offloads: bool, link_mtu: int | None = None) -> Framing:
     """The path the demo's metered links are: what the audit estimates bytes on the wire for."""
-    return Framing(path_mtu=GSO_PACKET_BYTES if offloads else VETH_MTU, link_header_bytes=METER_LINK_HEADER_BYTES)
+    return Framing(path_mtu=GSO_PACKET_BYTES if offloads else link_mtu or VETH_MTU,
+                   link_header_bytes=METER_LINK_HEADER_BYTES)
 
 
 # A row of a report CSV (csv.DictReader): column -> text.
@@ -62,6 +63,8 @@ class DemoResult:
     sidecar: RunResult
     audit_tables: dict[str, list[CsvRow]] = field(default_factory=dict)
     run_dir: Path = Path()
+    # More baseline runs after the sidecar run, each with the inter-zone links at this MTU.
+    mtu_baselines: dict[int, RunResult] = field(default_factory=dict)
 
     @property
     def metered_reduction(self) -> float | None:
@@ -79,10 +82,15 @@ class DemoResult:
 def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal", mode: str = "auto",
              audit: bool = True, progress: Callable[[str], None] | None = None, offloads: bool = True,
              broker: str = "kafka", kafka_version: str | None = None,
-             sidecar_config: dict[str, dict[str, object]] | None = None) -> DemoResult:
+             sidecar_config: dict[str, dict[str, object]] | None = None, link_mtu: int | None = None,
+             capture_frames: bool = False, more_baseline_mtus: Sequence[int] = ()) -> DemoResult:
     """Baseline and sidecar runs of the same workload, verified, and (optionally) audited.
 
     sidecar_config: more settings for the sidecars' config files ({section: {key: value}}).
+    link_mtu: the inter-zone links' MTU (netns; default 1,500). capture_frames: the meter
+    also takes the frames apart (RunResult.reading.frames; deploy/local/frame_tally.py).
+    more_baseline_mtus (netns): after the sidecar run, one more baseline run with the links
+    at each of these MTUs (DemoResult.mtu_baselines); the audit stays the first MTU's.
 
     Raises SystemExit when a run fails verification, ScenarioError/ZoneSetupError when the
     environment cannot be set up.
@@ -99,7 +107,7 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     what = f"Apache Kafka {kafka_version or KAFKA_VERSION}, a node per zone" if broker == "kafka" else "Tansu"
     progress(f"starting three zones ({mode}, {what}); logs in {run_dir}")
     with three_zones(mode=mode, log_dir=run_dir / "logs", offloads=offloads, broker=broker,
-                     kafka_version=kafka_version) as env:
+                     kafka_version=kafka_version, link_mtu=link_mtu, capture_frames=capture_frames) as env:
         wal_bucket = "azsidecar-wal"
         env.create_bucket(wal_bucket)
         progress(f"zones up: {', '.join(f'{z.name}@{z.address}' for z in env.zones)}"
@@ -111,11 +119,16 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
                                    extra=dict(sidecar_config or {}))
         sidecar = run_sidecar(env, workload, sidecar_starter(env, settings), progress=progress)
         _check(sidecar, "sidecar", progress)
-    result = DemoResult(mode, baseline, sidecar, run_dir=run_dir)
+        mtu_baselines = {}
+        for mtu in more_baseline_mtus:
+            set_link_mtu(env, mtu)
+            mtu_baselines[mtu] = run_baseline(env, workload, progress=progress, name=f"baseline-mtu{mtu}")
+            _check(mtu_baselines[mtu], f"baseline at MTU {mtu}", progress)
+    result = DemoResult(mode, baseline, sidecar, run_dir=run_dir, mtu_baselines=mtu_baselines)
     if audit:
         progress("running the Spark audit (local[*]) over the sidecar run's audit records")
         code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout,
-                         framing=meter_framing(offloads))
+                         framing=meter_framing(offloads, link_mtu))
         if code != 0:
             raise SystemExit(f"the audit failed with exit code {code}")
         result.audit_tables = {p.stem: list(csv.DictReader(p.open())) for p in (run_dir / "report").glob("*.csv")}

@@ -7,7 +7,7 @@
 - `audit`: the audit record contract (kinds, fields, schema version) and the AuditSink seam.
 - `prices`: the list-price table (per storage class) of the cost policy, the planner and the audit;
   `prices_file`: a price table read from a TOML file.
-- `framing`: bytes on the wire of a byte stream (TCP/IP headers and ACKs at a path MTU), for the audit.
+- `framing`: bytes on the wire (TCP/IP headers at a path MTU; a direct produce at least, a notification at most), for the audit.
 - `zones`: which zone a partition's leader is in (overrides, broker zones, racks): router and agent agree.
 - `tls`: TLS contexts and secret files shared by the proxy's and the agent's connections.
 - `msk_iam`: MSK IAM tokens for SASL/OAUTHBEARER, and when to refresh them and re-authenticate (KIP-368).

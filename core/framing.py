@@ -9,14 +9,19 @@ module turns them into packets for a path MTU M (docs/audit-records.md, "Bytes o
 
     MSS            = M - IP_TCP_HEADER_BYTES              (9001 -> 8949, 1500 -> 1448)
     per packet     = IP_TCP_HEADER_BYTES + link_header_bytes
-    stream(P)      = P + P / MSS * per_packet * (1 + 1 / ACK_EVERY_SEGMENTS)
+    stream(P)      = P + P / MSS * per_packet
     round_trip(Q, R) = Q + R + (ceil(Q / MSS) + ceil(R / MSS) + 2) * per_packet
 
-`stream` is a produce connection's data: batches share full segments, so a batch's share
-of the headers is proportional to its bytes, and the reverse direction carries one pure ACK
-per ACK_EVERY_SEGMENTS data segments (the standard delayed-ACK rate). `round_trip` is one
-notification and its answer, each sent alone: whole packets each, plus at most one pure ACK
-per message (an upper bound on what the WAL route put across).
+Strategy: the two estimates err on opposite sides so that the savings are never overstated.
+`stream` is what a direct produce would have sent, a lower bound: it counts only what is
+certain, one data packet's headers per MSS of payload (a segment carries at most MSS bytes),
+and no pure ACKs, because how often a receiver ACKs is its own choice: a Kafka broker
+reading a bulk produce through its 100 KB socket buffer ACKed once per 31 data segments,
+where a receiver that reads every segment at once ACKs one in two (docs/audit-records.md,
+"Bytes on the wire", has the measurements). Retransmissions, connection set-up, Metadata and
+the request and topic headers a batch shares with others are left out for the same reason.
+`round_trip` is one notification and its answer, what the WAL route did put across, an upper
+bound: each sent alone in whole packets, plus at most one pure ACK per message.
 """
 
 from __future__ import annotations
@@ -35,11 +40,6 @@ from core.configload import require
 PRODUCE_OVERHEAD_BYTES = 41
 # IPv4 20 + TCP 20 + the timestamps option Linux sends on every segment (10, padded to 12).
 IP_TCP_HEADER_BYTES = 52
-# Pure ACKs per data segment on a busy produce connection: a receiver acknowledges at least
-# every second full-sized segment (RFC 1122 4.2.3.2, RFC 5681 4.2); Linux sometimes
-# stretches that when it reads in bursts. On the demo's links with offloads off this estimate
-# was +0.7 %, -0.9 % and +0.6 % off the meter in three runs (one ACK per 1.7 to 3.6 segments).
-ACK_EVERY_SEGMENTS = 2
 # Pure ACKs per notification message, at most (the answer usually carries the request's).
 ACKS_PER_MESSAGE = 1
 DEFAULT_PATH_MTU = 9001  # within an AWS VPC; 1500 across VPC peering or a transit gateway
@@ -73,17 +73,17 @@ class Framing:
 
     @property
     def stream_factor(self) -> float:
-        """Wire bytes per payload byte of a busy stream: 1 + headers of data packets and ACKs."""
-        return 1 + self.packet_header_bytes / self.mss * (1 + 1 / ACK_EVERY_SEGMENTS)
+        """Wire bytes per payload byte of a stream, at least: 1 + a data packet's headers per MSS."""
+        return 1 + self.packet_header_bytes / self.mss
 
 
 def stream_wire_bytes(payload_bytes: float, framing: Framing) -> float:
-    """Bytes on the wire, both directions, for `payload_bytes` of a busy TCP stream."""
+    """Bytes on the wire for `payload_bytes` of a TCP stream, at least (no pure ACKs counted)."""
     return payload_bytes * framing.stream_factor
 
 
 def direct_produce_wire_bytes(batch_bytes: int, batches: int, framing: Framing) -> float:
-    """What a direct produce of `batches` batches of `batch_bytes` in total puts on the wire."""
+    """What a direct produce of `batches` batches of `batch_bytes` in total puts on the wire, at least."""
     return stream_wire_bytes(batch_bytes + batches * PRODUCE_OVERHEAD_BYTES, framing)
 
 

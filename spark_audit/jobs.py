@@ -16,10 +16,10 @@ already sums, and latency percentiles come from the fixed-bucket histograms
 (core.latency_histogram), a per-batch record counted into the bucket of its latency_ms.
 
 Money model (docs/audit-records.md, "How the savings are computed"):
-- bytes are bytes on the wire, TCP/IP framing and ACKs included, for the configured path
-  MTU (`core.framing`): a direct produce of a cross-zone batch would have put
-  `stream(bytes + PRODUCE_OVERHEAD_BYTES)` across; a notification round trip whole
-  packets each way and their ACKs;
+- bytes are bytes on the wire, TCP/IP framing included, for the configured path MTU
+  (`core.framing`): a direct produce of a cross-zone batch would have put at least
+  `stream(bytes + PRODUCE_OVERHEAD_BYTES)` across (data packets' headers, no ACKs); a
+  notification round trip at most whole packets each way and their ACKs;
 - what did cross is the direct_cross batches (the same estimate as their direct
   equivalent, so they save nothing) plus every notification;
 - a byte that crosses costs `2 * cross_az_per_gb_each_way / BYTES_PER_GB` (billed on
@@ -265,7 +265,8 @@ def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
 
     `rolled` is `rollup(records, framing)`, with the same `framing` (default `Framing()`).
     Columns: hour, source_zone, leader_zone, batches_/records_/bytes_<route> for local,
-    direct_cross and wal; then bytes on the wire (TCP/IP framing and ACKs included):
+    direct_cross and wal; then bytes on the wire (TCP/IP framing included; what a direct
+    produce would send at least, what the notifications sent at most):
     direct_equivalent_bytes (what a direct produce of every cross-zone batch puts across,
     rounded down), direct_cross_wire_bytes (the direct_cross batches' share of it: they
     crossed, so they save nothing), notification_bytes; s3_put_requests (the WAL PUT,
@@ -565,7 +566,7 @@ def passthrough_bytes(rolled: DataFrame, prices: Prices, framing: Framing | None
 
     Columns: zone (the proxy's, i.e. the client's), broker_zone ("" unknown), api_key, api
     (Kafka's name), requests, request_bytes, response_bytes (whole frames), wire_bytes (both
-    directions on the wire: a busy stream, `framing.stream_factor` per byte, rounded),
+    directions on the wire, at least: `framing.stream_factor` per byte, rounded),
     cross_zone (null when the broker's zone is unknown), transfer_usd (wire bytes x the
     cross-zone price both sides pay; 0 in-zone, null unknown).
     """

@@ -177,9 +177,10 @@ def prices_text(prices: Prices, framing: Framing | None = None) -> str:
             f"S3 PUT, LIST ${prices.s3_put_per_1000:g} and GET, HEAD ${prices.s3_get_per_1000:g} per 1,000 "
             f"requests, DELETE free; 1 GB = 10^9 bytes.")
     if framing is not None:
-        text += (f" Bytes on the wire include TCP/IP headers and ACKs for a path MTU of {framing.path_mtu:,} "
-                 f"bytes" + (f" and {framing.link_header_bytes}-byte link headers" if framing.link_header_bytes
-                             else "") + ".")
+        text += (f" Bytes on the wire include TCP/IP headers for a path MTU of {framing.path_mtu:,} bytes"
+                 + (f" and {framing.link_header_bytes}-byte link headers" if framing.link_header_bytes else "")
+                 + "; a direct produce's estimate counts no pure ACKs (a lower bound), the notifications' counts"
+                 " one per message (an upper bound).")
     return text
 
 

@@ -43,13 +43,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from deploy.local.frame_tally import FrameTally
 from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
 from deploy.local.kafka_jars import KAFKA_VERSION
+from deploy.local.port_capture import PortCapture
 from deploy.local.processes import (
     MotoServer,
     TansuBroker,
@@ -136,6 +138,9 @@ class CrossZoneReading:
     status: str
     per_zone: Mapping[str, LinkBytes]
     interval_s: float
+    # The same frames taken apart (ZoneEnv.capture_frames): data segments, ACKs, Kafka APIs.
+    frames: FrameTally | None = None
+    frames_dropped: int = 0  # frames the capture missed (the tally then undercounts)
 
     @property
     def metered(self) -> bool:
@@ -156,7 +161,9 @@ class CrossZoneReading:
 
     def as_dict(self) -> dict[str, object]:
         return {"status": self.status, "interval_s": self.interval_s, "total_bytes": self.total_bytes,
-                "per_zone": {name: vars(b) for name, b in self.per_zone.items()}}
+                "per_zone": {name: vars(b) for name, b in self.per_zone.items()},
+                **({} if self.frames is None else {"frames": self.frames.as_dict(),
+                                                   "frames_dropped": self.frames_dropped})}
 
 
 def _read_counters(port: str) -> LinkBytes:
@@ -174,14 +181,19 @@ class CrossZoneMeter:
     """Reads the bridge-port counters at start() and stop(); the difference is the interval.
 
     `link` names the zones' port attribute to read: "bridge_port" (clients' traffic) or
-    "replication_port" (Kafka's replication and quorum).
+    "replication_port" (Kafka's replication and quorum). With `capture_server_ports` the
+    frames are also read and taken apart (PortCapture), requests being the frames towards
+    those ports.
     """
 
-    def __init__(self, zones: Sequence[Zone], link: str = "bridge_port") -> None:
+    def __init__(self, zones: Sequence[Zone], link: str = "bridge_port",
+                 capture_server_ports: Collection[int] | None = None) -> None:
         self._zones = tuple(zones)
         self._link = link
         self._start: dict[str, LinkBytes] | None = None
         self._started_at = 0.0
+        self._capture_server_ports = capture_server_ports
+        self._capture: PortCapture | None = None
 
     def _port(self, zone: Zone) -> str | None:
         port: str | None = getattr(zone, self._link)
@@ -195,6 +207,10 @@ class CrossZoneMeter:
         return {z.name: _read_counters(port) for z in self._zones if (port := self._port(z)) is not None}
 
     def start(self) -> None:
+        if self.metered and self._capture_server_ports is not None:
+            self._capture = PortCapture([p for z in self._zones if (p := self._port(z)) is not None],
+                                        self._capture_server_ports)
+            self._capture.start()
         self._start = self._snapshot() if self.metered else {}
         self._started_at = time.monotonic()
 
@@ -212,7 +228,11 @@ class CrossZoneMeter:
             for name, before in self._start.items()
         }
         self._start = None
-        return CrossZoneReading("metered", per_zone, interval_s)
+        frames, dropped = None, 0
+        if self._capture is not None:
+            frames, dropped = self._capture.stop(), self._capture.dropped
+            self._capture = None
+        return CrossZoneReading("metered", per_zone, interval_s, frames, dropped)
 
     @contextlib.contextmanager
     def measure(self) -> Iterator[list[CrossZoneReading]]:
@@ -244,6 +264,7 @@ class ZoneEnv:
     brokers: dict[str, TansuBroker] = field(default_factory=dict)  # broker="tansu"
     kafka: KafkaCluster | None = None  # broker="kafka"
     moto: MotoServer | None = None
+    capture_frames: bool = False  # the clients' meter also takes the frames apart (CrossZoneReading.frames)
     _procs: list[ZoneProcess] = field(default_factory=list)
 
     @property
@@ -263,7 +284,8 @@ class ZoneEnv:
         return tuple(z.name for z in self.zones)
 
     def meter(self) -> CrossZoneMeter:
-        return CrossZoneMeter(self.zones)
+        ports = {int(z.broker_bootstrap.rsplit(":", 1)[1]) for z in self.zones if z.broker_bootstrap}
+        return CrossZoneMeter(self.zones, capture_server_ports=ports if self.capture_frames else None)
 
     def replication_meter(self) -> CrossZoneMeter:
         """Kafka's replication and quorum bytes between zones (unmetered without Kafka in netns)."""
@@ -498,7 +520,8 @@ def cleanup_leftovers(prefix: str = PREFIX) -> list[str]:
 # -- the context manager ----------------------------------------------------------------
 
 def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool,
-                 offloads: bool = True, replication_link: bool = False) -> tuple[list[Zone], str]:
+                 offloads: bool = True, replication_link: bool = False,
+                 link_mtu: int | None = None) -> tuple[list[Zone], str]:
     base = f"{PREFIX}{run_id}"
     s3_ns = f"{base}-s3"
     bridge = f"{base}-br"
@@ -536,6 +559,10 @@ def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool,
         if not offloads:
             _offloads_off(ns, ZONE_IF)
             _offloads_off(None, port)
+        if link_mtu is not None:
+            # Both ends of the link; the bridge takes the smallest MTU of its ports.
+            _ip("-n", ns, "link", "set", "dev", ZONE_IF, "mtu", str(link_mtu))
+            _ip("link", "set", "dev", port, "mtu", str(link_mtu))
         _ip("-n", ns, "link", "set", ZONE_IF, "up")
         # S3 link: a point-to-point veth into the s3 namespace, never via the bridge.
         s3_peer = f"z{i}"
@@ -562,6 +589,18 @@ def _build_netns(run_id: str, names: Sequence[str], segment_per_packet: bool,
                           broker_bootstrap=f"{address}:{BROKER_PORT}", bridge_port=port,
                           replication_address=repl_address, replication_port=repl_port))
     return zones, s3_ns
+
+
+def set_link_mtu(env: ZoneEnv, mtu: int) -> None:
+    """Set the MTU of every inter-zone link, both ends (netns mode); connections opened
+    afterwards use it. Raises ZoneSetupError when `ip` refuses, ValueError in loopback mode."""
+    if env.mode != "netns":
+        raise ValueError("set_link_mtu: netns mode only (loopback has no inter-zone link)")
+    for zone in env.zones:
+        if zone.netns is None or zone.bridge_port is None:
+            raise ValueError(f"zone {zone.name} has no inter-zone link")
+        _ip("-n", zone.netns, "link", "set", "dev", ZONE_IF, "mtu", str(mtu))
+        _ip("link", "set", "dev", zone.bridge_port, "mtu", str(mtu))
 
 
 def _create_bucket_in(netns: str | None, endpoint: str, bucket: str) -> None:
@@ -602,7 +641,8 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                 start_brokers: bool = True, log_dir: Path | str | None = None,
                 cleanup_first: bool = True, segment_per_packet: bool = False,
                 offloads: bool = True, brokers_own_s3: bool = False, broker: str = "tansu",
-                kafka_version: str | None = None) -> Iterator[ZoneEnv]:
+                kafka_version: str | None = None, link_mtu: int | None = None,
+                capture_frames: bool = False) -> Iterator[ZoneEnv]:
     """Zones, S3 (moto) and a broker per zone; all torn down on exit.
 
     broker "kafka": a three-node Apache Kafka cluster (kafka_version, default the newest
@@ -626,6 +666,10 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
     the network cannot be built, RuntimeError when moto or a broker does not start, and
     ValueError on bad arguments. On SIGTERM inside the block the environment is torn
     down and ZonesTerminated (a BaseException) propagates.
+
+    link_mtu (netns mode): the MTU of the inter-zone links (default the veths' 1,500; 9,001
+    as inside an AWS VPC). capture_frames (netns mode): the clients' meter also reads every
+    frame and takes it apart (CrossZoneReading.frames; deploy/local/frame_tally.py).
     """
     names = tuple(zones)
     if not names or len(names) > MAX_ZONES or len(set(names)) != len(names):
@@ -657,12 +701,14 @@ def three_zones(zones: Sequence[str] = DEFAULT_ZONES, *, mode: str = "auto", sta
                 _write_state(run_id)
                 stack.callback(_remove_run, run_id)
                 zone_list, s3_ns = _build_netns(run_id, names, segment_per_packet, offloads,
-                                                replication_link=start_brokers and broker == "kafka")
+                                                replication_link=start_brokers and broker == "kafka",
+                                                link_mtu=link_mtu)
             else:
                 s3_ns = None
                 zone_list = [Zone(name=name, index=i, netns=None, address="127.0.0.1", s3_endpoint="",
                                   broker_bootstrap="", sidecar_port=free_port()) for i, name in enumerate(names)]
-            env = ZoneEnv(zones=tuple(zone_list), mode=mode, run_id=run_id, log_dir=log_path, s3_namespace=s3_ns)
+            env = ZoneEnv(zones=tuple(zone_list), mode=mode, run_id=run_id, log_dir=log_path, s3_namespace=s3_ns,
+                          capture_frames=capture_frames and mode == "netns")
             if start_s3:
                 if mode == "netns":
                     env.moto = stack.enter_context(start_moto(host="0.0.0.0", port=S3_PORT, netns=s3_ns,  # noqa: S104 - inside the s3 namespace only

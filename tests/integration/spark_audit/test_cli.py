@@ -51,15 +51,15 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def check_round_trip_savings(rows: list[dict[str, str]], net_savings_usd: object) -> None:
     (row,) = rows
-    # On the wire at the default path MTU 9001 (MSS 8949, 52 header bytes per packet, an ACK
-    # per 2 segments): direct equivalent = 2 * (1_000_000 + 41) = 2_000_082 payload
-    # * (1 + 78/8949) = 2_000_082 + 17_432.83 -> 2_017_514; crossed = the notification
-    # 300 + 100 + 4 packets * 52 = 608; avoided 2_016_906 bytes * 2e-11 = 4.033812e-5 $;
-    # 1 PUT 5e-6 + 1 GET 4e-7 = 5.4e-6; net = 4.033812e-5 - 5.4e-6 = 3.493812e-5.
+    # On the wire at the default path MTU 9001 (MSS 8949, 52 header bytes per data packet, no
+    # ACKs): direct equivalent = 2 * (1_000_000 + 41) = 2_000_082 payload
+    # * (1 + 52/8949) = 2_000_082 + 11_621.89 -> 2_011_703; crossed = the notification
+    # 300 + 100 + 4 packets * 52 = 608; avoided 2_011_095 bytes * 2e-11 = 4.02219e-5 $;
+    # 1 PUT 5e-6 + 1 GET 4e-7 = 5.4e-6; net = 4.02219e-5 - 5.4e-6 = 3.48219e-5.
     assert (row["hour"], row["source_zone"], row["leader_zone"]) == ("2026-01-01T00:00Z", "az1", "az2")
     assert (int(row["batches_wal"]), int(row["bytes_wal"])) == (2, 2_000_000)
-    assert int(row["direct_equivalent_bytes"]) == 2_017_514
-    assert int(row["cross_bytes_avoided"]) == 2_016_906
+    assert int(row["direct_equivalent_bytes"]) == 2_011_703
+    assert int(row["cross_bytes_avoided"]) == 2_011_095
     assert row["net_savings_usd"] == net_savings_usd
 
 
@@ -67,7 +67,7 @@ def test_round_trip_writer_to_report(spark, tmp_path):
     write_round_trip_records(str(tmp_path / "audit"))
     out = io.StringIO()
     assert run("report", str(tmp_path / "audit"), str(tmp_path / "out"), Prices(), spark=spark, out=out) == 0
-    check_round_trip_savings(read_csv(tmp_path / "out" / "savings.csv"), "0.00003494")  # 4 significant digits
+    check_round_trip_savings(read_csv(tmp_path / "out" / "savings.csv"), "0.00003482")  # 4 significant digits
     # agent az2: 1 hit of 2 lookups.
     (cache,) = read_csv(tmp_path / "out" / "cache_agent.csv")
     assert (cache["zone"], float(cache["hit_rate"])) == ("az2", 0.5)
@@ -79,10 +79,10 @@ def test_round_trip_writer_to_report(spark, tmp_path):
     summary = json.loads((tmp_path / "out" / "input_summary.json").read_text())
     assert summary["records_by_kind"] == {"produce_batch": 2, "wal_flush": 1, "notification": 1, "agent_read": 1}
     text = out.getvalue()
-    # 3.493812e-5 before compute; the agent az2 over the 4 ms between the first and the last record:
+    # 3.48219e-5 before compute; the agent az2 over the 4 ms between the first and the last record:
     # 1 x 0.004 s / 3600 x $0.04937 = $5.486e-8; CPU 2 MB of WAL bytes / 2^30 x 5.39648 s/GiB = 0.010052 s
-    # x $0.04048 / 3600 = $1.1303e-7; net 3.493812e-5 - 5.486e-8 - 1.1303e-7 = 3.477024e-5
-    assert "NET SAVINGS $0.00003477 = " in text
+    # x $0.04048 / 3600 = $1.1303e-7; net 3.48219e-5 - 5.486e-8 - 1.1303e-7 = 3.465401e-5
+    assert "NET SAVINGS $0.00003465 = " in text
     assert "projection  window too short to project (0.004 s < 1 h)" in text
     assert len(text.splitlines()) <= 24  # one screen
 
@@ -96,7 +96,7 @@ def test_tables_as_parquet_keep_values_and_types(spark, tmp_path):
         "break_even.parquet", "input_summary.json", "savings.parquet", "writer_drops.parquet"]
     df = spark.read.parquet(str(tmp_path / "out" / "savings.parquet"))
     assert dict(df.dtypes)["bytes_wal"] == "bigint" and dict(df.dtypes)["net_savings_usd"] == "double"
-    check_round_trip_savings([row.asDict() for row in df.collect()], pytest.approx(3.493812e-5, rel=1e-9))
+    check_round_trip_savings([row.asDict() for row in df.collect()], pytest.approx(3.48219e-5, rel=1e-9))
     assert "savings.parquet" in out.getvalue()
     with pytest.raises(ValueError, match="unknown table format"):
         run("savings", str(tmp_path / "audit"), str(tmp_path / "out"), Prices(), spark=spark, table_formats=("xls",))
@@ -160,7 +160,7 @@ def test_job_runs_through_spark_submit(tmp_path):
         env=env, capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    check_round_trip_savings(read_csv(tmp_path / "out" / "savings.csv"), "0.00003494")  # 4 significant digits
+    check_round_trip_savings(read_csv(tmp_path / "out" / "savings.csv"), "0.00003482")  # 4 significant digits
     assert "NET SAVINGS" in proc.stdout
 
 
@@ -182,4 +182,4 @@ def test_s3_output_writer_and_s3_input_job(spark, s3_bucket, monkeypatch):
                s3_endpoint_url=server.endpoint_url, spark=spark, out=io.StringIO())
     assert code == 0
     body = s3.get_object(Bucket=bucket, Key="results/savings.csv")["Body"].read().decode()
-    check_round_trip_savings(list(csv.DictReader(io.StringIO(body))), "0.00003494")
+    check_round_trip_savings(list(csv.DictReader(io.StringIO(body))), "0.00003482")

@@ -4,10 +4,10 @@ Prices are the defaults (router.config.Prices): a byte that crosses costs
 2 * $0.01 / 1e9 = $2e-11; a PUT $0.005/1000 = $5e-6; a GET $0.0004/1000 = $4e-7.
 Produce overhead per batch a direct produce would add: 41 bytes (framing.PRODUCE_OVERHEAD_BYTES).
 
-Bytes on the wire (core.framing) for a path MTU of 1612 chosen to make the sums easy:
-MSS = 1612 - 52 = 1560; a produce stream costs 1 + 52/1560 * (1 + 1/2) = 1.05 wire bytes
-per byte; a notification round trip of Q and R bytes (both < 1560) costs Q + R + 4 * 52
-(one packet each way and one ACK each) = Q + R + 208.
+Bytes on the wire (core.framing) for a path MTU of 1092 chosen to make the sums easy:
+MSS = 1092 - 52 = 1040; a produce stream costs at least 1 + 52/1040 = 1.05 wire bytes per
+byte (a data packet's headers per MSS, no ACKs); a notification round trip of Q and R bytes
+(both < 1040) costs Q + R + 4 * 52 (one packet each way and one ACK each) = Q + R + 208.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.integration.spark_audit.conftest import H0_MS, HOUR_MS, rec, write_js
 H0 = "2026-01-01T00:00Z"
 H1 = "2026-01-01T01:00Z"
 MONEY = {"rtol": 1e-9, "atol": 1e-15}  # dollars here are 1e-8..1e-4: compare relatively
-EASY = Framing(path_mtu=1612)  # stream factor 1.05, notification round trip + 208 bytes
+EASY = Framing(path_mtu=1092)  # stream factor 1.05, notification round trip + 208 bytes
 
 
 def scenario() -> list[dict]:
@@ -362,11 +362,11 @@ def test_older_schema_version_still_reads(spark, tmp_path):
     assert summary.versions == {1: 2, 2: 1}
     assert summary.corrupt_lines == 0
     # 10_000 + 41 = 10_041 bytes would have crossed, on the wire at the default path MTU 9001
-    # (MSS 8949): 10_041 * (1 + 52/8949 * 1.5) = 10_041 + 783_198/8949 = 10_041 + 87.52 -> 10_128;
+    # (MSS 8949): 10_041 * (1 + 52/8949) = 10_041 + 522_132/8949 = 10_041 + 58.35 -> 10_099;
     # nothing crossed (no notification record).
     assertDataFrameEqual(
         jobs.savings(df, Prices()).select("bytes_wal", "direct_equivalent_bytes", "cross_bytes_avoided"),
-        [Row(bytes_wal=10_000, direct_equivalent_bytes=10_128, cross_bytes_avoided=10_128)])
+        [Row(bytes_wal=10_000, direct_equivalent_bytes=10_099, cross_bytes_avoided=10_099)])
     # A v1 drop record means the queue was full.
     assertDataFrameEqual(jobs.writer_drops(df), [
         Row(zone="az1", dropped_kind="produce_batch", reason="queue_full", dropped=7),
@@ -431,12 +431,12 @@ def test_checkpoint_puts_of_the_agents_are_billed(spark, tmp_path):
     finally:
         rolled.unpersist()
     # PUTs: the WAL object's 1 + 2 checkpoints = 3 -> 3 * 5e-6 = 1.5e-5; 1 GET -> 4e-7.
-    # On the wire at the default MTU 9001 (MSS 8949): direct 1_000_041 * (1 + 78/8949)
-    # = 1_000_041 + 8_716.41 -> 1_008_757; notification 300 + 100 + 4 * 52 = 608;
-    # avoided 1_008_149 bytes -> 2.016298e-5; net = 2.016298e-5 - 1.5e-5 - 4e-7 = 4.76298e-6.
+    # On the wire at the default MTU 9001 (MSS 8949): direct 1_000_041 * (1 + 52/8949)
+    # = 1_000_041 + 5_810.94 -> 1_005_851; notification 300 + 100 + 4 * 52 = 608;
+    # avoided 1_005_243 bytes -> 2.010486e-5; net = 2.010486e-5 - 1.5e-5 - 4e-7 = 4.70486e-6.
     assert (saving["s3_put_requests"], saving["s3_get_requests"]) == (3.0, 1)
     assert saving["s3_put_usd"] == pytest.approx(1.5e-5, rel=1e-9)
-    assert saving["net_savings_usd"] == pytest.approx(4.76298e-6, rel=1e-9)
+    assert saving["net_savings_usd"] == pytest.approx(4.70486e-6, rel=1e-9)
     assert (bucket["put_requests"], bucket["get_requests"]) == (3, 1)
 
 

@@ -11,7 +11,7 @@ from spark_audit import jobs
 from spark_audit._io import load
 from tests.integration.spark_audit.conftest import rec, write_jsonl
 
-EASY = Framing(path_mtu=1612)  # stream factor 1.05, a notification round trip + 208 bytes
+EASY = Framing(path_mtu=1092)  # MSS 1040: stream factor 1 + 52/1040 = 1.05, a notification round trip + 208 bytes
 
 
 def one_object(tmp_path):

@@ -1,6 +1,7 @@
 """The demo's pipeline, smaller, in real network namespaces (root only): the two targets
 of the three-zone environment and exactly-once delivery in both runs, with the links'
-offloads off (1,500-byte packets, as a real network carries them).
+offloads off (1,500-byte packets, as a real network carries them), and the audit's estimate
+of a direct produce against the meter at 1,500 and, in one more baseline run, 9,001 bytes.
 
 Offloads on (64 KB packets) is what `make demo` runs; the suite ran it here too until the
 suite neared CI's 20 minutes (41 s). Its assertions are a subset of these: the same runs
@@ -13,9 +14,13 @@ import shutil
 
 import pytest
 
+from core.framing import Framing, direct_produce_wire_bytes
+from deploy.local.zones import CrossZoneReading
+
 # No timing claims (bytes, records and the audit against the meter; the gray deadlines below
 # wait for a slow host) and an environment of its own: it runs beside the system chain.
 BESIDE_THE_SYSTEM_TIER = True
+JUMBO_MTU = 9001  # inside an AWS VPC
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.root, pytest.mark.timeout(900),
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root; "
@@ -36,7 +41,8 @@ def test_wal_route_cuts_metered_cross_zone_bytes_by_99_percent_and_the_audit_agr
     # a loaded run measured 94 % instead of 99 %. Here the deadline waits for a slow host.
     slow_host = {"notify": {"gray_floor_s": 8.0, "gray_max_s": 8.0}}
     result = run_demo(tmp_path, mb=12.0, record_bytes=1000, policy="wal", mode="netns", progress=lambda _m: None,
-                      offloads=offloads, sidecar_config=slow_host)
+                      offloads=offloads, sidecar_config=slow_host, capture_frames=True,
+                      more_baseline_mtus=(JUMBO_MTU,))
 
     # Exactly once, in per-partition order, in both runs (the verifier reads every record back).
     assert result.baseline.verification["ok"] and result.sidecar.verification["ok"]
@@ -52,14 +58,29 @@ def test_wal_route_cuts_metered_cross_zone_bytes_by_99_percent_and_the_audit_agr
     # Ethernet/IP/TCP headers, plus the ACKs: the meter reads at least 4.5 % above the payload.
     if not offloads:
         assert result.baseline.reading.total_bytes >= 1.045 * result.baseline.cross_zone_payload_bytes
-    # The audit's estimate of what a direct produce sends across zones, framing included for
-    # the links' packet size (azsidecar.demo.meter_framing), against the meter: within 3 %,
-    # as docs/audit-records.md states. The estimate leaves out request headers, Metadata and
-    # connection set-up, which on a run this small weigh ~0.5-2 % and vary with how the
-    # baseline producers batch: with offloads on the estimate was 8,111,762 bytes in every
-    # run, the meter 8,157,837-8,224,985 (-0.56 % to -1.38 %); offloads off, a loaded run
-    # -2.05 %. Without the framing model the estimate is 5.7-7.2 % low: the bound catches that.
+    # The audit's estimate of what a direct produce sends across zones (direct_equivalent_bytes:
+    # the sidecar run's cross-zone batches with TCP/IP framing for the links' packet size,
+    # azsidecar.demo.meter_framing) is a lower bound: never above the meter, and within 1 % of
+    # what the meter read less the retransmissions (segments the links lost and TCP sent again,
+    # which the capture counts: a property of the links, not of the framing). It counts a data
+    # packet's headers per MSS and no pure ACKs (here the brokers ACK a bulk produce about once
+    # per 50 KB, but need not); the meter also holds those ACKs, connection set-up and
+    # ApiVersions/Metadata: -0.4 to -0.9 % (docs/audit-records.md, "Bytes on the wire"). An
+    # estimate that counted one ACK per 2 segments read +1.4 % above this meter at 1,500 bytes.
     estimate = result.audit_total("direct_equivalent_bytes")
     assert estimate is not None, result.audit_tables.get("savings", [{}])[0].keys()
-    assert abs(estimate / result.baseline.reading.total_bytes - 1) <= 0.03, (estimate,
-                                                                             result.baseline.reading.total_bytes)
+    assert_lower_bound_within_1_percent(estimate, result.baseline.reading)
+    # At 9,001 bytes, the same formula on the same audited batches against a baseline run
+    # with the links' MTU at 9,001: 8,949 payload bytes a packet.
+    savings = result.audit_tables["savings"]
+    audited_bytes = sum(int(float(r[f"bytes_{route}"])) for r in savings for route in ("wal", "direct_cross"))
+    audited_batches = sum(int(float(r[f"batches_{route}"])) for r in savings for route in ("wal", "direct_cross"))
+    jumbo_estimate = direct_produce_wire_bytes(audited_bytes, audited_batches, Framing(JUMBO_MTU, link_header_bytes=14))
+    assert_lower_bound_within_1_percent(jumbo_estimate, result.mtu_baselines[JUMBO_MTU].reading)
+
+
+def assert_lower_bound_within_1_percent(estimate: float, reading: CrossZoneReading) -> None:
+    frames = reading.frames
+    assert frames is not None and reading.total_bytes is not None and reading.frames_dropped == 0
+    delivered = reading.total_bytes - frames.retransmitted.frame_bytes
+    assert 0.99 * delivered <= estimate <= reading.total_bytes, (estimate, reading.total_bytes, frames.as_dict())

@@ -1,0 +1,212 @@
+"""What the inter-zone meter counted, taken apart: TCP data segments, pure ACKs, connection
+set-up, and the Kafka requests and responses the data segments carried.
+
+Strategy: sans-IO. `FrameTally.add(frame)` takes one Ethernet frame as a zone put it onto
+the bridge (deploy/local/port_capture.py reads them); the tally parses the IPv4 and TCP
+headers, reassembles each direction of each connection by sequence number and cuts the
+byte stream into Kafka frames (a 4-byte size, then the frame). Requests are the direction
+towards a broker port; a connection's responses come in the order of its requests, so
+each response is matched to the API of the request it answers. Produce requests are
+decoded (kafka_protocol.produce) into their record batches: the bytes the audit records
+count, and what the framing model (core/framing.py) starts from.
+
+A segment that starts after a gap in its stream (a frame the capture missed) stops Kafka
+parsing of that direction (`broken_streams`); the TCP counts stay exact.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter, deque
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from kafka_protocol._wire import ProtocolError
+from kafka_protocol.kafka_codec import parse_request_frame
+from kafka_protocol.produce import decode_produce_request
+
+ETHERNET_HEADER_BYTES = 14
+ETHERTYPE_IPV4 = 0x0800
+IP_PROTOCOL_TCP = 6
+PRODUCE_API_KEY = 0
+_SYN, _FIN, _RST = 0x02, 0x01, 0x04
+_SEQ_MOD = 1 << 32
+
+Endpoint = tuple[str, int]
+Direction = tuple[Endpoint, Endpoint]  # (source, destination)
+
+
+@dataclass(frozen=True)
+class TcpSegment:
+    """The parts of one TCP/IPv4 frame the tally needs."""
+
+    frame_bytes: int
+    source: Endpoint
+    destination: Endpoint
+    seq: int
+    flags: int
+    payload: bytes
+
+    @property
+    def kind(self) -> str:
+        """`data` (payload), `control` (SYN, FIN or RST without payload) or `pure_ack`."""
+        if self.payload:
+            return "data"
+        return "control" if self.flags & (_SYN | _FIN | _RST) else "pure_ack"
+
+
+def parse_tcp_frame(frame: bytes) -> TcpSegment | None:
+    """The TCP segment in an Ethernet frame, or None for anything else (ARP, IPv6, UDP)."""
+    if len(frame) < ETHERNET_HEADER_BYTES + 20 or struct.unpack_from("!H", frame, 12)[0] != ETHERTYPE_IPV4:
+        return None
+    ip = ETHERNET_HEADER_BYTES
+    ihl = (frame[ip] & 0x0F) * 4
+    total_length = struct.unpack_from("!H", frame, ip + 2)[0]
+    if frame[ip + 9] != IP_PROTOCOL_TCP or len(frame) < ip + ihl + 20:
+        return None
+    tcp = ip + ihl
+    source_port, destination_port, seq = struct.unpack_from("!HHI", frame, tcp)
+    data_offset = (frame[tcp + 12] >> 4) * 4
+    flags = frame[tcp + 13]
+    source = ".".join(str(b) for b in frame[ip + 12 : ip + 16])
+    destination = ".".join(str(b) for b in frame[ip + 16 : ip + 20])
+    payload = frame[tcp + data_offset : ip + total_length]
+    return TcpSegment(len(frame), (source, source_port), (destination, destination_port), seq, flags, bytes(payload))
+
+
+@dataclass
+class Parts:
+    """Packets and frame bytes of one kind of frame."""
+
+    packets: int = 0
+    frame_bytes: int = 0
+    payload_bytes: int = 0
+
+    def add(self, frame_bytes: int, payload_bytes: int = 0) -> None:
+        self.packets += 1
+        self.frame_bytes += frame_bytes
+        self.payload_bytes += payload_bytes
+
+
+@dataclass
+class _Stream:
+    """One direction of one connection: the next expected sequence number and unparsed bytes."""
+
+    next_seq: int | None = None
+    buffer: bytearray = field(default_factory=bytearray)
+    broken: bool = False
+
+
+@dataclass
+class KafkaParts:
+    """Kafka frames (size prefix included) per API key and direction, and the Produce contents."""
+
+    request_bytes: Counter[int] = field(default_factory=Counter)
+    response_bytes: Counter[int] = field(default_factory=Counter)
+    requests: Counter[int] = field(default_factory=Counter)
+    batch_bytes: int = 0  # record batches in Produce requests: what produce_batch.bytes counts
+    batches: int = 0  # partition entries in Produce requests
+    topic_entries: int = 0  # topic entries in Produce requests
+
+
+class FrameTally:
+    """Frames one way onto the inter-zone link, taken apart (see the module docstring).
+
+    `server_ports`: the brokers' listener ports; a segment towards one is a request.
+    """
+
+    def __init__(self, server_ports: Collection[int]) -> None:
+        self._server_ports = frozenset(server_ports)
+        self.by_kind: dict[tuple[str, str], Parts] = {}  # (to_broker|from_broker, kind) -> parts
+        self.other = Parts()  # frames that are not TCP/IPv4 (ARP)
+        # Data segments that carried bytes already sent (retransmissions; also in by_kind):
+        # payload_bytes counts only the repeated bytes.
+        self.retransmitted = Parts()
+        self.kafka = KafkaParts()
+        self.broken_streams = 0
+        self._streams: dict[Direction, _Stream] = {}
+        self._pending: dict[Direction, deque[int]] = {}  # client->server direction: API keys awaiting answers
+
+    @property
+    def total_bytes(self) -> int:
+        return self.other.frame_bytes + sum(p.frame_bytes for p in self.by_kind.values())
+
+    def parts(self, direction: str, kind: str) -> Parts:
+        return self.by_kind.get((direction, kind), Parts())
+
+    def add(self, frame: bytes) -> None:
+        segment = parse_tcp_frame(frame)
+        if segment is None:
+            self.other.add(len(frame))
+            return
+        to_broker = segment.destination[1] in self._server_ports
+        direction = "to_broker" if to_broker else "from_broker"
+        self.by_kind.setdefault((direction, segment.kind), Parts()).add(segment.frame_bytes, len(segment.payload))
+        self._follow(segment, to_broker)
+
+    def _follow(self, segment: TcpSegment, to_broker: bool) -> None:
+        key = (segment.source, segment.destination)
+        stream = self._streams.setdefault(key, _Stream())
+        if segment.flags & _SYN:
+            stream.next_seq = (segment.seq + 1) % _SEQ_MOD
+            return
+        if stream.broken or not segment.payload:
+            return
+        if stream.next_seq is None:  # the connection opened before the capture: unparseable
+            stream.broken = True
+            self.broken_streams += 1
+            return
+        offset = (stream.next_seq - segment.seq) % _SEQ_MOD
+        if offset >= _SEQ_MOD // 2:  # starts after the next expected byte: a frame was missed
+            stream.broken = True
+            self.broken_streams += 1
+            return
+        if offset > 0:  # a retransmission: overlaps what was already taken
+            self.retransmitted.add(segment.frame_bytes, min(offset, len(segment.payload)))
+        new = segment.payload[offset:]
+        stream.next_seq = (stream.next_seq + len(new)) % _SEQ_MOD
+        stream.buffer += new
+        self._cut_frames(key, stream, to_broker)
+
+    def _cut_frames(self, key: Direction, stream: _Stream, to_broker: bool) -> None:
+        while len(stream.buffer) >= 4:
+            size = struct.unpack_from("!i", stream.buffer, 0)[0]
+            if len(stream.buffer) < 4 + size:
+                return
+            frame = bytes(stream.buffer[4 : 4 + size])
+            del stream.buffer[: 4 + size]
+            if to_broker:
+                self._request(key, frame)
+            else:
+                waiting = self._pending.get((key[1], key[0]))
+                api_key = waiting.popleft() if waiting else -1
+                self.kafka.response_bytes[api_key] += 4 + size
+
+    def _request(self, key: Direction, frame: bytes) -> None:
+        try:
+            request = parse_request_frame(frame)
+        except ProtocolError:
+            self.kafka.request_bytes[-1] += 4 + len(frame)
+            return
+        self.kafka.request_bytes[request.api_key] += 4 + len(frame)
+        self.kafka.requests[request.api_key] += 1
+        if request.api_key == PRODUCE_API_KEY:
+            produce = decode_produce_request(request.body, request.api_version)
+            for topic in produce.topic_data:
+                self.kafka.topic_entries += 1
+                for partition in topic.partition_data:
+                    self.kafka.batches += 1
+                    self.kafka.batch_bytes += len(partition.records) if partition.records is not None else 0
+            if produce.acks == 0:
+                return  # no answer will come
+        self._pending.setdefault(key, deque()).append(request.api_key)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "total_bytes": self.total_bytes, "other": vars(self.other), "broken_streams": self.broken_streams,
+            "retransmitted": vars(self.retransmitted),
+            "tcp": {f"{d}.{k}": vars(p) for (d, k), p in sorted(self.by_kind.items())},
+            "kafka": {"request_bytes": dict(self.kafka.request_bytes), "response_bytes": dict(self.kafka.response_bytes),
+                      "requests": dict(self.kafka.requests), "batch_bytes": self.kafka.batch_bytes,
+                      "batches": self.kafka.batches, "topic_entries": self.kafka.topic_entries},
+        }
