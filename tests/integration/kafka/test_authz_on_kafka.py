@@ -273,7 +273,7 @@ def test_a_transaction_writes_only_the_topics_its_principal_may(acl_kafka, broke
     brokers = acl_kafka.listener_bootstrap(SASL_SSL_LISTENER)
     assert transaction_as_alice(brokers, broker_tls, unique_name("alice-tx"), payments) == TOPIC_AUTHORIZATION_FAILED
     settings = gateway_settings(acl_kafka, broker_tls, users_file, tmp_path)
-    settings["audit"] = {"output": str(tmp_path / "audit")}
+    settings["audit"] = {"output": str(tmp_path / "audit"), "produce_detail": "batch"}  # one record per batch
     config = tmp_path / "gateway.toml"
     config.write_text(to_toml(settings))
     with start_proxy(brokers, tmp_path, config_file=config) as proxy:

@@ -294,9 +294,9 @@ def test_a_replica_out_of_the_isr_is_not_made_leader_until_it_has_caught_up(own_
     plan, done = run_plan(own_kafka.bootstrap, audit, tmp_path / "r.json", "--apply")
     assert plan["moves"] == []
     assert [(h["partition"], h["to_zone"], h["saving_bytes"], h["reason"]) for h in plan["held"]] == [
-        (0, "use1-az1", 8 * MB, "the replica in its producers' zone is not in the ISR"),
-        (1, "use1-az1", 7 * MB, "the replica in its producers' zone is not in the ISR"),
-        (2, "use1-az1", 6 * MB, "the replica in its producers' zone is not in the ISR")]
+        (0, "use1-az1", 8 * MB, "the replica in its producers' (or consumers') zone is not in the ISR"),
+        (1, "use1-az1", 7 * MB, "the replica in its producers' (or consumers') zone is not in the ISR"),
+        (2, "use1-az1", 6 * MB, "the replica in its producers' (or consumers') zone is not in the ISR")]
     assert "moved " not in done.stdout and "leader_move records written" not in done.stdout  # nothing applied
     assert placement(own_kafka, topic) == before  # nothing moved to a second-best zone
 

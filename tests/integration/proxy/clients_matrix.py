@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -55,14 +56,28 @@ def topic_names(prefix: str) -> list[str]:
     return [f"{prefix}-t{i}" for i in range(TOPIC_COUNT)]
 
 
-def consume_everything(upstream_bootstrap: str, topics: list[str]) -> dict[tuple[str, int], list[tuple[bytes | None, bytes]]]:
+def consume_everything(upstream_bootstrap: str, topics: list[str], runs=RUNS,
+                       ) -> dict[tuple[str, int], list[tuple[bytes | None, bytes]]]:
     """Read every partition of `topics` from the broker to its end (tests/integration/readback.py).
 
+    The end a consumer can read to is the high watermark, which an acks=1 append passes only
+    once the followers have fetched it (up to replica.fetch.wait.max.ms later, longer on a
+    loaded machine): so the partitions are read again, from the beginning, until the records
+    of the runs the producers had acknowledged (acks >= 1) are all there or CONSUME_TIMEOUT_S
+    has passed; check_delivery then says what is missing or doubled.
     Returns (topic, partition) -> [(key, value)] in offset order.
     """
-    records = read_partitions(upstream_bootstrap, [(t, p) for t in topics for p in range(PARTITIONS)],
-                              timeout_s=CONSUME_TIMEOUT_S)
-    return {tp: [(r.key, r.value) for r in rs] for tp, rs in records.items()}
+    acknowledged = {r.name for r in runs if r.acks != 0}
+    expected = sum(r.count for r in runs if r.acks != 0)
+    deadline = time.monotonic() + CONSUME_TIMEOUT_S
+    while True:
+        records = read_partitions(upstream_bootstrap, [(t, p) for t in topics for p in range(PARTITIONS)],
+                                  timeout_s=max(1.0, deadline - time.monotonic()))
+        got = {tp: [(r.key, r.value) for r in rs] for tp, rs in records.items()}
+        seen = sum(1 for rs in got.values() for _, value in rs
+                   if value.decode(errors="replace").partition(":")[0] in acknowledged)
+        if seen >= expected or time.monotonic() >= deadline:
+            return got
 
 
 def check_delivery(received: dict[tuple[str, int], list[tuple[bytes | None, bytes]]], topics: list[str],

@@ -57,7 +57,7 @@ def test_confluent_kafka_with_default_settings_works_unchanged(tansu, proxy):
         producer.poll(0)
     assert producer.flush(PRODUCE_TIMEOUT_S) == 0, "undelivered records"
     assert errors == [], errors[:3]
-    check_delivery(consume_everything(tansu.bootstrap, topics), topics, runs=(defaults,))
+    check_delivery(consume_everything(tansu.bootstrap, topics, runs=(defaults,)), topics, runs=(defaults,))
 
 
 def test_kafka_python_through_proxy(tansu, proxy):

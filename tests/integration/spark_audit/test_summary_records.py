@@ -9,7 +9,7 @@ Traffic, hour 0, proxy zone az1, principal User:a:
   5 ms) ending at +1 s, +2 s. Mixed: one summary of both.
 - leader-zone lookups: 3 hits, 1 miss. Mixed: one metadata_lookup hit, summaries of 2 hits, 1 miss.
 Latency buckets (core.audit.LATENCY_BUCKETS_MS): 5 ms -> 8 (4, 5]; 20 ms -> 14 (15, 20]; 30 ms -> 16 (25, 30].
-Framing for a path MTU of 1612: a produce stream costs 1.05 wire bytes per byte.
+Framing for a path MTU of 1092: MSS 1040, a produce stream costs at least 1 + 52/1040 = 1.05 wire bytes per byte.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from spark_audit._io import load, read_lines
 from tests.integration.spark_audit.conftest import H0_MS, rec, write_jsonl
 
 H0 = "2026-01-01T00:00Z"
-EASY = Framing(path_mtu=1612)
+EASY = Framing(path_mtu=1092)
 COMMON = {"proxy_id": "p1", "principal": "User:a", "error_code": 0, "shadow_route": "", "shadow_reason": ""}
 WAL = {**COMMON, "leader_zone": "az2", "topic": "t", "partition": 0, "route": "wal", "reason": "cost"}
 FALLBACK = {**COMMON, "leader_zone": "az2", "topic": "t", "partition": 1, "route": "direct_cross",

@@ -9,7 +9,8 @@ from leader_notify.sender.outcome import Answered, Refused, TryAgain, classify_a
 
 OK = p.EntryResult(0, 100)
 DUP = p.EntryResult(0, 99, duplicate=True)  # the agent had it already: applied
-NOT_LEADER = p.EntryResult(6)  # retriable
+NOT_LEADER = p.EntryResult(6)  # retriable, but by the router's re-route, not by asking the same agent again
+TIMED_OUT = p.EntryResult(7)  # retriable: the same agent again
 TOO_LARGE = p.EntryResult(10)  # not retriable
 
 
@@ -21,8 +22,10 @@ def answer(status: p.RequestStatus, *results: p.EntryResult, message: str = "") 
     (answer(p.RequestStatus.OK, OK, OK), 2, False, Answered((OK, OK), "ok")),
     (answer(p.RequestStatus.OK, OK, DUP), 2, False, Answered((OK, DUP), "ok")),
     (answer(p.RequestStatus.OK, OK, TOO_LARGE), 2, False, Answered((OK, TOO_LARGE), "entry_errors")),
-    (answer(p.RequestStatus.OK, OK, NOT_LEADER), 2, False, TryAgain("1 entries with retriable errors")),
-    (answer(p.RequestStatus.OK, OK, NOT_LEADER), 2, True, Answered((OK, NOT_LEADER), "entry_errors")),
+    (answer(p.RequestStatus.OK, OK, TIMED_OUT), 2, False, TryAgain("1 entries with retriable errors")),
+    (answer(p.RequestStatus.OK, OK, TIMED_OUT), 2, True, Answered((OK, TIMED_OUT), "entry_errors")),
+    (answer(p.RequestStatus.OK, OK, NOT_LEADER), 2, False, Answered((OK, NOT_LEADER), "entry_errors")),
+    (answer(p.RequestStatus.OK, NOT_LEADER, TIMED_OUT), 2, False, TryAgain("1 entries with retriable errors")),
     (answer(p.RequestStatus.OK, OK), 2, False, TryAgain("1 results for 2 entries")),
     (answer(p.RequestStatus.OK, OK), 2, True, TryAgain("1 results for 2 entries")),
     (answer(p.RequestStatus.OVERLOADED, message="busy"), 2, False, TryAgain("agent answered OVERLOADED: busy")),
