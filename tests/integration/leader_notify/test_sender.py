@@ -117,7 +117,7 @@ async def test_response_signed_with_another_key_is_not_believed(nursery):
 @pytest.mark.trio
 async def test_retriable_entry_error_is_resent_same_request_id_until_ok(nursery):
     def answer(req, n):
-        result = p.EntryResult(6) if n == 1 else p.EntryResult(0, 42)  # NOT_LEADER first, then appended
+        result = p.EntryResult(7) if n == 1 else p.EntryResult(0, 42)  # REQUEST_TIMED_OUT first, then appended
         return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (result,))))
 
     port, requests = await nursery.start(serve, answer)
@@ -134,13 +134,13 @@ async def test_retriable_entry_error_is_resent_same_request_id_until_ok(nursery)
 @pytest.mark.trio
 async def test_last_attempt_returns_the_retriable_error_codes(nursery):
     def answer(req, n):
-        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(6),))))
+        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(7),))))
 
     port, requests = await nursery.start(serve, answer)
     sender = NotifySender(notify_config(port), "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
     results = await sender.notify(FLUSHED, "az2")
     await sender.aclose()
-    assert [r.error_code for r in results] == [6] and len(requests) == 3
+    assert [r.error_code for r in results] == [7] and len(requests) == 3
 
 
 @pytest.mark.trio
@@ -431,3 +431,19 @@ async def test_an_agent_with_no_version_in_common_fails_the_attempts_with_one_lo
     lines = [r.getMessage() for r in caplog.records if "upgrade the proxy" in r.getMessage()]
     assert len(lines) == 1, lines  # three attempts, one line
     assert "the agent speaks notify protocol v5 and later; this proxy speaks v3..v4" in lines[0]
+
+
+
+@pytest.mark.trio
+async def test_not_leader_is_returned_after_one_attempt_for_the_router_to_re_route(nursery):
+    """NOT_LEADER_OR_FOLLOWER from an agent: it has retried its own zone's leaders already, so
+    the sender returns the code after one attempt (the router re-routes the batch to the new
+    leader's zone) instead of asking the same agent twice more."""
+    def answer(req, n):
+        return signed(p.encode_response(p.NotifyResponse(req.request_id, p.RequestStatus.OK, "", (p.EntryResult(6),))))
+
+    port, requests = await nursery.start(serve, answer)
+    sender = NotifySender(notify_config(port), "az1", "proxy", 1, MemoryAuditSink(), bucket="bkt")
+    results = await sender.notify(FLUSHED, "az2")
+    await sender.aclose()
+    assert [r.error_code for r in results] == [6] and len(requests) == 1
