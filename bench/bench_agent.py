@@ -258,13 +258,25 @@ def stamp_idempotent(batches, producer_id: int, epoch: int) -> list[tuple[int, l
     return out
 
 
+# InitProducerId errors a fresh cluster answers until its transaction coordinator has loaded:
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (retriable in Kafka).
+COORDINATOR_NOT_READY = frozenset({14, 15, 16})
+PRODUCER_ID_TIMEOUT_S = 60.0
+
+
 def new_producer_id(bootstrap: str) -> tuple[int, int]:
-    """(producer id, epoch) from the cluster's InitProducerId, as an idempotent producer gets them."""
+    """(producer id, epoch) from the cluster's InitProducerId, as an idempotent producer gets
+    them; asked again (0.2 s apart, at most PRODUCER_ID_TIMEOUT_S) while the coordinator loads."""
     async def ask() -> tuple[int, int]:
         client = AIOKafkaClient(bootstrap_servers=bootstrap)
         await client.bootstrap()
+        deadline = time.monotonic() + PRODUCER_ID_TIMEOUT_S
         try:
-            answer = await client.send(client.get_random_node(), InitProducerIdRequest(None, 60_000))
+            while True:
+                answer = await client.send(client.get_random_node(), InitProducerIdRequest(None, 60_000))
+                if answer.error_code not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)  # a retry's backoff, as a Kafka producer's
         finally:
             await client.close()
         if answer.error_code != 0:

@@ -16,6 +16,7 @@ cluster's Hadoop setup.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import tempfile
@@ -124,11 +125,35 @@ class InputSummary:
         }
 
 
-# Local mode runs the demo's and a host's audits: small inputs, where the JVM's JIT compiling
-# Spark's planner costs more CPU than the code it compiles saves. C1 only (and the serial
+# Local mode runs the demo's and a host's audits. On small inputs the JVM's JIT compiling
+# Spark's planner costs more CPU than the code it compiles saves: C1 only (and the serial
 # collector on a small heap) halved the wall time of the audit job tests (15 jobs: 241 s ->
-# 132 s, 2026-11-29, 2 cores at load 7-11). spark-submit on a cluster keeps the JVM defaults.
+# 132 s, 2026-11-29, 2 cores at load 7-11). On large inputs it is the other way round: the
+# savings job over 10 M records took 198.7 s with C1 only against 22.1 s with the JVM's
+# defaults (`bench/bench_audit.py`, 2026-11-30 and 2026-11-26). So local sessions use it only
+# for inputs under QUICK_JIT_MAX_INPUT_BYTES (stored, compressed); spark-submit on a cluster
+# keeps the JVM defaults.
 QUICK_JIT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+QUICK_JIT_MAX_INPUT_BYTES = 32 * 1024 * 1024
+
+
+def quick_jit_suits(input_path: str) -> bool:
+    """Whether a local session for `input_path` should start with QUICK_JIT_JAVA_OPTIONS: a
+    local directory holding less than QUICK_JIT_MAX_INPUT_BYTES (an S3 input: no, its size is
+    not looked up)."""
+    if "://" in input_path and not input_path.startswith("file://"):
+        return False
+    root = input_path.removeprefix("file://")
+    total = 0
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(directory, name))
+            except OSError:
+                continue
+            if total >= QUICK_JIT_MAX_INPUT_BYTES:
+                return False
+    return True
 
 
 def stop_spark(spark: SparkSession, timeout_s: float = 30.0) -> None:
@@ -156,8 +181,10 @@ def stop_spark(spark: SparkSession, timeout_s: float = 30.0) -> None:
             proc.wait(timeout=timeout_s)
 
 
-def spark_session(master: str | None = "local[*]", app_name: str = "azsidecar-audit") -> SparkSession:
-    """Get or create the session; `master=None` leaves it to spark-submit.
+def spark_session(master: str | None = "local[*]", app_name: str = "azsidecar-audit",
+                  quick_jit: bool = False) -> SparkSession:
+    """Get or create the session; `master=None` leaves it to spark-submit. `quick_jit`: a
+    local JVM with C1 only, for small inputs (QUICK_JIT_JAVA_OPTIONS, `quick_jit_suits`).
 
     Forces the session time zone to UTC: hours in the tables are UTC hours.
     """
@@ -167,8 +194,9 @@ def spark_session(master: str | None = "local[*]", app_name: str = "azsidecar-au
         # Local mode only: a small shuffle (tables are tiny) and no UI port to collide on.
         builder = (builder.config("spark.sql.shuffle.partitions", "8")
                    .config("spark.ui.enabled", "false")
-                   .config("spark.driver.memory", "2g")
-                   .config("spark.driver.extraJavaOptions", QUICK_JIT_JAVA_OPTIONS))
+                   .config("spark.driver.memory", "2g"))
+        if quick_jit:
+            builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT_JAVA_OPTIONS)
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

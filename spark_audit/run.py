@@ -25,6 +25,7 @@ from spark_audit._io import (
     Output,
     Table,
     load,
+    quick_jit_suits,
     read_lines,
     resolve_input,
     spark_session,
@@ -109,7 +110,7 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
     own_session = spark is None
     if spark is None:
         print(f"audit {job}: starting Spark ({master or 'spark-submit master'})", file=progress, flush=True)
-        spark = spark_session(master)
+        spark = spark_session(master, quick_jit=bool(master) and quick_jit_suits(input_uri))
     else:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     builders: dict[str, Callable[[DataFrame], DataFrame]] = {
