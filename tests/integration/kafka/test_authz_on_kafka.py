@@ -149,11 +149,14 @@ def produce_as_alice(bootstrap: str, topic: str, tls: BrokerTls | None, records:
     # Records go to explicit partitions: first the metadata must list them all with a leader,
     # or librdkafka fails a record at once (UNKNOWN_PARTITION, -190) while the leaders that
     # spread_leaders placed are still being elected. Asked by a client without idempotence (it
-    # needs no producer id, which alice may be refused), bounded; alice may describe both topics.
+    # needs no producer id, which alice may be refused), bounded.
     looker = confluent_kafka.Producer({**settings, "enable.idempotence": False})
     deadline = time.monotonic() + 30.0
     while True:
-        partitions = looker.list_topics(topic, timeout=10).topics[topic].partitions
+        described = looker.list_topics(topic, timeout=10).topics[topic]
+        if described.error is not None:
+            break  # alice may not describe it (an ACL removed): her records are refused, as the caller expects
+        partitions = described.partitions
         if len(partitions) == PARTITIONS and all(p.leader >= 0 for p in partitions.values()):
             break
         assert time.monotonic() < deadline, f"{topic} through {bootstrap}: partitions {partitions}"
