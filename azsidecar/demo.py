@@ -83,7 +83,8 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
              audit: bool = True, progress: Callable[[str], None] | None = None, offloads: bool = True,
              broker: str = "kafka", kafka_version: str | None = None,
              sidecar_config: dict[str, dict[str, object]] | None = None, link_mtu: int | None = None,
-             capture_frames: bool = False, more_baseline_mtus: Sequence[int] = ()) -> DemoResult:
+             capture_frames: bool = False, more_baseline_mtus: Sequence[int] = (),
+             audit_job: str = "all") -> DemoResult:
     """Baseline and sidecar runs of the same workload, verified, and (optionally) audited.
 
     sidecar_config: more settings for the sidecars' config files ({section: {key: value}}).
@@ -91,6 +92,7 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
     also takes the frames apart (RunResult.reading.frames; deploy/local/frame_tally.py).
     more_baseline_mtus (netns): after the sidecar run, one more baseline run with the links
     at each of these MTUs (DemoResult.mtu_baselines); the audit stays the first MTU's.
+    audit_job: which Spark job the audit runs (spark_audit.catalog.JOBS; "all" is the report).
 
     Raises SystemExit when a run fails verification, ScenarioError/ZoneSetupError when the
     environment cannot be set up.
@@ -126,8 +128,8 @@ def run_demo(out: Path, mb: float, record_bytes: int = 1000, policy: str = "wal"
             _check(mtu_baselines[mtu], f"baseline at MTU {mtu}", progress)
     result = DemoResult(mode, baseline, sidecar, run_dir=run_dir, mtu_baselines=mtu_baselines)
     if audit:
-        progress("running the Spark audit (local[*]) over the sidecar run's audit records")
-        code = run_audit("all", str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout,
+        progress(f"running the Spark audit (local[*], {audit_job}) over the sidecar run's audit records")
+        code = run_audit(audit_job, str(settings.audit_dir), str(run_dir / "report"), Prices(), out=sys.stdout,
                          framing=meter_framing(offloads, link_mtu))
         if code != 0:
             raise SystemExit(f"the audit failed with exit code {code}")

@@ -461,6 +461,9 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it_and_dropped_with_it
             produce(p, sink, [(0, 1), (1, 2), (2, 3)], delivery)
             send_offsets(p, [confluent_kafka.TopicPartition(source, 0, 42), confluent_kafka.TopicPartition(source, 1, 7)],
                          consumer.consumer_group_metadata())
+            # Delivered before the abort: librdkafka purges records still queued when a
+            # transaction is aborted (_PURGE_QUEUE reports), and these must reach the log.
+            assert p.flush(30) == 0
             p.abort_transaction(30)
             after_abort = {tp.partition: tp.offset for tp in consumer.committed(positions, timeout=30)}
             p.begin_transaction()

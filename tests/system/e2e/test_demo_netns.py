@@ -42,7 +42,7 @@ def test_wal_route_cuts_metered_cross_zone_bytes_by_99_percent_and_the_audit_agr
     slow_host = {"notify": {"gray_floor_s": 8.0, "gray_max_s": 8.0}}
     result = run_demo(tmp_path, mb=12.0, record_bytes=1000, policy="wal", mode="netns", progress=lambda _m: None,
                       offloads=offloads, sidecar_config=slow_host, capture_frames=True,
-                      more_baseline_mtus=(JUMBO_MTU,))
+                      more_baseline_mtus=(JUMBO_MTU,), audit_job="savings")
 
     # Exactly once, in per-partition order, in both runs (the verifier reads every record back).
     assert result.baseline.verification["ok"] and result.sidecar.verification["ok"]
@@ -58,7 +58,8 @@ def test_wal_route_cuts_metered_cross_zone_bytes_by_99_percent_and_the_audit_agr
     # Ethernet/IP/TCP headers, plus the ACKs: the meter reads at least 4.5 % above the payload.
     if not offloads:
         assert result.baseline.reading.total_bytes >= 1.045 * result.baseline.cross_zone_payload_bytes
-    # The audit's estimate of what a direct produce sends across zones (direct_equivalent_bytes:
+    # The audit's estimate of what a direct produce sends across zones (the savings job's
+    # direct_equivalent_bytes; the whole report is `make demo`'s and tests/integration/spark_audit's:
     # the sidecar run's cross-zone batches with TCP/IP framing for the links' packet size,
     # azsidecar.demo.meter_framing) is a lower bound: never above the meter, and within 1 % of
     # what the meter read less the retransmissions (segments the links lost and TCP sent again,
