@@ -74,6 +74,11 @@ def test_round_trip_writer_to_report(spark, tmp_path):
     (lat,) = read_csv(tmp_path / "out" / "latency.csv")
     assert (lat["route"], float(lat["p50_ms"]), float(lat["p99_ms"])) == ("wal", 30.0, 31.0)
     assert read_csv(tmp_path / "out" / "leader_traffic.csv")  # the placement section's input
+    # No leader_move records: the last-apply table is empty (with its columns) and nothing is said of it.
+    with (tmp_path / "out" / "last_apply.csv").open() as f:
+        last_apply = csv.DictReader(f)
+        assert list(last_apply) == [] and (last_apply.fieldnames or [])[:4] == [
+            "plan_id", "applied_from_ms", "applied_to_ms", "window_ms"]
     html = (tmp_path / "out" / "report.html").read_text()
     assert html.count("src='data:image/png;base64,") >= 3
     summary = json.loads((tmp_path / "out" / "input_summary.json").read_text())
@@ -84,6 +89,7 @@ def test_round_trip_writer_to_report(spark, tmp_path):
     # x $0.04048 / 3600 = $1.1303e-7; net 3.48219e-5 - 5.486e-8 - 1.1303e-7 = 3.465401e-5
     assert "NET SAVINGS $0.00003465 = " in text
     assert "projection  window too short to project (0.004 s < 1 h)" in text
+    assert "last applied" not in text
     assert len(text.splitlines()) <= 24  # one screen
 
 
@@ -92,6 +98,7 @@ def test_tables_as_parquet_keep_values_and_types(spark, tmp_path):
     out = io.StringIO()
     assert run("savings", str(tmp_path / "audit"), str(tmp_path / "out"), Prices(), spark=spark, out=out,
                table_formats=("parquet",)) == 0
+    # The savings job's tables and nothing of the report's (net_savings, topic_savings, report.html).
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "break_even.parquet", "input_summary.json", "savings.parquet", "writer_drops.parquet"]
     df = spark.read.parquet(str(tmp_path / "out" / "savings.parquet"))

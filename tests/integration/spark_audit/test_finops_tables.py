@@ -95,10 +95,3 @@ def test_the_report_writes_the_net_savings_and_the_split(spark, tmp_path):
     teams = {r["team"]: r for r in read_csv((tmp_path / "out" / "team_savings.csv").read_text())}
     assert sorted(teams) == ["orders", "unassigned"] and teams["unassigned"]["bytes_local"] == "700"
     assert "- agent tasks $3.00 - proxy CPU $0.00;" in out.getvalue()
-
-
-def test_the_savings_job_writes_no_report_tables(spark, tmp_path):
-    write_jsonl(tmp_path / "audit" / "a.jsonl.gz", records())
-    assert run("savings", str(tmp_path / "audit"), str(tmp_path / "out"), Prices(), spark=spark,
-               out=io.StringIO()) == 0
-    assert not (tmp_path / "out" / "net_savings.csv").exists()

@@ -1,6 +1,7 @@
 """End to end: a proxy's produce records and the leader_move records of `plan leaders --apply`
 (both through AuditWriter) -> `audit placement` -> last_apply.csv and the line on what the last
-applied placement saved; without leader_move records the table is empty."""
+applied placement saved. Without leader_move records the table is empty and the report says
+nothing of it: tests/integration/spark_audit/test_cli.py's round trip checks that on its report."""
 
 from __future__ import annotations
 
@@ -62,12 +63,3 @@ def test_the_report_compares_the_moved_partitions_before_and_after_the_last_appl
     assert ("last applied leader plan p1 (1 partitions, applied 2026-01-01 00:20:00 UTC): in the 20.0 min after "
             "it 0 B of their 2.0 MB produce bytes crossed zones ($0.00), against 2.0 MB of 2.0 MB ($0.00004) in "
             "the 20.0 min before: 2.0 MB ($0.00004) less") in out.getvalue()
-
-
-def test_without_leader_move_records_the_table_is_empty_and_the_report_says_nothing_of_it(spark, tmp_path):
-    write_records(tmp_path / "audit", with_moves=False)
-    out = io.StringIO()
-    assert run("placement", str(tmp_path / "audit"), str(tmp_path / "out"), Prices(), spark=spark, out=out) == 0
-    columns, rows = read_csv(tmp_path / "out" / "last_apply.csv")
-    assert rows == [] and columns[:4] == ["plan_id", "applied_from_ms", "applied_to_ms", "window_ms"]
-    assert "last applied" not in out.getvalue()
