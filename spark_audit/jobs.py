@@ -14,6 +14,11 @@ metadata_summary: core/audit.py). Both read alike: a summary's `batches` / `look
 weigh it (`events` in the rollup, 1 for every other line), its byte and record counts are
 already sums, and latency percentiles come from the fixed-bucket histograms
 (core.latency_histogram), a per-batch record counted into the bucket of its latency_ms.
+The WAL path's per-object records (wal_flush, notification, agent_read, agent_apply,
+checkpoint_write) come one per object or summed per process, interval and key (schema v15
+*_summary kinds): the summary's count field weighs it in `events`, its sums are the same
+sums, its notification packets are counted at the writer's MTU, and `break_even` reads its
+objects' size class instead of joining by object key.
 
 Money model (docs/audit-records.md, "How the savings are computed"):
 - bytes are bytes on the wire, TCP/IP framing included, for the configured path MTU
