@@ -30,6 +30,8 @@ from azsidecar.secrets import resolve_secrets
 from azsidecar.status import StatusServer
 from core.audit import AuditSink, NullAuditSink
 from core.configload import ConfigError
+from core.object_summary_sink import ObjectSummarySink
+from core.periodic_flush import flush_every
 from leader_notify.agent.errors import KafkaAppendUnavailable
 from leader_notify.agent.runner import running_agent
 from leader_notify.metrics import process_agent_metrics
@@ -90,6 +92,13 @@ async def _serve_until_signal(config: Config, zone: str) -> int:
               if config.agent.metrics_port else None)
     writer = AuditWriter(config.audit, zone, "agent") if config.audit.enabled else None
     audit: AuditSink = writer if writer is not None else NullAuditSink()
+    # The agent's per-object records (reads, applies, checkpoint manifests), summed per interval
+    # and key before the writer (audit.object_detail "summary"); flushed on the way out.
+    summing: asyncio.Task[None] | None = None
+    if writer is not None and config.audit.object_detail == "summary":
+        objects = ObjectSummarySink(writer, path_mtu=config.audit.path_mtu)
+        summing = asyncio.create_task(flush_every(config.audit.interval_s, objects.flush, objects.close))
+        audit = objects
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -118,6 +127,10 @@ async def _serve_until_signal(config: Config, zone: str) -> int:
     except KafkaAppendUnavailable as exc:
         raise StartupFailure(f"upstream.bootstrap_servers: {exc}") from exc
     finally:
+        if summing is not None:  # its last flush (the close) writes what the agent counted
+            summing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await summing
         if writer is not None:
             writer.close()
         if status is not None:

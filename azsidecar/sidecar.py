@@ -19,6 +19,8 @@ from azsidecar.config import Config
 from azsidecar.monitor import ProxyHealth, monitor_proxy
 from azsidecar.placement_check import watch_placement
 from core.audit import AuditSink, NullAuditSink
+from core.object_summary_sink import ObjectSummarySink
+from core.periodic_flush import flush_every
 from kafka_upstream.direct import DirectBackend
 from kafka_upstream.metadata import MetadataCache
 from kafka_upstream.upstream import UpstreamCluster, open_upstream
@@ -75,6 +77,12 @@ async def run_sidecar(config: Config, audit: AuditSink | None = None, *,
     """
     audit = audit or NullAuditSink()
     async with trio.open_nursery() as nursery, contextlib.AsyncExitStack() as stack:
+        # The WAL path's per-object records (writer, sender), summed per interval and key before
+        # the writer (audit.object_detail "summary"); every other record passes straight through.
+        if config.audit.object_detail == "summary":
+            objects = ObjectSummarySink(audit, path_mtu=config.audit.path_mtu)
+            nursery.start_soon(flush_every, config.audit.interval_s, objects.flush, objects.close)
+            audit = objects
         # The router's per-batch accounting, summed per interval and key before the writer
         # (audit.produce_detail "summary"); every other record passes straight through.
         router_audit: AuditSink = audit

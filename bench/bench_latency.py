@@ -199,7 +199,7 @@ def run_setup(env: ZoneEnv, setup: str, args: argparse.Namespace, work: Path) ->
         linger_ms = linger_override if linger_override is not None else args.linger_ms.get(
             storage_class, DEFAULT_LINGER_MS[storage_class])
         settings = SidecarSettings(  # one audit record per batch: the stage percentiles need each one
-            produce_detail="batch", wal_bucket=bucket, audit_dir=work / f"audit-{setup.replace('@', '-').replace('+', '-')}",
+            produce_detail="batch", object_detail="object", wal_bucket=bucket, audit_dir=work / f"audit-{setup.replace('@', '-').replace('+', '-')}",
             policy="direct" if kind == "direct" else "wal",
             linger_ms=linger_ms, partition_zones={f"{TOPIC_PREFIX}*:*": ZONES[1]},
             extra={"wal": {"storage_class": storage_class, "endpoint_url": endpoint,

@@ -143,7 +143,7 @@ def sidecar(work: Path, name: str, policy: str, broker: str, s3_endpoint: str, l
         "agent": {"listen_port": agent_port},
         # one record per batch: the decomposition reads each batch's stages
         "audit": {"enabled": True, "output": str(work / f"{name}-audit"), "roll_seconds": 3600,
-                  "produce_detail": "batch"},
+                  "produce_detail": "batch", "object_detail": "object"},
     }
     path = work / f"{name}.toml"
     path.write_text(to_toml(config))

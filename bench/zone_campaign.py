@@ -108,7 +108,7 @@ def cycle(env, scenario: str, rng: random.Random, rate: int, seconds: float, out
     records = int(rate * seconds)
     workload = Workload(total_bytes=3 * records * RECORD_BYTES, record_bytes=RECORD_BYTES, topics=TOPICS,
                         linger_ms=20, timeout_s=seconds + 240)
-    settings = SidecarSettings(wal_bucket="wal", audit_dir=tmp / "audit" / f"cycle-{n}", policy="wal",
+    settings = SidecarSettings(object_detail="object", wal_bucket="wal", audit_dir=tmp / "audit" / f"cycle-{n}", policy="wal",
                                extra={"audit": {"flush_seconds": 0.2}})
     fault_at = rng.uniform(0.05, 0.2)
     restart = None

@@ -18,7 +18,7 @@ from typing import Any
 # components name the sink type from here.
 from core.audit_records import AuditSink as AuditSink
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # What each version added, so readers of older records know which fields will be null.
 SCHEMA_HISTORY: dict[int, str] = {
@@ -50,12 +50,30 @@ SCHEMA_HISTORY: dict[int, str] = {
         "produce_batch and metadata_lookup only with audit.produce_detail = \"batch\"",
     14: "kind fetch_bytes (record bytes of the Fetch answers the pass-through forwarded, per broker, topic and "
         "partition, whether the leader served them, aggregated per interval like passthrough_bytes)",
+    15: "kinds wal_flush_summary, notification_summary, agent_read_summary, agent_apply_summary and "
+        "checkpoint_summary: the per-object records summed per audit.interval_s and key where they are made "
+        "(exact sums, object size classes, latency histograms); wal_flush, notification, agent_read, "
+        "agent_apply and checkpoint_write only with audit.object_detail = \"object\"",
 }
 
 # Kinds that describe produce batches and leader-zone lookups: one record per event (v1..)
 # or one per interval and key (v13). Readers take both; `batches` / `lookups` weigh a summary.
 PRODUCE_KINDS = ("produce_batch", "produce_summary")
 LOOKUP_KINDS = ("metadata_lookup", "metadata_summary")
+# The per-object records of the WAL path (v1..) and their interval sums (v15), per kind:
+# readers take both; the summary's count field (objects, notifications, ...) weighs it.
+OBJECT_SUMMARY_KINDS: dict[str, str] = {
+    "wal_flush": "wal_flush_summary", "notification": "notification_summary", "agent_read": "agent_read_summary",
+    "agent_apply": "agent_apply_summary", "checkpoint_write": "checkpoint_summary",
+}
+FLUSH_KINDS = ("wal_flush", "wal_flush_summary")
+NOTIFICATION_KINDS = ("notification", "notification_summary")
+AGENT_READ_KINDS = ("agent_read", "agent_read_summary")
+AGENT_APPLY_KINDS = ("agent_apply", "agent_apply_summary")
+CHECKPOINT_KINDS = ("checkpoint_write", "checkpoint_summary")
+# size_class of a notification_summary whose object's size the proxy did not see (a
+# recovered object re-announced after a restart).
+UNKNOWN_SIZE_CLASS = -1
 
 # produce_summary.latency_hist: fixed buckets of produce latency_ms. Bucket i counts the
 # batches with LATENCY_BUCKETS_MS[i-1] < latency_ms <= LATENCY_BUCKETS_MS[i] (bucket 0 from 0,
@@ -177,6 +195,56 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
     "metadata_summary": (
         ("topic", "string"), ("partition", "long"), ("leader_zone", "string"), ("cache", "string"),
         ("lookups", "long"), ("interval_ms", "long"),
+    ),
+    # The wal_flush records of one interval summed per (writer_id, zones, reason, ok, size_class):
+    # size_class = the objects' size rounded down to a power of two (0 for empty), the classes of
+    # the break-even table. objects, and the exact sums of the wal_flush counts and times
+    # (<time>_sum); put_hist = objects per LATENCY_BUCKETS_MS bucket of put_ms.
+    "wal_flush_summary": (
+        ("writer_id", "string"), ("zones", "string"), ("reason", "string"), ("ok", "boolean"),
+        ("size_class", "long"), ("objects", "long"), ("bytes", "long"), ("entries", "long"), ("attempts", "long"),
+        ("put_requests", "long"), ("put_ms_sum", "double"), ("put_wait_ms_sum", "double"),
+        ("s3_request_ms_sum", "double"), ("put_max_ms", "double"), ("put_hist", "string"),
+        ("first_ts_ms", "long"), ("last_ts_ms", "long"), ("interval_ms", "long"),
+    ),
+    # The notification records of one interval per (dest_zone, status, size_class of the object,
+    # UNKNOWN_SIZE_CLASS when the proxy did not see its flush). request_packets/response_packets:
+    # the sum over round trips of ceil(bytes / MSS) at path_mtu (audit.path_mtu), so the jobs count
+    # whole packets as from single records; request_messages/response_messages: round trips with
+    # bytes each way. entries_squared_sum, entries_bytes_sum: sums of entries^2 and of entries x
+    # (request + response bytes), for the planner's fit of bytes per entry.
+    "notification_summary": (
+        ("dest_zone", "string"), ("status", "string"), ("size_class", "long"), ("notifications", "long"),
+        ("entries", "long"), ("attempts", "long"), ("request_bytes", "long"), ("response_bytes", "long"),
+        ("path_mtu", "long"), ("request_packets", "long"), ("response_packets", "long"),
+        ("request_messages", "long"), ("response_messages", "long"),
+        ("entries_squared_sum", "long"), ("entries_bytes_sum", "long"),
+        ("rtt_ms_sum", "double"), ("rtt_max_ms", "double"), ("rtt_hist", "string"),
+        ("first_ts_ms", "long"), ("last_ts_ms", "long"), ("interval_ms", "long"),
+    ),
+    # The agent_read records of one interval per source_zone: reads and the exact sums.
+    "agent_read_summary": (
+        ("source_zone", "string"), ("reads", "long"), ("bytes", "long"), ("gets", "long"), ("cache_hits", "long"),
+        ("cache_misses", "long"), ("bytes_from_cache", "long"), ("latency_ms_sum", "double"),
+        ("get_ms_sum", "double"), ("latency_max_ms", "double"), ("latency_hist", "string"),
+        ("first_ts_ms", "long"), ("last_ts_ms", "long"), ("interval_ms", "long"),
+    ),
+    # The agent_apply records of one interval per (source_zone, status); handle_hist over handle_ms.
+    "agent_apply_summary": (
+        ("source_zone", "string"), ("status", "string"), ("applies", "long"), ("entries", "long"),
+        ("read_ms_sum", "double"), ("append_ms_sum", "double"), ("handle_ms_sum", "double"),
+        ("handle_max_ms", "double"), ("handle_hist", "string"),
+        ("first_ts_ms", "long"), ("last_ts_ms", "long"), ("interval_ms", "long"),
+    ),
+    # The checkpoint_write records of one interval per (source_zone of the objects named, status):
+    # keys = objects of that source zone named; manifest_puts = each manifest's one PUT shared
+    # equally among the objects it names, summed over this source zone's (a manifest's shares add
+    # up to 1 over its source zones: billed once); manifests and put_ms_sum count a manifest in
+    # each source zone it names.
+    "checkpoint_summary": (
+        ("source_zone", "string"), ("status", "string"), ("manifests", "long"), ("keys", "long"),
+        ("manifest_puts", "double"), ("put_ms_sum", "double"),
+        ("first_ts_ms", "long"), ("last_ts_ms", "long"), ("interval_ms", "long"),
     ),
     # Records the writer had to drop (counted, never silent). reason: queue_full (the
     # bounded queue was full) | invalid (unknown field or a value of the wrong type) |

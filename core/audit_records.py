@@ -201,6 +201,105 @@ class MetadataSummaryRecord(TypedDict, total=False):
     interval_ms: int
 
 
+class WalFlushSummaryRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    writer_id: str
+    zones: str
+    reason: str
+    ok: bool
+    size_class: int
+    objects: int
+    bytes: int
+    entries: int
+    attempts: int
+    put_requests: int
+    put_ms_sum: float
+    put_wait_ms_sum: float
+    s3_request_ms_sum: float
+    put_max_ms: float
+    put_hist: str
+    first_ts_ms: int
+    last_ts_ms: int
+    interval_ms: int
+
+
+class NotificationSummaryRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    dest_zone: str
+    status: str
+    size_class: int
+    notifications: int
+    entries: int
+    attempts: int
+    request_bytes: int
+    response_bytes: int
+    path_mtu: int
+    request_packets: int
+    response_packets: int
+    request_messages: int
+    response_messages: int
+    entries_squared_sum: int
+    entries_bytes_sum: int
+    rtt_ms_sum: float
+    rtt_max_ms: float
+    rtt_hist: str
+    first_ts_ms: int
+    last_ts_ms: int
+    interval_ms: int
+
+
+class AgentReadSummaryRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    source_zone: str
+    reads: int
+    bytes: int
+    gets: int
+    cache_hits: int
+    cache_misses: int
+    bytes_from_cache: int
+    latency_ms_sum: float
+    get_ms_sum: float
+    latency_max_ms: float
+    latency_hist: str
+    first_ts_ms: int
+    last_ts_ms: int
+    interval_ms: int
+
+
+class AgentApplySummaryRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    source_zone: str
+    status: str
+    applies: int
+    entries: int
+    read_ms_sum: float
+    append_ms_sum: float
+    handle_ms_sum: float
+    handle_max_ms: float
+    handle_hist: str
+    first_ts_ms: int
+    last_ts_ms: int
+    interval_ms: int
+
+
+class CheckpointSummaryRecord(TypedDict, total=False):
+    ts_ms: int
+    zone: str
+    source_zone: str
+    status: str
+    manifests: int
+    keys: int
+    manifest_puts: float
+    put_ms_sum: float
+    first_ts_ms: int
+    last_ts_ms: int
+    interval_ms: int
+
+
 class AuditDropRecord(TypedDict, total=False):
     ts_ms: int
     zone: str
@@ -252,6 +351,21 @@ class AuditSink(Protocol):
 
     @overload
     def emit(self, kind: Literal["metadata_summary"], fields: MetadataSummaryRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["wal_flush_summary"], fields: WalFlushSummaryRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["notification_summary"], fields: NotificationSummaryRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["agent_read_summary"], fields: AgentReadSummaryRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["agent_apply_summary"], fields: AgentApplySummaryRecord) -> None: ...
+
+    @overload
+    def emit(self, kind: Literal["checkpoint_summary"], fields: CheckpointSummaryRecord) -> None: ...
 
     @overload
     def emit(self, kind: Literal["audit_drop"], fields: AuditDropRecord) -> None: ...

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.audit import PRODUCE_KINDS
+from core.audit import AGENT_READ_KINDS, FLUSH_KINDS, NOTIFICATION_KINDS, PRODUCE_KINDS
 from core.prices import GIB, Prices
 from leader_placement.plan import GB, LeaderPrices, PartitionKey
 
@@ -47,7 +47,7 @@ class AuditedTraffic:
     local_bytes: int = 0
     direct_cross_bytes: int = 0
     wal_bytes: int = 0
-    put_requests: int = 0  # WAL objects and checkpoint manifests
+    put_requests: float = 0.0  # WAL objects and checkpoint manifests (a summary's manifest shares: fractions)
     get_requests: int = 0
     put_body_bytes: int = 0
     get_body_bytes: int = 0
@@ -96,15 +96,17 @@ def produce_bytes_by_zone(records: Iterable[Mapping[str, Any]]) -> AuditedTraffi
             start, end = int(r.get("first_ts_ms") or ts), int(r.get("last_ts_ms") or ts)
             out.first_ms = start if out.first_ms is None else min(out.first_ms, start)
             out.last_ms = end if out.last_ms is None else max(out.last_ms, end)
-        elif kind == "wal_flush":
+        elif kind in FLUSH_KINDS:  # one object, or a summary's sums (schema v15)
             out.put_requests += int(r.get("put_requests") or 0)
             out.put_body_bytes += int(r.get("bytes") or 0)
         elif kind == "checkpoint_write":
             out.put_requests += 1
-        elif kind == "agent_read":
+        elif kind == "checkpoint_summary":  # each manifest's PUT shared among its source zones
+            out.put_requests += float(r.get("manifest_puts") or 0.0)
+        elif kind in AGENT_READ_KINDS:
             out.get_requests += int(r.get("gets") or 0)
             out.get_body_bytes += int(r.get("bytes") or 0) - int(r.get("bytes_from_cache") or 0)
-        elif kind == "notification":
+        elif kind in NOTIFICATION_KINDS:
             out.notify_bytes += int(r.get("request_bytes") or 0) + int(r.get("response_bytes") or 0)
         elif kind == "fetch_bytes":
             _add_fetch(out, r)

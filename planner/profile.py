@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from core.audit import AGENT_READ_KINDS, NOTIFICATION_KINDS
 from core.prices import Prices
 from planner.audit_batches import field_number, record_ts_ms, successful_batches
 from planner.plan import DEFAULT_BATCH_BYTES, PRODUCE_OVERHEAD_BYTES, ClassPrices, Flow, PlanError, cross_byte_usd
@@ -134,14 +135,19 @@ def audited_totals(records: Iterable[Mapping[str, object]]) -> Audited:
                 direct_eq += field_number(r, "bytes") + batches * PRODUCE_OVERHEAD_BYTES
             if r.get("route") == "direct_cross":
                 crossed += field_number(r, "wire_bytes")
-        elif kind == "notification":
+        elif kind in NOTIFICATION_KINDS:  # one round trip, or a summary's sums (schema v15)
             crossed += field_number(r, "request_bytes") + field_number(r, "response_bytes")
         elif kind == "wal_flush":
             objects += 1
             puts += field_number(r, "put_requests")
+        elif kind == "wal_flush_summary":
+            objects += int(field_number(r, "objects"))
+            puts += field_number(r, "put_requests")
         elif kind == "checkpoint_write":
             puts += 1
-        elif kind == "agent_read":
+        elif kind == "checkpoint_summary":  # each manifest's PUT shared among its source zones
+            puts += field_number(r, "manifest_puts")
+        elif kind in AGENT_READ_KINDS:
             gets += field_number(r, "gets")
     if first is None or last is None:
         raise PlanError("no successful produce_batch or produce_summary records in the audit input")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from core.audit import NOTIFICATION_KINDS
 from planner.audit_batches import field_number, record_ts_ms, successful_batches
 from planner.plan import NOTIFY_BYTES_PER_ENTRY, PRODUCE_OVERHEAD_BYTES, PlanError, Usage, WalSettings
 from wal_s3.flush_policy import linger_due
@@ -81,39 +82,62 @@ def notify_sizes_from_records(records: Iterable[Mapping[str, object]]) -> tuple[
     """(bytes per share, bytes per entry) of a run's notifications (request + response bytes
     against entries, least squares over the `notification` records with status ok: the key, topic
     and zone names of a deployment make them differ from the defaults); None without any. With a
-    single entry count, the per-entry default is kept and the per-share figure fitted.
+    single entry count, the per-entry default is kept and the per-share figure fitted. A
+    `notification_summary` (schema v15) adds its round trips to the same fit exactly: it carries
+    the sums the least squares need (count, entries, bytes, entries^2, entries x bytes).
 
     Prefetches (status "prefetch": the objects queued behind the one in flight, announced
     early so the agent reads ahead) cross zones too, as often as notifications queue up, which
     the replay cannot know; their bytes are spread over the run's shares."""
-    points: list[tuple[float, float]] = []
+    n = sx = sy = sxx = sxy = 0.0
     prefetch_bytes = 0.0
     for r in records:
-        if r.get("kind") != "notification":
+        kind = r.get("kind")
+        if kind not in NOTIFICATION_KINDS:
             continue
         size = field_number(r, "request_bytes") + field_number(r, "response_bytes")
-        if r.get("status", "ok") == "ok":
-            points.append((field_number(r, "entries"), size))
-        elif r.get("status") == "prefetch":
+        status = r.get("status", "ok")
+        if status == "prefetch":
             prefetch_bytes += size
-    if not points:
+        elif status != "ok":
+            continue
+        elif kind == "notification":
+            entries = field_number(r, "entries")
+            n, sx, sy, sxx, sxy = n + 1, sx + entries, sy + size, sxx + entries * entries, sxy + entries * size
+        else:
+            n += field_number(r, "notifications")
+            sx += field_number(r, "entries")
+            sy += size
+            sxx += field_number(r, "entries_squared_sum")
+            sxy += field_number(r, "entries_bytes_sum")
+    if n == 0:
         return None
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    per_entry = (sum((x - mx) * (y - my) for x, y in points) / sxx) if sxx > 0 else float(NOTIFY_BYTES_PER_ENTRY)
+    mx, my = sx / n, sy / n
+    var_x = sxx - n * mx * mx  # sum of (x - mx)^2
+    cov = sxy - n * mx * my  # sum of (x - mx)(y - my)
+    # one entry count: var_x is 0 up to rounding (sums of squares of equal counts)
+    per_entry = cov / var_x if var_x > 1e-9 * max(sxx, 1.0) else float(NOTIFY_BYTES_PER_ENTRY)
     return max(my - per_entry * mx, 0.0) + prefetch_bytes / n, max(per_entry, 0.0)
 
 
 def applies_from_records(records: Iterable[Mapping[str, object]]) -> dict[str, list[float]]:
     """Per agent zone, the times (s, sorted) its agent applied a WAL share, from audit records
     (`agent_apply` with status ok: emitted once the answer is on its way, when the object's key
-    has joined the next checkpoint manifest)."""
+    has joined the next checkpoint manifest). An `agent_apply_summary` (schema v15) keeps only
+    its interval's first and last apply: its `applies` are spread evenly between them (the
+    manifests the replay counts from them are then at interval resolution)."""
     times: dict[str, list[float]] = {}
     for r in records:
-        if r.get("kind") == "agent_apply" and r.get("status", "ok") == "ok":
+        if r.get("status", "ok") != "ok":
+            continue
+        if r.get("kind") == "agent_apply":
             times.setdefault(str(r.get("zone")), []).append(record_ts_ms(r) / 1000.0)
+        elif r.get("kind") == "agent_apply_summary":
+            count = int(field_number(r, "applies"))
+            first = field_number(r, "first_ts_ms") or record_ts_ms(r)
+            last = field_number(r, "last_ts_ms") or record_ts_ms(r)
+            step = (last - first) / (count - 1) if count > 1 else 0.0
+            times.setdefault(str(r.get("zone")), []).extend((first + i * step) / 1000.0 for i in range(count))
     return {z: sorted(ts) for z, ts in times.items()}
 
 

@@ -25,10 +25,9 @@ import uuid
 from collections.abc import Callable
 from typing import Final
 
-import trio
-
 from core.audit import AuditSink
 from core.audit_records import FetchBytesRecord
+from core.periodic_flush import flush_every
 from kafka_protocol.fetch_response import FetchScanError, TopicId, scan_fetch_response
 
 KIND: Final = "fetch_bytes"
@@ -129,9 +128,4 @@ class FetchMeter:
 
     async def run(self) -> None:
         """Flush every interval_s until cancelled, and once more then."""
-        try:
-            while True:
-                await trio.sleep(self.interval_s)
-                self.flush()
-        finally:
-            self.flush()
+        await flush_every(self.interval_s, self.flush)

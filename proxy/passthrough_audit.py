@@ -19,10 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-import trio
-
 from core.audit import AuditSink
 from core.audit_records import PassthroughBytesRecord
+from core.periodic_flush import flush_every
 
 KIND: Final = "passthrough_bytes"
 DEFAULT_INTERVAL_S = 10.0  # one record per broker and API every 10 s: ~8640 a day per pair
@@ -98,9 +97,4 @@ class PassthroughMeter:
 
     async def run(self) -> None:
         """Flush every interval_s until cancelled, and once more then."""
-        try:
-            while True:
-                await trio.sleep(self.interval_s)
-                self.flush()
-        finally:
-            self.flush()
+        await flush_every(self.interval_s, self.flush)

@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import trio
-
 from core.audit import AuditSink
+from core.periodic_flush import flush_every
 from router.produce_summary import MAX_KEYS, ProduceSummaries
 
 DEFAULT_INTERVAL_S = 10.0  # one record per key every 10 s: ~6 per partition and route a minute
@@ -69,9 +68,4 @@ class SummarizingAuditSink:
 
     async def run(self) -> None:
         """Flush every interval_s until cancelled; then close."""
-        try:
-            while True:
-                await trio.sleep(self.interval_s)
-                self.flush()
-        finally:
-            self.close()
+        await flush_every(self.interval_s, self.flush, self.close)

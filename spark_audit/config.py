@@ -8,6 +8,7 @@ from core.configload import require
 from core.framing import DEFAULT_PATH_MTU, Framing
 
 PRODUCE_DETAILS = ("summary", "batch")
+OBJECT_DETAILS = ("summary", "object")
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,11 @@ class AuditConfig:
     #: the proxy's produce batches and leader lookups: "summary" = one produce_summary / metadata_summary record
     #: per key every interval_s (exact sums, latency histogram); "batch" = one record per batch (debugging)
     produce_detail: str = "summary"
-    interval_s: float = 10.0  # with produce_detail "summary": how often the proxy writes its summaries
+    interval_s: float = 10.0  # with produce_detail or object_detail "summary": how often summaries are written
+    #: the WAL path's per-object records (wal_flush, notification, agent_read, agent_apply, checkpoint_write):
+    #: "summary" = their *_summary records per key every interval_s (exact sums, object size classes);
+    #: "object" = one record per object (debugging single objects)
+    object_detail: str = "summary"
 
     @property
     def framing(self) -> Framing:
@@ -45,4 +50,5 @@ class AuditConfig:
         require(self.spool_dir is None or bool(self.spool_dir), "audit.spool_dir: a directory, or unset")
         Framing(self.path_mtu, self.link_header_bytes)  # validates both
         require(self.produce_detail in PRODUCE_DETAILS, f"audit.produce_detail: one of {', '.join(PRODUCE_DETAILS)}")
+        require(self.object_detail in OBJECT_DETAILS, f"audit.object_detail: one of {', '.join(OBJECT_DETAILS)}")
         require(0.1 <= self.interval_s <= 3600, "audit.interval_s: 0.1..3600")

@@ -14,6 +14,11 @@ metadata_summary: core/audit.py). Both read alike: a summary's `batches` / `look
 weigh it (`events` in the rollup, 1 for every other line), its byte and record counts are
 already sums, and latency percentiles come from the fixed-bucket histograms
 (core.latency_histogram), a per-batch record counted into the bucket of its latency_ms.
+The WAL path's per-object records (wal_flush, notification, agent_read, agent_apply,
+checkpoint_write) come one per object or summed per process, interval and key (schema v15
+*_summary kinds): the summary's count field weighs it in `events`, its sums are the same
+sums, its notification packets are counted at the writer's MTU, and `break_even` reads its
+objects' size class instead of joining by object key.
 
 Money model (docs/audit-records.md, "How the savings are computed"):
 - bytes are bytes on the wire, TCP/IP framing included, for the configured path MTU
@@ -35,7 +40,17 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from core.audit import FALLBACK_DIRECT_REASON, LATENCY_BUCKETS_MS, LOOKUP_KINDS, PRODUCE_KINDS
+from core.audit import (
+    AGENT_APPLY_KINDS,
+    AGENT_READ_KINDS,
+    CHECKPOINT_KINDS,
+    FALLBACK_DIRECT_REASON,
+    FLUSH_KINDS,
+    LATENCY_BUCKETS_MS,
+    LOOKUP_KINDS,
+    NOTIFICATION_KINDS,
+    PRODUCE_KINDS,
+)
 from core.framing import ACKS_PER_MESSAGE, PRODUCE_OVERHEAD_BYTES, Framing
 from core.prices import Prices
 from kafka_protocol.api_names import API_NAMES
@@ -49,19 +64,28 @@ STATUS_COLUMN = "_status"  # set by the reader: ok | corrupt | unknown_kind
 
 # Rollup keys: what any table groups or joins by. `key` only for the kinds that name a WAL
 # object, `drop_reason` only for audit_drop (other kinds' `reason` would split groups).
+# `size_class` and `flush_ok` only for the summary kinds that carry them (schema v15).
 ROLLUP_KEYS = ("_status", "kind", "schema_version", "hour_ms", "zone", "leader_zone", "dest_zone",
                "source_zone", "zones", "route", "cache", "key", "dropped_kind", "drop_reason", "operation",
-               "purpose", "broker_zone", "api_key", "trouble", "trouble_minute_ms", "from_leader")
+               "purpose", "broker_zone", "api_key", "trouble", "trouble_minute_ms", "from_leader", "size_class",
+               "flush_ok")
 ROLLUP_SUMS = ("records", "bytes", "request_bytes", "response_bytes", "put_requests", "gets",
                "cache_hits", "cache_misses", "bytes_from_cache", "entries", "dropped", "requests")
 # The record fields each input reads (besides kind and schema_version): the runner parses
 # only these, the JSON parser skips the rest.
 ROLLUP_COLUMNS = ("ts_ms", "zone", "leader_zone", "dest_zone", "source_zone", "zones", "route", "cache", "key",
                   "dropped_kind", "reason", "status", "wal_keys", "operation", "purpose", "broker_zone",
-                  "api_key", "error_code", "from_leader", "batches", "lookups") + ROLLUP_SUMS
-# The events a rollup row stands for: produce batches and lookups (a summary's batches /
-# lookups, 1 per event record), 1 per line of any other kind. `n` stays the line count.
+                  "api_key", "error_code", "from_leader", "batches", "lookups", "objects", "notifications",
+                  "reads", "applies", "manifests", "manifest_puts", "size_class", "ok", "path_mtu", "request_packets",
+                  "response_packets", "request_messages", "response_messages") + ROLLUP_SUMS
+# The events a rollup row stands for: produce batches, lookups, WAL objects, notifications,
+# agent reads and applies, checkpoint manifests (a summary's count field, 1 per event record),
+# 1 per line of any other kind. `n` stays the line count.
 EVENTS = "events"
+# The field that counts the events of each summary kind (core/audit.py, v13 and v15).
+SUMMARY_EVENTS = {"produce_summary": "batches", "metadata_summary": "lookups", "wal_flush_summary": "objects",
+                  "notification_summary": "notifications", "agent_read_summary": "reads",
+                  "agent_apply_summary": "applies", "checkpoint_summary": "manifests"}
 # Notification bytes on the wire (framing.round_trip_wire_bytes), summed per line in the rollup
 # because whole packets are counted per message.
 NOTIFICATION_WIRE = "notification_wire_bytes"
@@ -86,7 +110,7 @@ PLACEMENT_COLUMNS = ("topic", "partition", "zone", "leader_zone", "bytes", "erro
 # the same reason). principal: schema v11; null in older records.
 TOPIC_COLUMNS = ("topic", "principal", "zone", "leader_zone", "route", "bytes", "batches")
 # The kinds only agents write: their zones are the agents the compute cost counts.
-AGENT_KINDS = ("agent_read", "agent_apply", "checkpoint_write")
+AGENT_KINDS = (*AGENT_READ_KINDS, *AGENT_APPLY_KINDS, *CHECKPOINT_KINDS)
 # What the comparison around the last applied leader plan reads: the leader_move records
 # and the produce batches (a scan of its own, run only when the input has leader_move records).
 LAST_APPLY_COLUMNS = (*PLACEMENT_COLUMNS, "from_zone", "to_zone", "plan_id")
@@ -97,7 +121,7 @@ _OBJECT_KINDS = ("wal_flush", "agent_read", "notification", "agent_apply")
 # per manifest PUT, shared equally among the WAL objects it names (each object's source
 # zone is in its key). Before v4 every ok agent_apply was one PUT of its own.
 CHECKPOINT_PUTS = "checkpoint_puts"
-_CHECKPOINT_KINDS = ("agent_apply", "checkpoint_write")
+_CHECKPOINT_KINDS = ("agent_apply", *CHECKPOINT_KINDS)
 FIRST_MANIFEST_SCHEMA_VERSION = 4
 # <hash4>/wal/<source zone>/... anywhere in a WAL key (wal_s3.writer.object_key)
 _SOURCE_ZONE_IN_KEY = r"(?:^|/)[0-9a-f]{4}/wal/([A-Za-z0-9._-]+)/"
@@ -108,11 +132,25 @@ def _message_packets(column: str, framing: Framing) -> Column:
     return F.when(size > 0, F.ceil(size / F.lit(framing.mss))).otherwise(0)
 
 
+def _summed_packets(direction: str, framing: Framing) -> Column:
+    """A notification_summary's packets one way (`direction`: request or response): exact, its
+    own sum of ceil(bytes / MSS), when it was counted at `framing`'s MTU; else at most
+    floor((bytes + messages x (MSS - 1)) / MSS), each message's ceil rounding up by < 1 packet
+    (an upper bound, as the notification side of the framing model is)."""
+    size, messages = _long(f"{direction}_bytes"), _long(f"{direction}_messages")
+    bound = F.floor((size + messages * F.lit(framing.mss - 1)) / F.lit(framing.mss)).cast("long")
+    return F.when(F.col("path_mtu") == F.lit(framing.path_mtu), _long(f"{direction}_packets")).otherwise(bound)
+
+
 def notification_wire(framing: Framing) -> Column:
-    """framing.round_trip_wire_bytes of one notification line, as a Spark expression."""
+    """framing.round_trip_wire_bytes of one notification line, or the sum of it over the round
+    trips of a notification_summary line, as a Spark expression."""
     request, response = _long("request_bytes"), _long("response_bytes")
     packets = (_message_packets("request_bytes", framing) + _message_packets("response_bytes", framing)
                + F.lit(ACKS_PER_MESSAGE) * ((request > 0).cast("long") + (response > 0).cast("long")))
+    summed = (_summed_packets("request", framing) + _summed_packets("response", framing)
+              + F.lit(ACKS_PER_MESSAGE) * (_long("request_messages") + _long("response_messages")))
+    packets = F.when(F.col("kind") == "notification_summary", summed).otherwise(packets)
     return request + response + packets * F.lit(framing.packet_header_bytes)
 
 
@@ -141,12 +179,14 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
     manifest = kind == "checkpoint_write"
     checkpoint_puts = (
         F.when(manifest, 1.0)
+        .when(kind == "checkpoint_summary", F.coalesce(F.col("manifest_puts"), F.lit(0.0)))
         .when((kind == "agent_apply") & (F.col("status") == "ok")
               & (F.coalesce(F.col("schema_version"), F.lit(1)) < FIRST_MANIFEST_SCHEMA_VERSION), 1.0)
         .otherwise(0.0))
     produce = kind.isin(*PRODUCE_KINDS)
-    events = (F.when(kind == "produce_summary", _long("batches"))
-              .when(kind == "metadata_summary", _long("lookups")).otherwise(F.lit(1).cast("long")))
+    events = F.lit(1).cast("long")
+    for summary_kind, count in SUMMARY_EVENTS.items():
+        events = F.when(kind == summary_kind, _long(count)).otherwise(events)
     trouble = (
         F.when(produce & (F.col("route") == "direct_cross") & (F.col("reason") == FALLBACK_DIRECT_REASON),
                F.lit(TROUBLE_FALLBACK))
@@ -163,9 +203,12 @@ def rollup(records: DataFrame, framing: Framing | None = None) -> DataFrame:
         F.when(kind == "audit_drop", F.coalesce(F.col("reason"), F.lit("queue_full"))).alias("drop_reason"),
         "operation", "purpose", "broker_zone", "api_key", "ts_ms",
         F.when(kind == "fetch_bytes", F.col("from_leader")).alias("from_leader"),  # schema v14; null elsewhere
+        F.when(kind.isin("wal_flush_summary", "notification_summary"), F.col("size_class")).alias("size_class"),
+        F.when(kind == "wal_flush_summary", F.col("ok")).alias("flush_ok"),
         *[_long(c).alias(c) for c in ROLLUP_SUMS],
         checkpoint_puts.alias(CHECKPOINT_PUTS), events.alias(EVENTS),
-        F.when(kind == "notification", notification_wire(framing)).otherwise(0).cast("long").alias(NOTIFICATION_WIRE),
+        F.when(kind.isin(*NOTIFICATION_KINDS), notification_wire(framing)).otherwise(0).cast("long")
+        .alias(NOTIFICATION_WIRE),
     )
     grouped = keyed.groupBy(*ROLLUP_KEYS).agg(
         F.count(F.lit(1)).alias("n"),
@@ -294,19 +337,20 @@ def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
     # pair(s) - a WAL object to each destination zone it names, with an equal share of its
     # PUT - and every sum is a CASE on the kind (rather than a union of one scan per kind).
     kind = F.col("kind")
-    agent_kinds = ("agent_read", *_CHECKPOINT_KINDS)
-    # zones: the destination zones of one WAL object, comma separated ("use1-az2,use1-az3").
+    agent_kinds = (*AGENT_READ_KINDS, *_CHECKPOINT_KINDS)
+    # zones: the destination zones of one WAL object (or of a summary's objects), comma
+    # separated ("use1-az2,use1-az3").
     zones = F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"), lambda z: z != "")
     leader_zones = (
         F.when(kind.isin(*PRODUCE_KINDS), F.array(F.col("leader_zone")))
-        .when(kind == "notification", F.array(F.col("dest_zone")))
-        .when(kind == "wal_flush", F.when(F.size(zones) > 0, zones).otherwise(F.array(F.lit("unknown"))))
+        .when(kind.isin(*NOTIFICATION_KINDS), F.array(F.col("dest_zone")))
+        .when(kind.isin(*FLUSH_KINDS), F.when(F.size(zones) > 0, zones).otherwise(F.array(F.lit("unknown"))))
         .when(kind.isin(*agent_kinds), F.array(F.col("zone")))
         .otherwise(F.array(F.lit(SHARED_ZONE))))  # s3_request: epochs, GC, recovery
     operation = F.upper(F.coalesce(F.col("operation"), F.lit("")))
     is_request = kind == "s3_request"
     attributed = (
-        _kinds(rolled, (*PRODUCE_KINDS, "notification", "wal_flush", "s3_request", *agent_kinds))
+        _kinds(rolled, (*PRODUCE_KINDS, *NOTIFICATION_KINDS, *FLUSH_KINDS, "s3_request", *agent_kinds))
         .withColumn("_leaders", leader_zones)
         .select("*", F.explode("_leaders").alias("_leader"))
     )
@@ -319,14 +363,14 @@ def savings(rolled: DataFrame, prices: Prices, framing: Framing | None = None,
                 **per_route,
                 _wal_wire=_direct_produce_wire("wal", framing),
                 _direct_cross_wire=_direct_produce_wire("direct_cross", framing),
-                notification_bytes=F.when(kind == "notification", F.col(NOTIFICATION_WIRE)).otherwise(0),
+                notification_bytes=F.when(kind.isin(*NOTIFICATION_KINDS), F.col(NOTIFICATION_WIRE)).otherwise(0),
                 s3_put_requests=(
-                    F.when(kind == "wal_flush", F.col("put_requests") / F.size("_leaders"))
+                    F.when(kind.isin(*FLUSH_KINDS), F.col("put_requests") / F.size("_leaders"))
                     .when(kind.isin(*_CHECKPOINT_KINDS), F.col(CHECKPOINT_PUTS))
                     .when(is_request & operation.isin(*PUT_PRICED_OPERATIONS), F.col("requests"))
                     .otherwise(0)),
                 s3_get_requests=(
-                    F.when(kind == "agent_read", F.col("gets"))
+                    F.when(kind.isin(*AGENT_READ_KINDS), F.col("gets"))
                     .when(is_request & operation.isin(*GET_PRICED_OPERATIONS), F.col("requests"))
                     .otherwise(0)),
             ),
@@ -367,14 +411,23 @@ def break_even(rolled: DataFrame, prices: Prices, framing: Framing | None = None
     """Net savings of WAL objects by object size (power-of-two buckets).
 
     `rolled` is `rollup(records, framing)`, with the same `framing` (default `Framing()`).
-    Each wal_flush is joined by `key` to the GETs of its agent reads, the checkpoint PUTs of
-    its agents (counted in put_requests) and its notifications. Per object, on the wire:
-    transfer avoided = (stream(bytes + entries * PRODUCE_OVERHEAD_BYTES) - notification
-    bytes on the wire) * byte price; request cost = PUTs and GETs at list price. Columns:
-    size_bucket_bytes (lower bound), objects, mean_object_bytes, entries, put_requests,
-    get_requests, notification_bytes (on the wire), transfer_avoided_usd, request_usd,
-    net_savings_usd, net_savings_usd_per_object, break_even_object_bytes (object size at
-    which this bucket's per-object requests and notifications cost what they save).
+    Per-object records: each wal_flush is joined by `key` to the GETs of its agent reads, the
+    checkpoint PUTs of its agents (counted in put_requests) and its notifications; keys
+    without a wal_flush are left out. Summed records (schema v15): a wal_flush_summary's
+    size_class is the bucket, with the exact sums of its objects' bytes, entries and PUTs,
+    and a notification_summary's bytes on the wire go to its objects' size class; the agents'
+    GETs and checkpoint PUTs (the agent does not know an object's size) and notifications of
+    objects whose size the proxy had not seen are shared among all objects in proportion to
+    their zone shares (an object for two zones weighs two; an object whose PUT failed, none), which is exact in total and,
+    per class, as exact as those requests are equal per zone share (one GET per share and
+    manifest PUTs already shared equally per object, as the per-object form shares them).
+    Per object, on the wire: transfer avoided = (stream(bytes + entries *
+    PRODUCE_OVERHEAD_BYTES) - notification bytes on the wire) * byte price; request cost =
+    PUTs and GETs at list price. Every column is a sum per bucket, so the two forms mix.
+    Columns: size_bucket_bytes (lower bound), objects, mean_object_bytes, entries,
+    put_requests, get_requests, notification_bytes (on the wire), transfer_avoided_usd,
+    request_usd, net_savings_usd, net_savings_usd_per_object, break_even_object_bytes (object
+    size at which this bucket's per-object requests and notifications cost what they save).
     Requests are priced in `storage_class`; with S3 Express request_usd also holds the
     per-byte upload and retrieval of the object's bytes (each read once), and the break-even
     size solves fixed + size * per_byte = (stream(size + overhead) - notifications) * byte
@@ -389,44 +442,104 @@ def break_even(rolled: DataFrame, prices: Prices, framing: Framing | None = None
     per_byte_usd = store.upload_per_byte + store.retrieval_per_byte
     saved_per_byte_usd = framing.stream_factor * byte_usd  # one payload byte's transfer, on the wire
     margin_usd = max(saved_per_byte_usd - per_byte_usd, 1e-300)  # beyond its own S3 charges
-    # One aggregation by object key over every kind that names one (not one per kind and
-    # three joins): what each object cost and carried. Keys without a wal_flush are left out.
     kind = F.col("kind")
+    sums = ("objects", "object_bytes", "entries", "put_requests", "get_requests", "notification_bytes", "shares")
 
     def of(kinds: tuple[str, ...], column: str) -> Column:
         return F.coalesce(F.sum(F.when(kind.isin(*kinds), F.col(column))), F.lit(0))
 
-    objects = (
-        _kinds(rolled, ("wal_flush", "agent_read", "notification") + _CHECKPOINT_KINDS).groupBy("key")
+    def zone_shares(objects: Column) -> Column:
+        named = F.size(F.filter(F.split(F.coalesce(F.col("zones"), F.lit("")), r"[,;\s]+"), lambda z: z != ""))
+        return objects * F.greatest(named, F.lit(1))
+
+    # Per-object records: one aggregation by object key over every kind that names one (not
+    # one per kind and three joins): what each object cost and carried.
+    by_key = (
+        _kinds(rolled, ("wal_flush", "agent_read", "notification", "agent_apply", "checkpoint_write")).groupBy("key")
         .agg(of(("wal_flush",), "n").alias("_flushes"),
              of(("wal_flush",), "bytes").alias("object_bytes"), of(("wal_flush",), "entries").alias("entries"),
              (of(("wal_flush",), "put_requests") + of(_CHECKPOINT_KINDS, CHECKPOINT_PUTS)).alias("put_requests"),
              of(("agent_read",), "gets").alias("get_requests"),
-             of(("notification",), NOTIFICATION_WIRE).alias("notification_bytes"))
-        .filter(F.col("_flushes") > 0)
+             of(("notification",), NOTIFICATION_WIRE).alias("notification_bytes"),
+             F.coalesce(F.sum(F.when(kind == "wal_flush", zone_shares(F.lit(1)))), F.lit(0)).alias("shares"))
+    )
+    per_object = (
+        by_key.filter(F.col("_flushes") > 0)
         # log2(bytes + 0.5): keeps exact powers of two in their own bucket despite
         # floating-point log (log2(8) may come out as 2.9999999999999996).
         .withColumn("size_bucket_bytes",
                     F.when(F.col("object_bytes") > 0,
                            F.pow(F.lit(2), F.floor(F.log2(F.col("object_bytes") + 0.5))).cast("long"))
                     .otherwise(F.lit(0)))
+        .groupBy("size_bucket_bytes")
+        .agg(F.count(F.lit(1)).alias("objects"), *[F.sum(c).alias(c) for c in sums[1:]])
     )
-    per_object_avoided = ((F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES) * factor
-                          - F.col("notification_bytes")) * F.lit(byte_usd)
-    per_object_fixed = F.col("put_requests") * F.lit(put_usd) + F.col("get_requests") * F.lit(get_usd)
-    per_object_requests = per_object_fixed + F.col("object_bytes") * F.lit(per_byte_usd)
+    summary_flush = (
+        _kind(rolled, "wal_flush_summary")
+        .groupBy(F.coalesce(F.col("size_class"), F.lit(0)).alias("size_bucket_bytes"))
+        .agg(F.sum(EVENTS).alias("objects"), F.sum("bytes").alias("object_bytes"), F.sum("entries").alias("entries"),
+             F.sum("put_requests").cast("double").alias("put_requests"), F.lit(0).alias("get_requests"),
+             F.lit(0).alias("notification_bytes"),
+             # only durable objects were read: a failed PUT's object takes no share of the agents' requests
+             F.sum(F.when(F.col("flush_ok"), zone_shares(F.col(EVENTS))).otherwise(0)).alias("shares"))
+    )
+    sized_notifications = (
+        _kind(rolled, "notification_summary").filter(F.col("size_class") >= 0)
+        .groupBy(F.col("size_class").alias("size_bucket_bytes"))
+        .agg(*[F.lit(0).alias(c) for c in sums[:5]], F.sum(NOTIFICATION_WIRE).alias("notification_bytes"),
+             F.lit(0).alias("shares"))
+    )
+    classes = (
+        per_object.select("size_bucket_bytes", *sums)
+        .unionByName(summary_flush.select("size_bucket_bytes", *sums))
+        .unionByName(sized_notifications.select("size_bucket_bytes", *sums))
+        .groupBy("size_bucket_bytes").agg(*[F.sum(c).alias(c) for c in sums])
+        .filter(F.col("objects") > 0)
+    )
+    # What no object's size says, shared by zone shares: the summed agents' GETs and manifest
+    # PUTs, the summed notifications of objects of unknown size and, when objects were summed
+    # (their keys unknown), the per-object agents' and notifications' records of no flushed key.
+    unsized = (
+        _kinds(rolled, ("agent_read_summary", "checkpoint_summary", "notification_summary"))
+        .filter(F.coalesce(F.col("size_class"), F.lit(-1)) < 0)
+        .agg(F.coalesce(F.sum(F.when(kind == "checkpoint_summary", F.col(CHECKPOINT_PUTS))), F.lit(0.0))
+             .alias("_pool_puts"),
+             F.coalesce(F.sum(F.when(kind == "agent_read_summary", F.col("gets"))), F.lit(0)).alias("_pool_gets"),
+             F.coalesce(F.sum(F.when(kind == "notification_summary", F.col(NOTIFICATION_WIRE))),
+                        F.lit(0)).alias("_pool_notes"))
+    )
+    unkeyed = by_key.filter(F.col("_flushes") == 0).agg(
+        F.coalesce(F.sum("put_requests"), F.lit(0.0)).alias("_orphan_puts"),
+        F.coalesce(F.sum("get_requests"), F.lit(0)).alias("_orphan_gets"),
+        F.coalesce(F.sum("notification_bytes"), F.lit(0)).alias("_orphan_notes"))
+    totals = classes.agg(F.sum("shares").alias("_all_shares"))
+    summed_shares = summary_flush.agg(F.coalesce(F.sum("shares"), F.lit(0)).alias("_summed_shares"))
+    orphans_count = F.when(F.col("_summed_shares") > 0, F.lit(1.0)).otherwise(F.lit(0.0))
+    share = F.when(F.col("_all_shares") > 0, F.col("shares") / F.col("_all_shares")).otherwise(F.lit(0.0))
+    shared = (
+        classes.crossJoin(F.broadcast(unsized)).crossJoin(F.broadcast(unkeyed)).crossJoin(F.broadcast(totals))
+        .crossJoin(F.broadcast(summed_shares))
+        .withColumn("put_requests", F.col("put_requests")
+                    + (F.col("_pool_puts") + F.col("_orphan_puts") * orphans_count) * share)
+        .withColumn("get_requests", F.col("get_requests")
+                    + (F.col("_pool_gets") + F.col("_orphan_gets") * orphans_count) * share)
+        .withColumn("notification_bytes", F.col("notification_bytes")
+                    + (F.col("_pool_notes") + F.col("_orphan_notes") * orphans_count) * share)
+    )
+    avoided = ((F.col("object_bytes") + F.col("entries") * PRODUCE_OVERHEAD_BYTES) * factor
+               - F.col("notification_bytes")) * F.lit(byte_usd)
+    fixed = F.col("put_requests") * F.lit(put_usd) + F.col("get_requests") * F.lit(get_usd)
     return (
-        objects.groupBy("size_bucket_bytes").agg(
-            F.count(F.lit(1)).alias("objects"),
-            F.avg("object_bytes").alias("mean_object_bytes"),
-            F.sum("entries").alias("entries"),
-            F.sum("put_requests").alias("put_requests"),
-            F.sum("get_requests").alias("get_requests"),
-            F.sum("notification_bytes").alias("notification_bytes"),
-            F.sum(per_object_avoided).alias("transfer_avoided_usd"),
-            F.sum(per_object_requests).alias("request_usd"),
-            F.sum(per_object_fixed).alias("_fixed_usd"),
-        )
+        shared.select(
+            "size_bucket_bytes", F.col("objects").cast("long").alias("objects"),
+            (F.col("object_bytes") / F.col("objects")).alias("mean_object_bytes"),
+            F.col("entries").cast("long").alias("entries"),
+            F.col("put_requests").cast("double").alias("put_requests"),
+            F.col("get_requests").cast("double").alias("get_requests"),
+            F.col("notification_bytes").cast("double").alias("notification_bytes"),
+            avoided.alias("transfer_avoided_usd"),
+            (fixed + F.col("object_bytes") * F.lit(per_byte_usd)).alias("request_usd"),
+            fixed.alias("_fixed_usd"))
         .withColumn("net_savings_usd", F.col("transfer_avoided_usd") - F.col("request_usd"))
         .withColumn("net_savings_usd_per_object", F.col("net_savings_usd") / F.col("objects"))
         # solve fixed + size * per_byte = ((size + entries * 41) * factor - notifications) * byte price
@@ -448,9 +561,9 @@ def agent_cache(rolled: DataFrame) -> DataFrame:
     lookups), bytes, bytes_from_cache, byte_hit_rate, gets.
     """
     return (
-        _kind(rolled, "agent_read")
+        _kinds(rolled, AGENT_READ_KINDS)
         .groupBy("hour_ms", "zone").agg(
-            F.sum("n").alias("reads"), F.sum("cache_hits").alias("cache_hits"),
+            F.sum(EVENTS).alias("reads"), F.sum("cache_hits").alias("cache_hits"),
             F.sum("cache_misses").alias("cache_misses"), F.sum("bytes").alias("bytes"),
             F.sum("bytes_from_cache").alias("bytes_from_cache"), F.sum("gets").alias("gets"))
         .withColumn("lookups", F.col("cache_hits") + F.col("cache_misses"))
@@ -511,7 +624,8 @@ def zone_trouble(rolled: DataFrame, prices: Prices, framing: Framing | None = No
     Columns: minute, source_zone, dest_zone, fallback_batches, fallback_bytes,
     fallback_wire_bytes (what the fallback put across, estimated as `savings` estimates
     direct_cross: the framing's stream factor on bytes + PRODUCE_OVERHEAD_BYTES per batch,
-    rounded down), failed_wal_batches, unread_objects (by the minute of their PUT),
+    rounded down), failed_wal_batches, unread_objects (by the minute of their PUT;
+    of summed flushes, schema v15, only those whose PUT failed: a summary names no object),
     unread_put_requests (their PUTs, shared equally among the zones an object holds entries
     for, as in `savings`), fallback_transfer_usd, unread_put_usd (in `storage_class`), cost_usd.
     """
@@ -538,10 +652,20 @@ def zone_trouble(rolled: DataFrame, prices: Prices, framing: Framing | None = No
                 F.size(zones).alias("_shares"), F.explode(zones).alias("dest_zone"))
     )
     read = _kind(rolled, "agent_read").select("key", F.col("zone").alias("dest_zone")).distinct()
+    # Summed flushes (schema v15) name no object, so which one an agent read is not known: of
+    # them only the objects whose PUT failed count (no agent can read those).
+    failed = (
+        _kind(rolled, "wal_flush_summary").filter(F.col("flush_ok") == F.lit(False))
+        .select(F.col("zone").alias("source_zone"), F.col(EVENTS).alias("_objects"), "put_requests",
+                (F.col("first_ts_ms") - F.pmod(F.col("first_ts_ms"), F.lit(MINUTE_MS))).alias("minute_ms"),
+                F.size(zones).alias("_shares"), F.explode(zones).alias("dest_zone"))
+    )
     unread = (
-        flushed.join(read, ["key", "dest_zone"], "left_anti")
+        flushed.join(read, ["key", "dest_zone"], "left_anti").drop("key")
+        .withColumn("_objects", F.lit(1).cast("long"))
+        .unionByName(failed)
         .groupBy(*keys)
-        .agg(F.count(F.lit(1)).alias("unread_objects"),
+        .agg(F.sum("_objects").alias("unread_objects"),
              F.sum(F.col("put_requests") / F.col("_shares")).alias("unread_put_requests"))
     )
     store = prices.store(storage_class)

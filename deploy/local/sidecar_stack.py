@@ -50,6 +50,9 @@ class SidecarSettings:
     # audit.produce_detail: "summary" (the default: produce batches summed per interval) or
     # "batch" (one record per batch: what tests that follow single batches read)
     produce_detail: str = "summary"
+    # audit.object_detail: "summary" (the default: the WAL path's per-object records summed per
+    # interval) or "object" (one record per object: what tests that follow single objects read)
+    object_detail: str = "summary"
 
 
 def to_toml(data: Mapping[str, Any]) -> str:
@@ -93,7 +96,8 @@ def zone_config(env: ZoneEnv, zone: Zone, settings: SidecarSettings, agents: Map
                 "max_bytes": settings.max_bytes},
         "notify": {"agents": {**agents, **settings.notify_via}},
         "agent": {"listen_host": agent_host, "listen_port": int(agent_port)},
-        "audit": {"output": str(settings.audit_dir), "produce_detail": settings.produce_detail},
+        "audit": {"output": str(settings.audit_dir), "produce_detail": settings.produce_detail,
+                  "object_detail": settings.object_detail},
     }
     if settings.route_direct_to_leader_zone and env.kafka is None:  # Kafka's leaders are real
         config["router"]["zone_brokers"] = {z.name: z.broker_bootstrap for z in env.zones}

@@ -163,7 +163,8 @@ def wal_sidecars(cluster: MockCluster, moto, bucket: str, log_dir: Path, policy:
                 "wal": {"bucket": bucket, "region": "us-east-1", "endpoint_url": moto.endpoint_url, "linger_ms": 20},
                 "notify": {"agents": agents},
                 "agent": {"listen_host": host, "listen_port": int(port)},
-                "audit": {"output": str(audit_dir), "produce_detail": "batch"}}  # tests read single batches
+                "audit": {"output": str(audit_dir), "produce_detail": "batch",  # tests read single batches
+                          "object_detail": "object"}}  # and single objects
         for section, values in (settings or {}).items():
             base[section] = {**base.get(section, {}), **values}
         return base

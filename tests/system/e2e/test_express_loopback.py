@@ -41,7 +41,7 @@ def test_records_cross_zones_through_each_zone_directory_bucket(loopback_kafka_z
     for zone in zones:
         create_directory_bucket(("127.0.0.1", env.moto.port), f"{base}--{zone}--x-s3")
     with running_front(f"127.0.0.1:{env.moto.port}", tmp_path / "front.log") as endpoint:
-        settings = SidecarSettings(produce_detail="batch", wal_bucket=base, audit_dir=tmp_path / "audit", policy="wal", linger_ms=20,
+        settings = SidecarSettings(produce_detail="batch", object_detail="object", wal_bucket=base, audit_dir=tmp_path / "audit", policy="wal", linger_ms=20,
                                    partition_zones=router_overrides(env, workload)["partition_zones"],
                                    # a loaded host's slow answers must not open the circuits here
                                    # (tests/system/e2e/test_demo_netns.py says why)

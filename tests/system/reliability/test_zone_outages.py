@@ -73,7 +73,7 @@ def kafka_netns(_zones_on_kafka):
 
 
 def settings(tmp_path: Path) -> SidecarSettings:
-    return SidecarSettings(produce_detail="batch", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
+    return SidecarSettings(produce_detail="batch", object_detail="object", wal_bucket="wal", audit_dir=tmp_path / "audit", policy="wal",
                            extra={"audit": {"flush_seconds": 0.2}})
 
 

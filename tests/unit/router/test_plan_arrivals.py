@@ -193,3 +193,26 @@ def test_break_even_of_a_closed_loop_host():
     # 2 x 1/(1 + 2) /s: $(0.5 + 0.666667) x 5e-6 + 1 x 4e-7 + (320 + 61) B x 2e-11 = $6.24095e-6 per s,
     # the transfer of R + 2 x 0.5 x 41 B/s: R = 6.24095e-6 / 2e-11 - 41 = 312,006.7 B/s
     assert break_even_bytes_per_s(flows, WAL, STANDARD, LIST) == pytest.approx(312_006.7, rel=1e-4)
+
+
+def test_notification_summaries_fit_as_the_round_trips_they_sum():
+    # the three notifications of the first test (1, 2, 3 entries: 328, 401, 474 bytes) summed:
+    # entries 6, bytes 1,203, entries^2 1 + 4 + 9 = 14, entries x bytes 328 + 802 + 1,422 = 2,552
+    summary = {"kind": "notification_summary", "status": "ok", "notifications": 3, "entries": 6,
+               "request_bytes": 942, "response_bytes": 261, "entries_squared_sum": 14, "entries_bytes_sum": 2_552}
+    assert notify_sizes_from_records([summary]) == pytest.approx((255.0, 73.0))
+    # one summed, one single: the same fit
+    single = _note(3, 376, 98)
+    part = {**summary, "notifications": 2, "entries": 3, "request_bytes": 566, "response_bytes": 163,
+            "entries_squared_sum": 5, "entries_bytes_sum": 1_130}
+    assert notify_sizes_from_records([part, single]) == pytest.approx((255.0, 73.0))
+
+
+def test_apply_summaries_are_spread_over_their_span():
+    # 3 applies from 1,000 to 3,000 ms: 1, 2 and 3 s; a failed summary is left out
+    records = [{"kind": "agent_apply_summary", "zone": "az2", "ts_ms": 10_000, "status": "ok", "applies": 3,
+                "first_ts_ms": 1_000, "last_ts_ms": 3_000},
+               {"kind": "agent_apply_summary", "zone": "az2", "ts_ms": 10_000, "status": "internal", "applies": 5,
+                "first_ts_ms": 1_000, "last_ts_ms": 3_000},
+               {"kind": "agent_apply", "zone": "az2", "ts_ms": 2_500, "status": "ok"}]
+    assert applies_from_records(records) == {"az2": [1.0, 2.0, 2.5, 3.0]}

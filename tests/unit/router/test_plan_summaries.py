@@ -33,3 +33,30 @@ def test_leader_placement_sums_summary_bytes_over_its_span():
                                                "last_ts_ms": 700}])
     assert traffic.bytes_by_zone == {("t", 0): {"az1": 10}, ("t", 1): {"az1": 5}}
     assert (traffic.wal_bytes, traffic.first_ms, traffic.last_ms) == (15, 500, 3_000)
+
+
+# The WAL path's per-object records summed (audit v15): the planners read them as the objects they sum.
+OBJECTS = [
+    {"kind": "produce_batch", "ts_ms": 5_000, "zone": "az1", "leader_zone": "az2", "route": "wal",
+     "bytes": 100, "error_code": 0, "latency_ms": 1.0},
+    {"kind": "wal_flush_summary", "ts_ms": 10_000, "zone": "az1", "objects": 4, "put_requests": 5, "bytes": 9_000},
+    {"kind": "notification_summary", "ts_ms": 10_000, "zone": "az1", "status": "ok", "notifications": 4,
+     "request_bytes": 1_200, "response_bytes": 200},
+    {"kind": "agent_read_summary", "ts_ms": 10_000, "zone": "az2", "reads": 4, "gets": 3, "bytes": 8_000,
+     "bytes_from_cache": 2_000},
+    {"kind": "checkpoint_summary", "ts_ms": 10_000, "zone": "az2", "manifests": 1, "manifest_puts": 0.75},
+]
+
+
+def test_audited_totals_count_object_summaries_like_their_objects():
+    audited = audited_totals(OBJECTS)
+    # 4 objects, 5 PUTs + 0.75 of a manifest, 3 GETs; notifications 1,200 + 200 bytes crossed
+    assert (audited.wal_objects, audited.put_requests, audited.get_requests, audited.crossed_bytes) == (
+        4, 5.75, 3.0, 1_400.0)
+
+
+def test_leader_placement_counts_object_summaries_requests_and_bodies():
+    traffic = produce_bytes_by_zone(OBJECTS)
+    # PUTs 5 + 0.75; bodies 9,000 up, 8,000 - 2,000 from the cache down; notification bytes 1,400
+    assert (traffic.put_requests, traffic.get_requests, traffic.put_body_bytes, traffic.get_body_bytes,
+            traffic.notify_bytes) == (5.75, 3, 9_000, 6_000, 1_400)
