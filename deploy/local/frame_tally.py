@@ -163,9 +163,14 @@ class RetransmissionKinds:
     dsacked: Parts  # the receiver D-SACKed them: it had the bytes already, nothing was lost
     not_dsacked: Parts  # no D-SACK seen: they replaced lost bytes (or the D-SACK was not captured)
     at_tail: Parts  # of either kind: the last segment sent, sent again
+    # Neither D-SACKed nor at the tail: what a segment lost mid-stream and sent again by a fast
+    # retransmit looks like. A tail-loss probe is at the tail (unless the capture read a newer
+    # segment first) and is D-SACKed when nothing was lost, so a probe is at least one of both.
+    unexplained: Parts
 
     def as_dict(self) -> dict[str, dict[str, int]]:
-        return {"dsacked": vars(self.dsacked), "not_dsacked": vars(self.not_dsacked), "at_tail": vars(self.at_tail)}
+        return {"dsacked": vars(self.dsacked), "not_dsacked": vars(self.not_dsacked), "at_tail": vars(self.at_tail),
+                "unexplained": vars(self.unexplained)}
 
 
 @dataclass
@@ -231,7 +236,7 @@ class FrameTally:
 
     def retransmissions(self) -> RetransmissionKinds:
         """The retransmitted segments so far, by whether the receiver D-SACKed them."""
-        dsacked, not_dsacked, at_tail = Parts(), Parts(), Parts()
+        dsacked, not_dsacked, at_tail, unexplained = Parts(), Parts(), Parts(), Parts()
         for r in self._retransmissions:
             end = (r.seq + r.repeated_bytes) % _SEQ_MOD
             reported = any(not _before(r.seq, left) and not _before(right, end)
@@ -239,7 +244,9 @@ class FrameTally:
             (dsacked if reported else not_dsacked).add(r.frame_bytes, r.repeated_bytes)
             if r.at_tail:
                 at_tail.add(r.frame_bytes, r.repeated_bytes)
-        return RetransmissionKinds(dsacked, not_dsacked, at_tail)
+            if not reported and not r.at_tail:
+                unexplained.add(r.frame_bytes, r.repeated_bytes)
+        return RetransmissionKinds(dsacked, not_dsacked, at_tail, unexplained)
 
     def _follow(self, segment: TcpSegment, to_broker: bool) -> None:
         key = (segment.source, segment.destination)

@@ -139,6 +139,7 @@ def test_a_retransmission_the_receiver_d_sacked_was_a_duplicate():
     assert vars(kinds.dsacked) == one
     assert vars(kinds.not_dsacked) == {"packets": 0, "frame_bytes": 0, "payload_bytes": 0}
     assert vars(kinds.at_tail) == one  # it ended at byte 200, the highest sent
+    assert kinds.unexplained.packets == 0
 
 
 def test_a_retransmission_without_a_d_sack_replaced_lost_bytes():
@@ -147,6 +148,7 @@ def test_a_retransmission_without_a_d_sack_replaced_lost_bytes():
     kinds = tally.retransmissions()
     assert vars(kinds.dsacked) == {"packets": 0, "frame_bytes": 0, "payload_bytes": 0}
     assert vars(kinds.not_dsacked) == {"packets": 1, "frame_bytes": 66 + 50, "payload_bytes": 50}
+    assert kinds.unexplained.packets == 0  # at the tail: a probe's shape, lost or not
 
 
 def test_a_d_sack_read_before_the_segment_it_answers_still_matches():
@@ -170,3 +172,17 @@ def test_a_d_sack_of_the_other_direction_or_of_other_bytes_does_not_match():
     kinds = tally.retransmissions()
     assert (kinds.dsacked.packets, kinds.not_dsacked.packets) == (0, 1)
     assert kinds.at_tail.packets == 0  # 100..149 is not the last byte sent (199)
+    # Mid-stream and not D-SACKed: a lost segment's retransmission.
+    assert vars(kinds.unexplained) == {"packets": 1, "frame_bytes": 66 + 50, "payload_bytes": 50}
+
+
+def test_a_d_sacked_retransmission_before_the_tail_is_explained():
+    # The capture read a newer segment before the probe: not at the tail, but D-SACKed.
+    tally = FrameTally({9093})
+    tally.add(frame(CLIENT, BROKER, 99, SYN))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))
+    tally.add(frame(CLIENT, BROKER, 150, PSH_ACK, b"y" * 50))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))
+    tally.add(frame(BROKER, CLIENT, 500, ACK, ack=200, sacks=((100, 150),)))
+    kinds = tally.retransmissions()
+    assert (kinds.dsacked.packets, kinds.at_tail.packets, kinds.unexplained.packets) == (1, 0, 0)
