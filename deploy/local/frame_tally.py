@@ -17,9 +17,10 @@ Retransmissions are segments that repeat bytes the stream already carried. Wheth
 were needed, the receiver says: an ACK whose first SACK block lies below its ACK number
 (or inside its second block) is a D-SACK (RFC 2883), "these bytes came twice". A
 retransmission the receiver D-SACKed was spurious: the link had delivered the first copy.
-One that nobody D-SACKed replaced bytes that were lost (or whose D-SACK the capture did not
-see). The matching waits for `retransmissions()`, because the capture reads the ports one
-after another and may take an ACK before the segment it answers.
+A tail-loss probe sends the connection's last segment again, lost or not; a segment lost
+mid-stream is sent again by a fast retransmit, without a D-SACK: `unexplained` counts those.
+The matching waits for `retransmissions()`, because the capture reads the ports one after
+another and may take an ACK before the segment it answers.
 """
 
 from __future__ import annotations
