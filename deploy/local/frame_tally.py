@@ -12,6 +12,15 @@ count, and what the framing model (core/framing.py) starts from.
 
 A segment that starts after a gap in its stream (a frame the capture missed) stops Kafka
 parsing of that direction (`broken_streams`); the TCP counts stay exact.
+
+Retransmissions are segments that repeat bytes the stream already carried. Whether they
+were needed, the receiver says: an ACK whose first SACK block lies below its ACK number
+(or inside its second block) is a D-SACK (RFC 2883), "these bytes came twice". A
+retransmission the receiver D-SACKed was spurious: the link had delivered the first copy.
+A tail-loss probe sends the connection's last segment again, lost or not; a segment lost
+mid-stream is sent again by a fast retransmit, without a D-SACK: `unexplained` counts those.
+The matching waits for `retransmissions()`, because the capture reads the ports one after
+another and may take an ACK before the segment it answers.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ IP_PROTOCOL_TCP = 6
 PRODUCE_API_KEY = 0
 _SYN, _FIN, _RST = 0x02, 0x01, 0x04
 _SEQ_MOD = 1 << 32
+TCP_OPTION_END, TCP_OPTION_NOP, TCP_OPTION_SACK = 0, 1, 5
+SACK_BLOCK_BYTES = 8  # two 32-bit sequence numbers
 
 Endpoint = tuple[str, int]
 Direction = tuple[Endpoint, Endpoint]  # (source, destination)
@@ -46,6 +57,8 @@ class TcpSegment:
     seq: int
     flags: int
     payload: bytes
+    ack: int = 0
+    sack_blocks: tuple[tuple[int, int], ...] = ()  # (left, right) edges, as the receiver sent them
 
     @property
     def kind(self) -> str:
@@ -53,6 +66,48 @@ class TcpSegment:
         if self.payload:
             return "data"
         return "control" if self.flags & (_SYN | _FIN | _RST) else "pure_ack"
+
+    @property
+    def duplicate_block(self) -> tuple[int, int] | None:
+        """The range a D-SACK reports as received twice (RFC 2883, as Linux's tcp_check_dsack
+        reads it): the first SACK block if it starts below the ACK number or lies inside the
+        second block; else None."""
+        if not self.sack_blocks:
+            return None
+        left, right = self.sack_blocks[0]
+        if _before(left, self.ack):
+            return left, right
+        if len(self.sack_blocks) > 1:
+            outer_left, outer_right = self.sack_blocks[1]
+            if not _before(left, outer_left) and not _before(outer_right, right):
+                return left, right
+        return None
+
+
+def _before(a: int, b: int) -> bool:
+    """a comes before b in sequence space (modulo 2^32)."""
+    return a != b and (b - a) % _SEQ_MOD < _SEQ_MOD // 2
+
+
+def _sack_blocks(options: bytes) -> tuple[tuple[int, int], ...]:
+    blocks: list[tuple[int, int]] = []
+    i = 0
+    while i < len(options):
+        kind = options[i]
+        if kind == TCP_OPTION_END:
+            break
+        if kind == TCP_OPTION_NOP:
+            i += 1
+            continue
+        if i + 1 >= len(options) or options[i + 1] < 2:
+            break  # a malformed option: the rest cannot be read
+        length = options[i + 1]
+        if kind == TCP_OPTION_SACK:
+            for at in range(i + 2, min(i + length, len(options)) - SACK_BLOCK_BYTES + 1, SACK_BLOCK_BYTES):
+                left, right = struct.unpack_from("!II", options, at)
+                blocks.append((left, right))
+        i += length
+    return tuple(blocks)
 
 
 def parse_tcp_frame(frame: bytes) -> TcpSegment | None:
@@ -65,13 +120,14 @@ def parse_tcp_frame(frame: bytes) -> TcpSegment | None:
     if frame[ip + 9] != IP_PROTOCOL_TCP or len(frame) < ip + ihl + 20:
         return None
     tcp = ip + ihl
-    source_port, destination_port, seq = struct.unpack_from("!HHI", frame, tcp)
+    source_port, destination_port, seq, ack = struct.unpack_from("!HHII", frame, tcp)
     data_offset = (frame[tcp + 12] >> 4) * 4
     flags = frame[tcp + 13]
     source = ".".join(str(b) for b in frame[ip + 12 : ip + 16])
     destination = ".".join(str(b) for b in frame[ip + 16 : ip + 20])
     payload = frame[tcp + data_offset : ip + total_length]
-    return TcpSegment(len(frame), (source, source_port), (destination, destination_port), seq, flags, bytes(payload))
+    return TcpSegment(len(frame), (source, source_port), (destination, destination_port), seq, flags, bytes(payload),
+                      ack, _sack_blocks(frame[tcp + 20 : tcp + data_offset]))
 
 
 @dataclass
@@ -86,6 +142,36 @@ class Parts:
         self.packets += 1
         self.frame_bytes += frame_bytes
         self.payload_bytes += payload_bytes
+
+
+@dataclass(frozen=True)
+class Retransmission:
+    """One data segment that repeated bytes its stream had already carried."""
+
+    direction: Direction
+    seq: int
+    repeated_bytes: int
+    frame_bytes: int
+    # It ended at the highest byte the stream had sent: the segment a tail-loss probe sends
+    # again (an RTO sends the oldest unacknowledged one, a fast retransmit a hole's).
+    at_tail: bool
+
+
+@dataclass(frozen=True)
+class RetransmissionKinds:
+    """The retransmitted segments (FrameTally.retransmitted) by what the receiver said of them."""
+
+    dsacked: Parts  # the receiver D-SACKed them: it had the bytes already, nothing was lost
+    not_dsacked: Parts  # no D-SACK seen: they replaced lost bytes (or the D-SACK was not captured)
+    at_tail: Parts  # of either kind: the last segment sent, sent again
+    # Neither D-SACKed nor at the tail: what a segment lost mid-stream and sent again by a fast
+    # retransmit looks like. A tail-loss probe is at the tail (unless the capture read a newer
+    # segment first) and is D-SACKed when nothing was lost, so a probe is at least one of both.
+    unexplained: Parts
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        return {"dsacked": vars(self.dsacked), "not_dsacked": vars(self.not_dsacked), "at_tail": vars(self.at_tail),
+                "unexplained": vars(self.unexplained)}
 
 
 @dataclass
@@ -122,6 +208,8 @@ class FrameTally:
         # Data segments that carried bytes already sent (retransmissions; also in by_kind):
         # payload_bytes counts only the repeated bytes.
         self.retransmitted = Parts()
+        self._retransmissions: list[Retransmission] = []
+        self._duplicates: dict[Direction, list[tuple[int, int]]] = {}  # data direction -> D-SACKed ranges
         self.kafka = KafkaParts()
         self.broken_streams = 0
         self._streams: dict[Direction, _Stream] = {}
@@ -142,7 +230,24 @@ class FrameTally:
         to_broker = segment.destination[1] in self._server_ports
         direction = "to_broker" if to_broker else "from_broker"
         self.by_kind.setdefault((direction, segment.kind), Parts()).add(segment.frame_bytes, len(segment.payload))
+        duplicate = segment.duplicate_block
+        if duplicate is not None:  # the ACK's sender received these bytes of the opposite direction twice
+            self._duplicates.setdefault((segment.destination, segment.source), []).append(duplicate)
         self._follow(segment, to_broker)
+
+    def retransmissions(self) -> RetransmissionKinds:
+        """The retransmitted segments so far, by whether the receiver D-SACKed them."""
+        dsacked, not_dsacked, at_tail, unexplained = Parts(), Parts(), Parts(), Parts()
+        for r in self._retransmissions:
+            end = (r.seq + r.repeated_bytes) % _SEQ_MOD
+            reported = any(not _before(r.seq, left) and not _before(right, end)
+                           for left, right in self._duplicates.get(r.direction, ()))
+            (dsacked if reported else not_dsacked).add(r.frame_bytes, r.repeated_bytes)
+            if r.at_tail:
+                at_tail.add(r.frame_bytes, r.repeated_bytes)
+            if not reported and not r.at_tail:
+                unexplained.add(r.frame_bytes, r.repeated_bytes)
+        return RetransmissionKinds(dsacked, not_dsacked, at_tail, unexplained)
 
     def _follow(self, segment: TcpSegment, to_broker: bool) -> None:
         key = (segment.source, segment.destination)
@@ -162,7 +267,10 @@ class FrameTally:
             self.broken_streams += 1
             return
         if offset > 0:  # a retransmission: overlaps what was already taken
-            self.retransmitted.add(segment.frame_bytes, min(offset, len(segment.payload)))
+            repeated = min(offset, len(segment.payload))
+            self.retransmitted.add(segment.frame_bytes, repeated)
+            self._retransmissions.append(Retransmission(key, segment.seq, repeated, segment.frame_bytes,
+                                                        at_tail=offset == len(segment.payload)))
         new = segment.payload[offset:]
         stream.next_seq = (stream.next_seq + len(new)) % _SEQ_MOD
         stream.buffer += new
@@ -204,7 +312,7 @@ class FrameTally:
     def as_dict(self) -> dict[str, object]:
         return {
             "total_bytes": self.total_bytes, "other": vars(self.other), "broken_streams": self.broken_streams,
-            "retransmitted": vars(self.retransmitted),
+            "retransmitted": vars(self.retransmitted), "retransmissions": self.retransmissions().as_dict(),
             "tcp": {f"{d}.{k}": vars(p) for (d, k), p in sorted(self.by_kind.items())},
             "kafka": {"request_bytes": dict(self.kafka.request_bytes), "response_bytes": dict(self.kafka.response_bytes),
                       "requests": dict(self.kafka.requests), "batch_bytes": self.kafka.batch_bytes,

@@ -448,7 +448,12 @@ def _process_start_time(pid: int) -> str | None:
 def _write_state(run_id: str) -> Path:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     path = STATE_DIR / f"{PREFIX}{run_id}.json"
-    path.write_text(json.dumps({"pid": os.getpid(), "start": _process_start_time(os.getpid())}))
+    # Written aside and renamed: a parallel run's cleanup_leftovers that read the file while
+    # half written would take this run for dead, delete its state, and a later cleanup
+    # would then remove this run's namespaces while it runs.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), "start": _process_start_time(os.getpid())}))
+    tmp.replace(path)
     return path
 
 

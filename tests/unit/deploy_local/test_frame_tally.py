@@ -16,11 +16,16 @@ BROKER = ("10.213.0.2", 9093)
 SYN, ACK, PSH_ACK, FIN_ACK = 0x02, 0x10, 0x18, 0x11
 
 
-def frame(source, destination, seq, flags, payload=b""):
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 32 + len(payload), 0, 0, 64, 6, 0,
+def frame(source, destination, seq, flags, payload=b"", ack=0, sacks=()):
+    # Options: NOP NOP timestamps(10); with SACK blocks also NOP NOP kind 5, length 2 + 8 per block.
+    options = b"\x01\x01" + bytes([8, 10]) + bytes(8)
+    if sacks:
+        options += b"\x01\x01" + bytes([5, 2 + 8 * len(sacks)]) + b"".join(struct.pack("!II", *b) for b in sacks)
+    tcp_bytes = 20 + len(options)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + tcp_bytes + len(payload), 0, 0, 64, 6, 0,
                      bytes(int(x) for x in source[0].split(".")), bytes(int(x) for x in destination[0].split(".")))
-    tcp = struct.pack("!HHIIBBHHH", source[1], destination[1], seq, 0, 8 << 4, flags, 65535, 0, 0) + b"\x01\x01" + bytes(10)
-    return b"\x00" * 12 + b"\x08\x00" + ip + tcp + payload
+    tcp = struct.pack("!HHIIBBHHH", source[1], destination[1], seq, ack, (tcp_bytes // 4) << 4, flags, 65535, 0, 0)
+    return b"\x00" * 12 + b"\x08\x00" + ip + tcp + options + payload
 
 
 def test_a_frame_parses_into_endpoints_flags_and_payload():
@@ -90,3 +95,94 @@ def test_a_gap_in_a_stream_stops_its_parsing():
     tally.add(frame(CLIENT, BROKER, 150, PSH_ACK, wire[50:]))  # bytes 100..149 never seen
     assert (tally.broken_streams, tally.kafka.requests[0]) == (1, 0)
     assert tally.parts("to_broker", "data").packets == 1
+
+
+def test_sack_blocks_and_the_ack_number_are_read_from_the_options():
+    segment = parse_tcp_frame(frame(BROKER, CLIENT, 500, ACK, ack=300, sacks=((400, 450), (500, 600))))
+    assert segment is not None
+    assert (segment.ack, segment.sack_blocks) == (300, ((400, 450), (500, 600)))
+    assert segment.frame_bytes == 66 + 4 + 16  # NOP NOP, kind and length, two blocks of 8
+
+
+def test_a_d_sack_is_a_first_block_below_the_ack_or_inside_the_second():
+    def duplicate(ack, sacks):
+        segment = parse_tcp_frame(frame(BROKER, CLIENT, 500, ACK, ack=ack, sacks=sacks))
+        assert segment is not None
+        return segment.duplicate_block
+
+    assert duplicate(300, ((250, 300),)) == (250, 300)  # below the cumulative ACK: received twice
+    assert duplicate(300, ((400, 450), (350, 500))) == (400, 450)  # inside the second block
+    assert duplicate(300, ((400, 450), (500, 600))) is None  # an ordinary SACK: a hole at 300..400
+    assert duplicate(300, ()) is None
+    # Sequence numbers wrap: 2^32 - 100 comes before an ACK of 50.
+    assert duplicate(50, ((2**32 - 100, 2**32 - 50),)) == (2**32 - 100, 2**32 - 50)
+
+
+def _connection_with_a_tail_probe(tally, d_sack):
+    # 100 bytes in two segments; the last one (150..199) sent again, as a tail-loss probe does.
+    tally.add(frame(CLIENT, BROKER, 99, SYN))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))
+    tally.add(frame(CLIENT, BROKER, 150, PSH_ACK, b"y" * 50))
+    tally.add(frame(CLIENT, BROKER, 150, PSH_ACK, b"y" * 50))
+    if d_sack:  # the broker had 150..199 already: ACK 200 with a D-SACK block for it
+        tally.add(frame(BROKER, CLIENT, 500, ACK, ack=200, sacks=((150, 200),)))
+    else:
+        tally.add(frame(BROKER, CLIENT, 500, ACK, ack=200))
+
+
+def test_a_retransmission_the_receiver_d_sacked_was_a_duplicate():
+    tally = FrameTally({9093})
+    _connection_with_a_tail_probe(tally, d_sack=True)
+    kinds = tally.retransmissions()
+    one = {"packets": 1, "frame_bytes": 66 + 50, "payload_bytes": 50}
+    assert vars(tally.retransmitted) == one
+    assert vars(kinds.dsacked) == one
+    assert vars(kinds.not_dsacked) == {"packets": 0, "frame_bytes": 0, "payload_bytes": 0}
+    assert vars(kinds.at_tail) == one  # it ended at byte 200, the highest sent
+    assert kinds.unexplained.packets == 0
+
+
+def test_a_retransmission_without_a_d_sack_replaced_lost_bytes():
+    tally = FrameTally({9093})
+    _connection_with_a_tail_probe(tally, d_sack=False)
+    kinds = tally.retransmissions()
+    assert vars(kinds.dsacked) == {"packets": 0, "frame_bytes": 0, "payload_bytes": 0}
+    assert vars(kinds.not_dsacked) == {"packets": 1, "frame_bytes": 66 + 50, "payload_bytes": 50}
+    assert kinds.unexplained.packets == 0  # at the tail: a probe's shape, lost or not
+
+
+def test_a_d_sack_read_before_the_segment_it_answers_still_matches():
+    # The capture reads one port after the other: the receiver's D-SACK may come first.
+    tally = FrameTally({9093})
+    tally.add(frame(CLIENT, BROKER, 99, SYN))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))
+    tally.add(frame(BROKER, CLIENT, 500, ACK, ack=150, sacks=((100, 150),)))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))
+    assert tally.retransmissions().dsacked.packets == 1
+
+
+def test_a_d_sack_of_the_other_direction_or_of_other_bytes_does_not_match():
+    tally = FrameTally({9093})
+    tally.add(frame(CLIENT, BROKER, 99, SYN))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))
+    tally.add(frame(CLIENT, BROKER, 150, PSH_ACK, b"y" * 50))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))  # the head again, as an RTO sends it
+    tally.add(frame(BROKER, CLIENT, 500, ACK, ack=200, sacks=((150, 200),)))  # D-SACKs other bytes
+    tally.add(frame(CLIENT, BROKER, 9, ACK, ack=600, sacks=((100, 150),)))  # the client's D-SACK: other stream
+    kinds = tally.retransmissions()
+    assert (kinds.dsacked.packets, kinds.not_dsacked.packets) == (0, 1)
+    assert kinds.at_tail.packets == 0  # 100..149 is not the last byte sent (199)
+    # Mid-stream and not D-SACKed: a lost segment's retransmission.
+    assert vars(kinds.unexplained) == {"packets": 1, "frame_bytes": 66 + 50, "payload_bytes": 50}
+
+
+def test_a_d_sacked_retransmission_before_the_tail_is_explained():
+    # The capture read a newer segment before the probe: not at the tail, but D-SACKed.
+    tally = FrameTally({9093})
+    tally.add(frame(CLIENT, BROKER, 99, SYN))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))
+    tally.add(frame(CLIENT, BROKER, 150, PSH_ACK, b"y" * 50))
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"x" * 50))
+    tally.add(frame(BROKER, CLIENT, 500, ACK, ack=200, sacks=((100, 150),)))
+    kinds = tally.retransmissions()
+    assert (kinds.dsacked.packets, kinds.at_tail.packets, kinds.unexplained.packets) == (1, 0, 0)
