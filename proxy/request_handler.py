@@ -414,8 +414,14 @@ class RequestHandler:
             slot.ready.set()
 
     def _send_forwarded(self, slot: ResponseSlot, frame: RequestFrame, started: float, data: bytes) -> None:
-        """Fill the slot with a forwarded request's answer (the leader's bytes, rewritten)."""
-        self._finish_encoded(slot, data, frame, started)
+        """Fill the slot with a forwarded request's answer (the leader's bytes, rewritten). A
+        failure here is our bug: the connection is closed, as `_answer_produce` does."""
+        try:
+            self._finish_encoded(slot, data, frame, started)
+        except Exception:
+            log.exception("internal error answering a forwarded Produce request; closing the connection")
+            slot.broken = True
+            slot.ready.set()
 
     def _finish(self, slot: ResponseSlot, response: Any, frame: RequestFrame, started: float) -> None:
         self._finish_encoded(slot, encode_response(response, frame.correlation_id, frame.api_version), frame, started)

@@ -47,7 +47,10 @@ from proxy.versions import (
 
 log = logging.getLogger(__name__)
 
-RECEIVE_CHUNK_BYTES = 256 * 1024
+# A read outside a large frame's own buffer. Small: the first read of a ~1 MB request only
+# needs its header (the rest goes straight into the frame's buffer), and a 256 KiB read
+# cost an allocation of its size and a copy of what it got into the frame's buffer.
+RECEIVE_CHUNK_BYTES = 64 * 1024
 MIN_RECEIVE_BYTES = 16 * 1024  # with less room than this in the receive budget, a connection stops reading
 
 
