@@ -258,8 +258,7 @@ class RequestHandler:
         slot = ResponseSlot(trio.Event())
         ctx = ProduceContext(scanned.acks, scanned.timeout_ms, scanned.transactional_id, frame.api_version, principal)
         order = ValidatedProduce(ctx, order=[(p.topic, p.partition) for p in scanned.partitions])
-        answer = _ForwardedProduceAnswer(frame.correlation_id,
-                                         functools.partial(self._send_forwarded, slot, frame, started),
+        answer = _ForwardedProduceAnswer(functools.partial(self._send_forwarded, slot, frame, started),
                                          functools.partial(self._answer_produce, slot, order, frame, started))
         if not await self.forwarder.forward(scanned, ctx, frame.body, answer):
             return None
@@ -413,10 +412,13 @@ class RequestHandler:
             slot.broken = True
             slot.ready.set()
 
-    def _send_forwarded(self, slot: ResponseSlot, frame: RequestFrame, started: float, data: bytes) -> None:
-        """Fill the slot with a forwarded request's answer (the leader's bytes, rewritten). A
-        failure here is our bug: the connection is closed, as `_answer_produce` does."""
+    def _send_forwarded(self, slot: ResponseSlot, frame: RequestFrame, started: float, throttle_ms: int,
+                        leader_frame: bytes, answer: ScannedAnswer) -> None:
+        """Fill the slot with a forwarded request's answer: the leader's bytes, its correlation
+        id and throttle time the client's. A failure here is our bug: the connection is
+        closed, as `_answer_produce` does."""
         try:
+            data = client_answer(leader_frame, answer, frame.correlation_id, throttle_ms)
             self._finish_encoded(slot, data, frame, started)
         except Exception:
             log.exception("internal error answering a forwarded Produce request; closing the connection")
@@ -561,18 +563,16 @@ class RequestHandler:
 class _ForwardedProduceAnswer:
     """A forwarded Produce request's answer to its client (kafka_upstream.forward.ForwardedAnswer)."""
 
-    __slots__ = ("_correlation_id", "_send", "_settled", "throttle_ms")
+    __slots__ = ("_send", "_settled", "throttle_ms")
 
-    def __init__(self, correlation_id: int, send: Callable[[bytes], None],
+    def __init__(self, send: Callable[[int, bytes, ScannedAnswer], None],
                  settled: Callable[[int, Results], None]) -> None:
-        self._correlation_id = correlation_id
-        self._send = send  # the client's answer bytes -> its slot
+        self._send = send  # (throttle_ms, the leader's answer, its reading) -> the client's answer in its slot
         self._settled = settled  # (throttle_ms, results) -> the answer encoded into its slot
         self.throttle_ms = 0  # the quota's, set once the request is taken
 
     def answer_bytes(self, frame: bytes, answer: ScannedAnswer) -> None:
-        """The leader's answer, its correlation id and throttle time the client's."""
-        self._send(client_answer(frame, answer, self._correlation_id, self.throttle_ms))
+        self._send(self.throttle_ms, frame, answer)
 
     def answer_results(self, results: Results) -> None:
         self._settled(self.throttle_ms, results)
