@@ -261,6 +261,8 @@ class RoutingBackend:
         except UpstreamError:
             FORWARD_DECLINED_BY("connection").inc()
             return False  # the decoding path fails the partitions as it always has
+        if not all(self._clear_to_forward(item) for item, _route, _would in routed):
+            return False  # another request moved a partition while this one waited (a lookup, a connect)
         book = self._book
         partitions = []
         for item, route, would in routed:
@@ -295,22 +297,30 @@ class RoutingBackend:
             if leader_id < 0 or (zone is not None and zone != self.zone) or leader not in (None, leader_id):
                 FORWARD_DECLINED_BY("route").inc()
                 return None
-            state = book.state((item.topic, item.partition))
-            route, would = self._route(item, zone, state)  # the local zone's route has no side effect
+            route, would = self._route(item, zone, book.state((item.topic, item.partition)))  # no side effect here
             if route.path is not Path.LOCAL:
                 FORWARD_DECLINED_BY("route").inc()
                 return None
-            if state.in_flight > 0 and state.path is not None and (state.path is not Path.LOCAL or state.lane is not None):
-                FORWARD_DECLINED_BY("switch").inc()
-                return None
-            if book.gap_open(item):
-                FORWARD_DECLINED_BY("gap").inc()
+            if not self._clear_to_forward(item):
                 return None
             leader, dest = leader_id, zone
             routed.append((item, route, would))
             lookups.append((item, zone, cached))
         assert leader is not None
         return leader, dest, routed, lookups
+
+    def _clear_to_forward(self, item: PartitionBatches) -> bool:
+        """Whether the partition's batch may leave by the local route now: no batch in flight on
+        another path (which `submit` would drain first), no sequence gap of its producer
+        (which `submit` would decide on). Counted by reason when not."""
+        state = self._book.state((item.topic, item.partition))
+        if state.in_flight > 0 and state.path is not None and (state.path is not Path.LOCAL or state.lane is not None):
+            FORWARD_DECLINED_BY("switch").inc()
+            return False
+        if self._book.gap_open(item):
+            FORWARD_DECLINED_BY("gap").inc()
+            return False
+        return True
 
     async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceRound:
         produce_round = ProduceRound(self._services, items, time.perf_counter(), ctx.principal, ctx)

@@ -46,8 +46,9 @@ SHADOW_BYTES = Counter("azsidecar_router_shadow_bytes_total",
 # The local route's forward path (router/forwarded_round.py): requests sent on as the client's
 # bytes, by how their answer came back, and requests it declined, by reason.
 FORWARDED = Counter("azsidecar_router_forwarded_requests_total",
-                    "Produce requests sent to their local leader as the client's bytes, by answer: bytes (every "
-                    "partition succeeded, passed on as it came) or decoded (settled like any request)", ["answer"])
+                    "Produce requests sent to their local leader as the client's bytes, by outcome: bytes (every "
+                    "partition succeeded, the answer passed on as it came) or decoded (settled like any request)",
+                    ["outcome"])
 FORWARD_DECLINED = Counter("azsidecar_router_forward_declined_total",
                            "Produce requests the local forward path left to the decoding path, by reason (version, "
                            "metadata, route, switch, gap, connection)", ["reason"])

@@ -3,7 +3,7 @@ led in the proxy's zone goes to the leader as the client's bytes, and its answer
 as the leader's bytes; anything else takes the decoding path, with the same results.
 
 A proxy process in use1-az1 (no WAL: cross-zone partitions go direct); its /metrics say
-which path each request took (azsidecar_router_forwarded_requests_total by answer,
+which path each request took (azsidecar_router_forwarded_requests_total by outcome,
 azsidecar_router_forward_declined_total by reason), its per-batch audit records what it
 forwarded, and a consumer on the cluster reads back what the producer was told was written.
 """
@@ -62,7 +62,7 @@ def test_a_topic_led_in_the_zone_is_forwarded_whole_with_the_same_results(kafka,
     settings = {"proxy": {"metrics_port": metrics_port, "forward_local_produce": forward}}
     with proxy_on(kafka, tmp_path, settings=settings) as proxy:
         delivery = burst(f"{proxy.host}:{proxy.port}", topic, 3)
-        forwarded = counters(metrics_port, FORWARDED, "answer")
+        forwarded = counters(metrics_port, FORWARDED, "outcome")
         declined = counters(metrics_port, DECLINED, "reason")
     assert delivery.acked == expected(3)
     if forward:
@@ -119,5 +119,5 @@ async def test_a_corrupt_batch_is_refused_by_the_leader_and_only_its_partition_f
         answer = response.responses[0].partition_responses[0]
         assert (answer.index, answer.error_code, answer.base_offset) == (1, 0, 0)  # the bad batch never landed
         await wire.aclose()
-        forwarded = await trio.to_thread.run_sync(counters, metrics_port, FORWARDED, "answer")
+        forwarded = await trio.to_thread.run_sync(counters, metrics_port, FORWARDED, "outcome")
     assert forwarded == {"decoded": 1.0, "bytes": 1.0}  # the refusal settled like any answer; the retry as bytes

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from core.audit import MemoryAuditSink
-from core.produce import PartitionBatches, ProduceContext
+from core.produce import PartitionBatches, PartitionResult, ProduceContext
 from core.record_batch import RecordBatch
 from kafka_protocol.produce import PartitionAnswer, encode_produce_response
 from kafka_protocol.produce_scan import ScannedAnswer, ScannedProduce
@@ -200,4 +200,17 @@ async def test_no_answer_in_time_is_request_timed_out_and_the_leader_looked_up_a
         [results] = answer.as_results
         assert results[("local", 0)].error_code == 7  # REQUEST_TIMED_OUT: the producer retries
         assert routing._metadata.invalidated == ["local"]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_a_producer_with_a_sequence_gap_is_left_to_the_decoding_path():
+    async with trio.open_nursery() as nursery:
+        routing, cluster = backend(nursery)
+        earlier = item("local", 0, 10)  # producer 7, sequence 40
+        routing._book.note_failure(earlier, PartitionResult(7))  # REQUEST_TIMED_OUT: it must come back first
+        request = ScannedProduce(None, -1, 30_000, (item("local", 0, 10),))
+        assert not await routing.forward(request, CTX, BODY, Answer())
+        assert cluster.conn.sent == []
+        assert routing._book.gap_open(earlier)  # only asked: the decoding path decides on it
         nursery.cancel_scope.cancel()
