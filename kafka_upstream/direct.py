@@ -37,7 +37,7 @@ from kafka_protocol.produce import (
 from kafka_upstream.errors import UpstreamError, UpstreamTimeout
 from kafka_upstream.metadata import MetadataCache
 from kafka_upstream.tail_read import verify_duplicate
-from kafka_upstream.upstream import UpstreamCluster
+from kafka_upstream.upstream import UpstreamCluster, UpstreamConnection
 
 log = logging.getLogger(__name__)
 
@@ -165,21 +165,56 @@ class DirectBackend:
                     continue
                 try:
                     response = await handle.wait(self._timeout_s)
-                except UpstreamTimeout as exc:
-                    _fail_round(results, round_items, errors.REQUEST_TIMED_OUT, str(exc))
-                    self._leader_failed(round_items)
-                    continue
                 except UpstreamError as exc:
-                    _fail_round(results, round_items, errors.NETWORK_EXCEPTION, str(exc))
-                    self._leader_failed(round_items)
-                    continue
-                duplicates = self._absorb(results, response, r)
-                for it in round_items:
-                    if (it.topic, it.partition) in duplicates:
-                        await self._check_duplicate(results, node_id, it, r)
+                    response = exc
+                await self._take_answer(results, node_id, r, round_items, response)
             return results
 
         return AwaitedCompletion(complete)
+
+    def answered(self, node_id: int, items: list[PartitionBatches],
+                 answer: ProduceAnswer | UpstreamError) -> ProduceCompletion:
+        """The completion of `items` (one batch each) sent to `node_id` in one request whose
+        answer, or failure, is known already (the local route's forward path): the results
+        `submit`'s completion would make of it, a duplicate checked against the leader's log."""
+        results: dict[TopicPartition, PartitionResult] = {}
+
+        async def complete() -> dict[TopicPartition, PartitionResult]:
+            await self._take_answer(results, node_id, 0, items, answer)
+            return results
+
+        return AwaitedCompletion(complete)
+
+    async def _take_answer(self, results: dict[TopicPartition, PartitionResult], node_id: int, round_no: int,
+                           round_items: list[PartitionBatches], answer: ProduceAnswer | UpstreamError) -> None:
+        """Merge one request's answer (or its failure) into `results`."""
+        if isinstance(answer, UpstreamError):
+            timed_out = isinstance(answer, UpstreamTimeout)
+            _fail_round(results, round_items, errors.REQUEST_TIMED_OUT if timed_out else errors.NETWORK_EXCEPTION,
+                        str(answer))
+            self._leader_failed(round_items)
+            return
+        duplicates = self._absorb(results, answer, round_no)
+        for it in round_items:
+            if (it.topic, it.partition) in duplicates:
+                await self._check_duplicate(results, node_id, it, round_no)
+
+    @property
+    def timeout_s(self) -> float:
+        """How long a request waits for the leader's answer."""
+        return self._timeout_s
+
+    async def connection(self, node_id: int) -> UpstreamConnection:
+        """The connection to broker `node_id`. Raises UpstreamError, also when the cluster's
+        metadata names no such broker (a connection would go to a bootstrap address)."""
+        if node_id not in self._cluster.brokers:
+            raise UpstreamError(f"broker {node_id} is not in the cluster's metadata")
+        return await self._cluster.connection(node_id)
+
+    def speaks_produce(self, api_version: int) -> bool:
+        """Whether the upstream cluster takes Produce requests of `api_version` as they are."""
+        lo, hi = self._cluster.api_versions.get(ProduceRequest.API_KEY, (0, -1))
+        return lo <= api_version <= min(hi, HIGHEST_PRODUCE_VERSION)
 
     def _leader_failed(self, items: list[PartitionBatches]) -> None:
         """The leader could not be reached or did not answer: it may have lost leadership

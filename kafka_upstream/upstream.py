@@ -22,6 +22,7 @@ import functools
 import itertools
 import logging
 import struct
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from core.socket_io import receive_some, send_buffers
 from core.tls import client_context
 from kafka_protocol.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS
 from kafka_protocol.produce import ProduceRequestData, decode_produce_response, encode_produce_request_parts
+from kafka_protocol.produce_scan import forwarded_request_head
 from kafka_upstream.config import UpstreamConfig
 from kafka_upstream.errors import UpstreamError, UpstreamTimeout
 
@@ -69,14 +71,20 @@ class RawRequest:
         return _SIZE.pack(len(header) + len(self.body)) + header + self.body
 
 
-class _Pending:
-    __slots__ = ("event", "response", "error", "decode")
+# Called once with a forwarded request's answer frame (size prefix removed), or with the
+# UpstreamError that ended it (UpstreamTimeout: no answer within its time-out).
+AnswerCallback = Callable[[bytes | UpstreamError], None]
 
-    def __init__(self, decode: Callable[[bytes], Any]) -> None:
+
+class _Pending:
+    __slots__ = ("event", "response", "error", "decode", "on_answer")
+
+    def __init__(self, decode: Callable[[bytes], Any], on_answer: AnswerCallback | None = None) -> None:
         self.event = trio.Event()
         self.response: Any = None
         self.error: Exception | None = None
         self.decode = decode  # response frame (size prefix removed) -> response
+        self.on_answer = on_answer  # a forwarded request: called back instead of `event`
 
     async def wait(self, timeout_s: float) -> Any:
         """The decoded response. Raises UpstreamTimeout or UpstreamError."""
@@ -104,6 +112,11 @@ class UpstreamConnection:
         self._idle.set()
         self._closed = trio.Event()
         self.reauthentications = 0  # completed KIP-368 re-authentications on this connection
+        # Forwarded requests' (deadline, correlation id), oldest first: one task per connection
+        # fails those answered too late (`expire_late_answers`), instead of a waiting task each.
+        self._deadlines: deque[tuple[float, int]] = deque()
+        self._deadline_added = trio.Event()
+        self._expiry_scope: trio.CancelScope | None = None
 
     @property
     def closed(self) -> bool:
@@ -170,6 +183,74 @@ class UpstreamConnection:
                 self._idle = trio.Event()
         await send_buffers(self._stream, data)
 
+    async def forward_produce(self, api_version: int, body: memoryview, timeout_s: float,
+                              on_answer: AnswerCallback) -> None:
+        """Send a Produce request whose body is the client's bytes, unchanged, after a request
+        header of this connection's correlation and client id, by one vectored write.
+
+        `on_answer` is called exactly once, in the step that ends the request: with the answer
+        frame (from the reader task), or with an UpstreamError - the send failed (before this
+        returns), the connection failed, or UpstreamTimeout when no answer came within
+        `timeout_s` (from `expire_late_answers`). It must not raise. Raises nothing.
+        """
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        head = forwarded_request_head(api_version, correlation_id, self._client_id, len(body))
+        pending = _Pending(bytes, on_answer)
+        try:
+            try:  # uncontended (the usual case): taken without a trip through the scheduler
+                self._send_lock.acquire_nowait()
+            except trio.WouldBlock:
+                await self._send_lock.acquire()  # fair: queued behind earlier submitters
+            try:
+                await self._send(correlation_id, pending, [head, body])
+            finally:
+                self._send_lock.release()
+        except UpstreamError as exc:  # closed before it was sent (and registered)
+            self._call_back(on_answer, exc)
+            return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._fail_all(UpstreamError(f"send to {self.address} failed: {exc}"))  # calls on_answer
+            return
+        if not self._deadlines:
+            self._deadline_added.set()
+        self._deadlines.append((trio.current_time() + timeout_s, correlation_id))
+
+    async def expire_late_answers(self) -> None:
+        """Answer UpstreamTimeout for each forwarded request still unanswered at its deadline,
+        until the connection closes. Deadlines come in order (one time-out per connection's
+        user), so this sleeps until the oldest; under steady traffic it wakes about once per
+        time-out, not once per request."""
+        with trio.CancelScope() as self._expiry_scope:
+            if self.closed:
+                return
+            while True:
+                if not self._deadlines:
+                    self._deadline_added = trio.Event()
+                    await self._deadline_added.wait()
+                    continue
+                deadline, correlation_id = self._deadlines[0]
+                pending = self._pending.get(correlation_id)
+                if pending is None:
+                    self._deadlines.popleft()  # answered
+                    continue
+                if trio.current_time() < deadline:
+                    await trio.sleep_until(deadline)
+                    continue
+                self._deadlines.popleft()
+                del self._pending[correlation_id]
+                if not self._pending:
+                    self._idle.set()
+                pending.event.set()
+                assert pending.on_answer is not None  # only forwarded requests have deadlines
+                self._call_back(pending.on_answer, UpstreamTimeout(
+                    f"{self.address}: no answer within its time-out (correlation id {correlation_id})"))
+
+    def _call_back(self, on_answer: AnswerCallback, answer: bytes | UpstreamError) -> None:
+        try:
+            on_answer(answer)
+        except Exception:  # noqa: BLE001 - a bug of the forwarder must not end this connection's other requests
+            log.exception("internal error handling a forwarded answer from %s", self.address)
+
     async def request(self, request: Any, version: int, timeout_s: float, *, holding_lock: bool = False) -> Any:
         pending = await self.submit(request, version, holding_lock=holding_lock)
         assert pending is not None
@@ -191,7 +272,7 @@ class UpstreamConnection:
     async def run_reader(self) -> None:
         """Read responses until the connection ends; then fail whatever is pending."""
         buf = bytearray()
-        error: Exception = UpstreamError(f"connection to {self.address} closed by the broker")
+        error = UpstreamError(f"connection to {self.address} closed by the broker")
         try:
             while True:
                 while len(buf) < 4:
@@ -234,22 +315,34 @@ class UpstreamConnection:
         if pending is None:
             log.warning("upstream %s answered unknown correlation id %d", self.address, correlation_id)
             return
+        if pending.on_answer is not None:
+            pending.event.set()
+            self._call_back(pending.on_answer, frame)
+            return
         try:
             pending.response = pending.decode(frame)
         except Exception as exc:  # noqa: BLE001 - ProtocolError, or the library's decode errors: the broker sent garbage
             pending.error = UpstreamError(f"cannot decode response from {self.address}: {exc}")
         pending.event.set()
 
-    def _fail_all(self, error: Exception) -> None:
+    def _fail_all(self, error: UpstreamError) -> None:
         self._closed.set()
         pending, self._pending = self._pending, {}
         self._idle.set()
+        self._deadlines.clear()
+        if self._expiry_scope is not None:
+            self._expiry_scope.cancel()
         for p in pending.values():
             p.error = error
+            if p.on_answer is not None and not p.event.is_set():
+                p.event.set()
+                self._call_back(p.on_answer, error)
             p.event.set()
 
     async def aclose(self) -> None:
         self._closed.set()
+        if self._expiry_scope is not None:
+            self._expiry_scope.cancel()
         await self._close_stream()
 
 
@@ -358,6 +451,7 @@ class UpstreamCluster:
             raise UpstreamError(f"connect failed: {cause!r}") from exc
         conn = UpstreamConnection(stream, node_id, f"{host}:{port}", self.config.client_id)
         self._nursery.start_soon(conn.run_reader)
+        self._nursery.start_soon(conn.expire_late_answers)
         try:
             if not self.api_versions:
                 await self._fetch_api_versions(conn)

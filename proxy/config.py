@@ -46,6 +46,7 @@ class ProxyConfig:
     advertised_port: int = 0  # port clients connect to; 0 = the port the listener bound
     workers: int = 1  # processes sharing the listener (SO_REUSEPORT), worker i: proxy_id "-w<i>", own WAL epoch, status port metrics_port + i
     max_principal_labels: int = 100  # distinct client principals with their own series in azsidecar_proxy_principal_produce_bytes_total; later ones count as "other" (audit records keep every name)
+    forward_local_produce: bool = True  # a Produce request whose every partition goes the local route to one leader is sent there as the client's bytes (only its header rewritten) and answered with the leader's bytes; off: every request is decoded and built again (docs/architecture.md)
     insecure_listener: bool = False  # let a listener other hosts can reach start without TLS and SASL (private test networks only)
 
     def __post_init__(self) -> None:

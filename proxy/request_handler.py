@@ -22,7 +22,7 @@ from core import errors
 from core.bounded_labels import BoundedLabels
 from core.errors import COORDINATOR_NOT_AVAILABLE
 from core.log_limit import LogLimiter
-from core.produce import ProduceBackend, Results
+from core.produce import ProduceBackend, ProduceContext, Results
 from kafka_protocol.api_names import api_name
 from kafka_protocol.kafka_codec import (
     API_API_VERSIONS,
@@ -39,6 +39,7 @@ from kafka_protocol.kafka_codec import (
     decode_request,
     encode_response,
 )
+from kafka_protocol.produce_scan import ScannedAnswer, client_answer, scan_produce_request
 from kafka_upstream.config import UpstreamConfig
 from kafka_upstream.coordinators import (
     FORWARDED,
@@ -56,6 +57,7 @@ from kafka_upstream.direct import (
     validate_produce,
 )
 from kafka_upstream.errors import UpstreamError
+from kafka_upstream.forward import ProduceForwarder
 from kafka_upstream.metadata import MetadataCache, build_client_metadata
 from kafka_upstream.upstream import UpstreamCluster
 from proxy import authorize, metrics
@@ -104,11 +106,14 @@ class RequestHandler:
 
     def __init__(self, config: ProxyConfig, upstream: UpstreamConfig, cluster: UpstreamCluster,
                  metadata: MetadataCache, backend: ProduceBackend, advertise_host: str, advertise_port: int,
-                 authz: AclProvider | None = None, quotas: ProduceQuotas | None = None) -> None:
+                 authz: AclProvider | None = None, quotas: ProduceQuotas | None = None,
+                 forwarder: ProduceForwarder | None = None) -> None:
         """`authz`: the ACLs each client principal is checked against (None: authz.source "none",
         every client may do what the sidecar's principal may). `quotas`: produce byte rates per
-        principal (None: none)."""
+        principal (None: none). `forwarder`: offered each Produce request before it is decoded
+        (the local route's forward path, with proxy.forward_local_produce)."""
         self.config = config
+        self.forwarder = forwarder if config.forward_local_produce else None
         self.authz = authz
         self.quotas = quotas
         self.upstream_config = upstream
@@ -183,6 +188,10 @@ class RequestHandler:
             if refused is not None:  # an answer, not a closed connection: the consumer reports it
                 self._log_refused_fetch(frame.client_id)
                 return ready_slot(encode_response(refused, frame.correlation_id, frame.api_version))
+        if frame.api_key == API_PRODUCE and self.forwarder is not None:
+            forwarded = await self._forward_produce(frame, started, who)
+            if forwarded is not None:
+                return forwarded
         try:
             request = decode_request(frame, self.max_versions())
         except UnsupportedRequest:
@@ -227,6 +236,39 @@ class RequestHandler:
             answer(await completion() if completion is not None else {})
 
         nursery.start_soon(finish_produce)
+
+    async def _forward_produce(self, frame: RequestFrame, started: float, who: Request | None) -> ResponseSlot | None:
+        """The local route's forward path (kafka_upstream/forward.py): the request scanned, not
+        decoded, and sent on whole when the forwarder takes it. None, having done nothing, when
+        it does not: the request then takes the decoding path (which answers anything unusual,
+        refusals included, the way it always has)."""
+        assert self.forwarder is not None
+        if frame.api_version > self.max_versions().get(API_PRODUCE, -1):
+            return None
+        scanned = scan_produce_request(frame.body, frame.api_version, self.config.max_batch_bytes)
+        if scanned is None:
+            return None
+        principal = who.principal if who is not None else ""
+        if self.authz is not None:
+            verdict = authorize.produce(self.authz.current(), _principal(who), (p.topic for p in scanned.partitions),
+                                        scanned.transactional_id,
+                                        any(p.batches[0].is_transactional for p in scanned.partitions))
+            if verdict.whole is not None or verdict.denied_topics:
+                return None
+        slot = ResponseSlot(trio.Event())
+        ctx = ProduceContext(scanned.acks, scanned.timeout_ms, scanned.transactional_id, frame.api_version, principal)
+        order = ValidatedProduce(ctx, order=[(p.topic, p.partition) for p in scanned.partitions])
+        answer = _ForwardedProduceAnswer(functools.partial(self._send_forwarded, slot, frame, started),
+                                         functools.partial(self._answer_produce, slot, order, frame, started))
+        if not await self.forwarder.forward(scanned, ctx, frame.body, answer):
+            return None
+        # Counted once the request is taken (else the decoding path counts it); its answer
+        # cannot come before this: the upstream reader runs only after this step.
+        if who is not None:
+            metrics.PRINCIPAL_PRODUCE_BYTES_BY(self.principal_labels.label(principal)).inc(frame.size)
+        if self.quotas is not None:
+            answer.throttle_ms = self._throttle(frame, who, slot)
+        return slot
 
     async def _serve_api_versions(self, request: Any, frame: RequestFrame, slot: ResponseSlot, started: float,
                                   nursery: trio.Nursery, who: Request | None) -> None:
@@ -370,6 +412,19 @@ class RequestHandler:
             slot.broken = True
             slot.ready.set()
 
+    def _send_forwarded(self, slot: ResponseSlot, frame: RequestFrame, started: float, throttle_ms: int,
+                        leader_frame: bytes, answer: ScannedAnswer) -> None:
+        """Fill the slot with a forwarded request's answer: the leader's bytes, its correlation
+        id and throttle time the client's. A failure here is our bug: the connection is
+        closed, as `_answer_produce` does."""
+        try:
+            data = client_answer(leader_frame, answer, frame.correlation_id, throttle_ms)
+            self._finish_encoded(slot, data, frame, started)
+        except Exception:
+            log.exception("internal error answering a forwarded Produce request; closing the connection")
+            slot.broken = True
+            slot.ready.set()
+
     def _finish(self, slot: ResponseSlot, response: Any, frame: RequestFrame, started: float) -> None:
         self._finish_encoded(slot, encode_response(response, frame.correlation_id, frame.api_version), frame, started)
 
@@ -503,6 +558,24 @@ class RequestHandler:
             self._finish(slot, error_response(frame.api_key, request, answer), frame, started)
         else:
             self._finish_encoded(slot, answer, frame, started)
+
+
+class _ForwardedProduceAnswer:
+    """A forwarded Produce request's answer to its client (kafka_upstream.forward.ForwardedAnswer)."""
+
+    __slots__ = ("_send", "_settled", "throttle_ms")
+
+    def __init__(self, send: Callable[[int, bytes, ScannedAnswer], None],
+                 settled: Callable[[int, Results], None]) -> None:
+        self._send = send  # (throttle_ms, the leader's answer, its reading) -> the client's answer in its slot
+        self._settled = settled  # (throttle_ms, results) -> the answer encoded into its slot
+        self.throttle_ms = 0  # the quota's, set once the request is taken
+
+    def answer_bytes(self, frame: bytes, answer: ScannedAnswer) -> None:
+        self._send(self.throttle_ms, frame, answer)
+
+    def answer_results(self, results: Results) -> None:
+        self._settled(self.throttle_ms, results)
 
 
 ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a client that did not authenticate

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -47,7 +48,10 @@ from proxy.versions import (
 
 log = logging.getLogger(__name__)
 
-RECEIVE_CHUNK_BYTES = 256 * 1024
+# A read outside a large frame's own buffer. Small: the first read of a ~1 MB request only
+# needs its header (the rest goes straight into the frame's buffer), and a 256 KiB read
+# cost an allocation of its size and a copy of what it got into the frame's buffer.
+RECEIVE_CHUNK_BYTES = 64 * 1024
 MIN_RECEIVE_BYTES = 16 * 1024  # with less room than this in the receive budget, a connection stops reading
 
 
@@ -286,54 +290,60 @@ class ProxyServer:
                 if self._stopping:
                     return
                 state.last_activity = trio.current_time()  # waiting on our throttle is not idle
-            deadline = receive_deadline(state.partial_since, state.last_activity, config.request_receive_timeout_s,
-                                        config.idle_timeout_s)
-            receiving = trio.CancelScope(deadline=deadline.at)
-            self._reading_scopes.add(receiving)
-            direct = None
-            got = 0
-            try:
-                with receiving:
-                    room = self._budget.room
-                    if room < MIN_RECEIVE_BYTES or self._budget.overdraft_holder is state:
-                        # Backpressure: read nothing until there is room, unless this connection may
-                        # finish its half-received request on the overdraft (proxy/receive_budget.py).
-                        owner = state if state.partial_since is not None else None
-                        overdraft = await self._budget.wait_for_room(MIN_RECEIVE_BYTES, owner)
-                        room = max(self._budget.room, RECEIVE_CHUNK_BYTES if overdraft else 0)
-                    # The frame buffer grows before its bytes come, so only within the room; a
-                    # chunk read is counted once it arrived (the bound is soft by one read).
-                    direct = codec.frame_buffer(room) if sock is not None else None
-                    self._account(codec, state)
-                    if direct is not None:
-                        assert sock is not None  # a frame buffer is read into on plain TCP only
-                        got = await receive_into(sock, direct)
-                    else:
-                        data = await receive_some(stream, RECEIVE_CHUNK_BYTES)
-                        got = len(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                return
-            finally:
-                self._reading_scopes.discard(receiving)
-                if direct is not None:
-                    direct.release()  # the codec may grow the buffer before the next read
-            if receiving.cancelled_caught:
-                if self._stopping:
-                    return  # shutting down
-                if deadline.reason == limits.IDLE_TIMEOUT:
-                    now = trio.current_time()
-                    if state.outstanding:
-                        state.last_activity = now  # waiting for our answers is not idle
-                    if now < state.last_activity + config.idle_timeout_s:
-                        continue  # an answer went out while this read waited
-                self._limited(deadline.reason, state.source, "closed a connection")
-                return
+            # Bytes already there are read at once, without the deadline, cancel scope and budget
+            # wait that waiting for them needs (-1: nothing there, or no room: wait below).
+            got = self._read_ready(sock, codec, state) if sock is not None else -1
             if not got:
                 return  # client closed; pending responses are still written
-            if direct is not None:
-                codec.received_into(got)
-            else:
-                codec.receive_data(data)
+            if got < 0:
+                deadline = receive_deadline(state.partial_since, state.last_activity, config.request_receive_timeout_s,
+                                            config.idle_timeout_s)
+                receiving = trio.CancelScope(deadline=deadline.at)
+                self._reading_scopes.add(receiving)
+                direct = None
+                got = 0
+                try:
+                    with receiving:
+                        room = self._budget.room
+                        if room < MIN_RECEIVE_BYTES or self._budget.overdraft_holder is state:
+                            # Backpressure: read nothing until there is room, unless this connection may
+                            # finish its half-received request on the overdraft (proxy/receive_budget.py).
+                            owner = state if state.partial_since is not None else None
+                            overdraft = await self._budget.wait_for_room(MIN_RECEIVE_BYTES, owner)
+                            room = max(self._budget.room, RECEIVE_CHUNK_BYTES if overdraft else 0)
+                        # The frame buffer grows before its bytes come, so only within the room; a
+                        # chunk read is counted once it arrived (the bound is soft by one read).
+                        direct = codec.frame_buffer(room) if sock is not None else None
+                        self._account(codec, state)
+                        if direct is not None:
+                            assert sock is not None  # a frame buffer is read into on plain TCP only
+                            got = await receive_into(sock, direct)
+                        else:
+                            data = await receive_some(stream, RECEIVE_CHUNK_BYTES)
+                            got = len(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    return
+                finally:
+                    self._reading_scopes.discard(receiving)
+                    if direct is not None:
+                        direct.release()  # the codec may grow the buffer before the next read
+                if receiving.cancelled_caught:
+                    if self._stopping:
+                        return  # shutting down
+                    if deadline.reason == limits.IDLE_TIMEOUT:
+                        now = trio.current_time()
+                        if state.outstanding:
+                            state.last_activity = now  # waiting for our answers is not idle
+                        if now < state.last_activity + config.idle_timeout_s:
+                            continue  # an answer went out while this read waited
+                    self._limited(deadline.reason, state.source, "closed a connection")
+                    return
+                if not got:
+                    return  # client closed; pending responses are still written
+                if direct is not None:
+                    codec.received_into(got)
+                else:
+                    codec.receive_data(data)
             completed = False
             while True:
                 frame = codec.next_frame()
@@ -369,6 +379,32 @@ class ProxyServer:
                 state.partial_since = None
             elif completed or state.partial_since is None:
                 state.partial_since = now
+
+    def _read_ready(self, sock: trio.socket.SocketType, codec: ServerCodec, state: _ConnectionState) -> int:
+        """Read what a plain TCP socket holds now into the codec, without waiting: the bytes
+        read (0: the client closed), or -1 when there is nothing, no room in the receive
+        budget, or the read failed (the waiting read then meets it again)."""
+        room = self._budget.room
+        if room < MIN_RECEIVE_BYTES or self._budget.overdraft_holder is not None:
+            return -1
+        direct = codec.frame_buffer(room)
+        self._account(codec, state)
+        try:
+            if direct is not None:
+                got = os.readv(sock.fileno(), [direct])
+                if got:
+                    direct.release()
+                    direct = None
+                    codec.received_into(got)
+                return got
+            data = os.read(sock.fileno(), RECEIVE_CHUNK_BYTES)
+            codec.receive_data(data)
+            return len(data)
+        except OSError:  # BlockingIOError: nothing yet; any other error: the waiting read meets it too
+            return -1
+        finally:
+            if direct is not None:
+                direct.release()
 
     async def _write_responses(self, stream: ClientStream, receive_slots: trio.MemoryReceiveChannel[ResponseSlot],
                                connection_scope: trio.CancelScope,

@@ -21,6 +21,7 @@ from kafka_upstream.config import UpstreamConfig
 from kafka_upstream.direct import (
     DirectBackend,
 )
+from kafka_upstream.forward import ProduceForwarder
 from kafka_upstream.metadata import MetadataCache
 from kafka_upstream.upstream import UpstreamCluster, open_upstream
 from proxy import metrics
@@ -145,7 +146,8 @@ async def run_proxy(proxy_config: ProxyConfig, upstream_config: UpstreamConfig,
         handler = RequestHandler(proxy_config, upstream_config, cluster, metadata, backend,
                                  advertised_host, advertised_port or port, authz=acls,
                                  quotas=ProduceQuotas(quotas.produce_bytes_per_s, quotas.principal_produce_bytes_per_s,
-                                                      quotas.burst_s) if quotas is not None and quotas.enabled else None)
+                                                      quotas.burst_s) if quotas is not None and quotas.enabled else None,
+                                 forwarder=backend if isinstance(backend, ProduceForwarder) else None)
         await handler.start()
         server = ProxyServer(proxy_config, handler, ssl_context=ssl_context, credentials=credentials)
         if proxy_config.passthrough:

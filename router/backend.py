@@ -35,13 +35,17 @@ from core import errors
 from core.audit import AuditSink, NullAuditSink
 from core.produce import PartitionBatches, PartitionResult, ProduceContext
 from core.zones import leader_zone
+from kafka_protocol.produce_scan import ScannedProduce
 from kafka_upstream.direct import DirectBackend
 from kafka_upstream.errors import UpstreamError
+from kafka_upstream.forward import ForwardedAnswer
 from kafka_upstream.metadata import MetadataCache
 from leader_notify.sender.owners import AgentMap
 from router import metrics as router_metrics
 from router.config import RouterConfig
 from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape, shadow
+from router.forwarded_round import ForwardedPartition, ForwardedRound
+from router.metrics import FORWARD_DECLINED_BY
 from router.partition_book import PartitionBook, PartitionState
 from router.produce_round import Followed, ProduceRound, Resent, RoundServices
 from router.rates import ZoneRates
@@ -63,6 +67,11 @@ TOPIC_REFUSALS_CACHED = 10_000  # topics whose pilot answer is remembered; beyon
 # producer's request time-out.
 FOLLOW_LOOKUPS = 5
 FOLLOW_BACKOFF_S = 0.05
+
+# What `forward` sends: the leader's id and zone, each partition's (batch, route, shadow
+# route), each partition's (batch, leader zone, cached) lookup.
+_ForwardPlan = tuple[int, str | None, list[tuple[PartitionBatches, Route, Route | None]],
+                     list[tuple[PartitionBatches, str | None, bool]]]
 
 
 class RoutingBackend:
@@ -236,6 +245,82 @@ class RoutingBackend:
         if route.path is Path.WAL and self._wal is None and not self.config.shadow:
             return Route(Path.DIRECT_CROSS, "no WAL configured")
         return route
+
+    async def forward(self, request: ScannedProduce, ctx: ProduceContext, body: memoryview,
+                      answer: ForwardedAnswer) -> bool:
+        """The local route's forward path (kafka_upstream/forward.py, router/forwarded_round.py):
+        send the client's request whole when every partition takes the local route to one
+        leader, with no path switch to drain and no sequence gap to hold back; False, having
+        changed nothing, otherwise. Raises nothing."""
+        plan = await self._forward_plan(request, ctx)
+        if plan is None:
+            return False
+        leader_id, dest, routed, lookups = plan
+        try:
+            conn = await self._direct.connection(leader_id)
+        except UpstreamError:
+            FORWARD_DECLINED_BY("connection").inc()
+            return False  # the decoding path fails the partitions as it always has
+        if not all(self._clear_to_forward(item) for item, _route, _would in routed):
+            return False  # another request moved a partition while this one waited (a lookup, a connect)
+        book = self._book
+        partitions = []
+        for item, route, would in routed:
+            state = book.state((item.topic, item.partition))
+            book.since_previous_request(state)
+            ticket = book.take((item.topic, item.partition), Path.LOCAL, None)
+            partitions.append(ForwardedPartition(item, route, would, ticket))
+            self.route_counts[route.path.value] += 1
+        forwarded = ForwardedRound(self._services, self._direct, partitions, ctx, dest, leader_id, answer,
+                                   time.perf_counter())
+        self._count_submit(lookups, routed)
+        await conn.forward_produce(ctx.client_version, body, self._direct.timeout_s, forwarded.on_answer)
+        return True
+
+    async def _forward_plan(self, request: ScannedProduce, ctx: ProduceContext) -> _ForwardPlan | None:
+        """(leader id, its zone, each partition's route, the lookups) when the request may be
+        forwarded whole, else None (counted by reason). Changes no routing state."""
+        if not request.partitions or not self._direct.speaks_produce(ctx.client_version):
+            FORWARD_DECLINED_BY("version").inc()
+            return None
+        leader: int | None = None
+        dest: str | None = None
+        routed: list[tuple[PartitionBatches, Route, Route | None]] = []
+        lookups: list[tuple[PartitionBatches, str | None, bool]] = []
+        book = self._book
+        for item in request.partitions:
+            try:
+                zone, cached, leader_id = await self._leader_zone(item)
+            except UpstreamError:
+                FORWARD_DECLINED_BY("metadata").inc()
+                return None
+            if leader_id < 0 or (zone is not None and zone != self.zone) or leader not in (None, leader_id):
+                FORWARD_DECLINED_BY("route").inc()
+                return None
+            route, would = self._route(item, zone, book.state((item.topic, item.partition)))  # no side effect here
+            if route.path is not Path.LOCAL:
+                FORWARD_DECLINED_BY("route").inc()
+                return None
+            if not self._clear_to_forward(item):
+                return None
+            leader, dest = leader_id, zone
+            routed.append((item, route, would))
+            lookups.append((item, zone, cached))
+        assert leader is not None
+        return leader, dest, routed, lookups
+
+    def _clear_to_forward(self, item: PartitionBatches) -> bool:
+        """Whether the partition's batch may leave by the local route now: no batch in flight on
+        another path (which `submit` would drain first), no sequence gap of its producer
+        (which `submit` would decide on). Counted by reason when not."""
+        state = self._book.state((item.topic, item.partition))
+        if state.in_flight > 0 and state.path is not None and (state.path is not Path.LOCAL or state.lane is not None):
+            FORWARD_DECLINED_BY("switch").inc()
+            return False
+        if self._book.gap_open(item):
+            FORWARD_DECLINED_BY("gap").inc()
+            return False
+        return True
 
     async def submit(self, items: list[PartitionBatches], ctx: ProduceContext) -> ProduceRound:
         produce_round = ProduceRound(self._services, items, time.perf_counter(), ctx.principal, ctx)

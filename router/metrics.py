@@ -43,6 +43,15 @@ SHADOW_DECISIONS = Counter("azsidecar_router_shadow_decisions_total",
                            ["route", "reason"])
 SHADOW_BYTES = Counter("azsidecar_router_shadow_bytes_total",
                        "Shadow mode: record batch bytes by the path the policy would have chosen", ["route"])
+# The local route's forward path (router/forwarded_round.py): requests sent on as the client's
+# bytes, by how their answer came back, and requests it declined, by reason.
+FORWARDED = Counter("azsidecar_router_forwarded_requests_total",
+                    "Produce requests sent to their local leader as the client's bytes, by outcome: bytes (every "
+                    "partition succeeded, the answer passed on as it came) or decoded (settled like any request)",
+                    ["outcome"])
+FORWARD_DECLINED = Counter("azsidecar_router_forward_declined_total",
+                           "Produce requests the local forward path left to the decoding path, by reason (version, "
+                           "metadata, route, switch, gap, connection)", ["reason"])
 
 # Counted for every partition batch: their children by label values, made once
 # (core/metric_children.py).
@@ -54,3 +63,5 @@ BYTES_OUT_BY: Children[Counter] = Children(BYTES_OUT)
 SHADOW_DECISIONS_BY: Children[Counter] = Children(SHADOW_DECISIONS)
 SHADOW_BYTES_BY: Children[Counter] = Children(SHADOW_BYTES)
 RESENDS_BY: Children[Counter] = Children(RESENDS)
+FORWARDED_BY: Children[Counter] = Children(FORWARDED)
+FORWARD_DECLINED_BY: Children[Counter] = Children(FORWARD_DECLINED)

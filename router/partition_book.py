@@ -151,6 +151,12 @@ class PartitionBook:
             return None  # not idempotent: at-least-once, the leader does not check sequences
         return (item.topic, item.partition, first.producer_id, first.producer_epoch), first.base_sequence
 
+    def gap_open(self, item: PartitionBatches) -> bool:
+        """Whether `item`'s producer has a sequence gap noted on the partition (a question
+        only: `behind_a_gap` decides what it means and forgets gaps that ended)."""
+        keyed = self._gap_key(item)
+        return keyed is not None and keyed[0] in self._sequence_gaps
+
     def behind_a_gap(self, item: PartitionBatches) -> bool:
         """True if an earlier batch of this producer failed and `item` is not its retry."""
         keyed = self._gap_key(item)
