@@ -160,10 +160,10 @@ def quick_jit_suits(input_path: str) -> bool:
 # a quarter of the machine's memory, between LOCAL_DRIVER_MEMORY_MIN_MIB (what every local
 # session had, and small inputs keep) and LOCAL_DRIVER_MEMORY_MAX_MIB. With 2 GiB the savings
 # job over the audit of 100 M produced batches (5.6 M records, a 5 M-row rollup) ran with the
-# heap full (2,065 of 2,147 MB used, 288 collections in 196 s, 2026-11-30, JFR); with 6 GiB,
-# the two run at once on the same input (cold JVMs, load 3-7), it used 0.90x the JVM CPU
-# seconds (305.7 against 338.7 s)
-# and half the tasks' GC time (12.4 against 23.0 s). The JVM commits the heap as it grows.
+# heap full (2,065 of 2,147 MB used, 288 collections in 196 s, 2026-11-30, JFR). With 6 GiB
+# (both runs at once on the same input, cold JVMs, load 3-7) it used 0.90x the JVM CPU
+# seconds (305.7 against 338.7 s) and half the tasks' GC time (12.4 against 23.0 s). The
+# JVM commits the heap as it grows.
 LOCAL_DRIVER_MEMORY_MIN_MIB = 2048
 LOCAL_DRIVER_MEMORY_MAX_MIB = 6144
 
