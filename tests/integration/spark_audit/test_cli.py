@@ -158,17 +158,21 @@ def test_job_runs_through_spark_submit(tmp_path):
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "PYTHONPATH": str(REPO)}
+    # The cache job: the cheapest job with a value to check. What spark-submit adds (its
+    # master, the entry script's arguments, the session it configures) is the same for every
+    # job; the savings values are checked in this session's tests above.
     proc = subprocess.run(
         [str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
          "--conf", "spark.sql.shuffle.partitions=2",
          # the quick JIT of local sessions (spark_audit/_io.py): a short job on small input
          "--driver-java-options", QUICK_JIT_JAVA_OPTIONS, str(REPO / "spark_audit" / "submit.py"),
-         "savings", "--input", str(tmp_path / "audit"), "--output", str(tmp_path / "out")],
-        env=env, capture_output=True, text=True, timeout=180,
+         "cache", "--input", str(tmp_path / "audit"), "--output", str(tmp_path / "out")],
+        env=env, capture_output=True, text=True, timeout=300,  # a JVM on a loaded CI host
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    check_round_trip_savings(read_csv(tmp_path / "out" / "savings.csv"), "0.00003482")  # 4 significant digits
-    assert "NET SAVINGS" in proc.stdout
+    (cache,) = read_csv(tmp_path / "out" / "cache_agent.csv")  # agent az2: 1 hit of 2 lookups
+    assert (cache["zone"], float(cache["hit_rate"])) == ("az2", 0.5)
+    assert "tables written to" in proc.stdout and "cache_agent.csv" in proc.stdout
 
 
 @pytest.mark.integration
