@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from deploy.local.zones import leader_zone_of
+from deploy.local.leader_zones import leader_zone_of
 
 SEPARATOR = b"|"
 SEQ_DIGITS = 10  # fixed width keeps every value of one size the same length

@@ -51,6 +51,7 @@ from types import FrameType
 from deploy.local.frame_tally import FrameTally
 from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
 from deploy.local.kafka_jars import KAFKA_VERSION
+from deploy.local.leader_zones import partition_zones
 from deploy.local.port_capture import PortCapture
 from deploy.local.processes import (
     MotoServer,
@@ -86,18 +87,6 @@ STATE_DIR = Path("/run/azsidecar-zones") if os.access("/run", os.W_OK) else Path
 
 class ZoneSetupError(RuntimeError):
     """Creating namespaces, links or addresses failed (the message has `ip`'s stderr)."""
-
-
-def leader_zone_of(partition: int, zones: Sequence[str]) -> str:
-    """The zone whose broker "leads" `partition` of every topic: zones[partition % len(zones)]."""
-    if partition < 0 or not zones:
-        raise ValueError(f"partition must be >= 0 and zones non-empty, got {partition}, {zones!r}")
-    return zones[partition % len(zones)]
-
-
-def partition_zones(zones: Sequence[str], max_partitions: int, topic_glob: str = "*") -> dict[str, str]:
-    """The router's `partition_zones` override map for partitions 0..max_partitions-1."""
-    return {f"{topic_glob}:{p}": leader_zone_of(p, zones) for p in range(max_partitions)}
 
 
 @dataclass(frozen=True)

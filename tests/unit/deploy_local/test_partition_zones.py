@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.local.zones import leader_zone_of, partition_zones
+from deploy.local.leader_zones import leader_zone_of, partition_zones
 
 ZONES = ("use1-az1", "use1-az2", "use1-az3")
 
