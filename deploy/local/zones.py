@@ -51,6 +51,7 @@ from types import FrameType
 from deploy.local.frame_tally import FrameTally
 from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
 from deploy.local.kafka_jars import KAFKA_VERSION
+from deploy.local.leader_zones import leader_zone_of as leader_zone_of  # re-exported: the environment's names
 from deploy.local.leader_zones import partition_zones
 from deploy.local.port_capture import PortCapture
 from deploy.local.processes import (
