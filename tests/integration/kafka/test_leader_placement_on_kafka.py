@@ -12,20 +12,15 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
-from deploy.local.kafka_cluster import KafkaCluster, start_kafka_cluster
-from deploy.local.kafka_security import BrokerTls, make_broker_tls, scram_format_args, security_listeners
-from deploy.local.sidecar_stack import to_toml
 from tests.conftest import unique_name
 from tests.integration.cluster.conftest import Delivery, produce, producer, read_back, wal_sidecars
 from tests.integration.kafka.conftest import ZONES
-from tests.integration.kafka.test_upstream_security_on_kafka import PASSWORD, USER, password_file, upstream
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -307,52 +302,3 @@ def test_a_replica_out_of_the_isr_is_not_made_leader_until_it_has_caught_up(own_
         time.sleep(0.5)  # polling the cluster's state
     plan, _ = run_plan(own_kafka.bootstrap, audit, tmp_path / "r.json")
     assert [m["partition"] for m in plan["moves"]] == [0, 1, 2] and plan["held"] == []
-
-
-@pytest.fixture(scope="module")
-def broker_tls(tmp_path_factory) -> BrokerTls:
-    return make_broker_tls(tmp_path_factory.mktemp("broker-tls"))
-
-
-@pytest.fixture(scope="module")
-def secure_kafka(broker_tls, tmp_path_factory) -> Iterator[KafkaCluster]:
-    """As tests/integration/kafka/test_upstream_security_on_kafka.py's: TLS and SASL_SSL (SCRAM) listeners."""
-    with start_kafka_cluster(tuple(ZONES.values()), log_dir=tmp_path_factory.mktemp("kafka"),
-                             listeners=security_listeners(broker_tls),
-                             format_args=scram_format_args({USER: PASSWORD})) as cluster:
-        yield cluster
-
-
-def test_plan_and_apply_with_the_upstream_sasl_scram_over_tls_of_the_proxy_config(secure_kafka, broker_tls, tmp_path):
-    """--config: the proxy's [upstream] (SASL_SSL, SCRAM-SHA-512, a private CA) is how the
-    command reaches the cluster; the password comes from its file and never shows."""
-    topic = unique_name("secured")
-    secure_kafka.create_topic(topic, PARTITIONS, assignments=ASSIGNMENTS)
-    audit = write_audit(tmp_path / "window-audit", topic)
-    config = tmp_path / "proxy.toml"
-    settings = upstream(secure_kafka, broker_tls.ca_file, "SASL_SSL", password_file(tmp_path, PASSWORD))
-    config.write_text(to_toml({"zone": "use1-az1", "upstream": settings}))
-    done = subprocess.run([sys.executable, "-m", "azsidecar.cli", "plan", "leaders", "--from-audit", str(audit),
-                           "--config", str(config), "--out", str(tmp_path / "r.json"),
-                           "--plan-out", str(tmp_path / "plan.json"), "--min-saving-bytes", str(MB),
-                           "--apply", "--throttle-s", "0"], capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr + done.stdout
-    assert "applied 3 moves" in done.stdout
-    assert PASSWORD not in done.stdout + done.stderr
-    expected = {0: 1, 1: 1, 2: 1, 3: 3, 4: 2, 5: 3}
-    assert leaders_when_settled(secure_kafka, topic, expected) == expected
-    (tmp_path / "wrong").mkdir()
-    wrong = password_file(tmp_path / "wrong", "not-the-password")
-    config.write_text(to_toml({"zone": "use1-az1", "upstream": {**settings, "sasl_password_file": str(wrong)}}))
-    refused = subprocess.run([sys.executable, "-m", "azsidecar.cli", "plan", "leaders", "--from-audit", str(audit),
-                              "--config", str(config), "--out", str(tmp_path / "r2.json"),
-                              "--plan-out", str(tmp_path / "plan2.json")],
-                             capture_output=True, text=True, timeout=240)
-    assert refused.returncode == 1, refused.stderr + refused.stdout
-    [line] = refused.stderr.strip().splitlines()  # one line: kafka-python's retry log is kept off stderr
-    assert line.startswith("azsidecar: cannot start: cannot reach ") and "Traceback" not in refused.stderr
-    # The cause, named: the brokers' refusal as kafka-python reports it, or, where the client
-    # read the refusal and the close together and saw only "socket disconnected" (twice in
-    # loaded CI runs, every connection of its bootstrap alike), what to check.
-    assert "SaslAuthenticationFailedError" in line or "may have refused the SASL login" in line, line
-    assert "SCRAM-SHA-512" in line
