@@ -21,7 +21,10 @@ class NotifyConfig:
     # owner-readable only. Without it: $AZSIDECAR_NOTIFY_HMAC_KEYS (comma-separated).
     hmac_key_file: str = ""  # the notification keys, one per line (mode 600); else $AZSIDECAR_NOTIFY_HMAC_KEYS
     hmac_keys: tuple[str, ...] = field(default=(), repr=False)  # not a file setting (refused there): filled from hmac_key_file or the environment
-    timeout_s: float = 10.0  # per attempt; recent answers set a tighter one (gray_factor x p99, at least gray_floor_s)
+    #: per attempt; recent answers set a tighter one (gray_factor x p99, at least gray_floor_s), but
+    #: not for a notification naming a partition its agent has not appended for this proxy (a new
+    #: topic, a leader just moved: the leader's first append waits for its followers) while the zone is not gray
+    timeout_s: float = 10.0
     gray_floor_s: float = 1.0  # an attempt slower than max(gray_factor x p99 of the last minute, this) is abandoned and counts as a failure
     gray_factor: float = 3.0  # that deadline in multiples of the recent p99 round trip
     # (a p99 of 0.85 s made the deadline 2.5 s and the fallback 5.1 s; with 2 s it was 4.4 s on an idle host)

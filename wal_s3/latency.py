@@ -27,6 +27,15 @@ u units gets u times the per-unit deadline (floor, maximum and cold start includ
 most the ceiling (the configured timeout). A request of about one unit keeps the deadline
 it had; a hung place is still noticed within u x the maximum, at most the timeout.
 
+First contact: some requests cost the place more the first time, for a reason outside it. An
+agent's first append to a partition (a topic just created, a leader just moved) waits at the
+leader until its followers start fetching the partition: up to the brokers'
+replica.fetch.wait.max.ms (500 ms by default, 5 s on deploy/local's cluster; 4.99 s measured
+there on 2026-12-01 where the warm appends took 15-80 ms). No history tells that wait from a
+hang, so the caller marks such an attempt (`start(first_contact=True)`): it gets the ceiling,
+and its time is not kept. Only while the place is not gray: a hang is then noticed within the
+ceiling, and once gray, within the usual deadlines.
+
 Used by the WAL writer (PUTs), the WAL reader (ranged GETs, deadline only) and the
 notification sender (per destination zone). Kept free of I/O so a later base package can
 take it as is.
@@ -121,6 +130,10 @@ class Attempt:
     was_gray: bool  # the place was gray when it started (a timeout then means: give up)
     hedge: bool = False  # the retry of an attempt that just timed out: the plain deadline, not a probe's
     units: float = 1.0  # its work (request_units): its deadline is that many per-unit deadlines
+    # It asks the place for something it has not done for this caller before (an agent's
+    # first append to a partition, whose leader then waits for its followers to start
+    # fetching it): no deadline below the ceiling, and its latency is not kept.
+    first_contact: bool = False
 
 
 class LatencyGuard:
@@ -155,9 +168,11 @@ class LatencyGuard:
 
     def attempt_timeout_s(self, now: float, attempt: Attempt | None = None) -> float:
         """deadline_s for the attempt's units (twice that, at most the ceiling, for a probe),
-        or infinity while the deadline is the ceiling (no history, a p99 that high, or an
-        attempt that much work): then the transport's own timeouts, which bound each wait
+        or infinity for a first contact and while the deadline is the ceiling (no history, a
+        p99 that high, or an attempt that much work): then the transport's own timeouts, which bound each wait
         for progress rather than the whole transfer, apply."""
+        if attempt is not None and attempt.first_contact:
+            return float("inf")
         deadline = self.deadline_s(now, 1.0 if attempt is None else attempt.units)
         if deadline >= self.ceiling_s:
             return float("inf")
@@ -171,14 +186,18 @@ class LatencyGuard:
         self._samples.append((now, seconds / units))
         self.gray = False
 
-    def start(self, now: float, *, hedge: bool = False, units: float = 1.0) -> Attempt | None:
+    def start(self, now: float, *, hedge: bool = False, units: float = 1.0,
+              first_contact: bool = False) -> Attempt | None:
         """Let an attempt of `units` (request_units) start now, or None: gray, and a probe is
         out or was just made (fail at once). `hedge`: it retries an attempt of the same
-        request that just timed out. Raises ValueError for units below 1."""
+        request that just timed out. `first_contact`: it asks for something the place has
+        not done for this caller before (Attempt.first_contact); honoured only while the
+        place is not gray (a gray place's probe and hedge keep their deadlines, so a hang is
+        still noticed within them). Raises ValueError for units below 1."""
         if units < 1.0:
             raise ValueError(f"start: units {units} < 1 (a request is at least one unit)")
         if not self.gray:
-            return Attempt(now, probe=False, was_gray=False, hedge=hedge, units=units)
+            return Attempt(now, probe=False, was_gray=False, hedge=hedge, units=units, first_contact=first_contact)
         if self._probing or now - self._probe_ended < self.probe_interval_s:
             return None
         self._probing = True
@@ -186,6 +205,9 @@ class LatencyGuard:
 
     def succeeded(self, attempt: Attempt, now: float) -> None:
         self._end(attempt, now)
+        if attempt.first_contact:  # its time is the first append's, not what the place usually takes
+            self.gray = False
+            return
         self.observe(now, now - attempt.started_at, attempt.units)
 
     def failed(self, attempt: Attempt, now: float, *, timed_out: bool) -> bool:

@@ -62,6 +62,12 @@ class PipeSender(Protocol):
 
     def units_of(self, request: p.NotifyRequest) -> float: ...
 
+    def agent_address(self, dest_zone: str, agent: int) -> str: ...
+
+    def first_contact(self, address: str, request: p.NotifyRequest) -> bool: ...
+
+    def answered(self, address: str, request: p.NotifyRequest, response: p.NotifyResponse) -> None: ...
+
     async def connect(self, dest_zone: str, agent: int) -> _Conn: ...
 
     def record(self, dest_zone: str, key: str, entries: int, *, sent_bytes: int, received_bytes: int,
@@ -91,6 +97,7 @@ class Pipeline:
         self._sender = sender
         self._zone = dest_zone
         self._agent = agent
+        self._address = sender.agent_address(dest_zone, agent)
         self._nursery = nursery
         self._timeout_s = sender.timeout_s
         self._max_idle_s = sender.max_idle_s
@@ -143,7 +150,11 @@ class Pipeline:
         # Its round trip includes the work of the requests ahead of it on the connection (the
         # agent answers in order): its deadline is for theirs and its own, so a small object
         # behind a 512-partition one is not abandoned for the big one's time.
-        gate = guard.start(now, units=units + sum(ahead.units for ahead in self._waiting))
+        # Behind a first contact (a partition new to the agent: first_contact.py) it waits for
+        # that one's first append: a first contact too.
+        first_contact = (any(ahead.gate.first_contact for ahead in self._waiting)
+                         or self._sender.first_contact(self._address, request))
+        gate = guard.start(now, units=units + sum(ahead.units for ahead in self._waiting), first_contact=first_contact)
         if gate is None:  # gray, its probe out: the notifier's serial path probes
             on_answer(NotifyError(f"{self._zone}/{self._agent}: not sent, the agent is not answering in time"))
             return
@@ -206,6 +217,7 @@ class Pipeline:
             self._read_scope.deadline = self._waiting[0].deadline if self._waiting else float("inf")
         rtt_s = time.monotonic() - waiting.sent_at
         self._sender.guard(self._zone, self._agent).succeeded(waiting.gate, trio.current_time())
+        self._sender.answered(self._address, request, response)
         answer: PipeAnswer
         if response.status == p.RequestStatus.OK and len(response.results) == len(request.entries):
             answer = Answer(response.results, waiting.frame_bytes, received_bytes)

@@ -36,6 +36,10 @@ units x gray_max_s and timeout_s, is abandoned at once and reported through `on_
 router's breaker counts it); it is retried once, and while the zone stays gray only one
 attempt at a time goes out (a probe) and every other notification fails at once, so the
 partitions behind a hung agent fail retriably within about one deadline and can fall back.
+A notification naming a partition its agent has not appended for this proxy (first_contact.py:
+a topic just created, a leader just moved) waits timeout_s instead while the zone is not gray,
+and its round trip is not kept: the leader's first append of a partition waits for its
+followers, which no history of warm answers tells from a hang.
 
 `start` sends a notification's first frame from synchronous code (the WAL writer's release
 callback) when a slot and an idle connection are at hand and the socket takes the whole
@@ -61,6 +65,7 @@ from core.log_limit import LogLimiter
 from leader_notify import protocol as p
 from leader_notify.config import NotifyConfig
 from leader_notify.metrics import SenderMetrics
+from leader_notify.sender.first_contact import AppendedPartitions
 from leader_notify.sender.outcome import Answered, Refused, classify_answer
 from leader_notify.sender.owners import AgentMap, agent_lists
 from leader_notify.sender.versions import AgentVersions
@@ -152,6 +157,7 @@ class NotifySender:
         self._started: set[Started] = set()  # started and not yet taken over by notify
         self._closed = False
         self._guards: dict[str, LatencyGuard] = {}
+        self._appended = AppendedPartitions()  # a notification naming a partition new to its agent: no gray deadline
         self._versions = AgentVersions()  # the protocol version to offer each agent address
         self._version_log = LogLimiter()  # agents with no version in common
         self._zone_of = {address: zone for zone, addresses in agent_lists(config.agents).items()
@@ -164,6 +170,22 @@ class NotifySender:
         1, plus 1 per notify.gray_unit_entries entries and per notify.gray_unit_bytes of its range."""
         return request_units(nbytes=request.zone_length, bytes_per_unit=self._config.gray_unit_bytes,
                              entries=len(request.entries), entries_per_unit=self._config.gray_unit_entries)
+
+    def first_contact(self, address: str, request: p.NotifyRequest) -> bool:
+        """`request` names a partition that the agent at `address` has not appended for this
+        proxy (first_contact.py): its attempts get timeout_s, not the gray deadline."""
+        return self._appended.first_contact(address, ((entry.topic, entry.partition) for entry in request.entries))
+
+    def answered(self, address: str, request: p.NotifyRequest, response: p.NotifyResponse) -> None:
+        """The agent at `address` answered `request`: the partitions it appended are no first contact any more."""
+        if response.status == p.RequestStatus.OK and len(response.results) == len(request.entries):
+            self._appended.appended(address, ((entry.topic, entry.partition) for entry, result
+                                              in zip(request.entries, response.results, strict=True)
+                                              if result.error_code == 0))
+
+    def agent_address(self, dest_zone: str, agent: int) -> str:
+        """The address of `agent` (its index in the zone's notify.agents list). Raises IndexError."""
+        return self.agents.agents(dest_zone)[agent]
 
     def guard(self, zone: str, agent: int = 0) -> LatencyGuard:
         """Recent round trips to one agent of `zone` and its gray state (per agent address:
@@ -319,7 +341,7 @@ class NotifySender:
         try:
             for attempt in range(1, self._config.max_attempts + 1):
                 now = trio.current_time()
-                gate = guard.start(now, hedge=hedge, units=units)
+                gate = guard.start(now, hedge=hedge, units=units, first_contact=self.first_contact(address, request))
                 if gate is None:
                     if not (attempt == 1 and started is not None):
                         self.metrics.gray.labels(dest_zone=dest_zone, outcome="refused").inc()
@@ -355,6 +377,7 @@ class NotifySender:
                     raise
                 else:
                     guard.succeeded(gate, trio.current_time())  # the agent answered, whatever it said
+                    self.answered(address, request, response)
                     verdict = classify_answer(response, len(request.entries), attempt == self._config.max_attempts)
                     if isinstance(verdict, Answered):
                         status = verdict.status

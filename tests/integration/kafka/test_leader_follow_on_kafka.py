@@ -193,12 +193,10 @@ def test_leaders_moved_mid_burst_on_the_local_and_direct_routes_cost_the_produce
 def test_leaders_moved_mid_burst_on_the_wal_route_cost_the_producer_nothing(kafka, topic, moto_server, tmp_path):
     bucket = unique_name("wal")
     moto_server.create_bucket(bucket)
-    # The agent of the zone a leader moved into refreshes its metadata before its first append
-    # of that partition; on a loaded host (load 12 on 2 cores) that took over the notification's
-    # 1 s gray floor once, and the re-sent batch was answered REQUEST_TIMED_OUT. Gray failures
-    # have tests of their own: here the floor is 5 s.
-    gray = {"notify": {"gray_floor_s": 5.0, "gray_max_s": 5.0}}
-    with wal_sidecars(kafka, moto_server, bucket, tmp_path, settings=gray) as sidecars:
+    # Default notify settings: the first append of a partition at the leader it moved to waits
+    # for that leader's followers, up to the brokers' replica.fetch.wait.max.ms (5 s here), and
+    # the sender gives such a first contact notify.timeout_s, not the gray deadline.
+    with wal_sidecars(kafka, moto_server, bucket, tmp_path) as sidecars:
         records, delivery, view, moved = burst_across_the_moves(sidecars.proxy, kafka.bootstrap, topic, TARGETS)
     check(records, delivery, view, moved, kafka.bootstrap, topic)
     batches = produce_batches(sidecars.audit_dir, topic)

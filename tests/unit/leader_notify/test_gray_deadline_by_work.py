@@ -149,6 +149,7 @@ async def test_a_hung_agent_is_still_abandoned_promptly_for_a_small_notification
         sender, reported = sender_with(agent, nursery)
         for _ in range(20):
             await sender.notify(SMALL, ZONE)
+        await sender.notify(BIG, ZONE)  # 511 partitions new to the agent: a first contact, not kept
         await sender.notify(BIG, ZONE)  # a slow, healthy answer in the history: 0.6 s per unit
         agent.hung = True
         started = trio.current_time()

@@ -68,6 +68,15 @@ class _Sender:
     def guard(self, zone, agent=0):
         raise AssertionError("nothing is sent on a version-3 connection")
 
+    def agent_address(self, dest_zone, agent):
+        return "10.0.2.5:9400"
+
+    def first_contact(self, address, request):
+        raise AssertionError("nothing is sent on a version-3 connection")
+
+    def answered(self, address, request, response):
+        raise AssertionError("no pipelined notification was sent")
+
     def pipelining_allowed(self, dest_zone, agent):
         return True
 

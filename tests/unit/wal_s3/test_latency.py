@@ -232,3 +232,38 @@ def test_guard_keeps_seconds_per_unit_and_gives_each_attempt_its_units_worth():
     probe = guard.start(12.5, units=4.0)
     assert probe is not None and probe.probe
     assert guard.attempt_timeout_s(12.5, probe) == 10.0  # 2 x 6 s, at most the ceiling
+
+
+def warm_guard() -> LatencyGuard:
+    """Five answers of 0.05 s: the deadline is the 1.0 s floor (notify's defaults, timeout 10 s)."""
+    guard = LatencyGuard(floor_s=1.0, ceiling_s=10.0, max_deadline_s=1.5)
+    for t in (1.0, 2.0, 3.0, 4.0, 5.0):
+        guard.observe(t, 0.05)
+    return guard
+
+
+def test_a_first_contact_waits_the_ceiling_and_its_time_is_not_kept():
+    """A new partition's first append took 5 s (its followers were not fetching it yet): no
+    gray failure, and the next attempt's deadline is still the 1 s the warm answers set."""
+    guard = warm_guard()
+    first = guard.start(6.0, first_contact=True)
+    assert first is not None and first.first_contact
+    assert guard.attempt_timeout_s(6.0, first) == float("inf")  # the transport's timeout (10 s)
+    guard.succeeded(first, 11.0)
+    assert not guard.gray
+    assert guard.attempt_timeout_s(12.0, guard.start(12.0)) == 1.0  # not 1.5 s: the 5 s were not kept
+
+
+def test_a_first_contact_while_gray_has_the_gray_deadlines():
+    """A hung agent: the first contact's attempt waited 10 s; its hedge and the next new
+    partitions' probes are held to the deadlines of a gray place, not to the ceiling again."""
+    guard = warm_guard()
+    first = guard.start(6.0, first_contact=True)
+    assert guard.failed(first, 16.0, timed_out=True) is False  # gray now: one hedge
+    hedge = guard.start(16.0, hedge=True, first_contact=True)
+    assert hedge is not None and not hedge.first_contact
+    assert guard.attempt_timeout_s(16.0, hedge) == 1.0
+    assert guard.failed(hedge, 17.0, timed_out=True) is True
+    probe = guard.start(18.5, first_contact=True)
+    assert probe is not None and probe.probe and not probe.first_contact
+    assert guard.attempt_timeout_s(18.5, probe) == 2.0  # a probe's twice the deadline
