@@ -157,35 +157,63 @@ def cycle(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int,
     return out
 
 
-def object_lines(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int, key: str,
-                 wal_bytes: dict[str, int], wal_entries: dict[str, int]) -> list[str]:
-    """A cycle's WAL object: its wal_flush, and a notification and an agent read per other zone."""
-    out = []
+# One per-object record of the WAL path: (kind, ts_ms, zone of the process that made it, fields).
+ObjectRecord = tuple[str, int, str, dict]
+
+
+def object_records(rng: random.Random, zone: str, ts_ms: int, seq: int, key: str,
+                   wal_bytes: dict[str, int], wal_entries: dict[str, int]) -> list[ObjectRecord]:
+    """A cycle's WAL object: its wal_flush (the proxy of `zone`), and a notification (that
+    proxy) and an agent read (the agent of the destination zone) per other zone. Times are
+    rounded to the 3 decimals the per-object lines carry, so both forms hold the same values."""
     others = [z for z in ZONES if z != zone]
     total = sum(wal_bytes.values())
     entries = sum(wal_entries.values())
-    out.append(
-        f'{{"schema_version":{vsn},"kind":"wal_flush","ts_ms":{ts_ms + 100},"zone":"{zone}",'
-        f'"writer_id":"proxy-{zone}","epoch":1,"sequence":{seq},"key":"{key}","bytes":{total + 64 * entries},'
-        f'"entries":{entries},"zones":"{",".join(others)}","reason":"size","put_ms":35.5,"attempts":1,'
-        f'"put_requests":1,"ok":true}}'
-    )
+    out: list[ObjectRecord] = [("wal_flush", ts_ms + 100, zone, {
+        "ts_ms": ts_ms + 100, "writer_id": f"proxy-{zone}", "epoch": 1, "sequence": seq, "key": key,
+        "bytes": total + 64 * entries, "entries": entries, "zones": ",".join(others), "reason": "size",
+        "put_ms": 35.5, "attempts": 1, "put_requests": 1, "ok": True})]
     for dest in others:
         n = wal_entries[dest]
-        out.append(
-            f'{{"schema_version":{vsn},"kind":"notification","ts_ms":{ts_ms + 101},"zone":"{zone}",'
-            f'"dest_zone":"{dest}","key":"{key}","entries":{n},"request_bytes":{120 + 40 * n},'
-            f'"response_bytes":{30 + 12 * n},"rtt_ms":{rng.random() * 3:.3f},"status":"ok","attempts":1}}'
-        )
+        out.append(("notification", ts_ms + 101, zone, {
+            "ts_ms": ts_ms + 101, "dest_zone": dest, "key": key, "entries": n, "request_bytes": 120 + 40 * n,
+            "response_bytes": 30 + 12 * n, "rtt_ms": round(rng.random() * 3, 3), "status": "ok", "attempts": 1}))
         hits = rng.randint(0, 4)
         blocks = max(1, wal_bytes[dest] // 1_048_576 + 1)
-        out.append(
-            f'{{"schema_version":{vsn},"kind":"agent_read","ts_ms":{ts_ms + 140},"zone":"{dest}",'
-            f'"source_zone":"{zone}","key":"{key}","bytes":{wal_bytes[dest]},"gets":1,'
-            f'"cache_hits":{min(hits, blocks)},"cache_misses":{max(0, blocks - min(hits, blocks))},'
-            f'"bytes_from_cache":{0 if hits == 0 else wal_bytes[dest] // 2},"latency_ms":{20 + rng.random() * 30:.3f}}}'
-        )
+        out.append(("agent_read", ts_ms + 140, dest, {
+            "ts_ms": ts_ms + 140, "source_zone": zone, "key": key, "bytes": wal_bytes[dest], "gets": 1,
+            "cache_hits": min(hits, blocks), "cache_misses": max(0, blocks - min(hits, blocks)),
+            "bytes_from_cache": 0 if hits == 0 else wal_bytes[dest] // 2,
+            "latency_ms": round(20 + rng.random() * 30, 3)}))
     return out
+
+
+def object_line(vsn: int, record: ObjectRecord) -> str:
+    """The per-object record's line (audit.object_detail = "object"), fields in the writer's order."""
+    kind, ts_ms, zone, f = record
+    if kind == "wal_flush":
+        return (
+            f'{{"schema_version":{vsn},"kind":"wal_flush","ts_ms":{ts_ms},"zone":"{zone}",'
+            f'"writer_id":"{f["writer_id"]}","epoch":1,"sequence":{f["sequence"]},"key":"{f["key"]}",'
+            f'"bytes":{f["bytes"]},"entries":{f["entries"]},"zones":"{f["zones"]}","reason":"size","put_ms":35.5,'
+            f'"attempts":1,"put_requests":1,"ok":true}}')
+    if kind == "notification":
+        return (
+            f'{{"schema_version":{vsn},"kind":"notification","ts_ms":{ts_ms},"zone":"{zone}",'
+            f'"dest_zone":"{f["dest_zone"]}","key":"{f["key"]}","entries":{f["entries"]},'
+            f'"request_bytes":{f["request_bytes"]},"response_bytes":{f["response_bytes"]},'
+            f'"rtt_ms":{f["rtt_ms"]:.3f},"status":"ok","attempts":1}}')
+    return (
+        f'{{"schema_version":{vsn},"kind":"agent_read","ts_ms":{ts_ms},"zone":"{zone}",'
+        f'"source_zone":"{f["source_zone"]}","key":"{f["key"]}","bytes":{f["bytes"]},"gets":1,'
+        f'"cache_hits":{f["cache_hits"]},"cache_misses":{f["cache_misses"]},'
+        f'"bytes_from_cache":{f["bytes_from_cache"]},"latency_ms":{f["latency_ms"]:.3f}}}')
+
+
+def object_lines(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int, key: str,
+                 wal_bytes: dict[str, int], wal_entries: dict[str, int]) -> list[str]:
+    """A cycle's WAL object as per-object lines (`object_records`, one line each)."""
+    return [object_line(vsn, r) for r in object_records(rng, zone, ts_ms, seq, key, wal_bytes, wal_entries)]
 
 
 ROUTES = ("local", "direct_cross", "wal")
