@@ -169,3 +169,13 @@ def test_every_v15_record_sits_under_its_writers_zone_and_fewer_records(both_for
     wal_path = [r for _, r in summed if r["kind"].endswith("_summary") and r["kind"] not in (
         "produce_summary", "metadata_summary")]
     assert len(wal_path) < 5_000  # the per-object form has 5 per object
+
+
+def test_each_summary_counts_the_records_of_its_own_interval(both_forms):
+    summed, _ = both_forms
+    for _, r in summed:
+        if r["kind"] in ("wal_flush_summary", "notification_summary", "agent_read_summary"):
+            assert (r["ts_ms"] - START_MS) % INTERVAL_MS == 0
+            assert r["ts_ms"] - INTERVAL_MS <= r["first_ts_ms"] <= r["last_ts_ms"] < r["ts_ms"]
+            # from the process's first record of the interval (any key) to its end
+            assert r["ts_ms"] - r["first_ts_ms"] <= r["interval_ms"] <= INTERVAL_MS
