@@ -171,8 +171,15 @@ def test_every_v15_record_sits_under_its_writers_zone_and_fewer_records(both_for
     assert len(wal_path) < 5_000  # the per-object form has 5 per object
 
 
+KEY_FIELDS = {"wal_flush_summary": ("writer_id", "zones", "reason", "ok", "size_class"),
+              "notification_summary": ("dest_zone", "status", "size_class"), "agent_read_summary": ("source_zone",)}
+
+
 def test_each_summary_counts_the_records_of_its_own_interval(both_forms):
     summed, _ = both_forms
+    per_key_and_interval = Counter((r["kind"], r["zone"], r["ts_ms"], *(r[f] for f in KEY_FIELDS[r["kind"]]))
+                                   for _, r in summed if r["kind"] in KEY_FIELDS)
+    assert set(per_key_and_interval.values()) == {1}  # one record per key and interval: a process takes once
     for _, r in summed:
         if r["kind"] in ("wal_flush_summary", "notification_summary", "agent_read_summary"):
             assert (r["ts_ms"] - START_MS) % INTERVAL_MS == 0
