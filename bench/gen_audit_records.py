@@ -13,12 +13,30 @@ Files are gzip JSON lines under date=/hour=/zone= (one day, 72 partitions), at m
 RECORDS_PER_FILE records each, written with string templates (json.dumps is several
 times slower at this volume).
 
-`--form summary --batches N`: the same traffic of N produce batches as the proxies write it
-by default (audit schema v13): per zone, every INTERVAL_MS, one produce_summary per key
-(topic, partition, leader zone, route, error code) and one metadata_summary per lookup key,
-beside the per-object records (wal_flush, notification, agent_read), which do not shrink:
+`--form summary --batches N`: the same traffic of N produce batches as the proxies and agents
+write it by default (audit schema v15), all of it summed per zone and interval
+(INTERVAL_MS, audit.interval_s):
+- each proxy's produce_summary per key (topic, partition, leader zone, route, error code)
+  and metadata_summary per lookup key (v13);
+- the WAL path (v15): each proxy's wal_flush_summary per (writer, zones, reason, ok, size
+  class) and notification_summary per (dest zone, status, size class), each agent's
+  agent_read_summary per source zone, written under the agent's zone. They are made by the
+  product's own accumulator (core.object_summary.ObjectSummaries, one per proxy and one
+  per agent, what core.object_summary_sink drives) from the per-object records the cycles
+  would have written, each counted in the interval of its own ts_ms; so they cannot drift
+  from what the product writes. The objects have no agent_apply or checkpoint_write
+  (neither form writes them), so there are no agent_apply_summary or checkpoint_summary.
 
-    python bench/gen_audit_records.py --form summary --batches 100000000 --output /tmp/audit-100m-batches
+    python bench/gen_audit_records.py --form summary --batches 100000000 --output /tmp/audit-100m-v15
+
+`--object-detail object` writes the WAL path one record per object instead (wal_flush,
+notification, agent_read; produce summaries as v13): the form before v15, the same traffic
+draw for draw. Both carry the same objects, bytes, entries, PUTs, GETs and notification
+bytes per zone pair (tests/unit/test_bench_gen_audit_records.py); the savings job counts a
+summary in the hour of its ts_ms (its interval's end), so an object of an hour's last
+interval moves to the next hour's row, and the totals agree exactly (`azsidecar audit savings`
+on both forms of --batches 1000000: every column of savings.csv sums the same, break_even.csv
+is identical).
 """
 
 from __future__ import annotations
