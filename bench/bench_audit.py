@@ -11,9 +11,10 @@ Besides wall time the JVM's CPU seconds are printed (from /proc, Linux): on a sh
 machine wall time depends on the neighbours, CPU time much less.
 Growth = time at the larger size / time at the smaller; 10x data -> 10.0 is linear.
 
-`--form summary`: each size is a number of produce batches, written as the proxies write them
-by default (produce_summary per interval and key, audit v13; gen_audit_records.py --form
-summary). The savings job over the audit of 100 M produced batches (goal: within 60 s):
+`--form summary`: each size is a number of produce batches, audited as the proxies and agents
+write them by default (produce and WAL-path summaries per interval and key, audit v15;
+gen_audit_records.py --form summary), generated into --data/<n>-batches-summary-v15. The
+savings job over the audit of 100 M produced batches (goal: within 60 s):
 
     python bench/bench_audit.py --form summary --sizes 10000000 100000000 --jobs savings
 """
@@ -58,7 +59,7 @@ def main() -> None:
 
     inputs = {}
     for n in args.sizes:
-        path = args.data / (str(n) if args.form == "batch" else f"{n}-batches-summary")
+        path = args.data / (str(n) if args.form == "batch" else f"{n}-batches-summary-v15")
         if not path.exists():
             t0 = time.monotonic()
             written = generate(n, path, form=args.form, batches=n)

@@ -13,12 +13,30 @@ Files are gzip JSON lines under date=/hour=/zone= (one day, 72 partitions), at m
 RECORDS_PER_FILE records each, written with string templates (json.dumps is several
 times slower at this volume).
 
-`--form summary --batches N`: the same traffic of N produce batches as the proxies write it
-by default (audit schema v13): per zone, every INTERVAL_MS, one produce_summary per key
-(topic, partition, leader zone, route, error code) and one metadata_summary per lookup key,
-beside the per-object records (wal_flush, notification, agent_read), which do not shrink:
+`--form summary --batches N`: the same traffic of N produce batches as the proxies and agents
+write it by default (audit schema v15), all of it summed per zone and interval
+(INTERVAL_MS, audit.interval_s):
+- each proxy's produce_summary per key (topic, partition, leader zone, route, error code)
+  and metadata_summary per lookup key (v13);
+- the WAL path (v15): each proxy's wal_flush_summary per (writer, zones, reason, ok, size
+  class) and notification_summary per (dest zone, status, size class), each agent's
+  agent_read_summary per source zone, written under the agent's zone. They are made by the
+  product's own accumulator (core.object_summary.ObjectSummaries, one per proxy and one
+  per agent, what core.object_summary_sink drives) from the per-object records the cycles
+  would have written, each counted in the interval of its own ts_ms; so they cannot drift
+  from what the product writes. The objects have no agent_apply or checkpoint_write
+  (neither form writes them), so there are no agent_apply_summary or checkpoint_summary.
 
-    python bench/gen_audit_records.py --form summary --batches 100000000 --output /tmp/audit-100m-batches
+    python bench/gen_audit_records.py --form summary --batches 100000000 --output /tmp/audit-100m-v15
+
+`--object-detail object` writes the WAL path one record per object instead (wal_flush,
+notification, agent_read; produce summaries as v13): the form before v15, the same traffic
+draw for draw. Both carry the same objects, bytes, entries, PUTs, GETs and notification
+bytes per zone pair (tests/unit/test_bench_gen_audit_records.py); the savings job counts a
+summary in the hour of its ts_ms (its interval's end), so an object of an hour's last
+interval moves to the next hour's row, and the totals agree exactly (`azsidecar audit savings`
+on both forms of --batches 1000000: every column of savings.csv sums the same, break_even.csv
+is identical).
 """
 
 from __future__ import annotations
@@ -26,6 +44,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import gzip
+import json
 import random
 import sys
 import time
@@ -35,7 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402  (in the dev lock; the summary form draws its batches in blocks)
 
-from core.audit import LATENCY_BUCKETS_MS  # noqa: E402
+from core.audit import LATENCY_BUCKETS_MS, SCHEMA_VERSION  # noqa: E402
+from core.object_summary import ObjectSummaries  # noqa: E402
 
 ZONES = ("use1-az1", "use1-az2", "use1-az4")
 RECORDS_PER_FILE = 250_000  # ~40 files at 10 M: enough gzip files for every core
@@ -88,12 +108,12 @@ class Summaries:
         sums[7] = min(sums[7], first_ts)
         sums[8] = max(sums[8], last_ts)
 
-    def lines(self, zone: str, ts_ms: int) -> list[str]:
+    def lines(self, zone: str, ts_ms: int, vsn: int = 13) -> list[str]:
         out = []
         for (topic, leader, partition, route, reason, err), s in sorted(self.produce.items()):
             hist = ",".join(f"{b}:{n}" for b, n in sorted(s[6].items()))
             out.append(
-                f'{{"schema_version":13,"kind":"produce_summary","ts_ms":{ts_ms},"zone":"{zone}",'
+                f'{{"schema_version":{vsn},"kind":"produce_summary","ts_ms":{ts_ms},"zone":"{zone}",'
                 f'"proxy_id":"proxy-{zone}","leader_zone":"{leader}","topic":"{topic}","partition":{partition},'
                 f'"route":"{route}","reason":"{reason}","error_code":{err},"principal":"","shadow_route":"",'
                 f'"shadow_reason":"","batches":{s[0]},"bytes":{s[1]},"records":{s[2]},"wire_bytes":{s[3]},'
@@ -101,7 +121,7 @@ class Summaries:
                 f'"first_ts_ms":{s[7]},"last_ts_ms":{s[8]},"interval_ms":{INTERVAL_MS}}}')
         for (topic, partition, leader, cache), n in sorted(self.lookups.items()):
             out.append(
-                f'{{"schema_version":13,"kind":"metadata_summary","ts_ms":{ts_ms},"zone":"{zone}",'
+                f'{{"schema_version":{vsn},"kind":"metadata_summary","ts_ms":{ts_ms},"zone":"{zone}",'
                 f'"topic":"{topic}","partition":{partition},"leader_zone":"{leader}","cache":"{cache}",'
                 f'"lookups":{n},"interval_ms":{INTERVAL_MS}}}')
         self.produce, self.lookups = {}, {}
@@ -157,35 +177,117 @@ def cycle(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int,
     return out
 
 
-def object_lines(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int, key: str,
-                 wal_bytes: dict[str, int], wal_entries: dict[str, int]) -> list[str]:
-    """A cycle's WAL object: its wal_flush, and a notification and an agent read per other zone."""
-    out = []
+# One per-object record of the WAL path: (kind, ts_ms, zone of the process that made it, fields).
+ObjectRecord = tuple[str, int, str, dict]
+
+
+def object_records(rng: random.Random, zone: str, ts_ms: int, seq: int, key: str,
+                   wal_bytes: dict[str, int], wal_entries: dict[str, int]) -> list[ObjectRecord]:
+    """A cycle's WAL object: its wal_flush (the proxy of `zone`), and a notification (that
+    proxy) and an agent read (the agent of the destination zone) per other zone. Times are
+    rounded to the 3 decimals the per-object lines carry, so both forms hold the same values."""
     others = [z for z in ZONES if z != zone]
     total = sum(wal_bytes.values())
     entries = sum(wal_entries.values())
-    out.append(
-        f'{{"schema_version":{vsn},"kind":"wal_flush","ts_ms":{ts_ms + 100},"zone":"{zone}",'
-        f'"writer_id":"proxy-{zone}","epoch":1,"sequence":{seq},"key":"{key}","bytes":{total + 64 * entries},'
-        f'"entries":{entries},"zones":"{",".join(others)}","reason":"size","put_ms":35.5,"attempts":1,'
-        f'"put_requests":1,"ok":true}}'
-    )
+    out: list[ObjectRecord] = [("wal_flush", ts_ms + 100, zone, {
+        "ts_ms": ts_ms + 100, "writer_id": f"proxy-{zone}", "epoch": 1, "sequence": seq, "key": key,
+        "bytes": total + 64 * entries, "entries": entries, "zones": ",".join(others), "reason": "size",
+        "put_ms": 35.5, "attempts": 1, "put_requests": 1, "ok": True})]
     for dest in others:
         n = wal_entries[dest]
-        out.append(
-            f'{{"schema_version":{vsn},"kind":"notification","ts_ms":{ts_ms + 101},"zone":"{zone}",'
-            f'"dest_zone":"{dest}","key":"{key}","entries":{n},"request_bytes":{120 + 40 * n},'
-            f'"response_bytes":{30 + 12 * n},"rtt_ms":{rng.random() * 3:.3f},"status":"ok","attempts":1}}'
-        )
+        out.append(("notification", ts_ms + 101, zone, {
+            "ts_ms": ts_ms + 101, "dest_zone": dest, "key": key, "entries": n, "request_bytes": 120 + 40 * n,
+            "response_bytes": 30 + 12 * n, "rtt_ms": round(rng.random() * 3, 3), "status": "ok", "attempts": 1}))
         hits = rng.randint(0, 4)
         blocks = max(1, wal_bytes[dest] // 1_048_576 + 1)
-        out.append(
-            f'{{"schema_version":{vsn},"kind":"agent_read","ts_ms":{ts_ms + 140},"zone":"{dest}",'
-            f'"source_zone":"{zone}","key":"{key}","bytes":{wal_bytes[dest]},"gets":1,'
-            f'"cache_hits":{min(hits, blocks)},"cache_misses":{max(0, blocks - min(hits, blocks))},'
-            f'"bytes_from_cache":{0 if hits == 0 else wal_bytes[dest] // 2},"latency_ms":{20 + rng.random() * 30:.3f}}}'
-        )
+        out.append(("agent_read", ts_ms + 140, dest, {
+            "ts_ms": ts_ms + 140, "source_zone": zone, "key": key, "bytes": wal_bytes[dest], "gets": 1,
+            "cache_hits": min(hits, blocks), "cache_misses": max(0, blocks - min(hits, blocks)),
+            "bytes_from_cache": 0 if hits == 0 else wal_bytes[dest] // 2,
+            "latency_ms": round(20 + rng.random() * 30, 3)}))
     return out
+
+
+def object_line(vsn: int, record: ObjectRecord) -> str:
+    """The per-object record's line (audit.object_detail = "object"), fields in the writer's order."""
+    kind, ts_ms, zone, f = record
+    if kind == "wal_flush":
+        return (
+            f'{{"schema_version":{vsn},"kind":"wal_flush","ts_ms":{ts_ms},"zone":"{zone}",'
+            f'"writer_id":"{f["writer_id"]}","epoch":1,"sequence":{f["sequence"]},"key":"{f["key"]}",'
+            f'"bytes":{f["bytes"]},"entries":{f["entries"]},"zones":"{f["zones"]}","reason":"size","put_ms":35.5,'
+            f'"attempts":1,"put_requests":1,"ok":true}}')
+    if kind == "notification":
+        return (
+            f'{{"schema_version":{vsn},"kind":"notification","ts_ms":{ts_ms},"zone":"{zone}",'
+            f'"dest_zone":"{f["dest_zone"]}","key":"{f["key"]}","entries":{f["entries"]},'
+            f'"request_bytes":{f["request_bytes"]},"response_bytes":{f["response_bytes"]},'
+            f'"rtt_ms":{f["rtt_ms"]:.3f},"status":"ok","attempts":1}}')
+    return (
+        f'{{"schema_version":{vsn},"kind":"agent_read","ts_ms":{ts_ms},"zone":"{zone}",'
+        f'"source_zone":"{f["source_zone"]}","key":"{f["key"]}","bytes":{f["bytes"]},"gets":1,'
+        f'"cache_hits":{f["cache_hits"]},"cache_misses":{f["cache_misses"]},'
+        f'"bytes_from_cache":{f["bytes_from_cache"]},"latency_ms":{f["latency_ms"]:.3f}}}')
+
+
+def object_lines(rng: random.Random, zone: str, ts_ms: int, seq: int, vsn: int, key: str,
+                 wal_bytes: dict[str, int], wal_entries: dict[str, int]) -> list[str]:
+    """A cycle's WAL object as per-object lines (`object_records`, one line each)."""
+    return [object_line(vsn, r) for r in object_records(rng, zone, ts_ms, seq, key, wal_bytes, wal_entries)]
+
+
+class WalPathSummaries:
+    """The WAL path's audit as the processes write it by default (audit.object_detail =
+    "summary", schema v15): each zone's proxy and agent has the product's own accumulator
+    (core.object_summary.ObjectSummaries, what core.object_summary_sink drives), fed that
+    process's per-object records in time order and taken at the end of every INTERVAL_MS.
+    A record counts in the interval of its own ts_ms, so an object flushed just before an
+    interval's end has its agent reads in the next one, as in a running agent."""
+
+    def __init__(self) -> None:
+        self.proxies = {zone: ObjectSummaries() for zone in ZONES}
+        self.agents = {zone: ObjectSummaries() for zone in ZONES}
+        self.pending: list[ObjectRecord] = []
+
+    def add(self, records: list[ObjectRecord]) -> None:
+        self.pending.extend(records)
+
+    def take_until(self, end_ms: int) -> list[tuple[str, str, list[str]]]:
+        """Sum the pending records made before `end_ms` (a multiple of INTERVAL_MS after
+        START_MS, or later) and take every interval they fall in: (hour directory of the
+        interval's start, zone, summary lines), the summaries with ts_ms = the interval's end."""
+        self.pending.sort(key=lambda r: r[1])  # stable: a cycle's records keep their order
+        cut = bisect.bisect_left([r[1] for r in self.pending], end_ms)
+        due, self.pending = self.pending[:cut], self.pending[cut:]
+        out: list[tuple[str, str, list[str]]] = []
+        i = 0
+        while i < len(due):
+            interval_end = START_MS + ((due[i][1] - START_MS) // INTERVAL_MS + 1) * INTERVAL_MS
+            while i < len(due) and due[i][1] < interval_end:
+                kind, ts_ms, zone, fields = due[i]
+                (self.agents if kind == "agent_read" else self.proxies)[zone].add(kind, fields, ts_ms)
+                i += 1
+            hour_dir = hour_dir_of(interval_end - INTERVAL_MS)
+            for zone in ZONES:
+                lines = self._lines(zone, self.proxies[zone], interval_end) \
+                    + self._lines(zone, self.agents[zone], interval_end)
+                if lines:
+                    out.append((hour_dir, zone, lines))
+        return out
+
+    @staticmethod
+    def _lines(zone: str, summaries: ObjectSummaries, now_ms: int) -> list[str]:
+        if summaries.empty:
+            return []
+        taken = summaries.take(now_ms)
+        records = [("wal_flush_summary", r) for r in taken.flushes] \
+            + [("notification_summary", r) for r in taken.notifications] \
+            + [("agent_read_summary", r) for r in taken.reads] \
+            + [("agent_apply_summary", r) for r in taken.applies] \
+            + [("checkpoint_summary", r) for r in taken.checkpoints]
+        # The audit writer's layout (spark_audit/writer.py): the fields, then the writer's own.
+        return [json.dumps({**fields, "schema_version": SCHEMA_VERSION, "kind": kind, "zone": zone},
+                           separators=(",", ":")) for kind, fields in records]
 
 
 ROUTES = ("local", "direct_cross", "wal")
@@ -288,22 +390,37 @@ def hour_dir_of(ts_ms: int) -> str:
     return f"date={t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}/hour={t.tm_hour:02d}"
 
 
-def generate_summaries(batches: int, output: Path, seed: int = 7) -> int:
-    """The audit of `batches` produce batches as the proxies write it by default: per zone and
-    interval, the produce_summary and metadata_summary records of that interval's cycles,
-    their per-object records (wal_flush, notification, agent_read) one per object. The
-    cycles' batches are drawn in arrays per zone and interval (`block_batches`), so 100 M
-    batches take minutes, not hours. Returns the records written."""
+def generate_summaries(batches: int, output: Path, seed: int = 7, object_detail: str = "summary",
+                       span_ms: int = SPAN_MS) -> int:
+    """The audit of `batches` produce batches as the proxies and agents write it by default
+    (schema v15): per zone and interval, the produce_summary and metadata_summary records of
+    that interval's cycles, and the WAL path's summaries of their objects (`WalPathSummaries`).
+    object_detail "object": the WAL path one record per object instead (wal_flush,
+    notification, agent_read: the v13 form, what audit.object_detail = "object" writes), the
+    same traffic draw for draw. The cycles spread evenly over `span_ms` from START_MS. Their
+    batches are drawn in arrays per zone and interval (`block_batches`), so 100 M batches
+    take minutes, not hours. Returns the records written."""
+    per_object = object_detail == "object"
+    vsn = 13 if per_object else SCHEMA_VERSION
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     cycles = max(1, batches // 100)
-    step_ms = max(1, SPAN_MS // cycles)
+    step_ms = max(1, span_ms // cycles)
     files = HourFiles(output)
+    wal_path = WalPathSummaries()
     written = 0
+
+    def add_wal_path(end_ms: int) -> None:
+        nonlocal written
+        for hour_dir, zone, lines in wal_path.take_until(end_ms):
+            files.add(hour_dir, zone, lines)
+            written += len(lines)
+
     c = 0
     while c < cycles:
         interval_start = START_MS + ((START_MS + c * step_ms - START_MS) // INTERVAL_MS) * INTERVAL_MS
         interval_end = interval_start + INTERVAL_MS
+        add_wal_path(interval_start)  # objects of earlier intervals that had no cycle of their own
         c_end = min(cycles, -(-(interval_end - START_MS) // step_ms))
         block = np.arange(c, c_end)
         hour_dir = hour_dir_of(interval_start)
@@ -319,21 +436,28 @@ def generate_summaries(batches: int, output: Path, seed: int = 7) -> int:
             lines: list[str] = []
             for row, seq in enumerate(seqs.tolist()):
                 key = f"{seq % 997:03x}/{zone}/proxy-{zone}/1/{seq}"
-                lines.extend(object_lines(rng, zone, int(ts[row]), seq, 1 if seq % 10 == 0 else 2, key,
-                                          {z: int(wal_bytes[row, di]) for di, z in others},
-                                          {z: int(wal_entries[row, di]) for di, z in others}))
+                records = object_records(rng, zone, int(ts[row]), seq, key,
+                                         {z: int(wal_bytes[row, di]) for di, z in others},
+                                         {z: int(wal_entries[row, di]) for di, z in others})
+                if per_object:
+                    lines.extend(object_line(1 if seq % 10 == 0 else 2, r) for r in records)
+                else:
+                    wal_path.add(records)
                 for j in range(3):
                     lookup = (TOPICS[j], j, ZONES[j], "hit" if hits[row, j] else "miss")
                     sums.lookups[lookup] = sums.lookups.get(lookup, 0) + 1
-            lines.extend(sums.lines(zone, interval_end))
+            lines.extend(sums.lines(zone, interval_end, vsn))
             files.add(hour_dir, zone, lines)
             written += len(lines)
+        add_wal_path(interval_end)
         c = c_end
+    add_wal_path(START_MS + span_ms + 2 * INTERVAL_MS)  # the last objects' agent reads
     files.close()
     return written
 
 
-def generate(records: int, output: Path, seed: int = 7, form: str = "batch", batches: int | None = None) -> int:
+def generate(records: int, output: Path, seed: int = 7, form: str = "batch", batches: int | None = None,
+             object_detail: str = "summary") -> int:
     """Write about `records` records (whole cycles) under `output`; returns the count.
     form "summary": the cycles of `batches` produce batches (100 per cycle), their produce
     batches and lookups written as per-interval summaries (the records written are fewer)."""
@@ -354,7 +478,7 @@ def generate(records: int, output: Path, seed: int = 7, form: str = "batch", bat
 
     summary = form == "summary"
     if summary:
-        return generate_summaries(batches or 0, output, seed)
+        return generate_summaries(batches or 0, output, seed, object_detail)
     cycles = max(1, (batches or 0) // 100 if summary else records // RECORDS_PER_CYCLE)
     step_ms = max(1, SPAN_MS // cycles)
     current_hour = ""
@@ -398,13 +522,16 @@ def main() -> None:
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--form", choices=("batch", "summary"), default="batch",
-                        help="produce batches one record each, or summed per interval (audit v13)")
+                        help="produce batches one record each, or summed per interval (audit v15)")
     parser.add_argument("--batches", type=int, default=None, help="with --form summary: produce batches to describe")
+    parser.add_argument("--object-detail", choices=("summary", "object"), default="summary",
+                        help="with --form summary: the WAL path summed per interval (v15, the default) or "
+                             "one record per object (v13)")
     args = parser.parse_args()
     if args.form == "summary" and not args.batches:
         parser.error("--form summary needs --batches")
     t0 = time.monotonic()
-    n = generate(args.records, args.output, args.seed, args.form, args.batches)
+    n = generate(args.records, args.output, args.seed, args.form, args.batches, args.object_detail)
     print(f"wrote {n} records to {args.output} in {time.monotonic() - t0:.1f} s")
 
 
