@@ -13,15 +13,13 @@ settings: timeout_s 10, gray_floor_s 1.0, gray_max_s 1.5, backoff_initial_s 0.2.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import trio
 
 from leader_notify import protocol as p
 from leader_notify.sender.notifier import ZoneNotifier
 from leader_notify.sender.sender import NotifyError
-from tests.unit.leader_notify.test_gray_deadline_by_work import KEY, ZONE, Flushed, Ref, Share, sender_with
+from tests.unit.leader_notify.test_gray_deadline_by_work import ZONE, FakeAgent, Flushed, Ref, Share, sender_with
 
 pytestmark = pytest.mark.trio
 
@@ -33,42 +31,20 @@ def notification(key: str, topic: str, partition: int = 0) -> Flushed:
     return Flushed(key, {ZONE: Share(0, 1024, (Ref(partition=partition, offset=64, length=960, topic=topic),))}, {})
 
 
-class FirstAppendAgent:
+class FirstAppendAgent(FakeAgent):
     """Answers each notification's entries OK, one notification at a time: WARM_S per entry,
     FIRST_APPEND_S for a partition it has not appended before; nothing while `hung`."""
 
     def __init__(self) -> None:
-        self.hung = False
-        self.requests: list[p.NotifyRequest] = []
+        super().__init__()
         self._appended: set[tuple[str, int]] = set()
 
-    async def serve(self, stream: trio.SocketStream) -> None:
-        channel = p.Channel(p.Keyring([KEY.encode()]), p.Role.AGENT, os.urandom(p.CHALLENGE_BYTES))
-        async with stream:
-            try:
-                while not channel.established:
-                    data = await stream.receive_some(65536)
-                    if not data:
-                        return
-                    channel.receive_data(data)
-                    assert channel.next_frame() is None
-                await stream.send_all(channel.hello())
-                while data := await stream.receive_some(65536):
-                    channel.receive_data(data)
-                    while (frame := channel.next_frame()) is not None:
-                        request = p.decode_request(frame.payload)
-                        self.requests.append(request)
-                        if self.hung:
-                            continue
-                        for entry in request.entries:  # the appends' work
-                            tp = (entry.topic, entry.partition)
-                            await trio.sleep(WARM_S if tp in self._appended else FIRST_APPEND_S)
-                            self._appended.add(tp)
-                        results = tuple(p.EntryResult(0, 0) for _ in request.entries)
-                        response = p.NotifyResponse(request.request_id, p.RequestStatus.OK, "", results)
-                        await stream.send_all(channel.send(p.MessageType.RESPONSE, p.encode_response(response)))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
+    async def append(self, request: p.NotifyRequest) -> tuple[p.EntryResult, ...]:
+        for entry in request.entries:
+            tp = (entry.topic, entry.partition)
+            await trio.sleep(WARM_S if tp in self._appended else FIRST_APPEND_S)
+            self._appended.add(tp)
+        return tuple(p.EntryResult(0, 0) for _ in request.entries)
 
 
 async def warm_up(sender, agent: FirstAppendAgent) -> None:

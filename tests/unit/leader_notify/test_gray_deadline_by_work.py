@@ -100,12 +100,16 @@ class FakeAgent:
                         self.requests.append(request)
                         if self.hung:
                             continue
-                        await trio.sleep(SECONDS_PER_ENTRY * len(request.entries))  # the appends' work
-                        results = tuple(p.EntryResult(0, n) for n in range(len(request.entries)))
+                        results = await self.append(request)
                         response = p.NotifyResponse(request.request_id, p.RequestStatus.OK, "", results)
                         await stream.send_all(channel.send(p.MessageType.RESPONSE, p.encode_response(response)))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return  # the sender closed the connection (an abandoned attempt)
+
+    async def append(self, request: p.NotifyRequest) -> tuple[p.EntryResult, ...]:
+        """The appends' work for `request` and their results (each entry OK)."""
+        await trio.sleep(SECONDS_PER_ENTRY * len(request.entries))
+        return tuple(p.EntryResult(0, n) for n in range(len(request.entries)))
 
 
 def sender_with(agent: FakeAgent, nursery: trio.Nursery, **settings: object) -> tuple[NotifySender, list[str]]:
