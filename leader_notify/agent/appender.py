@@ -28,7 +28,10 @@ A DUPLICATE_SEQUENCE_NUMBER answer is verified before it counts as appended: the
 tail is fetched and searched for the batch (core/duplicates.py says why: a restarted Tansu
 can call a batch a duplicate that it never wrote). Present: its real offset. Absent:
 UNKNOWN_SERVER_ERROR, which no client retries and which never claims success. Tail not
-readable: retried like a timeout.
+readable: retried like a timeout. An OUT_OF_ORDER_SEQUENCE_NUMBER answer (to a batch not
+sent ahead) is searched for the same way: Kafka gives it to a retry of a batch older than the
+five per producer it remembers, so a batch found in the log counts as appended; otherwise
+the refusal stands (a real gap in the producer's sequence).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from core.errors import (
     NETWORK_EXCEPTION,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
     REFRESH_METADATA,
     REQUEST_TIMED_OUT,
     RETRIABLE,
@@ -360,6 +364,13 @@ class KafkaAppender:
                 code, offset, reason = await self._attempt(client, tp, batch)
             if code == NONE:
                 return AppendResult(NONE, offset, False, attempt, time.monotonic() - started)
+            if code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+                # Kafka keeps a producer's last five batches: a retry of an older one (an
+                # object re-delivered after an agent restarted before it checkpointed) gets
+                # this answer, as does a batch that skips a sequence. In the log: appended.
+                verdict, offset = await self._verify_duplicate(client, tp, batch)
+                if verdict is Verdict.PRESENT:
+                    return AppendResult(NONE, offset, True, attempt, time.monotonic() - started)
             if code == DUPLICATE_SEQUENCE_NUMBER:
                 verdict, offset = await self._verify_duplicate(client, tp, batch)
                 if verdict is Verdict.PRESENT:
