@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import struct
 import time
+import tracemalloc
 import uuid
 
 import pytest
@@ -151,17 +152,20 @@ def test_random_corruption_gives_partitions_or_a_scan_error_never_another_except
         assert all(0 <= size <= len(bad) for _t, _p, size in got)
 
 
-def test_micro_check_a_hundred_partition_answer_of_a_megabyte_scans_in_about_a_millisecond_at_most():
-    # Not a benchmark: one bound, generous for a loaded 2-core host, that a scan which copied
-    # or decoded the records (1 MB here) would miss. Measured 2026-12-01 at load 7 on 2 cores:
-    # 250-310 µs per answer (v11, v12).
+def test_a_hundred_partition_answer_of_a_megabyte_is_scanned_without_copying_its_records():
+    # What keeps the scan cheap, checked without a clock (timings belong in bench/): the
+    # records (10,000 bytes per partition, not even valid batches, so a decode would fail)
+    # are measured, never copied. A scan that copied one partition's records would allocate
+    # at least 10,000 bytes at once; the whole scan stays well under that.
     partitions = [Partition(partition_index=i, error_code=0, high_watermark=i, aborted_transactions=None,
                             records=b"r" * 10_000) for i in range(100)]
     data = frame(12, [Topic(topic="orders", partitions=partitions)])
-    rounds = 200
-    started = time.perf_counter()
-    for _ in range(rounds):
+    scan_fetch_response(data, 12)  # warm: imports and caches are not the scan's
+    tracemalloc.start()
+    try:
         got = scan_fetch_response(data, 12)
-    per_answer_us = (time.perf_counter() - started) / rounds * 1e6
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert len(got) == 100 and got[99] == ("orders", 99, 10_000)
-    assert per_answer_us < 1500, f"{per_answer_us:.0f} µs per 100-partition answer"
+    assert peak < 10_000, f"{peak} bytes allocated while scanning 1 MB of records"
