@@ -18,7 +18,7 @@ from azsidecar import __version__
 from azsidecar.commands import RUNNERS, register_all
 from azsidecar.failures import EXIT_CONFIG, EXIT_ENVIRONMENT, StartupFailure
 from azsidecar.logs import setup_logging
-from azsidecar.runtime import tune_gc
+from azsidecar.runtime import tune_allocator, tune_gc
 from core.configload import ConfigError
 
 
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(getattr(args, "log_format", None) or "text", getattr(args, "log_level", None) or "INFO",
                   component=args.command)
     tune_gc()
+    tune_allocator()
     # a subcommand's own form (`plan leaders`) names its runner with set_defaults(runner=...)
     module_name, _, function = (getattr(args, "runner", None) or RUNNERS[args.command]).partition(":")
     run = getattr(importlib.import_module(module_name), function)

@@ -22,7 +22,7 @@ from azsidecar.logs import setup_logging
 from azsidecar.monitor import ProxyHealth
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.price_gauges import export_prices
-from azsidecar.runtime import tune_gc
+from azsidecar.runtime import tune_allocator, tune_gc
 from azsidecar.secrets import resolve_secrets
 from azsidecar.sidecar import run_sidecar, wal_enabled
 from azsidecar.status import StatusServer
@@ -110,6 +110,7 @@ def worker_main(config: Config, index: int, config_path: str | None) -> None:
     die_with_parent()
     setup_logging(config.log_format, config.log_level, component="proxy", zone=config.zone)
     tune_gc()
+    tune_allocator()
     try:
         code = serve(config, config_path)
     except ConfigError as exc:

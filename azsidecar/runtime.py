@@ -8,13 +8,33 @@ tasks. In bench/bench_wal.py that was ~10 % of the writer process's CPU (1.77 ->
 CPU-s per 512 MiB when raised). Reference counting still frees almost everything at
 once; the collector only finds cycles, which the raised thresholds reclaim a little later
 (50,000 young objects of a few hundred bytes: a few MB at most).
+
+Why tune glibc's allocator: a proxy receives each ~1 MB Produce request into a buffer of
+its own and frees it once forwarded. By default glibc serves such a block with a fresh
+memory mapping (its threshold adapts only up to the largest block freed so far, and
+request sizes vary) and gives the top of its heap back to the OS once 2x that threshold is
+free there, so nearly every request paid for new pages: measured, 69 page faults and ~300
+µs of CPU per 1 MB buffer, against 0.6 and ~34 µs with the settings below (1 MB buffers
+allocated and freed 2,000 times). Blocks below the codec's own mapping threshold
+(kafka_protocol/kafka_codec.py, MAPPED_FRAME_MIN_BYTES) now come from the heap, and up to
+HEAP_TOP_KEPT_BYTES of free heap stay mapped for the next requests. The proxy still gives
+free memory back after a burst (proxy/memory.py).
 """
 
 from __future__ import annotations
 
 import gc
 
+from core.c_library import libc_function
+
 GC_THRESHOLDS = (50_000, 20, 10)
+# mallopt(3) parameters
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+HEAP_TOP_KEPT_BYTES = 16 * 1024 * 1024
+# Blocks below this come from the heap: the codec's MAPPED_FRAME_MIN_BYTES (a test holds them
+# equal; not imported, so every command does not pay for the protocol modules' import).
+HEAP_BLOCK_MAX_BYTES = 2 * 1024 * 1024
 
 
 def tune_gc() -> None:
@@ -25,3 +45,13 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def tune_allocator() -> bool:
+    """Serve request-sized buffers from glibc's heap and keep its top mapped (see above);
+    False, changing nothing, where the C library has no mallopt."""
+    mallopt = libc_function("mallopt")
+    if mallopt is None:
+        return False
+    # mallopt returns 1 on success; a refused value leaves glibc's adaptive default
+    return bool(mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_MAX_BYTES) and mallopt(M_TRIM_THRESHOLD, HEAP_TOP_KEPT_BYTES))

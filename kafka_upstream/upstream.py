@@ -35,7 +35,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from core.msk_iam import MskIamError, MskIamTokens, reauthenticate_after_ms
-from core.socket_io import receive_some, send_buffers
+from core.socket_io import receive_some, send_buffers, take_whole_writes
 from core.tls import client_context
 from kafka_protocol.kafka_codec import API_PRODUCE, FAST_PRODUCE_VERSIONS
 from kafka_protocol.produce import ProduceRequestData, decode_produce_response, encode_produce_request_parts
@@ -483,6 +483,7 @@ class UpstreamCluster:
         Raises OSError, or trio.BrokenResourceError wrapping the ssl error.
         """
         tcp = await trio.open_tcp_stream(host, port)
+        take_whole_writes(tcp)  # a forwarded request goes out in one write, not 16 KiB at a time
         if self._ssl_context is None:
             return tcp
         stream = trio.SSLStream(tcp, self._ssl_context, server_hostname=host)

@@ -16,10 +16,9 @@ and a trim before that left up to +54 MiB of free heap resident (docs/reliabilit
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from core.c_library import libc_function
 
 TRIM_MIN_INTERVAL_S = 10.0  # a trim walks the heap (ms for hundreds of MiB): rarely, and only after a burst
 BURST_CONNECTIONS = 256  # a burst: this many more connections open at once than at the last trim ...
@@ -59,18 +58,7 @@ def should_trim(burst: BurstTracker, now: float) -> bool:
     return big and quiet and now - burst.last_trim_at >= TRIM_MIN_INTERVAL_S
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        trim_fn: Callable[[int], int] | None = getattr(ctypes.CDLL(name), "malloc_trim", None)
-        return trim_fn
-    except OSError:
-        return None
-
-
-_TRIM = _malloc_trim()
+_TRIM = libc_function("malloc_trim")
 
 
 def trim() -> bool:

@@ -21,7 +21,7 @@ import trio
 
 from core.addresses import is_loopback
 from core.log_limit import LogLimiter
-from core.socket_io import receive_into, receive_some
+from core.socket_io import receive_into, receive_some, take_whole_writes
 from core.tls import HANDSHAKE_TIMEOUT_S
 from kafka_protocol.kafka_codec import (
     NEED_DATA,
@@ -176,6 +176,7 @@ class ProxyServer:
         self._open_by_source[source] = self._open_by_source.get(source, 0) + 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
+            take_whole_writes(tcp_stream)  # large answers (fetches passed through) in one write
             node_id = self.handler.node_for_port(tcp_stream.socket.getsockname()[1])
             tls_name = None
             if self._ssl_context is not None:

@@ -73,3 +73,4 @@ async def test_a_closed_peer_raises_instead_of_hanging():
         else:
             raise AssertionError("a send to a closed peer must fail")
     await sender.aclose()
+
