@@ -554,7 +554,8 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
     operations then run in the first node's namespace. internal_hosts (one per rack):
     an address of each node's own for replication (port 9095) and the quorum, so their
     bytes travel a link of their own. Without log_dir the cluster lives
-    in a temporary directory, removed after a clean stop. Raises KafkaClusterError,
+    in a temporary directory, removed after a clean stop; with it, the nodes' logs stay there
+    and their data directories are removed after a clean stop. Raises KafkaClusterError,
     kafka_jars.KafkaJarsError, ValueError.
 
     format_args: more `StorageTool format` arguments, e.g. `--add-scram` users
@@ -571,6 +572,7 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
         raise ValueError("hosts, netns and internal_hosts need one entry per rack")
     root = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="azsidecar-kafka-"))
     own_dir = not log_dir
+    keep_logs_only = bool(log_dir)
     root.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     nodes: dict[int, KafkaNode] = {}
@@ -607,12 +609,17 @@ def start_kafka_cluster(racks: Sequence[str] = DEFAULT_RACKS, *, hosts: Sequence
     except BaseException:
         if own_dir:
             log.warning("Kafka cluster ended with an error; its logs are kept in %s", root)
-            own_dir = False
+        own_dir = keep_logs_only = False
         raise
     finally:
         cluster.stop(STOP_TIMEOUT_S if record_classes_to is None else ARCHIVE_STOP_TIMEOUT_S)
         if own_dir:
             shutil.rmtree(root, ignore_errors=True)
+        elif keep_logs_only:
+            # A caller's log_dir keeps the nodes' logs; their partitions (gigabytes after a
+            # saturated benchmark) are of no use once the cluster stopped cleanly.
+            for node in nodes.values():
+                shutil.rmtree(node.directory / "data", ignore_errors=True)
 
 
 def _cluster_id() -> str:
