@@ -345,6 +345,11 @@ class Agent:
                 room.release()
                 if applied is not None:  # audited once the answer is on its way, not before
                     self._audit.emit("agent_apply", applied)
+                if broken is None and writer.transport.is_closing():
+                    # The peer reset the connection while this request was applied (a proxy's
+                    # deadline, a restart): its answer has nowhere to go. uvloop's write on a
+                    # closed transport raises RuntimeError, not a ConnectionError.
+                    broken = ConnectionResetError("the connection closed before its answer")
                 if broken is not None:
                     continue  # applied to the end all the same (the applied map stays true)
                 writer.write(channel.send(p.MessageType.RESPONSE, payload))

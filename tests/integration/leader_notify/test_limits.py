@@ -173,3 +173,40 @@ def test_connections_open_at_shutdown_end_without_a_traceback(agent):
     log = a.log_text()
     assert "shutting down" in log
     assert "Traceback" not in log and "CancelledError" not in log, log[-3000:]
+
+
+@pytest.mark.integration
+def test_a_proxy_resetting_before_its_answer_is_no_error(agent, tansu):
+    # A proxy that gives up on a notification (its deadline, a restart) resets the
+    # connection while the agent still applies it. The agent applies it to the end and has
+    # nowhere to write the answer: that is a closed connection, not an error with a traceback.
+    a, s3, bucket = agent
+    topic = unique_name("reset")
+    create_topics(tansu.bootstrap, {topic: 1})
+    requests = []
+    for n in range(2):
+        obj = put_object(s3, bucket, f"wal/rs/obj-{n}", {"az2": [wal_entry(topic, 0, [f"record-{n}".encode()])]})
+        share = obj.zones["az2"]
+        requests.append(p.NotifyRequest(n + 1, "az1", "az2", "proxy-r", n + 1, bucket, obj.key, share.offset,
+                                        share.length, tuple(p.NotifyEntry(
+                                            e.topic, e.partition, e.offset, e.length, e.crc32c, e.record_count,
+                                            e.producer_id, e.producer_epoch, e.base_sequence) for e in share.entries)))
+    keyring = p.Keyring([b"test-notify-key-0123456789"])
+    channel = p.Channel(keyring, p.Role.PROXY, b"r" * 16)
+    s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+    try:
+        s.sendall(channel.hello())
+        while not channel.established:
+            channel.receive_data(s.recv(65536))
+            channel.next_frame()
+        s.sendall(channel.send(p.MessageType.REQUEST, p.encode_request(requests[0])))
+    finally:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, (1).to_bytes(4, "little") + (0).to_bytes(4, "little"))
+        s.close()  # a reset, at once: the answer has not been written yet
+    # The next proxy's notification is answered after the first one's append (one partition,
+    # in order): by then the agent has met the reset connection.
+    response, _ = notify_recording(a.address, requests[1])
+    assert [r.error_code for r in response.results] == [0]
+    assert consume(tansu.bootstrap, topic, 0) == [(0, b"record-0"), (1, b"record-1")]
+    log = a.log_text()
+    assert "Traceback" not in log and "Unhandled exception" not in log, log[-3000:]
