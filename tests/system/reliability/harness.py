@@ -52,6 +52,7 @@ TICK_S = 0.2  # how often on_tick runs and memory is sampled while producers run
 READY_TIMEOUT_S = 120.0  # a proxy or agent (re)start: imports plus binding, on a loaded 2-core host
 STOP_GRACE_S = 20.0  # a proxy drains in-flight requests and the WAL writer flushes (S3 faults slow it)
 ADMIN_TIMEOUT_S = 60.0
+UNTIL_TIMEOUT_S = 60.0  # how long a campaign waits after its producers for what the test waits on (until)
 VERIFY_IDLE_TIMEOUT_S = 30.0  # no new record for this long while acknowledged ones are missing: give up
 VERIFY_MIN_S = 300.0  # reading back a short run
 VERIFY_MIN_RECORDS_PER_S = 200  # Tansu serves tiny paced batches slowly: allow this rate at least
@@ -230,12 +231,16 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
                  on_tick: Callable[[TickContext], None] = lambda ctx: None, name: str = "campaign",
                  records_per_s: float | None = None, message_timeout_ms: int = 120_000,
                  log: Callable[[str], None] | None = None, through_sidecars: bool = True,
-                 agents: Mapping[str, str] | None = None) -> CampaignResult:
+                 agents: Mapping[str, str] | None = None, until: Callable[[], bool] | None = None,
+                 until_timeout_s: float = UNTIL_TIMEOUT_S) -> CampaignResult:
     """One workload run with faults from on_tick; verified with verify_acknowledged.
 
     through_sidecars=False is the control: no fleet, each producer writes straight to the
     leader zone's broker (as deploy.local.scenario.run_baseline), under the same faults.
     agents: the agents' listen addresses per zone (to put notify_faults in front of them).
+    until: once the producers are done, the ticks go on (the fleet still up) until it holds or
+    until_timeout_s has passed: a restart the test checks is waited for by its readiness, not
+    by how long the producers happened to run.
     Producers exiting non-zero (delivery errors) are tolerated and reported. Raises
     RuntimeError when the fleet cannot start or a producer does not finish within
     workload.timeout_s (it is killed first).
@@ -299,6 +304,10 @@ def run_campaign(env: ZoneEnv, workload: Workload, settings: SidecarSettings,
                             "lat_max_ms": max(maxes) if maxes else None})
             on_tick(ctx)
             time.sleep(TICK_S)  # the sampling period; producers run on their own
+        until_deadline = time.monotonic() + until_timeout_s
+        while until is not None and not until() and time.monotonic() < until_deadline:
+            on_tick(ctx)
+            time.sleep(TICK_S)  # polled: the processes become ready on their own
         if log is not None:
             log(f"{name}: producers done in {time.monotonic() - started:.1f}s; stopping the fleet")
     finally:
