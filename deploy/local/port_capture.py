@@ -21,6 +21,7 @@ from deploy.local.frame_tally import FrameTally
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4  # linux/if_packet.h: a frame this host sent on the interface
 SOL_PACKET = 263
+SO_RCVBUFFORCE = 33  # asm-generic/socket.h: SO_RCVBUF past net.core.rmem_max (CAP_NET_ADMIN)
 PACKET_STATISTICS = 6
 RECEIVE_BUFFER_BYTES = 32 * 1024 * 1024  # a few seconds of the demo's traffic if the reader stalls
 MAX_FRAME_BYTES = 65_536 + 14  # an offloaded (GSO) packet and its Ethernet header
@@ -44,12 +45,18 @@ class PortCapture:
     def start(self) -> None:
         for port in self._ports:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+            # SO_RCVBUF alone is capped at net.core.rmem_max (208 KiB on many hosts: ~90
+            # frames): a reader stalled for a moment on a loaded host then loses frames.
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
             sock.bind((port, 0))
             sock.setblocking(False)
             self._sockets.append(sock)
         self._thread = threading.Thread(target=self._read, name="port-capture", daemon=True)
         self._thread.start()
+
+    def receive_buffer_bytes(self) -> int:
+        """The smallest receive buffer of the open sockets, as the kernel reports it (twice what was set)."""
+        return min(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) for sock in self._sockets)
 
     def _read(self) -> None:
         while True:
