@@ -191,8 +191,8 @@ class KafkaAppender:
         and the controller. Raises KafkaAppendUnavailable when no known broker answers.
 
         Not the whole cluster's metadata: the probe runs every few seconds in every agent, and
-        aiokafka decodes a full answer in Python (on a cluster of 2,560 partitions that was a
-        fifth of a busy agent's CPU)."""
+        aiokafka decodes a full answer in Python (in a bench whose cluster held a few
+        512-partition topics, 2.0 of an agent's 9.0 profiled seconds)."""
         if self._client is None:
             raise KafkaAppendUnavailable("the appender is not started")
         nodes = [b.nodeId for b in self._client.cluster.brokers()]
