@@ -16,7 +16,8 @@ def test_the_receive_buffer_is_not_capped_by_rmem_max():
     # A capture whose buffer the kernel silently capped at net.core.rmem_max dropped 24 frames
     # of a loaded CI run's 8.5 MB baseline, and the meter's frame tally no longer added up.
     rmem_max = int(Path("/proc/sys/net/core/rmem_max").read_text())
-    assert rmem_max < RECEIVE_BUFFER_BYTES, "this host's rmem_max would hide the cap"
+    if rmem_max >= RECEIVE_BUFFER_BYTES:
+        pytest.skip(f"net.core.rmem_max {rmem_max} is no cap for {RECEIVE_BUFFER_BYTES} bytes here")
     capture = PortCapture(["lo"], server_ports=[9092])
     capture.start()
     try:
