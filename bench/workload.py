@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 import uuid
@@ -213,14 +214,14 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         now = time.monotonic()
         if now - last_progress >= PROGRESS_EVERY_S:
             last_progress = now
-            progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": seq + 1,
-                                            "errors": state["errors"], **_latency_ms(latencies_s)}))
+            write_progress(progress, {"records": records, "acked": state["acked"], "sent": seq + 1,
+                                      "errors": state["errors"], **_latency_ms(latencies_s)})
             latencies_s.clear()
     flush_deadline = time.monotonic() + FLUSH_TIMEOUT_S
     while True:  # flush in slices so the progress file keeps moving while acks arrive
         remaining = sum(p.flush(PROGRESS_EVERY_S) for p in producers.values())
-        progress.write_text(json.dumps({"records": records, "acked": state["acked"], "sent": records,
-                                        "errors": state["errors"], **_latency_ms(latencies_s)}))
+        write_progress(progress, {"records": records, "acked": state["acked"], "sent": records,
+                                  "errors": state["errors"], **_latency_ms(latencies_s)})
         latencies_s.clear()
         if remaining == 0 or time.monotonic() > flush_deadline:
             break
@@ -238,6 +239,15 @@ def produce(spec: dict, producer_id: str, zone: str, bootstraps: dict[str, str],
         raise RuntimeError(f"{producer_id}: {state['acked']}/{records} acked, {state['errors']} errors "
                            f"(first: {state['first_error']}), {remaining} unflushed")
     return summary
+
+
+def write_progress(path: Path, progress: dict) -> None:
+    """Replace the progress file whole (a temporary file renamed over it): a reader polling it
+    while it is rewritten met an empty file and counted this producer's acknowledged records
+    as none."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(progress))
+    os.replace(partial, path)
 
 
 def _latency_ms(latencies_s: list[float]) -> dict:
