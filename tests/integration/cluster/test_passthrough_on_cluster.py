@@ -91,6 +91,7 @@ def test_kafka_python_group_consumer_through_the_sidecar_on_three_brokers(cluste
                                  api_version=(2, 1, 0), auto_offset_reset="earliest", enable_auto_commit=False,
                                  consumer_timeout_ms=30_000)
         got: dict[int, list[int]] = {}
+        assigned: set = set()
         try:
             for msg in consumer:
                 got.setdefault(msg.partition, []).append(int(msg.value))
@@ -98,9 +99,13 @@ def test_kafka_python_group_consumer_through_the_sidecar_on_three_brokers(cluste
                     break
             consumer.commit()
         finally:
+            assigned = consumer.assignment()
             consumer.close()
         log = proxy.log_text()
-    assert got == want
+    # Once (2026-12-01, a loaded CI host) the group's one member was assigned nothing ("No
+    # partition metadata for topic kpc" from kafka-python's range assignor) and read nothing in
+    # 30 s: what it was assigned and what the proxy logged say which side to look at next time.
+    assert got == want, (sorted(assigned), log[-4000:])
     direct = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kpc-readers"})
     try:
         committed = direct.committed([confluent_kafka.TopicPartition("kpc", p) for p in range(PARTITIONS)],
