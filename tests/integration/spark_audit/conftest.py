@@ -35,8 +35,8 @@ def spark(_shared_stacks, request):
             .config("spark.sql.codegen.wholeStage", "false")  # tiny inputs: compiling costs more than it saves
             # Expressions interpreted and no adaptive re-planning: on these few-row inputs Janino's
             # compiling and AQE's per-stage re-optimizing were most of the CPU (a fixed 19-test
-            # subset: 166 CPU-s with both, 114 without). The product's own sessions keep both;
-            # the spark-submit test and the demo run the jobs that way.
+            # subset: 166 CPU-s with both, 114 without). The product's sessions compile
+            # expressions (spark_audit/_io.py); the spark-submit test and the demo run that way.
             .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
             .config("spark.sql.adaptive.enabled", "false")
             .config("spark.default.parallelism", "1")
