@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from core.record_batch import RecordBatch
@@ -27,11 +28,12 @@ class PartitionBatches:
     partition: int
     batches: tuple[RecordBatch, ...]
 
-    @property
+    # Computed once: the router, its audit and its metrics each ask, several times per batch.
+    @cached_property
     def size(self) -> int:
         return sum(len(b.data) for b in self.batches)
 
-    @property
+    @cached_property
     def records(self) -> int:
         return sum(b.record_count for b in self.batches)
 

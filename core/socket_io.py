@@ -6,9 +6,10 @@ checkpoint, so a busy connection cannot starve the others) and wrap each call in
 manager. The proxy makes four such calls per produce request (the client's request in, the
 request on to the leader, the leader's answer in, the answer out): profiled, a tenth of its
 CPU per request. These functions try the non-blocking call first and wait for readiness only
-when the socket has nothing (or no room); the callers' loops yield elsewhere once per request
-(a memory channel, an event), so no connection monopolises the loop. Streams other than plain
-TCP (TLS) go through trio's own methods.
+when the socket has nothing (or no room); the callers' loops yield when they wait (for
+bytes, for an answer, or, in the proxy's reader, for room among its
+max_in_flight_per_connection requests), so no connection keeps the loop for more than that
+many requests. Streams other than plain TCP (TLS) go through trio's own methods.
 """
 
 from __future__ import annotations
@@ -80,12 +81,15 @@ async def send_buffers(stream: trio.abc.Stream, parts: list[bytes | memoryview])
                 sent = 0
 
 
-async def receive_some(stream: trio.abc.Stream, max_bytes: int) -> bytes | bytearray:
+async def receive_some(stream: trio.abc.Stream, max_bytes: int, *, wait_first: bool = False) -> bytes | bytearray:
     """Up to `max_bytes` from the stream (b"": the peer closed), as stream.receive_some.
-    The caller must be the stream's only reader."""
+    `wait_first`: the caller has just found the socket empty, so wait before reading. The
+    caller must be the stream's only reader."""
     if not isinstance(stream, trio.SocketStream):
         return await stream.receive_some(max_bytes)
     sock = stream.socket
+    if wait_first:
+        await trio.lowlevel.wait_readable(sock)
     while True:
         try:
             return os.read(_descriptor(sock), max_bytes)
@@ -93,9 +97,12 @@ async def receive_some(stream: trio.abc.Stream, max_bytes: int) -> bytes | bytea
             await trio.lowlevel.wait_readable(sock)
 
 
-async def receive_into(sock: trio.socket.SocketType, buffer: memoryview) -> int:
+async def receive_into(sock: trio.socket.SocketType, buffer: memoryview, *, wait_first: bool = False) -> int:
     """Read into `buffer` what the socket has (at least one byte; 0: the peer closed),
-    as sock.recv_into. The caller must be the socket's only reader."""
+    as sock.recv_into. `wait_first` as for receive_some. The caller must be the socket's
+    only reader."""
+    if wait_first:
+        await trio.lowlevel.wait_readable(sock)
     while True:
         try:
             return os.readv(_descriptor(sock), [buffer])

@@ -179,7 +179,7 @@ class RequestHandler:
             lo, hi = self.advertised[frame.api_key]
             if not lo <= frame.api_version <= hi:
                 raise UnsupportedRequest(frame, f"unsupported version {frame.api_version} of api_key {frame.api_key}")
-            slot = ResponseSlot(trio.Event())
+            slot = ResponseSlot()
             nursery.start_soon(self._pass_through, frame, node_id, slot, started)
             return slot
         if self.brokers is None and frame.api_key == API_FETCH and frame.api_key in self.advertised \
@@ -203,7 +203,7 @@ class RequestHandler:
         serve = self._serves.get(frame.api_key)
         if serve is None:
             raise ProtocolError(f"api_key {frame.api_key} is decodable but not served")
-        slot = ResponseSlot(trio.Event())
+        slot = ResponseSlot()
         await serve(request, frame, slot, started, nursery, who)
         return slot
 
@@ -255,7 +255,7 @@ class RequestHandler:
                                         any(p.batches[0].is_transactional for p in scanned.partitions))
             if verdict.whole is not None or verdict.denied_topics:
                 return None
-        slot = ResponseSlot(trio.Event())
+        slot = ResponseSlot()
         ctx = ProduceContext(scanned.acks, scanned.timeout_ms, scanned.transactional_id, frame.api_version, principal)
         order = ValidatedProduce(ctx, order=[(p.topic, p.partition) for p in scanned.partitions])
         answer = _ForwardedProduceAnswer(functools.partial(self._send_forwarded, slot, frame, started),
@@ -320,7 +320,7 @@ class RequestHandler:
         started = time.perf_counter()
         metrics.REQUESTS_BY(api_name(frame.api_key), frame.api_version).inc()
         request = decode_request(frame, self.max_versions())
-        slot = ResponseSlot(trio.Event())
+        slot = ResponseSlot()
         if frame.api_key == API_SASL_HANDSHAKE:
             error_code = session.handshake(request.mechanism)
             if error_code:
@@ -399,7 +399,7 @@ class RequestHandler:
             results = dict(validated.rejected)
             results.update(upstream_results)
             if validated.ctx.acks == 0:
-                slot.ready.set()  # acks=0: never answered
+                slot.finish()  # acks=0: never answered
                 return
             for r in upstream_results.values():  # rejections were counted when rejected
                 if r.error_code:
@@ -409,8 +409,7 @@ class RequestHandler:
                                                              throttle_ms), frame, started)
         except Exception:
             log.exception("internal error answering a Produce request; closing the connection")
-            slot.broken = True
-            slot.ready.set()
+            slot.fail()
 
     def _send_forwarded(self, slot: ResponseSlot, frame: RequestFrame, started: float, throttle_ms: int,
                         leader_frame: bytes, answer: ScannedAnswer) -> None:
@@ -422,8 +421,7 @@ class RequestHandler:
             self._finish_encoded(slot, data, frame, started)
         except Exception:
             log.exception("internal error answering a forwarded Produce request; closing the connection")
-            slot.broken = True
-            slot.ready.set()
+            slot.fail()
 
     def _finish(self, slot: ResponseSlot, response: Any, frame: RequestFrame, started: float) -> None:
         self._finish_encoded(slot, encode_response(response, frame.correlation_id, frame.api_version), frame, started)
@@ -542,8 +540,7 @@ class RequestHandler:
         except UpstreamError as exc:
             log.info("closing connection: api_key %d for broker %s failed: %s (client_id=%s)", frame.api_key,
                      node_id, exc, frame.client_id)
-            slot.broken = True
-            slot.ready.set()
+            slot.fail()
             return
         if self.meter is not None:  # whole frames as they went to and came from the broker
             self.meter.add(-1 if node_id is None else node_id, frame.api_key, len(raw.frame(0)), len(response) + 4)

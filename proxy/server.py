@@ -1,10 +1,11 @@
 """The client-facing Kafka listener (trio): one connection task per client.
 
 Per connection, one reader drives the sans-IO codec and hands each request to
-`RequestHandler.begin`, in request order; what `begin` returns is a response slot that a
-single writer task sends strictly in request order. The slot channel is bounded by
-`max_in_flight_per_connection`, so a client that pipelines too much stops being read
-(TCP backpressure) instead of growing memory. Bad input closes only that connection.
+`RequestHandler.begin`, in request order; what `begin` returns is a response slot, queued
+in the connection's ResponseQueue, whose answers go out strictly in request order
+(proxy/response_slots.py). The queue is bounded by `max_in_flight_per_connection`, so a
+client that pipelines too much stops being read (TCP backpressure) instead of growing
+memory. Bad input closes only that connection.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from proxy.memory import TRIM_CHECK_INTERVAL_S, BurstTracker, burst_over_since, 
 from proxy.principal_mapping import NoRuleMatched, parse_rules, principal_name, subject_name
 from proxy.receive_budget import ReceiveBudget
 from proxy.request_handler import RequestHandler, client_principal
-from proxy.response_slots import ResponseSlot, ResponseWriter
+from proxy.response_slots import ResponseQueue, ResponseSlot
 from proxy.sasl import (
     Credentials,
     SaslSession,
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 # cost an allocation of its size and a copy of what it got into the frame's buffer.
 RECEIVE_CHUNK_BYTES = 64 * 1024
 MIN_RECEIVE_BYTES = 16 * 1024  # with less room than this in the receive budget, a connection stops reading
+NOTHING_YET = -2  # _read_ready found the socket empty
 
 
 @dataclass
@@ -237,12 +239,16 @@ class ProxyServer:
         session = None
         if self._credentials is not None:
             session = SaslSession(self.config.sasl_mechanisms, self._credentials)
-        send_slots, receive_slots = trio.open_memory_channel[ResponseSlot](self.config.max_in_flight_per_connection)
-        writer = ResponseWriter(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None)
+        def answered() -> None:
+            state.outstanding -= 1  # answered (or never to be: acks=0)
+            state.last_activity = trio.current_time()
+
+        responses = ResponseQueue(stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None,
+                                  self.config.max_in_flight_per_connection, answered)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_responses, stream, receive_slots, nursery.cancel_scope, writer, state)
+            nursery.start_soon(responses.run_writer, stream, nursery.cancel_scope, _count_broken_answer)
             try:
-                await self._read_requests(stream, codec, send_slots, nursery, session, writer, state, node_id, tls_name)
+                await self._read_requests(stream, codec, responses, nursery, session, state, node_id, tls_name)
             except ProtocolError as exc:
                 metrics.PROTOCOL_ERRORS.labels(type(exc).__name__).inc()
                 log.warning("closing connection: %s", exc)
@@ -254,7 +260,7 @@ class ProxyServer:
                 log.warning("closing connection: %s (client_id=%s)%s", exc, exc.frame.client_id, hint)
                 nursery.cancel_scope.cancel()
             finally:
-                send_slots.close()
+                responses.close()
                 self._budget.add(-state.accounted)
                 self._budget.end_overdraft(state)
 
@@ -265,9 +271,8 @@ class ProxyServer:
         if self._budget.used > self._burst.peak_held_bytes:
             self._burst.peak_held_bytes, self._burst.over_since = self._budget.used, None
 
-    async def _read_requests(self, stream: ClientStream, codec: ServerCodec,
-                             send_slots: trio.MemorySendChannel[ResponseSlot], nursery: trio.Nursery,
-                             session: SaslSession | None = None, writer: ResponseWriter | None = None,
+    async def _read_requests(self, stream: ClientStream, codec: ServerCodec, responses: ResponseQueue,
+                             nursery: trio.Nursery, session: SaslSession | None = None,
                              state: _ConnectionState | None = None, node_id: int | None = None,
                              tls_name: str | None = None) -> None:
         # Plain TCP: large frames are read straight into their own buffer (no joining copy).
@@ -294,6 +299,7 @@ class ProxyServer:
             # Bytes already there are read at once, without the deadline, cancel scope and budget
             # wait that waiting for them needs (-1: nothing there, or no room: wait below).
             got = self._read_ready(sock, codec, state) if sock is not None else -1
+            empty = got == NOTHING_YET  # found empty just now: the read below waits before it tries
             if not got:
                 return  # client closed; pending responses are still written
             if got < 0:
@@ -311,6 +317,7 @@ class ProxyServer:
                             # finish its half-received request on the overdraft (proxy/receive_budget.py).
                             owner = state if state.partial_since is not None else None
                             overdraft = await self._budget.wait_for_room(MIN_RECEIVE_BYTES, owner)
+                            empty = False
                             room = max(self._budget.room, RECEIVE_CHUNK_BYTES if overdraft else 0)
                         # The frame buffer grows before its bytes come, so only within the room; a
                         # chunk read is counted once it arrived (the bound is soft by one read).
@@ -318,9 +325,9 @@ class ProxyServer:
                         self._account(codec, state)
                         if direct is not None:
                             assert sock is not None  # a frame buffer is read into on plain TCP only
-                            got = await receive_into(sock, direct)
+                            got = await receive_into(sock, direct, wait_first=empty)
                         else:
-                            data = await receive_some(stream, RECEIVE_CHUNK_BYTES)
+                            data = await receive_some(stream, RECEIVE_CHUNK_BYTES, wait_first=empty)
                             got = len(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     return
@@ -354,8 +361,7 @@ class ProxyServer:
                 state.outstanding += 1
                 if session is not None and not session.authenticated:
                     slot, close = await self.handler.begin_unauthenticated(frame, session, nursery)
-                    slot.writer = writer
-                    await send_slots.send(slot)
+                    await responses.put(slot)
                     if close:
                         return  # the answer is still written, then the connection closes
                     continue
@@ -365,8 +371,7 @@ class ProxyServer:
                 if slot is not None and slot.mute_until > mute_until:
                     mute_until = slot.mute_until
                 if slot is not None:
-                    slot.writer = writer
-                    await send_slots.send(slot)
+                    await responses.put(slot)
                 else:
                     state.outstanding -= 1
             self._account(codec, state)
@@ -383,8 +388,8 @@ class ProxyServer:
 
     def _read_ready(self, sock: trio.socket.SocketType, codec: ServerCodec, state: _ConnectionState) -> int:
         """Read what a plain TCP socket holds now into the codec, without waiting: the bytes
-        read (0: the client closed), or -1 when there is nothing, no room in the receive
-        budget, or the read failed (the waiting read then meets it again)."""
+        read (0: the client closed), NOTHING_YET when the socket is empty, or -1 when there is
+        no room in the receive budget or the read failed (the waiting read then meets it again)."""
         room = self._budget.room
         if room < MIN_RECEIVE_BYTES or self._budget.overdraft_holder is not None:
             return -1
@@ -401,36 +406,17 @@ class ProxyServer:
             data = os.read(sock.fileno(), RECEIVE_CHUNK_BYTES)
             codec.receive_data(data)
             return len(data)
-        except OSError:  # BlockingIOError: nothing yet; any other error: the waiting read meets it too
+        except BlockingIOError:
+            return NOTHING_YET
+        except OSError:  # the waiting read meets it too
             return -1
         finally:
             if direct is not None:
                 direct.release()
 
-    async def _write_responses(self, stream: ClientStream, receive_slots: trio.MemoryReceiveChannel[ResponseSlot],
-                               connection_scope: trio.CancelScope,
-                               writer: ResponseWriter, state: _ConnectionState | None = None) -> None:
-        async with receive_slots:
-            async for slot in receive_slots:
-                writer.waiting_for = slot  # from here on its filler may write it through
-                try:
-                    await slot.ready.wait()
-                finally:
-                    writer.waiting_for = None
-                if state is not None:
-                    state.outstanding -= 1  # answered (or never to be: acks=0)
-                    state.last_activity = trio.current_time()
-                if slot.broken:
-                    metrics.PROTOCOL_ERRORS.labels("internal").inc()
-                    connection_scope.cancel()  # the failure is logged where it happened
-                    return
-                if not slot.data:
-                    continue  # nothing to send (acks=0), or written through whole
-                try:
-                    await stream.send_all(slot.data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    connection_scope.cancel()  # client vanished: drop the rest of its work
-                    return
+
+def _count_broken_answer() -> None:
+    metrics.PROTOCOL_ERRORS.labels("internal").inc()
 
 
 def _peer_host(stream: trio.SocketStream) -> str:

@@ -1,10 +1,8 @@
-"""Produce answers that arrive by callback (the WAL path's `on_results`) and the write-through
-of a response slot: request order kept, bytes written at once only for the slot the
-writer task waits for, a failure while answering closes only that connection."""
+"""Produce answers that arrive by callback (the WAL path's `on_results`): request order kept,
+a failure while answering closes only that connection (the response queue itself:
+tests/unit/proxy/test_response_queue.py)."""
 
 from __future__ import annotations
-
-import socket
 
 import pytest
 import trio
@@ -13,7 +11,6 @@ from kafka.protocol.producer import ProduceResponse
 from core.produce import PartitionResult
 from kafka_upstream.config import UpstreamConfig
 from proxy.config import ProxyConfig
-from proxy.response_slots import ResponseSlot, ResponseWriter
 from proxy.startup import run_proxy
 from tests.integration.proxy.kafka_wire import Wire, assert_serves, produce_request, record_batch
 
@@ -95,42 +92,3 @@ async def test_a_failure_while_answering_closes_only_that_connection(nursery, ta
     backend.completions[0].answer("not an offset")  # the answer cannot be encoded: our bug
     await wire.expect_closed()
     await assert_serves(port)
-
-
-def test_fill_writes_through_only_for_the_slot_the_writer_waits_for():
-    ours, peer = socket.socketpair()
-    ours.setblocking(False)
-    peer.setblocking(False)
-    try:
-        writer = ResponseWriter(ours.fileno())
-        waited, later = ResponseSlot(trio.Event(), writer=writer), ResponseSlot(trio.Event(), writer=writer)
-        writer.waiting_for = waited
-        later.fill(b"second")
-        assert later.data == b"second" and later.ready.is_set()  # left for the writer task
-        with pytest.raises(BlockingIOError):
-            peer.recv(100)  # nothing was written for it
-        waited.fill(b"first")
-        assert waited.data == b"" and waited.ready.is_set()  # all taken by the socket
-        assert peer.recv(100) == b"first"
-    finally:
-        ours.close()
-        peer.close()
-
-
-def test_fill_leaves_what_a_full_socket_did_not_take_to_the_writer():
-    ours, peer = socket.socketpair()
-    ours.setblocking(False)
-    try:
-        while True:  # fill the socket's buffers
-            try:
-                ours.send(b"x" * 65536)
-            except BlockingIOError:
-                break
-        writer = ResponseWriter(ours.fileno())
-        slot = ResponseSlot(trio.Event(), writer=writer)
-        writer.waiting_for = slot
-        slot.fill(b"answer")
-        assert slot.data == b"answer" and slot.ready.is_set()
-    finally:
-        ours.close()
-        peer.close()
