@@ -57,6 +57,7 @@ from core.errors import SidecarError
 from kafka_protocol._wire import SIZE as _SIZE
 from kafka_protocol._wire import ProtocolError as ProtocolError  # the codecs' error, re-exported
 from kafka_protocol._wire import skip_tagged_fields
+from kafka_protocol.frame_pool import FramePool
 from kafka_protocol.produce import decode_produce_request
 
 API_PRODUCE = 0
@@ -162,7 +163,10 @@ def is_flexible(api_key: int, api_version: int) -> bool:
 class ServerCodec:
     """Splits a client's byte stream into request frames."""
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, pool: FramePool | None = None) -> None:
+        """`pool`: where large frames' buffers are taken from and given back (one per
+        process, shared by its codecs; kafka_protocol/frame_pool.py), or None."""
+        self._pool = pool
         self._chunks: deque[bytes] = deque()
         self._offset = 0  # bytes of _chunks[0] already consumed
         self._buffered = 0
@@ -171,7 +175,7 @@ class ServerCodec:
         # A large frame being received into its own buffer (size prefix included), how much
         # of it is there, and its full size; the buffer grows towards that size as bytes
         # arrive. While it is set, _chunks holds only bytes after it.
-        self._frame: bytearray | mmap.mmap | None = None
+        self._frame: bytearray | mmap.mmap | memoryview | None = None  # a memoryview: of a pooled buffer
         self._filled = 0
         self._frame_total = 0
         self._capacity = 0  # bytes of the frame's buffer counted as held (a mapping's are virtual)
@@ -222,7 +226,7 @@ class ServerCodec:
                 return None
             # Everything buffered belongs to this frame: move it into the frame's own buffer
             # (as large as what is there; room for more is added below, within the budget).
-            frame: bytearray | mmap.mmap
+            frame: bytearray | mmap.mmap | memoryview
             whole = size + 4
             # A client that completed a frame this large on this stream before gets the whole
             # buffer at once (within the budget): growing it copies what arrived so far, ~15 %
@@ -230,8 +234,11 @@ class ServerCodec:
             # any completed, grows with its bytes as below, so announcing costs nothing.
             earned = whole <= self._completed_frame_bytes and (
                 max_grow_bytes is None or whole - self._buffered <= max_grow_bytes)
+            reused = self._pool.take(whole) if earned and self._pool is not None else None
             if whole >= MAPPED_FRAME_MIN_BYTES:
                 frame = mmap.mmap(-1, whole, flags=mmap.MAP_PRIVATE)
+            elif reused is not None:
+                frame = memoryview(reused)[:whole]
             else:
                 frame = bytearray(whole if earned else self._buffered)
             filled = 0
@@ -245,7 +252,7 @@ class ServerCodec:
             self._offset = 0
             self._chunk_held = 0
             self._frame, self._filled, self._frame_total = frame, filled, whole
-            self._capacity = whole if earned and isinstance(frame, bytearray) else filled
+            self._capacity = whole if earned and not isinstance(frame, mmap.mmap) else filled
         if self._filled == self._capacity < self._frame_total:
             grow = max(self._filled, FRAME_AHEAD_BYTES)
             grow = min(grow, self._frame_total - self._capacity)
@@ -290,6 +297,8 @@ class ServerCodec:
                 return NEED_DATA
             frame, self._frame, self._filled, self._frame_total, self._capacity = self._frame, None, 0, 0, 0
             self._completed_frame_bytes = max(self._completed_frame_bytes, len(frame))
+            if self._pool is not None and type(frame) is bytearray:
+                self._pool.offer(frame)  # used again once the request lets go of it
             self._buffered -= len(frame)
             return parse_request_frame(memoryview(frame)[4:])
         if self._buffered < 4:

@@ -24,6 +24,7 @@ from core.addresses import is_loopback
 from core.log_limit import LogLimiter
 from core.socket_io import receive_into, receive_some, take_whole_writes
 from core.tls import HANDSHAKE_TIMEOUT_S
+from kafka_protocol.frame_pool import FramePool
 from kafka_protocol.kafka_codec import (
     NEED_DATA,
     ProtocolError,
@@ -91,6 +92,7 @@ class ProxyServer:
         self._connections = 0
         self._open_by_source: dict[str, int] = {}
         self._budget = ReceiveBudget(config.max_receive_buffer_bytes)
+        self._frame_pool = FramePool()  # large requests' buffers, used again once released
         self._log_limiter = LogLimiter()
         self._burst = BurstTracker()
         self._idle = trio.Event()
@@ -234,7 +236,7 @@ class ProxyServer:
 
     async def _serve_connection(self, stream: ClientStream, source: str = "",
                                 node_id: int | None = None, tls_name: str | None = None) -> None:
-        codec = ServerCodec(self.config.max_frame_bytes)
+        codec = ServerCodec(self.config.max_frame_bytes, self._frame_pool)
         state = _ConnectionState(source, trio.current_time())
         session = None
         if self._credentials is not None:
