@@ -11,8 +11,7 @@ in the step where the agent's answer is decoded; docs/architecture.md says why).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from core.record_batch import RecordBatch
@@ -27,15 +26,14 @@ class PartitionBatches:
     topic: str
     partition: int
     batches: tuple[RecordBatch, ...]
+    # Computed once, when made: the router, its audit and its metrics each ask, several times
+    # per batch (functools.cached_property takes a lock per first access on Python 3.11).
+    size: int = field(init=False, compare=False, repr=False)  # bytes of the batches
+    records: int = field(init=False, compare=False, repr=False)
 
-    # Computed once: the router, its audit and its metrics each ask, several times per batch.
-    @cached_property
-    def size(self) -> int:
-        return sum(len(b.data) for b in self.batches)
-
-    @cached_property
-    def records(self) -> int:
-        return sum(b.record_count for b in self.batches)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", sum(len(b.data) for b in self.batches))
+        object.__setattr__(self, "records", sum(b.record_count for b in self.batches))
 
 
 @dataclass

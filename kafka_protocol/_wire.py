@@ -25,6 +25,8 @@ class ProtocolError(ValueError):
 
 def read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     """(value, position after it). Raises ProtocolError when cut short or longer than 5 bytes."""
+    if pos < len(data) and data[pos] < 0x80:  # one byte: nearly every length and tag count
+        return data[pos], pos + 1
     value = shift = 0
     while True:
         if pos >= len(data):
@@ -41,6 +43,8 @@ def read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 def skip_tagged_fields(data: bytes | memoryview, pos: int) -> int:
     """The position after the tagged fields at `pos`. Raises ProtocolError past the end."""
+    if pos < len(data) and data[pos] == 0:  # none: nearly every struct
+        return pos + 1
     count, pos = read_uvarint(data, pos)
     for _ in range(count):
         _tag, pos = read_uvarint(data, pos)
@@ -107,11 +111,23 @@ class Reader:
         self.pos += layout.size
         return values
 
+    # int16, int32, length and tagged_fields are read per field of every produce request and
+    # answer on the hot path: their common cases are written out rather than built on fixed().
     def int16(self) -> int:
-        return self.fixed(I16)[0]
+        pos = self.pos
+        if pos + 2 > len(self.data):
+            self._need(2)
+        self.pos = pos + 2
+        value: int = I16.unpack_from(self.data, pos)[0]
+        return value
 
     def int32(self) -> int:
-        return self.fixed(I32)[0]
+        pos = self.pos
+        if pos + 4 > len(self.data):
+            self._need(4)
+        self.pos = pos + 4
+        value: int = I32.unpack_from(self.data, pos)[0]
+        return value
 
     def length(self, nullable_int16: bool) -> int:
         """A length prefix; -1 means null."""
@@ -153,7 +169,11 @@ class Reader:
 
     def tagged_fields(self) -> None:
         if self.flexible:
-            self.pos = skip_tagged_fields(self.data, self.pos)
+            pos = self.pos
+            if pos < len(self.data) and self.data[pos] == 0:  # none
+                self.pos = pos + 1
+            else:
+                self.pos = skip_tagged_fields(self.data, pos)
 
     def end(self) -> None:
         if self.pos != len(self.data):
