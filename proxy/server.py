@@ -241,6 +241,7 @@ class ProxyServer:
         session = None
         if self._credentials is not None:
             session = SaslSession(self.config.sasl_mechanisms, self._credentials)
+
         def answered() -> None:
             state.outstanding -= 1  # answered (or never to be: acks=0)
             state.last_activity = trio.current_time()
@@ -299,7 +300,7 @@ class ProxyServer:
                     return
                 state.last_activity = trio.current_time()  # waiting on our throttle is not idle
             # Bytes already there are read at once, without the deadline, cancel scope and budget
-            # wait that waiting for them needs (-1: nothing there, or no room: wait below).
+            # wait that waiting for them needs (NOTHING_YET: nothing there; -1: no room; both wait below).
             got = self._read_ready(sock, codec, state) if sock is not None else -1
             empty = got == NOTHING_YET  # found empty just now: the read below waits before it tries
             if not got:
