@@ -5,18 +5,16 @@ callers then go without the setting."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 from collections.abc import Callable
 
 
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    # The process's own symbols, the C library's among them: no search by name, which
+    # (ctypes.util.find_library) runs `ldconfig -p` in a child process on Linux.
     try:
-        return ctypes.CDLL(name)
+        return ctypes.CDLL(None)
     except OSError:
         return None
 
