@@ -61,12 +61,15 @@ log = logging.getLogger(__name__)
 OBSERVED_FRESH_LINGERS = 4  # flush sizes older than 4 lingers no longer describe the traffic
 OBSERVED_FRESH_MIN_S = 1.0
 TOPIC_REFUSALS_CACHED = 10_000  # topics whose pilot answer is remembered; beyond that it is worked out per batch
-# A refused batch's leader is looked up afresh up to this often while the answer still names
-# the lane that refused it: a broker's metadata may lag an election by a moment (the old
-# leader already knows it lost it). 0.05 + 0.1 + 0.2 + 0.4 s of backoff in all, far below a
-# producer's request time-out.
-FOLLOW_LOOKUPS = 5
+# A refused batch's leader is looked up afresh while the answer still names the lane that
+# refused it: a broker's metadata may lag an election (the old leader already knows it lost
+# it). Backoff 0.05, 0.1, 0.2, 0.4 s, then every 0.5 s, for up to 3 s in all: an election
+# reaches every broker's metadata in well under a second on an idle cluster, but on a busy
+# host it has taken longer than the 0.75 s a count of five lookups allowed. 3 s is a tenth of
+# a producer's default request time-out; after it the refusal goes to the producer.
+FOLLOW_BUDGET_S = 3.0
 FOLLOW_BACKOFF_S = 0.05
+FOLLOW_BACKOFF_MAX_S = 0.5
 
 # What `forward` sends: the leader's id and zone, each partition's (batch, route, shadow
 # route), each partition's (batch, leader zone, cached) lookup.
@@ -151,11 +154,11 @@ class RoutingBackend:
         because its leader moved (produce_round.LeaderFollower); None while every lookup still
         names `lane`, or none answers."""
         backoff_s = FOLLOW_BACKOFF_S
-        for lookup in range(FOLLOW_LOOKUPS):
-            if lookup:
-                await trio.sleep(backoff_s)  # backoff between lookups: the cluster's metadata catches up
-                backoff_s *= 2
+        give_up_at = trio.current_time() + FOLLOW_BUDGET_S
+        lookups = 0
+        while True:
             self._metadata.invalidate(item.topic)
+            lookups += 1
             try:
                 dest, _cached, leader_id = await self._leader_zone(item)
             except UpstreamError:
@@ -165,8 +168,13 @@ class RoutingBackend:
             if followed_lane != lane:
                 reason = f"leader moved: re-routed ({refused.path.value} to {lane[1] or '?'} refused)"
                 return Followed(Route(route.path, reason), dest, followed_lane, would)
-        log.info("%s-%d: refused by a moved leader, but its leader still reads as %s after %d lookups; "
-                 "the producer retries", item.topic, item.partition, lane, FOLLOW_LOOKUPS)
+            left_s = give_up_at - trio.current_time()
+            if left_s <= 0:
+                break
+            await trio.sleep(min(backoff_s, left_s))  # the cluster's metadata catches up
+            backoff_s = min(backoff_s * 2, FOLLOW_BACKOFF_MAX_S)
+        log.info("%s-%d: refused by a moved leader, but its leader still reads as %s after %d lookups in %.1f s; "
+                 "the producer retries", item.topic, item.partition, lane, lookups, FOLLOW_BUDGET_S)
         return None
 
     async def hand_on(self, item: PartitionBatches, ctx: ProduceContext, followed: Followed) -> Resent:

@@ -143,8 +143,14 @@ def assert_rerouted(batches: list[dict], expected: dict[int, tuple[str, str]]) -
     assert got <= {(p, route, reason) for p, (route, reason) in expected.items()}, got
 
 
+def follow_lines(log_dir: Path) -> list[str]:
+    """The proxies' lines about refused batches: what a refusal that reached the producer was."""
+    return [line for path in log_dir.rglob("*.log") for line in path.read_text(errors="replace").splitlines()
+            if "moved leader" in line or "refused" in line]
+
+
 def check(records: list[tuple[int, int]], delivery: Delivery, view: ProducerView, moved: dict,
-          cluster_bootstrap: str, topic: str) -> None:
+          cluster_bootstrap: str, topic: str, log_dir: Path) -> None:
     assert "error" not in moved, moved.get("error")
     assert "at" in moved, "the leaders did not move"
     want: dict[int, list[int]] = {}
@@ -155,7 +161,7 @@ def check(records: list[tuple[int, int]], delivery: Delivery, view: ProducerView
         assert any(delivery.acked_at.get(v, 0) > moved["at"] for v in values), partition
     assert not delivery.failed, delivery.failed[:5]
     assert view.errors == []
-    assert view.refusals == [], view.refusals[:5]
+    assert view.refusals == [], (view.refusals[:5], follow_lines(log_dir)[:10])
     assert delivery.acked == want
     assert read_back(cluster_bootstrap, topic, PARTITIONS, len(records)) == want  # once each, in order
 
@@ -176,7 +182,7 @@ def test_leaders_moved_mid_burst_on_the_local_and_direct_routes_cost_the_produce
     with proxy_on(kafka, tmp_path, settings={"router": {"policy": "direct"}}) as proxy:
         records, delivery, view, moved = burst_across_the_moves(f"{proxy.host}:{proxy.port}", kafka.bootstrap,
                                                                 topic, TARGETS)
-    check(records, delivery, view, moved, kafka.bootstrap, topic)
+    check(records, delivery, view, moved, kafka.bootstrap, topic, tmp_path)
     batches = produce_batches(tmp_path / "audit", topic)
     assert [b for b in batches if b["error_code"] != 0] == []
     assert {(b["partition"], b["route"]) for b in batches} == {
@@ -198,7 +204,7 @@ def test_leaders_moved_mid_burst_on_the_wal_route_cost_the_producer_nothing(kafk
     # the sender gives such a first contact notify.timeout_s, not the gray deadline.
     with wal_sidecars(kafka, moto_server, bucket, tmp_path) as sidecars:
         records, delivery, view, moved = burst_across_the_moves(sidecars.proxy, kafka.bootstrap, topic, TARGETS)
-    check(records, delivery, view, moved, kafka.bootstrap, topic)
+    check(records, delivery, view, moved, kafka.bootstrap, topic, tmp_path)
     batches = produce_batches(sidecars.audit_dir, topic)
     assert [b for b in batches if b["error_code"] != 0] == []
     # p0 local -> WAL to use1-az2; p1 WAL to use1-az2 -> local; p2 WAL to use1-az3 -> WAL to use1-az2

@@ -666,9 +666,10 @@ async def test_a_moved_leader_on_the_wal_path_refreshes_its_zone_and_lookups_are
         backend = wal_backend(nursery, NotLeaderOnceSender(), log, audit=audit, metadata=metadata)
         first = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
         assert first.error_code == 6  # retriable for the producer
-        # the leader's zone is looked up afresh: 5 times while it still names the zone that
-        # refused (backend.FOLLOW_LOOKUPS; then the refusal is passed on), once on settling
-        assert metadata.invalidated == ["moving"] * 6
+        # the leader's zone is looked up afresh while it still names the zone that refused, at
+        # 0, 0.05, 0.15, 0.35, 0.75, 1.25, 1.75, 2.25, 2.75 and 3.0 s (backend.FOLLOW_BUDGET_S;
+        # then the refusal is passed on), and once more on settling
+        assert metadata.invalidated == ["moving"] * 11
         second = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
         third = (await send(backend, item("moving", 0, 100)))[("moving", 0)]
         assert (second.error_code, second.base_offset, third.base_offset) == (0, 77, 77)
@@ -995,6 +996,53 @@ async def test_batches_refused_by_a_moved_leader_are_sent_again_in_order_whateve
         [("local", "leader moved: re-routed (direct_cross to az2 refused)", 0)] * 3
     # the refused attempt crossed zones: the batch and its Produce share (framing.PRODUCE_OVERHEAD_BYTES, 41)
     assert {r["wire_bytes"] for r in records} == {100 + 41}
+
+
+class LaggingMetadata(MovingMetadata):
+    """Metadata from a broker behind on the cluster's metadata log: a refresh still names the
+    old leader until `lag_s` after `moved_at`."""
+
+    def __init__(self, cluster: MovingCluster, lag_s: float) -> None:
+        super().__init__(cluster)
+        self.lag_s = lag_s
+        self.moved_at = float("inf")
+        self.lookups_at: list[float] = []
+
+    async def leader(self, topic, partition):
+        self.lookups_at.append(trio.current_time())
+        if topic not in self.view.topics and trio.current_time() >= self.moved_at + self.lag_s:
+            self.cluster.known[(topic, partition)] = self.cluster.actual[(topic, partition)]
+        self.view.topics[topic] = True
+        leader = self.cluster.known[(topic, partition)]
+        return PartitionInfo(0, leader, 0), BrokerAddress(leader, f"b{leader}", 9092, None), 0
+
+
+@pytest.mark.parametrize("lag_s, code, sent_to", [
+    (2.0, 0, [2, 1]),  # the election reached the metadata 2 s late: followed, nothing refused
+    (4.0, 6, [2]),  # not within 3 s (FOLLOW_BUDGET_S): the producer hears the refusal and retries
+])
+@pytest.mark.trio
+async def test_a_refused_batch_follows_a_leader_whose_election_reaches_the_metadata_late(
+        autojump_clock, lag_s, code, sent_to):
+    cluster = MovingCluster({("t", 0): 2})  # led in az2: direct_cross from az1
+    metadata = LaggingMetadata(cluster, lag_s)
+    direct = LeaderDirect(cluster, metadata)
+    config = RouterConfig(policy="direct", broker_zones=BROKER_ZONES)
+    async with trio.open_nursery() as nursery:
+        backend = RoutingBackend("az1", config, WalConfig(), direct, metadata, None, nursery)
+        completion = await backend.submit([idempotent(0)], CTX)
+        cluster.actual[("t", 0)] = 1  # elected in this zone; the old leader refuses from now on
+        metadata.moved_at = trio.current_time()
+        direct.hold = False
+        direct.answer_now[0].set()
+        with trio.fail_after(10):
+            result = (await completion())[("t", 0)]
+        nursery.cancel_scope.cancel()
+    assert result.error_code == code
+    assert [leader for leader, _seq in direct.sent] == sent_to
+    follow_lookups = [t - metadata.moved_at for t in metadata.lookups_at[1:]]  # the first: at submit
+    assert follow_lookups[0] == pytest.approx(0.0)
+    assert follow_lookups[-1] == pytest.approx(min(lag_s, 3.0), abs=0.5)
 
 
 @pytest.mark.trio
