@@ -11,7 +11,8 @@ decoded (kafka_protocol.produce) into their record batches: the bytes the audit 
 count, and what the framing model (core/framing.py) starts from.
 
 A segment that starts after a gap in its stream (a frame the capture missed) stops Kafka
-parsing of that direction (`broken_streams`); the TCP counts stay exact.
+parsing of that direction (`broken_streams`); the TCP counts stay exact, and so do the
+bytes carried twice (each direction keeps the ranges it carried, gap or not).
 
 Retransmissions are segments that repeat bytes the stream already carried. Whether they
 were needed, the receiver says: an ACK whose first SACK block lies below its ACK number
@@ -25,6 +26,7 @@ another and may take an ACK before the segment it answers.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections import Counter, deque
 from collections.abc import Collection
@@ -176,11 +178,32 @@ class RetransmissionKinds:
 
 @dataclass
 class _Stream:
-    """One direction of one connection: the next expected sequence number and unparsed bytes."""
+    """One direction of one connection: the next expected sequence number and unparsed bytes;
+    and which bytes it carried (`seen`, offsets from `base`), kept after a gap as well."""
 
     next_seq: int | None = None
     buffer: bytearray = field(default_factory=bytearray)
     broken: bool = False
+    base: int | None = None  # the sequence number of the first byte the capture could place
+    seen: list[list[int]] = field(default_factory=list)  # disjoint [start, end) offsets, in order
+
+    def carried(self, start: int, end: int) -> int:
+        """Note bytes [start, end) (offsets from `base`) as carried; how many of them already were."""
+        seen = self.seen
+        if seen and start == seen[-1][1]:  # the next bytes: the usual case
+            seen[-1][1] = end
+            return 0
+        if not seen or start > seen[-1][1]:  # past a gap
+            seen.append([start, end])
+            return 0
+        first = bisect.bisect_left(seen, start, key=lambda r: r[1])  # the first range ending at or after start
+        repeated, low, high, last = 0, start, end, first
+        while last < len(seen) and seen[last][0] <= end:
+            repeated += max(0, min(end, seen[last][1]) - max(start, seen[last][0]))
+            low, high = min(low, seen[last][0]), max(high, seen[last][1])
+            last += 1
+        seen[first:last] = [[low, high]]
+        return repeated
 
 
 @dataclass
@@ -253,9 +276,12 @@ class FrameTally:
         key = (segment.source, segment.destination)
         stream = self._streams.setdefault(key, _Stream())
         if segment.flags & _SYN:
-            stream.next_seq = (segment.seq + 1) % _SEQ_MOD
+            stream.next_seq = stream.base = (segment.seq + 1) % _SEQ_MOD
             return
-        if stream.broken or not segment.payload:
+        if not segment.payload:
+            return
+        self._note_repeats(key, stream, segment)
+        if stream.broken:
             return
         if stream.next_seq is None:  # the connection opened before the capture: unparseable
             stream.broken = True
@@ -266,15 +292,27 @@ class FrameTally:
             stream.broken = True
             self.broken_streams += 1
             return
-        if offset > 0:  # a retransmission: overlaps what was already taken
-            repeated = min(offset, len(segment.payload))
-            self.retransmitted.add(segment.frame_bytes, repeated)
-            self._retransmissions.append(Retransmission(key, segment.seq, repeated, segment.frame_bytes,
-                                                        at_tail=offset == len(segment.payload)))
         new = segment.payload[offset:]
         stream.next_seq = (stream.next_seq + len(new)) % _SEQ_MOD
         stream.buffer += new
         self._cut_frames(key, stream, to_broker)
+
+    def _note_repeats(self, key: Direction, stream: _Stream, segment: TcpSegment) -> None:
+        """A retransmission: the segment repeats bytes this direction already carried. Counted
+        in a stream with a gap too (its Kafka parsing stopped, its segments still cross the
+        meter), so the bytes the meter read twice are known whatever the capture missed."""
+        if stream.base is None:  # the connection opened before the capture: from its first seen byte
+            stream.base = segment.seq
+        start = (segment.seq - stream.base) % _SEQ_MOD
+        if start >= _SEQ_MOD // 2:  # before the first byte the capture saw of it: unknown, not counted
+            return
+        end = start + len(segment.payload)
+        furthest = stream.seen[-1][1] if stream.seen else 0
+        repeated = stream.carried(start, end)
+        if repeated:
+            self.retransmitted.add(segment.frame_bytes, repeated)
+            self._retransmissions.append(Retransmission(key, segment.seq, repeated, segment.frame_bytes,
+                                                        at_tail=end == furthest and repeated == len(segment.payload)))
 
     def _cut_frames(self, key: Direction, stream: _Stream, to_broker: bool) -> None:
         while len(stream.buffer) >= 4:

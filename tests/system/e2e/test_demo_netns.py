@@ -98,7 +98,8 @@ def figures(estimate: float, reading: CrossZoneReading) -> dict[str, object]:
     return {"estimate": round(estimate), "meter": meter, "vs_meter": round(estimate / meter - 1, 5),
             "retransmitted_segments": resent.packets, "retransmitted_bytes": resent.frame_bytes,
             "vs_meter_less_retransmitted": round(estimate / (meter - resent.frame_bytes) - 1, 5),
-            "retransmissions": frames.retransmissions().as_dict(), "load_avg": os.getloadavg()}
+            "retransmissions": frames.retransmissions().as_dict(), "broken_streams": frames.broken_streams,
+            "load_avg": os.getloadavg()}
 
 
 def assert_lower_bound_within_1_percent(estimate: float, reading: CrossZoneReading) -> None:

@@ -97,6 +97,32 @@ def test_a_gap_in_a_stream_stops_its_parsing():
     assert tally.parts("to_broker", "data").packets == 1
 
 
+def test_bytes_sent_twice_are_counted_after_a_gap_too_and_a_hole_filled_late_is_not():
+    # The capture missed bytes 100..149 (lost before the meter): parsing stops, but what the
+    # meter reads twice is still known. Offsets from the SYN's 99 + 1.
+    tally = FrameTally({9093})
+    tally.add(frame(CLIENT, BROKER, 99, SYN))
+    tally.add(frame(CLIENT, BROKER, 150, PSH_ACK, b"b" * 50))  # 150..199, after the gap
+    tally.add(frame(CLIENT, BROKER, 200, PSH_ACK, b"c" * 50))  # 200..249
+    tally.add(frame(CLIENT, BROKER, 100, PSH_ACK, b"a" * 50))  # the hole filled: first time on the meter
+    tally.add(frame(CLIENT, BROKER, 180, PSH_ACK, b"x" * 40))  # 180..219: all 40 carried before
+    tally.add(frame(CLIENT, BROKER, 200, PSH_ACK, b"c" * 50))  # the last segment again: a tail probe
+    tally.add(frame(CLIENT, BROKER, 240, PSH_ACK, b"d" * 20))  # 240..259: 10 again, 10 new
+    assert tally.broken_streams == 1
+    assert vars(tally.retransmitted) == {"packets": 3, "frame_bytes": 3 * 66 + 40 + 50 + 20,
+                                         "payload_bytes": 40 + 50 + 10}
+    assert vars(tally.retransmissions().at_tail) == {"packets": 1, "frame_bytes": 66 + 50, "payload_bytes": 50}
+
+
+def test_a_connection_seen_from_its_middle_counts_repeats_from_its_first_captured_byte():
+    tally = FrameTally({9093})
+    tally.add(frame(CLIENT, BROKER, 5_000, PSH_ACK, b"a" * 30))  # no SYN seen: opened before the capture
+    tally.add(frame(CLIENT, BROKER, 5_000, PSH_ACK, b"a" * 30))
+    tally.add(frame(CLIENT, BROKER, 4_990, PSH_ACK, b"z" * 10))  # before the first captured byte: unknown
+    assert tally.broken_streams == 1
+    assert vars(tally.retransmitted) == {"packets": 1, "frame_bytes": 66 + 30, "payload_bytes": 30}
+
+
 def test_sack_blocks_and_the_ack_number_are_read_from_the_options():
     segment = parse_tcp_frame(frame(BROKER, CLIENT, 500, ACK, ack=300, sacks=((400, 450), (500, 600))))
     assert segment is not None
