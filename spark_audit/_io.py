@@ -133,6 +133,13 @@ class InputSummary:
 # defaults (`bench/bench_audit.py`, 2026-11-30 and 2026-11-26). So local sessions use it only
 # for inputs under QUICK_JIT_MAX_INPUT_BYTES (stored, compressed); spark-submit on a cluster
 # keeps the JVM defaults.
+# PySpark 4 records the Python call site of every DataFrame and Column function in the JVM
+# (for error messages that point at the user's line): several more Py4J round trips per
+# call, half of a report's 26,000 round trips. The jobs are this package's fixed code, so
+# the call sites name nothing a user wrote. Without them the report over a small input
+# took 0.79x the time in a started session (21.4 s against 16.5-18.5 s, 2026-12-01).
+# PySpark reads the setting once per process, from the first session.
+NO_CALL_SITES = ("spark.python.sql.dataFrameDebugging.enabled", "false")
 QUICK_JIT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 QUICK_JIT_MAX_INPUT_BYTES = 32 * 1024 * 1024
 # The same small inputs: with few rows, planning dominates, and three things Spark does for
@@ -242,7 +249,8 @@ def spark_session(master: str | None = "local[*]", app_name: str = "azsidecar-au
             builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT_JAVA_OPTIONS)
             for key, value in SMALL_INPUT_CONFIGS.items():
                 builder = builder.config(key, value)
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    builder = (builder.config("spark.ui.showConsoleProgress", "false")
+               .config(*NO_CALL_SITES))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -346,14 +354,40 @@ def read_lines(spark: SparkSession, path: str, columns: Iterable[str] | None = N
     return raw.withColumn(STATUS_COLUMN, status), files
 
 
+def keep(spark: SparkSession, rolled: DataFrame) -> DataFrame:
+    """The rollup computed once and kept for the tables' queries.
+
+    In local mode it is checkpointed: the frame the tables are built on is then a leaf over
+    the kept rows, not the plan that read, parsed and grouped the input. Spark analyses the
+    whole plan under every step a table takes (each select, join and union), and that
+    analysis was most of a report on a small input. In one started local session, as shipped
+    against cached (bench/bench_audit_plans.py, 2026-12-01): over the audit of 20,000 produce
+    batches savings 0.80x the time and report 0.92x; over that of 100 M batches 1.00x and
+    0.96x. A local checkpoint is not recomputed if its blocks are lost, which in local mode only
+    the driver's own end can do; on a cluster an executor lost would fail the job, so there
+    the rollup is cached (compressed, recomputed from the input if need be)."""
+    if spark.sparkContext.master.startswith("local"):
+        return rolled.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    return rolled.persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def release(rolled: DataFrame) -> None:
+    """Free what `keep` kept. A checkpointed frame's `unpersist()` leaves its blocks in
+    place (they belong to the RDD under its plan's leaf), so that RDD is unpersisted too."""
+    rolled.unpersist()
+    leaf = rolled._jdf.queryExecution().logical()  # noqa: SLF001 - no public handle on the checkpoint's RDD
+    if leaf.getClass().getSimpleName() == "LogicalRDD":
+        leaf.rdd().unpersist(False)
+
+
 def load(spark: SparkSession, path: str, source: str | None = None,
          extra_columns: Iterable[str] = (), framing: Framing | None = None) -> tuple[DataFrame, InputSummary]:
-    """Read the input once into the persisted rollup (`jobs.rollup`); returns it and the summary.
+    """Read the input once into the kept rollup (`jobs.rollup`, `keep`); returns it and the summary.
 
     `framing`: the path the notification bytes on the wire are counted for (`jobs.rollup`).
     `extra_columns` are parsed too, so that lines a later pass would find corrupt (the
-    latency pass reads latency_ms) are already counted here. Call `unpersist()` on the
-    rollup when done. Raises InputError when there are no files or no valid record at
+    latency pass reads latency_ms) are already counted here. Call `release(rolled)` when
+    done. Raises InputError when there are no files or no valid record at
     all (the message carries the counts).
     """
     source = source or path
@@ -361,7 +395,7 @@ def load(spark: SparkSession, path: str, source: str | None = None,
     # A cached plan keeps its partitioning (AQE does not coalesce it): without this, every
     # query over the small rollup would run spark.sql.shuffle.partitions (200) tasks.
     partitions = max(2, spark.sparkContext.defaultParallelism)
-    rolled = jobs.rollup(lines, framing).coalesce(partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    rolled = keep(spark, jobs.rollup(lines, framing).coalesce(partitions))
     counts = rolled.groupBy(STATUS_COLUMN, "kind", "schema_version").agg(
         F.sum("n").alias("n"), F.min("first_ts_ms").alias("first"), F.max("last_ts_ms").alias("last")).collect()
     first_ts: list[int] = []
@@ -395,7 +429,7 @@ def load(spark: SparkSession, path: str, source: str | None = None,
     summary = InputSummary(source, files, total, by_kind, corrupt, unknown, newer, versions, samples,
                            min(first_ts, default=None), max(last_ts, default=None))
     if summary.valid_records == 0:
-        rolled.unpersist()
+        release(rolled)
         raise InputError(f"no valid audit records\n{summary.message()}")
     return rolled, summary
 

@@ -27,6 +27,7 @@ from spark_audit._io import (
     load,
     quick_jit_suits,
     read_lines,
+    release,
     resolve_input,
     spark_session,
     stop_spark,
@@ -178,6 +179,6 @@ def run(job: str, input_uri: str, output_uri: str, prices: Prices, *, master: st
         return EXIT_INPUT
     finally:
         if rolled is not None:
-            rolled.unpersist()
+            release(rolled)
         if own_session:
             stop_spark(spark)

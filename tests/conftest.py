@@ -46,15 +46,19 @@ if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
 SYSTEM_TIER = "system"
 
 
-def xdist_group_of(relative: str, kafka_version: str | None, beside: bool = False) -> str:
+def xdist_group_of(relative: str, kafka_version: str | None, beside: bool = False, own: bool = False) -> str:
     """The pytest-xdist group a test runs in (`make test` runs `--dist loadgroup`): the
     system tier in one group, one test after another (a module `beside` it: its own group);
     the tests on a shared Apache Kafka cluster in one group per broker version, so each
     version's cluster starts once; the Spark job tests in one group (one SparkSession);
-    every other test file its own group, so its module fixtures start once."""
+    every other test file its own group, so its module fixtures start once. An integration
+    module that uses none of its package's shared environment sets OWN_XDIST_GROUP = True
+    (`own`): a group of its own, so it does not lengthen that package's chain."""
     parts = relative.split(os.sep)
     if parts[0] == SYSTEM_TIER:
         return relative if beside else "system"
+    if own:
+        return relative
     package = parts[1] if parts[0] == "integration" and len(parts) > 2 else ""
     if package == "kafka":
         return f"kafka-{kafka_version or 'default'}"
@@ -78,7 +82,8 @@ def pytest_collection_modifyitems(config, items):
         if relative.split(os.sep, 1)[0] == SYSTEM_TIER:
             item.add_marker(pytest.mark.serial)
         version = getattr(item.module, "KAFKA_GROUP_VERSION", None)
-        group = xdist_group_of(relative, version, getattr(item.module, "BESIDE_THE_SYSTEM_TIER", False))
+        group = xdist_group_of(relative, version, getattr(item.module, "BESIDE_THE_SYSTEM_TIER", False),
+                               getattr(item.module, "OWN_XDIST_GROUP", False))
         _GROUP_OF[item.nodeid] = group
         _GROUP_OF[f"{item.nodeid}@{group}"] = group  # the node id once xdist has appended the group
         item.add_marker(pytest.mark.xdist_group(group))
@@ -177,11 +182,20 @@ def shared_environment(stacks: dict, name: str, nodeid: str, start: Callable[[],
         stacks[name] = (stack.enter_context(start()), stack)
 
         def close() -> None:
-            _, own = stacks.pop(name)
-            own.close()
+            entry = stacks.pop(name, None)  # None: discarded already (discard_environment)
+            if entry is not None:
+                entry[1].close()
 
         close_with_group(group_of_node(nodeid), close)
     return stacks[name][0]
+
+
+def discard_environment(stacks: dict, name: str) -> None:
+    """Stop the running environment `name` now, because a test left it unusable; the next test
+    that asks for it starts a new one."""
+    entry = stacks.pop(name, None)
+    if entry is not None:
+        entry[1].close()
 
 
 @pytest.fixture

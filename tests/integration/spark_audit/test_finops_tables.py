@@ -11,7 +11,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from core.prices import Prices
 from spark_audit import jobs
-from spark_audit._io import load, read_lines
+from spark_audit._io import load, read_lines, release
 from spark_audit.compute_costs import ComputeModel
 from spark_audit.report_options import ReportOptions
 from spark_audit.run import run
@@ -63,7 +63,7 @@ def test_agent_zones_are_the_zones_of_agent_records(spark, tmp_path):
                     Row(zone="az3", records=1, first_ts_ms=H0_MS + 30, last_ts_ms=H0_MS + 30)]
         assertDataFrameEqual(actual, expected, checkRowOrder=True)
     finally:
-        rolled.unpersist()
+        release(rolled)
 
 
 def read_csv(text: str) -> list[dict[str, str]]:

@@ -19,7 +19,7 @@ from pyspark.testing import assertDataFrameEqual
 from core.framing import Framing
 from core.prices import Prices
 from spark_audit import jobs
-from spark_audit._io import InputError, load, read_lines
+from spark_audit._io import InputError, load, read_lines, release
 from tests.integration.spark_audit.conftest import H0_MS, HOUR_MS, rec, write_jsonl
 
 H0 = "2026-01-01T00:00Z"
@@ -100,7 +100,7 @@ def read_for(spark):
 
     yield read
     for df in frames:
-        df.unpersist()
+        release(df)
 
 
 SAVINGS_COLUMNS = [
@@ -179,7 +179,7 @@ def test_direct_cross_batches_save_nothing(spark, tmp_path):
                                           crossed_bytes=3_279, cross_bytes_avoided=0, transfer_avoided_usd=0.0,
                                           net_savings_usd=0.0)], **MONEY)
     finally:
-        rolled.unpersist()
+        release(rolled)
 
 
 def test_the_products_other_s3_requests_are_billed(spark, tmp_path):
@@ -200,7 +200,7 @@ def test_the_products_other_s3_requests_are_billed(spark, tmp_path):
                                           s3_get_requests=9, s3_put_usd=3e-5, s3_get_usd=3.6e-6,
                                           net_savings_usd=-3.36e-5, savings_ratio=None)], **MONEY)
     finally:
-        rolled.unpersist()
+        release(rolled)
     assert summary.records_by_kind == {"s3_request": 6}
 
 
@@ -372,7 +372,7 @@ def test_older_schema_version_still_reads(spark, tmp_path):
         Row(zone="az1", dropped_kind="produce_batch", reason="queue_full", dropped=7),
         Row(zone="az1", dropped_kind="wal_flush", reason="invalid", dropped=1),
     ], checkRowOrder=True)
-    df.unpersist()
+    release(df)
 
 
 def test_corrupt_lines_are_counted_not_dropped(spark, tmp_path):
@@ -393,7 +393,7 @@ def test_corrupt_lines_are_counted_not_dropped(spark, tmp_path):
     assert "corrupt lines (not JSON, or a value of the wrong type): 3" in message
     assert "lines without a known kind: 1" in message
     assert "1 records are from a newer schema" in message
-    df.unpersist()
+    release(df)
 
 
 def test_missing_and_empty_input_are_clear_errors(spark, tmp_path):
@@ -429,7 +429,7 @@ def test_checkpoint_puts_of_the_agents_are_billed(spark, tmp_path):
         (saving,) = jobs.savings(rolled, Prices()).collect()
         (bucket,) = jobs.break_even(rolled, Prices()).collect()
     finally:
-        rolled.unpersist()
+        release(rolled)
     # PUTs: the WAL object's 1 + 2 checkpoints = 3 -> 3 * 5e-6 = 1.5e-5; 1 GET -> 4e-7.
     # On the wire at the default MTU 9001 (MSS 8949): direct 1_000_041 * (1 + 52/8949)
     # = 1_000_041 + 5_810.94 -> 1_005_851; notification 300 + 100 + 4 * 52 = 608;
@@ -463,7 +463,7 @@ def test_checkpoint_manifests_are_billed_once_and_shared_among_their_objects(spa
         savings = {(r["source_zone"], r["leader_zone"]): r for r in jobs.savings(rolled, Prices()).collect()}
         (bucket,) = jobs.break_even(rolled, Prices()).collect()
     finally:
-        rolled.unpersist()
+        release(rolled)
     # Each pair: its WAL PUT 1 + half the manifest 0.5 = 1.5 PUTs.
     assert {pair: r["s3_put_requests"] for pair, r in savings.items()} == {("az1", "az3"): 1.5, ("az2", "az3"): 1.5}
     assert (bucket["objects"], bucket["put_requests"]) == (2, 3.0)  # 2 WAL PUTs + 1 manifest
@@ -520,7 +520,7 @@ def test_consumer_bytes_by_zone_pair_with_the_transfer_cost_and_the_fetches_by_w
             Row(zone="az1", broker_zone="az2", served_by="leader", bytes=10_000, cross_zone=True),
         ], checkRowOrder=True)
     finally:
-        rolled.unpersist()
+        release(rolled)
     assert summary.records_by_kind == {"passthrough_bytes": 5, "produce_batch": 1, "fetch_bytes": 5}
 
 
@@ -572,4 +572,4 @@ def test_zone_trouble_per_minute_with_the_fallbacks_transfer_and_the_unread_obje
                 unread_put_usd=0.0, cost_usd=1.05e-8),
         ], checkRowOrder=True, **MONEY)
     finally:
-        rolled.unpersist()
+        release(rolled)

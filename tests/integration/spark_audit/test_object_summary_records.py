@@ -22,7 +22,7 @@ from pyspark.testing import assertDataFrameEqual
 from core.framing import Framing
 from core.prices import Prices
 from spark_audit import jobs
-from spark_audit._io import load
+from spark_audit._io import load, release
 from tests.integration.spark_audit.conftest import H0_MS, rec, write_jsonl
 
 EASY = Framing(path_mtu=1092)
@@ -106,7 +106,7 @@ def test_savings_break_even_cache_and_trouble_are_the_same_from_object_summaries
             "zone_trouble": jobs.zone_trouble(rolled, Prices(), EASY),
         }
         tables[name] = {table: df.collect() for table, df in tables[name].items()}
-        rolled.unpersist()
+        release(rolled)
     for table in ("savings", "break_even", "agent_cache", "zone_trouble"):
         assertDataFrameEqual(tables["summary"][table], tables["object"][table], checkRowOrder=True, **MONEY)
 

@@ -8,7 +8,7 @@ import pytest
 from core.framing import Framing
 from core.prices import Prices
 from spark_audit import jobs
-from spark_audit._io import load
+from spark_audit._io import load, release
 from tests.integration.spark_audit.conftest import rec, write_jsonl
 
 EASY = Framing(path_mtu=1092)  # MSS 1040: stream factor 1 + 52/1040 = 1.05, a notification round trip + 208 bytes
@@ -38,7 +38,7 @@ def test_express_prices_the_requests_and_every_byte(spark, tmp_path):
         (bucket,) = jobs.break_even(rolled, Prices(), EASY, storage_class="express").collect()
         (standard,) = jobs.break_even(rolled, Prices(), EASY).collect()
     finally:
-        rolled.unpersist()
+        release(rolled)
     # On the wire with EASY framing (stream factor 1.05, a notification's round trip + 208 bytes):
     # the direct equivalent of the 1 MB batch is floor((1_000_000 + 41) * 1.05) = 1_050_043 bytes,
     # the notification 300 + 100 + 208 = 608.
@@ -71,5 +71,5 @@ def test_express_never_breaks_even_when_its_byte_charges_exceed_the_transfer(spa
         # $0.001/GB each way: 2e-12 a byte crossing, less than Express's 3.539e-12 per byte.
         (bucket,) = jobs.break_even(rolled, Prices(cross_az_per_gb_each_way=0.001), storage_class="express").collect()
     finally:
-        rolled.unpersist()
+        release(rolled)
     assert bucket["break_even_object_bytes"] is None

@@ -1,0 +1,68 @@
+"""A Spark test that runs into its timeout leaves the next Spark test a working session.
+
+pytest-timeout interrupts a test by raising in its main thread, most often while it waits for
+a Py4J answer; PySpark then sends more commands down the same connection as it unwinds. One
+timed-out report once failed the 34 Spark tests after it, each reading the answer of the
+command before ("KeyError: 'c'", "SparkSession does not exist in the JVM"); a job that is
+still running makes the unwinding wait for ever. The `spark` fixture's watchdog kills the
+JVM shortly before the timeout, and its teardown replaces the session. This runs three
+such tests in a pytest of their own (its own JVM), with this package's fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+OWN_XDIST_GROUP = True  # its own JVM, not the group's session: not in the Spark chain (tests/conftest.py)
+
+INNER_CONFTEST = """
+from tests.conftest import *  # noqa: F403 - the shared-environment fixtures and hooks
+from tests.conftest import _shared_stacks  # noqa: F401 - a star import leaves out private names
+from tests.integration.spark_audit.conftest import *  # noqa: F403 - the spark fixture and its hook
+"""
+
+# The first test starts the session (its JVM's start is not in the timeout); the second's
+# job runs far longer than its timeout (a sum over 10^12 rows); the third asks the same
+# group's session for values written here by hand.
+INNER_TESTS = """
+import pytest
+
+
+def test_the_session_starts(spark):
+    assert spark.range(3).count() == 3
+
+
+@pytest.mark.timeout(20, method="signal")
+def test_a_job_interrupted_by_the_timeout(spark):
+    spark.range(10 ** 12).selectExpr("sum(id)").collect()
+
+
+def test_the_next_test_gets_answers_to_its_own_questions(spark):
+    assert [tuple(r) for r in spark.range(4).selectExpr("id * 10 AS x").collect()] == [(0,), (10,), (20,), (30,)]
+    assert spark.range(5).count() == 5
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_timed_out_spark_test_leaves_the_next_one_a_working_session(tmp_path):
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pytest_timeout")
+    (tmp_path / "conftest.py").write_text(INNER_CONFTEST)
+    (tmp_path / "test_inner.py").write_text(INNER_TESTS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "timeout=120",
+         "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280, check=False)
+    output = result.stdout + result.stderr
+    assert "1 failed, 2 passed" in output, output[-4000:]
+    assert "FAILED test_inner.py::test_a_job_interrupted_by_the_timeout" in output, output[-4000:]
+    assert ("test_a_job_interrupted_by_the_timeout ran 15 s of its 20 s timeout; killing its Spark JVM"
+            in output), output[-4000:]
+    assert "PASSED test_inner.py::test_the_next_test_gets_answers_to_its_own_questions" in output, output[-4000:]
