@@ -366,7 +366,7 @@ def keep(spark: SparkSession, rolled: DataFrame) -> DataFrame:
     0.96x. A local checkpoint is not recomputed if its blocks are lost, which in local mode only
     the driver's own end can do; on a cluster an executor lost would fail the job, so there
     the rollup is cached (compressed, recomputed from the input if need be)."""
-    if spark.sparkContext.master.startswith("local"):
+    if (spark.sparkContext.master or "").startswith("local"):
         return rolled.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
     return rolled.persist(StorageLevel.MEMORY_AND_DISK)
 
