@@ -28,8 +28,9 @@ from tests.integration.spark_audit.conftest import *  # noqa: F403 - the spark f
 """
 
 # The first test starts the session (its JVM's start is not in the timeout); the second's
-# job runs far longer than its timeout (a sum over 10^12 rows); the third asks the same
-# group's session for values written here by hand.
+# job runs far longer than its timeout (its task sleeps for ten minutes, through Spark's
+# reflect(), without using a core); the third asks the same group's session for values
+# written here by hand.
 INNER_TESTS = """
 import pytest
 
@@ -38,9 +39,9 @@ def test_the_session_starts(spark):
     assert spark.range(3).count() == 3
 
 
-@pytest.mark.timeout(20, method="signal")
+@pytest.mark.timeout(10, method="signal")
 def test_a_job_interrupted_by_the_timeout(spark):
-    spark.range(10 ** 12).selectExpr("sum(id)").collect()
+    spark.range(1).selectExpr("reflect('java.lang.Thread', 'sleep', 600000L)").collect()
 
 
 def test_the_next_test_gets_answers_to_its_own_questions(spark):
@@ -63,6 +64,6 @@ def test_a_timed_out_spark_test_leaves_the_next_one_a_working_session(tmp_path):
     output = result.stdout + result.stderr
     assert "1 failed, 2 passed" in output, output[-4000:]
     assert "FAILED test_inner.py::test_a_job_interrupted_by_the_timeout" in output, output[-4000:]
-    assert ("test_a_job_interrupted_by_the_timeout ran 15 s of its 20 s timeout; killing its Spark JVM"
+    assert ("test_a_job_interrupted_by_the_timeout ran 5 s of its 10 s timeout; killing its Spark JVM"
             in output), output[-4000:]
     assert "PASSED test_inner.py::test_the_next_test_gets_answers_to_its_own_questions" in output, output[-4000:]
