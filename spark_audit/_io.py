@@ -136,8 +136,9 @@ class InputSummary:
 # PySpark 4 records the Python call site of every DataFrame and Column function in the JVM
 # (for error messages that point at the user's line): several more Py4J round trips per
 # call, half of a report's 26,000 round trips. The jobs are this package's fixed code, so
-# the call sites name nothing a user wrote. Without them the report over a small input
-# took 0.79x the time in a started session (21.4 s against 16.5-18.5 s, 2026-12-01).
+# the call sites name nothing a user wrote. Without them a report over the audit of 20,000
+# produce batches took 0.88x the time in a started local[*] Spark session
+# (bench/bench_audit_plans.py --compare call_sites, 2026-12-01).
 # PySpark reads the setting once per process, from the first session.
 NO_CALL_SITES = ("spark.python.sql.dataFrameDebugging.enabled", "false")
 QUICK_JIT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -372,12 +373,13 @@ def keep(spark: SparkSession, rolled: DataFrame) -> DataFrame:
 
 
 def release(rolled: DataFrame) -> None:
-    """Free what `keep` kept. A checkpointed frame's `unpersist()` leaves its blocks in
-    place (they belong to the RDD under its plan's leaf), so that RDD is unpersisted too."""
-    rolled.unpersist()
+    """Free what `keep` kept, before returning. A checkpointed frame's `unpersist()` leaves
+    its blocks in place (they belong to the RDD under its plan's leaf), so that RDD is
+    unpersisted too."""
+    rolled.unpersist(blocking=True)
     leaf = rolled._jdf.queryExecution().logical()  # noqa: SLF001 - no public handle on the checkpoint's RDD
     if leaf.getClass().getSimpleName() == "LogicalRDD":
-        leaf.rdd().unpersist(False)
+        leaf.rdd().unpersist(True)
 
 
 def load(spark: SparkSession, path: str, source: str | None = None,

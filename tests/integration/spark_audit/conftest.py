@@ -77,9 +77,10 @@ def timeout_limit_s(item) -> float | None:
 
 
 def watchdog_s(limit_s: float) -> float:
-    """When the watchdog kills the JVM: a tenth of the timeout, at least 5 s, before it, so
-    that the failure is reported (slow for Py4J's long tracebacks) before pytest-timeout fires."""
-    return max(limit_s - max(0.1 * limit_s, 5.0), 0.5 * limit_s)
+    """When the watchdog kills the JVM: a tenth of the timeout, at least 20 s, before it (at
+    the latest half way), so that the failure is reported before pytest-timeout fires: on a
+    loaded host formatting Py4J's long tracebacks took more than 5 s."""
+    return max(limit_s - max(0.1 * limit_s, 20.0), 0.5 * limit_s)
 
 
 def start_watchdog(item) -> threading.Timer | None:

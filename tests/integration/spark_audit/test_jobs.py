@@ -349,6 +349,23 @@ def test_last_apply_compares_the_moved_partitions_in_equal_windows_before_and_af
     assert jobs.last_apply(empty).count() == 0
 
 
+def kept_blocks(spark) -> int:
+    """Partitions the session's block manager holds for cached or checkpointed RDDs."""
+    return sum(info.numCachedPartitions() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo())  # noqa: SLF001
+
+
+def test_the_rollup_is_checkpointed_in_local_mode_and_release_frees_its_blocks(spark, tmp_path):
+    path = str(write_jsonl(tmp_path / "in.jsonl.gz", [rec("metadata_lookup", "az1", cache="hit")] * 3))
+    before = kept_blocks(spark)
+    rolled, summary = load(spark, path)
+    assert summary.records_by_kind == {"metadata_lookup": 3}
+    # the tables' plans start at a leaf over the kept rows, not at the input's scan
+    assert rolled._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"  # noqa: SLF001
+    assert kept_blocks(spark) > before
+    release(rolled)
+    assert kept_blocks(spark) == before
+
+
 def test_older_schema_version_still_reads(spark, tmp_path):
     # v1 records: no audit_drop.reason (added in v2), and a produce_batch written by an
     # older proxy without the timing breakdown or wire_bytes.
