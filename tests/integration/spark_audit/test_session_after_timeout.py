@@ -56,7 +56,8 @@ def test_a_timed_out_spark_test_leaves_the_next_one_a_working_session(tmp_path):
     pytest.importorskip("pytest_timeout")
     (tmp_path / "conftest.py").write_text(INNER_CONFTEST)
     (tmp_path / "test_inner.py").write_text(INNER_TESTS)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"}  # the outer run's options
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "timeout=120", "--tb=short",
          "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],

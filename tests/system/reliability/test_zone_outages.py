@@ -253,8 +253,10 @@ def test_degraded_inter_zone_link_then_restored(kafka_netns, tmp_path):
     assert_delivered_exactly_once(result, 3 * LINK_RECORDS_PER_PRODUCER)
     assert result.verification["acknowledged"] == 3 * LINK_RECORDS_PER_PRODUCER, result.producer_errors
     assert_memory_bounded(result)
-    # The wire did degrade the link: frames lost both ways, stalls, resets.
-    assert counts.get("to_zone_dropped", 0) > 0 and counts.get("to_bridge_dropped", 0) > 0, counts
+    # The wire did degrade the link: frames lost, stalls, resets. Losses are drawn at 2 % per
+    # frame, and few frames go towards the zone while it is degraded: a fresh-clone run
+    # (2026-12-01 23:35) drew none that way (6 the other way), so losses count both ways together.
+    assert counts.get("to_zone_dropped", 0) + counts.get("to_bridge_dropped", 0) > 0, counts
     assert counts.get("stalls", 0) >= 2 and counts.get("resets", 0) >= 1, counts
     # Every producer kept producing while it was degraded (paced 3 x 500/s; a quarter of it).
     assert outage.acked_up - outage.acked_down >= 3 * RATE_PER_PRODUCER * DEGRADED_S / 4, \
