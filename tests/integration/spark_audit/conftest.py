@@ -156,10 +156,12 @@ def spark(_shared_stacks, request):
             else:
                 stop_spark(session)
 
-    session = shared_environment(_shared_stacks, "spark", request.node.nodeid, start)
-    yield session
-    if watchdog is not None:
-        watchdog.cancel()
+    try:  # a session that failed to start must not leave its timer to kill the next test's JVM
+        session = shared_environment(_shared_stacks, "spark", request.node.nodeid, start)
+        yield session
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     if request.node.stash.get(SESSION_SUSPECT, False):
         _SUSPECT_SESSIONS.add(id(session))
         discard_environment(_shared_stacks, "spark")
