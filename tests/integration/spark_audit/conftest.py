@@ -84,7 +84,8 @@ def watchdog_s(limit_s: float) -> float:
 
 
 def start_watchdog(item) -> threading.Timer | None:
-    """A timer that kills the Spark JVM shortly before the test's timeout (`watchdog_s`).
+    """A timer that kills the Spark JVM `watchdog_s` after it starts: shortly before the
+    test's timeout when the session was already up.
 
     pytest-timeout interrupts a test by raising in its main thread, which is most often waiting
     for a Py4J answer. PySpark then sends more commands down the same connection while it
@@ -123,7 +124,6 @@ def spark(_shared_stacks, request):
     its connection would make every later test read stale answers. The next test starts a
     new one."""
     pyspark_sql = pytest.importorskip("pyspark.sql")
-    watchdog = start_watchdog(request.node)
 
     @contextlib.contextmanager
     def start():
@@ -156,8 +156,13 @@ def spark(_shared_stacks, request):
             else:
                 stop_spark(session)
 
-    try:  # a session that failed to start must not leave its timer to kill the next test's JVM
-        session = shared_environment(_shared_stacks, "spark", request.node.nodeid, start)
+    session = shared_environment(_shared_stacks, "spark", request.node.nodeid, start)
+    # Armed once the session is up, not before: on a loaded host a JVM's start took 95 s, and
+    # a watchdog counting from the setup killed the new JVM while it started. A start so slow
+    # that the timeout comes first still ends: the test fails, its hook marks the session,
+    # and the watchdog, firing later, ends any Py4J wait left in the unwinding.
+    watchdog = start_watchdog(request.node)
+    try:
         yield session
     finally:
         if watchdog is not None:

@@ -25,12 +25,28 @@ INNER_CONFTEST = """
 from tests.conftest import *  # noqa: F403 - the shared-environment fixtures and hooks
 from tests.conftest import _shared_stacks  # noqa: F401 - a star import leaves out private names
 from tests.integration.spark_audit.conftest import *  # noqa: F403 - the spark fixture and its hook
+import tests.integration.spark_audit.conftest as spark_conftest
+from pyspark import SparkContext
+
+# Records each test whose watchdog was armed while no session was up: on a loaded host a JVM's
+# start once outlasted the watchdog, which killed the new JVM while it started.
+spark_conftest.ARMED_BEFORE_THE_SESSION = []
+_start_watchdog = spark_conftest.start_watchdog
+
+
+def start_watchdog_recorded(item):
+    if SparkContext._active_spark_context is None:
+        spark_conftest.ARMED_BEFORE_THE_SESSION.append(item.name)
+    return _start_watchdog(item)
+
+
+spark_conftest.start_watchdog = start_watchdog_recorded
 """
 
 # The first test starts the session (its JVM's start is not in the timeout); the second's
 # job runs far longer than its timeout (its task sleeps for ten minutes, through Spark's
 # reflect(), without using a core); the third asks the same group's session for values
-# written here by hand.
+# written here by hand; the fourth checks that no watchdog was armed before its session was up.
 INNER_TESTS = """
 import pytest
 
@@ -47,10 +63,16 @@ def test_a_job_interrupted_by_the_timeout(spark):
 def test_the_next_test_gets_answers_to_its_own_questions(spark):
     assert [tuple(r) for r in spark.range(4).selectExpr("id * 10 AS x").collect()] == [(0,), (10,), (20,), (30,)]
     assert spark.range(5).count() == 5
+
+
+def test_no_watchdog_was_armed_before_its_session_was_up():
+    import tests.integration.spark_audit.conftest as spark_conftest
+
+    assert spark_conftest.ARMED_BEFORE_THE_SESSION == []
 """
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)  # two JVM starts: a loaded CI host took 95 s for one
 def test_a_timed_out_spark_test_leaves_the_next_one_a_working_session(tmp_path):
     pytest.importorskip("pyspark")
     pytest.importorskip("pytest_timeout")
@@ -61,10 +83,11 @@ def test_a_timed_out_spark_test_leaves_the_next_one_a_working_session(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "timeout=120", "--tb=short",
          "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280, check=False)
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400, check=False)
     output = result.stdout + result.stderr
-    assert "1 failed, 2 passed" in output, output[-4000:]
+    assert "1 failed, 3 passed" in output, output[-4000:]
     assert "FAILED test_inner.py::test_a_job_interrupted_by_the_timeout" in output, output[-4000:]
     assert ("test_a_job_interrupted_by_the_timeout ran 15 s of its 30 s timeout; killing its Spark JVM"
             in output), output[-4000:]
     assert "PASSED test_inner.py::test_the_next_test_gets_answers_to_its_own_questions" in output, output[-4000:]
+    assert "PASSED test_inner.py::test_no_watchdog_was_armed_before_its_session_was_up" in output, output[-4000:]
