@@ -25,7 +25,7 @@ OWNED_BY: dict[str, tuple[str, ...]] = {
     "agent": ("azsidecar_agent_", "azsidecar_wal_cache_", "azsidecar_wal_gray_"),  # gray: PUTs / GETs
     "gc": ("azsidecar_wal_gc_",),
 }
-# Every component's: the build, /readyz as last probed (azsidecar/monitor.py), the audit writer's drops.
+# Every component's: the build, /readyz as last probed (azsidecar/health.py), the audit writer's drops.
 SHARED = ("azsidecar_build_info", "azsidecar_ready", "azsidecar_audit_")
 
 BUILD_INFO = Gauge("azsidecar_build_info", "1, labelled with the running build", ["version", "python"])

@@ -21,7 +21,7 @@ import trio
 from prometheus_client import Gauge
 
 from azsidecar.config import Config
-from azsidecar.monitor import ProxyHealth
+from azsidecar.health import ProxyHealth
 from kafka_upstream.metadata import MetadataCache
 
 log = logging.getLogger(__name__)

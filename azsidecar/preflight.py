@@ -23,8 +23,8 @@ from kafka_upstream.errors import UpstreamError
 from leader_notify.agent.errors import KafkaAppendUnavailable
 from proxy.acl_errors import AclSourceError
 from wal_s3.config import WalConfig
+from wal_s3.errors import WalWriteError
 from wal_s3.s3 import S3Error, make_s3_client
-from wal_s3.wal_object import WalWriteError
 
 CHECK_ATTEMPTS = 4  # S3 answers 503 SlowDown or drops a connection now and then: not a reason to exit
 CHECK_BACKOFF_S = 0.5  # 0.5 + 1 + 1.5 s between the attempts

@@ -1,7 +1,7 @@
 """Liveness and readiness: what /livez and /readyz answer, decided from facts (pure).
 
 A monitor task in each process collects facts on its event loop every `PROBE_INTERVAL_S`
-(`azsidecar/monitor.py`); the status server's thread reads the latest facts and asks these
+(`azsidecar/proxy_monitor.py`, `azsidecar/agent_monitor.py`); the status server's thread reads the latest facts and asks these
 functions. Live: the event loop turned recently. Ready:
 
 - proxy: not draining; the upstream cluster answered a Metadata request recently; every

@@ -18,13 +18,14 @@ from typing import Any
 
 import uvloop
 
+from azsidecar.agent_monitor import monitor_agent
 from azsidecar.broker_wait import probe_for, wait_for_brokers
 from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config, require_bootstrap_servers, require_wal_location
 from azsidecar.exposition import LabelledRegistry
 from azsidecar.failures import StartupFailure
+from azsidecar.health import AgentHealth
 from azsidecar.logs import setup_logging
-from azsidecar.monitor import AgentHealth, monitor_agent
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.secrets import resolve_secrets
 from azsidecar.status import StatusServer

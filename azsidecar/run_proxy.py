@@ -18,8 +18,8 @@ from azsidecar.commands import HMAC_ENV
 from azsidecar.config import Config, load_config, require_bootstrap_servers
 from azsidecar.exposition import LabelledRegistry
 from azsidecar.failures import EXIT_CONFIG, EXIT_ENVIRONMENT, StartupFailure
+from azsidecar.health import ProxyHealth
 from azsidecar.logs import setup_logging
-from azsidecar.monitor import ProxyHealth
 from azsidecar.preflight import check_wal_store, startup_errors
 from azsidecar.price_gauges import export_prices
 from azsidecar.runtime import tune_allocator, tune_gc

@@ -16,8 +16,9 @@ from collections.abc import Callable
 import trio
 
 from azsidecar.config import Config
-from azsidecar.monitor import ProxyHealth, monitor_proxy
+from azsidecar.health import ProxyHealth
 from azsidecar.placement_check import watch_placement
+from azsidecar.proxy_monitor import monitor_proxy
 from core.audit import AuditSink, NullAuditSink
 from core.object_summary_sink import ObjectSummarySink
 from core.periodic_flush import flush_every

@@ -51,10 +51,9 @@ from wal_s3.checkpoint_manifest import (
 from wal_s3.config import WalConfig
 from wal_s3.format import WalFormatError, parse_object
 from wal_s3.gc_plan import Ages, ManifestView, ObjectFate, checkpoints_to_delete, needs_head, object_fate
+from wal_s3.object_keys import NAME_RE, OBJECT_KEY_RE
 from wal_s3.retry import RetryArgs, with_retries
 from wal_s3.s3 import Limiter, ListedObject, S3Client, S3Error, S3NotFound, S3Store
-from wal_s3.wal_object import OBJECT_KEY_RE
-from wal_s3.writer import NAME_RE
 
 log = logging.getLogger(__name__)
 

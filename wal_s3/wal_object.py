@@ -10,38 +10,19 @@ objects.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import trio
 
-from core.errors import SidecarError
 from wal_s3.agent_shares import encode_share_entries, share_runs
+from wal_s3.errors import WalFencedError, WalWriteError  # noqa: F401 - raised here, imported from here by callers
 from wal_s3.format import WalEntry, ZoneShare
+from wal_s3.object_keys import OBJECT_KEY_RE, object_key  # noqa: F401 - imported from here by callers
 
 log = logging.getLogger(__name__)
-
-EPOCH_DIGITS = 10  # zero-padded so keys sort by epoch and sequence
-SEQUENCE_DIGITS = 12
-HASH_PREFIX_CHARS = 4  # 65536 prefixes spread S3's per-prefix request rate limits
-
-
-class WalWriteError(SidecarError):
-    """Entries could not be made durable. retriable=True: the caller may append them again."""
-
-
-class WalFencedError(WalWriteError):
-    """This writer's epoch is superseded (or was never won); it has stopped for good.
-
-    The entries themselves may be retried through a new writer (new epoch).
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, retriable=False)
 
 
 @dataclass(frozen=True)
@@ -77,18 +58,6 @@ class WalPlacement(NamedTuple):
     entry_length: int
     entry_index_in_zone: int
     flushed: FlushedObject
-
-
-def object_key(prefix: str, zone: str, writer_id: str, epoch: int, sequence: int) -> str:
-    """`<prefix><hash4>/wal/<zone>/<writer_id>/<epoch>/<sequence>`; the hash spreads S3 prefixes."""
-    tail = f"wal/{zone}/{writer_id}/{epoch:0{EPOCH_DIGITS}d}/{sequence:0{SEQUENCE_DIGITS}d}"
-    digest = hashlib.sha256(tail.encode()).hexdigest()[:HASH_PREFIX_CHARS]
-    return f"{prefix}{digest}/{tail}"
-
-
-OBJECT_KEY_RE = re.compile(
-    rf"^(?P<hash>[0-9a-f]{{{HASH_PREFIX_CHARS}}})/wal/(?P<zone>[A-Za-z0-9._-]+)/(?P<writer_id>[A-Za-z0-9._-]+)"
-    rf"/(?P<epoch>\d{{{EPOCH_DIGITS}}})/(?P<sequence>\d{{{SEQUENCE_DIGITS}}})$")
 
 
 class ObjectInProgress:

@@ -46,7 +46,6 @@ import functools
 import json
 import logging
 import random
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -60,6 +59,7 @@ from wal_s3 import metrics
 from wal_s3._s3_http import http_transport
 from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
+from wal_s3.errors import WalFencedError, WalWriteError
 from wal_s3.flush_policy import cost_seal_bytes, linger_due, seal_reason
 from wal_s3.format import (
     MAX_HEADER_BYTES,
@@ -70,24 +70,19 @@ from wal_s3.format import (
     entry_encoded_size,
 )
 from wal_s3.latency import LatencyGuard, request_units
+from wal_s3.object_keys import EPOCH_DIGITS, NAME_RE, OBJECT_KEY_RE, object_key  # noqa: F401 - OBJECT_KEY_RE: imported from here by callers
 from wal_s3.retry import RetryArgs, with_retries
 from wal_s3.s3 import S3Client, S3Error, S3GrayError, S3PreconditionFailed, S3Store
-from wal_s3.wal_object import (  # noqa: F401 - FlushedObject, WalPlacement, OBJECT_KEY_RE: imported from here by callers
-    EPOCH_DIGITS,
-    OBJECT_KEY_RE,
+from wal_s3.wal_object import (  # noqa: F401 - FlushedObject, WalPlacement: imported from here by callers
     FlushedObject,
     ObjectInProgress,
     PendingEntry,
     ReleaseQueue,
-    WalFencedError,
     WalPlacement,
-    WalWriteError,
-    object_key,
 )
 
 log = logging.getLogger(__name__)
 
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # zone and writer ids are key path segments
 MAX_EPOCH_RACES = 8  # concurrent starts of the same writer id that lose the marker race
 # Objects up to this size are encoded on the event loop: that takes ~0.1 ms, less than a
 # worker-thread round trip, and pure-Python encoding holds the GIL in a thread anyway.

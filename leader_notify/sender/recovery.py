@@ -47,9 +47,9 @@ from wal_s3.billing import S3RequestTally
 from wal_s3.config import WalConfig
 from wal_s3.format import EntryRef, ParsedObject, WalFormatError, ZoneShare, entry_encoded_size, parse_object
 from wal_s3.gc import CheckpointError, Checkpoints
+from wal_s3.object_keys import OBJECT_KEY_RE
 from wal_s3.retry import RetryArgs, with_retries
 from wal_s3.s3 import S3Client, S3Error, S3NotFound, S3Store
-from wal_s3.wal_object import OBJECT_KEY_RE
 
 log = logging.getLogger(__name__)
 

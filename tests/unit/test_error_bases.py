@@ -49,7 +49,7 @@ def test_every_product_error_is_bad_input_or_says_whether_to_retry():
     bases = _bases_by_class()
     errors = {key: _ancestors(key, bases) for key in bases}
     errors = {key: up for key, up in errors.items() if up & BUILTIN_ERRORS or "SidecarError" in up}
-    assert "wal_s3/wal_object.py:WalWriteError" in errors and "core/msk_iam.py:MskIamError" in errors  # the scan sees them
+    assert "wal_s3/errors.py:WalWriteError" in errors and "core/msk_iam.py:MskIamError" in errors  # the scan sees them
     neither = sorted(key for key, up in errors.items()
                      if "SidecarError" not in up and not ({"ValueError", "UnicodeError"} & up)
                      and key != "core/errors.py:SidecarError"

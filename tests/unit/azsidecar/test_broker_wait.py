@@ -7,7 +7,7 @@ import pytest
 
 from azsidecar.broker_wait import backoff_s, refusals, wait_for_brokers
 from azsidecar.failures import StartupFailure
-from azsidecar.monitor import AgentHealth, ProxyHealth
+from azsidecar.health import AgentHealth, ProxyHealth
 
 ADDRESSES = ["10.0.2.10:9092", "10.0.2.11:9092"]
 

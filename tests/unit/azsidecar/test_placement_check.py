@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from azsidecar.config import load_config
-from azsidecar.monitor import ProxyHealth
+from azsidecar.health import ProxyHealth
 from azsidecar.placement_check import publish, wal_path_off, zone_rack_problem
 
 AGENTS = {"use1-az2": "10.0.2.15:9400"}

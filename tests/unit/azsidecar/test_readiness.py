@@ -76,7 +76,7 @@ def test_a_failed_agent_probe_becomes_a_zone_signal():
 
     import trio
 
-    from azsidecar.monitor import probe_signal
+    from azsidecar.proxy_monitor import probe_signal
     from router.zone_health import Signal
 
     refused = OSError("all attempts to connect to 127.0.0.1:1 failed")
