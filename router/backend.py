@@ -2,9 +2,10 @@
 leader, or WAL via S3 and the leader zone's agent.
 
 Strategy: `submit` runs in the client connection's request order. For each partition it
-asks the pure `decide()` for a path; if the path differs from the one the partition's
-earlier batches are still travelling, it first waits for them to drain (router/partition_book.py),
-so batches reach the log in the order received whatever path each takes. Direct batches
+asks the pure `decide()` for a path; if the path (or the leader, or the WAL route's owning
+agent) differs from the one the partition's earlier batches are still travelling, it first
+waits for them to drain (router/partition_book.py), so batches reach the log in the order
+received whatever path each takes and wherever the leader moves. Direct batches
 are handed to the DirectBackend in one go; WAL batches are buffered in the WalWriter
 before `submit` returns (so their order in WAL objects is the request order;
 router/wal_path.py). Each WAL object is announced to each destination zone's agent by one
@@ -144,6 +145,17 @@ class RoutingBackend:
             return route.path.value, dest or "", agent
         return route.path.value, dest or "", leader_id
 
+    def _book_lane(self, item: PartitionBatches, route: Route, dest: str | None, leader_id: int) -> tuple[str, int]:
+        """What the partition's batches in flight must share with this one for it to leave
+        without waiting for them (PartitionState.lane): on the WAL route the leader zone's
+        owning agent, on the direct routes the leader. A leader that moved refuses the
+        batches still on their way to it, and they are sent again to the new one: a later
+        batch sent there first would overtake them (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for
+        an idempotent librdkafka producer)."""
+        if route.path is Path.WAL and self._wal is not None and dest is not None:
+            return dest, self._wal.agent_of(dest, item.topic, item.partition)
+        return dest or "", leader_id
+
     def _direct_target(self, route: Route, dest: str | None) -> DirectBackend:
         if route.path is Path.DIRECT_CROSS and dest in self._direct_by_zone:
             return self._direct_by_zone[dest]
@@ -269,14 +281,14 @@ class RoutingBackend:
         except UpstreamError:
             FORWARD_DECLINED_BY("connection").inc()
             return False  # the decoding path fails the partitions as it always has
-        if not all(self._clear_to_forward(item) for item, _route, _would in routed):
+        if not all(self._clear_to_forward(item, (dest or "", leader_id)) for item, _route, _would in routed):
             return False  # another request moved a partition while this one waited (a lookup, a connect)
         book = self._book
         partitions = []
         for item, route, would in routed:
             state = book.state((item.topic, item.partition))
             book.since_previous_request(state)
-            ticket = book.take((item.topic, item.partition), Path.LOCAL, None)
+            ticket = book.take((item.topic, item.partition), Path.LOCAL, (dest or "", leader_id))
             partitions.append(ForwardedPartition(item, route, would, ticket))
             self.route_counts[route.path.value] += 1
         forwarded = ForwardedRound(self._services, self._direct, partitions, ctx, dest, leader_id, answer,
@@ -309,7 +321,7 @@ class RoutingBackend:
             if route.path is not Path.LOCAL:
                 FORWARD_DECLINED_BY("route").inc()
                 return None
-            if not self._clear_to_forward(item):
+            if not self._clear_to_forward(item, (zone or "", leader_id)):
                 return None
             leader, dest = leader_id, zone
             routed.append((item, route, would))
@@ -317,12 +329,13 @@ class RoutingBackend:
         assert leader is not None
         return leader, dest, routed, lookups
 
-    def _clear_to_forward(self, item: PartitionBatches) -> bool:
-        """Whether the partition's batch may leave by the local route now: no batch in flight on
-        another path (which `submit` would drain first), no sequence gap of its producer
-        (which `submit` would decide on). Counted by reason when not."""
+    def _clear_to_forward(self, item: PartitionBatches, lane: tuple[str, int]) -> bool:
+        """Whether the partition's batch may leave by the local route to the leader of `lane`
+        now: no batch in flight on another path or to another leader (which `submit` would
+        drain first), no sequence gap of its producer (which `submit` would decide on).
+        Counted by reason when not."""
         state = self._book.state((item.topic, item.partition))
-        if state.in_flight > 0 and state.path is not None and (state.path is not Path.LOCAL or state.lane is not None):
+        if state.in_flight > 0 and state.path is not None and (state.path is not Path.LOCAL or state.lane != lane):
             FORWARD_DECLINED_BY("switch").inc()
             return False
         if self._book.gap_open(item):
@@ -351,9 +364,7 @@ class RoutingBackend:
             state = book.state(tp)
             since_previous = book.since_previous_request(state)
             route, would = self._route(item, dest, state)
-            lane = None
-            if route.path is Path.WAL and self._wal is not None and dest is not None:
-                lane = (dest, self._wal.agent_of(dest, item.topic, item.partition))
+            lane = self._book_lane(item, route, dest, leader_id)
             if state.in_flight > 0 and state.path is not None and (state.path != route.path or state.lane != lane):
                 await book.drain_before_switch(tp, state, route.path)
             if book.behind_a_gap(item):

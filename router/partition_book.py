@@ -37,8 +37,9 @@ class PartitionState:
     in_flight: int = 0
     drained: trio.Event = field(default_factory=trio.Event)
     last_request_at: float | None = None  # trio time this proxy last got a batch of the partition
-    # WAL path: (leader's zone, owning agent) of the batches in flight. A new lane drains the
-    # old one first, as a path switch does: a partition moves between agents in order.
+    # (leader's zone, owning agent) of the batches in flight on the WAL path, (leader's zone,
+    # leader) on the direct routes. A new lane drains the old one first, as a path switch does:
+    # a partition moves between agents, and to a new leader, in order.
     lane: tuple[str, int] | None = None
     resends: ResendOrder = field(default_factory=ResendOrder)
     resends_changed: trio.Event = field(default_factory=trio.Event)  # set and replaced on every change
@@ -131,7 +132,7 @@ class PartitionBook:
             state.drained.set()
 
     async def drain_before_switch(self, tp: tuple[str, int], state: PartitionState, to: Path) -> None:
-        """A path or agent switch waits for the old path's batches of the partition to drain
+        """A path, leader or agent switch waits for the old lane's batches of the partition to drain
         (else a later batch could overtake an earlier one). Logged when that takes long: the
         client's connection answers in order, so every request behind this one waits too."""
         waited = trio.current_time()

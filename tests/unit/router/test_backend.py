@@ -998,6 +998,48 @@ async def test_batches_refused_by_a_moved_leader_are_sent_again_in_order_whateve
     assert {r["wire_bytes"] for r in records} == {100 + 41}
 
 
+@pytest.mark.parametrize("policy, leaders", [
+    ("direct", (2, 1)),  # direct_cross to az2, then the leader is elected in this zone: local
+    ("direct", (2, 3)),  # direct_cross to az2, then to az3: the same route, another leader
+])
+@pytest.mark.trio
+async def test_a_batch_after_a_leader_moved_waits_for_the_earlier_ones_still_at_the_old_leader(
+        autojump_clock, policy, leaders):
+    """A CI run on Apache Kafka: the proxy learned the new leader while a batch was still at the
+    old one, sent the next batch to the new leader at once, and the old one's refusal, sent
+    again, came after it: OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for librdkafka. The later
+    batch must wait until the earlier one has its result (here: refused, sent again)."""
+    tp = ("t", 0)
+    old, new = leaders
+    cluster = MovingCluster({tp: old})
+    metadata = MovingMetadata(cluster)
+    direct = LeaderDirect(cluster, metadata)
+    config = RouterConfig(policy=policy, broker_zones=BROKER_ZONES)
+    second_done = trio.Event()
+    results = {}
+    async with trio.open_nursery() as nursery:
+        backend = RoutingBackend("az1", config, WalConfig(), direct, metadata, None, nursery)
+        first = await backend.submit([idempotent(0)], CTX)  # at the old leader, unanswered
+        cluster.actual[tp] = new
+        metadata.invalidate("t")  # the proxy learns the new leader (another partition's refusal, a refresh)
+        direct.hold = False  # from now on a leader takes a request when it is sent
+
+        async def second() -> None:
+            completion = await backend.submit([idempotent(1)], CTX)
+            results[1] = (await completion())[tp]
+            second_done.set()
+        nursery.start_soon(second)
+        await trio.testing.wait_all_tasks_blocked()
+        direct.answer_now[0].set()  # the old leader refuses the first batch
+        with trio.fail_after(10):
+            results[0] = (await first())[tp]
+            await second_done.wait()
+        nursery.cancel_scope.cancel()
+    assert cluster.logs[tp] == [0, 1]  # the new leader got them in the producer's order
+    assert direct.sent == [(old, 0), (new, 0), (new, 1)]
+    assert [(results[k].error_code, results[k].base_offset) for k in (0, 1)] == [(0, 0), (0, 1)]
+
+
 class LaggingMetadata(MovingMetadata):
     """Metadata from a broker behind on the cluster's metadata log: a refresh still names the
     old leader until `lag_s` after `moved_at`."""
