@@ -53,13 +53,13 @@ S3Client: TypeAlias = Any
 Limiter: TypeAlias = "trio.CapacityLimiter | anyio.CapacityLimiter"
 
 
-
 def _would_block() -> tuple[type[Exception], ...]:
     """What acquire_nowait of a full limiter raises: anyio's WouldBlock (on either loop), or
     trio's for a trio.CapacityLimiter (the WAL writer's). Only a process that runs trio holds
     one, so trio is not imported here: the agent, on asyncio, never loads it (~0.1 s of its start)."""
     trio = sys.modules.get("trio")
     return (anyio.WouldBlock,) if trio is None else (anyio.WouldBlock, trio.WouldBlock)
+
 
 # Error codes S3 documents as "retry later". ConditionalRequestConflict (409) means another
 # conditional write on the key is in progress; retrying gives a definite answer.
