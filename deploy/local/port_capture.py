@@ -44,11 +44,14 @@ class PortCapture:
 
     def start(self) -> None:
         for port in self._ports:
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            # Opened for no protocol, then bound to the port for all of them: a socket opened for
+            # ETH_P_ALL hears every interface of the host until its bind, and on a busy host
+            # loopback frames reached the tally (or were dropped by the buffer's default size).
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
             # SO_RCVBUF alone is capped at net.core.rmem_max (208 KiB on many hosts: ~90
             # frames): a reader stalled for a moment on a loaded host then loses frames.
             sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-            sock.bind((port, 0))
+            sock.bind((port, socket.htons(ETH_P_ALL)))
             sock.setblocking(False)
             self._sockets.append(sock)
         self._thread = threading.Thread(target=self._read, name="port-capture", daemon=True)
