@@ -51,7 +51,7 @@ class PortCapture:
             # SO_RCVBUF alone is capped at net.core.rmem_max (208 KiB on many hosts: ~90
             # frames): a reader stalled for a moment on a loaded host then loses frames.
             sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-            sock.bind((port, socket.htons(ETH_P_ALL)))
+            sock.bind((port, ETH_P_ALL))  # Python's address takes host order
             sock.setblocking(False)
             self._sockets.append(sock)
         self._thread = threading.Thread(target=self._read, name="port-capture", daemon=True)

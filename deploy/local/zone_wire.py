@@ -161,8 +161,10 @@ class Wire:
         # no IPv6 on it: its router solicitations would be bytes no zone sent
         subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{self.tap_name}.disable_ipv6=1"], capture_output=True,
                        timeout=10, check=False)
-        self.raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self.raw.bind((port, 0))
+        # Opened for no protocol, then bound to the port for all: a socket opened for ETH_P_ALL
+        # hears every interface of the host until its bind, frames this wire must not copy.
+        self.raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        self.raw.bind((port, ETH_P_ALL))  # Python's address takes host order
         self.raw.setblocking(False)
         # The zone's frames must be wire frames: the wire copies bytes, so a frame left to a
         # checksum offload would arrive with a wrong checksum, and a 64 KB segmentation-offload

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +42,7 @@ def quiet_port() -> Iterator[str]:
         for end in (name, peer):
             Path(f"/proc/sys/net/ipv6/conf/{end}/disable_ipv6").write_text("1")
             subprocess.run(["ip", "link", "set", end, "up"], check=True, timeout=10)
-        yield name
+        yield name, peer
     finally:
         subprocess.run(["ip", "link", "del", name], check=False, timeout=10)
 
@@ -73,14 +75,28 @@ while True:
 """
 
 
+def frame_from(peer: str, payload: bytes) -> int:
+    """Sends one Ethernet frame (broadcast, an experimental EtherType) out of `peer`; its length."""
+    frame = b"\xff" * 6 + b"\x02\x00\x00\x00\x00\x01" + b"\x88\xb5" + payload
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as out:
+        out.bind((peer, 0))
+        return out.send(frame)
+
+
 @pytest.mark.timeout(120)
 def test_a_capture_reads_only_its_port_even_while_other_interfaces_are_busy(quiet_port, busy_loopback):
     # A packet socket opened for every protocol hears every interface of the host until it is
     # bound to its port: on a loaded CI host, loopback frames reached the capture in that moment
     # (6 counted as dropped by a buffer still at its default size), and any it kept would be
-    # counted as the zone's. Opened and closed many times, so that the moment meets the traffic.
+    # counted as the zone's. Opened and closed many times, so that the moment meets the traffic;
+    # each time one frame comes in on the port, which the capture must count, and only it.
+    port, peer = quiet_port
     for attempt in range(60):
-        capture = PortCapture([quiet_port], server_ports=[9092])
+        capture = PortCapture([port], server_ports=[9092])
         capture.start()
+        sent = frame_from(peer, b"azsidecar capture test".ljust(46, b"."))
+        deadline = time.monotonic() + 10
+        while capture.tally.other.packets == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)  # polling the reader thread's tally for the frame sent
         tally = capture.stop()
-        assert (capture.dropped, tally.total_bytes) == (0, 0), attempt
+        assert (capture.dropped, tally.total_bytes, tally.other.packets) == (0, 60, 1), (attempt, sent)
