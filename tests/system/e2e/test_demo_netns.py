@@ -67,9 +67,9 @@ def test_wal_route_cuts_metered_cross_zone_bytes_by_99_percent_and_the_audit_agr
     # twice are tail-loss probes (RFC 8985), the producer's kernel sending a request's last
     # segment again when the broker's ACK of it takes longer than 2 x SRTT + 2 timer ticks; the
     # broker D-SACKs the copy. Any Linux sender does that and a user's meter bills it (up to one
-    # segment a request: 2-3 % of the meter at 9,001 bytes), so the environment keeps them, and
-    # the check requires each to be a probe's last segment or D-SACKed: a segment lost
-    # mid-stream and sent again is neither, and fails it. The
+    # segment a request: 2-3 % of the meter at 9,001 bytes), so the environment keeps them; a
+    # segment sent twice that is neither a probe's last segment nor D-SACKed (what a loss
+    # looks like) counts as delivered, and more than two such segments in a run fail. The
     # estimate counts a data packet's headers per MSS and no pure ACKs (here the brokers ACK a
     # bulk produce about once per 50 KB, but need not); the meter also holds those ACKs,
     # connection set-up and ApiVersions/Metadata: -0.4 to -0.9 % (docs/audit-records.md, "Bytes
@@ -105,9 +105,15 @@ def figures(estimate: float, reading: CrossZoneReading) -> dict[str, object]:
 def assert_lower_bound_within_1_percent(estimate: float, reading: CrossZoneReading) -> None:
     frames = reading.frames
     assert frames is not None and reading.total_bytes is not None and reading.frames_dropped == 0
-    # Every segment sent twice was a tail-loss probe or reached its receiver twice (a D-SACK):
-    # none replaced a segment lost mid-stream. In 35 baseline runs (2026-11-30) 4 of 1,005 were
-    # not D-SACKed (all at the tail) and 1 was not at the tail as the capture read it (D-SACKed).
-    assert frames.retransmissions().unexplained.packets == 0, frames.as_dict()
-    delivered = reading.total_bytes - frames.retransmitted.frame_bytes
+    # The segments sent twice are tail-loss probes or reached their receiver twice (a D-SACK),
+    # with at most a few exceptions: in 35 baseline runs (2026-11-30) 4 of 1,005 were not
+    # D-SACKed (all at the tail) and 1 was not at the tail as the capture read it (D-SACKed);
+    # a loaded CI run (2026-12-02) had one segment of 24 that was neither. Such a segment may be
+    # a first copy the meter never counted (lost before the bridge port) or one the receiver
+    # dropped (a starved broker's full socket: both copies metered). So the lower bound counts
+    # it as delivered, and more than two of them in a run (a lossy environment: 1 % loss would
+    # be ~60 of the ~6,000 segments at 1,500 bytes) fail.
+    unexplained = frames.retransmissions().unexplained
+    assert unexplained.packets <= 2, frames.as_dict()
+    delivered = reading.total_bytes - frames.retransmitted.frame_bytes + unexplained.frame_bytes
     assert 0.99 * delivered <= estimate <= reading.total_bytes, (estimate, reading.total_bytes, frames.as_dict())
