@@ -62,6 +62,7 @@ from deploy.local.processes import (
     start_tansu,
     stop_process,
 )
+from deploy.local.tcp_counters import difference, read_tcp_ext
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,9 @@ class CrossZoneReading:
     # The same frames taken apart (ZoneEnv.capture_frames): data segments, ACKs, Kafka APIs.
     frames: FrameTally | None = None
     frames_dropped: int = 0  # frames the capture missed (the tally then undercounts)
+    # With the frames, each zone's TCP counters over the interval (deploy/local/tcp_counters.py):
+    # why a segment went twice (a receiver's drop, a timeout, a probe), which the frames cannot say.
+    tcp_counters: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @property
     def metered(self) -> bool:
@@ -153,7 +157,8 @@ class CrossZoneReading:
         return {"status": self.status, "interval_s": self.interval_s, "total_bytes": self.total_bytes,
                 "per_zone": {name: vars(b) for name, b in self.per_zone.items()},
                 **({} if self.frames is None else {"frames": self.frames.as_dict(),
-                                                   "frames_dropped": self.frames_dropped})}
+                                                   "frames_dropped": self.frames_dropped,
+                                                   "tcp_counters": {z: dict(c) for z, c in self.tcp_counters.items()}})}
 
 
 def _read_counters(port: str) -> LinkBytes:
@@ -184,6 +189,10 @@ class CrossZoneMeter:
         self._started_at = 0.0
         self._capture_server_ports = capture_server_ports
         self._capture: PortCapture | None = None
+        self._tcp_start: dict[str, dict[str, int]] = {}
+
+    def _tcp_snapshot(self) -> dict[str, dict[str, int]]:
+        return {z.name: read_tcp_ext(z.netns) for z in self._zones if z.netns is not None}
 
     def _port(self, zone: Zone) -> str | None:
         port: str | None = getattr(zone, self._link)
@@ -201,6 +210,7 @@ class CrossZoneMeter:
             self._capture = PortCapture([p for z in self._zones if (p := self._port(z)) is not None],
                                         self._capture_server_ports)
             self._capture.start()
+            self._tcp_start = self._tcp_snapshot()
         self._start = self._snapshot() if self.metered else {}
         self._started_at = time.monotonic()
 
@@ -218,11 +228,13 @@ class CrossZoneMeter:
             for name, before in self._start.items()
         }
         self._start = None
-        frames, dropped = None, 0
+        frames, dropped, tcp = None, 0, {}
         if self._capture is not None:
             frames, dropped = self._capture.stop(), self._capture.dropped
             self._capture = None
-        return CrossZoneReading("metered", per_zone, interval_s, frames, dropped)
+            end_tcp = self._tcp_snapshot()
+            tcp = {name: difference(before, end_tcp.get(name, {})) for name, before in self._tcp_start.items()}
+        return CrossZoneReading("metered", per_zone, interval_s, frames, dropped, tcp)
 
     @contextlib.contextmanager
     def measure(self) -> Iterator[list[CrossZoneReading]]:

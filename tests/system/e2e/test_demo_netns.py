@@ -99,6 +99,7 @@ def figures(estimate: float, reading: CrossZoneReading) -> dict[str, object]:
             "retransmitted_segments": resent.packets, "retransmitted_bytes": resent.frame_bytes,
             "vs_meter_less_retransmitted": round(estimate / (meter - resent.frame_bytes) - 1, 5),
             "retransmissions": frames.retransmissions().as_dict(), "broken_streams": frames.broken_streams,
+            "tcp_counters": {zone: dict(counters) for zone, counters in reading.tcp_counters.items()},
             "load_avg": os.getloadavg()}
 
 
@@ -114,6 +115,6 @@ def assert_lower_bound_within_1_percent(estimate: float, reading: CrossZoneReadi
     # it as delivered, and more than two of them in a run (a lossy environment: 1 % loss would
     # be ~60 of the ~6,000 segments at 1,500 bytes) fail.
     unexplained = frames.retransmissions().unexplained
-    assert unexplained.packets <= 2, frames.as_dict()
+    assert unexplained.packets <= 2, (frames.as_dict(), reading.tcp_counters)
     delivered = reading.total_bytes - frames.retransmitted.frame_bytes + unexplained.frame_bytes
     assert 0.99 * delivered <= estimate <= reading.total_bytes, (estimate, reading.total_bytes, frames.as_dict())
