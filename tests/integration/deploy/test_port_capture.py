@@ -34,8 +34,9 @@ def test_the_receive_buffer_is_not_capped_by_rmem_max():
 
 
 @pytest.fixture
-def quiet_port() -> Iterator[str]:
-    """One end of a veth pair that carries nothing (no address, IPv6 off): a capture on it must read nothing."""
+def quiet_port() -> Iterator[tuple[str, str]]:
+    """A veth pair that carries nothing of its own (no address, IPv6 off): (the end the capture
+    reads, the peer the test sends its frames from)."""
     name, peer = f"azcapq{os.getpid() % 100000}", f"azcapp{os.getpid() % 100000}"
     subprocess.run(["ip", "link", "add", name, "type", "veth", "peer", "name", peer], check=True, timeout=10)
     try:
