@@ -127,7 +127,27 @@ def spark(_shared_stacks, request):
 
     @contextlib.contextmanager
     def start():
-        session = (
+        try:
+            session = build()
+            session.sparkContext.setLogLevel("ERROR")
+        except BaseException:
+            # A start cut short (pytest-timeout fires while the JVM is slow to start on a loaded
+            # host) can leave a Py4J command unanswered on the gateway's connection: the next
+            # test's start then read its answer ("KeyError: 'c'"). Its JVM goes, so that the
+            # next start launches a new one.
+            kill_spark()
+            raise
+        try:
+            yield session
+        finally:
+            if id(session) in _SUSPECT_SESSIONS:
+                _SUSPECT_SESSIONS.discard(id(session))
+                kill_spark()
+            else:
+                stop_spark(session)
+
+    def build():
+        return (
             pyspark_sql.SparkSession.builder.master("local[2]")
             .appName("azsidecar-audit-tests")
             .config("spark.sql.shuffle.partitions", "1")
@@ -146,15 +166,6 @@ def spark(_shared_stacks, request):
             .config("spark.driver.extraJavaOptions", QUICK_JIT_JAVA_OPTIONS)
             .getOrCreate()
         )
-        session.sparkContext.setLogLevel("ERROR")
-        try:
-            yield session
-        finally:
-            if id(session) in _SUSPECT_SESSIONS:
-                _SUSPECT_SESSIONS.discard(id(session))
-                kill_spark()
-            else:
-                stop_spark(session)
 
     session = shared_environment(_shared_stacks, "spark", request.node.nodeid, start)
     # Armed once the session is up, not before: on a loaded host a JVM's start took 95 s, and
