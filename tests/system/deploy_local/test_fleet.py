@@ -76,14 +76,20 @@ def test_sidecars_and_gateways_on_loopback(loopback_kafka_zones, tmp_path):
         a = audited_totals(recs)
         transfer, requests, net = a.bill(Prices(), STANDARD)
         predicted_requests = (usage.objects + usage.checkpoints) * STANDARD.put + usage.shares * STANDARD.get
-        for got, want in ((usage.objects + usage.checkpoints, a.put_requests), (usage.shares, a.get_requests),
-                          (usage.crossed_bytes * 2e-11, transfer), (predicted_requests, requests),
-                          (usage.direct_equivalent_bytes * 2e-11 - usage.crossed_bytes * 2e-11 - predicted_requests,
-                           net)):
+        # The net savings are the direct-equivalent transfer (the same bytes on both sides) less
+        # the crossed transfer less the requests: the last two within 5 % each leave the net
+        # within 5 % of their sum, which is more than 5 % of the net when the two nearly cancel
+        # the first (a loaded run: every part within its 5 %, the net -0.000336 against -0.000320).
+        net_tolerance = 0.05 * (abs(transfer) + abs(requests))
+        for got, want, tolerance in (
+                (usage.objects + usage.checkpoints, a.put_requests, None), (usage.shares, a.get_requests, None),
+                (usage.crossed_bytes * 2e-11, transfer, None), (predicted_requests, requests, None),
+                (usage.direct_equivalent_bytes * 2e-11 - usage.crossed_bytes * 2e-11 - predicted_requests, net,
+                 net_tolerance)):
             # the split says which side moved: the replay's objects and checkpoints, the audit's
             # objects (wal_objects) beside its PUTs
-            assert got == pytest.approx(want, rel=0.05), (mode, got, want, usage.objects, usage.checkpoints,
-                                                           a.wal_objects)
+            assert got == pytest.approx(want, rel=0.05, abs=tolerance), (
+                mode, got, want, usage.objects, usage.checkpoints, a.wal_objects)
     # the same arrivals through one writer per zone never need more objects than one per host
     arrivals = arrivals_from_produce_batches(records["sidecars"])
     assert replay_usage(arrivals, "gateway", wal)[0].objects <= replay_usage(arrivals, "sidecar", wal)[0].objects
