@@ -71,16 +71,23 @@ def transactional(bootstrap: str, transactional_id: str, **extra) -> confluent_k
 
 
 def send_offsets(producer: confluent_kafka.Producer, offsets: list[confluent_kafka.TopicPartition],
-                 group_metadata, attempts: int = 5) -> None:
+                 group_metadata, attempts: int = 5, delivery: Delivery | None = None) -> None:
     """send_offsets_to_transaction as confluent-kafka documents its use: retried while the
     error says it may be (a loaded CI run met "Failed to commit offsets to transaction on
-    broker (none)" while the group's coordinator was not known yet); anything else raises."""
+    broker (none)" while the group's coordinator was not known yet); anything else raises,
+    with the transaction's deliveries so far: a loaded CI run met "Erroneous state", which
+    librdkafka gives when the transaction has left its in-transaction state (an abortable
+    error, e.g. a failed produce of the same transaction) or has no producer id just then."""
     for attempt in range(1, attempts + 1):
         try:
             producer.send_offsets_to_transaction(offsets, group_metadata, 30)
             return
         except confluent_kafka.KafkaException as exc:
             if attempt == attempts or not exc.args[0].retriable():
+                if delivery is not None:
+                    producer.poll(0)  # the delivery reports that have come meanwhile
+                    exc.add_note(f"attempt {attempt}; delivery failures so far: {delivery.failed}; "
+                                 f"acknowledged: {delivery.acked}")
                 raise
 
 
@@ -463,7 +470,7 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it_and_dropped_with_it
             p.begin_transaction()
             produce(p, sink, [(0, 1), (1, 2), (2, 3)], delivery)
             send_offsets(p, [confluent_kafka.TopicPartition(source, 0, 42), confluent_kafka.TopicPartition(source, 1, 7)],
-                         consumer.consumer_group_metadata())
+                         consumer.consumer_group_metadata(), delivery=delivery)
             # Delivered before the abort: librdkafka purges records still queued when a
             # transaction is aborted (_PURGE_QUEUE reports), and these must reach the log.
             assert p.flush(30) == 0
@@ -472,7 +479,8 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it_and_dropped_with_it
             p.begin_transaction()
             produce(p, sink, [(0, 4), (1, 5), (2, 6)], delivery)
             send_offsets(p, [confluent_kafka.TopicPartition(source, 0, 50), confluent_kafka.TopicPartition(source, 1, 9),
-                             confluent_kafka.TopicPartition(source, 2, 3)], consumer.consumer_group_metadata())
+                             confluent_kafka.TopicPartition(source, 2, 3)], consumer.consumer_group_metadata(),
+                         delivery=delivery)
             p.commit_transaction(30)
             log = proxy.log_text()
         after_commit = {tp.partition: tp.offset for tp in consumer.committed(positions, timeout=30)}
