@@ -7,7 +7,8 @@ Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [-
                                             [--cache-mib 256] [--warmup-rounds 0] [--object-mib 8]
                                             [--mock-cluster] [--one-at-a-time] [--s3-keepalive]
                                             [--idempotent] [--requests-in-flight N] [--event-loop uvloop|asyncio]
-                                            [--broker-rtt-ms MS] [--append-slots N] [--profile-dir DIR]
+                                            [--broker-rtt-ms MS] [--append-slots N] [--max-request-mib M]
+                                            [--profile-dir DIR]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
 memory-backed Tansu broker, with --brokers N > 1 (or --mock-cluster) librdkafka's mock cluster of N brokers
@@ -17,7 +18,9 @@ record batches (`batch-kib` each, 1 KiB records, no producer id) are built once.
 
 --broker kafka: Apache Kafka (deploy/local/kafka_cluster.py), --brokers KRaft nodes (3 by
 default), every node in the agents' zone (router.broker_zones; their racks are rack-1..N), topics of --replication-factor replicas
-with leaders round-robin; the agents and the plain producer both produce with acks=all.
+with leaders round-robin; the agents and the plain producer both produce with acks=all. A
+phase's topic is made before its clock starts, and waited for until every leader answers
+ListOffsets for its partitions (a new topic's leaders refuse produce while they make its logs).
 --partitions takes a list (8,24,512): the rounds and the table are repeated per count.
 --pipeline-depths 1,4 (the default): every agent phase runs once per notify.pipeline_depth,
 side by side in the same round, the order of the phases reversed every other round (1: one
@@ -50,7 +53,9 @@ producer phase Kafka).
 
 --broker-rtt-ms MS (mock cluster only): every broker answers each request MS later, as a
 leader with acks=all does on a network; --append-slots N: the agents' max_in_flight_appends
-(with many partitions and a leader's latency, the slots bound an agent's rate).
+(with many partitions and a leader's latency, the slots bound an agent's rate);
+--max-request-mib M: the agents' agent.max_request_bytes (the plain producer keeps aiokafka's
+max_request_size of 1 MiB).
 
 --offered-mib-s R: the notifier announces object k only once objects 0..k-1 make R MiB/s
 since the phase began, a steady offered load instead of everything at once. CPU per MiB is
@@ -122,8 +127,8 @@ import trio  # noqa: E402
 from aiokafka import AIOKafkaProducer  # noqa: E402
 from aiokafka.client import AIOKafkaClient  # noqa: E402
 from aiokafka.protocol.transaction import InitProducerIdRequest  # noqa: E402
-from confluent_kafka import Consumer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient  # noqa: E402
+from confluent_kafka import Consumer, KafkaException, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, OffsetSpec  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
@@ -546,6 +551,33 @@ def topic_leaders(bootstrap: str, topic: str, partitions: int) -> dict[int, int]
     raise RuntimeError(f"{topic}: leaders of {sorted(found)} of {partitions} partitions after {METADATA_TIMEOUT_S}s")
 
 
+def wait_until_led(bootstrap: str, topic: str, partitions: int) -> None:
+    """Return once every partition's leader answers ListOffsets for it. Raises RuntimeError
+    if some do not within METADATA_TIMEOUT_S.
+
+    Why: a new topic's leaders are in Metadata before every leader has made the partition's
+    log (for 512 partitions, seconds on this host), and until then it refuses produce with
+    NOT_LEADER_OR_FOLLOWER: a phase that began meanwhile measured part of the topic's
+    creation (2026-12-02, 512 partitions: the agent logged 362 such refusals in one run, the
+    plain producer retried them too). ListOffsets meets the same check in the leader and
+    writes nothing."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    pending = [TopicPartition(topic, p) for p in range(partitions)]
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    while pending and time.monotonic() < deadline:  # each try is one ListOffsets round trip per leader
+        futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in pending},
+                                     request_timeout=max(0.1, deadline - time.monotonic()))
+        refused = []
+        for tp, future in futures.items():
+            try:
+                future.result()
+            except KafkaException:
+                refused.append(tp)
+        pending = refused
+    if pending:
+        raise RuntimeError(f"{topic}: {len(pending)} of {partitions} partitions not led after {METADATA_TIMEOUT_S}s")
+
+
 def check_appended(kafka: Kafka, topic: str, ends: Mapping[int, tuple[int, int]]) -> None:
     """Raises RuntimeError unless every partition of `topic` ends where `ends` (log_ends) says."""
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"bench-check-{topic}"})
@@ -591,6 +623,7 @@ def start_kafka(brokers: int, log_dir: Path, mock: bool = False, rtt_ms: int = 0
                 rf = min(replication_factor, brokers)
                 cluster.create_topic(name, partitions, replication_factor=rf, assignments={
                     p: [(p + i) % brokers + 1 for i in range(rf)] for p in range(partitions)})
+                wait_until_led(cluster.bootstrap, name, partitions)
 
             pids = tuple(node.proc.pid for node in cluster.nodes.values() if node.proc is not None)
             yield Kafka(tuple(cluster.bootstraps), pids, create_apache, False,
@@ -664,6 +697,8 @@ def main() -> int:
                     help="the mock cluster's brokers answer every request this much later (a leader's latency)")
     ap.add_argument("--append-slots", type=int, default=0,
                     help="the agents' agent.max_in_flight_appends (0: its default)")
+    ap.add_argument("--max-request-mib", type=float, default=0,
+                    help="the agents' agent.max_request_bytes in MiB (0: its default)")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
@@ -693,6 +728,8 @@ def main() -> int:
         ap.error("--append-slots: at least 1 (0: the agents' default)")
     if args.requests_in_flight and not 1 <= args.requests_in_flight <= 5:
         ap.error("--requests-in-flight: 1..5")
+    if args.max_request_mib and not 1 / 16 <= args.max_request_mib <= 64:
+        ap.error("--max-request-mib: 1/16..64 (agent.max_request_bytes: 64 KiB..64 MiB)")
     if args.stagger and args.offered_mib_s <= 0:
         ap.error("--stagger paces shares: give --offered-mib-s")
     if args.one_at_a_time and args.offered_mib_s > 0:
@@ -725,6 +762,8 @@ def main() -> int:
             agent_settings["requests_in_flight_per_leader"] = args.requests_in_flight
         if args.append_slots:
             agent_settings["max_in_flight_appends"] = args.append_slots
+        if args.max_request_mib:
+            agent_settings["max_request_bytes"] = int(args.max_request_mib * MiB)
         with AgentProcesses(max(counts), base, log_dir, args.profile_dir, agent_settings) as agents:
             for partitions in partition_counts:
                 run_partitions(args, partitions, counts, depths, kafka, kafka_name, moto, bucket, s3_pids, agents)
