@@ -204,6 +204,11 @@ class DirectBackend:
         """How long a request waits for the leader's answer."""
         return self._timeout_s
 
+    def open_connection(self, node_id: int) -> UpstreamConnection | None:
+        """The open connection to broker `node_id` when there is one (no wait): None also
+        when the cluster's metadata names no such broker."""
+        return self._cluster.open_connection(node_id) if node_id in self._cluster.brokers else None
+
     async def connection(self, node_id: int) -> UpstreamConnection:
         """The connection to broker `node_id`. Raises UpstreamError, also when the cluster's
         metadata names no such broker (a connection would go to a bootstrap address)."""

@@ -1,6 +1,6 @@
 """Trio client for the upstream Kafka brokers: pipelined requests on one connection per node.
 
-Strategy: `submit()` writes a request under a FIFO send lock and returns a pending
+Strategy: `submit()` writes a request in its FIFO send turn (send_turn.py) and returns a pending
 handle; the caller awaits it separately. Callers that submit in client order therefore
 keep Kafka's per-connection ordering (the broker handles one connection's requests in
 order), while many requests stay in flight. One reader task per connection matches
@@ -10,7 +10,7 @@ wrapped in trio.SSLStream; with SASL_* the proxy authenticates with its own iden
 (kafka-python's client-side mechanisms make the messages) right after ApiVersions. With
 OAUTHBEARER the token is an MSK IAM token (core/msk_iam.py, signed in a worker thread), and
 when the broker announces a session lifetime (KIP-368) a task per connection re-authenticates
-on the same connection before it ends: it holds the send lock, waits until no response is
+on the same connection before it ends: it holds the send turn, waits until no response is
 pending (the broker would read a pipelined request as SASL bytes), and runs the SASL exchange
 again; if that fails the connection is closed and the next request opens a new one.
 """
@@ -42,6 +42,7 @@ from kafka_protocol.produce import ProduceRequestData, decode_produce_response, 
 from kafka_protocol.produce_scan import forwarded_request_head
 from kafka_upstream.config import UpstreamConfig
 from kafka_upstream.errors import UpstreamError, UpstreamTimeout
+from kafka_upstream.send_turn import SendTurn
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class UpstreamConnection:
         self.address = address
         self._stream = stream
         self._client_id = client_id
-        self._send_lock = trio.Lock()  # trio locks are fair: submission order is kept
+        self._send_turn = SendTurn()  # fair: submission order is kept
         self._correlation = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._idle = trio.Event()  # set while no response is pending
@@ -129,7 +130,7 @@ class UpstreamConnection:
                      holding_lock: bool = False) -> _Pending | None:
         """Write `request` at `version`; returns a handle to await, or None without response.
 
-        `holding_lock`: the caller is inside `quiesced()` (re-authentication) and owns the send lock.
+        `holding_lock`: the caller is inside `quiesced()` (re-authentication) and holds the send turn.
         Raises UpstreamError if the connection is closed or the write fails.
         """
         if self.closed:
@@ -158,22 +159,20 @@ class UpstreamConnection:
             if holding_lock:
                 await self._send(correlation_id, pending, data)
             else:
-                try:  # uncontended (the usual case): taken without a trip through the scheduler
-                    self._send_lock.acquire_nowait()
-                except trio.WouldBlock:
-                    await self._send_lock.acquire()  # fair: queued behind earlier submitters
+                if not self._send_turn.take_nowait():  # uncontended (the usual case): no trip through the scheduler
+                    await self._send_turn.take()  # fair: queued behind earlier submitters
                 try:
                     await self._send(correlation_id, pending, data)
                 finally:
-                    self._send_lock.release()
+                    self._send_turn.give_back()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._fail_all(UpstreamError(f"send to {self.address} failed: {exc}"))
             raise UpstreamError(f"send to {self.address} failed: {exc}") from exc
         return pending
 
     async def _send(self, correlation_id: int, pending: _Pending | None, data: list[bytes | memoryview]) -> None:
-        # Under the send lock: a request counts as pending only once it is being sent, so
-        # quiesced() (which holds the lock) waits for what is on the wire, not for requests
+        # In the send turn: a request counts as pending only once it is being sent, so
+        # quiesced() (which holds the turn) waits for what is on the wire, not for requests
         # queued behind it. Raises UpstreamError if the connection closed while it waited.
         if self.closed:
             raise UpstreamError(f"connection to {self.address} is closed")
@@ -197,14 +196,12 @@ class UpstreamConnection:
         head = forwarded_request_head(api_version, correlation_id, self._client_id, len(body))
         pending = _Pending(bytes, on_answer)
         try:
-            try:  # uncontended (the usual case): taken without a trip through the scheduler
-                self._send_lock.acquire_nowait()
-            except trio.WouldBlock:
-                await self._send_lock.acquire()  # fair: queued behind earlier submitters
+            if not self._send_turn.take_nowait():  # uncontended (the usual case): no trip through the scheduler
+                await self._send_turn.take()  # fair: queued behind earlier submitters
             try:
                 await self._send(correlation_id, pending, [head, body])
             finally:
-                self._send_lock.release()
+                self._send_turn.give_back()
         except UpstreamError as exc:  # closed before it was sent (and registered)
             self._call_back(on_answer, exc)
             return
@@ -258,11 +255,11 @@ class UpstreamConnection:
 
     @contextlib.asynccontextmanager
     async def quiesced(self, timeout_s: float) -> AsyncIterator[None]:
-        """Hold the send lock until no response is pending; requests inside pass `holding_lock=True`.
+        """Hold the send turn until no response is pending; requests inside pass `holding_lock=True`.
 
         Raises UpstreamTimeout if responses are still pending after `timeout_s`.
         """
-        async with self._send_lock:
+        async with self._send_turn:
             with trio.move_on_after(timeout_s):
                 await self._idle.wait()
             if not self._idle.is_set():
@@ -398,6 +395,11 @@ class UpstreamCluster:
     @property
     def brokers(self) -> Mapping[int, BrokerAddress]:
         return self._brokers
+
+    def open_connection(self, node_id: int) -> UpstreamConnection | None:
+        """The open connection to `node_id` if there is one (no wait), else None."""
+        conn = self._connections.get(node_id)
+        return conn if conn is not None and not conn.closed else None
 
     async def connection(self, node_id: int = BOOTSTRAP_NODE) -> UpstreamConnection:
         """An open connection to `node_id` (or any bootstrap server). Raises UpstreamError."""

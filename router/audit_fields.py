@@ -83,13 +83,13 @@ def produce_batch_record(proxy_id: str, item: PartitionBatches, route: Route, de
     size = item.size
     record: ProduceBatchRecord = {
         "proxy_id": proxy_id, "leader_zone": dest or "", "topic": item.topic,
-        "partition": item.partition, "route": route.path.value, "reason": route.reason,
+        "partition": item.partition, "route": route.path_name, "reason": route.reason,
         "bytes": size, "records": item.records,
-        "wire_bytes": wire_bytes(route.path.value, size, outcome.wire_bytes if outcome else 0),
+        "wire_bytes": wire_bytes(route.path_name, size, outcome.wire_bytes if outcome else 0),
         "error_code": result.error_code, "latency_ms": (finished - started) * 1000,
         "queue_ms": -1.0, "s3_put_ms": -1.0, "notify_rtt_ms": -1.0, "leader_append_ms": -1.0,
         "wal_key": "", "linger_wait_ms": -1.0, "producer_wait_ms": -1.0,
-        "shadow_route": would.path.value if would is not None else "",
+        "shadow_route": would.path_name if would is not None else "",
         "shadow_reason": would.reason if would is not None else "",
         "principal": principal,
     }

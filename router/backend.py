@@ -44,7 +44,7 @@ from kafka_upstream.metadata import MetadataCache
 from leader_notify.sender.owners import AgentMap
 from router import metrics as router_metrics
 from router.config import RouterConfig
-from router.decide import ObjectShape, Path, Route, ZoneView, decide, predicted_shape, shadow
+from router.decide import SAME_ZONE, ObjectShape, Path, Route, ZoneView, decide, predicted_shape, shadow
 from router.forwarded_round import ForwardedPartition, ForwardedRound
 from router.metrics import FORWARD_DECLINED_BY
 from router.partition_book import PartitionBook, PartitionState
@@ -142,8 +142,8 @@ class RoutingBackend:
         to whichever broker of its zone leads), a direct route to the leader itself."""
         if route.path is Path.WAL:
             agent = self._wal.agent_of(dest, item.topic, item.partition) if self._wal and dest else 0
-            return route.path.value, dest or "", agent
-        return route.path.value, dest or "", leader_id
+            return route.path_name, dest or "", agent
+        return route.path_name, dest or "", leader_id
 
     def _book_lane(self, item: PartitionBatches, route: Route, dest: str | None, leader_id: int) -> tuple[str, int]:
         """What the partition's batches in flight must share with this one for it to leave
@@ -191,7 +191,7 @@ class RoutingBackend:
 
     async def hand_on(self, item: PartitionBatches, ctx: ProduceContext, followed: Followed) -> Resent:
         """Send a refused batch again by `followed` (produce_round.LeaderFollower)."""
-        self.route_counts[followed.route.path.value] += 1
+        self.route_counts[followed.route.path_name] += 1
         if followed.route.path is Path.WAL:
             assert self._wal is not None and followed.dest is not None  # the policy routes WAL only then
             ack_mode = "leader" if any(b.is_transactional for b in item.batches) else self._ack_mode(item.topic)
@@ -207,11 +207,11 @@ class RoutingBackend:
                                                  "leader_zone": zone or "", "cache": "hit" if cached else "miss"})
             router_metrics.METADATA_LOOKUPS_BY("hit" if cached else "miss").inc()
         for item, route, would in routed:
-            router_metrics.BYTES_IN_BY(route.path.value).inc(item.size)
-            router_metrics.DECISIONS_BY(route.path.value, route.reason).inc()
+            router_metrics.BYTES_IN_BY(route.path_name).inc(item.size)
+            router_metrics.DECISIONS_BY(route.path_name, route.reason).inc()
             if would is not None:
-                router_metrics.SHADOW_DECISIONS_BY(would.path.value, would.reason).inc()
-                router_metrics.SHADOW_BYTES_BY(would.path.value).inc(item.size)
+                router_metrics.SHADOW_DECISIONS_BY(would.path_name, would.reason).inc()
+                router_metrics.SHADOW_BYTES_BY(would.path_name).inc(item.size)
 
     def _producer_wait_s(self, item: PartitionBatches, since_previous: float | None) -> float:
         if not self._wal_config.linger_counts_producer_wait:
@@ -271,26 +271,34 @@ class RoutingBackend:
         """The local route's forward path (kafka_upstream/forward.py, router/forwarded_round.py):
         send the client's request whole when every partition takes the local route to one
         leader, with no path switch to drain and no sequence gap to hold back; False, having
-        changed nothing, otherwise. Raises nothing."""
+        changed nothing, otherwise. Raises nothing.
+
+        Every produce request of a same-zone producer comes this way, so it does only what
+        the decision needs (measured per request: its Python calls are the local route's
+        CPU): a same-zone leader's route is the constant `decide` gives it, and an open
+        connection is taken without a wait, after which nothing can have moved a partition."""
         plan = await self._forward_plan(request, ctx)
         if plan is None:
             return False
         leader_id, dest, routed, lookups = plan
-        try:
-            conn = await self._direct.connection(leader_id)
-        except UpstreamError:
-            FORWARD_DECLINED_BY("connection").inc()
-            return False  # the decoding path fails the partitions as it always has
-        if not all(self._clear_to_forward(item, (dest or "", leader_id)) for item, _route, _would in routed):
-            return False  # another request moved a partition while this one waited (a lookup, a connect)
+        conn = self._direct.open_connection(leader_id)
+        if conn is None:
+            try:
+                conn = await self._direct.connection(leader_id)
+            except UpstreamError:
+                FORWARD_DECLINED_BY("connection").inc()
+                return False  # the decoding path fails the partitions as it always has
+            if not all(self._clear_to_forward(item, (dest or "", leader_id)) for item, _route, _would in routed):
+                return False  # another request moved a partition while this one connected
         book = self._book
+        now = trio.current_time()
         partitions = []
         for item, route, would in routed:
-            state = book.state((item.topic, item.partition))
-            book.since_previous_request(state)
-            ticket = book.take((item.topic, item.partition), Path.LOCAL, (dest or "", leader_id))
+            tp = (item.topic, item.partition)
+            book.since_previous_request(book.state(tp), now)
+            ticket = book.take(tp, Path.LOCAL, (dest or "", leader_id))
             partitions.append(ForwardedPartition(item, route, would, ticket))
-            self.route_counts[route.path.value] += 1
+        self.route_counts[SAME_ZONE.path_name] += len(partitions)  # every forwarded batch is local
         forwarded = ForwardedRound(self._services, self._direct, partitions, ctx, dest, leader_id, answer,
                                    time.perf_counter())
         self._count_submit(lookups, routed)
@@ -308,6 +316,7 @@ class RoutingBackend:
         routed: list[tuple[PartitionBatches, Route, Route | None]] = []
         lookups: list[tuple[PartitionBatches, str | None, bool]] = []
         book = self._book
+        same_zone = (SAME_ZONE, SAME_ZONE if self.config.shadow else None)  # what _route gives a same-zone leader
         for item in request.partitions:
             try:
                 zone, cached, leader_id = await self._leader_zone(item)
@@ -317,10 +326,13 @@ class RoutingBackend:
             if leader_id < 0 or (zone is not None and zone != self.zone) or leader not in (None, leader_id):
                 FORWARD_DECLINED_BY("route").inc()
                 return None
-            route, would = self._route(item, zone, book.state((item.topic, item.partition)))  # no side effect here
-            if route.path is not Path.LOCAL:
-                FORWARD_DECLINED_BY("route").inc()
-                return None
+            if zone == self.zone:
+                route, would = same_zone
+            else:  # no zone known: the policy says (no side effect here)
+                route, would = self._route(item, zone, book.state((item.topic, item.partition)))
+                if route.path is not Path.LOCAL:
+                    FORWARD_DECLINED_BY("route").inc()
+                    return None
             if not self._clear_to_forward(item, (zone or "", leader_id)):
                 return None
             leader, dest = leader_id, zone
@@ -374,7 +386,7 @@ class RoutingBackend:
                 continue
             ticket = book.take(tp, route.path, lane)
             produce_round.routed(item, route, dest, would, ticket, self._lane(item, route, dest, leader_id))
-            self.route_counts[route.path.value] += 1
+            self.route_counts[route.path_name] += 1
             routed.append((item, route, would))
             if route.path is Path.WAL:
                 assert self._wal is not None and dest is not None

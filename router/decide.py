@@ -11,7 +11,7 @@ choice does not flap around the break-even point.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from core.audit import FALLBACK_DIRECT_REASON
@@ -31,6 +31,15 @@ class Path(str, Enum):
 class Route:
     path: Path
     reason: str
+    # path.value, kept as a plain attribute: metrics, audit records and the route counts name
+    # the path of every batch, and an Enum's .value is a Python call per use.
+    path_name: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path_name", self.path.value)
+
+
+SAME_ZONE = Route(Path.LOCAL, "same zone")  # every batch whose leader is in the proxy's zone
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,7 @@ def decide(policy: str, view: ZoneView, current: Path | None, shape: ObjectShape
     if view.leader_zone is None:
         return Route(Path.DIRECT_CROSS if view.proxy_zone else Path.LOCAL, "leader zone unknown")
     if view.leader_zone == view.proxy_zone:
-        return Route(Path.LOCAL, "same zone")
+        return SAME_ZONE
     if transactional:
         return Route(Path.DIRECT_CROSS, "transactional")
     if topic_refusal is not None:

@@ -108,7 +108,7 @@ class ForwardedRound:
     def _account(self, p: ForwardedPartition, result: PartitionResult, finished: float) -> None:
         """The metrics and produce_batch audit record ProduceRound gives a local batch."""
         services = self._services
-        path = p.route.path.value
+        path = p.route.path_name
         size = p.item.size
         router_metrics.BYTES_OUT_BY(path).inc(size)
         router_metrics.PRODUCE_LATENCY_BY(path).observe(finished - self._started)

@@ -60,9 +60,11 @@ class PartitionBook:
     def state(self, tp: tuple[str, int]) -> PartitionState:
         return self._partitions[tp]
 
-    def since_previous_request(self, state: PartitionState) -> float | None:
-        """Seconds since this proxy last got a batch of the partition (None: never), and now noted."""
-        now = trio.current_time()
+    def since_previous_request(self, state: PartitionState, now: float | None = None) -> float | None:
+        """Seconds since this proxy last got a batch of the partition (None: never), and now
+        noted; `now`: the trio time, when the caller has it already."""
+        if now is None:
+            now = trio.current_time()
         since = None if state.last_request_at is None else now - state.last_request_at
         state.last_request_at = now
         return since

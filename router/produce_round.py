@@ -284,13 +284,13 @@ class ProduceRound:
                 return
             await services.book.clear_for(tp, routed.ticket, followed.lane)
             first_outcome = next((o for it, _d, o in self._wal if it is item), None)
-            refused_wire = audit_fields.wire_bytes(routed.route.path.value, item.size,
+            refused_wire = audit_fields.wire_bytes(routed.route.path_name, item.size,
                                                    first_outcome.wire_bytes if first_outcome else 0)
             resent = await services.follower.hand_on(item, self._ctx, followed)
             services.book.resent(tp, routed.ticket, followed.lane)
             self._routes[tp] = _Routed(followed.route, followed.dest, followed.would, routed.ticket, followed.lane,
                                        refused_wire)
-            router_metrics.RESENDS_BY(followed.route.path.value,
+            router_metrics.RESENDS_BY(followed.route.path_name,
                                       "agent" if routed.route.path is Path.WAL else "leader").inc()
             if resent.outcome is not None:
                 assert followed.dest is not None
@@ -388,8 +388,8 @@ class ProduceRound:
             result = results[tp]
             done = self._finished_at.get(tp, finished)
             if result.error_code == errors.NONE:
-                router_metrics.BYTES_OUT_BY(routed.route.path.value).inc(item.size)
-                router_metrics.PRODUCE_LATENCY_BY(routed.route.path.value).observe(done - self._started)
+                router_metrics.BYTES_OUT_BY(routed.route.path_name).inc(item.size)
+                router_metrics.PRODUCE_LATENCY_BY(routed.route.path_name).observe(done - self._started)
             record = audit_fields.produce_batch_record(
                 services.proxy_id, item, routed.route, routed.dest, result, self._started, done,
                 outcomes.get(id(item)), routed.would, self._principal)

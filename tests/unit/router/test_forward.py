@@ -8,6 +8,7 @@ import types
 
 import pytest
 import trio
+from prometheus_client import REGISTRY
 
 from core.audit import MemoryAuditSink
 from core.produce import PartitionBatches, PartitionResult, ProduceContext
@@ -18,7 +19,6 @@ from kafka_upstream.direct import DirectBackend
 from kafka_upstream.errors import UpstreamTimeout
 from kafka_upstream.metadata import PartitionInfo
 from kafka_upstream.upstream import BrokerAddress
-from router import metrics as router_metrics
 from router.backend import RoutingBackend
 from router.config import RouterConfig
 from router.decide import Path
@@ -63,13 +63,26 @@ class FakeConnection:
 
 
 class FakeCluster:
+    """One connection for every broker, opened by the first `connection()`; `while_connecting`
+    runs inside that wait (what other requests do meanwhile)."""
+
     def __init__(self) -> None:
         self.brokers = {1: BrokerAddress(1, "b1", 9092, None)}
         self.api_versions = {0: (3, 11)}
         self.conn = FakeConnection()
+        self.opened = False
+        self.connects = 0
+        self.while_connecting = lambda: None
+
+    def open_connection(self, node_id):
+        return self.conn if self.opened else None
 
     async def connection(self, node_id):
         assert node_id in self.brokers
+        self.connects += 1
+        await trio.lowlevel.checkpoint()
+        self.while_connecting()
+        self.opened = True
         return self.conn
 
 
@@ -103,7 +116,7 @@ def answer_frame(partitions: list[PartitionAnswer], version: int = 9) -> bytes:
 
 
 def forwarded(label: str) -> float:
-    return router_metrics.FORWARDED_BY(label)._value.get()
+    return REGISTRY.get_sample_value("azsidecar_router_forwarded_requests_total", {"outcome": label}) or 0.0
 
 
 @pytest.mark.trio
@@ -163,6 +176,31 @@ async def test_a_partition_still_draining_another_path_is_left_to_the_decoding_p
         request = ScannedProduce(None, -1, 30_000, (item("local", 0, 10),))
         assert not await routing.forward(request, CTX, BODY, Answer())
         assert cluster.conn.sent == []
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_the_first_request_waits_for_the_connection_and_later_ones_take_it_open():
+    async with trio.open_nursery() as nursery:
+        routing, cluster = backend(nursery)
+        for _ in range(3):
+            assert await routing.forward(ScannedProduce(None, -1, 30_000, (item("local", 0, 10),)), CTX, BODY,
+                                         Answer())
+        assert (cluster.connects, len(cluster.conn.sent)) == (1, 3)
+        assert routing._book.state(("local", 0)).in_flight == 3
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_a_partition_another_request_moved_while_this_one_connected_is_left_to_the_decoding_path():
+    async with trio.open_nursery() as nursery:
+        routing, cluster = backend(nursery)
+        cluster.while_connecting = lambda: routing._book.take(("local", 0), Path.DIRECT_CROSS, None)
+        request = ScannedProduce(None, -1, 30_000, (item("local", 0, 10),))
+        assert not await routing.forward(request, CTX, BODY, Answer())
+        assert cluster.conn.sent == [] and routing.route_counts == {}
+        state = routing._book.state(("local", 0))
+        assert (state.in_flight, state.path, state.last_request_at) == (1, Path.DIRECT_CROSS, None)
         nursery.cancel_scope.cancel()
 
 
