@@ -301,8 +301,8 @@ class RoutingBackend:
         self.route_counts[SAME_ZONE.path_name] += len(partitions)  # every forwarded batch is local
         forwarded = ForwardedRound(self._services, self._direct, partitions, ctx, dest, leader_id, answer,
                                    time.perf_counter())
-        self._count_submit(lookups, routed)
         await conn.forward_produce(ctx.client_version, body, self._direct.timeout_s, forwarded.on_answer)
+        self._count_submit(lookups, routed)  # after the send: the producer does not wait for the accounting
         return True
 
     async def _forward_plan(self, request: ScannedProduce, ctx: ProduceContext) -> _ForwardPlan | None:

@@ -5,10 +5,10 @@ route to one leader as the client's bytes (kafka_upstream/forward.py); the parti
 took their tickets and counted in flight as on the decoding path. The leader's answer is
 handled here, in the step the upstream reader delivers it - no task, no await:
 
-- plain (every partition NONE, nothing a client must not see): each partition's ticket
-  and in-flight count are settled as ProduceRound settles a success, the answer's bytes
-  go to the client, then metrics and one produce_batch audit record per partition, with
-  the same fields the decoding path gives them.
+- plain (every partition NONE, nothing a client must not see): the answer's bytes go to
+  the client, then each partition's ticket and in-flight count are settled as
+  ProduceRound settles a success, then metrics and one produce_batch audit record per
+  partition, with the same fields the decoding path gives them.
 - anything else (a refusal by a moved leader, a duplicate, any error, an answer that does
   not parse, no answer in time, a lost connection): the answer is decoded whole and handed
   to a `ProduceRound` as its one direct part, which settles in a task as it always does -
@@ -89,21 +89,22 @@ class ForwardedRound:
         return all((topic, index) in asked for topic, index, _code, _offset in scanned.partitions)
 
     def _settle_plain(self, frame: bytes, scanned: ScannedAnswer) -> None:
-        """Every partition succeeded: settle as ProduceRound settles a success, answer, account."""
+        """Every partition succeeded: answer, then settle as ProduceRound settles a success,
+        then account. The answer goes first: the rest is in this same step, so no other
+        request of the partitions can see the book before it is settled, and a producer
+        waits for nothing but its answer."""
         finished = time.perf_counter()
-        router_metrics.FORWARDED_BY("bytes").inc()
-        book = self._services.book
-        for p in self._partitions:
-            tp = (p.item.topic, p.item.partition)
-            book.finished(tp, p.ticket, True)
-            book.release(p.item, None)  # a success opens no sequence gap
         try:
             self._answer.answer_bytes(frame, scanned)
         finally:
+            book = self._services.book
+            for p in self._partitions:
+                book.finished((p.item.topic, p.item.partition), p.ticket, True)
+                book.release(p.item, None)  # a success opens no sequence gap
+            router_metrics.FORWARDED_BY("bytes").inc()
             offsets = {(topic, index): offset for topic, index, _code, offset in scanned.partitions}
             for p in self._partitions:
-                tp = (p.item.topic, p.item.partition)
-                self._account(p, PartitionResult(errors.NONE, offsets[tp]), finished)
+                self._account(p, PartitionResult(errors.NONE, offsets[(p.item.topic, p.item.partition)]), finished)
 
     def _account(self, p: ForwardedPartition, result: PartitionResult, finished: float) -> None:
         """The metrics and produce_batch audit record ProduceRound gives a local batch."""
