@@ -13,10 +13,11 @@ turn, the order reversed every other round, each on a fresh topic whose six part
 led by node 1 (the local route). CPU from /proc/<pid>/stat of the proxy alone.
 
 Prints per tree the median over rounds of CPU per request (user and kernel apart) and per
-record, and each tree's ratio to the first. With `--rate 0` the producer is not paced but
-saturates the proxy (records as fast as librdkafka takes them, ~1 MB requests with
-`--linger-ms 50`): the figure is then CPU per MiB of record bytes (user and kernel apart),
-where per-byte work such as receiving large frames shows.
+record, each tree's ratio to the first, and the median of the per-round ratios of user CPU
+(each round runs the trees back to back, so the host's drift between rounds cancels). With
+`--rate 0` the producer is not paced but saturates the proxy (records as fast as librdkafka
+takes them, ~1 MB requests with `--linger-ms 50`): the figure is then CPU per MiB of record
+bytes (user and kernel apart), where per-byte work such as receiving large frames shows.
 
 Usage:
   .venv/bin/python bench/bench_proxy_trees.py --trees /tmp/before,. [--rate 1000] [--linger-ms 5]
@@ -186,6 +187,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{tree}: median {per_request:.0f} µs CPU per request ({user:.0f} user + {kernel:.0f} kernel), "
               f"{per_record:.0f} µs per record, {mib_user:.2f} user + {mib_kernel:.2f} kernel ms per MiB; "
               f"{figure / baseline:.3f}x the first tree ({'per MiB' if args.rate <= 0 else 'per request'})")
+    # The host's pace moves every tree's CPU per request between rounds by more than most
+    # changes do; within a round the trees ran back to back, so their ratio moves less.
+    def user_figure(r: Round) -> float:
+        return r.per_mib_ms()[0] if args.rate <= 0 else r.per_request_us()[0]
+    first = str(trees[0])
+    for tree in (str(t) for t in trees[1:]):
+        ratios = [user_figure(mine) / user_figure(base) for mine, base in zip(
+            (r for r in rounds if r.tree == tree), (r for r in rounds if r.tree == first), strict=True)]
+        print(f"{tree}: user CPU against the first tree round by round: median {statistics.median(ratios):.3f}x "
+              f"(min {min(ratios):.3f}x, max {max(ratios):.3f}x, {len(ratios)} rounds)")
     return 0
 
 
