@@ -16,13 +16,20 @@ record's latency is librdkafka's own (`Message.latency()`: from produce() until 
 thread received the acknowledgement), so how soon this loop polls does not enter it.
 
 Printed: each side's p50 / p99 over all its slots, their difference, and the median (with
-p25 and p75) of the per-pair differences of slot medians, the figure least moved by drift.
+p25 and p75) of the per-cycle differences of slot medians (a cycle: one slot of each side,
+here a pair), the figure least moved by drift.
 At 100 records/s with linger.ms 5 each request carries one record: the proxy's cost per
 request, not per byte, is what the producer meets.
 
+With `--trees OLD,NEW` (checkouts of the project, e.g. `git worktree add /tmp/before
+<commit>`) one proxy runs from each tree, and the slots go round direct and every proxy in
+turn, the order rotated and reversed from cycle to cycle: each tree's added latency is read
+against the same direct slots, so a change's effect is not lost in the ~0.15 ms by which
+whole runs of this bench differ.
+
 Usage:
   .venv/bin/python bench/bench_added_latency.py [--rate 100] [--slots 30] [--slot-seconds 1.5]
-      [--acks all|1] [--idempotence on|off] [--linger-ms 5] [--record-bytes 1024]
+      [--acks all|1] [--idempotence on|off] [--linger-ms 5] [--record-bytes 1024] [--trees OLD,NEW]
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Producer  # noqa: E402
 
 from bench.bench_proxy import LOCAL_NODE, PARTITIONS, create_topic, percentile, sidecar_process  # noqa: E402
+from bench.bench_proxy_trees import proxy_from  # noqa: E402
 from deploy.local.processes import free_port  # noqa: E402
 
 FLUSH_TIMEOUT_S = 60.0
@@ -90,15 +98,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idempotence", choices=("on", "off"), default="on", help="on needs --acks all")
     parser.add_argument("--linger-ms", type=float, default=5.0)
     parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--trees", default=None,
+                        help="comma-separated checkouts: one proxy from each (default: one from this tree)")
     args = parser.parse_args(argv)
+    trees = [Path(t) for t in args.trees.split(",")] if args.trees else []
+    sides_count = 1 + max(1, len(trees))
     if args.rate <= 0 or args.slot_seconds <= 0 or args.record_bytes < 1:
         parser.error("--rate, --slot-seconds, --record-bytes: positive")
-    if args.slots < 2 or args.slots % 2:
-        parser.error("--slots: an even number, at least 2")
+    if args.slots < sides_count or args.slots % sides_count:
+        parser.error(f"--slots: a multiple of the sides ({sides_count}: direct and each proxy)")
     if args.rate * args.slot_seconds <= WARM_RECORDS + 1:
         parser.error(f"--rate x --slot-seconds: more than {WARM_RECORDS + 1} records a slot")
     if args.idempotence == "on" and args.acks != "all":
         parser.error("--idempotence on needs --acks all (librdkafka refuses it otherwise)")
+    missing = [str(t) for t in trees if not (t / "azsidecar" / "__main__.py").is_file()]
+    if missing:
+        parser.error(f"--trees: not checkouts of the project: {missing}")
 
     from deploy.local.kafka_cluster import start_kafka_cluster  # noqa: PLC0415 - starts JVMs
 
@@ -106,41 +121,55 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, log_dir / "kafka", True)
         cluster = stack.enter_context(start_kafka_cluster(log_dir=log_dir / "kafka"))
-        port = free_port()
-        stack.enter_context(sidecar_process("proxy", {
-            "zone": "use1-az1", "proxy": {"listen_host": "127.0.0.1", "listen_port": port},
-            "upstream": {"bootstrap_servers": cluster.bootstrap.split(",")},
-            "audit": {"output": str(log_dir / "audit")},
-        }, log_dir, "proxy-local", port))
-        sides = {"direct": cluster.bootstrap, "proxy": f"127.0.0.1:{port}"}
+        sides = {"direct": cluster.bootstrap}
+        if trees:
+            for tree in trees:
+                _proc, tree_port = stack.enter_context(proxy_from(tree, cluster.bootstrap, log_dir, True))
+                sides[f"proxy {tree}"] = f"127.0.0.1:{tree_port}"
+        else:
+            port = free_port()
+            stack.enter_context(sidecar_process("proxy", {
+                "zone": "use1-az1", "proxy": {"listen_host": "127.0.0.1", "listen_port": port},
+                "upstream": {"bootstrap_servers": cluster.bootstrap.split(",")},
+                "audit": {"output": str(log_dir / "audit")},
+            }, log_dir, "proxy-local", port))
+            sides["proxy"] = f"127.0.0.1:{port}"
         topics = {name: create_topic(cluster.bootstrap, PARTITIONS, LOCAL_NODE) for name in sides}
         producers = {name: producer(bootstrap, args) for name, bootstrap in sides.items()}
         for name, p in producers.items():  # connect, negotiate and get a producer id outside the clock
             p.produce(topics[name], b"warm-up")
             assert p.flush(30) == 0, f"{name}: warm-up record not delivered"
-        print(f"Apache Kafka {cluster.version} (3 nodes, racks use1-az1..3); proxy in use1-az1; topics led by node "
-              f"{LOCAL_NODE}, {PARTITIONS} partitions; {args.record_bytes} B records at {args.rate:g}/s, "
-              f"acks={args.acks}, idempotence {args.idempotence}, linger.ms={args.linger_ms:g}; {args.slots} slots of "
-              f"{args.slot_seconds:g} s, one producer at a time; load average "
+        print(f"Apache Kafka {cluster.version} (3 nodes, racks use1-az1..3); {len(sides) - 1} proxy(ies) in use1-az1; "
+              f"topics led by node {LOCAL_NODE}, {PARTITIONS} partitions; {args.record_bytes} B records at "
+              f"{args.rate:g}/s, acks={args.acks}, idempotence {args.idempotence}, linger.ms={args.linger_ms:g}; "
+              f"{args.slots} slots of {args.slot_seconds:g} s, one producer at a time; load average "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-        latencies: dict[str, list[float]] = {name: [] for name in sides}
-        pair_differences: list[float] = []
-        for pair in range(args.slots // 2):
-            order = ("direct", "proxy") if pair % 2 == 0 else ("proxy", "direct")
+        names = list(sides)
+        latencies: dict[str, list[float]] = {name: [] for name in names}
+        cycle_differences: dict[str, list[float]] = {name: [] for name in names[1:]}
+        for cycle in range(args.slots // len(names)):
+            shift = (cycle // 2) % len(names)
+            order = names[shift:] + names[:shift]
+            if cycle % 2:
+                order.reverse()
             medians = {}
             for name in order:
                 got = run_slot(producers[name], topics[name], args)
                 latencies[name] += got
                 medians[name] = statistics.median(got)
-            pair_differences.append(medians["proxy"] - medians["direct"])
+            for name in names[1:]:
+                cycle_differences[name].append(medians[name] - medians["direct"])
         p50 = {name: percentile(v, 0.50) for name, v in latencies.items()}
         p99 = {name: percentile(v, 0.99) for name, v in latencies.items()}
-        print(f"  direct p50 {p50['direct']:.2f} p99 {p99['direct']:.2f} ms | proxy p50 {p50['proxy']:.2f} "
-              f"p99 {p99['proxy']:.2f} ms | added p50 {p50['proxy'] - p50['direct']:+.2f} ms, "
-              f"p99 {p99['proxy'] - p99['direct']:+.2f} ms")
-        print(f"  per pair of slots, proxy minus direct (slot medians): p25 {percentile(pair_differences, 0.25):+.2f} / "
-              f"median {statistics.median(pair_differences):+.2f} / p75 {percentile(pair_differences, 0.75):+.2f} ms "
-              f"over {len(pair_differences)} pairs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"  direct p50 {p50['direct']:.2f} p99 {p99['direct']:.2f} ms")
+        for name in names[1:]:
+            differences = cycle_differences[name]
+            print(f"  {name} p50 {p50[name]:.2f} p99 {p99[name]:.2f} ms | added p50 {p50[name] - p50['direct']:+.2f} ms, "
+                  f"p99 {p99[name] - p99['direct']:+.2f} ms")
+            print(f"  per cycle of slots, {name} minus direct (slot medians): p25 {percentile(differences, 0.25):+.2f} / "
+                  f"median {statistics.median(differences):+.2f} / p75 {percentile(differences, 0.75):+.2f} ms "
+                  f"over {len(differences)} cycles")
+        print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 
