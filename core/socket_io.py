@@ -44,6 +44,13 @@ def take_whole_writes(stream: trio.SocketStream) -> None:
         pass
 
 
+def _descriptor(sock: trio.socket.SocketType) -> int:
+    fd = sock.fileno()
+    if fd < 0:
+        raise trio.ClosedResourceError("the socket is closed")
+    return fd
+
+
 async def send_buffers(stream: trio.abc.Stream, parts: list[bytes | memoryview]) -> None:
     """Write `parts` in order, as one byte stream.
 
@@ -59,11 +66,8 @@ async def send_buffers(stream: trio.abc.Stream, parts: list[bytes | memoryview])
     views = [memoryview(p).cast("B") for p in parts if len(p)]
     i = 0
     while i < len(views):
-        fd = sock.fileno()  # asked per call, not kept: a closed socket's number may be reused
-        if fd < 0:
-            raise trio.ClosedResourceError("the socket is closed")
         try:
-            sent = os.writev(fd, views[i : i + IOV_BATCH])
+            sent = os.writev(_descriptor(sock), views[i : i + IOV_BATCH])
         except BlockingIOError:
             await trio.lowlevel.wait_writable(sock)
             continue
@@ -87,11 +91,8 @@ async def receive_some(stream: trio.abc.Stream, max_bytes: int, *, wait_first: b
     if wait_first:
         await trio.lowlevel.wait_readable(sock)
     while True:
-        fd = sock.fileno()
-        if fd < 0:
-            raise trio.ClosedResourceError("the socket is closed")
         try:
-            return os.read(fd, max_bytes)
+            return os.read(_descriptor(sock), max_bytes)
         except BlockingIOError:
             await trio.lowlevel.wait_readable(sock)
 
@@ -103,10 +104,7 @@ async def receive_into(sock: trio.socket.SocketType, buffer: memoryview, *, wait
     if wait_first:
         await trio.lowlevel.wait_readable(sock)
     while True:
-        fd = sock.fileno()
-        if fd < 0:
-            raise trio.ClosedResourceError("the socket is closed")
         try:
-            return os.readv(fd, [buffer])
+            return os.readv(_descriptor(sock), [buffer])
         except BlockingIOError:
             await trio.lowlevel.wait_readable(sock)
