@@ -19,10 +19,16 @@ record, each tree's ratio to the first, and the median of the per-round ratios o
 takes them, ~1 MB requests with `--linger-ms 50`): the figure is then CPU per MiB of record
 bytes (user and kernel apart), where per-byte work such as receiving large frames shows.
 
+`--route wal`: the proxies send every batch through the WAL instead (`router.policy = "wal"`,
+each its own `proxy_id`), to one agent in use1-az2 run from this checkout, over moto; the
+topics are led by node 2. The proxy's figure then includes encoding its objects, their PUTs
+and the notifications.
+
 Usage:
   .venv/bin/python bench/bench_proxy_trees.py --trees /tmp/before,. [--rate 1000] [--linger-ms 5]
       [--round-seconds 15] [--rounds 3] [--audit on|off]
   saturated: .venv/bin/python bench/bench_proxy_trees.py --trees /tmp/before,. --rate 0 --linger-ms 50
+  WAL route: add --route wal
 """
 
 from __future__ import annotations
@@ -44,9 +50,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Producer  # noqa: E402
 
-from bench.bench_proxy import HMAC_KEY, LOCAL_NODE, PARTITIONS, RECORD_BYTES, Cpu, cpu_of, create_topic  # noqa: E402
+from bench.bench_proxy import (  # noqa: E402
+    HMAC_KEY,
+    LOCAL_NODE,
+    PARTITIONS,
+    RECORD_BYTES,
+    WAL_NODE,
+    Cpu,
+    cpu_of,
+    create_topic,
+    sidecar_process,
+)
 from deploy.local.kafka_cluster import start_kafka_cluster  # noqa: E402
-from deploy.local.processes import DUMMY_CREDENTIALS, free_port, stop_process, wait_for_port  # noqa: E402
+from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, stop_process, wait_for_port  # noqa: E402
 from deploy.local.sidecar_stack import to_toml  # noqa: E402
 
 STARTUP_TIMEOUT_S = 60.0
@@ -73,14 +89,18 @@ class Round:
 
 
 @contextlib.contextmanager
-def proxy_from(tree: Path, bootstrap: str, log_dir: Path, audit: bool) -> Iterator[tuple[subprocess.Popen, int]]:
-    """`azsidecar proxy` run from `tree`'s sources (use1-az1, no agents: every batch of a
-    topic led in its zone goes the local route); stopped on exit."""
+def proxy_from(tree: Path, bootstrap: str, log_dir: Path, audit: bool,
+               wal_route: dict | None = None) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`azsidecar proxy` run from `tree`'s sources in use1-az1; stopped on exit. Without
+    `wal_route` it has no agents (every batch of a topic led in its zone goes the local
+    route); with it, the config sections that send every batch through the WAL."""
     port = free_port()
     name = tree.resolve().name or "root"
-    config = {"zone": "use1-az1", "proxy": {"listen_host": "127.0.0.1", "listen_port": port},
+    config = {"zone": "use1-az1", "proxy": {"listen_host": "127.0.0.1", "listen_port": port,
+                                            "proxy_id": f"proxy-{port}"},
               "upstream": {"bootstrap_servers": bootstrap.split(",")},
-              "audit": {"enabled": audit, "output": str(log_dir / f"audit-{name}-{port}")}}
+              "audit": {"enabled": audit, "output": str(log_dir / f"audit-{name}-{port}")},
+              **(wal_route or {})}
     config_path = log_dir / f"proxy-{name}-{port}.toml"
     config_path.write_text(to_toml(config))
     log_path = log_dir / f"proxy-{name}-{port}.log"
@@ -95,6 +115,22 @@ def proxy_from(tree: Path, bootstrap: str, log_dir: Path, audit: bool) -> Iterat
         yield proc, port
     finally:
         stop_process(proc)
+
+
+def start_wal_side(stack: contextlib.ExitStack, bootstrap: str, log_dir: Path, audit: bool) -> dict:
+    """moto with a bucket and one agent in use1-az2 (from this checkout) for the proxies to
+    notify; returns the proxies' config sections for the WAL route."""
+    moto = stack.enter_context(start_moto(log_dir=log_dir))
+    bucket = "bench-proxy-trees-wal"
+    moto.create_bucket(bucket)
+    wal = {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": moto.endpoint_url}
+    agent_port = free_port()
+    stack.enter_context(sidecar_process("agent", {
+        "zone": "use1-az2", "upstream": {"bootstrap_servers": bootstrap.split(",")}, "wal": wal,
+        "agent": {"listen_host": "127.0.0.1", "listen_port": agent_port},
+        "audit": {"enabled": audit, "output": str(log_dir / "audit-agent")},
+    }, log_dir, "agent-wal", agent_port))
+    return {"router": {"policy": "wal"}, "wal": wal, "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}}}
 
 
 def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: float, linger_ms: int) -> Round:
@@ -147,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-seconds", type=float, default=15.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--audit", choices=("on", "off"), default="on")
+    parser.add_argument("--route", choices=("local", "wal"), default="local",
+                        help="local: topics led in the proxies' zone; wal: every batch through the WAL to an agent")
     args = parser.parse_args(argv)
     trees = [Path(t) for t in args.trees.split(",")]
     missing = [str(t) for t in trees if not (t / "azsidecar" / "__main__.py").is_file()]
@@ -158,11 +196,15 @@ def main(argv: list[str] | None = None) -> int:
     rounds: list[Round] = []
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(start_kafka_cluster(log_dir=log_dir / "kafka"))
-        proxies = [(str(t), *stack.enter_context(proxy_from(t, cluster.bootstrap, log_dir, args.audit == "on")))
+        wal_route, leader = None, LOCAL_NODE
+        if args.route == "wal":
+            wal_route, leader = start_wal_side(stack, cluster.bootstrap, log_dir, args.audit == "on"), WAL_NODE
+        proxies = [(str(t), *stack.enter_context(proxy_from(t, cluster.bootstrap, log_dir, args.audit == "on",
+                                                            wal_route)))
                    for t in trees]
         for n in range(args.rounds):
             for tree, proc, port in (proxies if n % 2 == 0 else proxies[::-1]):
-                topic = create_topic(cluster.bootstrap, PARTITIONS, LOCAL_NODE)
+                topic = create_topic(cluster.bootstrap, PARTITIONS, leader)
                 r = run_round(tree, proc.pid, port, topic, args.rate, args.round_seconds, args.linger_ms)
                 rounds.append(r)
                 user, kernel = r.per_request_us()

@@ -40,9 +40,12 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _ZONE_FIXED = struct.Struct(">QQI")  # zone offset, zone length, entry count
 _ENTRY_FIXED = struct.Struct(">iqhiiII")  # partition, producer_id, producer_epoch, base_sequence, record_count, batch_length, batch_crc32c
+_ENTRY_FIELDS = struct.Struct(">iqhiiI")  # _ENTRY_FIXED without the batch's CRC (packed once it is known)
 _TRAILER = struct.Struct(">I4s")  # object crc32c, end magic
 TRAILER_BYTES = _TRAILER.size
-_TRAILER_PLACEHOLDER = bytes(TRAILER_BYTES)
+# Batches are copied into an object this much at a time, each chunk checksummed while it is
+# in the core's cache (256 KiB: a fraction of any server core's L2).
+COPY_CHUNK_BYTES = 256 * 1024
 PREFIX_BYTES = _PREFIX.size  # enough to learn header_length
 
 
@@ -123,6 +126,9 @@ class WalHeader:
 class EncodedObject:
     data: bytearray = field(repr=False)  # the object; S3Store PUTs a bytearray without re-chunking
     zones: Mapping[str, ZoneShare]
+    # CRC-32C of all of `data`, trailer included: the PUT's x-amz-checksum-crc32c, which S3
+    # checks against the body it received (continued from the trailer's CRC, no extra pass).
+    crc32c: int
 
 
 @dataclass(frozen=True)
@@ -174,14 +180,15 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
         if not 1 <= len(z) <= MAX_ZONE_NAME_BYTES:
             raise ValueError(f"zone name must be 1..{MAX_ZONE_NAME_BYTES} bytes, got {z!r}")
 
+    # First the layout, touching no batch byte: every size and field is checked before the
+    # copy, and the header (which holds only offsets and lengths) is known up front.
     header_len = _header_size(writer_id_b, zone_names)
-    body_parts: list[bytes | memoryview] = []
-    shares: dict[str, ZoneShare] = {}
+    laid_out: list[tuple[str, int, int, list[tuple[WalEntry, bytes, bytes]]]] = []
     index_parts: list[bytes] = []
     pos = header_len
     for zone, zone_b in zip(entries_by_zone, zone_names):
         zone_start = pos
-        refs = []
+        items: list[tuple[WalEntry, bytes, bytes]] = []
         for e in entries_by_zone[zone]:
             topic_b = e.topic.encode()
             if not 1 <= len(topic_b) <= MAX_TOPIC_BYTES:
@@ -191,25 +198,16 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
             batch_len = len(e.batch)
             if batch_len > MAX_BATCH_BYTES:
                 raise ValueError(f"batch of {batch_len} bytes exceeds {MAX_BATCH_BYTES}")
-            batch_crc = _crc32c(e.batch)
-            if e.crc32c is not None and e.crc32c != batch_crc:
-                raise ValueError(f"entry crc32c {e.crc32c:#010x} does not match its batch ({batch_crc:#010x})")
             try:  # struct range-checks every field against its wire width
-                fixed = _ENTRY_FIXED.pack(e.partition, e.producer_id, e.producer_epoch, e.base_sequence,
-                                          e.record_count, batch_len, batch_crc)
+                fields = _ENTRY_FIELDS.pack(e.partition, e.producer_id, e.producer_epoch, e.base_sequence,
+                                            e.record_count, batch_len)
             except struct.error as exc:
                 raise ValueError(f"entry {e.topic}-{e.partition}: a field does not fit its width: {exc}") from exc
-            head = _U16.pack(len(topic_b)) + topic_b + fixed
-            head += _U32.pack(_crc32c(head))
-            body_parts.append(head)
-            body_parts.append(e.batch)
-            batch_offset = pos + len(head)
-            refs.append(EntryRef(e.topic, e.partition, batch_offset, batch_len, batch_crc, e.record_count,
-                                 e.producer_id, e.producer_epoch, e.base_sequence))
-            pos = batch_offset + batch_len
-        shares[zone] = ZoneShare(zone_start, pos - zone_start, tuple(refs))
+            items.append((e, _U16.pack(len(topic_b)) + topic_b, fields))
+            pos += 2 + len(topic_b) + _ENTRY_FIXED.size + 4 + batch_len
+        laid_out.append((zone, zone_start, pos - zone_start, items))
         index_parts.append(_U16.pack(len(zone_b)) + zone_b
-                           + _ZONE_FIXED.pack(zone_start, pos - zone_start, len(refs)))
+                           + _ZONE_FIXED.pack(zone_start, pos - zone_start, len(items)))
     total = pos + TRAILER_BYTES
     if total > MAX_OBJECT_BYTES:
         raise ValueError(f"object of {total} bytes exceeds {MAX_OBJECT_BYTES}")
@@ -220,24 +218,55 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
               + _U16.pack(len(zone_names)) + b"".join(index_parts))
     header += _U32.pack(_crc32c(header))
     assert len(header) == header_len, "header size computation and encoding disagree"
-    # One copy into a bytearray: botocore sends a bytearray body with a single sendall,
-    # where bytes are wrapped in BytesIO and sent 8 KiB at a time (each chunk retaking the
-    # GIL). The object CRC is one pass over that copy; the trailer is written in place.
+
+    # Then one copy into a bytearray (botocore and our S3 transport send it with one sendall
+    # where bytes would be re-chunked). Each batch is checksummed chunk by chunk right after
+    # its chunk is copied, and the object's running CRC reads the batch again while it is
+    # still in cache: one pass over memory for the copy and both CRCs (the object's CRC as a
+    # pass of its own over a finished multi-MiB object read it back from memory).
     if into is None:
-        data = bytearray().join([header, *body_parts, _TRAILER_PLACEHOLDER])
+        data = bytearray(total)
     else:
         data = into
         del data[total:]
         data.extend(bytes(total - len(data)))  # grows only when the buffer was smaller
-        at = 0
-        for part in (header, *body_parts):
-            end = at + len(part)
-            data[at:end] = part
-            at = end
+    shares: dict[str, ZoneShare] = {}
     with memoryview(data) as view:
-        crc = _crc32c(view[:pos])
-    _TRAILER.pack_into(data, pos, crc, END_MAGIC)
-    return EncodedObject(data, shares)
+        view[:header_len] = header
+        object_crc = _crc32c(header)
+        pos = header_len
+        for zone, zone_start, zone_length, items in laid_out:
+            refs = []
+            for e, topic_part, fields in items:
+                batch_len = len(e.batch)
+                batch_offset = pos + len(topic_part) + _ENTRY_FIXED.size + 4
+                batch_crc = _copy_checksummed(view, batch_offset, e.batch, batch_len)
+                if e.crc32c is not None and e.crc32c != batch_crc:
+                    raise ValueError(f"entry crc32c {e.crc32c:#010x} does not match its batch ({batch_crc:#010x})")
+                head = topic_part + fields + _U32.pack(batch_crc)
+                head += _U32.pack(_crc32c(head))
+                view[pos:batch_offset] = head
+                object_crc = _crc32c(view[pos:batch_offset + batch_len], object_crc)
+                refs.append(EntryRef(e.topic, e.partition, batch_offset, batch_len, batch_crc, e.record_count,
+                                     e.producer_id, e.producer_epoch, e.base_sequence))
+                pos = batch_offset + batch_len
+            shares[zone] = ZoneShare(zone_start, zone_length, tuple(refs))
+        _TRAILER.pack_into(data, pos, object_crc, END_MAGIC)
+        whole_crc = _crc32c(view[pos:total], object_crc)
+    return EncodedObject(data, shares, whole_crc)
+
+
+def _copy_checksummed(view: memoryview, at: int, batch: bytes | memoryview, length: int) -> int:
+    """Copy `batch` into view[at:at + length]; returns the batch's CRC-32C, computed on each
+    chunk right after its copy (while the chunk is in cache)."""
+    source = memoryview(batch)
+    crc = 0
+    for start in range(0, length, COPY_CHUNK_BYTES):
+        end = min(length, start + COPY_CHUNK_BYTES)
+        chunk = view[at + start:at + end]
+        chunk[:] = source[start:end]
+        crc = _crc32c(chunk, crc)
+    return crc
 
 
 def header_length(prefix: bytes | memoryview) -> int:

@@ -254,8 +254,11 @@ class S3Store:
         return await anyio.to_thread.run_sync(timed, limiter=self._thread_limiter())
 
     async def put_if_absent(self, key: str, body: bytes | bytearray, metadata: Mapping[str, str] | None = None, *,
-                            timing: list[float] | None = None) -> None:
+                            body_crc32c: int | None = None, timing: list[float] | None = None) -> None:
         """PUT with If-None-Match: * ; raises S3PreconditionFailed if the key exists.
+
+        `body_crc32c`: the body's CRC-32C when the caller has it (an encoded WAL object's), for
+        the event-loop transport's checksum header; boto3 computes its own.
 
         Pass large bodies as a bytearray: botocore wraps `bytes` in a BytesIO that http.client
         sends 8 KiB at a time, retaking the GIL for every chunk (1,024 times per 8 MiB), while
@@ -265,7 +268,7 @@ class S3Store:
             headers = {"If-None-Match": "*", **{f"x-amz-meta-{k}": v for k, v in (metadata or {}).items()}}
             limiter = await self._request_slot()
             try:
-                await self.http.put(key, body, headers, timing=timing)
+                await self.http.put(key, body, headers, body_crc32c=body_crc32c, timing=timing)
             finally:
                 limiter.release()
             return

@@ -511,10 +511,11 @@ class WalWriter:
 
     async def _put_conditional(self, key: str, body: bytes | bytearray, metadata: Mapping[str, str] | None,
                                attempts: list[int] | None = None, timing: list[float] | None = None,
-                               zones: tuple[str, ...] = ()) -> None:
+                               zones: tuple[str, ...] = (), body_crc32c: int | None = None) -> None:
         """PUT If-None-Match with retries; a 412 on a retry is ours if the stored bytes equal body.
         `timing` gets each PUT request's own seconds (S3Store._run). Attempts are bounded by
-        the gray deadline (module docstring); `zones` are reported with a gray timeout.
+        the gray deadline (module docstring); `zones` are reported with a gray timeout;
+        `body_crc32c` is the body's CRC-32C if known (the PUT's checksum, not computed again).
 
         Raises _Collision if the key holds someone else's object, S3Error when retries run out
         (S3GrayError when S3 is gray).
@@ -534,7 +535,7 @@ class WalWriter:
             deadline_s = guard.attempt_timeout_s(started.started_at, started)
             try:
                 with trio.move_on_after(deadline_s) as scope:
-                    await self._store.put_if_absent(key, body, metadata, timing=timing)
+                    await self._store.put_if_absent(key, body, metadata, body_crc32c=body_crc32c, timing=timing)
             except S3PreconditionFailed:
                 guard.succeeded(started, trio.current_time())  # S3 answered
                 if n > 1 and await self._store.get(key) == body:
@@ -595,7 +596,7 @@ class WalWriter:
                 started = trio.current_time()
                 try:
                     await self._put_conditional(key, encoded.data, obj.metadata(), attempts,
-                                                request_s, tuple(obj.entries_by_zone))
+                                                request_s, tuple(obj.entries_by_zone), encoded.crc32c)
                     put_s = trio.current_time() - started
                     result = FlushedObject(key, self.writer_id, self.epoch, obj.sequence, encoded.zones,
                                            nbytes, obj.reason, obj.sealed_at, obj.share_runs)

@@ -31,7 +31,7 @@ from wal_s3.s3 import S3NotFound, S3PermanentError, S3PreconditionFailed, S3Tran
 pytestmark = pytest.mark.integration
 
 BODY = b"123456789"
-BODY_CRC32_B64 = "y/Q5Jg=="  # CRC-32 (IEEE) of "123456789" is 0xCBF43926, the standard check value
+BODY_CRC32C_B64 = "4waSgw=="  # CRC-32C of "123456789" is 0xE3069283, the standard check value
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_put_is_accepted_by_a_signature_check_and_reads_back_through_boto3(signe
     got = client.get_object(Bucket="wal", Key="dir/obj-1", ChecksumMode="ENABLED")
     assert got["Body"].read() == BODY
     assert got["Metadata"] == {"zones": "use1-az2,use1-az3"}
-    assert got["ChecksumCRC32"] == BODY_CRC32_B64
+    assert got["ChecksumCRC32C"] == BODY_CRC32C_B64
 
 
 def test_a_wrong_secret_is_refused(signed_env, monkeypatch):
@@ -243,15 +243,30 @@ def test_the_request_on_the_wire(keepalive):
     assert headers["content-length"] == "9"
     assert headers["if-none-match"] == "*"
     assert headers["x-amz-meta-zones"] == "use1-az2"
-    assert headers["x-amz-checksum-crc32"] == BODY_CRC32_B64
+    assert headers["x-amz-checksum-crc32c"] == BODY_CRC32C_B64
     assert headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
     assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
     assert "/us-east-1/s3/aws4_request, SignedHeaders=" in headers["authorization"]
     signed = headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
-    assert {"host", "if-none-match", "x-amz-checksum-crc32", "x-amz-content-sha256", "x-amz-date",
+    assert {"host", "if-none-match", "x-amz-checksum-crc32c", "x-amz-content-sha256", "x-amz-date",
             "x-amz-meta-zones"} <= set(signed)
     assert "user-agent" not in signed
-    assert headers["x-amz-sdk-checksum-algorithm"] == "CRC32"
+    assert headers["x-amz-sdk-checksum-algorithm"] == "CRC32C"
+
+
+def test_a_checksum_the_caller_has_is_sent_as_given(keepalive):
+    """The WAL writer hands over the CRC-32C its encoder computed; the transport sends it and
+    does not checksum the body again (a value no pass over this body gives shows that)."""
+    server, http = keepalive()
+
+    async def main():
+        await http.put("k", BODY, {"If-None-Match": "*"}, body_crc32c=0x01020304)
+        await http.aclose()
+    trio.run(main)
+    [(method, _target, headers, body)] = server.requests
+    assert (method, body) == ("PUT", BODY)
+    assert headers["x-amz-checksum-crc32c"] == "AQIDBA=="  # base64 of 01 02 03 04
+    assert headers["x-amz-sdk-checksum-algorithm"] == "CRC32C"
 
 
 def test_keepalive_reuse_and_a_dropped_idle_connection(keepalive):

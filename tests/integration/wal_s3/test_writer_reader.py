@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import threading
 
 import pytest
 import trio
 import trio.testing
+from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -164,6 +166,32 @@ async def test_object_put_hands_botocore_one_buffer_and_keeps_the_integrity_head
     assert body_type is bytearray
     assert headers["If-None-Match"] == b"*" and "x-amz-checksum-crc32" in headers
     assert body == client.get_object(Bucket=config.bucket, Key=p.key)["Body"].read()
+
+
+@pytest.mark.trio
+async def test_the_event_loop_transport_sends_each_object_with_its_crc32c(wal_env):
+    """Over the default transport the PUT's x-amz-checksum-crc32c is the one the encoder
+    continued from the trailer's CRC: it must equal the CRC-32C of the bytes S3 stored, for
+    objects of one batch, of many and of batches larger than the encoder's copy chunk."""
+    make_config, make_client = wal_env
+    config = make_config(linger_ms=5, s3_transport="http")
+    client = make_client(config)
+    writer = WalWriter(config, "az1", "p1", client, MemoryAuditSink())
+    keys = set()
+    async with writer.running():
+        with trio.fail_after(20):
+            keys.add((await writer.append(entry(1, 100), "az2")).key)
+            keys.add((await writer.append(entry(2, 700 * KiB), "az2")).key)
+            async with trio.open_nursery() as nursery:
+                async def one(i: int, zone: str) -> None:
+                    keys.add((await writer.append(entry(i, 3 * KiB + i), zone)).key)
+                for i in range(3, 40):
+                    nursery.start_soon(one, i, ("az2", "az3")[i % 2])
+    assert len(keys) >= 3
+    for key in keys:
+        got = client.get_object(Bucket=config.bucket, Key=key, ChecksumMode="ENABLED")
+        body = got["Body"].read()
+        assert got["ChecksumCRC32C"] == base64.b64encode(crc32c(body).to_bytes(4, "big")).decode(), key
 
 
 @pytest.mark.trio

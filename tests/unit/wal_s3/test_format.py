@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wal_s3.format import (
+    COPY_CHUNK_BYTES,
     MAX_HEADER_BYTES,
     WalEntry,
     WalFormatError,
@@ -80,6 +81,38 @@ def test_golden_bytes():
     assert (got.topic, got.partition, got.producer_id, got.producer_epoch, got.base_sequence, got.record_count) == \
         ("t", 0, 5, 1, 7, 1)
     assert bytes(got.batch) == b"AB" and got.crc32c == crc32c(b"AB")
+    assert enc.crc32c == crc32c(golden())  # the PUT's checksum: the whole object, trailer included
+
+
+@pytest.mark.parametrize("batch_len", [COPY_CHUNK_BYTES - 1, COPY_CHUNK_BYTES, COPY_CHUNK_BYTES + 1,
+                                       3 * COPY_CHUNK_BYTES + 17])
+def test_batches_copied_in_chunks_keep_every_byte_and_checksum(batch_len):
+    """Batches larger than a copy chunk are copied and checksummed chunk by chunk: the bytes,
+    each entry's CRC, the trailer's and the whole object's are those of the whole input."""
+    big = bytes((i * 7 + batch_len) % 251 for i in range(batch_len))
+    small = b"tail"
+    entries = [WalEntry("t", 0, 5, 1, 7, 3, big), WalEntry("t", 1, 5, 1, 0, 1, memoryview(small))]
+    enc = encode_object(writer_id="w", epoch=1, sequence=2, created_ms=3, entries_by_zone={"az1": entries})
+    first, second = enc.zones["az1"].entries
+    assert enc.data[first.offset:first.offset + batch_len] == big and first.crc32c == crc32c(big)
+    assert enc.data[second.offset:second.offset + 4] == small and second.crc32c == crc32c(small)
+    assert struct.unpack(">I", enc.data[-8:-4])[0] == crc32c(bytes(enc.data[:-8]))
+    assert enc.data[-4:] == b"LWZA"
+    assert enc.crc32c == crc32c(bytes(enc.data))
+    assert [bytes(e.batch) for e in parse_object(bytes(enc.data)).zones["az1"]] == [big, small]
+
+
+@pytest.mark.parametrize("spare_len", [0, 10, 200_000])
+def test_encoding_into_a_spare_buffer_gives_the_same_bytes(spare_len):
+    """A reused buffer, shorter or longer than the object and full of old bytes, ends up
+    holding exactly the object."""
+    entries = [WalEntry("t", 0, 5, 1, 7, 1, bytes(range(256)) * 300)]
+    fresh = encode_object(writer_id="w", epoch=1, sequence=2, created_ms=3, entries_by_zone={"az1": entries})
+    spare = bytearray(b"\xee" * spare_len)
+    reused = encode_object(writer_id="w", epoch=1, sequence=2, created_ms=3, entries_by_zone={"az1": entries},
+                           into=spare)
+    assert reused.data is spare and spare == fresh.data and reused.crc32c == fresh.crc32c
+    assert len(spare) == 70 + 37 + 256 * 300 + 8
 
 
 names = st.text(st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=12)

@@ -44,7 +44,7 @@ class SlowStore:
         self.hung = False
         self.puts: list[int] = []  # body sizes, in order
 
-    async def put_if_absent(self, key, body, metadata=None, *, timing=None):
+    async def put_if_absent(self, key, body, metadata=None, *, body_crc32c=None, timing=None):
         import trio
 
         self.puts.append(len(body))
