@@ -134,10 +134,10 @@ from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
 from azsidecar.config import load_config  # noqa: E402
 from core.audit import NullAuditSink  # noqa: E402
-from deploy.local.fault_common import running_listener  # noqa: E402
 from deploy.local.kafka_cluster import start_kafka_cluster  # noqa: E402
 from deploy.local.mock_cluster import start_mock_cluster  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu  # noqa: E402
+from deploy.local.s3_delay import keepalive_front  # noqa: E402
 from deploy.local.sidecar_stack import _wait_for_log_line, to_toml  # noqa: E402
 from leader_notify.config import EVENT_LOOPS  # noqa: E402
 from leader_notify.sender.notifier import ZoneNotifier  # noqa: E402
@@ -317,11 +317,8 @@ def agents_s3(moto, log_dir: Path, keepalive: bool) -> Iterator[tuple[str, list[
     if not keepalive:
         yield moto.endpoint_url, [moto.proc.pid]
         return
-    argv = [sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"{moto.host}:{moto.port}",
-            "--listen", "127.0.0.1:0", "--put-ms", "0", "--get-ms", "0", "--mode", "keepalive"]
-    front: list[subprocess.Popen] = []
-    with running_listener(argv, log_dir / "s3-keepalive.log", "S3 keep-alive front", started=front) as listening:
-        yield f"http://{listening}", [moto.proc.pid, front[0].pid]
+    with keepalive_front(moto, log_dir) as served:
+        yield served
 
 
 class AgentProcesses:

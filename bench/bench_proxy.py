@@ -23,7 +23,11 @@ Routes (`--routes`, default local,wal with Kafka, local with Tansu):
   wal    a second proxy, `router.policy = "wal"`, in front of topics led in use1-az2
          (node 2): its batches go through a WAL object in moto and a notification to an
          agent of use1-az2 (`azsidecar agent`), which appends them. acks=all answers after
-         the agent's append, as by default.
+         the agent's append, as by default. Proxy and agent reach moto through a keep-alive
+         front (deploy/local/s3_delay.py, no delay) that keeps their connections open
+         between requests as S3 does; moto's own server closes every connection, so
+         without it (`--moto-direct`, how this bench ran until 2026-12-02) every PUT and GET
+         paid a TCP connect and close that a client of S3 pays once.
 "direct" produces to the broker itself (topics led by node 1).
 
 Rounds last --round-seconds each (saturated: as many records as the producer gets through
@@ -31,11 +35,11 @@ in that time); each round runs every target once, in an order reversed every oth
 so drift hits all alike; the summary gives medians over rounds and each route's ratio to
 direct. CPU per MiB of record bytes, from /proc/<pid>/stat (user and kernel apart): the
 proxy's, the client's (this process: librdkafka's threads), the broker's (the JVMs or
-Tansu) and, for the WAL route, the agent's and moto's.
+Tansu) and, for the WAL route, the agent's and S3's (moto's and the front's).
 
 Usage:
   .venv/bin/python bench/bench_proxy.py [--round-seconds 5] [--rounds 3] [--paced-rate 2000] [--broker kafka]
-      [--routes local,wal]
+      [--routes local,wal] [--moto-direct]
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, start_tansu, stop_process, wait_for_port
+from deploy.local.s3_delay import keepalive_front
 from deploy.local.sidecar_stack import to_toml
 
 RECORD_BYTES = 1024
@@ -284,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the broker side: one memory-backed Tansu, or the local three-node Apache Kafka")
     parser.add_argument("--routes", default=None,
                         help="proxy routes to compare with direct: local, wal (Kafka only); default: all there are")
+    parser.add_argument("--moto-direct", action="store_true",
+                        help="the WAL route's proxy and agent talk to moto directly, a new connection per "
+                             "request (moto's server closes each one); by default through a keep-alive front "
+                             "(deploy/local/s3_delay.py, no delay), as S3 keeps connections open")
     args = parser.parse_args(argv)
     routes = (args.routes or ("local,wal" if args.broker == "kafka" else "local")).split(",")
     if not set(routes) <= {"local", "wal"} or ("wal" in routes and args.broker != "kafka"):
@@ -322,8 +331,12 @@ def main(argv: list[str] | None = None) -> int:
             moto = stack.enter_context(start_moto(log_dir=log_dir))
             bucket = "bench-proxy-wal"
             moto.create_bucket(bucket)
+            s3_url, s3_pids = moto.endpoint_url, (moto.proc.pid,)
+            if not args.moto_direct:  # connections kept open between requests, as S3 does
+                s3_url, s3_pid_list = stack.enter_context(keepalive_front(moto, log_dir))
+                s3_pids = tuple(s3_pid_list)
             agent_port, port = free_port(), free_port()
-            wal = {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": moto.endpoint_url}
+            wal = {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": s3_url}
             agent = stack.enter_context(sidecar_process("agent", {
                 "zone": "use1-az2", "upstream": {"bootstrap_servers": bootstrap.split(",")}, "wal": wal,
                 "agent": {"listen_host": "127.0.0.1", "listen_port": agent_port}, "audit": audit,
@@ -333,10 +346,9 @@ def main(argv: list[str] | None = None) -> int:
                 "upstream": {"bootstrap_servers": bootstrap.split(",")}, "router": {"policy": "wal"}, "wal": wal,
                 "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}}, "audit": audit,
             }, log_dir, "proxy-wal", port))
-            assert moto.proc is not None
             targets.append(Target("wal", f"127.0.0.1:{port}", WAL_NODE,
                                   {"proxy": (proxy_wal.pid,), "broker": broker_pids, "agent": (agent.pid,),
-                                   "s3": (moto.proc.pid,)}))
+                                   "s3": s3_pids}))
         print(f"{what} {bootstrap}; {RECORD_BYTES} B records, acks=all, idempotence on, linger.ms=5, "
               f"{PARTITIONS} partitions, {args.rounds} rounds of {args.round_seconds:g} s per target, "
               f"proxy audit {args.audit}; targets {', '.join(t.name for t in targets)}")

@@ -20,7 +20,8 @@ takes them, ~1 MB requests with `--linger-ms 50`): the figure is then CPU per Mi
 bytes (user and kernel apart), where per-byte work such as receiving large frames shows.
 
 `--route wal`: the proxies send every batch through the WAL instead (`router.policy = "wal"`,
-each its own `proxy_id`), to one agent in use1-az2 run from this checkout, over moto; the
+each its own `proxy_id`), to one agent in use1-az2 run from this checkout, over moto
+behind a keep-alive front (deploy/local/s3_delay.py, no delay); the
 topics are led by node 2. The proxy's figure then includes encoding its objects, their PUTs
 and the notifications.
 
@@ -63,6 +64,7 @@ from bench.bench_proxy import (  # noqa: E402
 )
 from deploy.local.kafka_cluster import start_kafka_cluster  # noqa: E402
 from deploy.local.processes import DUMMY_CREDENTIALS, free_port, start_moto, stop_process, wait_for_port  # noqa: E402
+from deploy.local.s3_delay import keepalive_front  # noqa: E402
 from deploy.local.sidecar_stack import to_toml  # noqa: E402
 
 STARTUP_TIMEOUT_S = 60.0
@@ -118,12 +120,14 @@ def proxy_from(tree: Path, bootstrap: str, log_dir: Path, audit: bool,
 
 
 def start_wal_side(stack: contextlib.ExitStack, bootstrap: str, log_dir: Path, audit: bool) -> dict:
-    """moto with a bucket and one agent in use1-az2 (from this checkout) for the proxies to
+    """moto with a bucket behind a keep-alive front (S3 keeps connections open; moto's server
+    closes each one) and one agent in use1-az2 (from this checkout) for the proxies to
     notify; returns the proxies' config sections for the WAL route."""
     moto = stack.enter_context(start_moto(log_dir=log_dir))
     bucket = "bench-proxy-trees-wal"
     moto.create_bucket(bucket)
-    wal = {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": moto.endpoint_url}
+    s3_url, _pids = stack.enter_context(keepalive_front(moto, log_dir))
+    wal = {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": s3_url}
     agent_port = free_port()
     stack.enter_context(sidecar_process("agent", {
         "zone": "use1-az2", "upstream": {"bootstrap_servers": bootstrap.split(",")}, "wal": wal,

@@ -42,17 +42,21 @@ Run: `python -m deploy.local.s3_delay --upstream 127.0.0.1:4566 --listen 127.0.0
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import re
+import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypedDict
 
 import h11
 import trio
 
-from deploy.local.fault_common import hostport
+from deploy.local.fault_common import hostport, running_listener
+from deploy.local.processes import MotoServer
 
 CHUNK = 65536
 MODES = ("keepalive", "transparent")
@@ -245,6 +249,19 @@ async def serve(listen: tuple[str, int], upstream: tuple[str, int], put_ms: floa
             await _serve_transparent(stream, upstream, put_ms / 1000, get_ms / 1000)
 
     await trio.serve_listeners(handler, listeners)
+
+
+@contextlib.contextmanager
+def keepalive_front(moto: MotoServer, log_dir: Path) -> Iterator[tuple[str, list[int]]]:
+    """This front, keep-alive mode, no delay, in front of `moto` as a process: yields (the
+    S3 URL to use, the pids serving it: moto's and the front's); stopped on exit. For
+    benchmarks whose S3 client should keep its connections open as S3 lets it (moto's
+    server closes every one)."""
+    argv = [sys.executable, "-m", "deploy.local.s3_delay", "--upstream", f"{moto.host}:{moto.port}",
+            "--listen", "127.0.0.1:0", "--put-ms", "0", "--get-ms", "0", "--mode", "keepalive"]
+    front: list[subprocess.Popen[bytes]] = []
+    with running_listener(argv, log_dir / "s3-keepalive.log", "S3 keep-alive front", started=front) as listening:
+        yield f"http://{listening}", [moto.proc.pid, front[0].pid]
 
 
 async def _main(args: argparse.Namespace) -> None:
