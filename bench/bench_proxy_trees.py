@@ -29,7 +29,7 @@ Usage:
   .venv/bin/python bench/bench_proxy_trees.py --trees /tmp/before,. [--rate 1000] [--linger-ms 5]
       [--round-seconds 15] [--rounds 3] [--audit on|off]
   saturated: .venv/bin/python bench/bench_proxy_trees.py --trees /tmp/before,. --rate 0 --linger-ms 50
-  WAL route: add --route wal
+  WAL route: add --route wal; several producers taking turns: --producers 4
 """
 
 from __future__ import annotations
@@ -137,29 +137,39 @@ def start_wal_side(stack: contextlib.ExitStack, bootstrap: str, log_dir: Path, a
     return {"router": {"policy": "wal"}, "wal": wal, "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}}}
 
 
-def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: float, linger_ms: int) -> Round:
-    """Records at `rate` for `seconds` through the proxy on `port`; its CPU and the requests it got."""
-    stats: list[dict] = []
-    producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "enable.idempotence": True,
-                         "linger.ms": linger_ms, "batch.size": 1_000_000, "statistics.interval.ms": STATS_INTERVAL_MS,
-                         "stats_cb": lambda s: stats.append(json.loads(s))})
+def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: float, linger_ms: int,
+              producers: int = 1) -> Round:
+    """Records at `rate` for `seconds` through the proxy on `port`, from `producers` producers
+    in turn (each its own connections and in-flight window); its CPU and the requests it got."""
+    stats: list[list[dict]] = [[] for _ in range(producers)]
+    clients = [Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "enable.idempotence": True,
+                         "linger.ms": linger_ms, "batch.size": 1_000_000,
+                         "statistics.interval.ms": STATS_INTERVAL_MS,
+                         "stats_cb": lambda s, mine=mine: mine.append(json.loads(s))})
+               for mine in stats]
 
     def requests_sent() -> int:
-        count = len(stats)
-        deadline = time.monotonic() + 5 * STATS_INTERVAL_MS / 1000
-        while len(stats) == count and time.monotonic() < deadline:  # a report taken after now
-            producer.poll(0.05)
-        return sum(b["tx"] for b in stats[-1]["brokers"].values())
+        total = 0
+        for producer, mine in zip(clients, stats, strict=True):
+            count = len(mine)
+            deadline = time.monotonic() + 5 * STATS_INTERVAL_MS / 1000
+            while len(mine) == count and time.monotonic() < deadline:  # a report taken after now
+                producer.poll(0.05)
+            total += sum(b["tx"] for b in mine[-1]["brokers"].values())
+        return total
 
-    producer.produce(topic, b"warm-up")  # connect and get a producer id outside the count
-    if producer.flush(FLUSH_TIMEOUT_S):
-        raise RuntimeError(f"warm-up record through the proxy of {tree} not delivered")
+    for producer in clients:  # connect and get a producer id outside the count
+        producer.produce(topic, b"warm-up")
+        if producer.flush(FLUSH_TIMEOUT_S):
+            raise RuntimeError(f"warm-up record through the proxy of {tree} not delivered")
     sent_before, cpu_before = requests_sent(), cpu_of((pid,))
     value = b"v" * RECORD_BYTES
     start = time.perf_counter()
-    records = 0
+    records = turn = 0
     while (now := time.perf_counter()) - start < seconds:
-        if rate <= 0:  # saturated: as fast as the producer's queue takes them
+        producer = clients[turn % producers]
+        turn += 1  # each record goes to the next producer; a full one passes its turn on
+        if rate <= 0:  # saturated: as fast as the producers' queues take them
             try:
                 producer.produce(topic, value)
                 records += 1
@@ -173,8 +183,9 @@ def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: 
         producer.produce(topic, value)
         records += 1
         producer.poll(0)
-    if producer.flush(FLUSH_TIMEOUT_S):
-        raise RuntimeError(f"records through the proxy of {tree} not delivered within {FLUSH_TIMEOUT_S} s")
+    for producer in clients:
+        if producer.flush(FLUSH_TIMEOUT_S):
+            raise RuntimeError(f"records through the proxy of {tree} not delivered within {FLUSH_TIMEOUT_S} s")
     cpu_after, sent_after = cpu_of((pid,)), requests_sent()
     return Round(tree, sent_after - sent_before, records, cpu_after - cpu_before)
 
@@ -187,11 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-seconds", type=float, default=15.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--audit", choices=("on", "off"), default="on")
+    parser.add_argument("--producers", type=int, default=1,
+                        help="producers taking turns record by record, each with its own connections and "
+                             "in-flight window (librdkafka sends at most 5 requests at a time per connection)")
     parser.add_argument("--route", choices=("local", "wal"), default="local",
                         help="local: topics led in the proxies' zone; wal: every batch through the WAL to an agent")
     args = parser.parse_args(argv)
     trees = [Path(t) for t in args.trees.split(",")]
     missing = [str(t) for t in trees if not (t / "azsidecar" / "__main__.py").is_file()]
+    if args.producers < 1:
+        parser.error("--producers: at least 1")
     if len(trees) < 2 or missing:
         parser.error(f"--trees: two or more checkouts of the project (not one: {missing or trees})")
 
@@ -209,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(args.rounds):
             for tree, proc, port in (proxies if n % 2 == 0 else proxies[::-1]):
                 topic = create_topic(cluster.bootstrap, PARTITIONS, leader)
-                r = run_round(tree, proc.pid, port, topic, args.rate, args.round_seconds, args.linger_ms)
+                r = run_round(tree, proc.pid, port, topic, args.rate, args.round_seconds, args.linger_ms,
+                              args.producers)
                 rounds.append(r)
                 user, kernel = r.per_request_us()
                 mib_user, mib_kernel = r.per_mib_ms()
