@@ -16,7 +16,7 @@ import trio
 from kafka_upstream.metadata import MetadataCache
 from leader_notify.sender.owners import AgentMap, health_key
 from router import metrics as router_metrics
-from router.zone_health import Signal, ZoneCircuit, at, observe
+from router.zone_health import HEALTHY, Signal, ZoneCircuit, at, observe
 
 
 class ZoneCircuits:
@@ -27,6 +27,10 @@ class ZoneCircuits:
         self._broker_zones = broker_zones
         self._metadata: MetadataCache | None = None
         self._circuits: dict[str, ZoneCircuit] = {}
+        # key -> (open, cause) as last set in the gauges: every WAL-routed batch's outcome is
+        # observed, nearly always "OK on a closed circuit", and six gauge writes for it (two
+        # dozen Python calls) changed nothing but cost the request path.
+        self._published: dict[str, tuple[bool, str]] = {}
 
     def follow(self, metadata: MetadataCache) -> None:
         """Judge whether a zone's brokers are listed from this proxy's metadata."""
@@ -63,7 +67,7 @@ class ZoneCircuits:
         """One signal about a destination's WAL path: the router's own outcomes, and the
         monitor's agent probes."""
         listed = None if signal is Signal.OK else self._zone_brokers_listed(key.split("/", 1)[0])
-        circuit = observe(self._circuits.get(key, ZoneCircuit()), signal, trio.current_time(), listed, detail)
+        circuit = observe(self._circuits.get(key, HEALTHY), signal, trio.current_time(), listed, detail)
         self._circuits[key] = circuit
         self._publish(key, circuit)
 
@@ -81,17 +85,21 @@ class ZoneCircuits:
         """The circuit of `key` as of `when` (trio time): an open one may have become half open."""
         circuit = self._circuits.get(key)
         if circuit is None:
-            return ZoneCircuit()
+            return HEALTHY
         current = at(circuit, when)
         if current is not circuit:
             self._circuits[key] = current
             self._publish(key, current)
         return current
 
-    @staticmethod
-    def _publish(key: str, circuit: ZoneCircuit) -> None:
-        router_metrics.ZONE_OPEN.labels(key).set(1 if circuit.state == "open" else 0)
-        cause = circuit.cause.value if circuit.state != "closed" else "healthy"
+    def _publish(self, key: str, circuit: ZoneCircuit) -> None:
+        """The circuit's state into the gauges, when it differs from what they show."""
+        shown = (circuit.state == "open", circuit.cause.value if circuit.state != "closed" else "healthy")
+        if self._published.get(key) == shown:
+            return
+        self._published[key] = shown
+        is_open, cause = shown
+        router_metrics.ZONE_OPEN.labels(key).set(1 if is_open else 0)
         for name in router_metrics.ZONE_CAUSES:
             router_metrics.ZONE_CONDITION.labels(key, name).set(1 if name == cause else 0)
 

@@ -90,6 +90,9 @@ class ZoneCircuit:
         return f"{text} ({self.detail})" if self.detail else text
 
 
+HEALTHY = ZoneCircuit()  # closed, no failures: what every success leads to (frozen, so shared)
+
+
 def at(circuit: ZoneCircuit, now: float, open_s: float = OPEN_S) -> ZoneCircuit:
     """The circuit as of `now`: an open circuit turns half_open after open_s."""
     if circuit.state == "open" and now - circuit.opened_at >= open_s:
@@ -107,7 +110,7 @@ def observe(circuit: ZoneCircuit, signal: Signal, now: float, zone_brokers_liste
     """The circuit after one signal about the zone at `now`."""
     circuit = at(circuit, now)
     if signal is Signal.OK:
-        return ZoneCircuit()
+        return HEALTHY
     if signal is Signal.REACHABLE:
         # An agent that was gone (or a zone that was cut off) accepts connections again: try
         # the WAL path now rather than at the end of OPEN_S. Says nothing about a slow agent.
@@ -139,5 +142,5 @@ def signal_of_result(error_message: str | None, leader_error: bool) -> Signal:
     return Signal.DEADLINE
 
 
-__all__ = ["CAUSES", "OPEN_AFTER", "OPEN_S", "Cause", "Signal", "ZoneCircuit", "allows", "at", "cause_of",
+__all__ = ["CAUSES", "HEALTHY", "OPEN_AFTER", "OPEN_S", "Cause", "Signal", "ZoneCircuit", "allows", "at", "cause_of",
            "observe", "signal_of_result"]
