@@ -221,9 +221,10 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
 
     # Then one copy into a bytearray (botocore and our S3 transport send it with one sendall
     # where bytes would be re-chunked). Each batch is checksummed chunk by chunk right after
-    # its chunk is copied, and the object's running CRC reads the batch again while it is
-    # still in cache: one pass over memory for the copy and both CRCs (the object's CRC as a
-    # pass of its own over a finished multi-MiB object read it back from memory).
+    # its chunk is copied, and the object's running CRC reads the entry right after it was
+    # written, while it is still in cache: one pass over memory for the copy and both CRCs.
+    # (Run as passes of their own over a finished multi-MiB object, each CRC read the whole
+    # object back from memory.)
     if into is None:
         data = bytearray(total)
     else:
