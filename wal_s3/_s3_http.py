@@ -118,7 +118,7 @@ class S3Http:
 
     # ---- requests -----------------------------------------------------------------------
 
-    async def put(self, key: str, body: bytes | bytearray, headers: Mapping[str, str], *,
+    async def put(self, key: str, body: bytes | bytearray | memoryview, headers: Mapping[str, str], *,
                   body_crc32c: int | None = None, timing: list[float] | None = None) -> None:
         """PUT body at key with `headers` (If-None-Match, x-amz-meta-*) and a CRC-32C checksum:
         `body_crc32c` if the caller has it (an encoded WAL object's), else computed here."""

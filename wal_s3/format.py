@@ -46,6 +46,11 @@ TRAILER_BYTES = _TRAILER.size
 # Batches are copied into an object this much at a time, each chunk checksummed while it is
 # in the core's cache (256 KiB: a fraction of any server core's L2).
 COPY_CHUNK_BYTES = 256 * 1024
+# A buffer given to encode_object to reuse grows to a whole number of these and never
+# shrinks: resizing a multi-MiB bytearray moves it to fresh pages (page faults, the kernel
+# zeroing every page), which costs more than encoding the object, and objects of varying
+# sizes resized the buffer on nearly every encode.
+REUSE_GROWTH_BYTES = 1024 * 1024
 PREFIX_BYTES = _PREFIX.size  # enough to learn header_length
 
 
@@ -122,9 +127,16 @@ class WalHeader:
     zones: Mapping[str, ZoneIndexEntry]
 
 
+def reuse_capacity(object_bytes: int) -> int:
+    """The length a reused buffer for an object of `object_bytes` grows to (REUSE_GROWTH_BYTES steps)."""
+    return -(-object_bytes // REUSE_GROWTH_BYTES) * REUSE_GROWTH_BYTES
+
+
 @dataclass(frozen=True)
 class EncodedObject:
-    data: bytearray = field(repr=False)  # the object; S3Store PUTs a bytearray without re-chunking
+    # The object: a bytearray, or with `into` a memoryview of that buffer's first bytes (both
+    # go out in one sendall, where botocore would re-chunk bytes).
+    data: bytearray | memoryview = field(repr=False)
     zones: Mapping[str, ZoneShare]
     # CRC-32C of all of `data`, trailer included: the PUT's x-amz-checksum-crc32c, which S3
     # checks against the body it received (continued from the trailer's CRC, no extra pass).
@@ -161,8 +173,10 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
                   entries_by_zone: Mapping[str, Sequence[WalEntry]], into: bytearray | None = None) -> EncodedObject:
     """Serialize one WAL object; zones keep the mapping's order, entries their order.
 
-    `into`: a bytearray to reuse (resized to the object and overwritten; the result's
-    `data` is then that bytearray), else a new one is made.
+    `into`: a bytearray to reuse: the object is written at its start and the result's `data`
+    is a memoryview of its first len(object) bytes (release it before `into` is reused). A
+    shorter `into` grows to `reuse_capacity` of the object; a longer one keeps its length and
+    its bytes past the object. Without `into` a new bytearray of the object's size is made.
 
     Raises ValueError if a field is out of range (our caller broke an invariant), including
     an entry whose given crc32c does not match its batch.
@@ -229,8 +243,8 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
         data = bytearray(total)
     else:
         data = into
-        del data[total:]
-        data.extend(bytes(total - len(data)))  # grows only when the buffer was smaller
+        if len(data) < total:
+            data.extend(bytes(reuse_capacity(total) - len(data)))
     shares: dict[str, ZoneShare] = {}
     with memoryview(data) as view:
         view[:header_len] = header
@@ -254,7 +268,7 @@ def encode_object(*, writer_id: str, epoch: int, sequence: int, created_ms: int,
             shares[zone] = ZoneShare(zone_start, zone_length, tuple(refs))
         _TRAILER.pack_into(data, pos, object_crc, END_MAGIC)
         whole_crc = _crc32c(view[pos:total], object_crc)
-    return EncodedObject(data, shares, whole_crc)
+    return EncodedObject(data if into is None else memoryview(data)[:total], shares, whole_crc)
 
 
 def _copy_checksummed(view: memoryview, at: int, batch: bytes | memoryview, length: int) -> int:

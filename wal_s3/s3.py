@@ -253,7 +253,7 @@ class S3Store:
                 timing.append(time.perf_counter() - started)
         return await anyio.to_thread.run_sync(timed, limiter=self._thread_limiter())
 
-    async def put_if_absent(self, key: str, body: bytes | bytearray, metadata: Mapping[str, str] | None = None, *,
+    async def put_if_absent(self, key: str, body: bytes | bytearray | memoryview, metadata: Mapping[str, str] | None = None, *,
                             body_crc32c: int | None = None, timing: list[float] | None = None) -> None:
         """PUT with If-None-Match: * ; raises S3PreconditionFailed if the key exists.
 
@@ -272,6 +272,8 @@ class S3Store:
             finally:
                 limiter.release()
             return
+        if isinstance(body, memoryview):  # botocore takes bytes, bytearray or a file, not a view
+            body = bytearray(body)
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "IfNoneMatch": "*"}
         if metadata:
             kwargs["Metadata"] = dict(metadata)

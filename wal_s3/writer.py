@@ -68,6 +68,7 @@ from wal_s3.format import (
     WalEntry,
     encode_object,
     entry_encoded_size,
+    reuse_capacity,
 )
 from wal_s3.latency import LatencyGuard, request_units
 from wal_s3.object_keys import EPOCH_DIGITS, NAME_RE, OBJECT_KEY_RE, object_key  # noqa: F401 - OBJECT_KEY_RE: imported from here by callers
@@ -509,7 +510,7 @@ class WalWriter:
         while self._space_waiters:  # they see the writer stopped and raise
             self._space_waiters.popleft().event.set()
 
-    async def _put_conditional(self, key: str, body: bytes | bytearray, metadata: Mapping[str, str] | None,
+    async def _put_conditional(self, key: str, body: bytes | bytearray | memoryview, metadata: Mapping[str, str] | None,
                                attempts: list[int] | None = None, timing: list[float] | None = None,
                                zones: tuple[str, ...] = (), body_crc32c: int | None = None) -> None:
         """PUT If-None-Match with retries; a 412 on a retry is ours if the stored bytes equal body.
@@ -584,8 +585,7 @@ class WalWriter:
             if obj.nbytes <= INLINE_ENCODE_MAX_BYTES:
                 encoded = encode()
             else:
-                spare = take_reusable(self._spare_buffers)
-                encoded = await trio.to_thread.run_sync(functools.partial(encode, into=spare))
+                encoded = await trio.to_thread.run_sync(functools.partial(encode, into=self._encode_buffer(obj.nbytes)))
             nbytes = len(encoded.data)
             try:
                 self._put_limiter.acquire_nowait()  # no checkpoint when a slot is free: the PUT leaves now
@@ -637,17 +637,32 @@ class WalWriter:
             if encoded is not None:
                 self._recycle(encoded.data)
 
-    def _recycle(self, buffer: bytearray) -> None:
+    def _encode_buffer(self, entry_bytes: int) -> bytearray:
+        """A buffer to encode an object of `entry_bytes` of entries into: a spare long enough,
+        else a new one of the length a spare for it keeps (a short spare is dropped, not grown:
+        growing copies it and zeroes the new part in a temporary)."""
+        needed = entry_bytes + MAX_HEADER_BYTES + TRAILER_BYTES
+        spare = take_reusable(self._spare_buffers)
+        if spare is not None and len(spare) >= needed:
+            return spare
+        return bytearray(reuse_capacity(needed))
+
+    def _recycle(self, data: bytearray | memoryview) -> None:
         """Keep a finished object's buffer for a later encode.
 
-        A fresh 8 MiB buffer costs ~2,000 page faults and the kernel zeroing the pages,
-        5-10 % of the writer's CPU at full rate. A PUT abandoned at its gray deadline may
-        still hold a view of the bytes (its cancelled send), so `take_reusable` checks a
-        buffer is free before an encode writes into it. At most max_in_flight_puts buffers of at most one full object are kept
+        A fresh 8 MiB buffer costs ~2,000 page faults and the kernel zeroing the pages, and a
+        resized one as many (format.REUSE_GROWTH_BYTES says why buffers only grow). A PUT
+        abandoned at its gray deadline may still hold a view of the bytes (its cancelled
+        send), so `take_reusable` checks a buffer is free before an encode writes into it. At
+        most max_in_flight_puts buffers of at most one full object's reuse capacity are kept
         (objects small enough to encode on the loop neither take nor give one).
         """
-        if (len(buffer) > INLINE_ENCODE_MAX_BYTES and len(self._spare_buffers) < self.config.max_in_flight_puts
-                and len(buffer) <= self.config.max_bytes + MAX_HEADER_BYTES + TRAILER_BYTES):
+        if not isinstance(data, memoryview):
+            return  # encoded on the loop into a buffer of its own size
+        buffer = data.obj
+        data.release()  # our view; a view an abandoned PUT still holds keeps the buffer viewed
+        if (isinstance(buffer, bytearray) and len(self._spare_buffers) < self.config.max_in_flight_puts
+                and len(buffer) <= reuse_capacity(self.config.max_bytes + MAX_HEADER_BYTES + TRAILER_BYTES)):
             self._spare_buffers.append(buffer)
 
     def _release_in_order(self) -> None:

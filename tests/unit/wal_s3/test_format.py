@@ -102,17 +102,25 @@ def test_batches_copied_in_chunks_keep_every_byte_and_checksum(batch_len):
     assert [bytes(e.batch) for e in parse_object(bytes(enc.data)).zones["az1"]] == [big, small]
 
 
-@pytest.mark.parametrize("spare_len", [0, 10, 200_000])
-def test_encoding_into_a_spare_buffer_gives_the_same_bytes(spare_len):
-    """A reused buffer, shorter or longer than the object and full of old bytes, ends up
-    holding exactly the object."""
+@pytest.mark.parametrize("spare_len, kept_len", [(0, 1024 * 1024), (10, 1024 * 1024), (200_000, 200_000),
+                                                 (76_915, 76_915), (3 * 1024 * 1024 + 5, 3 * 1024 * 1024 + 5)])
+def test_encoding_into_a_spare_buffer_gives_the_same_bytes(spare_len, kept_len):
+    """A reused buffer full of old bytes holds the object at its start and `data` views
+    exactly the object: a shorter buffer grows to a whole MiB, a longer one keeps its length
+    and the old bytes past the object (resizing a large buffer costs fresh pages)."""
     entries = [WalEntry("t", 0, 5, 1, 7, 1, bytes(range(256)) * 300)]
     fresh = encode_object(writer_id="w", epoch=1, sequence=2, created_ms=3, entries_by_zone={"az1": entries})
+    assert len(fresh.data) == 70 + 37 + 256 * 300 + 8 == 76_915
     spare = bytearray(b"\xee" * spare_len)
     reused = encode_object(writer_id="w", epoch=1, sequence=2, created_ms=3, entries_by_zone={"az1": entries},
                            into=spare)
-    assert reused.data is spare and spare == fresh.data and reused.crc32c == fresh.crc32c
-    assert len(spare) == 70 + 37 + 256 * 300 + 8
+    assert isinstance(reused.data, memoryview) and reused.data.obj is spare
+    assert bytes(reused.data) == fresh.data and reused.crc32c == fresh.crc32c
+    assert len(spare) == kept_len
+    tail = b"\xee" * 16 if spare_len >= 76_915 + 16 else b"\x00" * 16 if spare_len < 76_915 else b""
+    assert spare[76_915:76_915 + 16] == tail
+    reused.data.release()
+    spare.append(0)  # no view of the buffer is left behind: it can be resized again
 
 
 names = st.text(st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=12)
@@ -189,9 +197,9 @@ def test_encoder_matches_an_independent_encoding_byte_for_byte(by_zone, epoch, s
     into = None if slack is None else bytearray(b"\xa5" * max(0, len(want) + slack))
     enc = encode_object(writer_id="proxy-a", epoch=epoch, sequence=sequence, created_ms=created_ms,
                         entries_by_zone=by_zone, into=into)
-    # A bytearray, because that is what S3Store.put_if_absent sends in one piece.
-    assert type(enc.data) is bytearray
-    assert into is None or enc.data is into
+    # A bytearray or a view of the reused one: what S3Store.put_if_absent sends in one piece.
+    assert type(enc.data) is (bytearray if into is None else memoryview)
+    assert into is None or enc.data.obj is into
     assert enc.data == want
 
 

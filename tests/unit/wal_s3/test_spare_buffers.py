@@ -21,7 +21,7 @@ def _entries() -> dict[str, list[WalEntry]]:
 
 
 def test_an_encode_into_a_viewed_buffer_raises_buffer_error():
-    buffer = bytearray(b"\x01" * 100)  # larger than the object: the encode shrinks it
+    buffer = bytearray(b"\x01" * 100)  # shorter than the object: the encode grows it
     view = memoryview(buffer)
     with pytest.raises(BufferError):
         encode_object(writer_id="w", epoch=1, sequence=1, created_ms=0, entries_by_zone=_entries(), into=buffer)
