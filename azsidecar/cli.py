@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(getattr(args, "log_format", None) or "text", getattr(args, "log_level", None) or "INFO",
                   component=args.command)
     tune_gc()
-    tune_allocator()
+    tune_allocator(agent=args.command == "agent")
     # a subcommand's own form (`plan leaders`) names its runner with set_defaults(runner=...)
     module_name, _, function = (getattr(args, "runner", None) or RUNNERS[args.command]).partition(":")
     run = getattr(importlib.import_module(module_name), function)
