@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Producer  # noqa: E402
 
+from bench.bench_agent import process_minor_faults  # noqa: E402
 from bench.bench_proxy import (  # noqa: E402
     HMAC_KEY,
     LOCAL_NODE,
@@ -78,6 +79,9 @@ class Round:
     requests: int
     records: int
     cpu: Cpu
+    faults: int  # the proxy's minor page faults: first touches of fresh memory
+    agent_cpu: Cpu | None = None  # the WAL route's agent, over the same round
+    agent_faults: int = 0
 
     def per_request_us(self) -> tuple[float, float]:
         return self.cpu.user_s * 1e6 / self.requests, self.cpu.system_s * 1e6 / self.requests
@@ -85,9 +89,19 @@ class Round:
     def per_record_us(self) -> float:
         return (self.cpu.user_s + self.cpu.system_s) * 1e6 / self.records
 
+    def mib(self) -> float:
+        return self.records * RECORD_BYTES / (1024 * 1024)
+
     def per_mib_ms(self) -> tuple[float, float]:
-        mib = self.records * RECORD_BYTES / (1024 * 1024)
-        return self.cpu.user_s * 1e3 / mib, self.cpu.system_s * 1e3 / mib
+        return self.cpu.user_s * 1e3 / self.mib(), self.cpu.system_s * 1e3 / self.mib()
+
+    def agent_per_mib(self) -> str:
+        """The agent's user + kernel ms and page faults per MiB ('' without an agent)."""
+        if self.agent_cpu is None:
+            return ""
+        return (f"; agent {self.agent_cpu.user_s * 1e3 / self.mib():.2f} + "
+                f"{self.agent_cpu.system_s * 1e3 / self.mib():.2f} ms per MiB, "
+                f"{self.agent_faults / self.mib():.1f} page faults per MiB")
 
 
 @contextlib.contextmanager
@@ -119,28 +133,30 @@ def proxy_from(tree: Path, bootstrap: str, log_dir: Path, audit: bool,
         stop_process(proc)
 
 
-def start_wal_side(stack: contextlib.ExitStack, bootstrap: str, log_dir: Path, audit: bool) -> dict:
+def start_wal_side(stack: contextlib.ExitStack, bootstrap: str, log_dir: Path, audit: bool) -> tuple[dict, int]:
     """moto with a bucket behind a keep-alive front (S3 keeps connections open; moto's server
     closes each one) and one agent in use1-az2 (from this checkout) for the proxies to
-    notify; returns the proxies' config sections for the WAL route."""
+    notify; returns the proxies' config sections for the WAL route and the agent's pid."""
     moto = stack.enter_context(start_moto(log_dir=log_dir))
     bucket = "bench-proxy-trees-wal"
     moto.create_bucket(bucket)
     s3_url, _pids = stack.enter_context(keepalive_front(moto, log_dir))
     wal = {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": s3_url}
     agent_port = free_port()
-    stack.enter_context(sidecar_process("agent", {
+    agent = stack.enter_context(sidecar_process("agent", {
         "zone": "use1-az2", "upstream": {"bootstrap_servers": bootstrap.split(",")}, "wal": wal,
         "agent": {"listen_host": "127.0.0.1", "listen_port": agent_port},
         "audit": {"enabled": audit, "output": str(log_dir / "audit-agent")},
     }, log_dir, "agent-wal", agent_port))
-    return {"router": {"policy": "wal"}, "wal": wal, "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}}}
+    return ({"router": {"policy": "wal"}, "wal": wal, "notify": {"agents": {"use1-az2": f"127.0.0.1:{agent_port}"}}},
+            agent.pid)
 
 
 def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: float, linger_ms: int,
-              producers: int = 1) -> Round:
+              producers: int = 1, agent_pid: int | None = None) -> Round:
     """Records at `rate` for `seconds` through the proxy on `port`, from `producers` producers
-    in turn (each its own connections and in-flight window); its CPU and the requests it got."""
+    in turn (each its own connections and in-flight window); its CPU, page faults and the
+    requests it got (and the agent's CPU and page faults, given its pid)."""
     stats: list[list[dict]] = [[] for _ in range(producers)]
     clients = [Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "enable.idempotence": True,
                          "linger.ms": linger_ms, "batch.size": 1_000_000,
@@ -162,7 +178,8 @@ def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: 
         producer.produce(topic, b"warm-up")
         if producer.flush(FLUSH_TIMEOUT_S):
             raise RuntimeError(f"warm-up record through the proxy of {tree} not delivered")
-    sent_before, cpu_before = requests_sent(), cpu_of((pid,))
+    sent_before, cpu_before, faults_before = requests_sent(), cpu_of((pid,)), process_minor_faults(pid)
+    agent_before = None if agent_pid is None else (cpu_of((agent_pid,)), process_minor_faults(agent_pid))
     value = b"v" * RECORD_BYTES
     start = time.perf_counter()
     records = turn = 0
@@ -186,8 +203,13 @@ def run_round(tree: str, pid: int, port: int, topic: str, rate: float, seconds: 
     for producer in clients:
         if producer.flush(FLUSH_TIMEOUT_S):
             raise RuntimeError(f"records through the proxy of {tree} not delivered within {FLUSH_TIMEOUT_S} s")
-    cpu_after, sent_after = cpu_of((pid,)), requests_sent()
-    return Round(tree, sent_after - sent_before, records, cpu_after - cpu_before)
+    cpu_after, faults_after, sent_after = cpu_of((pid,)), process_minor_faults(pid), requests_sent()
+    agent = {}
+    if agent_pid is not None and agent_before is not None:  # every notification of the round answered
+        agent = {"agent_cpu": cpu_of((agent_pid,)) - agent_before[0],
+                 "agent_faults": process_minor_faults(agent_pid) - agent_before[1]}
+    return Round(tree, sent_after - sent_before, records, cpu_after - cpu_before, faults_after - faults_before,
+                 **agent)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,9 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds: list[Round] = []
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(start_kafka_cluster(log_dir=log_dir / "kafka"))
-        wal_route, leader = None, LOCAL_NODE
+        wal_route, leader, agent_pid = None, LOCAL_NODE, None
         if args.route == "wal":
-            wal_route, leader = start_wal_side(stack, cluster.bootstrap, log_dir, args.audit == "on"), WAL_NODE
+            (wal_route, agent_pid), leader = start_wal_side(stack, cluster.bootstrap, log_dir, args.audit == "on"), WAL_NODE
         proxies = [(str(t), *stack.enter_context(proxy_from(t, cluster.bootstrap, log_dir, args.audit == "on",
                                                             wal_route)))
                    for t in trees]
@@ -226,14 +248,14 @@ def main(argv: list[str] | None = None) -> int:
             for tree, proc, port in (proxies if n % 2 == 0 else proxies[::-1]):
                 topic = create_topic(cluster.bootstrap, PARTITIONS, leader)
                 r = run_round(tree, proc.pid, port, topic, args.rate, args.round_seconds, args.linger_ms,
-                              args.producers)
+                              args.producers, agent_pid)
                 rounds.append(r)
                 user, kernel = r.per_request_us()
                 mib_user, mib_kernel = r.per_mib_ms()
                 print(f"round {n + 1} {tree}: {r.records} records, {r.requests} requests, "
                       f"{r.records / r.requests:.1f} records each, proxy {user:.0f} + {kernel:.0f} µs CPU per request, "
-                      f"{r.per_record_us():.0f} µs per record, {mib_user:.2f} + {mib_kernel:.2f} ms per MiB",
-                      flush=True)
+                      f"{r.per_record_us():.0f} µs per record, {mib_user:.2f} + {mib_kernel:.2f} ms per MiB, "
+                      f"{r.faults / r.mib():.1f} page faults per MiB{r.agent_per_mib()}", flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     baseline = None
     for tree in (str(t) for t in trees):
@@ -245,10 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         mib_user = statistics.median(r.per_mib_ms()[0] for r in mine)
         mib_kernel = statistics.median(r.per_mib_ms()[1] for r in mine)
         per_mib = statistics.median(sum(r.per_mib_ms()) for r in mine)
+        faults = statistics.median(r.faults / r.mib() for r in mine)
         figure = per_mib if args.rate <= 0 else per_request
         baseline = baseline or figure
         print(f"{tree}: median {per_request:.0f} µs CPU per request ({user:.0f} user + {kernel:.0f} kernel), "
-              f"{per_record:.0f} µs per record, {mib_user:.2f} user + {mib_kernel:.2f} kernel ms per MiB; "
+              f"{per_record:.0f} µs per record, {mib_user:.2f} user + {mib_kernel:.2f} kernel ms per MiB, "
+              f"{faults:.1f} page faults per MiB; "
               f"{figure / baseline:.3f}x the first tree ({'per MiB' if args.rate <= 0 else 'per request'})")
     # The host's pace moves every tree's CPU per request between rounds by more than most
     # changes do; within a round the trees ran back to back, so their ratio moves less.
