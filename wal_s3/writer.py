@@ -660,7 +660,10 @@ class WalWriter:
         if not isinstance(data, memoryview):
             return  # encoded on the loop into a buffer of its own size
         buffer = data.obj
-        data.release()  # our view; a view an abandoned PUT still holds keeps the buffer viewed
+        try:
+            data.release()  # our view; a view an abandoned PUT still holds keeps the buffer viewed
+        except BufferError:  # something still reads through this very view: leave the buffer to it
+            return
         if (isinstance(buffer, bytearray) and len(self._spare_buffers) < self.config.max_in_flight_puts
                 and len(buffer) <= reuse_capacity(self.config.max_bytes + MAX_HEADER_BYTES + TRAILER_BYTES)):
             self._spare_buffers.append(buffer)
