@@ -35,14 +35,15 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / len(sizes)
 """
 
 
-def faults_per_buffer(mode: str) -> float:
-    out = subprocess.run([sys.executable, "-c", RECEIVE_LIKE_A_PROXY, mode], capture_output=True, text=True,
+def faults_per_block(script: str, mode: str) -> float:
+    """Page faults per block allocated by `script` in a fresh interpreter, set up as `mode`."""
+    out = subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True,
                          timeout=60, check=True)
     return float(out.stdout)
 
 
 def test_request_sized_buffers_reuse_heap_pages_once_tuned():
-    untuned, tuned = faults_per_buffer("default"), faults_per_buffer("tuned")
+    untuned, tuned = faults_per_block(RECEIVE_LIKE_A_PROXY, "default"), faults_per_block(RECEIVE_LIKE_A_PROXY, "tuned")
     # A fresh 1 MB mapping faults in tens of pages (256 of 4 KiB, fewer with fault-around);
     # reused heap pages fault in none.
     assert untuned >= 10, f"control: the default allocator faulted only {untuned} pages per buffer"
@@ -74,14 +75,8 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / len(sizes[
 """
 
 
-def faults_per_range(mode: str) -> float:
-    out = subprocess.run([sys.executable, "-c", READ_LIKE_AN_AGENT, mode], capture_output=True, text=True,
-                         timeout=60, check=True)
-    return float(out.stdout)
-
-
 def test_the_agents_cached_wal_ranges_reuse_heap_pages():
-    proxy_setting, agent_setting = faults_per_range("proxy"), faults_per_range("agent")
+    proxy_setting, agent_setting = faults_per_block(READ_LIKE_AN_AGENT, "proxy"), faults_per_block(READ_LIKE_AN_AGENT, "agent")
     # A fresh mapping of 3-8 MiB faults in hundreds of pages (768-2,048 of 4 KiB; a few with
     # transparent huge pages); ranges evicted oldest first leave heap the next one reuses.
     assert proxy_setting >= 100, f"control: the proxy's setting faulted only {proxy_setting} pages per range"
