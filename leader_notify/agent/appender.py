@@ -311,6 +311,9 @@ class KafkaAppender:
                     if not run.done.done():
                         run.done.cancel()
                     record(k, item, run)
+                    # run -> group -> through_queued -> queued -> run is a cycle: left to the
+                    # collector it kept whole shares (megabytes each) for many seconds.
+                    run.group = None
         steps = [self._go_on(client, run.tp, item.batches, run.next, (run.failure, -1, ""), item.results,
                              started=run.last_s, on_through=on_through, index=k)
                  for k, item, run in queued if run.failure is not None]

@@ -403,3 +403,36 @@ def test_a_request_carries_batches_up_to_max_request_bytes_in_queue_order():
 def test_max_request_bytes_at_least_one():
     with pytest.raises(ValueError, match="max_request_bytes"):
         KafkaAppender(["x:1"], max_request_bytes=0)
+
+
+class Batch(bytearray):
+    """A batch the test can hold a weak reference to (bytes cannot have one)."""
+
+
+def test_append_runs_leaves_no_cycle_holding_the_batches():
+    """A notification's batches are views of the share read from S3 (megabytes): once
+    append_runs is through nothing may keep them, or they wait for the cyclic collector
+    (measured: an agent holding ~600 MiB of finished shares beside its 256 MiB cache).
+    With the collector off, the batches must be freed by reference counting alone."""
+    import gc
+    import weakref
+
+    client = Client()
+
+    async def main(batches):
+        runs = [PartitionRun("t", 0, batches[:2], []), PartitionRun("t", 1, batches[2:], [])]
+        await appender(client).append_runs(runs, lambda _k: None)
+        return [codes_and_offsets(run.results) for run in runs]
+
+    batches = [Batch(b"a0"), Batch(b"a1"), Batch(b"b0")]
+    alive = [weakref.ref(batch) for batch in batches]
+    gc.collect()
+    gc.disable()
+    try:
+        results = asyncio.run(main(batches))
+        del batches
+        left = [ref() for ref in alive if ref() is not None]
+    finally:
+        gc.enable()
+    assert results == [[(0, 0), (0, 1)], [(0, 0)]]
+    assert left == []
