@@ -8,7 +8,7 @@ Run:  .venv/bin/python bench/bench_agent.py [--total-mib 32] [--batch-kib 16] [-
                                             [--mock-cluster] [--one-at-a-time] [--s3-keepalive]
                                             [--idempotent] [--requests-in-flight N] [--event-loop uvloop|asyncio]
                                             [--broker-rtt-ms MS] [--append-slots N] [--max-request-mib M]
-                                            [--profile-dir DIR]
+                                            [--profile-dir DIR] [--trees /tmp/before,.]
 
 Setup: one moto server on loopback and Kafka: with --brokers 1 (the default) one
 memory-backed Tansu broker, with --brokers N > 1 (or --mock-cluster) librdkafka's mock cluster of N brokers
@@ -74,6 +74,12 @@ rounds first that are not counted, so the figures are the agents' steady state. 
 DIR: each agent runs under cProfile (CPU-time clock), enabled only during the timed agent
 phases (SIGUSR1/SIGUSR2), stats in DIR/agent<i>.prof when it stops; run one agent count
 per invocation to profile it alone.
+
+--trees OLD,NEW (checkouts of this project, e.g. `git worktree add /tmp/before <commit>` and
+.): a set of agent processes is started from each tree (`python -m azsidecar` in that
+directory), and every agent phase runs once per tree in each round, the order reversed every
+other round; the table then ends with each tree's MiB/s, CPU and page faults per MiB against
+the first's, phase by phase. The notifiers, objects and cluster are this checkout's.
 
 --one-at-a-time (unpaced): each agent gets all its shares of the phase, and answers them,
 before the next agent gets any, so every agent has the host to itself while it works, as on
@@ -325,29 +331,32 @@ class AgentProcesses:
     """`count` agent processes of zone az2 on loopback ports."""
 
     def __init__(self, count: int, base: dict, log_dir: Path, profile_dir: Path | None = None,
-                 agent: Mapping[str, Any] | None = None) -> None:
-        """agent: more of the agents' `agent` settings."""
+                 agent: Mapping[str, Any] | None = None, tree: Path | None = None, tag: str = "") -> None:
+        """agent: more of the agents' `agent` settings; tree: the checkout the agents run from
+        (None: this one, as imported); tag: in the names of their config and log files."""
         self.ports = [free_port() for _ in range(count)]
         self.procs: list[subprocess.Popen] = []
         self.base, self.log_dir, self.profile_dir = base, log_dir, profile_dir
         self.agent = dict(agent or {})
+        self.tree, self.tag = tree, tag
 
     def __enter__(self) -> AgentProcesses:
         env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": ",".join(KEYS),
                "AWS_DEFAULT_REGION": "us-east-1"}
         try:
             for i, port in enumerate(self.ports):
-                config = self.log_dir / f"agent{i}.toml"
+                config = self.log_dir / f"agent{self.tag}{i}.toml"
                 config.write_text(to_toml({"zone": "az2", **self.base,
                                            "agent": {"listen_host": "127.0.0.1", "listen_port": port,
                                                      "checkpoint_interval_ms": 600_000, **self.agent}}))
-                log = self.log_dir / f"agent{i}.log"
+                log = self.log_dir / f"agent{self.tag}{i}.log"
                 with open(log, "ab") as out:
                     args = ["agent", "--config", str(config)]
                     command = ([sys.executable, "-m", "azsidecar", *args] if self.profile_dir is None
                                else [sys.executable, "-c", PROFILED_AGENT, str(self.profile_dir / f"agent{i}.prof"),
                                      *args])
-                    proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+                    proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            cwd=None if self.tree is None else self.tree.resolve())
                 self.procs.append(proc)
                 _wait_for_log_line(proc, log, "listening=", AGENT_READY_S, f"agent {i}", 0)
         except BaseException:
@@ -696,10 +705,16 @@ def main() -> int:
                     help="the agents' agent.max_in_flight_appends (0: its default)")
     ap.add_argument("--max-request-mib", type=float, default=0,
                     help="the agents' agent.max_request_bytes in MiB (0: its default)")
+    ap.add_argument("--trees", default=None,
+                    help="comma-separated checkouts (e.g. a git worktree of an older commit, and .): every agent "
+                         "phase runs once with agents started from each, side by side in each round")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the agents under cProfile (CPU time), writing agent<i>.prof here when they stop")
     args = ap.parse_args()
     counts = [int(n) for n in args.agents.split(",")]
+    trees: list[Path | None] = [Path(tree) for tree in args.trees.split(",")] if args.trees else [None]
+    if any(tree is not None and not (tree / "azsidecar").is_dir() for tree in trees):
+        ap.error("--trees: each must be a checkout of this project (git worktree add /tmp/before <commit>)")
     if not counts or min(counts) < 1:
         ap.error("--agents: positive counts")
     if args.brokers is None:
@@ -761,16 +776,21 @@ def main() -> int:
             agent_settings["max_in_flight_appends"] = args.append_slots
         if args.max_request_mib:
             agent_settings["max_request_bytes"] = int(args.max_request_mib * MiB)
-        with AgentProcesses(max(counts), base, log_dir, args.profile_dir, agent_settings) as agents:
+        with contextlib.ExitStack() as stack:
+            fleets = [stack.enter_context(AgentProcesses(max(counts), base, log_dir, args.profile_dir, agent_settings,
+                                                         tree, f"-{k}-" if tree is not None else ""))
+                      for k, tree in enumerate(trees)]
             for partitions in partition_counts:
-                run_partitions(args, partitions, counts, depths, kafka, kafka_name, moto, bucket, s3_pids, agents)
+                run_partitions(args, partitions, counts, depths, kafka, kafka_name, moto, bucket, s3_pids, fleets,
+                               [str(tree) for tree in trees if tree is not None])
     return 0
 
 
 def run_partitions(args, partitions: int, counts: list[int], depths: list[int], kafka: Kafka, kafka_name: str,
-                   moto, bucket: str, s3_pids: list[int], agents: AgentProcesses) -> None:
-    """Rounds at one partition count: each round runs every (agents, pipeline depth) phase and
-    the plain producer's, one after another; then the table of sums over rounds."""
+                   moto, bucket: str, s3_pids: list[int], fleets: list[AgentProcesses], trees: list[str]) -> None:
+    """Rounds at one partition count: each round runs every (agents, pipeline depth) phase -
+    with `--trees`, of every tree's agents - and the plain producer's, one after another;
+    then the table of sums over rounds."""
     batches = build_batches(args.total_mib, args.batch_kib, partitions)
     batch_bytes = sum(len(raw) for _, _, raw in batches)
     mib = batch_bytes / MiB
@@ -788,8 +808,9 @@ def run_partitions(args, partitions: int, counts: list[int], depths: list[int], 
           + (f", {args.append_slots} append slots per agent" if args.append_slots else "")
           + (f", agents on {args.event_loop}" if args.event_loop else "")
           + (f", agents' cache {args.cache_mib} MiB" if args.cache_mib is not None else "")
-          + (f", {args.warmup_rounds} warm-up rounds not counted" if args.warmup_rounds else ""))
-    phases = [(n, d) for n in counts for d in depths]
+          + (f", {args.warmup_rounds} warm-up rounds not counted" if args.warmup_rounds else "")
+          + (f", agents from {' and '.join(trees)}" if trees else ""))
+    phases = [(t, n, d) for n in counts for d in depths for t in range(len(fleets))]
     wall = {ph: 0.0 for ph in phases}
     cpu = {ph: 0.0 for ph in phases}
     faults = {ph: 0 for ph in phases}
@@ -806,7 +827,8 @@ def run_partitions(args, partitions: int, counts: list[int], depths: list[int], 
         line = [f"round {r}:" if counted else f"warm-up {r + args.warmup_rounds}:"]
         # Alternate the order of the phases from round to round, so neither side always runs
         # first (a warmer cache, a quieter host).
-        for n, depth in (phases if r % 2 == 0 else phases[::-1]):
+        for t, n, depth in (phases if r % 2 == 0 else phases[::-1]):
+            agents = fleets[t]
             config = load_config(None, {
                 "wal.bucket": bucket, "wal.region": "us-east-1", "wal.prefix": "wal/", "wal.endpoint_url": moto.endpoint_url,
                 "notify.hmac_keys": list(KEYS), "notify.timeout_s": 120.0, "notify.pipeline_depth": depth,
@@ -826,23 +848,24 @@ def run_partitions(args, partitions: int, counts: list[int], depths: list[int], 
             w0 = agents.sleeps(n)
             o0 = (sum(map(process_cpu_s, s3_pids)), sum(map(process_cpu_s, kafka.pids)), time.process_time())
             agents.signal(n, signal.SIGUSR1)  # profiled agents: profile this phase
-            t = trio.run(run_agent_phase, config, objs, bucket, topic, leaders,
+            t_phase = trio.run(run_agent_phase, config, objs, bucket, topic, leaders,
                          args.offered_mib_s * (n if args.per_agent else 1), args.stagger,
                          args.one_at_a_time)
             agents.signal(n, signal.SIGUSR2)
             spent = agents.cpu_s(n) - c0
             o1 = (sum(map(process_cpu_s, s3_pids)), sum(map(process_cpu_s, kafka.pids)), time.process_time())
-            ph = (n, depth)
+            ph = (t, n, depth)
             if counted:
                 cpu[ph] += spent
                 faults[ph] += agents.minor_faults(n) - f0
                 sleeps[ph] += agents.sleeps(n) - w0
                 system[ph] += agents.system_cpu_s(n) - s0
                 others[ph] = [acc + after - before for acc, after, before in zip(others[ph], o1, o0)]
-                wall[ph] += t
+                wall[ph] += t_phase
             check_appended(kafka, topic, ends)
             shares = "+".join(map(str, partitions_per_agent(layout, topic, partitions)))
-            line.append(f"agents x{n} depth {depth} {mib / t:7.1f} MiB/s ({shares}) {spent / mib:.4f} s/MiB")
+            line.append(f"agents x{n} depth {depth}{tree_label(trees, t)} {mib / t_phase:7.1f} MiB/s ({shares}) "
+                        f"{spent / mib:.4f} s/MiB")
         topic_p = f"bench-prod-{r}-{uuid.uuid4().hex[:6]}"
         kafka.create_topic(topic_p, partitions)
         c1 = time.process_time()
@@ -860,21 +883,38 @@ def run_partitions(args, partitions: int, counts: list[int], depths: list[int], 
     print(f"{partitions} partitions{'':9s} {'MiB/s':>8s} {'x producer':>11s} {'CPU s/MiB':>10s} {'of it sys':>10s} "
           f"{'faults/MiB':>11s} {'sleeps/MiB':>11s}   "
           f"others' CPU s/MiB: {'S3':>7s} {'Kafka':>7s} {'proxy':>7s}")
-    for n, depth in phases:
-        ph = (n, depth)
+    for t, n, depth in phases:
+        ph = (t, n, depth)
         rate = total / wall[ph]
-        print(f"agents x{n:<3d} depth {depth:<2d}{'':7s}{rate:8.1f} {rate / producer_rate:11.2f} {cpu[ph] / total:10.5f} "
+        print(f"agents x{n:<3d} depth {depth:<2d}{tree_label(trees, t):7s}{rate:8.1f} {rate / producer_rate:11.2f} {cpu[ph] / total:10.5f} "
               f"{system[ph] / total:10.5f} {faults[ph] / total:11.0f} {sleeps[ph] / total:11.1f}   {'':19s}"
               + " ".join(f"{x / total:7.4f}" for x in others[ph]))
     print(f"plain aiokafka producer    {producer_rate:8.1f} {1.0:11.2f} {cpu_producer / total:10.4f} {'-':>10s} {'-':>11s} "
           f"{'-':>11s}   "
           f"{'':19s}{'-':>7s} {others_producer / total:7.4f} {'-':>7s}")
-    if len(depths) > 1:
-        base_depth = depths[0]
+    for t in range(len(fleets)):
+        if len(depths) > 1:
+            base_depth = depths[0]
+            for n in counts:
+                print(f"agents x{n}{tree_label(trees, t)}: " + ", ".join(
+                    f"depth {d} / depth {base_depth} = {wall[(t, n, base_depth)] / wall[(t, n, d)]:.2f}x MiB/s, "
+                    f"{cpu[(t, n, d)] / cpu[(t, n, base_depth)]:.2f}x CPU per MiB" for d in depths[1:]))
+        if len(counts) > 1:
+            for d in depths:
+                print(f"agents depth {d}{tree_label(trees, t)}: " + ", ".join(
+                    f"x{n} / x{counts[0]} = {cpu[(t, n, d)] / cpu[(t, counts[0], d)]:.3f}x CPU per MiB"
+                    for n in counts[1:]))
+    for t in range(1, len(fleets)):
         for n in counts:
-            print(f"agents x{n}: " + ", ".join(
-                f"depth {d} / depth {base_depth} = {wall[(n, base_depth)] / wall[(n, d)]:.2f}x MiB/s, "
-                f"{cpu[(n, d)] / cpu[(n, base_depth)]:.2f}x CPU per MiB" for d in depths[1:]))
+            for d in depths:
+                print(f"agents x{n} depth {d}: {trees[t]} / {trees[0]} = "
+                      f"{wall[(0, n, d)] / wall[(t, n, d)]:.3f}x MiB/s, {cpu[(t, n, d)] / cpu[(0, n, d)]:.3f}x CPU per MiB, "
+                      f"faults per MiB {faults[(0, n, d)] / total:.0f} -> {faults[(t, n, d)] / total:.0f}")
+
+
+def tree_label(trees: list[str], t: int) -> str:
+    """` [tree]` after a phase's name with --trees, else nothing."""
+    return f" [{trees[t]}]" if trees else ""
 
 
 if __name__ == "__main__":
