@@ -26,8 +26,9 @@ class AgentProcess:
 
     def __init__(self, tmp: Path, name: str, zone: str, *, endpoint_url: str, bucket: str, bootstrap: str,
                  extra: dict | None = None, source: Path | None = None,
-                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
-        """`source`: run the agent of that source tree (another release's) instead of this one."""
+                 ready_timeout_s: float = READY_TIMEOUT_S, wal: dict | None = None) -> None:
+        """`extra`: more [agent] settings, `wal`: more [wal] settings; `source`: run the agent of
+        that source tree (another release's) instead of this one."""
         self.source = source
         self.ready_timeout_s = ready_timeout_s
         self.port = free_port()
@@ -37,7 +38,8 @@ class AgentProcess:
         config = {
             "zone": zone,
             "upstream": {"bootstrap_servers": [bootstrap]},
-            "wal": {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": endpoint_url},
+            "wal": {"bucket": bucket, "region": "us-east-1", "prefix": "wal/", "endpoint_url": endpoint_url,
+                    **(wal or {})},
             "agent": {"listen_host": "127.0.0.1", "listen_port": self.port, "metrics_port": 0,
                       **(extra or {})},
         }
