@@ -395,9 +395,24 @@ class AgentProcesses:
         """Voluntary context switches of the first `n` agent processes so far."""
         return sum(process_sleeps(proc.pid) for proc in self.procs[:n])
 
+    def peak_rss_mib(self) -> list[float]:
+        """Each agent process's peak resident memory so far (VmHWM), MiB."""
+        return [process_peak_rss_kib(proc.pid) / 1024 for proc in self.procs]
+
     def minor_faults(self, n: int) -> int:
         """Minor page faults of the first `n` agent processes so far."""
         return sum(process_minor_faults(proc.pid) for proc in self.procs[:n])
+
+
+def process_peak_rss_kib(pid: int) -> int:
+    """The peak resident set of process `pid` so far (VmHWM), KiB; 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def process_sleeps(pid: int) -> int:
@@ -907,6 +922,9 @@ def run_partitions(args, partitions: int, counts: list[int], depths: list[int], 
                 print(f"agents depth {d}{tree_label(trees, t)}: " + ", ".join(
                     f"x{n} / x{counts[0]} = {cpu[(t, n, d)] / cpu[(t, counts[0], d)]:.3f}x CPU per MiB"
                     for n in counts[1:]))
+    for t, fleet in enumerate(fleets):
+        print(f"agents' peak RSS so far{tree_label(trees, t)}: "
+              + ", ".join(f"{mib:.0f}" for mib in fleet.peak_rss_mib()) + " MiB")
     for t in range(1, len(fleets)):
         for n in counts:
             for d in depths:
