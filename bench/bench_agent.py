@@ -353,7 +353,7 @@ class AgentProcesses:
                 with open(log, "ab") as out:
                     args = ["agent", "--config", str(config)]
                     command = ([sys.executable, "-m", "azsidecar", *args] if self.profile_dir is None
-                               else [sys.executable, "-c", PROFILED_AGENT, str(self.profile_dir / f"agent{i}.prof"),
+                               else [sys.executable, "-c", PROFILED_AGENT, str(self.profile_dir / f"agent{self.tag}{i}.prof"),
                                      *args])
                     proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                             cwd=None if self.tree is None else self.tree.resolve())
