@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import threading
+import weakref
 
 import pytest
 import trio
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from core.audit import KINDS, MemoryAuditSink
 from tests.integration.wal_s3.conftest import Faults
+from tests.refcount import WeakBuffer, collector_off, still_alive
 from wal_s3.format import WalEntry, entry_encoded_size, parse_object
 from wal_s3.reader import WalReader
 from wal_s3.s3 import S3PreconditionFailed, S3Store
@@ -575,35 +577,24 @@ def test_shares_of_a_zone_with_several_agents_are_contiguous_and_in_order(wal_en
     trio.run(main)
 
 
-class WeakBuffer(bytearray):
-    """A batch's bytes the test can hold a weak reference to (bytes cannot have one)."""
-
-
 @pytest.mark.trio
 async def test_a_released_objects_entries_are_freed_by_reference_counting(wal_env):
     """An entry's batch is a view of its Produce request's buffer (up to megabytes): once its
     object is released, nothing the writer keeps (it lives as long as the proxy) may reach
     it, and no cycle may: the cyclic collector runs seldom under the raised thresholds
     (azsidecar/runtime.py). Checked with the collector off."""
-    import gc
-    import weakref
-
     make_config, make_client = wal_env
     config = make_config(max_bytes=64 * KiB, linger_ms=60_000)
     writer = WalWriter(config, "az1", "p1", make_client(config), MemoryAuditSink())
     buffers = [WeakBuffer(bytes([i]) * 20 * KiB) for i in range(7)]
     alive = [weakref.ref(buffer) for buffer in buffers]
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         async with writer.running():
             placements = await append_all_then_close(writer, [
                 (WalEntry("orders", i % 4, -1, -1, -1, 1, memoryview(buffer)), "az2") for i, buffer in enumerate(buffers)])
         keys = sorted({p.key for p in placements})
         del placements, buffers
-        left = [ref() for ref in alive if ref() is not None]
-    finally:
-        gc.enable()
+        left = still_alive(alive)
     assert len(keys) == 3  # 3 + 3 + 1 entries, as in test_flush_reasons_size_then_shutdown
     assert left == []
     assert writer.buffered_bytes == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import weakref
 from dataclasses import dataclass
 
 import pytest
@@ -15,6 +16,7 @@ from leader_notify.agent.agent import Agent, AgentSettings
 from leader_notify.agent.appender import AppendResult
 from leader_notify.agent.partition_order import AppliedEntries
 from tests.asyncio_idle import all_tasks_blocked
+from tests.refcount import WeakBuffer, collector_off, still_alive
 
 KEY = b"unit-test-key-0123456789"
 
@@ -771,11 +773,6 @@ def test_resends_behind_a_partly_failed_original_append_only_what_it_did_not_and
     assert [(r.error_code, r.base_offset, r.duplicate) for r in third.results] == [(0, 0, True), (0, 1, True)]
 
 
-
-class WeakBatch(bytearray):
-    """A batch the test can hold a weak reference to (bytes cannot have one)."""
-
-
 class ReadsOnce(Reader):
     """Hands each object's entries out once and forgets them, as the S3 reader keeps only
     what its cache holds."""
@@ -800,10 +797,7 @@ def test_a_finished_notification_leaves_no_cycle_holding_its_batches():
     the cyclic collector, which an agent under load runs seldom: it held hundreds of MiB of
     finished shares that way. (The Agent object itself is in a cycle with its metrics'
     callbacks; it lives as long as the process, so the reader here forgets what it served.)"""
-    import gc
-    import weakref
-
-    batches = [WeakBatch(b"a"), WeakBatch(b"b"), WeakBatch(b"c")]
+    batches = [WeakBuffer(b"a"), WeakBuffer(b"b"), WeakBuffer(b"c")]
     alive = [weakref.ref(batch) for batch in batches]
 
     async def main(entries):
@@ -812,14 +806,10 @@ def test_a_finished_notification_leaves_no_cycle_holding_its_batches():
         res = await a.handle_request(request("wal/x", [E(e.topic, e.partition, bytes(e.batch)) for e in entries]))
         return app.log, [(r.error_code, r.base_offset) for r in res.results]
 
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         log, results = asyncio.run(main([E("t", 0, batches[0]), E("t", 0, batches[1]), E("t", 1, batches[2])]))
         del batches
-        left = [ref() for ref in alive if ref() is not None]
-    finally:
-        gc.enable()
+        left = still_alive(alive)
     assert sorted(log) == [("t", 0, b"a"), ("t", 0, b"b"), ("t", 1, b"c")]
     assert results == [(0, 0), (0, 1), (0, 0)]
     assert left == []

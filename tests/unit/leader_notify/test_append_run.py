@@ -6,6 +6,7 @@ chosen batch. test_appender.py runs the real client against Tansu."""
 from __future__ import annotations
 
 import asyncio
+import weakref
 
 import pytest
 from aiokafka.conn import CloseReason
@@ -18,6 +19,7 @@ from leader_notify.agent.produce_channel import AnswerDeadlines
 from leader_notify.agent.sequence_chain import producer_run_key
 from tests.asyncio_idle import all_tasks_blocked
 from tests.integration.leader_notify.idempotent_batches import idempotent_batch
+from tests.refcount import WeakBuffer, collector_off, still_alive
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19  # retriable; the batch was not appended
@@ -405,18 +407,11 @@ def test_max_request_bytes_at_least_one():
         KafkaAppender(["x:1"], max_request_bytes=0)
 
 
-class Batch(bytearray):
-    """A batch the test can hold a weak reference to (bytes cannot have one)."""
-
-
 def test_append_runs_leaves_no_cycle_holding_the_batches():
     """A notification's batches are views of the share read from S3 (megabytes): once
     append_runs is through nothing may keep them, or they wait for the cyclic collector
     (measured: an agent holding ~600 MiB of finished shares beside its 256 MiB cache).
     With the collector off, the batches must be freed by reference counting alone."""
-    import gc
-    import weakref
-
     client = Client()
 
     async def main(batches):
@@ -424,15 +419,11 @@ def test_append_runs_leaves_no_cycle_holding_the_batches():
         await appender(client).append_runs(runs, lambda _k: None)
         return [codes_and_offsets(run.results) for run in runs]
 
-    batches = [Batch(b"a0"), Batch(b"a1"), Batch(b"b0")]
+    batches = [WeakBuffer(b"a0"), WeakBuffer(b"a1"), WeakBuffer(b"b0")]
     alive = [weakref.ref(batch) for batch in batches]
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         results = asyncio.run(main(batches))
         del batches
-        left = [ref() for ref in alive if ref() is not None]
-    finally:
-        gc.enable()
+        left = still_alive(alive)
     assert results == [[(0, 0), (0, 1)], [(0, 0)]]
     assert left == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import types
+import weakref
 
 import pytest
 import trio
@@ -24,6 +25,7 @@ from leader_notify.sender.owners import AgentMap
 from leader_notify.sender.sender import Answer
 from router.backend import RoutingBackend
 from router.config import RouterConfig
+from tests.refcount import WeakBuffer, collector_off, still_alive
 from tests.unit.router.wal_wiring import wal_route
 from wal_s3.config import WalConfig
 
@@ -1182,18 +1184,11 @@ async def test_each_partition_of_a_request_refused_by_moved_leaders_is_sent_agai
     assert sorted(direct.sent) == [(1, 5), (2, 5), (2, 5), (3, 5)]  # first to 2 and 3, then to 1 and 2
 
 
-class WeakBuffer(bytearray):
-    """A request's bytes the test can hold a weak reference to (bytes cannot have one)."""
-
-
 def test_a_wal_routed_batch_leaves_no_cycle_holding_its_request_bytes():
     """A WAL-routed batch is a view of its Produce request's buffer (up to megabytes). Once
     the producer is answered, reference counting alone must free that buffer: a cycle
     through it waits for the cyclic collector, which runs seldom under the raised thresholds
     (azsidecar/runtime.py), and an agent once held hundreds of MiB that way."""
-    import gc
-    import weakref
-
     buffers = [WeakBuffer(b"x" * 100), WeakBuffer(b"y" * 100)]
     alive = [weakref.ref(buffer) for buffer in buffers]
 
@@ -1210,13 +1205,9 @@ def test_a_wal_routed_batch_leaves_no_cycle_holding_its_request_bytes():
             nursery.cancel_scope.cancel()
         return answers
 
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         answers = trio.run(main, [memoryview(buffer) for buffer in buffers])
         del buffers
-        left = [ref() for ref in alive if ref() is not None]
-    finally:
-        gc.enable()
+        left = still_alive(alive)
     assert answers == [(0, 500), (0, 500)]
     assert left == []
