@@ -261,15 +261,20 @@ def run_phases(broker_bootstrap: str, targets: list[Target], args: argparse.Name
 
 
 @contextlib.contextmanager
-def sidecar_process(kind: str, config: dict, log_dir: Path, name: str, port: int) -> Iterator[subprocess.Popen]:
-    """`azsidecar <kind> --config` with `config` (TOML), once it accepts on `port`; stopped on exit."""
+def sidecar_process(kind: str, config: dict, log_dir: Path, name: str, port: int,
+                    tree: Path | None = None) -> Iterator[subprocess.Popen]:
+    """`azsidecar <kind> --config` with `config` (TOML), once it accepts on `port`; stopped on
+    exit. `tree`: run that checkout's sources (its directory on PYTHONPATH), not this one's."""
     config_path = log_dir / f"{name}.toml"
     config_path.write_text(to_toml(config))
     log_path = log_dir / f"{name}.log"
     env = {**os.environ, **DUMMY_CREDENTIALS, "AZSIDECAR_NOTIFY_HMAC_KEYS": HMAC_KEY, "AWS_DEFAULT_REGION": "us-east-1"}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree.resolve())
     argv = [sys.executable, "-m", "azsidecar", kind, "--config", str(config_path)]
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(argv + (["--log-level", "WARNING"] if kind == "proxy" else []),
+                                cwd=tree.resolve() if tree is not None else None,
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         wait_for_port("127.0.0.1", port, proc, PROXY_STARTUP_TIMEOUT_S, f"azsidecar {kind} ({name})", log_path)

@@ -6,9 +6,11 @@ RSS stays at the flood's peak (measured: +80 MiB after 1,100 connections had clo
 glibc's malloc_trim(0) returns every free page inside the heap with madvise. The proxy
 calls it when a burst is over (`should_trim`, a pure decision), at most once per interval.
 
-The proxy checks every TRIM_CHECK_INTERVAL_S, not only when a connection closes: a burst
-that ends within TRIM_MIN_INTERVAL_S of the last trim is then trimmed once the interval has
-passed, instead of never (no connection may close after it). And the burst must have been
+Once a burst is big enough (`burst_is_big`) the proxy checks every TRIM_CHECK_INTERVAL_S
+until it has trimmed, not only when a connection closes: a burst that ends within
+TRIM_MIN_INTERVAL_S of the last trim is then trimmed once the interval has passed, instead
+of never (no connection may close after it). Before that it does not look at all: an idle
+proxy that checked twice a second for nothing woke its core for it (bench/bench_idle.py). And the burst must have been
 over for QUIET_S first: the last of its connections (those draining what the kernel still
 held for them) free their buffers after the count of open connections is already back,
 and a trim before that left up to +54 MiB of free heap resident (docs/reliability.md).
@@ -24,7 +26,7 @@ TRIM_MIN_INTERVAL_S = 10.0  # a trim walks the heap (ms for hundreds of MiB): ra
 BURST_CONNECTIONS = 256  # a burst: this many more connections open at once than at the last trim ...
 BURST_BYTES = 32 * 1024 * 1024  # ... or this many bytes held for requests still arriving
 QUIET_S = 1.0  # a burst must have been over this long before its trim
-TRIM_CHECK_INTERVAL_S = 0.5  # how often the proxy asks should_trim
+TRIM_CHECK_INTERVAL_S = 0.5  # how often the proxy asks should_trim after a big burst
 
 
 @dataclass
@@ -48,14 +50,18 @@ def burst_over_since(burst: BurstTracker, now: float, open_connections: int, hel
     return now if burst.over_since is None else burst.over_since
 
 
-def should_trim(burst: BurstTracker, now: float) -> bool:
-    """Trim when a burst happened (many connections, or many bytes held for arriving
-    requests), it has been over for QUIET_S (`burst.over_since`), and the last trim was at
-    least TRIM_MIN_INTERVAL_S ago."""
+def burst_is_big(burst: BurstTracker) -> bool:
+    """A burst worth a trim once over: BURST_CONNECTIONS more connections open at once than at
+    the last trim, or BURST_BYTES held for requests still arriving."""
     burst_size = burst.peak_connections - burst.baseline_connections
-    big = burst_size >= BURST_CONNECTIONS or burst.peak_held_bytes >= BURST_BYTES
+    return burst_size >= BURST_CONNECTIONS or burst.peak_held_bytes >= BURST_BYTES
+
+
+def should_trim(burst: BurstTracker, now: float) -> bool:
+    """Trim when a burst happened (`burst_is_big`), it has been over for QUIET_S
+    (`burst.over_since`), and the last trim was at least TRIM_MIN_INTERVAL_S ago."""
     quiet = burst.over_since is not None and now - burst.over_since >= QUIET_S
-    return big and quiet and now - burst.last_trim_at >= TRIM_MIN_INTERVAL_S
+    return burst_is_big(burst) and quiet and now - burst.last_trim_at >= TRIM_MIN_INTERVAL_S
 
 
 _TRIM = libc_function("malloc_trim")

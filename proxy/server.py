@@ -35,7 +35,7 @@ from proxy import limits, metrics
 from proxy.acl import Request
 from proxy.config import ProxyConfig
 from proxy.limits import admit, receive_deadline
-from proxy.memory import TRIM_CHECK_INTERVAL_S, BurstTracker, burst_over_since, should_trim, trim
+from proxy.memory import TRIM_CHECK_INTERVAL_S, BurstTracker, burst_is_big, burst_over_since, should_trim, trim
 from proxy.principal_mapping import NoRuleMatched, parse_rules, principal_name, subject_name
 from proxy.receive_budget import ReceiveBudget
 from proxy.request_handler import RequestHandler, client_principal
@@ -95,6 +95,7 @@ class ProxyServer:
         self._frame_pool = FramePool()  # large requests' buffers, used again once released
         self._log_limiter = LogLimiter()
         self._burst = BurstTracker()
+        self._big_burst = trio.Event()  # set once self._burst is big enough to trim after
         self._idle = trio.Event()
         self._idle.set()
         # Awaited by shutdown() after the in-flight requests, within the same grace period
@@ -119,10 +120,17 @@ class ProxyServer:
             self._listening = None
 
     async def _trim_after_bursts(self) -> None:
-        """Give a burst's memory back once it has been over a while (proxy/memory.py)."""
+        """Give a burst's memory back once it has been over a while (proxy/memory.py); until
+        a burst is big enough to trim after, sleep (an idle proxy wakes for nothing)."""
         while True:
+            await self._big_burst.wait()
             await trio.sleep(TRIM_CHECK_INTERVAL_S)
             self._after_burst()
+
+    def _note_burst_peak(self) -> None:
+        """Called on each new peak of the burst: wake the trim task once it is big."""
+        if not self._big_burst.is_set() and burst_is_big(self._burst):
+            self._big_burst.set()
 
     async def open_broker_listener(self) -> int:
         """One more listener on the proxy's host (an ephemeral port), served like the first;
@@ -177,6 +185,7 @@ class ProxyServer:
         self._connections += 1
         if self._connections > self._burst.peak_connections:  # a burst growing is not over
             self._burst.peak_connections, self._burst.over_since = self._connections, None
+            self._note_burst_peak()
         self._open_by_source[source] = self._open_by_source.get(source, 0) + 1
         self._idle = trio.Event() if self._connections == 1 else self._idle
         try:
@@ -221,6 +230,7 @@ class ProxyServer:
                          (time.perf_counter() - started) * 1000)
             self._burst = BurstTracker(last_trim_at=now, baseline_connections=self._connections,
                                        peak_connections=self._connections)
+            self._big_burst = trio.Event()
 
     def _certificate_principal(self, stream: trio.SSLStream[trio.SocketStream], source: str) -> str | None:
         """The principal name of the client's certificate (verified by the handshake), or None
@@ -273,6 +283,7 @@ class ProxyServer:
         state.accounted = held
         if self._budget.used > self._burst.peak_held_bytes:
             self._burst.peak_held_bytes, self._burst.over_since = self._budget.used, None
+            self._note_burst_peak()
 
     async def _read_requests(self, stream: ClientStream, codec: ServerCodec, responses: ResponseQueue,
                              nursery: trio.Nursery, session: SaslSession | None = None,

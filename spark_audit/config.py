@@ -45,7 +45,7 @@ class AuditConfig:
         require(1 <= self.max_queue <= 10_000_000, "audit.max_queue: 1..10000000")
         require(self.roll_seconds >= 1, "audit.roll_seconds: >= 1")
         require(self.roll_bytes >= 1024, "audit.roll_bytes: >= 1024")
-        require(0.2 <= self.flush_seconds <= 3600, "audit.flush_seconds: 0.2..3600 (the writer drains every 0.2 s)")
+        require(0.2 <= self.flush_seconds <= 3600, "audit.flush_seconds: 0.2..3600 (a busy writer drains every 0.2 s)")
         require(self.upload_seconds >= 1, "audit.upload_seconds: >= 1")
         require(self.spool_dir is None or bool(self.spool_dir), "audit.spool_dir: a directory, or unset")
         Framing(self.path_mtu, self.link_header_bytes)  # validates both

@@ -3,10 +3,17 @@
 Strategy: `emit` runs on the caller's thread (a trio task, an asyncio task, plain code):
 it checks the kind and field names against `records.KINDS`, stamps the common fields,
 makes the JSON line with the values checked against their declared types (~6 µs,
-spark_audit/_jsonline.py) and appends it to a bounded deque. It never blocks, never wakes
-the writer thread (which drains the deque every QUEUE_POLL_S), and never raises: a full
-queue or a bad record is counted, logged once per kind, and later written as an
-`audit_drop` record so nothing disappears silently.
+spark_audit/_jsonline.py) and appends it to a bounded deque. It never blocks, never raises
+(a full queue or a bad record is counted, logged once per kind, and later written as an
+`audit_drop` record so nothing disappears silently), and while records flow it never wakes
+the writer thread, which drains the deque every QUEUE_POLL_S.
+
+Idle, the thread does not poll: after a drain that found nothing it sleeps until its next
+deadline (an open file's sync or roll, at most IDLE_WAIT_MAX_S), and the next emit wakes
+it, once. An idle proxy woke 5 times a second for this thread alone, most of its
+wake-ups (bench/bench_idle.py); a fleet of mostly idle sidecars pays that on every host.
+A burst after a quiet spell is drained as quickly as before: its first record wakes the
+thread, which then polls again until a drain finds the queue empty.
 
 Why inline and not at the event loop's next turn: deferring the encoding (asyncio
 `call_soon`, trio `run_sync_soon`) was tried; on trio every deferral wakes the loop through
@@ -70,6 +77,7 @@ DROPPED = Counter("azsidecar_audit_dropped_records_total", "Audit records droppe
                   ["kind", "reason"])
 
 QUEUE_POLL_S = 0.2  # the writer thread drains the queue this often (and rolls files, writes drop counts)
+IDLE_WAIT_MAX_S = 60.0  # an idle writer thread looks at least this often, whatever its deadlines
 CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the queue to drain and uploads to finish
 UPLOAD_ATTEMPTS = 3  # S3 upload tries per closed file before it is left on local disk
 GZIP_LEVEL = 6  # zlib default: ~5x on audit JSON at a fraction of level 9's CPU
@@ -153,7 +161,8 @@ class AuditWriter:
         self._run_id = secrets.token_hex(3)
         # A deque, not a queue.Queue: emit() on the data path must not wake the writer thread
         # for every record (a thread switch and a GIL hand-off each, ~1 ms on the proxy's
-        # event loop). The thread drains it every QUEUE_POLL_S instead. append/popleft are
+        # event loop). The thread drains it every QUEUE_POLL_S instead, and only an idle
+        # thread (`_sleeping`) is woken, by the first record after it. append/popleft are
         # atomic; the bound is checked before append (it may overshoot by a few records
         # under concurrent emitters, never grow without bound).
         self._queue: collections.deque[tuple[int, bytes]] = collections.deque()  # (ts_ms, JSON line)
@@ -169,7 +178,8 @@ class AuditWriter:
         self._salvaged: list[SalvageReport] = []
         self._file_seq = 0
         self._open: dict[str, _OpenFile] = {}
-        self._closing = threading.Event()
+        self._wake = threading.Event()  # set by close() and by the first record for an idle thread
+        self._sleeping = False  # the thread waits for a record (or a deadline), not for its next poll
         self._closed = False
         self._s3_bucket: str | None = None
         self._s3_prefix = ""
@@ -222,6 +232,7 @@ class AuditWriter:
         self._queue.append((record["ts_ms"], line))
         with self._lock:
             self._emitted += 1
+        self._wake_if_idle()
 
     def stats(self) -> WriterStats:
         with self._lock:
@@ -249,13 +260,20 @@ class AuditWriter:
         if not self._closed:
             self._closed = True
             self.start()
-            self._closing.set()
+            self._wake.set()
         self._thread.join(timeout_s)
         if self._thread.is_alive():
             log.error("audit writer %s did not finish within %.0f s; %d records still queued",
                       self._component, timeout_s, len(self._queue))
             return False
         return True
+
+    def _wake_if_idle(self) -> None:
+        # Read after the append (or count) it follows: the thread sets _sleeping before it
+        # looks at the queue one last time, so either it sees the record or we see it asleep.
+        if self._sleeping:
+            self._sleeping = False
+            self._wake.set()
 
     # -- counters ----------------------------------------------------------------
 
@@ -267,6 +285,7 @@ class AuditWriter:
             self._pending_drops[key] = self._pending_drops.get(key, 0) + 1
             first = key not in self._logged_once
             self._logged_once.add(key)
+        self._wake_if_idle()
         if first:
             log.error("audit record rejected: %s (logged once per kind; counted as audit_drop)", message)
 
@@ -278,6 +297,7 @@ class AuditWriter:
             self._pending_drops[key] = self._pending_drops.get(key, 0) + 1
             first = key not in self._logged_once
             self._logged_once.add(key)
+        self._wake_if_idle()
         if first:
             log.warning("%s (kind %s; logged once, counted as audit_drop)", message, kind)
 
@@ -286,13 +306,21 @@ class AuditWriter:
     def _run(self) -> None:
         try:
             self._recover()
+            wait_s = QUEUE_POLL_S
             while True:
-                closing = self._closing.wait(QUEUE_POLL_S)  # close() wakes it at once
-                self._drain()
-                self._write_drop_records()
-                self._roll(time.monotonic(), force=False)
+                if self._wake.wait(wait_s):  # close() and, when idle, the next record wake it at once
+                    self._wake.clear()
+                self._sleeping = False
+                closing = self._closed
+                written = self._drain()
+                written += self._write_drop_records()
+                now_s = time.monotonic()
+                self._roll(now_s, force=False)
                 if closing and not self._queue:
                     break
+                wait_s = QUEUE_POLL_S
+                if not written:
+                    wait_s = self._idle_wait(now_s)
         except Exception:  # the thread must not die silently; the data path is unaffected
             log.exception("audit writer %s failed; audit records are being lost", self._component)
         finally:
@@ -303,16 +331,29 @@ class AuditWriter:
                 log.exception("audit writer %s could not write its last records", self._component)
             self._roll(time.monotonic(), force=True)
 
-    def _drain(self) -> None:
-        """Write every queued line: per file, one gzip write per WRITE_CHUNK_BYTES of lines."""
+    def _idle_wait(self, now_s: float) -> float:
+        """Mark the thread idle and return how long it may sleep (0 if a record came meanwhile)."""
+        self._sleeping = True
+        if self._queue or self._pending_drops:  # emitted before it could see _sleeping
+            self._sleeping = False
+            return 0.0
+        return idle_wait_s(now_s, [(h.opened_s, h.synced_s if h.unsynced else None) for h in self._open.values()],
+                           self._roll_seconds, self._config.flush_seconds)
+
+    def _drain(self) -> int:
+        """Write every queued line: per file, one gzip write per WRITE_CHUNK_BYTES of lines.
+        Returns how many lines were queued."""
+        drained = 0
         while self._queue:
             ts_ms, line = self._queue.popleft()
             self._add_line(_partition(ts_ms, self._zone), line)
+            drained += 1
         now_s = time.monotonic()
         for handle in self._open.values():
             self._flush(handle)
             if handle.unsynced and now_s - handle.synced_s >= self._config.flush_seconds:
                 handle.sync(now_s)
+        return drained
 
     def _recover(self) -> None:
         """Salvage what dead writers of this component left open; with S3 output, upload
@@ -346,7 +387,8 @@ class AuditWriter:
             with self._lock:
                 self._written += written
 
-    def _write_drop_records(self) -> None:
+    def _write_drop_records(self) -> int:
+        """Write the drop counts gathered since the last call; returns how many records."""
         with self._lock:
             pending, self._pending_drops = self._pending_drops, {}
         now_ms = int(time.time() * 1000)
@@ -357,6 +399,7 @@ class AuditWriter:
             self._add_line(_partition(now_ms, self._zone), _json_line("audit_drop", record))
         for handle in self._open.values():
             self._flush(handle)
+        return len(pending)
 
     def _open_file(self, partition: str) -> _OpenFile:
         self._file_seq += 1
@@ -404,6 +447,20 @@ class AuditWriter:
             self._upload_errors += 1
         log.error("audit upload of %s to s3://%s/%s failed after %d attempts, kept locally: %s",
                   path, self._s3_bucket, key, UPLOAD_ATTEMPTS, last_error)
+
+
+def idle_wait_s(now_s: float, files: list[tuple[float, float | None]], roll_seconds: float,
+                flush_seconds: float) -> float:
+    """How long an idle writer thread may sleep at `now_s` (monotonic): until the first of its
+    open files must roll (`roll_seconds` after it opened) or be sync-flushed (`flush_seconds`
+    after its last sync, for a file with lines written since: its second element, else
+    None), and never longer than IDLE_WAIT_MAX_S. `files`: (opened_s, synced_s or None)."""
+    deadline = now_s + IDLE_WAIT_MAX_S
+    for opened_s, unsynced_since in files:
+        deadline = min(deadline, opened_s + roll_seconds)
+        if unsynced_since is not None:
+            deadline = min(deadline, unsynced_since + flush_seconds)
+    return max(deadline - now_s, 0.0)
 
 
 def _partition(ts_ms: int, zone: str) -> str:

@@ -6,7 +6,7 @@ import platform
 
 import pytest
 
-from proxy.memory import BurstTracker, burst_over_since, should_trim, trim
+from proxy.memory import BurstTracker, burst_is_big, burst_over_since, should_trim, trim
 
 MiB = 1024 * 1024
 
@@ -37,6 +37,19 @@ def test_burst_over_since(burst, now, open_connections, held, expected):
 ])
 def test_should_trim(burst, now, expected):
     assert should_trim(burst, now) is expected
+
+
+@pytest.mark.parametrize(("burst", "expected"), [
+    (BurstTracker(-100.0, 4, 260, 0), True),         # 256 connections above the baseline
+    (BurstTracker(-100.0, 4, 259, 0), False),        # 255
+    (BurstTracker(-100.0, 300, 400, 0), False),      # 100 above a baseline of 300 (left open at the last trim)
+    (BurstTracker(-100.0, 4, 5, 32 * MiB), True),    # 32 MiB held for arriving requests
+    (BurstTracker(-100.0, 4, 5, 32 * MiB - 1), False),
+    (BurstTracker(), False),                         # nothing happened since start
+])
+def test_burst_is_big(burst, expected):
+    # The proxy's trim task sleeps until a burst is big: what it waits for.
+    assert burst_is_big(burst) is expected
 
 
 def test_trim_is_available_with_glibc():
